@@ -1,0 +1,97 @@
+//! Cancellation from another thread.
+
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::Signal;
+
+/// Something that wakes a supervising loop. Implemented by the platform
+/// layer (a pipe on Unix, an event on Windows).
+pub(crate) trait Wake: Send + Sync {
+    fn wake(&self);
+}
+
+#[derive(Default)]
+struct State {
+    /// `Some(first signal override)` once cancelled.
+    cancelled: Option<Option<Signal>>,
+    wakers: Vec<Weak<dyn Wake>>,
+}
+
+/// A handle that cancels one or many runs, from any thread.
+///
+/// Cancelling is idempotent: the first call wins, later calls do nothing.
+/// Whatever the number of callers, the supervising thread alone decides and
+/// sends the signals, so one cancellation sends at most one SIGKILL to a
+/// tree. A token cancelled before [`Command::spawn`](crate::Command::spawn)
+/// makes the spawn return [`Error::CancelledBeforeSpawn`](crate::Error)
+/// without starting anything.
+#[derive(Clone, Default)]
+pub struct CancelToken {
+    inner: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancelToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
+impl CancelToken {
+    /// A new token, not cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancels every run that uses this token. The grace rule applies: the
+    /// command's first signal, then SIGKILL when the grace ends.
+    pub fn cancel(&self) {
+        self.cancel_inner(None)
+    }
+
+    /// Cancels with `signal` as the first signal instead of the command's
+    /// own (a CLI passing on the signal it received uses this).
+    pub fn cancel_with(&self, signal: Signal) {
+        self.cancel_inner(Some(signal))
+    }
+
+    fn cancel_inner(&self, signal: Option<Signal>) {
+        let wakers = {
+            let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            if st.cancelled.is_some() {
+                return;
+            }
+            st.cancelled = Some(signal);
+            std::mem::take(&mut st.wakers)
+        };
+        for w in wakers.iter().filter_map(Weak::upgrade) {
+            w.wake();
+        }
+    }
+
+    /// Whether [`cancel`](Self::cancel) was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.state().is_some()
+    }
+
+    /// `None` if not cancelled, else `Some(signal override)`.
+    pub(crate) fn state(&self) -> Option<Option<Signal>> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cancelled
+    }
+
+    /// Registers a waker to be woken on cancellation. Returns whether the
+    /// token is already cancelled (then the waker is not kept).
+    pub(crate) fn register(&self, waker: &Arc<dyn Wake>) -> bool {
+        let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if st.cancelled.is_some() {
+            return true;
+        }
+        st.wakers.retain(|w| w.strong_count() > 0);
+        st.wakers.push(Arc::downgrade(waker));
+        false
+    }
+}

@@ -1,0 +1,407 @@
+//! The builder: feels like `std::process::Command`, plus the deadline, the
+//! grace, the wait delay, the leftovers policy and bounded capture.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::cancel::CancelToken;
+use crate::contain::{ContainmentChoice, OsOp, Tracer};
+use crate::lifecycle::{self, Running};
+use crate::{Error, Report, Signal};
+
+/// Which output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// What the child's standard input is.
+#[derive(Debug, Default)]
+pub struct Input(pub(crate) InputKind);
+
+#[derive(Debug, Default)]
+pub(crate) enum InputKind {
+    /// `/dev/null` (the default: a command nobody types to must not wait
+    /// for a terminal).
+    #[default]
+    Null,
+    Inherit,
+    Bytes(Vec<u8>),
+    File(File),
+}
+
+impl Input {
+    /// Read from the null device (the default).
+    pub fn null() -> Input {
+        Input(InputKind::Null)
+    }
+    /// The caller's own standard input.
+    pub fn inherit() -> Input {
+        Input(InputKind::Inherit)
+    }
+    /// These bytes, then end of file. Written without blocking the lifecycle;
+    /// a child that does not read them does not stall the deadline.
+    pub fn bytes(data: impl Into<Vec<u8>>) -> Input {
+        Input(InputKind::Bytes(data.into()))
+    }
+    /// An open file.
+    pub fn file(f: File) -> Input {
+        Input(InputKind::File(f))
+    }
+}
+
+/// Where a child's output stream goes.
+#[derive(Default)]
+pub struct Output(pub(crate) OutputKind);
+
+#[derive(Default)]
+pub(crate) enum OutputKind {
+    /// A pipe read by corral into a bounded capture (the default).
+    #[default]
+    Capture,
+    /// A pipe read by corral into a bounded capture and copied, in order, to
+    /// this writer on a writer thread.
+    Relay(Box<dyn Write + Send>),
+    /// Handed to the child as is (a terminal stays a terminal). Not captured,
+    /// so the wait delay does not apply to it.
+    Inherit,
+    /// The null device.
+    Null,
+    /// An open file, handed to the child directly.
+    File(File),
+    /// Only for stderr: the same pipe as stdout (order between the two kept).
+    MergeWithStdout,
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match &self.0 {
+            OutputKind::Capture => "Capture",
+            OutputKind::Relay(_) => "Relay",
+            OutputKind::Inherit => "Inherit",
+            OutputKind::Null => "Null",
+            OutputKind::File(_) => "File",
+            OutputKind::MergeWithStdout => "MergeWithStdout",
+        };
+        f.write_str(name)
+    }
+}
+
+impl Output {
+    /// Capture through a pipe, bounded by [`Command::capture_limit`].
+    pub fn capture() -> Output {
+        Output(OutputKind::Capture)
+    }
+    /// Capture, and copy every byte in order to `w` (for example corral's own
+    /// stdout when it is a pipe). Slow consumers apply back-pressure to the
+    /// child, never to the lifecycle's timers.
+    pub fn relay(w: impl Write + Send + 'static) -> Output {
+        Output(OutputKind::Relay(Box::new(w)))
+    }
+    /// Hand the caller's own stream to the child.
+    pub fn inherit() -> Output {
+        Output(OutputKind::Inherit)
+    }
+    /// Discard.
+    pub fn null() -> Output {
+        Output(OutputKind::Null)
+    }
+    /// Hand an open file to the child.
+    pub fn file(f: File) -> Output {
+        Output(OutputKind::File(f))
+    }
+    /// For stderr only: share stdout's pipe, so both interleave in one
+    /// capture in the order written.
+    pub fn merge_with_stdout() -> Output {
+        Output(OutputKind::MergeWithStdout)
+    }
+}
+
+/// What happens to processes of the tree that are still running when the
+/// root has exited and its output was drained.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeftoverPolicy {
+    /// Keep them after a clean exit 0; kill them after any other ending.
+    #[default]
+    KeepOnSuccess,
+    /// Always kill them.
+    Kill,
+    /// Keep them after any clean root exit (timeouts, cancellation and held
+    /// output still kill the tree).
+    Keep,
+}
+
+/// A callback for each line of output, called on the supervising thread.
+pub type LineCallback = Box<dyn FnMut(Stream, &[u8]) + Send>;
+
+/// A command to run under a deadline with its whole tree contained.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let report = corral::Command::new("make")
+///     .arg("test")
+///     .timeout(Duration::from_secs(60))
+///     .run()?;
+/// match report.exit_code() {
+///     Some(code) => println!("exited with {code}"),
+///     None => println!("did not merely exit: {}", report.outcome_name()),
+/// }
+/// # Ok::<(), corral::Error>(())
+/// ```
+pub struct Command {
+    pub(crate) program: OsString,
+    pub(crate) args: Vec<OsString>,
+    pub(crate) env: Vec<(OsString, Option<OsString>)>,
+    pub(crate) env_clear: bool,
+    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) stdin: Input,
+    pub(crate) stdout: Output,
+    pub(crate) stderr: Output,
+    pub(crate) settings: Settings,
+    pub(crate) containment: ContainmentChoice,
+    pub(crate) cancel: Option<CancelToken>,
+    pub(crate) on_line: Option<LineCallback>,
+    pub(crate) tracer: Tracer,
+}
+
+/// The lifecycle's knobs, copied into the running command.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) wait_delay: Duration,
+    pub(crate) grace: Duration,
+    pub(crate) signal: Signal,
+    pub(crate) leftovers: LeftoverPolicy,
+    pub(crate) capture_limit: usize,
+    pub(crate) confirm_window: Duration,
+    pub(crate) line_limit: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            timeout: None,
+            deadline: None,
+            wait_delay: Duration::from_secs(2),
+            grace: Duration::ZERO,
+            signal: Signal::TERM,
+            leftovers: LeftoverPolicy::KeepOnSuccess,
+            capture_limit: 16 << 20,
+            confirm_window: Duration::from_secs(1),
+            line_limit: 4 << 20,
+        }
+    }
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Command")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("settings", &self.settings)
+            .field("containment", &self.containment)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Command {
+    /// A command running `program` (looked up in `PATH` unless it contains a
+    /// path separator), with no arguments, stdin from the null device, stdout
+    /// and stderr captured, no deadline, a 2 s wait delay, no grace and the
+    /// [`LeftoverPolicy::KeepOnSuccess`] policy.
+    pub fn new(program: impl AsRef<OsStr>) -> Command {
+        Command {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            env: Vec::new(),
+            env_clear: false,
+            cwd: None,
+            stdin: Input::default(),
+            stdout: Output::default(),
+            stderr: Output::default(),
+            settings: Settings::default(),
+            containment: ContainmentChoice::Auto,
+            cancel: None,
+            on_line: None,
+            tracer: Tracer::default(),
+        }
+    }
+
+    /// Adds an argument (any bytes on Unix: invalid UTF-8 is passed through).
+    pub fn arg(&mut self, a: impl AsRef<OsStr>) -> &mut Command {
+        self.args.push(a.as_ref().to_owned());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(&mut self, args: I) -> &mut Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Sets an environment variable.
+    pub fn env(&mut self, k: impl AsRef<OsStr>, v: impl AsRef<OsStr>) -> &mut Command {
+        self.env
+            .push((k.as_ref().to_owned(), Some(v.as_ref().to_owned())));
+        self
+    }
+
+    /// Sets environment variables.
+    pub fn envs<I, K, V>(&mut self, vars: I) -> &mut Command
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        for (k, v) in vars {
+            self.env(k, v);
+        }
+        self
+    }
+
+    /// Removes an environment variable.
+    pub fn env_remove(&mut self, k: impl AsRef<OsStr>) -> &mut Command {
+        self.env.push((k.as_ref().to_owned(), None));
+        self
+    }
+
+    /// Starts from an empty environment.
+    pub fn env_clear(&mut self) -> &mut Command {
+        self.env.clear();
+        self.env_clear = true;
+        self
+    }
+
+    /// Sets the working directory.
+    pub fn current_dir(&mut self, dir: impl AsRef<Path>) -> &mut Command {
+        self.cwd = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// Sets standard input (default: the null device).
+    pub fn stdin(&mut self, i: Input) -> &mut Command {
+        self.stdin = i;
+        self
+    }
+
+    /// Sets standard output (default: captured).
+    pub fn stdout(&mut self, o: Output) -> &mut Command {
+        self.stdout = o;
+        self
+    }
+
+    /// Sets standard error (default: captured).
+    pub fn stderr(&mut self, o: Output) -> &mut Command {
+        self.stderr = o;
+        self
+    }
+
+    /// The time allowed from spawn to the end of the run. When it passes the
+    /// tree is terminated (see [`grace`](Self::grace)).
+    pub fn timeout(&mut self, d: Duration) -> &mut Command {
+        self.settings.timeout = Some(d);
+        self
+    }
+
+    /// An absolute deadline (the earlier of this and the timeout wins).
+    pub fn deadline(&mut self, at: Instant) -> &mut Command {
+        self.settings.deadline = Some(at);
+        self
+    }
+
+    /// After the root exits, how long descendants may keep the captured
+    /// output open before they are killed and the run is reported as
+    /// [`Outcome::OutputHeld`](crate::Outcome::OutputHeld). Default 2 s.
+    pub fn wait_delay(&mut self, d: Duration) -> &mut Command {
+        self.settings.wait_delay = d;
+        self
+    }
+
+    /// Time between the first signal and SIGKILL when the tree is
+    /// terminated. Default 0: SIGKILL at once.
+    pub fn grace(&mut self, d: Duration) -> &mut Command {
+        self.settings.grace = d;
+        self
+    }
+
+    /// The first signal when there is a grace (default SIGTERM).
+    pub fn signal(&mut self, s: Signal) -> &mut Command {
+        self.settings.signal = s;
+        self
+    }
+
+    /// What happens to descendants still running after the root exited.
+    pub fn leftovers(&mut self, p: LeftoverPolicy) -> &mut Command {
+        self.settings.leftovers = p;
+        self
+    }
+
+    /// Bytes kept per captured stream (half head, half tail). Default 16 MiB.
+    pub fn capture_limit(&mut self, bytes: usize) -> &mut Command {
+        self.settings.capture_limit = bytes;
+        self
+    }
+
+    /// How long to wait for the tree to be confirmed empty after the final
+    /// SIGKILL before giving up and reporting survivors. Default 1 s.
+    pub fn confirm_window(&mut self, d: Duration) -> &mut Command {
+        self.settings.confirm_window = d;
+        self
+    }
+
+    /// Which containment to use (default [`ContainmentChoice::Auto`]).
+    pub fn containment(&mut self, c: ContainmentChoice) -> &mut Command {
+        self.containment = c;
+        self
+    }
+
+    /// Cancels this run when `token` is cancelled. [`Running::cancel_token`]
+    /// gives one for a run that has none.
+    pub fn cancel_token(&mut self, token: &CancelToken) -> &mut Command {
+        self.cancel = Some(token.clone());
+        self
+    }
+
+    /// Calls `f` for every line of captured output (lines longer than 4 MiB
+    /// are delivered in pieces). Lines are delivered as they arrive, on the
+    /// thread that waits.
+    pub fn on_line(&mut self, f: impl FnMut(Stream, &[u8]) + Send + 'static) -> &mut Command {
+        self.on_line = Some(Box::new(f));
+        self
+    }
+
+    /// Records every identity-related OS operation (spawn, tree signal,
+    /// root exit seen, reap, release) through `f`, in order. A test seam for
+    /// the ordering invariants; costs nothing when unset.
+    #[doc(hidden)]
+    pub fn trace_ops(&mut self, f: impl Fn(&OsOp) + Send + Sync + 'static) -> &mut Command {
+        self.tracer = Tracer(Some(Arc::new(f)));
+        self
+    }
+
+    /// Starts the command. Its deadline counts from now; the tree is
+    /// supervised while [`Running::wait`] runs (and terminated if the handle
+    /// is dropped). Outputs given as relays or files are used by this spawn.
+    pub fn spawn(&mut self) -> Result<Running, Error> {
+        lifecycle::spawn(self)
+    }
+
+    /// Spawns and waits.
+    pub fn run(&mut self) -> Result<Report, Error> {
+        Ok(self.spawn()?.wait())
+    }
+}

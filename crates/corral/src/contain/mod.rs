@@ -1,0 +1,165 @@
+//! Containment: the mechanisms that hold a process tree together and the
+//! one small interface the lifecycle uses to signal, count and release it.
+//!
+//! Each mechanism holds the tree's *identity* (a process group pinned by its
+//! unreaped leader, a cgroup directory, a job handle) from spawn until
+//! [`Containment::release`]; every signal goes through that identity, and
+//! none is sent after release. Platform code lives only below this module
+//! and in `sys`.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use crate::sys::Root;
+use crate::Signal;
+
+#[cfg(unix)]
+pub(crate) mod process_group;
+
+/// A containment mechanism, as named in reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    /// A new process group per command (every Unix). Holds every descendant
+    /// that does not call `setsid`/`setpgid`.
+    ProcessGroup,
+    /// A fresh cgroup v2 per command (Linux). Holds every descendant.
+    Cgroup,
+    /// A process group plus corral as child subreaper walking /proc (Linux
+    /// without a writable cgroup).
+    Subreaper,
+    /// A Windows Job Object. Holds every descendant (no breakaway).
+    JobObject,
+}
+
+impl Mechanism {
+    /// The name used in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::ProcessGroup => "process_group",
+            Mechanism::Cgroup => "cgroup",
+            Mechanism::Subreaper => "subreaper",
+            Mechanism::JobObject => "job_object",
+        }
+    }
+}
+
+impl fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which containment to use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ContainmentChoice {
+    /// The strongest mechanism this platform and this process can have; the
+    /// report says which one was used and why a stronger one was not.
+    #[default]
+    Auto,
+    /// Exactly this mechanism, or an [`Error::Containment`](crate::Error).
+    Only(Mechanism),
+}
+
+/// One operation on the OS that concerns the tree's identity, as recorded by
+/// a [`Command::trace_ops`](crate::Command::trace_ops) hook. Tests use the
+/// record to prove ordering invariants without relying on PID reuse luck.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OsOp {
+    /// The root was spawned with this pid.
+    Spawned {
+        /// The root's pid.
+        pid: u32,
+    },
+    /// A signal was sent to the whole tree.
+    SignalTree {
+        /// Which mechanism carried it.
+        via: Mechanism,
+        /// The identity used (pgid, cgroup inode, job handle value).
+        target: u64,
+        /// The signal.
+        signal: Signal,
+    },
+    /// The root's exit was observed (it was not reaped).
+    RootExited {
+        /// The root's pid.
+        pid: u32,
+    },
+    /// The root was reaped: its pid (and group id) may now be reused.
+    Reaped {
+        /// The root's pid.
+        pid: u32,
+    },
+    /// The containment identity was released (exactly once per run).
+    Released {
+        /// Which mechanism.
+        via: Mechanism,
+    },
+}
+
+/// The trace hook type.
+pub(crate) type TraceFn = Arc<dyn Fn(&OsOp) + Send + Sync>;
+
+/// Records operations when a hook is installed; free otherwise.
+#[derive(Clone, Default)]
+pub(crate) struct Tracer(pub(crate) Option<TraceFn>);
+
+impl Tracer {
+    pub(crate) fn record(&self, op: OsOp) {
+        if let Some(f) = &self.0 {
+            f(&op);
+        }
+    }
+}
+
+/// The interface every mechanism implements. The lifecycle calls, in order:
+/// `prepare` → (spawn) → `attach` → any number of `signal`/`kill`/`members`
+/// → `release` exactly once. Implementations refuse to signal after
+/// `release`.
+pub(crate) trait Containment: Send {
+    /// The mechanism, for reports.
+    fn mechanism(&self) -> Mechanism;
+    /// Adjusts the spawn so that the child starts inside the container.
+    fn prepare(&mut self, cmd: &mut std::process::Command) -> io::Result<()>;
+    /// Takes hold of the tree once the root exists.
+    fn attach(&mut self, root: &Root) -> io::Result<()>;
+    /// Sends `sig` to every member of the tree (and SIGCONT after it, so that
+    /// stopped members can act on it).
+    fn signal(&mut self, sig: Signal) -> io::Result<()>;
+    /// Live members of the tree, the root included while it is alive
+    /// (zombies are not members).
+    fn members(&mut self) -> io::Result<Vec<u32>>;
+    /// Reaps the root (after the last signal) and lets go of the identity.
+    /// Survivors, if any, are left where they are.
+    fn release(&mut self, root: &mut Root) -> io::Result<()>;
+}
+
+/// The containment picked for one command, and why a stronger one was not
+/// used (when `auto` fell back).
+pub(crate) struct Selected {
+    pub(crate) tree: Box<dyn Containment>,
+    pub(crate) note: Option<String>,
+}
+
+/// Picks and builds the containment for one command.
+pub(crate) fn select(choice: ContainmentChoice, tracer: Tracer) -> Result<Selected, crate::Error> {
+    match choice {
+        #[cfg(unix)]
+        ContainmentChoice::Auto | ContainmentChoice::Only(Mechanism::ProcessGroup) => {
+            Ok(Selected {
+                tree: Box::new(process_group::ProcessGroup::new(tracer)),
+                note: None,
+            })
+        }
+        ContainmentChoice::Only(mechanism) => Err(crate::Error::Containment {
+            mechanism,
+            reason: format!("{mechanism} is not supported on this platform"),
+        }),
+        #[allow(unreachable_patterns)]
+        ContainmentChoice::Auto => Err(crate::Error::Containment {
+            mechanism: Mechanism::ProcessGroup,
+            reason: "no containment mechanism on this platform".into(),
+        }),
+    }
+}

@@ -1,0 +1,91 @@
+//! Failures that keep a command from running at all.
+
+use std::ffi::OsString;
+use std::io;
+
+use crate::contain::Mechanism;
+
+/// Why a spawn failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnErrorKind {
+    /// The program was not found (exit 127 in the CLI).
+    NotFound,
+    /// The program was found but could not be executed (exit 126).
+    PermissionDenied,
+    /// Anything else (bad working directory, out of resources, ...).
+    Other,
+}
+
+/// An error that kept the command from running. Nothing of the command is
+/// left behind when one of these is returned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The program could not be started.
+    #[error("cannot run {program:?}: {source}")]
+    Spawn {
+        /// What kind of spawn failure.
+        kind: SpawnErrorKind,
+        /// The program as given.
+        program: OsString,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The requested containment could not be set up; the command was not
+    /// run (or was killed before it could run any code).
+    #[error("containment {mechanism} is not available: {reason}")]
+    Containment {
+        /// The mechanism that failed.
+        mechanism: Mechanism,
+        /// Why.
+        reason: String,
+    },
+    /// The run was cancelled before the command was started; nothing was
+    /// spawned.
+    #[error("cancelled before the command was started")]
+    CancelledBeforeSpawn,
+    /// The command's configuration is invalid.
+    #[error("invalid command: {0}")]
+    InvalidInput(String),
+}
+
+impl Error {
+    /// The kind of spawn failure, if this is one.
+    pub fn spawn_kind(&self) -> Option<SpawnErrorKind> {
+        match self {
+            Error::Spawn { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+
+    /// The name used in JSON reports (`spawn_failed`, `containment_failed`,
+    /// `cancelled`).
+    pub fn outcome_name(&self) -> &'static str {
+        match self {
+            Error::Spawn { .. } | Error::InvalidInput(_) => "spawn_failed",
+            Error::Containment { .. } => "containment_failed",
+            Error::CancelledBeforeSpawn => "cancelled",
+        }
+    }
+
+    pub(crate) fn spawn(program: OsString, source: io::Error) -> Error {
+        let kind = match source.kind() {
+            io::ErrorKind::NotFound => SpawnErrorKind::NotFound,
+            io::ErrorKind::PermissionDenied => SpawnErrorKind::PermissionDenied,
+            _ if is_exec_format_error(&source) => SpawnErrorKind::PermissionDenied,
+            _ => SpawnErrorKind::Other,
+        };
+        Error::Spawn {
+            kind,
+            program,
+            source,
+        }
+    }
+}
+
+fn is_exec_format_error(e: &io::Error) -> bool {
+    // ENOEXEC (8 on every Unix corral supports): found, but not a runnable
+    // program. coreutils maps it to 126 as well.
+    cfg!(unix) && e.raw_os_error() == Some(8)
+}

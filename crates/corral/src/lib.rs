@@ -1,0 +1,58 @@
+//! corral runs a command with a deadline and keeps four promises:
+//!
+//! 1. **Bounded return.** [`Running::wait`] comes back in bounded time, even
+//!    when a grandchild keeps the captured output open after the root exits,
+//!    ignores SIGTERM, or is stopped.
+//! 2. **Nothing left behind.** The whole tree is contained (a process group
+//!    on Unix; cgroups and job objects where available) and killed on
+//!    timeout, cancellation, output held past the wait delay and nonzero
+//!    exit. After a clean exit 0, descendants that closed their output may
+//!    keep running ([`LeftoverPolicy`]).
+//! 3. **Never the wrong process.** The identity used to signal (an unreaped
+//!    group leader, a cgroup directory, a job handle) is held until the last
+//!    signal and released exactly once.
+//! 4. **The truth about what happened.** [`Report::exit_code`] returns a code
+//!    only when every lifecycle step was clean; timeouts, cancellation, held
+//!    output, signals, spawn, containment and cleanup failures are all
+//!    distinct.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use corral::{Command, Outcome};
+//!
+//! let report = Command::new("sh")
+//!     .args(["-c", "echo hello; sleep 100 & exit 0"])
+//!     .timeout(Duration::from_secs(10))
+//!     .wait_delay(Duration::from_millis(500))
+//!     .run()?;
+//! // The backgrounded sleep held stdout: it was killed after 500 ms.
+//! assert_eq!(report.outcome, Outcome::OutputHeld);
+//! assert_eq!(report.stdout.bytes(), b"hello\n");
+//! # Ok::<(), corral::Error>(())
+//! ```
+//!
+//! The crate is organised as the lifecycle (`lifecycle`, one state machine
+//! for all platforms), the containment mechanisms behind one internal trait
+//! (`contain`), and a thin platform layer (`sys`).
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod cancel;
+mod capture;
+mod command;
+mod contain;
+mod error;
+mod lifecycle;
+mod report;
+mod signal;
+mod sys;
+
+pub use cancel::CancelToken;
+pub use capture::Captured;
+pub use command::{Command, Input, LeftoverPolicy, LineCallback, Output, Stream};
+pub use contain::{ContainmentChoice, Mechanism, OsOp};
+pub use error::{Error, SpawnErrorKind};
+pub use lifecycle::Running;
+pub use report::{CleanupError, Leftovers, Outcome, Report, RootStatus, Timings};
+pub use signal::{Signal, UnknownSignal};

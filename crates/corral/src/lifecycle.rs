@@ -1,0 +1,814 @@
+//! The lifecycle, written once for every platform:
+//!
+//! ```text
+//! spawn ─► contain ─► wait/drain ─► classify ─► clean up ─► release
+//! ```
+//!
+//! * **spawn**: check cancellation, let the containment prepare the spawn,
+//!   start the root with only its own pipe ends inherited.
+//! * **contain**: the containment takes hold of the tree's identity.
+//! * **wait/drain**: one loop sleeps in the platform poller until output
+//!   arrives, stdin can be written, the root exits, a waker fires (cancel,
+//!   relay back-pressure) or the next timer (deadline, end of wait delay,
+//!   end of grace, confirm tick) is due.
+//! * **classify**: the first of: clean exit (root exited and every captured
+//!   stream at EOF), deadline, cancellation, wait delay over (output held).
+//! * **clean up**: terminate (first signal, SIGKILL at the end of the grace
+//!   if any member is left, decided by the whole tree), or apply the
+//!   leftovers policy after a clean exit; then confirm that the tree is empty
+//!   within the confirm window, else report the survivors.
+//! * **release**: reap the root and let go of the identity, exactly once,
+//!   after the last signal.
+
+use std::collections::{HashSet, VecDeque};
+use std::io::{self, Write};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::cancel::{CancelToken, Wake};
+use crate::capture::{Captured, LineSplitter};
+use crate::command::{Command, InputKind, LineCallback, OutputKind, Settings, Stream};
+use crate::contain::{self, Containment, Mechanism, OsOp, Tracer};
+use crate::report::{CleanupError, Leftovers, Outcome, Report, RootStatus, Timings};
+use crate::sys::{self, PipeEnd, Poller, ReadResult, Root};
+use crate::{Error, LeftoverPolicy, Signal};
+
+const READ_CHUNK: usize = 128 * 1024;
+/// Reads per stream per wake-up, so one chatty stream cannot starve timers.
+const READS_PER_WAKE: usize = 16;
+/// Bytes queued for a relay writer before corral stops reading that stream.
+const RELAY_QUEUE_LIMIT: usize = 1 << 20;
+/// When the root's exit does not wake the poller (no pidfd), poll this often.
+const EXIT_POLL: Duration = Duration::from_millis(5);
+/// First and longest interval between membership checks while terminating.
+const CHECK_FIRST: Duration = Duration::from_micros(500);
+const CHECK_MAX: Duration = Duration::from_millis(10);
+
+/// A running command. Supervision happens in [`Running::wait`]; dropping the
+/// handle without waiting cancels the run and cleans up (bounded by the
+/// grace and the confirm window).
+pub struct Running {
+    life: Option<Box<Life>>,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running").field("id", &self.id()).finish()
+    }
+}
+
+impl Running {
+    /// The root's process id.
+    pub fn id(&self) -> u32 {
+        self.life.as_ref().map_or(0, |l| l.pid)
+    }
+
+    /// Cancels the run (idempotent; any thread may use
+    /// [`cancel_token`](Self::cancel_token) for that).
+    pub fn cancel(&self) {
+        if let Some(l) = &self.life {
+            l.cancel.cancel();
+        }
+    }
+
+    /// A token that cancels this run from any thread.
+    pub fn cancel_token(&self) -> CancelToken {
+        self.life
+            .as_ref()
+            .map(|l| l.cancel.clone())
+            .unwrap_or_default()
+    }
+
+    /// Supervises the run to its end and reports what happened. Returns in
+    /// bounded time: at most the deadline (or root exit plus the wait delay),
+    /// plus the grace, plus the confirm window.
+    pub fn wait(mut self) -> Report {
+        let life = self
+            .life
+            .take()
+            .expect("Running holds its lifecycle until wait");
+        life.run()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(life) = self.life.take() {
+            life.cancel.cancel();
+            let _ = life.run();
+        }
+    }
+}
+
+/// Why the tree is being terminated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reason {
+    TimedOut,
+    Cancelled,
+    OutputHeld,
+    /// The root exited cleanly; the policy says its leftovers die.
+    Leftovers,
+}
+
+struct Termination {
+    reason: Reason,
+    /// SIGKILL is due at this time (None once it was sent).
+    kill_at: Option<Instant>,
+    /// Give up confirming at this time (set when SIGKILL is sent).
+    confirm_until: Option<Instant>,
+    next_check: Instant,
+    interval: Duration,
+}
+
+struct StreamIo {
+    which: Stream,
+    pipe: Option<PipeEnd>,
+    capture: Captured,
+    lines: Option<LineSplitter>,
+    relay: Option<Relay>,
+}
+
+struct StdinFeed {
+    pipe: PipeEnd,
+    data: Vec<u8>,
+    pos: usize,
+}
+
+/// Everything one run owns while it is supervised.
+struct Life {
+    settings: Settings,
+    pid: u32,
+    start: Instant,
+    deadline: Option<Instant>,
+    spawn_time: Duration,
+    root: Root,
+    tree: Box<dyn Containment>,
+    mechanism: Mechanism,
+    containment_note: Option<String>,
+    poller: Poller,
+    waker: Arc<dyn Wake>,
+    streams: [Option<StreamIo>; 2],
+    stdin: Option<StdinFeed>,
+    cancel: CancelToken,
+    on_line: Option<LineCallback>,
+    tracer: Tracer,
+    buf: Vec<u8>,
+    // What was learned on the way.
+    root_status: Option<RootStatus>,
+    root_exit_at: Option<Instant>,
+    output_closed_at: Option<Instant>,
+    signals_sent: Vec<Signal>,
+    seen_members: HashSet<u32>,
+    cleanup_error: Option<CleanupError>,
+    kept: usize,
+}
+
+pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
+    let cancel = cmd.cancel.clone().unwrap_or_default();
+    if cancel.is_cancelled() {
+        return Err(Error::CancelledBeforeSpawn);
+    }
+    let settings = cmd.settings.clone();
+    let contain::Selected {
+        mut tree,
+        note: containment_note,
+    } = contain::select(cmd.containment, cmd.tracer.clone())?;
+    let mechanism = tree.mechanism();
+
+    let mut std_cmd = std::process::Command::new(&cmd.program);
+    std_cmd.args(&cmd.args);
+    if cmd.env_clear {
+        std_cmd.env_clear();
+    }
+    for (k, v) in &cmd.env {
+        match v {
+            Some(v) => std_cmd.env(k, v),
+            None => std_cmd.env_remove(k),
+        };
+    }
+    if let Some(d) = &cmd.cwd {
+        std_cmd.current_dir(d);
+    }
+
+    let io_err = |e: io::Error| Error::spawn(cmd.program.clone(), e);
+    let poller = Poller::new().map_err(io_err)?;
+    let waker = poller.waker();
+
+    let stdin = match std::mem::take(&mut cmd.stdin).0 {
+        InputKind::Null => {
+            std_cmd.stdin(std::process::Stdio::null());
+            None
+        }
+        InputKind::Inherit => {
+            std_cmd.stdin(std::process::Stdio::inherit());
+            None
+        }
+        InputKind::File(f) => {
+            std_cmd.stdin(f);
+            None
+        }
+        InputKind::Bytes(data) => {
+            let (ours, theirs) = sys::pipe(false).map_err(io_err)?;
+            std_cmd.stdin(sys::stdio_from(theirs));
+            Some(StdinFeed {
+                pipe: ours,
+                data,
+                pos: 0,
+            })
+        }
+    };
+
+    let limit = settings.capture_limit;
+    let new_stream = |which, pipe, relay: Option<Box<dyn Write + Send>>| StreamIo {
+        which,
+        pipe: Some(pipe),
+        capture: Captured::with_cap(limit),
+        lines: cmd
+            .on_line
+            .as_ref()
+            .map(|_| LineSplitter::new(settings.line_limit)),
+        relay: relay.map(|w| Relay::start(w, waker.clone())),
+    };
+    let mut stdout_child_end = None;
+    let out = match std::mem::take(&mut cmd.stdout).0 {
+        k @ (OutputKind::Capture | OutputKind::Relay(_)) => {
+            let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+            stdout_child_end = Some(sys::dup(&theirs).map_err(io_err)?);
+            std_cmd.stdout(sys::stdio_from(theirs));
+            let relay = match k {
+                OutputKind::Relay(w) => Some(w),
+                _ => None,
+            };
+            Some(new_stream(Stream::Stdout, ours, relay))
+        }
+        OutputKind::Inherit => {
+            std_cmd.stdout(std::process::Stdio::inherit());
+            None
+        }
+        OutputKind::Null => {
+            std_cmd.stdout(std::process::Stdio::null());
+            None
+        }
+        OutputKind::File(f) => {
+            std_cmd.stdout(f);
+            None
+        }
+        OutputKind::MergeWithStdout => {
+            return Err(Error::InvalidInput(
+                "stdout cannot be merged with itself".into(),
+            ))
+        }
+    };
+    let err = match std::mem::take(&mut cmd.stderr).0 {
+        k @ (OutputKind::Capture | OutputKind::Relay(_)) => {
+            let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+            std_cmd.stderr(sys::stdio_from(theirs));
+            let relay = match k {
+                OutputKind::Relay(w) => Some(w),
+                _ => None,
+            };
+            Some(new_stream(Stream::Stderr, ours, relay))
+        }
+        OutputKind::Inherit => {
+            std_cmd.stderr(std::process::Stdio::inherit());
+            None
+        }
+        OutputKind::Null => {
+            std_cmd.stderr(std::process::Stdio::null());
+            None
+        }
+        OutputKind::File(f) => {
+            std_cmd.stderr(f);
+            None
+        }
+        OutputKind::MergeWithStdout => match stdout_child_end.take() {
+            Some(fd) => {
+                std_cmd.stderr(sys::stdio_from(fd));
+                None
+            }
+            None => {
+                return Err(Error::InvalidInput(
+                    "stderr can be merged with stdout only when stdout is captured".into(),
+                ))
+            }
+        },
+    };
+    drop(stdout_child_end);
+
+    tree.prepare(&mut std_cmd).map_err(|e| Error::Containment {
+        mechanism,
+        reason: e.to_string(),
+    })?;
+
+    let start = Instant::now();
+    let child = std_cmd.spawn();
+    // Dropping the std command closes the parent's copies of the child's
+    // pipe ends, so end of file can be seen once the tree lets go of them.
+    drop(std_cmd);
+    let child = child.map_err(|e| Error::spawn(cmd.program.clone(), e))?;
+    let spawn_time = start.elapsed();
+    let mut root = Root::new(child);
+    let pid = root.id();
+    cmd.tracer.record(OsOp::Spawned { pid });
+
+    if let Err(e) = tree.attach(&root) {
+        // The root is unreaped, so killing it by pid cannot hit a stranger.
+        root.kill();
+        let _ = tree.release(&mut root);
+        return Err(Error::Containment {
+            mechanism,
+            reason: format!("could not take hold of the tree: {e}"),
+        });
+    }
+
+    let deadline = [settings.timeout.map(|t| start + t), settings.deadline]
+        .into_iter()
+        .flatten()
+        .min();
+
+    let life = Life {
+        pid,
+        start,
+        deadline,
+        spawn_time,
+        root,
+        tree,
+        mechanism,
+        containment_note,
+        poller,
+        waker,
+        streams: [out, err],
+        stdin,
+        cancel,
+        on_line: cmd.on_line.take(),
+        tracer: cmd.tracer.clone(),
+        buf: vec![0; READ_CHUNK],
+        root_status: None,
+        root_exit_at: None,
+        output_closed_at: None,
+        signals_sent: Vec::new(),
+        seen_members: HashSet::new(),
+        cleanup_error: None,
+        kept: 0,
+        settings,
+    };
+    // Registered after the spawn: a cancel that raced the spawn is seen by
+    // the first loop iteration through `cancel.state()`.
+    life.cancel.register(&life.waker);
+    Ok(Running {
+        life: Some(Box::new(life)),
+    })
+}
+
+impl Life {
+    fn run(mut self: Box<Self>) -> Report {
+        let mut term: Option<Termination> = None;
+        loop {
+            let now = Instant::now();
+            self.pump_outputs();
+            self.observe_root(now);
+            let open = self.outputs_open();
+            if open == 0 && self.output_closed_at.is_none() {
+                self.output_closed_at = Some(now);
+            }
+
+            if term.is_none() {
+                term = self.classify(now, open);
+                if term.is_none() && self.root_status.is_some() && open == 0 {
+                    break; // clean exit, leftovers kept (or none)
+                }
+            }
+            if let Some(t) = term.as_mut() {
+                if now >= t.next_check && self.step_termination(t, now) {
+                    break;
+                }
+            }
+
+            let timeout = self.next_wake(term.as_ref(), now);
+            let outputs = [0, 1].map(|i| {
+                self.streams[i]
+                    .as_ref()
+                    .filter(|s| s.relay.as_ref().is_none_or(|r| !r.is_full()))
+                    .and_then(|s| s.pipe.as_ref())
+            });
+            let stdin = self.stdin.as_ref().map(|f| &f.pipe);
+            match self.poller.wait(&self.root, outputs, stdin, timeout) {
+                Ok(ready) => {
+                    if ready.stdin_writable {
+                        self.feed_stdin();
+                    }
+                }
+                Err(e) => {
+                    // The poller itself failed: do not spin, do not hang.
+                    // Terminate the tree and report the failure.
+                    self.note_cleanup(CleanupError::Signal(format!("poll failed: {e}")));
+                    if term.is_none() {
+                        term = Some(self.start_termination(Reason::Cancelled, None, now));
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        let outcome = match term.map(|t| t.reason) {
+            Some(Reason::TimedOut) => Outcome::TimedOut,
+            Some(Reason::Cancelled) => Outcome::Cancelled,
+            Some(Reason::OutputHeld) => Outcome::OutputHeld,
+            Some(Reason::Leftovers) | None => match self.root_status {
+                Some(RootStatus::Exited(c)) => Outcome::Exited(c),
+                Some(RootStatus::Signaled(s)) => Outcome::Signaled(s),
+                // The loop only ends without a termination once the root exited.
+                None => Outcome::Cancelled,
+            },
+        };
+        self.finish(outcome)
+    }
+
+    /// Decides whether the run must now be terminated, and starts it.
+    fn classify(&mut self, now: Instant, open: usize) -> Option<Termination> {
+        if let Some(status) = self.root_status {
+            if open == 0 {
+                // Clean exit: the leftovers policy decides.
+                let kill = match self.settings.leftovers {
+                    LeftoverPolicy::Kill => true,
+                    LeftoverPolicy::Keep => false,
+                    LeftoverPolicy::KeepOnSuccess => status != RootStatus::Exited(0),
+                };
+                let members = self.tree_members();
+                if members.is_empty() {
+                    return None;
+                }
+                if !kill {
+                    self.kept = members.len();
+                    return None;
+                }
+                return Some(self.start_termination(Reason::Leftovers, None, now));
+            }
+        }
+        if let Some(sig) = self.cancel.state() {
+            return Some(self.start_termination(Reason::Cancelled, sig, now));
+        }
+        if self.deadline.is_some_and(|d| now >= d) {
+            return Some(self.start_termination(Reason::TimedOut, None, now));
+        }
+        if let Some(exit_at) = self.root_exit_at {
+            if now >= exit_at + self.settings.wait_delay {
+                return Some(self.start_termination(Reason::OutputHeld, None, now));
+            }
+        }
+        None
+    }
+
+    fn start_termination(
+        &mut self,
+        reason: Reason,
+        sig: Option<Signal>,
+        now: Instant,
+    ) -> Termination {
+        let first = sig.unwrap_or(self.settings.signal);
+        let graceful = !self.settings.grace.is_zero() && first != Signal::KILL;
+        let _ = self.tree_members();
+        let mut t = Termination {
+            reason,
+            kill_at: None,
+            confirm_until: None,
+            next_check: now,
+            interval: CHECK_FIRST,
+        };
+        if graceful {
+            self.send(first);
+            t.kill_at = Some(now + self.settings.grace);
+        } else {
+            self.send(Signal::KILL);
+            t.confirm_until = Some(now + self.settings.confirm_window);
+        }
+        t.next_check = now + t.interval;
+        t
+    }
+
+    /// One check of a termination in progress. Returns true when done.
+    fn step_termination(&mut self, t: &mut Termination, now: Instant) -> bool {
+        let members = self.tree_members();
+        if members.is_empty() && self.root_status.is_some() {
+            return true;
+        }
+        if let Some(kill_at) = t.kill_at {
+            if now >= kill_at {
+                // Escalation is decided by the whole tree, not the root.
+                self.send(Signal::KILL);
+                t.kill_at = None;
+                t.confirm_until = Some(now + self.settings.confirm_window);
+                t.interval = CHECK_FIRST;
+            }
+        } else if t.confirm_until.is_some_and(|c| now >= c) {
+            let mut pids: Vec<u32> = members;
+            pids.sort_unstable();
+            self.note_cleanup(CleanupError::Survivors { pids });
+            return true;
+        }
+        t.next_check = now + t.interval;
+        t.interval = (t.interval * 2).min(CHECK_MAX);
+        false
+    }
+
+    fn send(&mut self, sig: Signal) {
+        self.signals_sent.push(sig);
+        if let Err(e) = self.tree.signal(sig) {
+            self.note_cleanup(CleanupError::Signal(e.to_string()));
+        }
+    }
+
+    /// Live members other than the root, remembered for the killed count.
+    fn tree_members(&mut self) -> Vec<u32> {
+        match self.tree.members() {
+            Ok(m) => {
+                let pid = self.pid;
+                let others: Vec<u32> = m.into_iter().filter(|&p| p != pid).collect();
+                self.seen_members.extend(others.iter().copied());
+                let mut all = others;
+                if self.root_status.is_none() {
+                    // The root is alive (or dying) and still a member.
+                    all.push(pid);
+                }
+                all
+            }
+            Err(e) => {
+                self.note_cleanup(CleanupError::Signal(format!(
+                    "could not list the tree's members: {e}"
+                )));
+                Vec::new()
+            }
+        }
+    }
+
+    fn note_cleanup(&mut self, e: CleanupError) {
+        if self.cleanup_error.is_none() {
+            self.cleanup_error = Some(e);
+        }
+    }
+
+    fn observe_root(&mut self, now: Instant) {
+        if self.root_status.is_some() {
+            return;
+        }
+        match self.root.peek_exit() {
+            Ok(Some(st)) => {
+                self.root_status = Some(st);
+                self.root_exit_at = Some(now);
+                self.tracer.record(OsOp::RootExited { pid: self.pid });
+                // Output written just before the exit is usually already in
+                // the pipe: take it now so a prompt EOF is seen at once.
+                self.pump_outputs();
+            }
+            Ok(None) => {}
+            Err(e) => self.note_cleanup(CleanupError::Release(format!(
+                "could not observe the root's exit: {e}"
+            ))),
+        }
+    }
+
+    fn outputs_open(&self) -> usize {
+        self.streams
+            .iter()
+            .flatten()
+            .filter(|s| s.pipe.is_some())
+            .count()
+    }
+
+    fn next_wake(&self, term: Option<&Termination>, now: Instant) -> Option<Duration> {
+        let mut at: Option<Instant> = None;
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                at = Some(at.map_or(t, |a| a.min(t)));
+            }
+        };
+        match term {
+            Some(t) => consider(Some(t.next_check)),
+            None => {
+                consider(self.deadline);
+                consider(self.root_exit_at.map(|e| e + self.settings.wait_delay));
+            }
+        }
+        let mut d = at.map(|t| t.saturating_duration_since(now));
+        if self.root_status.is_none() && !Poller::root_exit_wakes(&self.root) {
+            d = Some(d.map_or(EXIT_POLL, |d| d.min(EXIT_POLL)));
+        }
+        d
+    }
+
+    /// Reads whatever the captured streams have now, without blocking.
+    fn pump_outputs(&mut self) {
+        for i in 0..2 {
+            self.pump_stream(i, READS_PER_WAKE);
+        }
+    }
+
+    fn pump_stream(&mut self, i: usize, max_reads: usize) {
+        let Some(s) = self.streams[i].as_mut() else {
+            return;
+        };
+        for _ in 0..max_reads {
+            let Some(pipe) = s.pipe.as_ref() else { return };
+            if s.relay.as_ref().is_some_and(|r| r.is_full()) {
+                return;
+            }
+            match pipe.read(&mut self.buf) {
+                Ok(ReadResult::Data(n)) => {
+                    let data = &self.buf[..n];
+                    s.capture.push(data);
+                    if let Some(r) = s.relay.as_ref() {
+                        r.push(data);
+                    }
+                    if let (Some(lines), Some(cb)) = (s.lines.as_mut(), self.on_line.as_mut()) {
+                        let which = s.which;
+                        lines.feed(data, &mut |l| cb(which, l));
+                    }
+                    if n < self.buf.len() {
+                        return;
+                    }
+                }
+                Ok(ReadResult::WouldBlock) => return,
+                Ok(ReadResult::Eof) | Err(_) => {
+                    s.pipe = None;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn feed_stdin(&mut self) {
+        let Some(f) = self.stdin.as_mut() else { return };
+        let done = match f.pipe.write(&f.data[f.pos..]) {
+            Ok(n) => {
+                f.pos += n;
+                f.pos >= f.data.len()
+            }
+            // The child closed its stdin (EPIPE) or it broke: stop feeding.
+            Err(_) => true,
+        };
+        if done {
+            self.stdin = None; // closing our end gives the child EOF
+        }
+    }
+
+    /// Final drain, line flush, relay flush, release; builds the report.
+    fn finish(mut self: Box<Self>, outcome: Outcome) -> Report {
+        self.stdin = None;
+        // Keep what the tree wrote before it died; a holder outside the tree
+        // cannot keep us here (bounded number of reads, then close).
+        for i in 0..2 {
+            self.pump_stream(i, 64);
+            if let Some(s) = self.streams[i].as_mut() {
+                s.pipe = None;
+                if let (Some(lines), Some(cb)) = (s.lines.as_mut(), self.on_line.as_mut()) {
+                    let which = s.which;
+                    lines.finish(&mut |l| cb(which, l));
+                }
+            }
+        }
+        let flush_until = Instant::now() + self.settings.wait_delay.max(Duration::from_millis(100));
+        for s in self.streams.iter_mut().flatten() {
+            if let Some(r) = s.relay.take() {
+                r.finish(flush_until);
+            }
+        }
+        if let Err(e) = self.tree.release(&mut self.root) {
+            self.note_cleanup(CleanupError::Release(e.to_string()));
+        }
+        let killed = if self.signals_sent.is_empty() {
+            0
+        } else {
+            self.seen_members.len()
+        };
+        let at = |i: Option<Instant>| i.map(|t| t.saturating_duration_since(self.start));
+        let [out, err] = std::mem::take(&mut self.streams);
+        Report {
+            outcome,
+            root: self.root_status,
+            pid: self.pid,
+            containment: self.mechanism,
+            containment_note: self.containment_note.take(),
+            leftovers: Leftovers {
+                killed,
+                kept: self.kept,
+            },
+            signals_sent: std::mem::take(&mut self.signals_sent),
+            cleanup_error: self.cleanup_error.take(),
+            stdout: out.map(|s| s.capture).unwrap_or_default(),
+            stderr: err.map(|s| s.capture).unwrap_or_default(),
+            timings: Timings {
+                spawn: self.spawn_time,
+                root_exit: at(self.root_exit_at),
+                output_closed: at(self.output_closed_at),
+                cleanup_done: self.start.elapsed(),
+            },
+        }
+    }
+}
+
+/// Copies one stream, in order, to a writer on its own thread, so that a
+/// slow consumer slows the child (back-pressure) and never the timers.
+struct Relay {
+    shared: Arc<RelayShared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct RelayShared {
+    q: Mutex<RelayQueue>,
+    cv: Condvar,
+    waker: Arc<dyn Wake>,
+}
+
+#[derive(Default)]
+struct RelayQueue {
+    chunks: VecDeque<Vec<u8>>,
+    bytes: usize,
+    closed: bool,
+    broken: bool,
+}
+
+impl Relay {
+    fn start(mut w: Box<dyn Write + Send>, waker: Arc<dyn Wake>) -> Relay {
+        let shared = Arc::new(RelayShared {
+            q: Mutex::new(RelayQueue::default()),
+            cv: Condvar::new(),
+            waker,
+        });
+        let sh = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("corral-relay".into())
+            .spawn(move || loop {
+                let chunk = {
+                    let mut q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
+                    loop {
+                        if let Some(c) = q.chunks.pop_front() {
+                            break Some(c);
+                        }
+                        if q.closed {
+                            break None;
+                        }
+                        q = sh.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                    }
+                };
+                let Some(chunk) = chunk else {
+                    let _ = w.flush();
+                    return;
+                };
+                let ok = w.write_all(&chunk).is_ok();
+                let mut q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
+                let was_full = q.bytes >= RELAY_QUEUE_LIMIT;
+                q.bytes -= chunk.len();
+                if !ok {
+                    // The consumer went away: keep capturing, stop relaying.
+                    q.broken = true;
+                    q.bytes -= q.chunks.iter().map(Vec::len).sum::<usize>();
+                    q.chunks.clear();
+                }
+                sh.cv.notify_all();
+                drop(q);
+                if was_full {
+                    sh.waker.wake();
+                }
+            })
+            .ok();
+        Relay { shared, thread }
+    }
+
+    fn is_full(&self) -> bool {
+        let q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
+        q.bytes >= RELAY_QUEUE_LIMIT
+    }
+
+    fn push(&self, data: &[u8]) {
+        let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
+        if q.broken || self.thread.is_none() {
+            return;
+        }
+        q.bytes += data.len();
+        q.chunks.push_back(data.to_vec());
+        self.shared.cv.notify_all();
+    }
+
+    /// Closes the queue and waits for the writer until `until` at most.
+    fn finish(mut self, until: Instant) {
+        let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
+        q.closed = true;
+        self.shared.cv.notify_all();
+        while !q.chunks.is_empty() || q.bytes > 0 {
+            let now = Instant::now();
+            if now >= until {
+                return; // the consumer is stuck; the thread is left to finish
+            }
+            q = self
+                .shared
+                .cv
+                .wait_timeout(q, until - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        drop(q);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! Unix half of the platform layer: the root process handle (observed
+//! without reaping), non-blocking pipes, and the one `poll` that the
+//! lifecycle sleeps in.
+
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
+
+use crate::cancel::Wake;
+use crate::report::RootStatus;
+use crate::Signal;
+
+/// The root process. Its exit is observed with `WNOWAIT`, so it stays an
+/// unreaped zombie, which pins its PID and (as group leader) its process
+/// group id until [`Root::reap`].
+pub(crate) struct Root {
+    pid: Pid,
+    /// Readable when the root exits (Linux 5.3+); `None` means poll on a
+    /// short timer instead.
+    #[cfg(target_os = "linux")]
+    pidfd: Option<OwnedFd>,
+    exited: Option<RootStatus>,
+    reaped: bool,
+}
+
+impl Root {
+    pub(crate) fn new(child: std::process::Child) -> Root {
+        let pid = Pid::from_child(&child);
+        // Dropping a std Child neither kills nor reaps it; the pid stays ours
+        // to reap.
+        drop(child);
+        Root {
+            pid,
+            // The child is unreaped, so this pid cannot have been reused.
+            #[cfg(target_os = "linux")]
+            pidfd: rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok(),
+            exited: None,
+            reaped: false,
+        }
+    }
+
+    pub(crate) fn id(&self) -> u32 {
+        self.pid.as_raw_nonzero().get() as u32
+    }
+
+    /// The root's exit status if it has exited, without reaping it.
+    pub(crate) fn peek_exit(&mut self) -> io::Result<Option<RootStatus>> {
+        if self.exited.is_some() {
+            return Ok(self.exited);
+        }
+        let st = waitid(
+            WaitId::Pid(self.pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+        )?;
+        if let Some(st) = st {
+            // macOS can report a stopped child here; only real exits count.
+            if let Some(code) = st.exit_status() {
+                self.exited = Some(RootStatus::Exited(code));
+            } else if let Some(sig) = st.terminating_signal() {
+                self.exited = Some(RootStatus::Signaled(
+                    Signal::from_raw(sig).unwrap_or(Signal::KILL),
+                ));
+            }
+        }
+        Ok(self.exited)
+    }
+
+    /// Reaps the root, which releases its PID (and so its group id). Only
+    /// call after its exit was observed; a root that has not exited is reaped
+    /// by a background thread instead, so this never blocks.
+    pub(crate) fn reap(&mut self) -> io::Result<()> {
+        if self.reaped {
+            return Ok(());
+        }
+        self.reaped = true;
+        if self.peek_exit()?.is_some() {
+            waitid(WaitId::Pid(self.pid), WaitIdOptions::EXITED)?;
+        } else {
+            let pid = self.pid;
+            std::thread::Builder::new()
+                .name("corral-reap".into())
+                .spawn(move || {
+                    let _ = waitid(WaitId::Pid(pid), WaitIdOptions::EXITED);
+                })?;
+        }
+        Ok(())
+    }
+}
+
+/// Applies process-group placement to a std command: the child becomes the
+/// leader of a new group whose id is its pid. std keeps its
+/// posix_spawn/vfork path for this.
+pub(crate) fn new_process_group(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+}
+
+/// Sends `sig` to process group `pgid`. "No such process" is success: the
+/// group is already empty.
+pub(crate) fn signal_group(pgid: u32, sig: Signal) -> io::Result<()> {
+    let pid = Pid::from_raw(pgid as i32).ok_or_else(|| io::Error::other("pgid 0"))?;
+    // Signal numbers come from `Signal`, which only holds known signals.
+    let raw = rustix::process::Signal::from_named_raw(sig.as_raw())
+        .ok_or_else(|| io::Error::other(format!("unsupported signal {sig}")))?;
+    match rustix::process::kill_process_group(pid, raw) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::SRCH) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Live (non-zombie) members of process group `pgid`.
+#[cfg(target_os = "linux")]
+pub(crate) fn group_members(pgid: u32) -> io::Result<Vec<u32>> {
+    let mut out = Vec::new();
+    let mut buf = Vec::with_capacity(512);
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        buf.clear();
+        let path = format!("/proc/{pid}/stat");
+        let Ok(mut f) = std::fs::File::open(&path) else {
+            continue;
+        };
+        if f.read_to_end(&mut buf).is_err() {
+            continue;
+        }
+        if let Some((state, pgrp)) = parse_stat(&buf) {
+            if pgrp == pgid && state != b'Z' && state != b'X' {
+                out.push(pid);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Parses `state` and `pgrp` out of a `/proc/<pid>/stat` line. The command
+/// name may contain spaces and parentheses, so fields are counted from the
+/// last `)`.
+#[cfg(target_os = "linux")]
+fn parse_stat(buf: &[u8]) -> Option<(u8, u32)> {
+    let close = buf.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.as_bytes().first().copied()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// Live members of process group `pgid`, from `ps` (macOS and the BSDs have
+/// no /proc; this tier only needs to be correct, not fast).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn group_members(pgid: u32) -> io::Result<Vec<u32>> {
+    let out = std::process::Command::new("/bin/ps")
+        .args(["-A", "-o", "pid=,pgid=,stat="])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let pid: u32 = f.next()?.parse().ok()?;
+            let pg: u32 = f.next()?.parse().ok()?;
+            let stat = f.next().unwrap_or("");
+            (pg == pgid && !stat.starts_with('Z')).then_some(pid)
+        })
+        .collect())
+}
+
+/// A pipe end that the lifecycle reads or writes without blocking.
+pub(crate) struct PipeEnd(OwnedFd);
+
+/// What a non-blocking read gave.
+pub(crate) enum ReadResult {
+    Data(usize),
+    Eof,
+    WouldBlock,
+}
+
+impl PipeEnd {
+    fn nonblocking(fd: OwnedFd) -> io::Result<PipeEnd> {
+        let fl = fcntl_getfl(&fd)?;
+        fcntl_setfl(&fd, fl | OFlags::NONBLOCK)?;
+        Ok(PipeEnd(fd))
+    }
+
+    pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<ReadResult> {
+        loop {
+            match rustix::io::read(&self.0, &mut *buf) {
+                Ok(0) => return Ok(ReadResult::Eof),
+                Ok(n) => return Ok(ReadResult::Data(n)),
+                Err(rustix::io::Errno::AGAIN) => return Ok(ReadResult::WouldBlock),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Writes what the pipe takes now; `Ok(0)` when it is full.
+    pub(crate) fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match rustix::io::write(&self.0, buf) {
+                Ok(n) => return Ok(n),
+                Err(rustix::io::Errno::AGAIN) => return Ok(0),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// A new pipe: (our end, the child's end as Stdio). `child_writes` says
+/// which direction.
+pub(crate) fn pipe(child_writes: bool) -> io::Result<(PipeEnd, OwnedFd)> {
+    let (r, w) = io::pipe()?;
+    let (ours, theirs): (OwnedFd, OwnedFd) = if child_writes {
+        (r.into(), w.into())
+    } else {
+        (w.into(), r.into())
+    };
+    Ok((PipeEnd::nonblocking(ours)?, theirs))
+}
+
+/// Turns a child's pipe end into a std Stdio.
+pub(crate) fn stdio_from(fd: OwnedFd) -> Stdio {
+    Stdio::from(fd)
+}
+
+/// Duplicates a child's pipe end (stderr merged into stdout).
+pub(crate) fn dup(fd: &OwnedFd) -> io::Result<OwnedFd> {
+    fd.try_clone()
+}
+
+/// Wakes the poll loop from another thread: a byte into a pipe.
+pub(crate) struct PipeWaker {
+    tx: OwnedFd,
+}
+
+impl Wake for PipeWaker {
+    fn wake(&self) {
+        // A full pipe already holds a wake-up; any error is harmless.
+        let _ = rustix::io::write(&self.tx, &[1]);
+    }
+}
+
+/// What one `poll` reported.
+#[derive(Default)]
+pub(crate) struct Ready {
+    pub(crate) readable: [bool; 2],
+    pub(crate) stdin_writable: bool,
+}
+
+/// The sleeping point of the lifecycle.
+pub(crate) struct Poller {
+    wake_rx: PipeEnd,
+    waker: Arc<PipeWaker>,
+}
+
+impl Poller {
+    pub(crate) fn new() -> io::Result<Poller> {
+        let (r, w) = io::pipe()?;
+        let wake_rx = PipeEnd::nonblocking(r.into())?;
+        let tx: OwnedFd = w.into();
+        let fl = fcntl_getfl(&tx)?;
+        fcntl_setfl(&tx, fl | OFlags::NONBLOCK)?;
+        Ok(Poller {
+            wake_rx,
+            waker: Arc::new(PipeWaker { tx }),
+        })
+    }
+
+    pub(crate) fn waker(&self) -> Arc<dyn Wake> {
+        self.waker.clone()
+    }
+
+    /// Whether the root's exit wakes the poll; if not, the caller must not
+    /// sleep long while the root runs.
+    pub(crate) fn root_exit_wakes(root: &Root) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            root.pidfd.is_some()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = root;
+            false
+        }
+    }
+
+    /// Sleeps until an output is readable, stdin is writable, the root
+    /// exits, a waker fires, or `timeout` passes.
+    pub(crate) fn wait(
+        &mut self,
+        root: &Root,
+        outputs: [Option<&PipeEnd>; 2],
+        stdin: Option<&PipeEnd>,
+        timeout: Option<Duration>,
+    ) -> io::Result<Ready> {
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
+        fds.push(PollFd::new(&self.wake_rx.0, PollFlags::IN));
+        #[cfg(target_os = "linux")]
+        if root.exited.is_none() {
+            if let Some(p) = &root.pidfd {
+                fds.push(PollFd::new(p, PollFlags::IN));
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = root;
+        let mut slots = [usize::MAX; 3];
+        for (i, o) in outputs.iter().enumerate() {
+            if let Some(o) = o {
+                slots[i] = fds.len();
+                fds.push(PollFd::new(&o.0, PollFlags::IN));
+            }
+        }
+        if let Some(s) = stdin {
+            slots[2] = fds.len();
+            fds.push(PollFd::new(&s.0, PollFlags::OUT));
+        }
+        let ts = timeout.map(|d| Timespec {
+            tv_sec: d.as_secs().min(i64::MAX as u64) as _,
+            tv_nsec: d.subsec_nanos() as _,
+        });
+        match poll(&mut fds, ts.as_ref()) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let mut ready = Ready::default();
+        for (i, slot) in slots.iter().enumerate() {
+            if *slot != usize::MAX && !fds[*slot].revents().is_empty() {
+                if i < 2 {
+                    ready.readable[i] = true;
+                } else {
+                    ready.stdin_writable = true;
+                }
+            }
+        }
+        if !fds[0].revents().is_empty() {
+            let mut b = [0u8; 64];
+            while let Ok(ReadResult::Data(_)) = self.wake_rx.read(&mut b) {}
+        }
+        Ok(ready)
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_odd_names() {
+        let line = b"1234 (a) b (c)) S 1 777 777 0 -1 4194560";
+        assert_eq!(parse_stat(line), Some((b'S', 777)));
+        assert_eq!(parse_stat(b"garbage"), None);
+    }
+}
+
+/// SIGCONT on this platform.
+pub(crate) const SIGCONT: Signal = Signal::CONT;
+
+impl Root {
+    /// SIGKILLs the root alone (used when containment could not be set up;
+    /// the root is unreaped, so its pid is still its own).
+    pub(crate) fn kill(&mut self) {
+        let _ = rustix::process::kill_process(self.pid, rustix::process::Signal::KILL);
+    }
+}
