@@ -369,7 +369,10 @@ impl Life {
             self.pump_outputs();
             self.observe_root(now);
             let open = self.outputs_open();
-            if open == 0 && self.output_closed_at.is_none() {
+            if open == 0
+                && self.output_closed_at.is_none()
+                && self.streams.iter().any(Option::is_some)
+            {
                 self.output_closed_at = Some(now);
             }
 

@@ -39,7 +39,8 @@ mod win {
         HANDLE_FLAG_INHERIT, INVALID_HANDLE_VALUE, WAIT_OBJECT_0, WAIT_TIMEOUT,
     };
     use windows_sys::Win32::System::Console::{
-        AllocConsole, GenerateConsoleCtrlEvent, GetConsoleProcessList, SetConsoleCtrlHandler, CTRL_BREAK_EVENT,
+        AllocConsole, FreeConsole, GenerateConsoleCtrlEvent, GetStdHandle, SetStdHandle,
+        STD_ERROR_HANDLE, STD_INPUT_HANDLE, STD_OUTPUT_HANDLE, GetConsoleProcessList, SetConsoleCtrlHandler, CTRL_BREAK_EVENT,
     };
     use windows_sys::Win32::System::IO::{
         CreateIoCompletionPort, GetQueuedCompletionStatus, OVERLAPPED,
@@ -1149,10 +1150,19 @@ mod win {
         let name = "CTRL_BREAK to process group";
         let mut r = ctrl_break_once();
         if let Err(first) = &r {
-            if first.starts_with("processes on our console=0") {
-                // No console (stdout not a terminal): make one and try again.
+            {
+                // Try again on a console of our own (FreeConsole + AllocConsole).
+                // AllocConsole re-points the std handles at the new console;
+                // keep reporting to wherever stdout/stderr went before.
+                let saved = [STD_INPUT_HANDLE, STD_OUTPUT_HANDLE, STD_ERROR_HANDLE]
+                    .map(|which| (which, unsafe { GetStdHandle(which) }));
+                let freed = unsafe { FreeConsole() } != 0;
                 let alloc = unsafe { AllocConsole() } != 0;
                 let err = if alloc { 0 } else { last_error() };
+                for (which, h) in saved {
+                    unsafe { SetStdHandle(which, h) };
+                }
+                let first = format!("{first} || FreeConsole()={freed}");
                 r = match ctrl_break_once() {
                     Ok(d) => Ok(format!("without console: {first} || after AllocConsole(): {d}")),
                     Err(d) => Err(format!(
