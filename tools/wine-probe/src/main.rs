@@ -406,6 +406,10 @@ mod win {
         0
     }
 
+    unsafe extern "system" fn swallow_ctrl(_ctrl: u32) -> BOOL {
+        1
+    }
+
     fn child_main(args: &[String]) -> ! {
         let ready = args.first().map(String::as_str).unwrap_or("-");
         let mode = args.get(1).map(String::as_str).unwrap_or("");
@@ -508,6 +512,14 @@ mod win {
                 std::thread::sleep(Duration::from_secs(30));
                 0
             }
+            // ctrl-break-sender: the CTRL_BREAK probe, run from a process that
+            // Wine started (not the one launched from the Unix shell).
+            // 100 + bit0 GenerateConsoleCtrlEvent ok + bit1 target's handler ran.
+            "ctrl-break-sender" => match ctrl_break_once() {
+                Ok(_) => 103,
+                Err(d) if d.contains("GenerateConsoleCtrlEvent=true") => 101,
+                Err(_) => 100,
+            },
             // breakaway: try CREATE_BREAKAWAY_FROM_JOB from inside a job.
             // 10 = refused with ACCESS_DENIED, 11 = started outside the job,
             // 12 = started but still in a job, 13 = other error.
@@ -1150,8 +1162,9 @@ mod win {
         let name = "CTRL_BREAK to process group";
         let mut r = ctrl_break_once();
         if let Err(first) = &r {
-            {
-                // Try again on a console of our own (FreeConsole + AllocConsole).
+            if first.starts_with("processes on our console=0") {
+                // No console (stdout not a terminal): try again on a console of
+                // our own (FreeConsole + AllocConsole).
                 // AllocConsole re-points the std handles at the new console;
                 // keep reporting to wherever stdout/stderr went before.
                 let saved = [STD_INPUT_HANDLE, STD_OUTPUT_HANDLE, STD_ERROR_HANDLE]
@@ -1175,6 +1188,17 @@ mod win {
             Ok(d) => report(name, WORKS, d),
             Err(d) => report(name, FAILS, d),
         }
+        // Same thing from a Wine-started child process.
+        let r = spawn("- ctrl-break-sender", 0, None, false).map(|c| wait_exit(&c, 20_000));
+        let detail = format!(
+            "sender exit={r:?} (103 = works, 101 = sent but handler did not run, 100 = \
+             GenerateConsoleCtrlEvent failed)"
+        );
+        report(
+            "CTRL_BREAK from a child",
+            if r == Ok(Some(103)) { WORKS } else { FAILS },
+            detail,
+        );
     }
 
     fn ctrl_break_once() -> Result<String, String> {
@@ -1187,11 +1211,20 @@ mod win {
             let ready = wait(ev.raw(), 10_000) == WAIT_OBJECT_0;
             let sent = unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, c.pid) };
             let err = if sent == 0 { last_error() } else { 0 };
+            // Does the call work at all?  Group 0 = every process on our
+            // console, ourselves included (our handler swallows it).
+            let all = if sent == 0 {
+                unsafe { SetConsoleCtrlHandler(Some(swallow_ctrl), 1) };
+                let ok = unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, 0) } != 0;
+                format!("; to group 0 instead: {ok} (err={})", if ok { 0 } else { last_error() })
+            } else {
+                String::new()
+            };
             let t = Instant::now();
             let code = wait_exit(&c, 5000);
             let detail = format!(
                 "processes on our console={n}; child ready={ready}; GenerateConsoleCtrlEvent={} \
-                 (err={err}); child exit={code:?} after {} ms (42 = handler ran, 3 = no event)",
+                 (err={err}){all}; child exit={code:?} after {} ms (42 = handler ran, 3 = no event)",
                 sent != 0,
                 ms_since(t)
             );

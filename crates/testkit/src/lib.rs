@@ -1,0 +1,272 @@
+//! Test helpers for corral's process-tree tests.
+//!
+//! A test makes a [`Scratch`] directory, then a [`Watch`] on it **before**
+//! the code under test runs. Scripts start helper processes with the `$H`
+//! script (`"$H" NAME [COMMAND...]`, default `sleep 30`): each helper writes
+//! its pid to `NAME.pid` and then runs COMMAND in place (same pid), so every
+//! helper exits by itself within 30 s. The watch pins each helper as soon as
+//! its pid file appears (a pidfd on Linux, after checking that the process
+//! carries this scratch's unique marker in its environment), answers "is it
+//! alive?" through that pinned identity, and on drop SIGKILLs every helper
+//! still alive. Cleanup therefore never depends on the code under test, and
+//! never kills by name.
+
+#![cfg(unix)]
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+
+const HELPER: &str = r#"#!/bin/sh
+# corral test helper: record my pid, then become COMMAND (default: sleep 30).
+name="$1"; shift
+echo $$ > "$CORRAL_TEST_DIR/$name.tmp" && mv "$CORRAL_TEST_DIR/$name.tmp" "$CORRAL_TEST_DIR/$name.pid"
+if [ $# -eq 0 ]; then exec sleep 30; fi
+exec "$@"
+"#;
+
+/// A private directory for one test, with the helper script in it and a
+/// unique marker that every helper carries in its environment.
+pub struct Scratch {
+    dir: PathBuf,
+    mark: String,
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Scratch {
+    /// A fresh directory under the system temp dir.
+    pub fn new() -> Scratch {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let mark = format!("corral-test-{}-{}-{}", std::process::id(), n, nanos);
+        let dir = std::env::temp_dir().join(&mark);
+        std::fs::create_dir_all(&dir).unwrap();
+        let helper = dir.join("H");
+        std::fs::write(&helper, HELPER).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Scratch { dir, mark }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A path inside the directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// The environment a script needs: `H` (the helper), `CORRAL_TEST_DIR`
+    /// and the marker.
+    pub fn env(&self) -> Vec<(OsString, OsString)> {
+        vec![
+            ("H".into(), self.dir.join("H").into()),
+            ("CORRAL_TEST_DIR".into(), self.dir.clone().into()),
+            ("CORRAL_TEST_MARK".into(), self.mark.clone().into()),
+        ]
+    }
+
+    /// `sh -c SCRIPT` as a corral command with this scratch's environment.
+    pub fn sh(&self, script: &str) -> corral_command::Command {
+        let mut c = corral_command::Command::new("/bin/sh");
+        c.arg("-c").arg(script).envs(self.env());
+        c
+    }
+
+    /// The marker helpers carry (`CORRAL_TEST_MARK=<mark>`).
+    pub fn mark(&self) -> &str {
+        &self.mark
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Re-export so `Scratch::sh` can name corral's command without a cycle in
+/// the docs.
+pub mod corral_command {
+    pub use corral::Command;
+}
+
+struct Pinned {
+    pid: u32,
+    fd: OwnedFd,
+}
+
+/// Watches a scratch directory for helper pid files, pins each helper, and
+/// kills survivors on drop.
+pub struct Watch {
+    pinned: Arc<Mutex<HashMap<String, Pinned>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watch {
+    /// Starts watching. Call before running the code under test.
+    pub fn new(scratch: &Scratch) -> Watch {
+        let pinned: Arc<Mutex<HashMap<String, Pinned>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let dir = scratch.dir.clone();
+        let mark = format!("CORRAL_TEST_MARK={}", scratch.mark);
+        let (p, s) = (pinned.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                scan(&dir, &mark, &p);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            scan(&dir, &mark, &p);
+        });
+        Watch {
+            pinned,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// The pid of helper `name`, waiting up to `timeout` for it to appear.
+    pub fn pid(&self, name: &str, timeout: Duration) -> Option<u32> {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(p) = self.pinned.lock().unwrap().get(name) {
+                return Some(p.pid);
+            }
+            if Instant::now() >= end {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Whether helper `name` was seen and is still alive.
+    pub fn is_alive(&self, name: &str) -> bool {
+        let g = self.pinned.lock().unwrap();
+        g.get(name).is_some_and(|p| !exited(&p.fd, Duration::ZERO))
+    }
+
+    /// Waits up to `timeout` for helper `name` to be gone; true if it is.
+    /// A helper never seen counts as gone.
+    pub fn wait_dead(&self, name: &str, timeout: Duration) -> bool {
+        let g = self.pinned.lock().unwrap();
+        match g.get(name) {
+            Some(p) => exited(&p.fd, timeout),
+            None => true,
+        }
+    }
+
+    /// Names of every helper seen so far.
+    pub fn names(&self) -> Vec<String> {
+        self.pinned.lock().unwrap().keys().cloned().collect()
+    }
+
+    /// Sends `sig` to helper `name` through its pidfd.
+    pub fn signal(&self, name: &str, sig: Signal) {
+        if let Some(p) = self.pinned.lock().unwrap().get(name) {
+            let _ = pidfd_send_signal(&p.fd, sig);
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let g = self.pinned.lock().unwrap_or_else(|e| e.into_inner());
+        for p in g.values() {
+            let _ = pidfd_send_signal(&p.fd, Signal::KILL);
+        }
+        for p in g.values() {
+            exited(&p.fd, Duration::from_secs(2));
+        }
+    }
+}
+
+fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_suffix(".pid") else {
+            continue;
+        };
+        if pinned.lock().unwrap().contains_key(stem) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(e.path()) else {
+            continue;
+        };
+        let Ok(pid) = text.trim().parse::<u32>() else {
+            continue;
+        };
+        let Some(raw) = Pid::from_raw(pid as i32) else {
+            continue;
+        };
+        let Ok(fd) = pidfd_open(raw, PidfdFlags::empty()) else {
+            // Already gone before we could pin it: record it as dead by
+            // pinning nothing; `wait_dead` treats unknown names as gone.
+            continue;
+        };
+        // The pidfd pins *some* process; make sure it is our helper (and not
+        // a reused pid) by its marker.
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let ours = environ.split(|&b| b == 0).any(|kv| kv == mark.as_bytes());
+        if ours || exited(&fd, Duration::ZERO) {
+            pinned
+                .lock()
+                .unwrap()
+                .insert(stem.to_owned(), Pinned { pid, fd });
+        }
+    }
+}
+
+/// Whether the pinned process has exited, waiting up to `timeout`.
+fn exited(fd: &OwnedFd, timeout: Duration) -> bool {
+    let end = Instant::now() + timeout;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        let ts = Timespec {
+            tv_sec: left.as_secs() as _,
+            tv_nsec: left.subsec_nanos() as _,
+        };
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        match poll(&mut fds, Some(&ts)) {
+            Ok(n) if n > 0 => return true,
+            Ok(_) => return false,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Asserts that `elapsed` is within `[min, max]`, with a readable message.
+#[track_caller]
+pub fn assert_between(elapsed: Duration, min: Duration, max: Duration) {
+    assert!(
+        elapsed >= min && elapsed <= max,
+        "took {elapsed:?}, expected between {min:?} and {max:?}"
+    );
+}
