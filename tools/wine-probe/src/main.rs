@@ -1338,3 +1338,25 @@ mod win {
         );
     }
 }
+
+// `cargo test --target x86_64-pc-windows-gnu` with the wine runner runs these
+// under Wine; they only check the toolchain and runner wiring.
+#[cfg(all(test, windows))]
+mod tests {
+    #[test]
+    fn std_runs_under_wine() {
+        // HashMap seeding goes through ProcessPrng (bcryptprimitives shim).
+        let mut m = std::collections::HashMap::new();
+        m.insert(1u8, 2u8);
+        assert_eq!(m[&1], 2);
+    }
+
+    #[test]
+    fn std_process_exit_code() {
+        let st = std::process::Command::new("cmd")
+            .args(["/c", "exit", "3"])
+            .status()
+            .expect("spawn cmd.exe");
+        assert_eq!(st.code(), Some(3));
+    }
+}
