@@ -42,7 +42,7 @@ trap 'rm -rf "$WORK"' EXIT
 # --- 1. Debian packages -----------------------------------------------------
 missing=()
 for p in "${PACKAGES[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'install ok installed' >/dev/null; then
         missing+=("$p")
     fi
 done
@@ -52,7 +52,7 @@ else
     [ "$(id -u)" -eq 0 ] || die "need root to apt-get install: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     # Refresh the package lists only when apt does not know the package yet.
-    if ! apt-cache policy "${missing[@]}" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+    if ! apt-cache policy "${missing[@]}" 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null; then
         log "apt-get update"
         apt-get update -q || die "apt-get update failed"
     fi
@@ -69,7 +69,7 @@ log "wine: $(wine --version 2>/dev/null || echo '?'); $MINGW_CC: $($MINGW_CC -du
 
 # --- 2. Rust target ---------------------------------------------------------
 need rustup "install rustup first"
-if rustup target list --installed | grep -qx "$TARGET"; then
+if rustup target list --installed | grep -x "$TARGET" >/dev/null; then
     log "rust target $TARGET already installed"
 else
     log "rustup target add $TARGET"
@@ -87,7 +87,7 @@ log "building bcryptprimitives.dll from $SHIM_SRC"
     -o "$WORK/bcryptprimitives.dll" \
     "$SHIM_SRC/bcryptprimitives.c" "$SHIM_SRC/bcryptprimitives.def" \
     -lbcrypt || die "building the shim failed"
-x86_64-w64-mingw32-objdump -p "$WORK/bcryptprimitives.dll" | grep -q '\bProcessPrng\b' \
+x86_64-w64-mingw32-objdump -p "$WORK/bcryptprimitives.dll" | grep -w ProcessPrng >/dev/null \
     || die "built shim does not export ProcessPrng"
 
 # --- 4. Wine prefix ---------------------------------------------------------

@@ -31,7 +31,7 @@ use crate::capture::{Captured, LineSplitter};
 use crate::command::{Command, InputKind, LineCallback, OutputKind, Settings, Stream};
 use crate::contain::{self, Containment, Mechanism, OsOp, Tracer};
 use crate::report::{CleanupError, Leftovers, Outcome, Report, RootStatus, Timings};
-use crate::sys::{self, PipeEnd, Poller, ReadResult, Root};
+use crate::sys::{self, ChildIo, PipeEnd, Poller, ReadResult, Root, SpawnError, SpawnSpec};
 use crate::{Error, LeftoverPolicy, Signal};
 
 const READ_CHUNK: usize = 128 * 1024;
@@ -176,46 +176,22 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
     } = contain::select(cmd.containment, cmd.tracer.clone())?;
     let mechanism = tree.mechanism();
 
-    let mut std_cmd = std::process::Command::new(&cmd.program);
-    std_cmd.args(&cmd.args);
-    if cmd.env_clear {
-        std_cmd.env_clear();
-    }
-    for (k, v) in &cmd.env {
-        match v {
-            Some(v) => std_cmd.env(k, v),
-            None => std_cmd.env_remove(k),
-        };
-    }
-    if let Some(d) = &cmd.cwd {
-        std_cmd.current_dir(d);
-    }
-
     let io_err = |e: io::Error| Error::spawn(cmd.program.clone(), e);
     let poller = Poller::new().map_err(io_err)?;
     let waker = poller.waker();
 
-    let stdin = match std::mem::take(&mut cmd.stdin).0 {
-        InputKind::Null => {
-            std_cmd.stdin(std::process::Stdio::null());
-            None
-        }
-        InputKind::Inherit => {
-            std_cmd.stdin(std::process::Stdio::inherit());
-            None
-        }
-        InputKind::File(f) => {
-            std_cmd.stdin(f);
-            None
-        }
+    let (stdin_io, stdin) = match std::mem::take(&mut cmd.stdin).0 {
+        InputKind::Null => (ChildIo::Null, None),
+        InputKind::Inherit => (ChildIo::Inherit, None),
+        InputKind::File(f) => (ChildIo::File(f), None),
         InputKind::Bytes(data) => {
             let (ours, theirs) = sys::pipe(false).map_err(io_err)?;
-            std_cmd.stdin(sys::stdio_from(theirs));
-            Some(StdinFeed {
+            let feed = StdinFeed {
                 pipe: ours,
                 data,
                 pos: 0,
-            })
+            };
+            (ChildIo::File(theirs), Some(feed))
         }
     };
 
@@ -230,85 +206,82 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
             .map(|_| LineSplitter::new(settings.line_limit)),
         relay: relay.map(|w| Relay::start(w, waker.clone())),
     };
-    let mut stdout_child_end = None;
-    let out = match std::mem::take(&mut cmd.stdout).0 {
-        k @ (OutputKind::Capture | OutputKind::Relay(_)) => {
-            let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
-            stdout_child_end = Some(sys::dup(&theirs).map_err(io_err)?);
-            std_cmd.stdout(sys::stdio_from(theirs));
-            let relay = match k {
-                OutputKind::Relay(w) => Some(w),
-                _ => None,
-            };
-            Some(new_stream(Stream::Stdout, ours, relay))
-        }
-        OutputKind::Inherit => {
-            std_cmd.stdout(std::process::Stdio::inherit());
-            None
-        }
-        OutputKind::Null => {
-            std_cmd.stdout(std::process::Stdio::null());
-            None
-        }
-        OutputKind::File(f) => {
-            std_cmd.stdout(f);
-            None
-        }
-        OutputKind::MergeWithStdout => {
-            return Err(Error::InvalidInput(
-                "stdout cannot be merged with itself".into(),
-            ))
-        }
-    };
-    let err = match std::mem::take(&mut cmd.stderr).0 {
-        k @ (OutputKind::Capture | OutputKind::Relay(_)) => {
-            let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
-            std_cmd.stderr(sys::stdio_from(theirs));
-            let relay = match k {
-                OutputKind::Relay(w) => Some(w),
-                _ => None,
-            };
-            Some(new_stream(Stream::Stderr, ours, relay))
-        }
-        OutputKind::Inherit => {
-            std_cmd.stderr(std::process::Stdio::inherit());
-            None
-        }
-        OutputKind::Null => {
-            std_cmd.stderr(std::process::Stdio::null());
-            None
-        }
-        OutputKind::File(f) => {
-            std_cmd.stderr(f);
-            None
-        }
-        OutputKind::MergeWithStdout => match stdout_child_end.take() {
-            Some(fd) => {
-                std_cmd.stderr(sys::stdio_from(fd));
-                None
+    // Wires one output: a pipe we read (capture or relay) or a handle given
+    // to the child as is.
+    let wire = |which: Stream, kind: OutputKind| -> Result<(ChildIo, Option<StreamIo>), Error> {
+        Ok(match kind {
+            OutputKind::Capture => {
+                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+                (ChildIo::File(theirs), Some(new_stream(which, ours, None)))
             }
-            None => {
+            OutputKind::Relay(w) => {
+                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+                (
+                    ChildIo::File(theirs),
+                    Some(new_stream(which, ours, Some(w))),
+                )
+            }
+            OutputKind::Inherit => (ChildIo::Inherit, None),
+            OutputKind::Null => (ChildIo::Null, None),
+            OutputKind::File(f) => (ChildIo::File(f), None),
+            OutputKind::MergeWithStdout => {
+                return Err(Error::InvalidInput(
+                    "only stderr can be merged with stdout".into(),
+                ))
+            }
+        })
+    };
+    let (stdout_io, out) = wire(Stream::Stdout, std::mem::take(&mut cmd.stdout).0)?;
+    let (stderr_io, err) = match std::mem::take(&mut cmd.stderr).0 {
+        OutputKind::MergeWithStdout => match (&stdout_io, &out) {
+            (ChildIo::File(f), Some(_)) => (ChildIo::File(f.try_clone().map_err(io_err)?), None),
+            _ => {
                 return Err(Error::InvalidInput(
                     "stderr can be merged with stdout only when stdout is captured".into(),
                 ))
             }
         },
+        kind => wire(Stream::Stderr, kind)?,
     };
-    drop(stdout_child_end);
 
-    tree.prepare(&mut std_cmd).map_err(|e| Error::Containment {
-        mechanism,
-        reason: e.to_string(),
-    })?;
+    if let Some(dir) = &cmd.cwd {
+        if !dir.is_dir() {
+            return Err(Error::Spawn {
+                kind: crate::SpawnErrorKind::Other,
+                program: cmd.program.clone(),
+                source: io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("working directory {} does not exist", dir.display()),
+                ),
+            });
+        }
+    }
 
+    let spec = SpawnSpec {
+        program: &cmd.program,
+        args: &cmd.args,
+        env: &cmd.env,
+        env_clear: cmd.env_clear,
+        cwd: cmd.cwd.as_deref(),
+        stdin: stdin_io,
+        stdout: stdout_io,
+        stderr: stderr_io,
+    };
     let start = Instant::now();
-    let child = std_cmd.spawn();
-    // Dropping the std command closes the parent's copies of the child's
-    // pipe ends, so end of file can be seen once the tree lets go of them.
-    drop(std_cmd);
-    let child = child.map_err(|e| Error::spawn(cmd.program.clone(), e))?;
+    // `spec` is consumed: the parent's copies of the child's pipe ends are
+    // closed once the child has them, so end of file can be seen once the
+    // tree lets go of them.
+    let mut root = match sys::spawn(spec, tree.as_mut()) {
+        Ok(root) => root,
+        Err(SpawnError::Contain(e)) => {
+            return Err(Error::Containment {
+                mechanism,
+                reason: e.to_string(),
+            })
+        }
+        Err(SpawnError::Spawn(e)) => return Err(Error::spawn(cmd.program.clone(), e)),
+    };
     let spawn_time = start.elapsed();
-    let mut root = Root::new(child);
     let pid = root.id();
     cmd.tracer.record(OsOp::Spawned { pid });
 

@@ -39,17 +39,15 @@ mod win {
         HANDLE_FLAG_INHERIT, INVALID_HANDLE_VALUE, WAIT_OBJECT_0, WAIT_TIMEOUT,
     };
     use windows_sys::Win32::System::Console::{
-        AllocConsole, FreeConsole, GenerateConsoleCtrlEvent, GetStdHandle, SetStdHandle,
-        STD_ERROR_HANDLE, STD_INPUT_HANDLE, STD_OUTPUT_HANDLE, GetConsoleProcessList, SetConsoleCtrlHandler, CTRL_BREAK_EVENT,
-    };
-    use windows_sys::Win32::System::IO::{
-        CreateIoCompletionPort, GetQueuedCompletionStatus, OVERLAPPED,
+        AllocConsole, FreeConsole, GenerateConsoleCtrlEvent, GetConsoleProcessList, GetStdHandle,
+        SetConsoleCtrlHandler, SetStdHandle, CTRL_BREAK_EVENT, STD_ERROR_HANDLE, STD_INPUT_HANDLE,
+        STD_OUTPUT_HANDLE,
     };
     use windows_sys::Win32::System::JobObjects::{
-        AssignProcessToJobObject, CreateJobObjectW, IsProcessInJob, QueryInformationJobObject,
-        SetInformationJobObject, TerminateJobObject, JobObjectAssociateCompletionPortInformation,
-        JobObjectBasicAccountingInformation, JobObjectBasicProcessIdList,
-        JobObjectExtendedLimitInformation, JOBOBJECTINFOCLASS,
+        AssignProcessToJobObject, CreateJobObjectW, IsProcessInJob,
+        JobObjectAssociateCompletionPortInformation, JobObjectBasicAccountingInformation,
+        JobObjectBasicProcessIdList, JobObjectExtendedLimitInformation, QueryInformationJobObject,
+        SetInformationJobObject, TerminateJobObject, JOBOBJECTINFOCLASS,
         JOBOBJECT_ASSOCIATE_COMPLETION_PORT, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
         JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JOB_OBJECT_LIMIT_BREAKAWAY_OK,
         JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
@@ -62,11 +60,14 @@ mod win {
         CreateEventW, CreateProcessW, DeleteProcThreadAttributeList, ExitProcess,
         GetCurrentProcess, GetExitCodeProcess, InitializeProcThreadAttributeList, OpenEventW,
         OpenProcess, ResumeThread, SetEvent, Sleep, TerminateProcess, UpdateProcThreadAttribute,
-        WaitForSingleObject, CREATE_BREAKAWAY_FROM_JOB, CREATE_NEW_PROCESS_GROUP,
-        CREATE_SUSPENDED, EVENT_MODIFY_STATE, EXTENDED_STARTUPINFO_PRESENT,
-        PROCESS_INFORMATION, PROCESS_QUERY_INFORMATION, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE,
+        WaitForSingleObject, CREATE_BREAKAWAY_FROM_JOB, CREATE_NEW_PROCESS_GROUP, CREATE_SUSPENDED,
+        EVENT_MODIFY_STATE, EXTENDED_STARTUPINFO_PRESENT, PROCESS_INFORMATION,
+        PROCESS_QUERY_INFORMATION, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_TERMINATE,
         PROC_THREAD_ATTRIBUTE_HANDLE_LIST, PROC_THREAD_ATTRIBUTE_JOB_LIST, STARTUPINFOEXW,
         STARTUPINFOW,
+    };
+    use windows_sys::Win32::System::IO::{
+        CreateIoCompletionPort, GetQueuedCompletionStatus, OVERLAPPED,
     };
 
     const SYNCHRONIZE: u32 = 0x0010_0000;
@@ -112,7 +113,9 @@ mod win {
     struct Job(Option<Handle>);
     impl Job {
         fn new() -> Result<Job, u32> {
-            Ok(Job(Some(Handle::new(unsafe { CreateJobObjectW(null(), null()) })?)))
+            Ok(Job(Some(Handle::new(unsafe {
+                CreateJobObjectW(null(), null())
+            })?)))
         }
         fn raw(&self) -> HANDLE {
             self.0.as_ref().unwrap().raw()
@@ -580,7 +583,8 @@ mod win {
         let r = (|| -> Result<String, String> {
             let job = Job::new().map_err(|e| format!("CreateJobObjectW err={e}"))?;
             let jobs = [job.raw()];
-            let mut al = AttrList::new(1).map_err(|e| format!("InitializeProcThreadAttributeList err={e}"))?;
+            let mut al = AttrList::new(1)
+                .map_err(|e| format!("InitializeProcThreadAttributeList err={e}"))?;
             al.add(PROC_THREAD_ATTRIBUTE_JOB_LIST, &jobs)
                 .map_err(|e| format!("UpdateProcThreadAttribute err={e}"))?;
             let c = spawn("- injob", 0, Some(&al), false)
@@ -658,7 +662,8 @@ mod win {
             let mut al = AttrList::new(1).map_err(|e| format!("init err={e}"))?;
             al.add(PROC_THREAD_ATTRIBUTE_HANDLE_LIST, &list)
                 .map_err(|e| format!("UpdateProcThreadAttribute err={e}"))?;
-            let c = spawn(&args, 0, Some(&al), true).map_err(|e| format!("CreateProcessW err={e}"))?;
+            let c =
+                spawn(&args, 0, Some(&al), true).map_err(|e| format!("CreateProcessW err={e}"))?;
             let code = wait_exit(&c, 10_000);
             let bits = |c: Option<u32>| match c {
                 Some(16) => "none".to_string(),
@@ -698,10 +703,12 @@ mod win {
             al.add(PROC_THREAD_ATTRIBUTE_HANDLE_LIST, &list)
                 .map_err(|e| format!("update HANDLE_LIST err={e}"))?;
             let args = format!("- handles {} {}", a.raw() as usize, b.raw() as usize);
-            let c = spawn(&args, 0, Some(&al), true).map_err(|e| format!("CreateProcessW err={e}"))?;
+            let c =
+                spawn(&args, 0, Some(&al), true).map_err(|e| format!("CreateProcessW err={e}"))?;
             let inj = in_job(c.process.raw(), job.raw());
             let code = wait_exit(&c, 10_000);
-            let detail = format!("in job={inj:?}; child exit={code:?} (17 = only the listed handle)");
+            let detail =
+                format!("in job={inj:?}; child exit={code:?} (17 = only the listed handle)");
             if inj == Ok(true) && code == Some(17) {
                 Ok(detail)
             } else {
@@ -751,12 +758,15 @@ mod win {
             // job2 already has its own member, so it cannot become job1's child.
             let j1 = Job::new().map_err(|e| format!("err={e}"))?;
             let j2 = Job::new().map_err(|e| format!("err={e}"))?;
-            let x = spawn("- sleep 5000", CREATE_SUSPENDED, None, false).map_err(|e| format!("{e}"))?;
-            let y = spawn("- sleep 5000", CREATE_SUSPENDED, None, false).map_err(|e| format!("{e}"))?;
+            let x =
+                spawn("- sleep 5000", CREATE_SUSPENDED, None, false).map_err(|e| format!("{e}"))?;
+            let y =
+                spawn("- sleep 5000", CREATE_SUSPENDED, None, false).map_err(|e| format!("{e}"))?;
             assign(j2.raw(), x.process.raw()).map_err(|e| format!("assign x err={e}"))?;
             assign(j1.raw(), y.process.raw()).map_err(|e| format!("assign y err={e}"))?;
             let r = assign(j2.raw(), y.process.raw());
-            let detail = format!("assign (in job1) to non-empty unrelated job2: {r:?} (Windows: Err(5))");
+            let detail =
+                format!("assign (in job1) to non-empty unrelated job2: {r:?} (Windows: Err(5))");
             if r == Err(ERROR_ACCESS_DENIED) {
                 Ok(detail)
             } else {
@@ -805,8 +815,9 @@ mod win {
     }
 
     fn associate_port(job: HANDLE, key: usize) -> Result<Handle, String> {
-        let port = Handle::new(unsafe { CreateIoCompletionPort(INVALID_HANDLE_VALUE, null_mut(), 0, 1) })
-            .map_err(|e| format!("CreateIoCompletionPort err={e}"))?;
+        let port =
+            Handle::new(unsafe { CreateIoCompletionPort(INVALID_HANDLE_VALUE, null_mut(), 0, 1) })
+                .map_err(|e| format!("CreateIoCompletionPort err={e}"))?;
         let assoc = JOBOBJECT_ASSOCIATE_COMPLETION_PORT {
             CompletionKey: key as *mut c_void,
             CompletionPort: port.raw(),
@@ -843,8 +854,13 @@ mod win {
             const KEY: usize = 0xC0FFEE;
             let port = associate_port(job.raw(), KEY)?;
             let (ev, ev_name) = ready_event();
-            let c = spawn(&format!("{ev_name} spawn-grandchild 1500"), CREATE_SUSPENDED, None, false)
-                .map_err(|e| format!("CreateProcessW err={e}"))?;
+            let c = spawn(
+                &format!("{ev_name} spawn-grandchild 1500"),
+                CREATE_SUSPENDED,
+                None,
+                false,
+            )
+            .map_err(|e| format!("CreateProcessW err={e}"))?;
             assign(job.raw(), c.process.raw()).map_err(|e| format!("assign err={e}"))?;
             unsafe { ResumeThread(c.thread.raw()) };
             let ready = wait(ev.raw(), 10_000) == WAIT_OBJECT_0;
@@ -880,7 +896,9 @@ mod win {
                 let mut m = 0u32;
                 let mut key = 0usize;
                 let mut ov: *mut OVERLAPPED = null_mut();
-                let ok = unsafe { GetQueuedCompletionStatus(port.raw(), &mut m, &mut key, &mut ov, 3000) };
+                let ok = unsafe {
+                    GetQueuedCompletionStatus(port.raw(), &mut m, &mut key, &mut ov, 3000)
+                };
                 if ok == 0 && ov.is_null() {
                     break; // timeout
                 }
@@ -998,8 +1016,13 @@ mod win {
                 Err(e) => format!("query failed err={e}"),
             };
             let (ev, ev_name) = ready_event();
-            let c = spawn(&format!("{ev_name} sleep 30000"), CREATE_SUSPENDED, None, false)
-                .map_err(|e| format!("CreateProcessW err={e}"))?;
+            let c = spawn(
+                &format!("{ev_name} sleep 30000"),
+                CREATE_SUSPENDED,
+                None,
+                false,
+            )
+            .map_err(|e| format!("CreateProcessW err={e}"))?;
             assign(job.raw(), c.process.raw()).map_err(|e| format!("assign err={e}"))?;
             unsafe { ResumeThread(c.thread.raw()) };
             wait(ev.raw(), 10_000);
@@ -1028,13 +1051,22 @@ mod win {
     fn probe_kill_on_close_holder_killed() {
         let name = "KILL_ON_JOB_CLOSE: holder killed";
         let r = (|| -> Result<String, String> {
-            let pidfile = std::env::temp_dir().join(format!("wine-probe-{}.pid", std::process::id()));
+            let pidfile =
+                std::env::temp_dir().join(format!("wine-probe-{}.pid", std::process::id()));
             let _ = std::fs::remove_file(&pidfile);
             let (ev, ev_name) = ready_event();
-            let holder = spawn(&format!("{ev_name} hold-job {}", pidfile.display()), 0, None, false)
-                .map_err(|e| format!("CreateProcessW err={e}"))?;
+            let holder = spawn(
+                &format!("{ev_name} hold-job {}", pidfile.display()),
+                0,
+                None,
+                false,
+            )
+            .map_err(|e| format!("CreateProcessW err={e}"))?;
             if wait(ev.raw(), 10_000) != WAIT_OBJECT_0 {
-                return Err(format!("holder not ready, exit={:?}", wait_exit(&holder, 0)));
+                return Err(format!(
+                    "holder not ready, exit={:?}",
+                    wait_exit(&holder, 0)
+                ));
             }
             let pid: u32 = std::fs::read_to_string(&pidfile)
                 .map_err(|e| format!("pidfile: {e}"))?
@@ -1043,7 +1075,11 @@ mod win {
                 .map_err(|e| format!("pidfile: {e}"))?;
             let _ = std::fs::remove_file(&pidfile);
             let gc = Handle::new(unsafe {
-                OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION | SYNCHRONIZE | PROCESS_TERMINATE, 0, pid)
+                OpenProcess(
+                    PROCESS_QUERY_LIMITED_INFORMATION | SYNCHRONIZE | PROCESS_TERMINATE,
+                    0,
+                    pid,
+                )
             })
             .map_err(|e| format!("OpenProcess(member) err={e}"))?;
             let t = Instant::now();
@@ -1053,7 +1089,11 @@ mod win {
                 "TerminateProcess(job holder): member {} after {} ms, exit={:?}",
                 if died { "died" } else { "still alive" },
                 ms_since(t),
-                if died { Some(exit_code(gc.raw())) } else { None }
+                if died {
+                    Some(exit_code(gc.raw()))
+                } else {
+                    None
+                }
             );
             if !died {
                 unsafe { TerminateProcess(gc.raw(), 1) };
@@ -1072,24 +1112,25 @@ mod win {
             let job = Job::new().map_err(|e| format!("err={e}"))?;
             let port = associate_port(job.raw(), 1)?;
             let (ev, ev_name) = ready_event();
-            let c = spawn(&format!("{ev_name} spawn-grandchild 30000"), CREATE_SUSPENDED, None, false)
-                .map_err(|e| format!("CreateProcessW err={e}"))?;
+            let c = spawn(
+                &format!("{ev_name} spawn-grandchild 30000"),
+                CREATE_SUSPENDED,
+                None,
+                false,
+            )
+            .map_err(|e| format!("CreateProcessW err={e}"))?;
             assign(job.raw(), c.process.raw()).map_err(|e| format!("assign err={e}"))?;
             unsafe { ResumeThread(c.thread.raw()) };
             wait(ev.raw(), 10_000);
             let before = acct_str(job.raw());
             let signaled_before = wait(job.raw(), 0) == WAIT_OBJECT_0;
             let pids = pid_list(job.raw()).unwrap_or_default();
-            let gc = pids
-                .iter()
-                .copied()
-                .find(|&p| p != c.pid)
-                .and_then(|pid| {
-                    Handle::new(unsafe {
-                        OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION | SYNCHRONIZE, 0, pid)
-                    })
-                    .ok()
-                });
+            let gc = pids.iter().copied().find(|&p| p != c.pid).and_then(|pid| {
+                Handle::new(unsafe {
+                    OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION | SYNCHRONIZE, 0, pid)
+                })
+                .ok()
+            });
             let t = Instant::now();
             let ok = unsafe { TerminateJobObject(job.raw(), 0xC0DE) } != 0;
             let code = wait_exit(&c, 5000);
@@ -1116,7 +1157,8 @@ mod win {
             let t2 = Instant::now();
             while t2.elapsed() < Duration::from_secs(5) {
                 let (mut m, mut key, mut ov) = (0u32, 0usize, null_mut::<OVERLAPPED>());
-                if unsafe { GetQueuedCompletionStatus(port.raw(), &mut m, &mut key, &mut ov, 1000) } == 0
+                if unsafe { GetQueuedCompletionStatus(port.raw(), &mut m, &mut key, &mut ov, 1000) }
+                    == 0
                     && ov.is_null()
                 {
                     break;
@@ -1177,7 +1219,9 @@ mod win {
                 }
                 let first = format!("{first} || FreeConsole()={freed}");
                 r = match ctrl_break_once() {
-                    Ok(d) => Ok(format!("without console: {first} || after AllocConsole(): {d}")),
+                    Ok(d) => Ok(format!(
+                        "without console: {first} || after AllocConsole(): {d}"
+                    )),
                     Err(d) => Err(format!(
                         "without console: {first} || AllocConsole()={alloc} (err={err}): {d}"
                     )),
@@ -1206,8 +1250,13 @@ mod win {
             let mut list = [0u32; 16];
             let n = unsafe { GetConsoleProcessList(list.as_mut_ptr(), 16) };
             let (ev, ev_name) = ready_event();
-            let c = spawn(&format!("{ev_name} ctrl-break"), CREATE_NEW_PROCESS_GROUP, None, false)
-                .map_err(|e| format!("CreateProcessW err={e}"))?;
+            let c = spawn(
+                &format!("{ev_name} ctrl-break"),
+                CREATE_NEW_PROCESS_GROUP,
+                None,
+                false,
+            )
+            .map_err(|e| format!("CreateProcessW err={e}"))?;
             let ready = wait(ev.raw(), 10_000) == WAIT_OBJECT_0;
             let sent = unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, c.pid) };
             let err = if sent == 0 { last_error() } else { 0 };
@@ -1216,7 +1265,10 @@ mod win {
             let all = if sent == 0 {
                 unsafe { SetConsoleCtrlHandler(Some(swallow_ctrl), 1) };
                 let ok = unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, 0) } != 0;
-                format!("; to group 0 instead: {ok} (err={})", if ok { 0 } else { last_error() })
+                format!(
+                    "; to group 0 instead: {ok} (err={})",
+                    if ok { 0 } else { last_error() }
+                )
             } else {
                 String::new()
             };
@@ -1241,7 +1293,10 @@ mod win {
         let r = (|| -> Result<String, String> {
             let mut out = Vec::new();
             let mut codes = Vec::new();
-            for (label, flags) in [("no BREAKAWAY_OK", 0u32), ("BREAKAWAY_OK", JOB_OBJECT_LIMIT_BREAKAWAY_OK)] {
+            for (label, flags) in [
+                ("no BREAKAWAY_OK", 0u32),
+                ("BREAKAWAY_OK", JOB_OBJECT_LIMIT_BREAKAWAY_OK),
+            ] {
                 let job = Job::new().map_err(|e| format!("err={e}"))?;
                 if flags != 0 {
                     set_limit_flags(job.raw(), flags).map_err(|e| format!("set limit err={e}"))?;
@@ -1287,7 +1342,8 @@ mod win {
             }
             match GetProcAddress(ntdll, b"wine_get_version\0".as_ptr()) {
                 Some(f) => {
-                    let f: unsafe extern "C" fn() -> *const std::ffi::c_char = std::mem::transmute(f);
+                    let f: unsafe extern "C" fn() -> *const std::ffi::c_char =
+                        std::mem::transmute(f);
                     std::ffi::CStr::from_ptr(f()).to_string_lossy().into_owned()
                 }
                 None => "not Wine (no ntdll!wine_get_version)".into(),

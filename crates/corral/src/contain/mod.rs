@@ -121,7 +121,13 @@ pub(crate) trait Containment: Send {
     /// The mechanism, for reports.
     fn mechanism(&self) -> Mechanism;
     /// Adjusts the spawn so that the child starts inside the container.
+    #[cfg(unix)]
     fn prepare(&mut self, cmd: &mut std::process::Command) -> io::Result<()>;
+    /// Tells a failed spawn caused by the containment (code it ran in the
+    /// child before exec) from an ordinary spawn failure.
+    fn classify_spawn_error(&mut self, e: io::Error) -> crate::sys::SpawnError {
+        crate::sys::SpawnError::Spawn(e)
+    }
     /// Takes hold of the tree once the root exists.
     fn attach(&mut self, root: &Root) -> io::Result<()>;
     /// Sends `sig` to every member of the tree (and SIGCONT after it, so that

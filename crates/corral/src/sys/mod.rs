@@ -1,7 +1,42 @@
 //! The platform layer: one module per OS family with the same small set of
-//! items (`Root`, `PipeEnd`, `Poller`, `pipe`, ...), chosen at compile time.
+//! items (`Root`, `PipeEnd`, `Poller`, `pipe`, `spawn`, ...), chosen at
+//! compile time.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io;
+use std::path::Path;
 
 #[cfg(unix)]
 mod unix;
 #[cfg(unix)]
 pub(crate) use unix::*;
+
+/// One of the child's standard streams.
+pub(crate) enum ChildIo {
+    /// The null device.
+    Null,
+    /// The caller's own stream.
+    Inherit,
+    /// This handle (a pipe end or a file), moved into the child.
+    File(File),
+}
+
+/// Everything needed to start the root process.
+pub(crate) struct SpawnSpec<'a> {
+    pub(crate) program: &'a OsStr,
+    pub(crate) args: &'a [OsString],
+    pub(crate) env: &'a [(OsString, Option<OsString>)],
+    pub(crate) env_clear: bool,
+    pub(crate) cwd: Option<&'a Path>,
+    pub(crate) stdin: ChildIo,
+    pub(crate) stdout: ChildIo,
+    pub(crate) stderr: ChildIo,
+}
+
+/// Why a spawn failed: the containment could not be set up, or the
+/// program could not be started.
+pub(crate) enum SpawnError {
+    Contain(io::Error),
+    Spawn(io::Error),
+}

@@ -12,7 +12,9 @@ use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
 use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
 
+use super::{ChildIo, SpawnError, SpawnSpec};
 use crate::cancel::Wake;
+use crate::contain::Containment;
 use crate::report::RootStatus;
 use crate::Signal;
 
@@ -221,26 +223,56 @@ impl PipeEnd {
     }
 }
 
-/// A new pipe: (our end, the child's end as Stdio). `child_writes` says
+/// A new pipe: (our non-blocking end, the child's end). `child_writes` says
 /// which direction.
-pub(crate) fn pipe(child_writes: bool) -> io::Result<(PipeEnd, OwnedFd)> {
+pub(crate) fn pipe(child_writes: bool) -> io::Result<(PipeEnd, std::fs::File)> {
     let (r, w) = io::pipe()?;
     let (ours, theirs): (OwnedFd, OwnedFd) = if child_writes {
         (r.into(), w.into())
     } else {
         (w.into(), r.into())
     };
-    Ok((PipeEnd::nonblocking(ours)?, theirs))
+    Ok((PipeEnd::nonblocking(ours)?, theirs.into()))
 }
 
-/// Turns a child's pipe end into a std Stdio.
-pub(crate) fn stdio_from(fd: OwnedFd) -> Stdio {
-    Stdio::from(fd)
+fn stdio(io: ChildIo) -> Stdio {
+    match io {
+        ChildIo::Null => Stdio::null(),
+        ChildIo::Inherit => Stdio::inherit(),
+        ChildIo::File(f) => Stdio::from(f),
+    }
 }
 
-/// Duplicates a child's pipe end (stderr merged into stdout).
-pub(crate) fn dup(fd: &OwnedFd) -> io::Result<OwnedFd> {
-    fd.try_clone()
+/// Starts the root inside the containment. std keeps its posix_spawn/vfork
+/// path unless the containment needs code in the child before exec. Every
+/// descriptor corral opens is close-on-exec, so only the three standard
+/// streams are inherited.
+pub(crate) fn spawn(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<Root, SpawnError> {
+    let mut cmd = std::process::Command::new(spec.program);
+    cmd.args(spec.args);
+    if spec.env_clear {
+        cmd.env_clear();
+    }
+    for (k, v) in spec.env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    if let Some(d) = spec.cwd {
+        cmd.current_dir(d);
+    }
+    cmd.stdin(stdio(spec.stdin))
+        .stdout(stdio(spec.stdout))
+        .stderr(stdio(spec.stderr));
+    tree.prepare(&mut cmd).map_err(SpawnError::Contain)?;
+    let child = cmd.spawn();
+    // Close the parent's copies of the child's ends now.
+    drop(cmd);
+    match child {
+        Ok(child) => Ok(Root::new(child)),
+        Err(e) => Err(tree.classify_spawn_error(e)),
+    }
 }
 
 /// Wakes the poll loop from another thread: a byte into a pipe.
