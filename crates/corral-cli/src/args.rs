@@ -50,9 +50,18 @@ pub struct RunOpts {
     #[arg(long, value_enum, default_value_t = Leftovers::KeepOnSuccess)]
     pub leftovers: Leftovers,
 
-    /// Containment mechanism.
+    /// Containment mechanism: auto uses a cgroup when one can be had (Linux),
+    /// else a process group, and the report says which and why.
     #[arg(long, value_enum, default_value_t = ContainmentArg::Auto)]
     pub containment: ContainmentArg,
+
+    /// Cap the whole tree's memory (bytes; K, M, G suffixes). Needs cgroups.
+    #[arg(long, value_parser = parse_bytes, value_name = "BYTES")]
+    pub memory_max: Option<u64>,
+
+    /// Cap the number of processes alive at once in the tree. Needs cgroups.
+    #[arg(long, value_name = "N")]
+    pub pids_max: Option<u64>,
 
     /// After the final SIGKILL, how long to wait for the tree to be gone
     /// before reporting survivors.
@@ -93,7 +102,34 @@ impl From<Leftovers> for LeftoverPolicy {
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContainmentArg {
     Auto,
+    Cgroup,
     ProcessGroup,
+}
+
+/// Bytes with an optional binary suffix: `1048576`, `512K`, `64M`, `2G`.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => {
+                    return Err(format!(
+                        "invalid size {s:?} (use e.g. 1048576, 512K, 64M, 2G)"
+                    ))
+                }
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("invalid size {s:?} (use e.g. 1048576, 512K, 64M, 2G)"))
 }
 
 /// A duration as people type it: `500ms`, `1m30s`, `2h`, or a bare number
@@ -134,6 +170,15 @@ mod tests {
         assert!(parse_duration("abc").is_err());
         assert!(parse_duration("-1").is_err());
         assert!(parse_duration("1.2.3").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("1024").unwrap(), 1024);
+        assert_eq!(parse_bytes("64M").unwrap(), 64 << 20);
+        assert_eq!(parse_bytes("2g").unwrap(), 2 << 30);
+        assert!(parse_bytes("x").is_err());
+        assert!(parse_bytes("12Q").is_err());
     }
 
     #[test]

@@ -22,7 +22,17 @@ pub struct JsonReport {
     pub received_signal: Option<i32>,
     pub survivors: Vec<u32>,
     pub timings_ms: Option<Timings>,
+    pub usage: Option<Usage>,
+    pub limits_hit: Vec<&'static str>,
     pub corral_exit: i32,
+}
+
+#[derive(Serialize)]
+pub struct Usage {
+    pub cpu_user_ms: Option<f64>,
+    pub cpu_system_ms: Option<f64>,
+    pub memory_peak: Option<u64>,
+    pub pids_peak: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -84,6 +94,13 @@ impl JsonReport {
                 output_closed: r.timings.output_closed.map(ms),
                 cleanup_done: ms(r.timings.cleanup_done),
             }),
+            usage: r.usage.map(|u| Usage {
+                cpu_user_ms: u.cpu_user.map(ms),
+                cpu_system_ms: u.cpu_system.map(ms),
+                memory_peak: u.memory_peak,
+                pids_peak: u.pids_peak,
+            }),
+            limits_hit: r.limits_hit.iter().map(|l| l.name()).collect(),
             corral_exit: exit,
         }
     }
@@ -114,6 +131,8 @@ impl JsonReport {
             received_signal: received,
             survivors: Vec::new(),
             timings_ms: None,
+            usage: None,
+            limits_hit: Vec::new(),
             corral_exit: exit,
         }
     }

@@ -24,6 +24,7 @@ pub fn run(opts: RunOpts) -> i32 {
         .confirm_window(opts.confirm_window)
         .containment(match opts.containment {
             ContainmentArg::Auto => ContainmentChoice::Auto,
+            ContainmentArg::Cgroup => ContainmentChoice::Only(Mechanism::Cgroup),
             ContainmentArg::ProcessGroup => ContainmentChoice::Only(Mechanism::ProcessGroup),
         })
         .stdin(Input::inherit())
@@ -31,6 +32,12 @@ pub fn run(opts: RunOpts) -> i32 {
         .capture_limit(0);
     if let Some(t) = opts.timeout {
         cmd.timeout(t);
+    }
+    if let Some(m) = opts.memory_max {
+        cmd.memory_max(m);
+    }
+    if let Some(n) = opts.pids_max {
+        cmd.pids_max(n);
     }
     let relayed = [wire(&mut cmd, 1), wire(&mut cmd, 2)];
 

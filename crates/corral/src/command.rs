@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cancel::CancelToken;
-use crate::contain::{ContainmentChoice, OsOp, Tracer};
+use crate::contain::{ContainmentChoice, Limits, OsOp, Tracer};
 use crate::lifecycle::{self, Running};
 use crate::{Error, Report, Signal};
 
@@ -167,6 +167,7 @@ pub struct Command {
     pub(crate) stderr: Output,
     pub(crate) settings: Settings,
     pub(crate) containment: ContainmentChoice,
+    pub(crate) limits: Limits,
     pub(crate) cancel: Option<CancelToken>,
     pub(crate) on_line: Option<LineCallback>,
     pub(crate) tracer: Tracer,
@@ -230,6 +231,7 @@ impl Command {
             stderr: Output::default(),
             settings: Settings::default(),
             containment: ContainmentChoice::Auto,
+            limits: Limits::default(),
             cancel: None,
             on_line: None,
             tracer: Tracer::default(),
@@ -366,6 +368,24 @@ impl Command {
     /// Which containment to use (default [`ContainmentChoice::Auto`]).
     pub fn containment(&mut self, c: ContainmentChoice) -> &mut Command {
         self.containment = c;
+        self
+    }
+
+    /// Caps the whole tree's memory (bytes). Needs cgroup containment (Linux,
+    /// with the memory controller in cgroup v2 or in a v1 hierarchy); the
+    /// spawn fails with [`Error::Containment`] when it cannot be had. When the
+    /// tree hits it, the kernel's OOM killer ends a process and the report
+    /// lists [`LimitHit::Memory`](crate::LimitHit::Memory).
+    pub fn memory_max(&mut self, bytes: u64) -> &mut Command {
+        self.limits.memory_max = Some(bytes);
+        self
+    }
+
+    /// Caps the number of processes alive at once in the tree (a fork bomb
+    /// stops at it). Same requirements as [`memory_max`](Self::memory_max);
+    /// a hit is reported as [`LimitHit::Pids`](crate::LimitHit::Pids).
+    pub fn pids_max(&mut self, n: u64) -> &mut Command {
+        self.limits.pids_max = Some(n);
         self
     }
 

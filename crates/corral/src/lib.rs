@@ -54,5 +54,5 @@ pub use command::{Command, Input, LeftoverPolicy, LineCallback, Output, Stream};
 pub use contain::{ContainmentChoice, Mechanism, OsOp};
 pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::Running;
-pub use report::{CleanupError, Leftovers, Outcome, Report, RootStatus, Timings};
+pub use report::{CleanupError, Leftovers, LimitHit, Outcome, Report, RootStatus, Timings, Usage};
 pub use signal::{Signal, UnknownSignal};

@@ -173,7 +173,7 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
     let contain::Selected {
         mut tree,
         note: containment_note,
-    } = contain::select(cmd.containment, cmd.tracer.clone())?;
+    } = contain::select(cmd.containment, cmd.limits, cmd.tracer.clone())?;
     let mechanism = tree.mechanism();
 
     let io_err = |e: io::Error| Error::spawn(cmd.program.clone(), e);
@@ -369,10 +369,23 @@ impl Life {
                     .and_then(|s| s.pipe.as_ref())
             });
             let stdin = self.stdin.as_ref().map(|f| &f.pipe);
-            match self.poller.wait(&self.root, outputs, stdin, timeout) {
+            let watch_tree = term.is_some();
+            match self.poller.wait(
+                &self.root,
+                outputs,
+                stdin,
+                self.tree.as_ref(),
+                watch_tree,
+                timeout,
+            ) {
                 Ok(ready) => {
                     if ready.stdin_writable {
                         self.feed_stdin();
+                    }
+                    if ready.tree_event {
+                        if let Some(t) = term.as_mut() {
+                            t.next_check = Instant::now();
+                        }
                     }
                 }
                 Err(e) => {
@@ -648,6 +661,10 @@ impl Life {
                 r.finish(flush_until);
             }
         }
+        let (usage, limits_hit) = match self.tree.usage() {
+            Some((u, hits)) => (Some(u), hits),
+            None => (None, Vec::new()),
+        };
         if let Err(e) = self.tree.release(&mut self.root) {
             self.note_cleanup(CleanupError::Release(e.to_string()));
         }
@@ -678,6 +695,8 @@ impl Life {
                 output_closed: at(self.output_closed_at),
                 cleanup_done: self.start.elapsed(),
             },
+            usage,
+            limits_hit,
         }
     }
 }

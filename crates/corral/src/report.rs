@@ -94,6 +94,39 @@ pub struct Leftovers {
     pub kept: usize,
 }
 
+/// Tree-wide resource usage, read from the cgroup (cgroup containment only;
+/// each field is present when the kernel provides it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// CPU time in user mode, the whole tree.
+    pub cpu_user: Option<Duration>,
+    /// CPU time in kernel mode, the whole tree.
+    pub cpu_system: Option<Duration>,
+    /// Peak memory of the whole tree, in bytes.
+    pub memory_peak: Option<u64>,
+    /// Most processes alive at once in the tree.
+    pub pids_peak: Option<u64>,
+}
+
+/// A tree-wide limit that the tree ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitHit {
+    /// The memory limit: the OOM killer killed a process of the tree.
+    Memory,
+    /// The process-count limit: a fork failed.
+    Pids,
+}
+
+impl LimitHit {
+    /// `memory` or `pids`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitHit::Memory => "memory",
+            LimitHit::Pids => "pids",
+        }
+    }
+}
+
 /// Everything about one run.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -121,6 +154,10 @@ pub struct Report {
     pub stderr: Captured,
     /// Timings of the lifecycle steps.
     pub timings: Timings,
+    /// Tree-wide usage (cgroup containment only).
+    pub usage: Option<Usage>,
+    /// Limits the tree ran into (see [`Command::memory_max`](crate::Command::memory_max)).
+    pub limits_hit: Vec<LimitHit>,
 }
 
 impl Report {

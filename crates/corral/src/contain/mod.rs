@@ -14,8 +14,30 @@ use std::sync::Arc;
 use crate::sys::Root;
 use crate::Signal;
 
+#[cfg(target_os = "linux")]
+pub(crate) mod cgroup;
+#[cfg(windows)]
+pub(crate) mod job_object;
 #[cfg(unix)]
 pub(crate) mod process_group;
+
+#[cfg(target_os = "linux")]
+pub(crate) use cgroup::Limits;
+
+/// Tree-wide limits (cgroup containment only).
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Limits {
+    pub(crate) memory_max: Option<u64>,
+    pub(crate) pids_max: Option<u64>,
+}
+
+#[cfg(not(target_os = "linux"))]
+impl Limits {
+    pub(crate) fn any(&self) -> bool {
+        self.memory_max.is_some() || self.pids_max.is_some()
+    }
+}
 
 /// A containment mechanism, as named in reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -123,6 +145,9 @@ pub(crate) trait Containment: Send {
     /// Adjusts the spawn so that the child starts inside the container.
     #[cfg(unix)]
     fn prepare(&mut self, cmd: &mut std::process::Command) -> io::Result<()>;
+    /// The job the child must be born in (Windows).
+    #[cfg(windows)]
+    fn job_handle(&mut self) -> io::Result<std::os::windows::io::RawHandle>;
     /// Tells a failed spawn caused by the containment (code it ran in the
     /// child before exec) from an ordinary spawn failure.
     fn classify_spawn_error(&mut self, e: io::Error) -> crate::sys::SpawnError {
@@ -136,6 +161,17 @@ pub(crate) trait Containment: Send {
     /// Live members of the tree, the root included while it is alive
     /// (zombies are not members).
     fn members(&mut self) -> io::Result<Vec<u32>>;
+    /// A descriptor that becomes ready (POLLPRI) when the tree's population
+    /// changes, to wake the lifecycle early while it waits for the tree to
+    /// empty.
+    #[cfg(unix)]
+    fn wake_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+    /// Tree-wide usage and limits hit, read before release.
+    fn usage(&self) -> Option<(crate::report::Usage, Vec<crate::report::LimitHit>)> {
+        None
+    }
     /// Reaps the root (after the last signal) and lets go of the identity.
     /// Survivors, if any, are left where they are.
     fn release(&mut self, root: &mut Root) -> io::Result<()>;
@@ -149,7 +185,45 @@ pub(crate) struct Selected {
 }
 
 /// Picks and builds the containment for one command.
-pub(crate) fn select(choice: ContainmentChoice, tracer: Tracer) -> Result<Selected, crate::Error> {
+pub(crate) fn select(
+    choice: ContainmentChoice,
+    limits: Limits,
+    tracer: Tracer,
+) -> Result<Selected, crate::Error> {
+    let fail =
+        |mechanism: Mechanism, reason: String| crate::Error::Containment { mechanism, reason };
+    #[cfg(target_os = "linux")]
+    {
+        let want_cgroup = matches!(
+            choice,
+            ContainmentChoice::Auto | ContainmentChoice::Only(Mechanism::Cgroup)
+        );
+        if want_cgroup {
+            let made =
+                cgroup::detect().and_then(|h| cgroup::Cgroup::create(&h, limits, tracer.clone()));
+            match made {
+                Ok(cg) => {
+                    return Ok(Selected {
+                        tree: Box::new(cg),
+                        note: None,
+                    })
+                }
+                Err(why) if choice == ContainmentChoice::Auto && !limits.any() => {
+                    return Ok(Selected {
+                        tree: Box::new(process_group::ProcessGroup::new(tracer)),
+                        note: Some(format!("cgroup unavailable: {why}")),
+                    });
+                }
+                Err(why) => return Err(fail(Mechanism::Cgroup, why)),
+            }
+        }
+    }
+    if limits.any() {
+        return Err(fail(
+            Mechanism::Cgroup,
+            "tree-wide limits need cgroup containment".into(),
+        ));
+    }
     match choice {
         #[cfg(unix)]
         ContainmentChoice::Auto | ContainmentChoice::Only(Mechanism::ProcessGroup) => {
@@ -158,14 +232,18 @@ pub(crate) fn select(choice: ContainmentChoice, tracer: Tracer) -> Result<Select
                 note: None,
             })
         }
-        ContainmentChoice::Only(mechanism) => Err(crate::Error::Containment {
+        #[cfg(windows)]
+        ContainmentChoice::Auto | ContainmentChoice::Only(Mechanism::JobObject) => {
+            job_object::select(tracer)
+        }
+        ContainmentChoice::Only(mechanism) => Err(fail(
             mechanism,
-            reason: format!("{mechanism} is not supported on this platform"),
-        }),
+            format!("{mechanism} is not supported on this platform"),
+        )),
         #[allow(unreachable_patterns)]
-        ContainmentChoice::Auto => Err(crate::Error::Containment {
-            mechanism: Mechanism::ProcessGroup,
-            reason: "no containment mechanism on this platform".into(),
-        }),
+        ContainmentChoice::Auto => Err(fail(
+            Mechanism::ProcessGroup,
+            "no containment mechanism on this platform".into(),
+        )),
     }
 }

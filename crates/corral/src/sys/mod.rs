@@ -11,6 +11,10 @@ use std::path::Path;
 mod unix;
 #[cfg(unix)]
 pub(crate) use unix::*;
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub(crate) use windows::*;
 
 /// One of the child's standard streams.
 pub(crate) enum ChildIo {

@@ -292,6 +292,8 @@ impl Wake for PipeWaker {
 pub(crate) struct Ready {
     pub(crate) readable: [bool; 2],
     pub(crate) stdin_writable: bool,
+    /// The containment's own descriptor fired (population changed).
+    pub(crate) tree_event: bool,
 }
 
 /// The sleeping point of the lifecycle.
@@ -338,6 +340,8 @@ impl Poller {
         root: &Root,
         outputs: [Option<&PipeEnd>; 2],
         stdin: Option<&PipeEnd>,
+        tree: &dyn Containment,
+        watch_tree: bool,
         timeout: Option<Duration>,
     ) -> io::Result<Ready> {
         let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
@@ -350,7 +354,13 @@ impl Poller {
         }
         #[cfg(not(target_os = "linux"))]
         let _ = root;
-        let mut slots = [usize::MAX; 3];
+        let mut slots = [usize::MAX; 4];
+        if watch_tree {
+            if let Some(fd) = tree.wake_fd() {
+                slots[3] = fds.len();
+                fds.push(PollFd::from_borrowed_fd(fd, PollFlags::PRI));
+            }
+        }
         for (i, o) in outputs.iter().enumerate() {
             if let Some(o) = o {
                 slots[i] = fds.len();
@@ -372,10 +382,10 @@ impl Poller {
         let mut ready = Ready::default();
         for (i, slot) in slots.iter().enumerate() {
             if *slot != usize::MAX && !fds[*slot].revents().is_empty() {
-                if i < 2 {
-                    ready.readable[i] = true;
-                } else {
-                    ready.stdin_writable = true;
+                match i {
+                    0 | 1 => ready.readable[i] = true,
+                    2 => ready.stdin_writable = true,
+                    _ => ready.tree_event = true,
                 }
             }
         }

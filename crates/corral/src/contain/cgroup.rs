@@ -1,0 +1,695 @@
+//! cgroup v2 containment (Linux).
+//!
+//! Each command gets a fresh cgroup `corral-<corral pid>-<n>` under corral's
+//! own cgroup. The child moves itself into it (and into per-command groups
+//! of the v1 `pids`/`memory` hierarchies when limits need them) before it
+//! execs, while the parent is still inside `fork`, so no descendant can ever
+//! exist outside it; the kill therefore never races a half-placed child.
+//! A descendant that calls `setsid()` or double-forks stays inside.
+//!
+//! * Kill: `cgroup.kill` (Linux 5.14+); older kernels: freeze, SIGKILL every
+//!   member, thaw.
+//! * Graceful signal: to the process group (kept for delivery order) and to
+//!   every member of the cgroup that left the group, each through a pidfd
+//!   whose cgroup membership is checked after it was opened (reuse-safe).
+//! * Empty: `cgroup.events` says `populated 0`; it is pollable (POLLPRI), and
+//!   the lifecycle also checks on a short timer because notifications are
+//!   rate limited.
+//! * Release: members left by the leftovers policy are moved to corral's own
+//!   cgroup, then the directory is removed. Directories left by a corral
+//!   that died are killed and removed by the next corral that starts.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use super::{Containment, Mechanism, OsOp, Tracer};
+use crate::report::{LimitHit, Usage};
+use crate::sys::{self, Root, SpawnError};
+use crate::Signal;
+
+/// The errno the child reports when it could not enter its cgroup, so the
+/// parent can tell a containment failure from a spawn failure.
+const PLACEMENT_FAILED: i32 = 131; // ENOTRECOVERABLE
+
+/// Where cgroups live for this process.
+#[derive(Debug, Clone)]
+pub(crate) struct Hierarchy {
+    /// corral's own cgroup v2 directory (children are created here).
+    pub(crate) own_v2: PathBuf,
+    /// corral's own directories in the v1 `pids` and `memory` hierarchies,
+    /// when those are mounted (hybrid systems).
+    pub(crate) own_v1_pids: Option<PathBuf>,
+    pub(crate) own_v1_memory: Option<PathBuf>,
+}
+
+/// Tree-wide limits asked for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Limits {
+    pub(crate) memory_max: Option<u64>,
+    pub(crate) pids_max: Option<u64>,
+}
+
+impl Limits {
+    pub(crate) fn any(&self) -> bool {
+        self.memory_max.is_some() || self.pids_max.is_some()
+    }
+}
+
+fn read_override(var: &str, default: &str) -> io::Result<String> {
+    // Hidden test hook: point detection at fake files.
+    let path = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
+    fs::read_to_string(path)
+}
+
+/// Finds the cgroup v2 mount and corral's own cgroup in it, from
+/// /proc/self/mountinfo and /proc/self/cgroup.
+pub(crate) fn detect() -> Result<Hierarchy, String> {
+    let mountinfo = read_override("CORRAL_MOUNTINFO", "/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read mountinfo: {e}"))?;
+    let cgroup = read_override("CORRAL_PROC_CGROUP", "/proc/self/cgroup")
+        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    detect_from(&mountinfo, &cgroup)
+}
+
+fn unescape(s: &str) -> String {
+    // mountinfo escapes space, tab, newline and backslash as \ooo.
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 4 <= b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+struct Mount {
+    root: String,
+    point: PathBuf,
+    fstype: String,
+    superopts: String,
+}
+
+fn mounts(mountinfo: &str) -> Vec<Mount> {
+    mountinfo
+        .lines()
+        .filter_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let f: Vec<&str> = pre.split(' ').collect();
+            let p: Vec<&str> = post.split(' ').collect();
+            Some(Mount {
+                root: unescape(f.get(3)?),
+                point: PathBuf::from(unescape(f.get(4)?)),
+                fstype: (*p.first()?).to_owned(),
+                superopts: p.get(2).copied().unwrap_or("").to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// Joins a mount point with a cgroup path seen from a mount whose root is
+/// `root` (cgroup namespaces make the two differ).
+fn join(m: &Mount, path: &str) -> PathBuf {
+    let rel = path.strip_prefix(m.root.as_str()).unwrap_or(path);
+    m.point.join(rel.trim_start_matches('/'))
+}
+
+pub(crate) fn detect_from(mountinfo: &str, cgroup: &str) -> Result<Hierarchy, String> {
+    let ms = mounts(mountinfo);
+    let v2 = ms
+        .iter()
+        .find(|m| m.fstype == "cgroup2")
+        .ok_or("no cgroup v2 hierarchy is mounted")?;
+    let own = cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or("this process has no cgroup v2 membership")?;
+    let v1 = |ctrl: &str| -> Option<PathBuf> {
+        let m = ms
+            .iter()
+            .find(|m| m.fstype == "cgroup" && m.superopts.split(',').any(|o| o == ctrl))?;
+        let path = cgroup.lines().find_map(|l| {
+            let mut it = l.splitn(3, ':');
+            let _id = it.next()?;
+            let ctrls = it.next()?;
+            let p = it.next()?;
+            ctrls.split(',').any(|c| c == ctrl).then_some(p)
+        })?;
+        Some(join(m, path))
+    };
+    Ok(Hierarchy {
+        own_v2: join(v2, own),
+        own_v1_pids: v1("pids"),
+        own_v1_memory: v1("memory"),
+    })
+}
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+static STALE: Once = Once::new();
+
+/// A v1 group made for one command.
+struct V1Group {
+    dir: PathBuf,
+    procs: File,
+}
+
+pub(crate) struct Cgroup {
+    dir: PathBuf,
+    parent: PathBuf,
+    procs: File,
+    events: File,
+    v1: Vec<V1Group>,
+    v1_memory: Option<PathBuf>,
+    v1_pids: Option<PathBuf>,
+    limits: Limits,
+    pgid: Option<u32>,
+    released: bool,
+    tracer: Tracer,
+}
+
+fn write_file(path: &Path, data: &str) -> io::Result<()> {
+    let mut f = OpenOptions::new().write(true).open(path)?;
+    f.write_all(data.as_bytes())
+}
+
+fn name_for(seq: usize) -> String {
+    format!("corral-{}-{}", std::process::id(), seq)
+}
+
+impl Cgroup {
+    /// Creates the per-command cgroup (and v1 groups for limits). Fails if
+    /// the hierarchy is not writable or a limit cannot be had.
+    pub(crate) fn create(h: &Hierarchy, limits: Limits, tracer: Tracer) -> Result<Cgroup, String> {
+        STALE.call_once(|| remove_stale(h));
+        let name = name_for(SEQ.fetch_add(1, Ordering::Relaxed));
+        let dir = h.own_v2.join(&name);
+        fs::create_dir(&dir).map_err(|e| {
+            format!(
+                "cannot create a cgroup under {}: {e} (corral needs a writable, delegated cgroup v2 subtree)",
+                h.own_v2.display()
+            )
+        })?;
+        let cleanup = |why: String| {
+            let _ = fs::remove_dir(&dir);
+            why
+        };
+        let procs = OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .map_err(|e| cleanup(format!("cannot open cgroup.procs: {e}")))?;
+        let events = File::open(dir.join("cgroup.events"))
+            .map_err(|e| cleanup(format!("cannot open cgroup.events: {e}")))?;
+        let mut cg = Cgroup {
+            dir: dir.clone(),
+            parent: h.own_v2.clone(),
+            procs,
+            events,
+            v1: Vec::new(),
+            v1_memory: None,
+            v1_pids: None,
+            limits,
+            pgid: None,
+            released: false,
+            tracer,
+        };
+        if let Err(e) = cg.apply_limits(h, &name) {
+            cg.remove_dirs();
+            return Err(e);
+        }
+        Ok(cg)
+    }
+
+    fn v2_has(&self, ctrl: &str) -> bool {
+        fs::read_to_string(self.dir.join("cgroup.controllers"))
+            .is_ok_and(|s| s.split_whitespace().any(|c| c == ctrl))
+    }
+
+    fn apply_limits(&mut self, h: &Hierarchy, name: &str) -> Result<(), String> {
+        let want = [
+            (
+                "pids",
+                self.limits.pids_max,
+                "pids.max",
+                h.own_v1_pids.as_ref(),
+                "pids.max",
+            ),
+            (
+                "memory",
+                self.limits.memory_max,
+                "memory.max",
+                h.own_v1_memory.as_ref(),
+                "memory.limit_in_bytes",
+            ),
+        ];
+        for (ctrl, value, v2_file, v1_own, v1_file) in want {
+            // Accounting (peak, events) is wanted even without a limit; a
+            // limit must be had or the run fails.
+            if self.v2_has(ctrl) {
+                if let Some(v) = value {
+                    write_file(&self.dir.join(v2_file), &v.to_string())
+                        .map_err(|e| format!("cannot set {v2_file}: {e}"))?;
+                }
+                continue;
+            }
+            let Some(own) = v1_own else {
+                if value.is_some() {
+                    return Err(format!(
+                        "the {ctrl} controller is available neither in cgroup v2 nor in a v1 hierarchy"
+                    ));
+                }
+                continue;
+            };
+            if value.is_none() {
+                continue;
+            }
+            let dir = own.join(name);
+            fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let procs = OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.procs"));
+            let procs = match procs {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = fs::remove_dir(&dir);
+                    return Err(format!("cannot open {}/cgroup.procs: {e}", dir.display()));
+                }
+            };
+            self.v1.push(V1Group {
+                dir: dir.clone(),
+                procs,
+            });
+            if ctrl == "memory" {
+                self.v1_memory = Some(dir.clone());
+            } else {
+                self.v1_pids = Some(dir.clone());
+            }
+            if let Some(v) = value {
+                write_file(&dir.join(v1_file), &v.to_string())
+                    .map_err(|e| format!("cannot set {v1_file}: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any process is left in the cgroup (re-arms the POLLPRI
+    /// notification by reading through the watched descriptor).
+    fn populated(&self) -> io::Result<bool> {
+        let mut buf = [0u8; 256];
+        let n = self.events.read_at(&mut buf, 0)?;
+        let text = std::str::from_utf8(&buf[..n]).unwrap_or("");
+        Ok(text.lines().any(|l| l.trim() == "populated 1"))
+    }
+
+    fn procs_of(dir: &Path, out: &mut Vec<u32>) {
+        if let Ok(s) = fs::read_to_string(dir.join("cgroup.procs")) {
+            out.extend(s.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+        }
+        // Nested cgroups made by the command itself are part of the tree.
+        if let Ok(rd) = fs::read_dir(dir) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    Self::procs_of(&e.path(), out);
+                }
+            }
+        }
+    }
+
+    fn all_procs(&self) -> Vec<u32> {
+        let mut v = Vec::new();
+        Self::procs_of(&self.dir, &mut v);
+        v
+    }
+
+    fn check_live(&self) -> io::Result<()> {
+        if self.released {
+            return Err(io::Error::other(
+                "cgroup already released; refusing to signal",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Signals each member through a pidfd, after checking that the pinned
+    /// process is still in this cgroup (so a reused pid is never hit).
+    fn signal_members(&self, sig: Signal) -> io::Result<()> {
+        let rsig = rustix::process::Signal::from_named_raw(sig.as_raw())
+            .ok_or_else(|| io::Error::other(format!("unsupported signal {sig}")))?;
+        let rel = self.dir.strip_prefix(&self.parent).unwrap_or(&self.dir);
+        let marker = format!("/{}", rel.display());
+        for pid in self.all_procs() {
+            let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
+                continue;
+            };
+            let Ok(fd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty())
+            else {
+                continue;
+            };
+            let cg = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            let inside = cg
+                .lines()
+                .find_map(|l| l.strip_prefix("0::"))
+                .is_some_and(|p| p.contains(&marker));
+            if inside {
+                let _ = rustix::process::pidfd_send_signal(&fd, rsig);
+            }
+        }
+        Ok(())
+    }
+
+    fn kill_all(&self) -> io::Result<()> {
+        match write_file(&self.dir.join("cgroup.kill"), "1") {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // Before Linux 5.14: freeze (no fork, no exit can race us),
+                // kill every member, thaw.
+                write_file(&self.dir.join("cgroup.freeze"), "1")?;
+                let end = Instant::now() + Duration::from_millis(200);
+                while Instant::now() < end {
+                    let ev = fs::read_to_string(self.dir.join("cgroup.events")).unwrap_or_default();
+                    if ev.lines().any(|l| l.trim() == "frozen 1") {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                for pid in self.all_procs() {
+                    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                    }
+                }
+                write_file(&self.dir.join("cgroup.freeze"), "0")
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn move_out(&self) {
+        for _ in 0..20 {
+            let pids = self.all_procs();
+            if pids.is_empty() {
+                break;
+            }
+            for pid in pids {
+                let _ = write_file(&self.parent.join("cgroup.procs"), &pid.to_string());
+                for g in &self.v1 {
+                    if let Some(parent) = g.dir.parent() {
+                        let _ = write_file(&parent.join("cgroup.procs"), &pid.to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    fn remove_dirs(&mut self) {
+        let mut last = Ok(());
+        for _ in 0..50 {
+            last = fs::remove_dir(&self.dir);
+            match &last {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    last = Ok(());
+                    break;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
+        for g in self.v1.drain(..) {
+            for _ in 0..50 {
+                if fs::remove_dir(&g.dir).is_ok() || !g.dir.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        let _ = last;
+    }
+}
+
+fn read_kv(path: &Path, key: &str) -> Option<u64> {
+    let s = fs::read_to_string(path).ok()?;
+    s.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+impl Containment for Cgroup {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::Cgroup
+    }
+
+    fn prepare(&mut self, cmd: &mut std::process::Command) -> io::Result<()> {
+        sys::new_process_group(cmd);
+        let mut fds: Vec<i32> = vec![self.procs.as_raw_fd()];
+        fds.extend(self.v1.iter().map(|g| g.procs.as_raw_fd()));
+        // SAFETY: the closure runs in the forked child before exec. It only
+        // calls write(2), which is async-signal-safe, on descriptors that
+        // this Cgroup keeps open until after the spawn; it allocates nothing
+        // (the Vec was built before the fork and is only read).
+        unsafe {
+            cmd.pre_exec(move || {
+                for &fd in &fds {
+                    let bfd = BorrowedFd::borrow_raw(fd);
+                    if rustix::io::write(bfd, b"0").is_err() {
+                        return Err(io::Error::from_raw_os_error(PLACEMENT_FAILED));
+                    }
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
+
+    fn classify_spawn_error(&mut self, e: io::Error) -> SpawnError {
+        if e.raw_os_error() == Some(PLACEMENT_FAILED) {
+            SpawnError::Contain(io::Error::other(format!(
+                "the child could not enter its cgroup {}",
+                self.dir.display()
+            )))
+        } else {
+            SpawnError::Spawn(e)
+        }
+    }
+
+    fn attach(&mut self, root: &Root) -> io::Result<()> {
+        self.pgid = Some(root.id());
+        Ok(())
+    }
+
+    fn signal(&mut self, sig: Signal) -> io::Result<()> {
+        self.check_live()?;
+        let inode = fs::metadata(&self.dir)
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+            .unwrap_or(0);
+        self.tracer.record(OsOp::SignalTree {
+            via: Mechanism::Cgroup,
+            target: inode,
+            signal: sig,
+        });
+        if sig == Signal::KILL {
+            return self.kill_all();
+        }
+        if let Some(pgid) = self.pgid {
+            sys::signal_group(pgid, sig)?;
+        }
+        self.signal_members(sig)?;
+        if sig != Signal::CONT {
+            if let Some(pgid) = self.pgid {
+                sys::signal_group(pgid, Signal::CONT)?;
+            }
+            self.signal_members(Signal::CONT)?;
+        }
+        Ok(())
+    }
+
+    fn members(&mut self) -> io::Result<Vec<u32>> {
+        if !self.populated()? {
+            return Ok(Vec::new());
+        }
+        Ok(self.all_procs())
+    }
+
+    #[cfg(unix)]
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.events.as_fd())
+    }
+
+    fn usage(&self) -> Option<(Usage, Vec<LimitHit>)> {
+        let cpu = self.dir.join("cpu.stat");
+        let mut usage = Usage {
+            cpu_user: read_kv(&cpu, "user_usec").map(Duration::from_micros),
+            cpu_system: read_kv(&cpu, "system_usec").map(Duration::from_micros),
+            memory_peak: read_u64(&self.dir.join("memory.peak")),
+            pids_peak: read_u64(&self.dir.join("pids.peak")),
+        };
+        let mut hits = Vec::new();
+        if read_kv(&self.dir.join("memory.events"), "oom_kill").unwrap_or(0) > 0 {
+            hits.push(LimitHit::Memory);
+        }
+        if read_kv(&self.dir.join("pids.events"), "max").unwrap_or(0) > 0 {
+            hits.push(LimitHit::Pids);
+        }
+        if let Some(m) = &self.v1_memory {
+            usage.memory_peak = usage
+                .memory_peak
+                .or(read_u64(&m.join("memory.max_usage_in_bytes")));
+            if read_kv(&m.join("memory.oom_control"), "oom_kill").unwrap_or(0) > 0
+                && !hits.contains(&LimitHit::Memory)
+            {
+                hits.push(LimitHit::Memory);
+            }
+        }
+        if let Some(p) = &self.v1_pids {
+            usage.pids_peak = usage.pids_peak.or(read_u64(&p.join("pids.peak")));
+            if read_kv(&p.join("pids.events"), "max").unwrap_or(0) > 0
+                && !hits.contains(&LimitHit::Pids)
+            {
+                hits.push(LimitHit::Pids);
+            }
+        }
+        Some((usage, hits))
+    }
+
+    fn release(&mut self, root: &mut Root) -> io::Result<()> {
+        if self.released {
+            return Ok(());
+        }
+        self.released = true;
+        // Kept (or unkillable) members leave the per-command cgroup so that
+        // it can be removed; nothing is signalled from here on.
+        self.move_out();
+        let pid = root.id();
+        let res = root.reap();
+        self.tracer.record(OsOp::Reaped { pid });
+        self.remove_dirs();
+        self.tracer.record(OsOp::Released {
+            via: Mechanism::Cgroup,
+        });
+        if self.dir.exists() {
+            return Err(io::Error::other(format!(
+                "could not remove {}",
+                self.dir.display()
+            )));
+        }
+        res
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // A Cgroup dropped without release (spawn failed): nothing ran in it.
+        if !self.released {
+            self.released = true;
+            let _ = self.kill_all();
+            self.remove_dirs();
+        }
+    }
+}
+
+/// Removes cgroups left by a corral process that no longer exists: kills
+/// what is still inside (its run is over) and removes the directories.
+fn remove_stale(h: &Hierarchy) {
+    let dirs = [
+        Some(&h.own_v2),
+        h.own_v1_pids.as_ref(),
+        h.own_v1_memory.as_ref(),
+    ];
+    for own in dirs.into_iter().flatten() {
+        let Ok(rd) = fs::read_dir(own) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(rest) = name.strip_prefix("corral-") else {
+                continue;
+            };
+            let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+                continue;
+            };
+            if Path::new(&format!("/proc/{pid}")).exists() {
+                continue;
+            }
+            let dir = e.path();
+            let _ = write_file(&dir.join("cgroup.kill"), "1");
+            for _ in 0..100 {
+                if fs::remove_dir(&dir).is_ok() {
+                    break;
+                }
+                // v1 has no cgroup.kill: kill what is listed.
+                if let Ok(s) = fs::read_to_string(dir.join("cgroup.procs")) {
+                    for pid in s.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                        if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &str = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+    const PROC: &str = "8:pids:/
+4:memory:/a/b
+0::/user.slice/x.scope
+";
+
+    #[test]
+    fn finds_hybrid_hierarchies() {
+        let h = detect_from(HYBRID, PROC).unwrap();
+        assert_eq!(
+            h.own_v2,
+            PathBuf::from("/sys/fs/cgroup/unified/user.slice/x.scope")
+        );
+        assert_eq!(h.own_v1_pids, Some(PathBuf::from("/sys/fs/cgroup/pids")));
+        assert_eq!(
+            h.own_v1_memory,
+            Some(PathBuf::from("/sys/fs/cgroup/memory/a/b"))
+        );
+    }
+
+    #[test]
+    fn finds_unified_hierarchy_and_namespace_root() {
+        let mi = "30 1 0:26 /ns /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n";
+        let h = detect_from(mi, "0::/ns/app\n").unwrap();
+        assert_eq!(h.own_v2, PathBuf::from("/sys/fs/cgroup/app"));
+        assert!(h.own_v1_pids.is_none());
+    }
+
+    #[test]
+    fn reports_missing_v2() {
+        let mi = "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
+        assert!(detect_from(mi, "4:memory:/\n").is_err());
+        assert!(detect_from(HYBRID, "4:memory:/\n").is_err());
+    }
+
+    #[test]
+    fn unescapes_mount_points() {
+        assert_eq!(unescape("/a\\040b"), "/a b");
+        assert_eq!(unescape("/plain"), "/plain");
+    }
+}
