@@ -33,7 +33,7 @@ pub(crate) enum InputKind {
     #[default]
     Null,
     Inherit,
-    Bytes(Vec<u8>),
+    Bytes(std::sync::Arc<[u8]>),
     File(File),
 }
 
@@ -49,7 +49,7 @@ impl Input {
     /// These bytes, then end of file. Written without blocking the lifecycle;
     /// a child that does not read them does not stall the deadline.
     pub fn bytes(data: impl Into<Vec<u8>>) -> Input {
-        Input(InputKind::Bytes(data.into()))
+        Input(InputKind::Bytes(data.into().into()))
     }
     /// An open file.
     pub fn file(f: File) -> Input {
@@ -142,6 +142,10 @@ pub enum LeftoverPolicy {
 /// A callback for each line of output, called on the supervising thread.
 pub type LineCallback = Box<dyn FnMut(Stream, &[u8]) + Send>;
 
+/// The callback as the command keeps it: shared by every spawn of the same
+/// command, like its other settings.
+pub(crate) type SharedLineCallback = Arc<std::sync::Mutex<LineCallback>>;
+
 /// A command to run under a deadline with its whole tree contained.
 ///
 /// ```no_run
@@ -169,7 +173,7 @@ pub struct Command {
     pub(crate) containment: ContainmentChoice,
     pub(crate) limits: Limits,
     pub(crate) cancel: Option<CancelToken>,
-    pub(crate) on_line: Option<LineCallback>,
+    pub(crate) on_line: Option<SharedLineCallback>,
     pub(crate) tracer: Tracer,
 }
 
@@ -400,7 +404,7 @@ impl Command {
     /// are delivered in pieces). Lines are delivered as they arrive, on the
     /// thread that waits.
     pub fn on_line(&mut self, f: impl FnMut(Stream, &[u8]) + Send + 'static) -> &mut Command {
-        self.on_line = Some(Box::new(f));
+        self.on_line = Some(Arc::new(std::sync::Mutex::new(Box::new(f))));
         self
     }
 
@@ -415,7 +419,10 @@ impl Command {
 
     /// Starts the command. Its deadline counts from now; the tree is
     /// supervised while [`Running::wait`] runs (and terminated if the handle
-    /// is dropped). Outputs given as relays or files are used by this spawn.
+    /// is dropped). Like std's `Stdio`, inputs and outputs given as files or
+    /// relays are moved into this spawn (a later spawn of the same command
+    /// uses the defaults for them); every other setting, stdin bytes and the
+    /// line callback included, is kept.
     pub fn spawn(&mut self) -> Result<Running, Error> {
         lifecycle::spawn(self)
     }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, Wake};
 use crate::capture::{Captured, LineSplitter};
-use crate::command::{Command, InputKind, LineCallback, OutputKind, Settings, Stream};
+use crate::command::{Command, InputKind, OutputKind, Settings, SharedLineCallback, Stream};
 use crate::contain::{self, Containment, Mechanism, OsOp, Tracer};
 use crate::report::{CleanupError, Leftovers, Outcome, Report, RootStatus, Timings};
 use crate::sys::{self, ChildIo, PipeEnd, Poller, ReadResult, Root, SpawnError, SpawnSpec};
@@ -131,7 +131,7 @@ struct StreamIo {
 
 struct StdinFeed {
     pipe: PipeEnd,
-    data: Vec<u8>,
+    data: std::sync::Arc<[u8]>,
     pos: usize,
 }
 
@@ -151,7 +151,7 @@ struct Life {
     streams: [Option<StreamIo>; 2],
     stdin: Option<StdinFeed>,
     cancel: CancelToken,
-    on_line: Option<LineCallback>,
+    on_line: Option<SharedLineCallback>,
     tracer: Tracer,
     buf: Vec<u8>,
     // What was learned on the way.
@@ -180,7 +180,11 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
     let poller = Poller::new().map_err(io_err)?;
     let waker = poller.waker();
 
-    let (stdin_io, stdin) = match std::mem::take(&mut cmd.stdin).0 {
+    let stdin_kind = match &cmd.stdin.0 {
+        InputKind::Bytes(data) => InputKind::Bytes(data.clone()),
+        _ => std::mem::take(&mut cmd.stdin).0,
+    };
+    let (stdin_io, stdin) = match stdin_kind {
         InputKind::Null => (ChildIo::Null, None),
         InputKind::Inherit => (ChildIo::Inherit, None),
         InputKind::File(f) => (ChildIo::File(f), None),
@@ -314,7 +318,7 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
         streams: [out, err],
         stdin,
         cancel,
-        on_line: cmd.on_line.take(),
+        on_line: cmd.on_line.clone(),
         tracer: cmd.tracer.clone(),
         buf: vec![0; READ_CHUNK],
         root_status: None,
@@ -379,7 +383,11 @@ impl Life {
                 timeout,
             ) {
                 Ok(ready) => {
-                    if ready.stdin_writable {
+                    if ready.stdin_closed {
+                        // The child closed its stdin: writing now would raise
+                        // SIGPIPE in a host that does not ignore it.
+                        self.stdin = None;
+                    } else if ready.stdin_writable {
                         self.feed_stdin();
                     }
                     if ready.tree_event {
@@ -596,6 +604,13 @@ impl Life {
         let Some(s) = self.streams[i].as_mut() else {
             return;
         };
+        if s.relay.as_ref().is_some_and(Relay::is_broken) {
+            // The relay's reader went away: close our end too, so the child
+            // sees EPIPE/SIGPIPE exactly as it would in a plain pipeline
+            // instead of being drained forever.
+            s.pipe = None;
+            return;
+        }
         for _ in 0..max_reads {
             let Some(pipe) = s.pipe.as_ref() else { return };
             if s.relay.as_ref().is_some_and(|r| r.is_full()) {
@@ -608,8 +623,9 @@ impl Life {
                     if let Some(r) = s.relay.as_ref() {
                         r.push(data);
                     }
-                    if let (Some(lines), Some(cb)) = (s.lines.as_mut(), self.on_line.as_mut()) {
+                    if let (Some(lines), Some(cb)) = (s.lines.as_mut(), self.on_line.as_ref()) {
                         let which = s.which;
+                        let mut cb = cb.lock().unwrap_or_else(|e| e.into_inner());
                         lines.feed(data, &mut |l| cb(which, l));
                     }
                     if n < self.buf.len() {
@@ -649,8 +665,9 @@ impl Life {
             self.pump_stream(i, 64);
             if let Some(s) = self.streams[i].as_mut() {
                 s.pipe = None;
-                if let (Some(lines), Some(cb)) = (s.lines.as_mut(), self.on_line.as_mut()) {
+                if let (Some(lines), Some(cb)) = (s.lines.as_mut(), self.on_line.as_ref()) {
                     let which = s.which;
+                    let mut cb = cb.lock().unwrap_or_else(|e| e.into_inner());
                     lines.finish(&mut |l| cb(which, l));
                 }
             }
@@ -761,12 +778,17 @@ impl Relay {
                 }
                 sh.cv.notify_all();
                 drop(q);
-                if was_full {
+                if was_full || !ok {
                     sh.waker.wake();
                 }
             })
             .ok();
         Relay { shared, thread }
+    }
+
+    fn is_broken(&self) -> bool {
+        let q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
+        q.broken
     }
 
     fn is_full(&self) -> bool {

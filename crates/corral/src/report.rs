@@ -13,8 +13,9 @@ use crate::Signal;
 pub enum RootStatus {
     /// It exited with this code.
     Exited(i32),
-    /// It was ended by this signal (on Windows: never; a termination is an
-    /// exit code there).
+    /// It was ended by this signal. On Windows: corral's own job termination
+    /// is reported as SIGKILL and STATUS_CONTROL_C_EXIT as SIGINT; every
+    /// other ending is an exit code.
     Signaled(Signal),
 }
 
@@ -25,8 +26,10 @@ pub enum RootStatus {
 /// [`Report::exit_code`] to ask that question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// The root exited with this code, its output was drained, and corral
-    /// sent it no signal.
+    /// The root exited with this code by itself (corral sent the root no
+    /// signal before it exited) and its output was drained. Leftovers may
+    /// have been signalled afterwards by the leftovers policy
+    /// ([`Report::signals_sent`]).
     Exited(i32),
     /// The root was ended by a signal that corral did not send.
     Signaled(Signal),

@@ -345,7 +345,9 @@ impl Cgroup {
 
     /// Signals each member through a pidfd, after checking that the pinned
     /// process is still in this cgroup (so a reused pid is never hit).
-    fn signal_members(&self, sig: Signal) -> io::Result<()> {
+    /// Members already reached through the process group (`skip_pgid`) are
+    /// skipped, so each process gets the signal once.
+    fn signal_members(&self, sig: Signal, skip_pgid: Option<u32>) -> io::Result<()> {
         let rsig = rustix::process::Signal::from_named_raw(sig.as_raw())
             .ok_or_else(|| io::Error::other(format!("unsupported signal {sig}")))?;
         let rel = self.dir.strip_prefix(&self.parent).unwrap_or(&self.dir);
@@ -363,7 +365,13 @@ impl Cgroup {
                 .lines()
                 .find_map(|l| l.strip_prefix("0::"))
                 .is_some_and(|p| p.contains(&marker));
-            if inside {
+            let in_group = skip_pgid.is_some_and(|pgid| {
+                fs::read(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|b| sys::parse_stat(&b))
+                    .is_some_and(|(_, pgrp)| pgrp == pgid)
+            });
+            if inside && !in_group {
                 let _ = rustix::process::pidfd_send_signal(&fd, rsig);
             }
         }
@@ -506,15 +514,17 @@ impl Containment for Cgroup {
         if sig == Signal::KILL {
             return self.kill_all();
         }
+        // The group first (delivery order as with a process group), then
+        // every member that left the group.
         if let Some(pgid) = self.pgid {
             sys::signal_group(pgid, sig)?;
         }
-        self.signal_members(sig)?;
+        self.signal_members(sig, self.pgid)?;
         if sig != Signal::CONT {
             if let Some(pgid) = self.pgid {
                 sys::signal_group(pgid, Signal::CONT)?;
             }
-            self.signal_members(Signal::CONT)?;
+            self.signal_members(Signal::CONT, self.pgid)?;
         }
         Ok(())
     }

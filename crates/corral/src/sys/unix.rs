@@ -2,7 +2,7 @@
 //! without reaping), non-blocking pipes, and the one `poll` that the
 //! lifecycle sleeps in.
 
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::OwnedFd;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -133,7 +133,7 @@ pub(crate) fn group_members(pgid: u32) -> io::Result<Vec<u32>> {
         let Ok(mut f) = std::fs::File::open(&path) else {
             continue;
         };
-        if f.read_to_end(&mut buf).is_err() {
+        if io::Read::read_to_end(&mut f, &mut buf).is_err() {
             continue;
         }
         if let Some((state, pgrp)) = parse_stat(&buf) {
@@ -149,7 +149,7 @@ pub(crate) fn group_members(pgid: u32) -> io::Result<Vec<u32>> {
 /// name may contain spaces and parentheses, so fields are counted from the
 /// last `)`.
 #[cfg(target_os = "linux")]
-fn parse_stat(buf: &[u8]) -> Option<(u8, u32)> {
+pub(crate) fn parse_stat(buf: &[u8]) -> Option<(u8, u32)> {
     let close = buf.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
     let mut fields = rest.split_ascii_whitespace();
@@ -294,6 +294,8 @@ pub(crate) struct Ready {
     pub(crate) stdin_writable: bool,
     /// The containment's own descriptor fired (population changed).
     pub(crate) tree_event: bool,
+    /// The child's end of the stdin pipe is closed (POLLERR on our end).
+    pub(crate) stdin_closed: bool,
 }
 
 /// The sleeping point of the lifecycle.
@@ -384,6 +386,12 @@ impl Poller {
             if *slot != usize::MAX && !fds[*slot].revents().is_empty() {
                 match i {
                     0 | 1 => ready.readable[i] = true,
+                    2 if fds[*slot]
+                        .revents()
+                        .intersects(PollFlags::ERR | PollFlags::HUP) =>
+                    {
+                        ready.stdin_closed = true
+                    }
                     2 => ready.stdin_writable = true,
                     _ => ready.tree_event = true,
                 }

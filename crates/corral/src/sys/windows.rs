@@ -851,6 +851,8 @@ pub(crate) struct Ready {
     /// Never set on Windows: membership is checked on the lifecycle's timer
     /// (a job's completion port cannot be waited on with other handles).
     pub(crate) tree_event: bool,
+    /// Never set on Windows: a closed stdin shows up as a write error.
+    pub(crate) stdin_closed: bool,
 }
 
 /// The sleeping point of the lifecycle.

@@ -1,0 +1,391 @@
+//! Harness for running the `corral` binary in tests: spawn it with a
+//! scratch environment, read its stdout/stderr on threads (so EOF time is
+//! measured independently of its exit), and wait for it with a bound.
+
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use corral_testkit::{Scratch, Watch};
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_corral");
+
+/// How long a helper may take to show up, or to die once it should.
+pub const FATE: Duration = Duration::from_secs(3);
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Bytes of each stream kept in memory (the total is always counted).
+const KEEP: usize = 8 << 20;
+
+/// Writes the root shell's own pid as helper `root`, so the Watch pins it.
+pub const ROOT: &str = r#"echo $$ > "$CORRAL_TEST_DIR/root.tmp" && mv "$CORRAL_TEST_DIR/root.tmp" "$CORRAL_TEST_DIR/root.pid"; "#;
+
+/// Shell text that waits until helper `name` has written its pid file and
+/// become `sleep` (its `mv` is gone), so the tree is exactly as intended
+/// before the root moves on.
+pub fn wait_for(name: &str) -> String {
+    format!(
+        r#"until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ]; do sleep 0.01; done; "#
+    )
+}
+
+/// A backgrounded helper `ign` that ignores TERM, INT and HUP (ignored
+/// before the helper starts, so it can never be caught unprotected).
+pub const IGN: &str = r#"(trap '' TERM INT HUP; exec "$H" ign) & "#;
+
+/// `corral ARGS...` with the scratch environment, run in the scratch dir
+/// (core dumps land there), stdin from /dev/null.
+pub fn corral<I, S>(s: &Scratch, args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .envs(s.env())
+        .current_dir(s.dir())
+        .stdin(Stdio::null());
+    c
+}
+
+/// The report path of a scratch, as a string argument.
+pub fn report_path(s: &Scratch) -> String {
+    s.path("report.json").to_str().unwrap().to_owned()
+}
+
+/// Where one of corral's output streams goes.
+pub enum Sink {
+    /// A pipe read to EOF on a thread.
+    Pipe,
+    /// A pipe the test handles itself (`Run::child.stdout/stderr`).
+    RawPipe,
+    /// A regular file.
+    File(PathBuf),
+    /// /dev/null.
+    Null,
+}
+
+impl Sink {
+    fn stdio(&self) -> Stdio {
+        match self {
+            Sink::Pipe | Sink::RawPipe => Stdio::piped(),
+            Sink::File(p) => Stdio::from(std::fs::File::create(p).unwrap()),
+            Sink::Null => Stdio::null(),
+        }
+    }
+}
+
+/// What a reader thread saw on one stream.
+pub struct Stream {
+    /// The first bytes (up to 8 MiB).
+    pub bytes: Vec<u8>,
+    /// Every byte read.
+    pub total: u64,
+    /// When EOF was read.
+    pub eof_at: Instant,
+}
+
+impl Stream {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+}
+
+fn reader(mut r: impl Read + Send + 'static) -> mpsc::Receiver<Stream> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut bytes = Vec::new();
+        let mut total = 0u64;
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    total += n as u64;
+                    if bytes.len() < KEEP {
+                        let k = n.min(KEEP - bytes.len());
+                        bytes.extend_from_slice(&buf[..k]);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send(Stream {
+            bytes,
+            total,
+            eof_at: Instant::now(),
+        });
+    });
+    rx
+}
+
+/// A running corral.
+pub struct Run {
+    pub child: Child,
+    pub started: Instant,
+    out: Option<mpsc::Receiver<Stream>>,
+    err: Option<mpsc::Receiver<Stream>>,
+}
+
+/// A finished corral.
+pub struct Done {
+    pub status: ExitStatus,
+    pub started: Instant,
+    pub exited_at: Instant,
+    pub stdout: Option<Stream>,
+    pub stderr: Option<Stream>,
+}
+
+pub fn start(mut c: Command, out: Sink, err: Sink) -> Run {
+    c.stdout(out.stdio()).stderr(err.stdio());
+    let started = Instant::now();
+    let mut child = c.spawn().expect("spawn corral");
+    let out = match out {
+        Sink::Pipe => Some(reader(child.stdout.take().unwrap())),
+        _ => None,
+    };
+    let err = match err {
+        Sink::Pipe => Some(reader(child.stderr.take().unwrap())),
+        _ => None,
+    };
+    Run {
+        child,
+        started,
+        out,
+        err,
+    }
+}
+
+/// Runs corral with stdout and stderr as pipes; it must exit, and both
+/// pipes must reach EOF, within `bound`.
+pub fn run(c: Command, bound: Duration) -> Done {
+    start(c, Sink::Pipe, Sink::Pipe).finish(bound)
+}
+
+impl Run {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for corral to exit within `bound` of its start (else kills
+    /// it, by its own pid, and fails), then for EOF on the read pipes.
+    pub fn finish(mut self, bound: Duration) -> Done {
+        let deadline = self.started + bound;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("corral did not exit within {bound:?}");
+            }
+            thread::sleep(ms(2));
+        };
+        let exited_at = Instant::now();
+        // EOF is due when corral exits (a relay holds the only write end);
+        // allow a little time for the reader thread to run.
+        let eof_by = deadline.max(exited_at) + ms(500);
+        let get = |rx: Option<mpsc::Receiver<Stream>>, name: &str| {
+            rx.map(|rx| {
+                let left = eof_by.saturating_duration_since(Instant::now());
+                rx.recv_timeout(left).unwrap_or_else(|_| {
+                    panic!("no EOF on corral's {name} within {bound:?} (+500ms)")
+                })
+            })
+        };
+        let stdout = get(self.out.take(), "stdout");
+        let stderr = get(self.err.take(), "stderr");
+        Done {
+            status,
+            started: self.started,
+            exited_at,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl Done {
+    /// Corral's exit code (fails if corral itself died by a signal).
+    #[track_caller]
+    pub fn code(&self) -> i32 {
+        use std::os::unix::process::ExitStatusExt;
+        match self.status.code() {
+            Some(c) => c,
+            None => panic!(
+                "corral was killed by signal {:?}; stderr: {}",
+                self.status.signal(),
+                self.err()
+            ),
+        }
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.exited_at - self.started
+    }
+
+    pub fn out(&self) -> String {
+        self.stdout.as_ref().map(Stream::text).unwrap_or_default()
+    }
+
+    pub fn err(&self) -> String {
+        self.stderr.as_ref().map(Stream::text).unwrap_or_default()
+    }
+
+    /// Asserts the exit code, showing stderr on failure.
+    #[track_caller]
+    pub fn assert_code(&self, want: i32) {
+        assert_eq!(self.code(), want, "corral stderr: {}", self.err());
+    }
+}
+
+pub const OUTCOMES: &[&str] = &[
+    "exited",
+    "signaled",
+    "timed_out",
+    "cancelled",
+    "output_held",
+    "spawn_failed",
+    "containment_failed",
+    "cleanup_failed",
+];
+
+/// Reads and checks the report file.
+#[track_caller]
+pub fn read_report(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("no report at {}: {e}", path.display()));
+    assert_eq!(
+        text.trim_end().lines().count(),
+        1,
+        "report is one line: {text}"
+    );
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON {text}: {e}"));
+    check_report(&v);
+    v
+}
+
+/// Checks that every required field is present with the right type, and
+/// that the fields agree with the outcome.
+#[track_caller]
+pub fn check_report(v: &Value) {
+    let o = v
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"));
+    for k in [
+        "outcome",
+        "exit_code",
+        "signal",
+        "containment",
+        "killed",
+        "kept",
+        "duration_ms",
+        "stdout_bytes",
+        "stderr_bytes",
+        "error",
+    ] {
+        assert!(o.contains_key(k), "field {k} missing in {v}");
+    }
+    let outcome = v["outcome"].as_str().expect("outcome is a string");
+    assert!(OUTCOMES.contains(&outcome), "unknown outcome in {v}");
+    let int_or_null = |k: &str| {
+        assert!(
+            v[k].is_null() || v[k].is_i64(),
+            "{k} is neither null nor an integer in {v}"
+        )
+    };
+    int_or_null("exit_code");
+    int_or_null("signal");
+    for k in ["killed", "kept", "stdout_bytes", "stderr_bytes"] {
+        assert!(v[k].is_u64(), "{k} is not a count in {v}");
+    }
+    let d = v["duration_ms"].as_f64().expect("duration_ms is a number");
+    assert!(d >= 0.0 && d.is_finite(), "duration_ms {d} in {v}");
+    assert!(
+        v["error"].is_null() || v["error"].is_string(),
+        "error is neither null nor a string in {v}"
+    );
+    // Only process groups exist today; `auto` may pick a stronger mechanism
+    // once one is added, so any known mechanism name is accepted here (the
+    // explicit `--containment process-group` test pins "process_group").
+    let known = ["process_group", "cgroup", "subreaper", "job_object"];
+    let mech_ok = v["containment"]
+        .as_str()
+        .is_some_and(|m| known.contains(&m));
+    if outcome == "spawn_failed" {
+        assert!(mech_ok || v["containment"].is_null(), "containment in {v}");
+    } else {
+        assert!(mech_ok, "containment in {v}");
+    }
+    match outcome {
+        "exited" => {
+            assert!(v["exit_code"].is_i64(), "exited without exit_code: {v}");
+            assert!(v["signal"].is_null(), "exited with a signal: {v}");
+            assert!(v["error"].is_null(), "clean exit with an error: {v}");
+        }
+        "signaled" => {
+            assert!(v["signal"].is_i64(), "signaled without signal: {v}");
+            assert!(v["exit_code"].is_null(), "signaled with exit_code: {v}");
+        }
+        "spawn_failed" | "containment_failed" | "cleanup_failed" | "timed_out" | "output_held" => {
+            assert!(v["error"].is_string(), "{outcome} without error: {v}");
+        }
+        _ => {}
+    }
+}
+
+/// `v[k]` as a u64, failing readably.
+#[track_caller]
+pub fn count(v: &Value, k: &str) -> u64 {
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} not a count in {v}"))
+}
+
+/// `signals_sent` as numbers.
+#[track_caller]
+pub fn signals_sent(v: &Value) -> Vec<i64> {
+    v["signals_sent"]
+        .as_array()
+        .unwrap_or_else(|| panic!("signals_sent missing in {v}"))
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect()
+}
+
+/// Each named helper was seen, and is (or soon is) dead.
+#[track_caller]
+pub fn assert_dead(w: &Watch, names: &[&str]) {
+    for n in names {
+        assert!(w.pid(n, FATE).is_some(), "helper {n} never started");
+        assert!(w.wait_dead(n, FATE), "helper {n} still alive");
+    }
+}
+
+/// Each named helper was seen and is alive (the Watch kills it later).
+#[track_caller]
+pub fn assert_alive(w: &Watch, names: &[&str]) {
+    for n in names {
+        assert!(w.pid(n, FATE).is_some(), "helper {n} never started");
+        assert!(w.is_alive(n), "helper {n} is dead, expected alive");
+    }
+}
+
+/// Every helper the Watch saw is among `expected` (no surprise processes).
+#[track_caller]
+pub fn assert_only(w: &Watch, expected: &[&str]) {
+    for n in w.names() {
+        assert!(expected.contains(&n.as_str()), "unexpected helper {n}");
+    }
+}
