@@ -1,0 +1,278 @@
+//! Measurements that run in a fresh process of this binary (`corral-bench
+//! --child ...`), so that peak RSS and thread counts belong to that one
+//! measurement alone. Each prints one line of `key=value` pairs.
+
+use std::io::Read;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use corral::{ContainmentChoice, Mechanism, Output};
+
+use crate::sys;
+
+/// Samples this process's thread count every millisecond; the peak is read
+/// at the end (the sampler itself is not counted).
+struct ThreadSampler {
+    stop: Arc<AtomicBool>,
+    peak: Arc<AtomicU64>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ThreadSampler {
+    fn start() -> ThreadSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let peak = Arc::new(AtomicU64::new(0));
+        let (s, p) = (stop.clone(), peak.clone());
+        let handle = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                if let Some(n) = sys::self_status("Threads") {
+                    p.fetch_max(n, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        ThreadSampler {
+            stop,
+            peak,
+            handle: Some(handle),
+        }
+    }
+
+    fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        self.peak.load(Ordering::Relaxed).saturating_sub(1)
+    }
+}
+
+fn head_args(bytes: &str) -> [String; 3] {
+    ["-c".into(), bytes.into(), "/dev/zero".into()]
+}
+
+pub fn main(args: &[String]) -> i32 {
+    match run(args) {
+        Ok(line) => {
+            println!("{line}");
+            0
+        }
+        Err(e) => {
+            eprintln!("corral-bench --child {args:?}: {e}");
+            1
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<String, String> {
+    sys::raise_nofile();
+    let base = sys::self_status("VmHWM").unwrap_or(0);
+    let arg = |i: usize| args.get(i).cloned().ok_or("missing argument");
+    let what = arg(0)?;
+    let t0 = Instant::now();
+    let (bytes, threads) = match what.as_str() {
+        "capture-corral" => {
+            let r = corral::Command::new("head")
+                .args(head_args(&arg(1)?))
+                .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
+                .capture_limit(1 << 20)
+                .stderr(Output::null())
+                .run()
+                .map_err(|e| e.to_string())?;
+            if !r.success() {
+                return Err(format!("head under corral: {}", r.outcome_name()));
+            }
+            (r.stdout.total_bytes(), 0)
+        }
+        "capture-std" => {
+            let o = std::process::Command::new("head")
+                .args(head_args(&arg(1)?))
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .output()
+                .map_err(|e| e.to_string())?;
+            if !o.status.success() {
+                return Err(format!("head: {}", o.status));
+            }
+            (o.stdout.len() as u64, 0)
+        }
+        "capture-sink" => {
+            let mut c = std::process::Command::new("head")
+                .args(head_args(&arg(1)?))
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| e.to_string())?;
+            let mut out = c.stdout.take().ok_or("no stdout")?;
+            let mut buf = vec![0u8; 128 * 1024];
+            let mut total = 0u64;
+            loop {
+                match out.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => total += n as u64,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            c.wait().map_err(|e| e.to_string())?;
+            (total, 0)
+        }
+        "scale-corral" | "scale-std" | "scale-tokio" => {
+            let n: usize = arg(1)?.parse().map_err(|_| "bad count")?;
+            let secs = arg(2)?;
+            let sampler = ThreadSampler::start();
+            let t1 = Instant::now();
+            let ok = match what.as_str() {
+                "scale-corral" => scale_corral(n, &secs),
+                "scale-std" => scale_std(n, &secs),
+                _ => scale_tokio(n, &secs),
+            }?;
+            let wall = t1.elapsed();
+            let threads = sampler.finish();
+            if ok != n {
+                return Err(format!("{} of {n} commands succeeded", ok));
+            }
+            return Ok(format!(
+                "ns={} threads={threads} hwm={} base={base}",
+                wall.as_nanos(),
+                sys::self_status("VmHWM").unwrap_or(0)
+            ));
+        }
+        // Profiling aids (not part of the table): `loop-corral N [cgroup]` and
+        // `loop-std N` run `true` N times, for strace -c / callgrind;
+        // `scan N` times N scans of /proc like a process-group membership
+        // check does.
+        "loop-corral" | "loop-std" => {
+            let n: usize = arg(1)?.parse().map_err(|_| "bad count")?;
+            for _ in 0..n {
+                if what == "loop-corral" {
+                    let mech = match args.get(2).map(String::as_str) {
+                        Some("cgroup") => Mechanism::Cgroup,
+                        _ => Mechanism::ProcessGroup,
+                    };
+                    let r = corral::Command::new("true")
+                        .containment(ContainmentChoice::Only(mech))
+                        .stdout(Output::null())
+                        .stderr(Output::null())
+                        .run()
+                        .map_err(|e| e.to_string())?;
+                    if !r.success() {
+                        return Err(r.outcome_name().into());
+                    }
+                } else {
+                    use std::os::unix::process::CommandExt;
+                    std::process::Command::new("true")
+                        .process_group(0)
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .status()
+                        .map_err(|e| e.to_string())?;
+                }
+            }
+            (0, 0)
+        }
+        "scan" => {
+            let n: usize = arg(1)?.parse().map_err(|_| "bad count")?;
+            let mut found = 0;
+            for _ in 0..n {
+                found += sys::group_members_live(std::process::id()).len();
+            }
+            (found as u64, sys::process_count() as u64)
+        }
+        other => return Err(format!("unknown child measurement {other}")),
+    };
+    let d = t0.elapsed();
+    Ok(format!(
+        "ns={} bytes={bytes} threads={threads} hwm={} base={base}",
+        d.as_nanos(),
+        sys::self_status("VmHWM").unwrap_or(0)
+    ))
+}
+
+/// One thread per command: corral's sync API supervises on the calling
+/// thread.
+fn scale_corral(n: usize, secs: &str) -> Result<usize, String> {
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            let secs = secs.to_string();
+            std::thread::Builder::new()
+                .spawn(move || {
+                    corral::Command::new("sleep")
+                        .arg(&secs)
+                        .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
+                        .run()
+                        .map(|r| r.success())
+                        .unwrap_or(false)
+                })
+                .map_err(|e| e.to_string())
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(handles
+        .into_iter()
+        .map(|h| h.join().unwrap_or(false))
+        .filter(|&ok| ok)
+        .count())
+}
+
+/// One thread per command with std (`output()`), the same threading model
+/// as corral's sync API.
+fn scale_std(n: usize, secs: &str) -> Result<usize, String> {
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            let secs = secs.to_string();
+            std::thread::Builder::new()
+                .spawn(move || {
+                    use std::os::unix::process::CommandExt;
+                    std::process::Command::new("sleep")
+                        .arg(&secs)
+                        .process_group(0)
+                        .stdin(Stdio::null())
+                        .output()
+                        .map(|o| o.status.success())
+                        .unwrap_or(false)
+                })
+                .map_err(|e| e.to_string())
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(handles
+        .into_iter()
+        .map(|h| h.join().unwrap_or(false))
+        .filter(|&ok| ok)
+        .count())
+}
+
+/// Tasks on tokio's multi-thread runtime (one worker per CPU).
+fn scale_tokio(n: usize, secs: &str) -> Result<usize, String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..n)
+            .map(|_| {
+                let secs = secs.to_string();
+                tokio::spawn(async move {
+                    tokio::process::Command::new("sleep")
+                        .arg(&secs)
+                        .stdin(Stdio::null())
+                        .kill_on_drop(true)
+                        .output()
+                        .await
+                        .map(|o| o.status.success())
+                        .unwrap_or(false)
+                })
+            })
+            .collect();
+        let mut ok = 0;
+        for t in tasks {
+            if t.await.unwrap_or(false) {
+                ok += 1;
+            }
+        }
+        Ok(ok)
+    })
+}

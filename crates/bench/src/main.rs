@@ -1,0 +1,230 @@
+//! `corral-bench`: measures corral and its peers (`std::process`, tokio,
+//! process-wrap, coreutils `timeout`) on the same work in the same run, and
+//! prints one markdown table of medians and ratios (corral / peer).
+//!
+//! ```text
+//! cargo run --release -p corral-bench            # full run (a few minutes)
+//! cargo run --release -p corral-bench -- --quick # small sizes, a few seconds (CI)
+//! ```
+//!
+//! Options: `--quick`, `--only 1,2,...` (figures to run), `--corral-bin
+//! PATH` (the `corral` CLI for figure 4; by default the one beside this
+//! binary, built first when run through cargo). It asserts nothing about
+//! speed; it exits non-zero only when a measurement could not be made
+//! correctly or a benchmark tree outlived its run.
+
+// Off Unix only the stub `main` is built.
+#![cfg_attr(not(unix), allow(dead_code))]
+
+#[cfg(unix)]
+mod child;
+#[cfg(unix)]
+mod deadline;
+#[cfg(unix)]
+mod held;
+#[cfg(unix)]
+mod output;
+mod report;
+#[cfg(unix)]
+mod scale;
+#[cfg(unix)]
+mod spawn;
+#[cfg(unix)]
+mod sys;
+
+fn main() {
+    #[cfg(unix)]
+    std::process::exit(unix_main());
+    #[cfg(not(unix))]
+    {
+        eprintln!("corral-bench measures Unix process trees; it runs on Linux only");
+        std::process::exit(2);
+    }
+}
+
+/// What to run and how big.
+#[cfg(unix)]
+pub struct Config {
+    pub quick: bool,
+    pub only: Option<Vec<u8>>,
+    pub corral_bin: Option<std::path::PathBuf>,
+    pub tmp: std::path::PathBuf,
+    /// Figure 1: timed runs per variant, and the big parent's size.
+    pub spawn_iters: usize,
+    pub parent_bytes: usize,
+    /// Figure 2: tree sizes and timed runs per size.
+    pub tree_sizes: Vec<(usize, usize)>,
+    /// Figure 3: timed runs, the wait delay, and how long the peers'
+    /// holder lives.
+    pub held_iters: usize,
+    pub held_delay: std::time::Duration,
+    pub holder_secs: &'static str,
+    /// Figure 4: bytes through each pipe, and repetitions.
+    pub output_bytes: u64,
+    pub output_reps: usize,
+    /// Figure 5: concurrent command counts and how long each sleeps.
+    pub scale_sizes: Vec<usize>,
+    pub scale_sleep: &'static str,
+}
+
+#[cfg(unix)]
+impl Config {
+    fn new(quick: bool) -> Config {
+        use std::time::Duration;
+        let tmp = std::env::temp_dir().join(format!("corral-bench-{}", std::process::id()));
+        if quick {
+            Config {
+                quick,
+                only: None,
+                corral_bin: None,
+                tmp,
+                spawn_iters: 25,
+                parent_bytes: 128 << 20,
+                tree_sizes: vec![(1, 5), (10, 5), (100, 3)],
+                held_iters: 3,
+                held_delay: Duration::from_millis(100),
+                holder_secs: "0.3",
+                output_bytes: 64 << 20,
+                output_reps: 1,
+                scale_sizes: vec![1, 20],
+                scale_sleep: "0.2",
+            }
+        } else {
+            Config {
+                quick,
+                only: None,
+                corral_bin: None,
+                tmp,
+                spawn_iters: 400,
+                parent_bytes: 1 << 30,
+                tree_sizes: vec![(1, 150), (10, 150), (100, 100)],
+                held_iters: 40,
+                held_delay: Duration::from_millis(100),
+                holder_secs: "1",
+                output_bytes: 1 << 30,
+                output_reps: 5,
+                scale_sizes: vec![1, 100, 1000],
+                scale_sleep: "1",
+            }
+        }
+    }
+
+    pub fn runs(&self, fig: u8) -> bool {
+        self.only.as_ref().is_none_or(|o| o.contains(&fig))
+    }
+}
+
+/// One figure: measures and adds its rows to the table.
+#[cfg(unix)]
+type Figure = fn(&Config, &mut report::Table) -> Result<(), String>;
+
+#[cfg(unix)]
+fn usage() -> ! {
+    eprintln!("usage: corral-bench [--quick] [--only 1,2,3,4,5] [--corral-bin PATH]");
+    std::process::exit(2);
+}
+
+#[cfg(unix)]
+fn unix_main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--child") {
+        return child::main(&args[1..]);
+    }
+    let mut quick = false;
+    let mut only = None;
+    let mut corral_bin = None;
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--only" => {
+                let v = it.next().unwrap_or_else(|| usage());
+                let figs: Result<Vec<u8>, _> = v.split(',').map(|s| s.trim().parse()).collect();
+                only = Some(figs.unwrap_or_else(|_| usage()));
+            }
+            "--corral-bin" => corral_bin = Some(it.next().unwrap_or_else(|| usage()).into()),
+            "-h" | "--help" => usage(),
+            _ => usage(),
+        }
+    }
+    let mut cfg = Config::new(quick);
+    cfg.only = only;
+    cfg.corral_bin = corral_bin;
+    if let Err(e) = std::fs::create_dir_all(&cfg.tmp) {
+        eprintln!("corral-bench: cannot create {}: {e}", cfg.tmp.display());
+        return 1;
+    }
+    sys::raise_nofile();
+
+    let started = std::time::Instant::now();
+    let mut t = report::Table::default();
+    let mut failed = false;
+    let figs: [(u8, Figure); 5] = [
+        (1, spawn::run),
+        (2, deadline::run),
+        (3, held::run),
+        (4, output::run),
+        (5, scale::run),
+    ];
+    for (n, f) in figs {
+        if !cfg.runs(n) {
+            continue;
+        }
+        let t0 = std::time::Instant::now();
+        eprintln!("figure {n}...");
+        if let Err(e) = f(&cfg, &mut t) {
+            t.note(format!("figure {n} failed: {e}"));
+            failed = true;
+        }
+        eprintln!("figure {n} took {:.1} s", t0.elapsed().as_secs_f64());
+    }
+    let leaks = sys::sweep_leaks();
+    if !leaks.is_empty() {
+        t.note(format!(
+            "LEAK: {} benchmark process(es) outlived their run and were killed now: {leaks:?}",
+            leaks.len()
+        ));
+        failed = true;
+    }
+    let _ = std::fs::remove_dir_all(&cfg.tmp);
+
+    println!("{}", machine_line(quick));
+    println!();
+    print!("{}", t.render());
+    eprintln!("total {:.1} s", started.elapsed().as_secs_f64());
+    i32::from(failed)
+}
+
+/// nproc, memory, kernel and CPU model, for the table's header.
+#[cfg(unix)]
+fn machine_line(quick: bool) -> String {
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .map_or("?".into(), |kib| {
+            format!("{:.1} GiB", kib as f64 / (1u64 << 20) as f64)
+        });
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or("?".into(), |s| s.trim().to_string());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_string())
+        })
+        .unwrap_or_else(|| "?".into());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into());
+    format!(
+        "corral-bench ({} mode): {nproc} CPUs ({cpu}), {mem} RAM, Linux {kernel}; at the end: {} processes on the machine, load average {load}",
+        if quick { "quick" } else { "full" },
+        sys::process_count()
+    )
+}
