@@ -431,12 +431,19 @@ impl Life {
                     LeftoverPolicy::Keep => false,
                     LeftoverPolicy::KeepOnSuccess => status != RootStatus::Exited(0),
                 };
-                let members = self.tree_members();
-                if members.is_empty() {
+                if !kill {
+                    self.kept = match self.tree.count_kept(&mut self.root) {
+                        Ok(n) => n,
+                        Err(e) => {
+                            self.note_cleanup(CleanupError::Release(format!(
+                                "could not count the processes left running: {e}"
+                            )));
+                            0
+                        }
+                    };
                     return None;
                 }
-                if !kill {
-                    self.kept = members.len();
+                if self.tree_members().is_empty() {
                     return None;
                 }
                 return Some(self.start_termination(Reason::Leftovers, None, now));

@@ -168,6 +168,13 @@ pub(crate) trait Containment: Send {
     fn wake_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         None
     }
+    /// After a clean exit whose leftovers the policy keeps: how many live
+    /// members other than the root there are. No signal follows this call,
+    /// so a mechanism may release its identity here to count cheaply.
+    fn count_kept(&mut self, root: &mut Root) -> io::Result<usize> {
+        let pid = root.id();
+        Ok(self.members()?.into_iter().filter(|&p| p != pid).count())
+    }
     /// Tree-wide usage and limits hit, read before release.
     fn usage(&self) -> Option<(crate::report::Usage, Vec<crate::report::LimitHit>)> {
         None

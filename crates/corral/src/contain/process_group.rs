@@ -7,6 +7,11 @@
 //! can take that number while corral still signals it. No anchor process is
 //! needed.
 //!
+//! Membership is found by scanning /proc (Linux; `ps` elsewhere). On Linux
+//! every member found is pinned with a pidfd, so later checks ("is the tree
+//! empty yet?") look only at the pinned processes, one `poll`, and a full
+//! scan runs again only when all of them are gone, to confirm.
+//!
 //! What it cannot hold: a descendant that calls `setsid()` or `setpgid()`
 //! leaves the group (cgroup containment closes that hole on Linux).
 
@@ -20,6 +25,8 @@ pub(crate) struct ProcessGroup {
     pgid: Option<u32>,
     released: bool,
     tracer: Tracer,
+    #[cfg(target_os = "linux")]
+    pins: pins::Pins,
 }
 
 impl ProcessGroup {
@@ -28,6 +35,8 @@ impl ProcessGroup {
             pgid: None,
             released: false,
             tracer,
+            #[cfg(target_os = "linux")]
+            pins: pins::Pins::default(),
         }
     }
 
@@ -39,6 +48,24 @@ impl ProcessGroup {
         }
         self.pgid
             .ok_or_else(|| io::Error::other("process group not attached"))
+    }
+
+    #[cfg(target_os = "linux")]
+    fn live_members(&mut self, pgid: u32) -> io::Result<Vec<u32>> {
+        let alive = self.pins.still_members(pgid);
+        if !alive.is_empty() {
+            return Ok(alive);
+        }
+        // Every pinned process is gone: confirm with a full scan (catches
+        // members forked after the last scan) and pin what it finds.
+        let found = sys::group_members(pgid)?;
+        self.pins.pin(&found, pgid);
+        Ok(found)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn live_members(&mut self, pgid: u32) -> io::Result<Vec<u32>> {
+        sys::group_members(pgid)
     }
 }
 
@@ -74,7 +101,28 @@ impl Containment for ProcessGroup {
 
     fn members(&mut self) -> io::Result<Vec<u32>> {
         let pgid = self.pgid()?;
-        sys::group_members(pgid)
+        self.live_members(pgid)
+    }
+
+    fn count_kept(&mut self, root: &mut Root) -> io::Result<usize> {
+        // Nothing will be signalled any more: release now, then ask the
+        // kernel whether the group still exists. With the leader reaped, the
+        // group exists only while a member lives (and then its id cannot be
+        // reused), so "no such process" means nothing was left, without a
+        // scan of /proc.
+        let pgid = self.pgid()?;
+        let res = self.release(root);
+        if sys::group_exists(pgid) {
+            let pid = root.id();
+            let n = self
+                .live_members(pgid)?
+                .into_iter()
+                .filter(|&p| p != pid)
+                .count();
+            res.map(|()| n)
+        } else {
+            res.map(|()| 0)
+        }
     }
 
     fn release(&mut self, root: &mut Root) -> io::Result<()> {
@@ -89,6 +137,84 @@ impl Containment for ProcessGroup {
         self.tracer.record(OsOp::Released {
             via: Mechanism::ProcessGroup,
         });
+        #[cfg(target_os = "linux")]
+        self.pins.clear();
         res
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod pins {
+    use std::os::fd::OwnedFd;
+
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+
+    use crate::sys::linux_proc;
+
+    /// Members pinned by pidfd: a pinned pid cannot be reused while we hold
+    /// its descriptor, so "alive" and "member" are answered for the same
+    /// process that was found.
+    #[derive(Default)]
+    pub(super) struct Pins {
+        fds: Vec<(u32, OwnedFd)>,
+    }
+
+    impl Pins {
+        pub(super) fn pin(&mut self, pids: &[u32], pgid: u32) {
+            for &pid in pids {
+                if self.fds.iter().any(|(p, _)| *p == pid) {
+                    continue;
+                }
+                let Some(p) = Pid::from_raw(pid as i32) else {
+                    continue;
+                };
+                let Ok(fd) = pidfd_open(p, PidfdFlags::empty()) else {
+                    continue; // already gone
+                };
+                // The scan saw `pid` in the group; check again now that the
+                // process is pinned, so a reused pid is never kept.
+                if linux_proc::stat_of(pid).is_some_and(|s| s.pgrp == pgid && !s.is_dead()) {
+                    self.fds.push((pid, fd));
+                }
+            }
+        }
+
+        /// Pinned processes that are alive and still in the group. Exited
+        /// ones are dropped.
+        pub(super) fn still_members(&mut self, pgid: u32) -> Vec<u32> {
+            if self.fds.is_empty() {
+                return Vec::new();
+            }
+            let exited: Vec<bool> = {
+                let mut pfds: Vec<PollFd<'_>> = self
+                    .fds
+                    .iter()
+                    .map(|(_, fd)| PollFd::new(fd, PollFlags::IN))
+                    .collect();
+                let zero = Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                if poll(&mut pfds, Some(&zero)).is_err() {
+                    return Vec::new();
+                }
+                pfds.iter().map(|p| !p.revents().is_empty()).collect()
+            };
+            let mut i = 0;
+            self.fds.retain(|_| {
+                let keep = !exited[i];
+                i += 1;
+                keep
+            });
+            // A live pinned process may have left the group (setpgid).
+            self.fds
+                .retain(|(pid, _)| linux_proc::stat_of(*pid).is_some_and(|s| s.pgrp == pgid));
+            self.fds.iter().map(|(p, _)| *p).collect()
+        }
+
+        pub(super) fn clear(&mut self) {
+            self.fds.clear();
+        }
     }
 }

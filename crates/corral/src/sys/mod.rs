@@ -7,6 +7,8 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
+#[cfg(target_os = "linux")]
+pub(crate) mod linux_proc;
 #[cfg(unix)]
 mod unix;
 #[cfg(unix)]

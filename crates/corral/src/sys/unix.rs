@@ -27,6 +27,10 @@ pub(crate) struct Root {
     /// short timer instead.
     #[cfg(target_os = "linux")]
     pidfd: Option<OwnedFd>,
+    /// Set when the pidfd was seen readable (or before the first poll), so
+    /// `peek_exit` asks the kernel only when there is something to see.
+    #[cfg(target_os = "linux")]
+    exit_hint: std::cell::Cell<bool>,
     exited: Option<RootStatus>,
     reaped: bool,
 }
@@ -42,6 +46,8 @@ impl Root {
             // The child is unreaped, so this pid cannot have been reused.
             #[cfg(target_os = "linux")]
             pidfd: rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok(),
+            #[cfg(target_os = "linux")]
+            exit_hint: std::cell::Cell::new(true),
             exited: None,
             reaped: false,
         }
@@ -55,6 +61,10 @@ impl Root {
     pub(crate) fn peek_exit(&mut self) -> io::Result<Option<RootStatus>> {
         if self.exited.is_some() {
             return Ok(self.exited);
+        }
+        #[cfg(target_os = "linux")]
+        if self.pidfd.is_some() && !self.exit_hint.replace(false) {
+            return Ok(None);
         }
         let st = waitid(
             WaitId::Pid(self.pid),
@@ -81,6 +91,8 @@ impl Root {
             return Ok(());
         }
         self.reaped = true;
+        #[cfg(target_os = "linux")]
+        self.exit_hint.set(true);
         if self.peek_exit()?.is_some() {
             waitid(WaitId::Pid(self.pid), WaitIdOptions::EXITED)?;
         } else {
@@ -117,46 +129,12 @@ pub(crate) fn signal_group(pgid: u32, sig: Signal) -> io::Result<()> {
     }
 }
 
-/// Live (non-zombie) members of process group `pgid`.
 #[cfg(target_os = "linux")]
-pub(crate) fn group_members(pgid: u32) -> io::Result<Vec<u32>> {
-    let mut out = Vec::new();
-    let mut buf = Vec::with_capacity(512);
-    for entry in std::fs::read_dir("/proc")? {
-        let Ok(entry) = entry else { continue };
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        buf.clear();
-        let path = format!("/proc/{pid}/stat");
-        let Ok(mut f) = std::fs::File::open(&path) else {
-            continue;
-        };
-        if io::Read::read_to_end(&mut f, &mut buf).is_err() {
-            continue;
-        }
-        if let Some((state, pgrp)) = parse_stat(&buf) {
-            if pgrp == pgid && state != b'Z' && state != b'X' {
-                out.push(pid);
-            }
-        }
-    }
-    Ok(out)
-}
+pub(crate) use super::linux_proc::group_members;
 
-/// Parses `state` and `pgrp` out of a `/proc/<pid>/stat` line. The command
-/// name may contain spaces and parentheses, so fields are counted from the
-/// last `)`.
 #[cfg(target_os = "linux")]
 pub(crate) fn parse_stat(buf: &[u8]) -> Option<(u8, u32)> {
-    let close = buf.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?.as_bytes().first().copied()?;
-    let _ppid = fields.next()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    Some((state, pgrp))
+    super::linux_proc::parse_stat(0, buf).map(|s| (s.state, s.pgrp))
 }
 
 /// Live members of process group `pgid`, from `ps` (macOS and the BSDs have
@@ -356,6 +334,8 @@ impl Poller {
         }
         #[cfg(not(target_os = "linux"))]
         let _ = root;
+        #[cfg(target_os = "linux")]
+        let root_slot = (root.exited.is_none() && root.pidfd.is_some()).then_some(1);
         let mut slots = [usize::MAX; 4];
         if watch_tree {
             if let Some(fd) = tree.wake_fd() {
@@ -381,6 +361,12 @@ impl Poller {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e.into()),
         }
+        #[cfg(target_os = "linux")]
+        if let Some(i) = root_slot {
+            if !fds[i].revents().is_empty() {
+                root.exit_hint.set(true);
+            }
+        }
         let mut ready = Ready::default();
         for (i, slot) in slots.iter().enumerate() {
             if *slot != usize::MAX && !fds[*slot].revents().is_empty() {
@@ -405,16 +391,15 @@ impl Poller {
     }
 }
 
-#[cfg(all(test, target_os = "linux"))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_stat_with_odd_names() {
-        let line = b"1234 (a) b (c)) S 1 777 777 0 -1 4194560";
-        assert_eq!(parse_stat(line), Some((b'S', 777)));
-        assert_eq!(parse_stat(b"garbage"), None);
-    }
+/// Whether process group `pgid` exists (any member, zombies included).
+pub(crate) fn group_exists(pgid: u32) -> bool {
+    let Some(pid) = Pid::from_raw(pgid as i32) else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process_group(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
 }
 
 /// SIGCONT on this platform.
