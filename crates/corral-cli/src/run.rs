@@ -112,7 +112,7 @@ fn wire(cmd: &mut Command, fd: i32) -> bool {
     };
     let output = if relay {
         match borrowed.as_fd().try_clone_to_owned() {
-            Ok(owned) => Output::relay(std::fs::File::from(owned)),
+            Ok(owned) => Output::relay_file(std::fs::File::from(owned)),
             Err(_) => Output::inherit(),
         }
     } else {

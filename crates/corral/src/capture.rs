@@ -61,6 +61,11 @@ impl Captured {
         self.tail.extend(data);
     }
 
+    /// Counts bytes that went elsewhere (a zero-copy relay) as omitted.
+    pub(crate) fn count_uncaptured(&mut self, n: u64) {
+        self.total += n;
+    }
+
     /// Every byte the child wrote to this stream, kept or not.
     pub fn total_bytes(&self) -> u64 {
         self.total

@@ -69,6 +69,9 @@ pub(crate) enum OutputKind {
     /// A pipe read by corral into a bounded capture and copied, in order, to
     /// this writer on a writer thread.
     Relay(Box<dyn Write + Send>),
+    /// A pipe whose bytes are moved to this file, pipe or socket without
+    /// being captured (counted only); zero-copy on Linux.
+    RelayFile(File),
     /// Handed to the child as is (a terminal stays a terminal). Not captured,
     /// so the wait delay does not apply to it.
     Inherit,
@@ -85,6 +88,7 @@ impl std::fmt::Debug for Output {
         let name = match &self.0 {
             OutputKind::Capture => "Capture",
             OutputKind::Relay(_) => "Relay",
+            OutputKind::RelayFile(_) => "RelayFile",
             OutputKind::Inherit => "Inherit",
             OutputKind::Null => "Null",
             OutputKind::File(_) => "File",
@@ -104,6 +108,16 @@ impl Output {
     /// child, never to the lifecycle's timers.
     pub fn relay(w: impl Write + Send + 'static) -> Output {
         Output(OutputKind::Relay(Box::new(w)))
+    }
+    /// Relay every byte, in order, into `f` (a pipe, socket or file: for
+    /// example a duplicate of corral's own stdout), without capturing it:
+    /// the report counts the bytes. On Linux the bytes are moved by
+    /// `splice(2)` on a relay thread and never copied through user space.
+    /// The wait delay applies as for a captured stream; when `f`'s reader
+    /// goes away, the child's pipe is closed so the child sees EPIPE, as in
+    /// a plain pipeline.
+    pub fn relay_file(f: File) -> Output {
+        Output(OutputKind::RelayFile(f))
     }
     /// Hand the caller's own stream to the child.
     pub fn inherit() -> Output {

@@ -127,6 +127,20 @@ struct StreamIo {
     capture: Captured,
     lines: Option<LineSplitter>,
     relay: Option<Relay>,
+    /// A zero-copy relay thread owns the pipe instead (Linux).
+    #[cfg(target_os = "linux")]
+    splice: Option<sys::linux_splice::SpliceRelay>,
+}
+
+impl StreamIo {
+    /// Whether the child's side may still write to this stream.
+    fn is_open(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Some(sp) = &self.splice {
+            return sp.is_open();
+        }
+        self.pipe.is_some()
+    }
 }
 
 struct StdinFeed {
@@ -200,29 +214,53 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
     };
 
     let limit = settings.capture_limit;
-    let new_stream = |which, pipe, relay: Option<Box<dyn Write + Send>>| StreamIo {
-        which,
-        pipe: Some(pipe),
-        capture: Captured::with_cap(limit),
-        lines: cmd
-            .on_line
-            .as_ref()
-            .map(|_| LineSplitter::new(settings.line_limit)),
-        relay: relay.map(|w| Relay::start(w, waker.clone())),
-    };
+    let new_stream =
+        |which, pipe: Option<PipeEnd>, relay: Option<Box<dyn Write + Send>>| StreamIo {
+            which,
+            pipe,
+            capture: Captured::with_cap(limit),
+            lines: cmd
+                .on_line
+                .as_ref()
+                .map(|_| LineSplitter::new(settings.line_limit)),
+            relay: relay.map(|w| Relay::start(w, waker.clone())),
+            #[cfg(target_os = "linux")]
+            splice: None,
+        };
     // Wires one output: a pipe we read (capture or relay) or a handle given
     // to the child as is.
     let wire = |which: Stream, kind: OutputKind| -> Result<(ChildIo, Option<StreamIo>), Error> {
         Ok(match kind {
             OutputKind::Capture => {
                 let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
-                (ChildIo::File(theirs), Some(new_stream(which, ours, None)))
+                (
+                    ChildIo::File(theirs),
+                    Some(new_stream(which, Some(ours), None)),
+                )
             }
             OutputKind::Relay(w) => {
                 let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
                 (
                     ChildIo::File(theirs),
-                    Some(new_stream(which, ours, Some(w))),
+                    Some(new_stream(which, Some(ours), Some(w))),
+                )
+            }
+            #[cfg(target_os = "linux")]
+            OutputKind::RelayFile(dest) => {
+                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+                let relay = sys::linux_splice::SpliceRelay::start(ours, dest, waker.clone())
+                    .map_err(io_err)?;
+                let mut s = new_stream(which, None, None);
+                s.splice = Some(relay);
+                (ChildIo::File(theirs), Some(s))
+            }
+            #[cfg(not(target_os = "linux"))]
+            OutputKind::RelayFile(dest) => {
+                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+                let w: Box<dyn Write + Send> = Box::new(dest);
+                (
+                    ChildIo::File(theirs),
+                    Some(new_stream(which, Some(ours), Some(w))),
                 )
             }
             OutputKind::Inherit => (ChildIo::Inherit, None),
@@ -575,7 +613,7 @@ impl Life {
         self.streams
             .iter()
             .flatten()
-            .filter(|s| s.pipe.is_some())
+            .filter(|s| s.is_open())
             .count()
     }
 
@@ -683,6 +721,12 @@ impl Life {
         for s in self.streams.iter_mut().flatten() {
             if let Some(r) = s.relay.take() {
                 r.finish(flush_until);
+            }
+            #[cfg(target_os = "linux")]
+            if let Some(sp) = s.splice.take() {
+                // What the tree wrote before it ended is still relayed.
+                let n = sp.finish(Duration::from_millis(100), flush_until);
+                s.capture.count_uncaptured(n);
             }
         }
         let (usage, limits_hit) = match self.tree.usage() {

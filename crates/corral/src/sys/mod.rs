@@ -9,6 +9,8 @@ use std::path::Path;
 
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_proc;
+#[cfg(target_os = "linux")]
+pub(crate) mod linux_splice;
 #[cfg(unix)]
 mod unix;
 #[cfg(unix)]

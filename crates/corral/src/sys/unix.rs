@@ -160,7 +160,7 @@ pub(crate) fn group_members(pgid: u32) -> io::Result<Vec<u32>> {
 }
 
 /// A pipe end that the lifecycle reads or writes without blocking.
-pub(crate) struct PipeEnd(OwnedFd);
+pub(crate) struct PipeEnd(pub(super) OwnedFd);
 
 /// What a non-blocking read gave.
 pub(crate) enum ReadResult {
