@@ -38,6 +38,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+#[cfg(all(feature = "tokio", unix))]
+mod asynchronous;
 mod cancel;
 mod capture;
 mod command;
@@ -48,6 +50,8 @@ mod report;
 mod signal;
 mod sys;
 
+#[cfg(all(feature = "tokio", unix))]
+pub use asynchronous::AsyncRunning;
 pub use cancel::CancelToken;
 pub use capture::Captured;
 pub use command::{Command, Input, LeftoverPolicy, LineCallback, Output, Stream};

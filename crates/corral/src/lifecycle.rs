@@ -59,6 +59,12 @@ impl std::fmt::Debug for Running {
 }
 
 impl Running {
+    /// Hands the lifecycle to another driver (the async one).
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn into_life(mut self) -> Box<Life> {
+        self.life.take().expect("Running holds its lifecycle")
+    }
+
     /// The root's process id.
     pub fn id(&self) -> u32 {
         self.life.as_ref().map_or(0, |l| l.pid)
@@ -150,7 +156,7 @@ struct StdinFeed {
 }
 
 /// Everything one run owns while it is supervised.
-struct Life {
+pub(crate) struct Life {
     settings: Settings,
     pid: u32,
     start: Instant,
@@ -176,6 +182,8 @@ struct Life {
     seen_members: HashSet<u32>,
     cleanup_error: Option<CleanupError>,
     kept: usize,
+    term: Option<Termination>,
+    done: bool,
 }
 
 pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
@@ -366,6 +374,8 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
         seen_members: HashSet::new(),
         cleanup_error: None,
         kept: 0,
+        term: None,
+        done: false,
         settings,
     };
     // Registered after the spawn: a cancel that raced the spawn is seen by
@@ -377,41 +387,13 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
 }
 
 impl Life {
+    /// The synchronous driver: sleep in the platform poller between steps.
     fn run(mut self: Box<Self>) -> Report {
-        let mut term: Option<Termination> = None;
-        loop {
-            let now = Instant::now();
-            self.pump_outputs();
-            self.observe_root(now);
-            let open = self.outputs_open();
-            if open == 0
-                && self.output_closed_at.is_none()
-                && self.streams.iter().any(Option::is_some)
-            {
-                self.output_closed_at = Some(now);
-            }
-
-            if term.is_none() {
-                term = self.classify(now, open);
-                if term.is_none() && self.root_status.is_some() && open == 0 {
-                    break; // clean exit, leftovers kept (or none)
-                }
-            }
-            if let Some(t) = term.as_mut() {
-                if now >= t.next_check && self.step_termination(t, now) {
-                    break;
-                }
-            }
-
-            let timeout = self.next_wake(term.as_ref(), now);
-            let outputs = [0, 1].map(|i| {
-                self.streams[i]
-                    .as_ref()
-                    .filter(|s| s.relay.as_ref().is_none_or(|r| !r.is_full()))
-                    .and_then(|s| s.pipe.as_ref())
-            });
+        while !self.advance() {
+            let timeout = self.next_wake(Instant::now());
+            let outputs = watched_outputs(&self.streams);
             let stdin = self.stdin.as_ref().map(|f| &f.pipe);
-            let watch_tree = term.is_some();
+            let watch_tree = self.term.is_some();
             match self.poller.wait(
                 &self.root,
                 outputs,
@@ -422,30 +404,162 @@ impl Life {
             ) {
                 Ok(ready) => {
                     if ready.stdin_closed {
-                        // The child closed its stdin: writing now would raise
-                        // SIGPIPE in a host that does not ignore it.
-                        self.stdin = None;
+                        self.stdin_closed();
                     } else if ready.stdin_writable {
                         self.feed_stdin();
                     }
                     if ready.tree_event {
-                        if let Some(t) = term.as_mut() {
-                            t.next_check = Instant::now();
-                        }
+                        self.tree_event();
                     }
                 }
                 Err(e) => {
-                    // The poller itself failed: do not spin, do not hang.
-                    // Terminate the tree and report the failure.
-                    self.note_cleanup(CleanupError::Signal(format!("poll failed: {e}")));
-                    if term.is_none() {
-                        term = Some(self.start_termination(Reason::Cancelled, None, now));
-                    }
+                    self.wait_failed(e);
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
         }
-        let outcome = match term.map(|t| t.reason) {
+        self.into_report()
+    }
+
+    /// One step of the state machine with what can be seen now: read the
+    /// output that is there, look at the root, classify, move a termination
+    /// on. Never blocks on the tree. Returns true when the run is over (then
+    /// call [`into_report`](Self::into_report)).
+    pub(crate) fn advance(&mut self) -> bool {
+        if self.done {
+            return true;
+        }
+        let now = Instant::now();
+        self.pump_outputs();
+        self.observe_root(now);
+        let open = self.outputs_open();
+        if open == 0 && self.output_closed_at.is_none() && self.streams.iter().any(Option::is_some)
+        {
+            self.output_closed_at = Some(now);
+        }
+        if self.term.is_none() {
+            self.term = self.classify(now, open);
+            if self.term.is_none() && self.root_status.is_some() && open == 0 {
+                self.done = true; // clean exit, leftovers kept (or none)
+                return true;
+            }
+        }
+        if let Some(mut t) = self.term.take() {
+            let over = now >= t.next_check && self.step_termination(&mut t, now);
+            self.term = Some(t);
+            if over {
+                self.done = true;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The child closed its stdin: writing now would raise SIGPIPE in a host
+    /// that does not ignore it, so stop feeding.
+    pub(crate) fn stdin_closed(&mut self) {
+        self.stdin = None;
+    }
+
+    /// The synchronous driver to the end (used when an async run is dropped
+    /// outside a runtime).
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn run_to_end(self: Box<Self>) -> Report {
+        self.run()
+    }
+
+    /// Requests cancellation of this run.
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn cancel_now(&self) {
+        self.cancel.cancel();
+    }
+
+    /// One zero-timeout look at every descriptor, applied like the
+    /// synchronous driver applies a wait. Returns whether anything was
+    /// ready (then step again before sleeping).
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn poll_now(&mut self) -> bool {
+        let outputs = watched_outputs(&self.streams);
+        let stdin = self.stdin.as_ref().map(|f| &f.pipe);
+        let watch_tree = self.term.is_some();
+        match self.poller.wait(
+            &self.root,
+            outputs,
+            stdin,
+            self.tree.as_ref(),
+            watch_tree,
+            Some(Duration::ZERO),
+        ) {
+            Ok(ready) => {
+                let any = ready.readable.iter().any(|&r| r)
+                    || ready.stdin_writable
+                    || ready.stdin_closed
+                    || ready.tree_event
+                    || ready.woken
+                    || self.root.exit_pending();
+                if ready.stdin_closed {
+                    self.stdin_closed();
+                } else if ready.stdin_writable {
+                    self.feed_stdin();
+                }
+                if ready.tree_event {
+                    self.tree_event();
+                }
+                any
+            }
+            Err(e) => {
+                self.wait_failed(e);
+                true
+            }
+        }
+    }
+
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.poller.wake_fd()
+    }
+
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn root_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.root.exit_fd()
+    }
+
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn output_fd(&self, i: usize) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.streams[i]
+            .as_ref()?
+            .pipe
+            .as_ref()
+            .map(std::os::fd::AsFd::as_fd)
+    }
+
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn stdin_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.stdin
+            .as_ref()
+            .map(|f| std::os::fd::AsFd::as_fd(&f.pipe))
+    }
+
+    /// The containment's descriptor fired: check the tree now.
+    pub(crate) fn tree_event(&mut self) {
+        if let Some(t) = self.term.as_mut() {
+            t.next_check = Instant::now();
+        }
+    }
+
+    /// The driver could not wait: do not spin, do not hang. Terminate the
+    /// tree and report the failure.
+    pub(crate) fn wait_failed(&mut self, e: io::Error) {
+        self.note_cleanup(CleanupError::Signal(format!("waiting failed: {e}")));
+        if self.term.is_none() {
+            self.term = Some(self.start_termination(Reason::Cancelled, None, Instant::now()));
+        }
+    }
+
+    /// Builds the report once [`advance`](Self::advance) said the run is
+    /// over: final drain, release.
+    pub(crate) fn into_report(self: Box<Self>) -> Report {
+        let outcome = match self.term.as_ref().map(|t| t.reason) {
             Some(Reason::TimedOut) => Outcome::TimedOut,
             Some(Reason::Cancelled) => Outcome::Cancelled,
             Some(Reason::OutputHeld) => Outcome::OutputHeld,
@@ -617,7 +731,9 @@ impl Life {
             .count()
     }
 
-    fn next_wake(&self, term: Option<&Termination>, now: Instant) -> Option<Duration> {
+    /// How long a driver may sleep before the next timer is due.
+    pub(crate) fn next_wake(&self, now: Instant) -> Option<Duration> {
+        let term = self.term.as_ref();
         let mut at: Option<Instant> = None;
         let mut consider = |t: Option<Instant>| {
             if let Some(t) = t {
@@ -767,6 +883,16 @@ impl Life {
             limits_hit,
         }
     }
+}
+
+/// The captured pipes worth waiting on (not those whose relay is full).
+fn watched_outputs(streams: &[Option<StreamIo>; 2]) -> [Option<&PipeEnd>; 2] {
+    [0, 1].map(|i| {
+        streams[i]
+            .as_ref()
+            .filter(|s| s.relay.as_ref().is_none_or(|r| !r.is_full()))
+            .and_then(|s| s.pipe.as_ref())
+    })
 }
 
 /// Copies one stream, in order, to a writer on its own thread, so that a

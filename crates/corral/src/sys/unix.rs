@@ -274,6 +274,9 @@ pub(crate) struct Ready {
     pub(crate) tree_event: bool,
     /// The child's end of the stdin pipe is closed (POLLERR on our end).
     pub(crate) stdin_closed: bool,
+    /// A waker fired (cancel, relay drained).
+    #[allow(dead_code)]
+    pub(crate) woken: bool,
 }
 
 /// The sleeping point of the lifecycle.
@@ -384,6 +387,7 @@ impl Poller {
             }
         }
         if !fds[0].revents().is_empty() {
+            ready.woken = true;
             let mut b = [0u8; 64];
             while let Ok(ReadResult::Data(_)) = self.wake_rx.read(&mut b) {}
         }
@@ -410,5 +414,48 @@ impl Root {
     /// the root is unreaped, so its pid is still its own).
     pub(crate) fn kill(&mut self) {
         let _ = rustix::process::kill_process(self.pid, rustix::process::Signal::KILL);
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl Poller {
+    /// The wake pipe's read end, for an async driver to watch.
+    pub(crate) fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.wake_rx.0.as_fd()
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl Root {
+    /// A descriptor that becomes readable when the root exits (Linux
+    /// pidfd), while its exit has not been seen.
+    pub(crate) fn exit_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsFd;
+            if self.exited.is_none() {
+                return self.pidfd.as_ref().map(|p| p.as_fd());
+            }
+        }
+        None
+    }
+
+    /// Whether the root's exit was signalled but not yet looked at.
+    pub(crate) fn exit_pending(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            self.exited.is_none() && self.pidfd.is_some() && self.exit_hint.get()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+}
+
+impl std::os::fd::AsFd for PipeEnd {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
     }
 }

@@ -1,0 +1,246 @@
+//! The async API (feature `tokio`, Unix).
+//!
+//! The same [`Command`] and [`Report`], awaited: [`Command::spawn_async`]
+//! returns an [`AsyncRunning`] future. It drives the very same lifecycle
+//! state machine as [`Running::wait`](crate::Running::wait) (`Life::advance`),
+//! only the sleeping differs: instead of one `poll(2)` per command, the
+//! command's descriptors (the root's pidfd, its pipes, its wake pipe) are
+//! registered with the tokio reactor and the timers come from tokio, so any
+//! number of commands costs no thread of its own.
+//!
+//! Readiness from the reactor is only a wake-up call: after every wake-up a
+//! zero-timeout `poll(2)` over the command's descriptors says what is really
+//! ready (the same code as the synchronous driver), so no edge is ever lost.
+//!
+//! Dropping the future before it completes cancels the run: the tree is
+//! terminated and reaped in the background (a tokio task, or a thread when
+//! no runtime is running), never leaked.
+
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use crate::cancel::CancelToken;
+use crate::lifecycle::Life;
+use crate::{Command, Error, Report};
+
+impl Command {
+    /// Starts the command for the async API. The deadline counts from now.
+    /// Must be called inside a tokio runtime with I/O and time enabled.
+    pub fn spawn_async(&mut self) -> Result<AsyncRunning, Error> {
+        let running = self.spawn()?;
+        let id = running.id();
+        let cancel = running.cancel_token();
+        let life = running.into_life();
+        Ok(AsyncRunning {
+            id,
+            cancel,
+            fut: Box::pin(drive(Guard { life: Some(life) })),
+        })
+    }
+
+    /// Spawns and awaits.
+    pub async fn run_async(&mut self) -> Result<Report, Error> {
+        Ok(self.spawn_async()?.await)
+    }
+}
+
+/// A running command for the async API: a future of its [`Report`].
+///
+/// Dropping it before it completes cancels the run (the tree is killed and
+/// reaped in the background).
+pub struct AsyncRunning {
+    id: u32,
+    cancel: CancelToken,
+    fut: Pin<Box<dyn Future<Output = Report> + Send>>,
+}
+
+impl std::fmt::Debug for AsyncRunning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncRunning")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl AsyncRunning {
+    /// The root's process id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Cancels the run (idempotent).
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// A token that cancels this run from anywhere.
+    pub fn cancel_token(&self) -> CancelToken {
+        self.cancel.clone()
+    }
+}
+
+impl Future for AsyncRunning {
+    type Output = Report;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Report> {
+        self.fut.as_mut().poll(cx)
+    }
+}
+
+/// Owns the lifecycle while it is driven; if the future is dropped midway,
+/// cancels and finishes it in the background.
+struct Guard {
+    life: Option<Box<Life>>,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let Some(life) = self.life.take() else { return };
+        life.cancel_now();
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn(drive(Guard { life: Some(life) }));
+            }
+            Err(_) => {
+                let _ = std::thread::Builder::new()
+                    .name("corral-cleanup".into())
+                    .spawn(move || drop(life.run_to_end()));
+            }
+        }
+    }
+}
+
+/// One registered descriptor: a duplicate, so that the reactor's
+/// registration never outlives or confuses the lifecycle's own descriptor.
+struct Reg {
+    fd: AsyncFd<OwnedFd>,
+    /// Which lifecycle descriptor this mirrors (to drop it when that one is
+    /// closed: a duplicate of a pipe end would keep the pipe open).
+    slot: Slot,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Wake,
+    Root,
+    Out(usize),
+    Stdin,
+}
+
+fn register(fd: impl AsFd, slot: Slot, interest: Interest) -> io::Result<Reg> {
+    let dup = fd.as_fd().try_clone_to_owned()?;
+    // SAFETY: `dup` is an OwnedFd we just created and move into the AsyncFd:
+    // it stays open, refers to the same file description and returns the
+    // same raw fd for the AsyncFd's whole life, and nothing else closes it.
+    let fd = unsafe { AsyncFd::register_with_interest(dup, interest) }.map_err(io::Error::from)?;
+    Ok(Reg { fd, slot })
+}
+
+async fn drive(mut guard: Guard) -> Report {
+    let mut regs: Vec<Reg> = Vec::new();
+    let mut registered = false;
+    loop {
+        let life = guard.life.as_mut().expect("guard holds the lifecycle");
+        if life.advance() {
+            break;
+        }
+        if !registered {
+            registered = true;
+            match register_all(life) {
+                Ok(r) => regs = r,
+                Err(e) => life.wait_failed(e),
+            }
+        }
+        // Drop the duplicates of descriptors the lifecycle has closed.
+        regs.retain(|r| life.slot_open(r.slot));
+        // Ground truth, without sleeping: the synchronous driver's poll with
+        // a zero timeout.
+        if life.poll_now() {
+            continue;
+        }
+        let timeout = life.next_wake(Instant::now());
+        let sleep = timeout.map(|d| tokio::time::sleep(d.max(Duration::from_micros(50))));
+        WaitAny {
+            regs: &regs,
+            sleep: sleep.map(Box::pin),
+        }
+        .await;
+    }
+    drop(regs);
+    let life = guard.life.take().expect("guard holds the lifecycle");
+    life.into_report()
+}
+
+fn register_all(life: &Life) -> io::Result<Vec<Reg>> {
+    let mut regs = vec![register(life.wake_fd(), Slot::Wake, Interest::READABLE)?];
+    if let Some(fd) = life.root_fd() {
+        regs.push(register(fd, Slot::Root, Interest::READABLE)?);
+    }
+    for i in 0..2 {
+        if let Some(fd) = life.output_fd(i) {
+            regs.push(register(fd, Slot::Out(i), Interest::READABLE)?);
+        }
+    }
+    if let Some(fd) = life.stdin_fd() {
+        regs.push(register(fd, Slot::Stdin, Interest::WRITABLE)?);
+    }
+    Ok(regs)
+}
+
+/// Completes when any registered descriptor reports readiness or the timer
+/// fires. Readiness is cleared as it is seen: the zero-timeout poll after
+/// the wake-up decides what is really ready.
+struct WaitAny<'a> {
+    regs: &'a [Reg],
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Future for WaitAny<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut woke = false;
+        for r in self.regs {
+            let ready = if r.slot == Slot::Stdin {
+                r.fd.poll_write_ready(cx)
+            } else {
+                r.fd.poll_read_ready(cx)
+            };
+            if let Poll::Ready(res) = ready {
+                if let Ok(mut g) = res {
+                    g.clear_ready();
+                }
+                woke = true;
+            }
+        }
+        if let Some(s) = self.sleep.as_mut() {
+            if s.as_mut().poll(cx).is_ready() {
+                woke = true;
+            }
+        }
+        if woke {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Life {
+    /// Whether the lifecycle descriptor mirrored by `slot` is still open.
+    fn slot_open(&self, slot: Slot) -> bool {
+        match slot {
+            Slot::Wake => true,
+            Slot::Root => self.root_fd().is_some(),
+            Slot::Out(i) => self.output_fd(i).is_some(),
+            Slot::Stdin => self.stdin_fd().is_some(),
+        }
+    }
+}
