@@ -6,6 +6,7 @@ mod args;
 mod exit;
 mod json;
 mod run;
+mod tty;
 
 use clap::Parser;
 

@@ -46,7 +46,12 @@ pub fn run(opts: RunOpts) -> i32 {
     let received = Arc::new(AtomicI32::new(0));
     let _signals = pass_signals_on(&token, &received);
 
-    let result = cmd.run();
+    let result = cmd.spawn().map(|running| {
+        // A terminal stays a terminal: the tree gets the foreground while it
+        // runs (only when corral itself has it), and gives it back after.
+        let _terminal = crate::tty::hand_over(running.id());
+        running.wait()
+    });
     let recv = match received.load(Ordering::SeqCst) {
         0 => None,
         s => Some(s),
