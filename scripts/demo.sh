@@ -28,4 +28,7 @@ show "Clean exit 0: a detached child that closed its output keeps running (polic
   run --report - -- sh -c 'sleep 2 >/dev/null 2>&1 & echo done'
 
 show "Not found" run --report - -- no-such-program-here
+
+show "A batch: passing, failing, timing-out, output-holding and run_end-reporting tasks" \
+  batch --jobs 4 examples/batch.toml
 exit 0

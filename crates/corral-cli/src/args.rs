@@ -25,6 +25,64 @@ pub enum Cmd {
     /// 127 not found; 128+N killed by signal N (not sent by corral) or
     /// corral received signal N and passed it on.
     Run(RunOpts),
+    /// Run the tasks of a TOML manifest, many at once, and classify each run.
+    ///
+    /// Every run ends as exactly one of passed, failed (a clean lifecycle
+    /// and the wrong exit code or a nonzero result event) or error (timeout,
+    /// cancel, output held, signal, spawn, containment or cleanup failure, a
+    /// result event missing or unparsable). See the README.
+    ///
+    /// Exit status: 0 every run passed; 1 a run failed and none errored; 2 a
+    /// run errored (or the batch was interrupted); 125 bad manifest or usage.
+    Batch(BatchOpts),
+}
+
+#[derive(Args, Debug)]
+pub struct BatchOpts {
+    /// The manifest (TOML): a `[defaults]` table and `[[task]]` tables.
+    #[arg(value_name = "FILE")]
+    pub manifest: PathBuf,
+
+    /// Runs at once [default: the number of CPUs].
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub jobs: Option<u32>,
+
+    /// After the first failed or errored run, start nothing more and cancel
+    /// what runs.
+    #[arg(long)]
+    pub fail_fast: bool,
+
+    /// Write a JSON report of every run to FILE (`-` for stdout; the summary
+    /// then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+
+    /// Write a JUnit XML report to FILE (a testsuite per task, a testcase
+    /// per run).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Bytes of each run's stdout and stderr kept for the reports (head and
+    /// tail; the middle is counted, not kept).
+    #[arg(long, value_parser = parse_bytes, default_value = "32K", value_name = "BYTES")]
+    pub keep_output: u64,
+
+    /// Progress display: auto (a live bar when stderr is a terminal, else a
+    /// line per finished run), bar, lines, or none.
+    #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
+    pub progress: ProgressArg,
+
+    /// Containment mechanism for every run (see `corral run --help`).
+    #[arg(long, value_enum, default_value_t = ContainmentArg::Auto)]
+    pub containment: ContainmentArg,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgressArg {
+    Auto,
+    Bar,
+    Lines,
+    None,
 }
 
 #[derive(Args, Debug)]
@@ -51,7 +109,8 @@ pub struct RunOpts {
     pub leftovers: Leftovers,
 
     /// Containment mechanism: auto uses a cgroup when one can be had (Linux),
-    /// else a process group, and the report says which and why.
+    /// else the subreaper tier (Linux), else a process group; the report
+    /// says which and why.
     #[arg(long, value_enum, default_value_t = ContainmentArg::Auto)]
     pub containment: ContainmentArg,
 
@@ -104,6 +163,7 @@ pub enum ContainmentArg {
     Auto,
     Cgroup,
     ProcessGroup,
+    Subreaper,
 }
 
 /// Bytes with an optional binary suffix: `1048576`, `512K`, `64M`, `2G`.

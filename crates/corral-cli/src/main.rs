@@ -3,6 +3,7 @@
 //! wiring, report printing and exit codes.
 
 mod args;
+mod batch;
 mod exit;
 mod json;
 mod run;
@@ -27,6 +28,7 @@ fn main() {
     };
     let code = match cli.command {
         args::Cmd::Run(opts) => run::run(opts),
+        args::Cmd::Batch(opts) => batch::main(opts),
     };
     std::process::exit(code);
 }

@@ -14,6 +14,10 @@ use crate::json::JsonReport;
 
 pub fn run(opts: RunOpts) -> i32 {
     let started = Instant::now();
+    // corral is the only program in this process: it may always be the
+    // subreaper (auto uses it where no cgroup can be had).
+    #[cfg(target_os = "linux")]
+    let _ = corral::enable_subreaper();
     let (program, args) = opts.command.split_first().expect("clap requires PROGRAM");
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -26,6 +30,7 @@ pub fn run(opts: RunOpts) -> i32 {
             ContainmentArg::Auto => ContainmentChoice::Auto,
             ContainmentArg::Cgroup => ContainmentChoice::Only(Mechanism::Cgroup),
             ContainmentArg::ProcessGroup => ContainmentChoice::Only(Mechanism::ProcessGroup),
+            ContainmentArg::Subreaper => ContainmentChoice::Only(Mechanism::Subreaper),
         })
         .stdin(Input::inherit())
         // Relayed output is written as it comes; only counts matter here.

@@ -55,6 +55,8 @@ pub use asynchronous::AsyncRunning;
 pub use cancel::CancelToken;
 pub use capture::Captured;
 pub use command::{Command, Input, LeftoverPolicy, LineCallback, Output, Stream};
+#[cfg(target_os = "linux")]
+pub use contain::subreaper::enable_subreaper;
 pub use contain::{ContainmentChoice, Mechanism, OsOp};
 pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::Running;

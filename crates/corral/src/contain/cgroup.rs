@@ -1,11 +1,21 @@
 //! cgroup v2 containment (Linux).
 //!
 //! Each command gets a fresh cgroup `corral-<corral pid>-<n>` under corral's
-//! own cgroup. The child moves itself into it (and into per-command groups
-//! of the v1 `pids`/`memory` hierarchies when limits need them) before it
-//! execs, while the parent is still inside `fork`, so no descendant can ever
-//! exist outside it; the kill therefore never races a half-placed child.
-//! A descendant that calls `setsid()` or double-forks stays inside.
+//! own cgroup. No descendant can ever exist outside it, so the kill never
+//! races a half-placed child. A descendant that calls `setsid()` or
+//! double-forks stays inside. Placement:
+//!
+//! * Born in it: `clone3(CLONE_INTO_CGROUP | CLONE_VFORK | CLONE_VM)` on
+//!   Linux 5.7+ (x86_64, aarch64), see `sys/linux_spawn.rs`; the spawn costs
+//!   what a vfork costs, whatever the size of the parent.
+//! * Fallback: std's fork path with a pre-exec write to `cgroup.procs` (the
+//!   child moves itself before it execs, while the parent is still inside
+//!   `fork`). Used when clone3 is refused (old kernel, seccomp; probed once
+//!   per process), and always when per-command groups of the v1
+//!   `pids`/`memory` hierarchies are in use (limits on a hybrid system):
+//!   clone3 can only place the child in a v2 cgroup, and writing its pid to
+//!   the v1 groups from the parent after the clone would let it run (and
+//!   fork) outside them first.
 //!
 //! * Kill: `cgroup.kill` (Linux 5.14+); older kernels: freeze, SIGKILL every
 //!   member, thaw.
@@ -26,7 +36,7 @@ use std::os::unix::fs::FileExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::{Containment, Mechanism, OsOp, Tracer};
@@ -69,8 +79,15 @@ fn read_override(var: &str, default: &str) -> io::Result<String> {
 }
 
 /// Finds the cgroup v2 mount and corral's own cgroup in it, from
-/// /proc/self/mountinfo and /proc/self/cgroup.
+/// /proc/self/mountinfo and /proc/self/cgroup. Read once per process (the
+/// test hooks `CORRAL_MOUNTINFO` / `CORRAL_PROC_CGROUP` too); later calls
+/// return the same answer.
 pub(crate) fn detect() -> Result<Hierarchy, String> {
+    static CACHED: OnceLock<Result<Hierarchy, String>> = OnceLock::new();
+    CACHED.get_or_init(detect_now).clone()
+}
+
+fn detect_now() -> Result<Hierarchy, String> {
     let mountinfo = read_override("CORRAL_MOUNTINFO", "/proc/self/mountinfo")
         .map_err(|e| format!("cannot read mountinfo: {e}"))?;
     let cgroup = read_override("CORRAL_PROC_CGROUP", "/proc/self/cgroup")
@@ -170,6 +187,8 @@ struct V1Group {
 pub(crate) struct Cgroup {
     dir: PathBuf,
     parent: PathBuf,
+    /// The directory itself, for clone3(CLONE_INTO_CGROUP).
+    dir_fd: File,
     procs: File,
     events: File,
     v1: Vec<V1Group>,
@@ -213,9 +232,13 @@ impl Cgroup {
             .map_err(|e| cleanup(format!("cannot open cgroup.procs: {e}")))?;
         let events = File::open(dir.join("cgroup.events"))
             .map_err(|e| cleanup(format!("cannot open cgroup.events: {e}")))?;
+        // Read-only (not O_PATH: clone3 does not accept O_PATH descriptors).
+        let dir_fd =
+            File::open(&dir).map_err(|e| cleanup(format!("cannot open {}: {e}", dir.display())))?;
         let mut cg = Cgroup {
             dir: dir.clone(),
             parent: h.own_v2.clone(),
+            dir_fd,
             procs,
             events,
             v1: Vec::new(),
@@ -539,6 +562,12 @@ impl Containment for Cgroup {
     #[cfg(unix)]
     fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
         Some(self.events.as_fd())
+    }
+
+    /// Only without v1 groups: clone3 cannot enter those (see the module
+    /// documentation), so then `prepare`'s pre-exec placement is used.
+    fn cgroup_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.v1.is_empty().then(|| self.dir_fd.as_fd())
     }
 
     fn usage(&self) -> Option<(Usage, Vec<LimitHit>)> {

@@ -20,6 +20,8 @@ pub(crate) mod cgroup;
 pub(crate) mod job_object;
 #[cfg(unix)]
 pub(crate) mod process_group;
+#[cfg(target_os = "linux")]
+pub(crate) mod subreaper;
 
 #[cfg(target_os = "linux")]
 pub(crate) use cgroup::Limits;
@@ -175,6 +177,15 @@ pub(crate) trait Containment: Send {
         let pid = root.id();
         Ok(self.members()?.into_iter().filter(|&p| p != pid).count())
     }
+    /// The cgroup v2 directory the child may be born in. When this is
+    /// `Some`, `sys::spawn` may start the child with
+    /// `clone3(CLONE_INTO_CGROUP)` directly inside it, as the leader of a
+    /// new process group, without calling `prepare` (which is then only
+    /// called when that path is not available).
+    #[cfg(target_os = "linux")]
+    fn cgroup_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
     /// Tree-wide usage and limits hit, read before release.
     fn usage(&self) -> Option<(crate::report::Usage, Vec<crate::report::LimitHit>)> {
         None
@@ -216,9 +227,17 @@ pub(crate) fn select(
                     })
                 }
                 Err(why) if choice == ContainmentChoice::Auto && !limits.any() => {
+                    if subreaper::enabled() {
+                        return Ok(Selected {
+                            tree: Box::new(subreaper::Subreaper::new(tracer)),
+                            note: Some(format!("cgroup unavailable: {why}")),
+                        });
+                    }
                     return Ok(Selected {
                         tree: Box::new(process_group::ProcessGroup::new(tracer)),
-                        note: Some(format!("cgroup unavailable: {why}")),
+                        note: Some(format!(
+                            "cgroup unavailable: {why}; subreaper not enabled in this process"
+                        )),
                     });
                 }
                 Err(why) => return Err(fail(Mechanism::Cgroup, why)),
@@ -238,6 +257,21 @@ pub(crate) fn select(
                 tree: Box::new(process_group::ProcessGroup::new(tracer)),
                 note: None,
             })
+        }
+        #[cfg(target_os = "linux")]
+        ContainmentChoice::Only(Mechanism::Subreaper) => {
+            if subreaper::enabled() {
+                Ok(Selected {
+                    tree: Box::new(subreaper::Subreaper::new(tracer)),
+                    note: None,
+                })
+            } else {
+                Err(fail(
+                    Mechanism::Subreaper,
+                    "this process is not a child subreaper (call corral::enable_subreaper first)"
+                        .into(),
+                ))
+            }
         }
         #[cfg(windows)]
         ContainmentChoice::Auto | ContainmentChoice::Only(Mechanism::JobObject) => {

@@ -9,6 +9,11 @@ use std::path::Path;
 
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_proc;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod linux_spawn;
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_splice;
 #[cfg(unix)]

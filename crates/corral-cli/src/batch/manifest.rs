@@ -1,0 +1,582 @@
+//! The batch manifest: TOML read with serde (`deny_unknown_fields`), then
+//! checked, all before anything runs. Every error names the file, the line
+//! and column, and the key (`task[2].timeout`).
+//!
+//! ```toml
+//! [defaults]              # optional; every task key but name/run/shell
+//! timeout = "30s"
+//!
+//! [[task]]
+//! name = "unit"
+//! run = ["cargo", "test"] # or: shell = "cargo test | tee log"
+//! repeat = 3
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use corral::{LeftoverPolicy, Signal};
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::args::parse_duration;
+
+/// The shell used for `shell = "..."` tasks.
+#[cfg(unix)]
+pub const SHELL: &str = "/bin/sh";
+#[cfg(not(unix))]
+pub const SHELL: &str = "sh";
+
+/// How a run's result is read from its stdout.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventRule {
+    /// The event's `type` (default `run_end`).
+    #[serde(rename = "type", default = "default_event_type")]
+    pub ty: String,
+    /// The top-level field holding the result code (default `exitCode`).
+    #[serde(default = "default_event_field")]
+    pub field: String,
+}
+
+fn default_event_type() -> String {
+    "run_end".into()
+}
+fn default_event_field() -> String {
+    "exitCode".into()
+}
+
+/// One task, with the defaults applied.
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub name: String,
+    /// The program and its arguments (`sh -c SCRIPT` for `shell`).
+    pub argv: Vec<String>,
+    /// Resolved against the manifest's directory.
+    pub cwd: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+    pub timeout: Option<Duration>,
+    pub wait_delay: Duration,
+    pub grace: Duration,
+    pub signal: Signal,
+    pub leftovers: LeftoverPolicy,
+    pub repeat: u32,
+    /// The process exit code that counts as a pass.
+    pub expect_exit: i32,
+    /// When set, the result is the last matching stdout event.
+    pub result_event: Option<EventRule>,
+}
+
+/// A checked manifest.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub tasks: Vec<Task>,
+}
+
+/// A manifest error: `FILE:LINE:COL: key `K`: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestError {
+    pub file: String,
+    pub line: usize,
+    pub col: usize,
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line > 0 {
+            write!(f, "{}:{}:{}: ", self.file, self.line, self.col)?;
+        } else {
+            write!(f, "{}: ", self.file)?;
+        }
+        if let Some(k) = &self.key {
+            write!(f, "key `{k}`: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ManifestError {}
+
+/// A duration as `parse_duration` reads it, from a string (`"1m30s"`) or a
+/// bare number of seconds (`90`, `0.5`).
+#[derive(Debug, Clone, Copy)]
+struct Dur(Duration);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Dur;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration (\"500ms\", \"1m30s\", or a number of seconds)")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Dur, E> {
+                parse_duration(s).map(Dur).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Dur, E> {
+                u64::try_from(n)
+                    .map(|n| Dur(Duration::from_secs(n)))
+                    .map_err(|_| E::custom(format!("invalid duration {n}: negative")))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Dur, E> {
+                Ok(Dur(Duration::from_secs(n)))
+            }
+            fn visit_f64<E: de::Error>(self, x: f64) -> Result<Dur, E> {
+                Duration::try_from_secs_f64(x)
+                    .map(Dur)
+                    .map_err(|e| E::custom(format!("invalid duration {x}: {e}")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A signal by name or number.
+#[derive(Debug, Clone, Copy)]
+struct Sig(Signal);
+
+impl<'de> Deserialize<'de> for Sig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Sig, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Sig;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a signal name (\"TERM\", \"INT\") or number")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Sig, E> {
+                s.parse::<Signal>().map(Sig).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Sig, E> {
+                self.visit_str(&n.to_string())
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    #[serde(default)]
+    defaults: Option<RawDefaults>,
+    #[serde(default)]
+    task: Vec<Spanned<RawTask>>,
+}
+
+/// The `[defaults]` table: every task key but `name`, `run` and `shell`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    cwd: Option<String>,
+    env: Option<BTreeMap<String, String>>,
+    timeout: Option<Dur>,
+    wait_delay: Option<Dur>,
+    grace: Option<Dur>,
+    signal: Option<Sig>,
+    leftovers: Option<LeftoverPolicy>,
+    repeat: Option<Spanned<u32>>,
+    expect_exit: Option<i32>,
+    result_event: Option<EventRule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    name: Option<Spanned<String>>,
+    run: Option<Spanned<Vec<String>>>,
+    shell: Option<Spanned<String>>,
+    cwd: Option<String>,
+    env: Option<BTreeMap<String, String>>,
+    timeout: Option<Dur>,
+    wait_delay: Option<Dur>,
+    grace: Option<Dur>,
+    signal: Option<Sig>,
+    leftovers: Option<LeftoverPolicy>,
+    repeat: Option<Spanned<u32>>,
+    expect_exit: Option<i32>,
+    result_event: Option<EventRule>,
+}
+
+/// Reads and checks the manifest at `path`.
+pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
+        file: file.clone(),
+        line: 0,
+        col: 0,
+        key: None,
+        message: format!("cannot read the manifest: {e}"),
+    })?;
+    let base = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    parse(&file, &text, &base).map(|tasks| Manifest { tasks })
+}
+
+/// Parses and checks manifest text. `file` names it in errors; relative
+/// `cwd`s are resolved against `base`.
+pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestError> {
+    let err_at = |span: Option<Range<usize>>, key: Option<String>, message: String| {
+        let (line, col) = span.map_or((0, 0), |s| line_col(text, s.start));
+        ManifestError {
+            file: file.to_owned(),
+            line,
+            col,
+            key,
+            message,
+        }
+    };
+    // Syntax first: a document that is not TOML has no keys to name.
+    let doc = toml::de::DeTable::parse(text)
+        .map_err(|e| err_at(e.span(), None, first_line(e.message())))?;
+    let raw: RawManifest = toml::from_str(text).map_err(|e| {
+        let key = e.span().and_then(|s| key_at(doc.get_ref(), s.start, text));
+        err_at(e.span(), key, first_line(e.message()))
+    })?;
+
+    let defaults = raw.defaults.unwrap_or_default();
+    if raw.task.is_empty() {
+        return Err(err_at(
+            None,
+            None,
+            "no tasks: add at least one [[task]] table with a name and `run` or `shell`".into(),
+        ));
+    }
+    if let Some(r) = &defaults.repeat {
+        if *r.get_ref() == 0 {
+            return Err(err_at(
+                Some(r.span()),
+                Some("defaults.repeat".into()),
+                "must be at least 1".into(),
+            ));
+        }
+    }
+    let mut tasks = Vec::with_capacity(raw.task.len());
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, spanned) in raw.task.into_iter().enumerate() {
+        let span = spanned.span();
+        let t = spanned.into_inner();
+        let here = |k: &str| format!("task[{i}].{k}");
+        let name = match &t.name {
+            Some(n) if !n.get_ref().trim().is_empty() => n.get_ref().clone(),
+            Some(n) => {
+                return Err(err_at(
+                    Some(n.span()),
+                    Some(here("name")),
+                    "must not be empty".into(),
+                ))
+            }
+            None => {
+                return Err(err_at(
+                    Some(span),
+                    Some(here("name")),
+                    "missing: every task needs a name".into(),
+                ))
+            }
+        };
+        let name_span = t.name.as_ref().map(Spanned::span);
+        if let Some(first) = names.insert(name.clone(), i) {
+            return Err(err_at(
+                name_span,
+                Some(here("name")),
+                format!("duplicate task name {name:?} (also task[{first}])"),
+            ));
+        }
+        let argv = match (&t.run, &t.shell) {
+            (Some(_), Some(sh)) => {
+                return Err(err_at(
+                    Some(sh.span()),
+                    Some(here("shell")),
+                    format!("task {name:?} has both `run` and `shell`; give exactly one"),
+                ))
+            }
+            (None, None) => {
+                return Err(err_at(
+                    name_span.or(Some(span)),
+                    Some(here("run")),
+                    format!(
+                        "task {name:?} has neither `run` (an argv list) nor `shell` (a string for sh -c)"
+                    ),
+                ))
+            }
+            (Some(run), None) => {
+                if run.get_ref().is_empty() || run.get_ref()[0].is_empty() {
+                    return Err(err_at(
+                        Some(run.span()),
+                        Some(here("run")),
+                        "must name a program: a non-empty list like [\"make\", \"test\"]".into(),
+                    ));
+                }
+                run.get_ref().clone()
+            }
+            (None, Some(sh)) => vec![SHELL.into(), "-c".into(), sh.get_ref().clone()],
+        };
+        let repeat = match &t.repeat {
+            Some(r) if *r.get_ref() == 0 => {
+                return Err(err_at(
+                    Some(r.span()),
+                    Some(here("repeat")),
+                    "must be at least 1".into(),
+                ))
+            }
+            Some(r) => *r.get_ref(),
+            None => defaults.repeat.as_ref().map_or(1, |r| *r.get_ref()),
+        };
+        let mut env = defaults.env.clone().unwrap_or_default();
+        env.extend(t.env.unwrap_or_default());
+        let cwd = t.cwd.or_else(|| defaults.cwd.clone()).map(|c| base.join(c));
+        // A task that says how to read its result replaces the default's
+        // way entirely (`expect_exit` alone drops a default result_event).
+        let (expect_exit, result_event) = if t.expect_exit.is_some() || t.result_event.is_some() {
+            (t.expect_exit.unwrap_or(0), t.result_event)
+        } else {
+            (
+                defaults.expect_exit.unwrap_or(0),
+                defaults.result_event.clone(),
+            )
+        };
+        tasks.push(Task {
+            name,
+            argv,
+            cwd,
+            env: env.into_iter().collect(),
+            timeout: t.timeout.or(defaults.timeout).map(|d| d.0),
+            wait_delay: t
+                .wait_delay
+                .or(defaults.wait_delay)
+                .map_or(Duration::from_secs(2), |d| d.0),
+            grace: t.grace.or(defaults.grace).map_or(Duration::ZERO, |d| d.0),
+            signal: t.signal.or(defaults.signal).map_or(Signal::TERM, |s| s.0),
+            leftovers: t
+                .leftovers
+                .or(defaults.leftovers)
+                .unwrap_or(LeftoverPolicy::Kill),
+            repeat,
+            expect_exit,
+            result_event,
+        });
+    }
+    Ok(tasks)
+}
+
+fn first_line(msg: &str) -> String {
+    msg.trim().lines().collect::<Vec<_>>().join("; ")
+}
+
+/// 1-based line and column (in characters) of byte offset `at`.
+pub fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let at = at.min(text.len());
+    let before = &text.as_bytes()[..at];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    let col = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+    (line, col)
+}
+
+/// The dotted key path (`task[1].env.FOO`) of the innermost key or value
+/// that contains byte offset `at`.
+fn key_at(table: &toml::de::DeTable<'_>, at: usize, text: &str) -> Option<String> {
+    let mut path = String::new();
+    if walk_table(table, at, &mut path) {
+        return Some(path);
+    }
+    // An error at a table header (`[[task]]` whose body lacks a key) or in
+    // a place the walk cannot see: name the header's table, if any.
+    let line_start = text[..at.min(text.len())].rfind('\n').map_or(0, |p| p + 1);
+    let line = text[line_start..].lines().next().unwrap_or("").trim();
+    line.strip_prefix('[')
+        .map(|h| h.trim_matches(|c| c == '[' || c == ']').trim().to_owned())
+}
+
+fn contains(span: &Range<usize>, at: usize) -> bool {
+    span.start <= at && at < span.end.max(span.start + 1)
+}
+
+fn walk_table(table: &toml::de::DeTable<'_>, at: usize, path: &mut String) -> bool {
+    for (k, v) in table.iter() {
+        let in_key = contains(&k.span(), at);
+        let in_value = contains(&v.span(), at);
+        let before = path.len();
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(k.get_ref());
+        if in_key {
+            return true;
+        }
+        if walk_value(v.get_ref(), at, path) {
+            return true;
+        }
+        if in_value {
+            return true;
+        }
+        path.truncate(before);
+    }
+    false
+}
+
+fn walk_value(v: &toml::de::DeValue<'_>, at: usize, path: &mut String) -> bool {
+    match v {
+        toml::de::DeValue::Table(t) => walk_table(t, at, path),
+        toml::de::DeValue::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let before = path.len();
+                path.push_str(&format!("[{i}]"));
+                if walk_value(item.get_ref(), at, path) || contains(&item.span(), at) {
+                    return true;
+                }
+                path.truncate(before);
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<Vec<Task>, ManifestError> {
+        parse("m.toml", text, Path::new("/base"))
+    }
+
+    #[test]
+    fn defaults_apply_and_tasks_override() {
+        let t = p(r#"
+[defaults]
+timeout = "1m30s"
+grace = 2
+env = { A = "1", B = "2" }
+repeat = 3
+result_event = { type = "run_end", field = "exitCode" }
+
+[[task]]
+name = "a"
+run = ["echo", "hi"]
+
+[[task]]
+name = "b"
+shell = "exit 3"
+timeout = 0.5
+env = { B = "x" }
+expect_exit = 3
+cwd = "sub"
+"#)
+        .unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0].timeout, Some(Duration::from_secs(90)));
+        assert_eq!(t[0].grace, Duration::from_secs(2));
+        assert_eq!(t[0].repeat, 3);
+        assert_eq!(t[0].argv, ["echo", "hi"]);
+        assert!(t[0].result_event.is_some());
+        assert_eq!(t[0].leftovers, LeftoverPolicy::Kill);
+        assert_eq!(t[1].argv, [SHELL, "-c", "exit 3"]);
+        assert_eq!(t[1].timeout, Some(Duration::from_millis(500)));
+        assert_eq!(
+            t[1].env,
+            [("A".into(), "1".into()), ("B".into(), "x".into())]
+        );
+        assert_eq!(t[1].expect_exit, 3);
+        assert_eq!(t[1].result_event, None, "expect_exit replaces the default");
+        assert_eq!(t[1].cwd.as_deref(), Some(Path::new("/base/sub")));
+    }
+
+    #[track_caller]
+    fn bad(text: &str, line: usize, key: &str, msg: &str) {
+        let e = p(text).unwrap_err();
+        assert_eq!(e.line, line, "{e}");
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
+        assert!(e.message.contains(msg), "{e}");
+        assert!(e.to_string().starts_with(&format!("m.toml:{line}:")), "{e}");
+    }
+
+    #[test]
+    fn errors_name_line_and_key() {
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\ntimout = \"1s\"\n",
+            4,
+            "task[0].timout",
+            "unknown field",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\n\n[[task]]\nname = \"b\"\nrun = [\"y\"]\ntimeout = \"abc\"\n",
+            8,
+            "task[1].timeout",
+            "invalid duration",
+        );
+        bad(
+            "[defaults]\nwait_delay = \"-3s\"\n[[task]]\nname = \"a\"\nrun = [\"x\"]\n",
+            2,
+            "defaults.wait_delay",
+            "invalid duration",
+        );
+        bad("[[task]]\nname = \"a\"\n", 2, "task[0].run", "neither");
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\nshell = \"y\"\n",
+            4,
+            "task[0].shell",
+            "both",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = []\n",
+            3,
+            "task[0].run",
+            "program",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\nrepeat = 0\n",
+            4,
+            "task[0].repeat",
+            "at least 1",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\nenv = { A = 1 }\n",
+            4,
+            "task[0].env.A",
+            "invalid type",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\n[[task]]\nname = \"a\"\nrun = [\"x\"]\n",
+            5,
+            "task[1].name",
+            "duplicate",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\nresult_event = { type = \"run_end\", feild = \"x\" }\n",
+            4,
+            "task[0].result_event.feild",
+            "unknown field",
+        );
+        bad(
+            "jobs = 3\n[[task]]\nname = \"a\"\nrun = [\"x\"]\n",
+            1,
+            "jobs",
+            "unknown field",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\nleftovers = \"never\"\n",
+            4,
+            "task[0].leftovers",
+            "unknown variant",
+        );
+    }
+
+    #[test]
+    fn syntax_errors_and_empty_manifests() {
+        let e = p("[[task]]\nname = \"a\nrun = [\"x\"]\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        let e = p("# nothing\n").unwrap_err();
+        assert!(e.message.contains("no tasks"), "{e}");
+    }
+}

@@ -1,0 +1,273 @@
+//! What the user sees while the batch runs (on stderr): a live bar on a
+//! terminal, one line per finished run on a pipe; and the summary table at
+//! the end.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::classify::Status;
+use super::exec::{Batch, RunRecord};
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Bar,
+    Lines,
+    None,
+}
+
+pub struct Progress {
+    mode: Mode,
+    bar: Option<ProgressBar>,
+    running: HashMap<usize, Instant>,
+    done: usize,
+    total: usize,
+    counts: [usize; 3],
+}
+
+impl Progress {
+    pub fn new(mode: Mode, total: usize) -> Progress {
+        let bar = (mode == Mode::Bar).then(|| {
+            let pb = ProgressBar::with_draw_target(
+                Some(total as u64),
+                ProgressDrawTarget::stderr_with_hz(10),
+            );
+            pb.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} {elapsed_precise} [{bar:25}] {pos}/{len} done  {msg}",
+                )
+                .expect("a valid template")
+                .progress_chars("=> "),
+            );
+            pb
+        });
+        Progress {
+            mode,
+            bar,
+            running: HashMap::new(),
+            done: 0,
+            total,
+            counts: [0; 3],
+        }
+    }
+
+    pub fn started(&mut self, job: usize) {
+        self.running.insert(job, Instant::now());
+    }
+
+    pub fn skipped(&mut self, job: usize) {
+        self.running.remove(&job);
+    }
+
+    pub fn finished(&mut self, batch: &Batch, rec: &RunRecord) {
+        self.running.remove(&rec.job);
+        self.done += 1;
+        self.counts[rec.status as usize] += 1;
+        let line = run_line(batch, rec);
+        match (&self.bar, self.mode) {
+            (Some(pb), _) => {
+                if rec.status != Status::Passed {
+                    pb.println(line);
+                }
+                pb.set_position(self.done as u64);
+            }
+            (None, Mode::Lines) => say!("{line}"),
+            _ => {}
+        }
+    }
+
+    /// Refreshes the bar's message: counts, running, queued, slowest.
+    pub fn tick(&mut self, batch: &Batch) {
+        let Some(pb) = &self.bar else { return };
+        let queued = self.total - self.done - self.running.len();
+        let mut msg = format!(
+            "{} passed, {} failed, {} errors · {} running · {} queued",
+            self.counts[0],
+            self.counts[1],
+            self.counts[2],
+            self.running.len(),
+            queued
+        );
+        if let Some((job, at)) = self.running.iter().min_by_key(|(_, at)| **at) {
+            let _ = write!(
+                msg,
+                " · slowest {} ({})",
+                batch.run_name(*job),
+                secs(at.elapsed())
+            );
+        }
+        pb.set_message(msg);
+    }
+
+    pub fn finish(&mut self) {
+        if let Some(pb) = self.bar.take() {
+            pb.finish_and_clear();
+        }
+    }
+}
+
+/// `PASS  name#0  0.12s` / `FAIL  name#1  0.30s  exit 3 (expected 0)`.
+pub fn run_line(batch: &Batch, rec: &RunRecord) -> String {
+    let mut s = format!(
+        "{:<5} {}  {}",
+        rec.status.label(),
+        batch.run_name(rec.job),
+        secs(rec.wall)
+    );
+    if let Some(r) = &rec.reason {
+        let _ = write!(s, "  {r}");
+    }
+    if rec.status != Status::Passed {
+        if let Some(last) = last_line(&rec.stderr) {
+            let _ = write!(s, "  | stderr: {last}");
+        }
+    }
+    s
+}
+
+/// The last non-blank line, cut to 120 characters.
+fn last_line(text: &str) -> Option<String> {
+    let l = text.lines().rev().find(|l| !l.trim().is_empty())?;
+    Some(l.trim().chars().take(120).collect())
+}
+
+pub fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 10.0 {
+        format!("{s:.2}s")
+    } else if s < 600.0 {
+        format!("{s:.1}s")
+    } else {
+        format!("{}m{:02}s", d.as_secs() / 60, d.as_secs() % 60)
+    }
+}
+
+/// Per-task numbers for the summary and the reports.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TaskSummary {
+    pub name: String,
+    pub runs: usize,
+    pub passed: usize,
+    pub failed: usize,
+    pub errors: usize,
+    pub not_run: usize,
+    pub wall_ms: Option<WallStats>,
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct WallStats {
+    pub min: f64,
+    pub median: f64,
+    pub p95: f64,
+}
+
+/// The nearest-rank percentile `p` (0..=100) of sorted values.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let n = sorted.len();
+    let rank = ((p / 100.0) * n as f64).ceil() as usize;
+    sorted[rank.clamp(1, n) - 1]
+}
+
+pub fn summarize(batch: &Batch, records: &[RunRecord]) -> Vec<TaskSummary> {
+    let mut out: Vec<TaskSummary> = batch
+        .tasks
+        .iter()
+        .map(|t| TaskSummary {
+            name: t.name.clone(),
+            runs: t.repeat as usize,
+            ..TaskSummary::default()
+        })
+        .collect();
+    let mut walls: Vec<Vec<Duration>> = vec![Vec::new(); batch.tasks.len()];
+    for r in records {
+        let s = &mut out[r.task];
+        match r.status {
+            Status::Passed => s.passed += 1,
+            Status::Failed => s.failed += 1,
+            Status::Error => s.errors += 1,
+        }
+        walls[r.task].push(r.wall);
+    }
+    for (s, mut w) in out.iter_mut().zip(walls) {
+        s.not_run = s.runs - s.passed - s.failed - s.errors;
+        if w.is_empty() {
+            continue;
+        }
+        w.sort();
+        let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+        s.wall_ms = Some(WallStats {
+            min: ms(w[0]),
+            median: ms(percentile(&w, 50.0)),
+            p95: ms(percentile(&w, 95.0)),
+        });
+    }
+    out
+}
+
+/// The table printed at the end.
+pub fn table(summary: &[TaskSummary], wall: Duration) -> String {
+    let width = summary
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(5, 40);
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "{:<width$}  {:>5} {:>6} {:>6} {:>6} {:>7}  {:>8} {:>8} {:>8}",
+        "task", "runs", "passed", "failed", "errors", "not run", "min", "median", "p95"
+    );
+    let mut tot = [0usize; 5];
+    for s in summary {
+        let (mn, md, p95) = match s.wall_ms {
+            Some(w) => (ms_str(w.min), ms_str(w.median), ms_str(w.p95)),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let name: String = s.name.chars().take(width).collect();
+        let _ = writeln!(
+            t,
+            "{name:<width$}  {:>5} {:>6} {:>6} {:>6} {:>7}  {mn:>8} {md:>8} {p95:>8}",
+            s.runs, s.passed, s.failed, s.errors, s.not_run
+        );
+        for (a, b) in tot
+            .iter_mut()
+            .zip([s.runs, s.passed, s.failed, s.errors, s.not_run])
+        {
+            *a += b;
+        }
+    }
+    let _ = writeln!(
+        t,
+        "{:<width$}  {:>5} {:>6} {:>6} {:>6} {:>7}  wall {}",
+        "total",
+        tot[0],
+        tot[1],
+        tot[2],
+        tot[3],
+        tot[4],
+        secs(wall)
+    );
+    t
+}
+
+fn ms_str(ms: f64) -> String {
+    secs(Duration::from_secs_f64(ms / 1e3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<Duration> = (1..=20).map(Duration::from_secs).collect();
+        assert_eq!(percentile(&v, 50.0), Duration::from_secs(10));
+        assert_eq!(percentile(&v, 95.0), Duration::from_secs(19));
+        assert_eq!(percentile(&v[..1], 95.0), Duration::from_secs(1));
+        assert_eq!(percentile(&v[..2], 50.0), Duration::from_secs(1));
+    }
+}

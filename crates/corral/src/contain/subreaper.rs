@@ -1,0 +1,702 @@
+//! Subreaper containment (Linux without a writable cgroup).
+//!
+//! corral's process is made a *child subreaper* (`PR_SET_CHILD_SUBREAPER`,
+//! see [`enable_subreaper`]): a descendant whose parent dies is re-parented
+//! to corral instead of to init, `setsid()` and double-fork escapers
+//! included. Each command still gets its own process group (signals go to
+//! the group first, so the delivery order is the same as with a process
+//! group), and in addition the containment tracks the root's descendants
+//! through `/proc/<pid>/task/<tid>/children`:
+//!
+//! * **Walk.** Every scan starts from the root (unreaped, so its pid is
+//!   pinned), from every descendant remembered from earlier scans that is
+//!   still the same process, and from the orphans re-parented to corral that
+//!   belong to this command (below), and follows `children` recursively. A
+//!   scan ends with a second look at corral's own children, so that a
+//!   process re-parented while the walk ran is not missed.
+//! * **Identity.** Every descendant is remembered with its start time
+//!   (`/proc/<pid>/stat` field 22). A signal goes to a descendant only
+//!   through a pidfd opened first and checked afterwards against the
+//!   remembered start time, so a reused pid is never hit.
+//! * **Kill "until none is left".** The lifecycle sends SIGKILL once and then
+//!   asks for the members until there are none: every later scan sends the
+//!   last signal to each member outside the group that has not had it yet
+//!   (a process that keeps forking, an orphan that just arrived), and after
+//!   SIGKILL signals the group again.
+//! * **Reaping.** Orphans of this command that died as children of corral are
+//!   reaped in every scan (`waitid` on a pidfd, `WNOHANG`). A root is never
+//!   reaped here: the root of this command is reaped only in `release`, and
+//!   the roots of other commands are never touched.
+//!
+//! ## Which command an orphan belongs to
+//!
+//! Several commands may run at once in one process, and all their orphans
+//! end up as children of the same process. A child of corral that is not a
+//! live root of any command is attributed to command X when, first match:
+//!
+//! 1. it is a process remembered (pid and start time) as X's descendant;
+//! 2. its environment carries X's tree cookie: every root is started with
+//!    `CORRAL_TREE=<corral pid>.<n>` (appended, comma-separated, to a value
+//!    inherited from corral's own environment, so nested corrals work), and
+//!    the variable is inherited by every descendant that does not clear its
+//!    environment;
+//! 3. it is still in X's process group (pinned by X's unreaped root);
+//! 4. its session or process group was created inside X's tree: it is the
+//!    id of a session or group used by one of X's processes (other than
+//!    corral's own session and group and the other roots' groups), and it is
+//!    still in use. Sessions and groups are only inherited (a group is
+//!    joined only within its session), so the process descends from a
+//!    member of X. This catches what was never seen alive and can no longer
+//!    show its cookie: a zombie forked just before its parent was killed;
+//! 5. (zombies only) its pid is such a session or group id: it was the
+//!    leader, e.g. the middle process of a double fork.
+//!
+//! Rules 4 and 5 rely on the kernel never handing out a pid that is still
+//! in use as a session or group id; a link is dropped as soon as a scan
+//! finds no process of the tree using it.
+//!
+//! **Unknown orphans** (none of the above: a process that cleared its
+//! environment, made its own session and was never seen while it was still
+//! below the root) are
+//! attributed to no command: they are neither signalled nor reaped, because
+//! they may just as well be children the host program started itself. Use
+//! cgroup containment where nothing may escape.
+//!
+//! ## Kept leftovers
+//!
+//! Processes left alive by the leftovers policy are handed, at release, to a
+//! process-wide keeper thread that reaps them (through pidfds) when they
+//! exit, together with their descendants that are re-parented to corral
+//! later (recognised by a cookie of a finished command). They are never
+//! signalled again.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::process::{
+    pidfd_open, pidfd_send_signal, waitid, Pid, PidfdFlags, WaitId, WaitIdOptions,
+};
+
+use super::{Containment, Mechanism, OsOp, Tracer};
+use crate::sys::{self, Root};
+use crate::Signal;
+
+/// The environment variable that carries the tree cookies.
+const COOKIE_VAR: &str = "CORRAL_TREE";
+
+/// Scan rounds (walk, then corral's own children again) per scan.
+const ROUNDS: usize = 8;
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Commands of this process under subreaper containment, from creation to
+/// release: (command number, root pid once attached).
+static LIVE: Mutex<Vec<(u64, Option<u32>)>> = Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<(u64, Option<u32>)>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Makes this process a child subreaper, so that `auto` containment can use
+/// the subreaper tier where no writable cgroup exists, and
+/// `ContainmentChoice::Only(Mechanism::Subreaper)` can be asked for.
+///
+/// This changes the whole process: from now on, every orphaned descendant of
+/// the process is re-parented to it rather than to init. corral only
+/// signals and reaps the orphans it can attribute to one of its commands
+/// (see the module documentation); a host that starts children by other
+/// means keeps reaping its own children as before. Call it once, early (the
+/// attribute is not inherited by children and is kept across `exec`).
+pub fn enable_subreaper() -> io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    ENABLED.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Whether [`enable_subreaper`] was called and the attribute is still set.
+pub(crate) fn enabled() -> bool {
+    ENABLED.load(Ordering::SeqCst) && matches!(rustix::process::child_subreaper(), Ok(Some(_)))
+}
+
+/// The fields of `/proc/<pid>/stat` this module uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    state: u8,
+    ppid: u32,
+    pgrp: u32,
+    session: u32,
+    /// Start time after boot, in clock ticks (field 22).
+    start: u64,
+}
+
+impl Stat {
+    fn dead(&self) -> bool {
+        self.state == b'Z' || self.state == b'X'
+    }
+}
+
+/// Parses a stat line; fields are counted from the last `)` because the
+/// command name may contain spaces and parentheses.
+fn parse_stat(buf: &[u8]) -> Option<Stat> {
+    let close = buf.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // f[0] is field 3 (state), so field N is f[N - 3].
+    Some(Stat {
+        state: f.first()?.as_bytes().first().copied()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        session: f.get(3)?.parse().ok()?,
+        start: f.get(19)?.parse().ok()?,
+    })
+}
+
+fn stat(pid: u32) -> Option<Stat> {
+    parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The children of every thread of `pid`. The kernel documents the list as
+/// possibly incomplete while processes are being re-parented; scans repeat.
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let mut p = t.path();
+        p.push("children");
+        if let Ok(s) = std::fs::read_to_string(&p) {
+            out.extend(
+                s.split_ascii_whitespace()
+                    .filter_map(|x| x.parse::<u32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+/// The tree cookies in `pid`'s environment (empty if unreadable, e.g. a
+/// zombie).
+fn cookies(pid: u32) -> Vec<String> {
+    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return Vec::new();
+    };
+    let prefix = format!("{COOKIE_VAR}=");
+    env.split(|&b| b == 0)
+        .filter_map(|kv| kv.strip_prefix(prefix.as_bytes()))
+        .flat_map(|v| {
+            String::from_utf8_lossy(v)
+                .split(',')
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn cookie_for(seq: u64) -> String {
+    format!("{}.{}", std::process::id(), seq)
+}
+
+/// A pidfd for `pid`, only if it is still the process that started at
+/// `start` (checked after opening, so the descriptor cannot refer to a
+/// process that reused the pid).
+fn open_verified(pid: u32, start: u64) -> Option<OwnedFd> {
+    let fd = pidfd_open(Pid::from_raw(pid as i32)?, PidfdFlags::empty()).ok()?;
+    (stat(pid)?.start == start).then_some(fd)
+}
+
+fn send_verified(pid: u32, start: u64, sig: Signal) {
+    let Some(rsig) = rustix::process::Signal::from_named_raw(sig.as_raw()) else {
+        return;
+    };
+    if let Some(fd) = open_verified(pid, start) {
+        let _ = pidfd_send_signal(&fd, rsig);
+    }
+}
+
+/// Reaps `pid` if it is still the zombie child of ours that started at
+/// `start`. Never blocks.
+fn reap_verified(pid: u32, start: u64) {
+    let me = std::process::id();
+    let Some(fd) = open_verified(pid, start) else {
+        return;
+    };
+    if stat(pid).is_none_or(|s| s.ppid != me || !s.dead()) {
+        return;
+    }
+    let opts = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+    match waitid(WaitId::PidFd(fd.as_fd()), opts) {
+        Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {
+            // No P_PIDFD (before Linux 5.4): the pid is an unreaped zombie of
+            // ours, checked above, so it cannot have been reused.
+            if let Some(p) = Pid::from_raw(pid as i32) {
+                let _ = waitid(WaitId::Pid(p), opts);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// One live or dead process attributed to the command in a scan.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    pid: u32,
+    stat: Stat,
+}
+
+pub(crate) struct Subreaper {
+    seq: u64,
+    cookie: String,
+    /// The root's pid (= its process group id) once attached.
+    root: Option<u32>,
+    /// Every descendant seen alive and not yet seen dead: pid → start time.
+    known: HashMap<u32, u64>,
+    /// Session and process group ids created inside the tree and still in
+    /// use by one of its processes.
+    links: HashSet<u32>,
+    /// The last signal sent to the tree: members outside the group that
+    /// are found later get it too (SIGKILL: "until none is left").
+    last_signal: Option<Signal>,
+    /// Members outside the group that got `last_signal` (pid, start time).
+    reached: HashSet<(u32, u64)>,
+    released: bool,
+    tracer: Tracer,
+}
+
+impl Subreaper {
+    pub(crate) fn new(tracer: Tracer) -> Subreaper {
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        live().push((seq, None));
+        Subreaper {
+            seq,
+            cookie: cookie_for(seq),
+            root: None,
+            known: HashMap::new(),
+            links: HashSet::new(),
+            last_signal: None,
+            reached: HashSet::new(),
+            released: false,
+            tracer,
+        }
+    }
+
+    fn root(&self) -> io::Result<u32> {
+        if self.released {
+            return Err(io::Error::other(
+                "subreaper containment already released; refusing to signal",
+            ));
+        }
+        self.root
+            .ok_or_else(|| io::Error::other("subreaper containment not attached"))
+    }
+
+    fn deregister(&self) {
+        live().retain(|&(seq, _)| seq != self.seq);
+    }
+
+    /// Finds the live members other than the root (and remembers them), and
+    /// reaps this command's dead orphans.
+    fn scan(&mut self, root: u32) -> Vec<Member> {
+        let me = std::process::id();
+        let other_roots: HashSet<u32> = live()
+            .iter()
+            .filter(|&&(seq, _)| seq != self.seq)
+            .filter_map(|&(_, r)| r)
+            .collect();
+        let skip = |pid: u32| pid == root || other_roots.contains(&pid);
+        // corral's own session and group are shared with the host and every
+        // root: they never link a process to this tree.
+        let own = stat(me);
+        let foreign = |id: u32| {
+            own.is_some_and(|o| id == o.session || id == o.pgrp) || other_roots.contains(&id)
+        };
+        let mut found: HashMap<u32, Stat> = HashMap::new();
+        let mut queue: Vec<u32> = vec![root];
+        // Descendants remembered from earlier scans stay members as long as
+        // they are the same process, wherever they were re-parented to.
+        for (&pid, &start) in &self.known {
+            if let Some(s) = stat(pid).filter(|s| s.start == start) {
+                if !skip(pid) {
+                    found.insert(pid, s);
+                    queue.push(pid);
+                }
+            }
+        }
+        // The process group (pinned by the unreaped root): members found the
+        // way the process-group tier finds them, should an orphan have gone
+        // elsewhere than to corral.
+        if let Ok(group) = sys::group_members(root) {
+            for pid in group {
+                if skip(pid) || found.contains_key(&pid) {
+                    continue;
+                }
+                if let Some(s) = stat(pid).filter(|s| s.pgrp == root) {
+                    found.insert(pid, s);
+                    queue.push(pid);
+                }
+            }
+        }
+        let mut walked: HashSet<u32> = HashSet::new();
+        for _ in 0..ROUNDS {
+            while let Some(p) = queue.pop() {
+                if !walked.insert(p) {
+                    continue;
+                }
+                let kids = children(p);
+                // The list belongs to `p` only if `p` is still the process
+                // we attributed (the root is pinned).
+                if p != root && stat(p).map(|s| s.start) != found.get(&p).map(|s| s.start) {
+                    continue;
+                }
+                for c in kids {
+                    if skip(c) || found.contains_key(&c) {
+                        continue;
+                    }
+                    // Still a child of `p`, or re-parented to us meanwhile.
+                    let Some(s) = stat(c).filter(|s| s.ppid == p || s.ppid == me) else {
+                        continue;
+                    };
+                    found.insert(c, s);
+                    if !s.dead() {
+                        queue.push(c);
+                    }
+                }
+            }
+            // Sessions and groups made inside the tree (rules 4 and 5).
+            for s in found.values() {
+                for id in [s.session, s.pgrp] {
+                    if !foreign(id) {
+                        self.links.insert(id);
+                    }
+                }
+            }
+            // Orphans re-parented to corral.
+            let mut more = false;
+            for c in children(me) {
+                if skip(c) || found.contains_key(&c) {
+                    continue;
+                }
+                let Some(s) = stat(c).filter(|s| s.ppid == me) else {
+                    continue;
+                };
+                let ours = self.known.get(&c) == Some(&s.start)
+                    || s.pgrp == root
+                    || self.links.contains(&s.session)
+                    || self.links.contains(&s.pgrp)
+                    || (s.dead() && self.links.contains(&c))
+                    || (!s.dead() && cookies(c).contains(&self.cookie));
+                if ours {
+                    found.insert(c, s);
+                    if !s.dead() {
+                        queue.push(c);
+                    }
+                    more = true;
+                }
+            }
+            if !more {
+                break;
+            }
+        }
+        let mut members = Vec::new();
+        self.known.clear();
+        let mut still_used: HashSet<u32> = HashSet::new();
+        for (&pid, &s) in &found {
+            if s.dead() && s.ppid == me {
+                reap_verified(pid, s.start);
+                continue;
+            }
+            // A session or group stays linked while a process that is not
+            // about to be reaped by us still uses it (so its number cannot be
+            // reused).
+            still_used.insert(s.session);
+            still_used.insert(s.pgrp);
+            if !s.dead() {
+                self.known.insert(pid, s.start);
+                members.push(Member { pid, stat: s });
+            }
+        }
+        self.links.retain(|id| still_used.contains(id));
+        members
+    }
+
+    /// Sends `sig` to every member outside the root's group (the group
+    /// itself is signalled by the caller).
+    fn signal_outside(members: &[Member], root: u32, sig: Signal) {
+        for m in members.iter().filter(|m| m.stat.pgrp != root) {
+            send_verified(m.pid, m.stat.start, sig);
+        }
+    }
+
+    /// Sends the last signal (and SIGCONT after a graceful one) to members
+    /// outside the group that have not had it yet.
+    ///
+    /// After SIGKILL that is every such member. After a graceful signal it
+    /// is only the orphans re-parented to corral (their parent died, e.g. of
+    /// that signal, right after forking them): a process whose parent still
+    /// lives may be what a signal handler started to clean up, and must be
+    /// left to finish within the grace, as under a process group.
+    fn catch_up(&mut self, members: &[Member], root: u32) {
+        let Some(sig) = self.last_signal else { return };
+        let me = std::process::id();
+        let new: Vec<Member> = members
+            .iter()
+            .filter(|m| m.stat.pgrp != root && !self.reached.contains(&(m.pid, m.stat.start)))
+            .filter(|m| sig == Signal::KILL || m.stat.ppid == me)
+            .copied()
+            .collect();
+        Self::signal_outside(&new, root, sig);
+        if sig != Signal::KILL && sig != Signal::CONT {
+            Self::signal_outside(&new, root, Signal::CONT);
+        }
+        self.reached
+            .extend(new.iter().map(|m| (m.pid, m.stat.start)));
+    }
+}
+
+impl Drop for Subreaper {
+    fn drop(&mut self) {
+        self.deregister();
+    }
+}
+
+impl Containment for Subreaper {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::Subreaper
+    }
+
+    fn prepare(&mut self, cmd: &mut std::process::Command) -> io::Result<()> {
+        sys::new_process_group(cmd);
+        let mut value = OsString::new();
+        if let Some(outer) = std::env::var_os(COOKIE_VAR).filter(|v| !v.is_empty()) {
+            value.push(outer);
+            value.push(",");
+        }
+        value.push(&self.cookie);
+        cmd.env(COOKIE_VAR, value);
+        Ok(())
+    }
+
+    fn attach(&mut self, root: &Root) -> io::Result<()> {
+        let pid = root.id();
+        self.root = Some(pid);
+        if let Some(e) = live().iter_mut().find(|e| e.0 == self.seq) {
+            e.1 = Some(pid);
+        }
+        Ok(())
+    }
+
+    fn signal(&mut self, sig: Signal) -> io::Result<()> {
+        let root = self.root()?;
+        self.tracer.record(OsOp::SignalTree {
+            via: Mechanism::Subreaper,
+            target: root as u64,
+            signal: sig,
+        });
+        let members = self.scan(root);
+        // The group first: the same delivery order as the process-group tier.
+        sys::signal_group(root, sig)?;
+        Self::signal_outside(&members, root, sig);
+        if sig != Signal::KILL && sig != Signal::CONT {
+            // A stopped member cannot act on the signal until continued.
+            sys::signal_group(root, Signal::CONT)?;
+            Self::signal_outside(&members, root, Signal::CONT);
+        }
+        self.last_signal = Some(sig);
+        self.reached = members
+            .iter()
+            .filter(|m| m.stat.pgrp != root)
+            .map(|m| (m.pid, m.stat.start))
+            .collect();
+        Ok(())
+    }
+
+    fn members(&mut self) -> io::Result<Vec<u32>> {
+        let root = self.root()?;
+        let members = self.scan(root);
+        // Whatever appeared outside the group since the last signal (a
+        // process that keeps forking, an orphan that just arrived) gets it
+        // now: after SIGKILL this is "kill until none is left".
+        self.catch_up(&members, root);
+        if self.last_signal == Some(Signal::KILL) {
+            // The group is pinned by the root; anything that joined it
+            // since dies too.
+            let _ = sys::signal_group(root, Signal::KILL);
+        }
+        let mut pids: Vec<u32> = members.iter().map(|m| m.pid).collect();
+        if stat(root).is_some_and(|s| !s.dead()) {
+            pids.push(root);
+        }
+        Ok(pids)
+    }
+
+    fn release(&mut self, root: &mut Root) -> io::Result<()> {
+        if self.released {
+            return Ok(());
+        }
+        // A last look: reap dead orphans, and hand what the policy keeps
+        // (or what could not be killed) to the keeper. Nothing is
+        // signalled from here on.
+        let kept = match self.root {
+            Some(r) => self.scan(r),
+            None => Vec::new(),
+        };
+        self.released = true;
+        keeper::adopt(kept.iter().map(|m| (m.pid, m.stat.start)));
+        let pid = root.id();
+        let res = root.reap();
+        self.tracer.record(OsOp::Reaped { pid });
+        // Deregistered only after the reap: until then no other command may
+        // take the root for an orphan.
+        self.deregister();
+        self.tracer.record(OsOp::Released {
+            via: Mechanism::Subreaper,
+        });
+        res
+    }
+}
+
+/// The process-wide keeper of leftovers of finished commands: reaps them
+/// when they exit, never signals them.
+mod keeper {
+    use super::*;
+
+    struct Kept {
+        pid: u32,
+        fd: OwnedFd,
+    }
+
+    struct State {
+        procs: Vec<Kept>,
+        running: bool,
+    }
+
+    static STATE: Mutex<State> = Mutex::new(State {
+        procs: Vec::new(),
+        running: false,
+    });
+
+    fn state() -> std::sync::MutexGuard<'static, State> {
+        STATE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts keeping these processes (pid, start time).
+    pub(super) fn adopt(procs: impl Iterator<Item = (u32, u64)>) {
+        let mut st = state();
+        for (pid, start) in procs {
+            if st.procs.iter().any(|k| k.pid == pid) {
+                continue;
+            }
+            if let Some(fd) = open_verified(pid, start) {
+                st.procs.push(Kept { pid, fd });
+            }
+        }
+        if !st.procs.is_empty() && !st.running {
+            let started = std::thread::Builder::new()
+                .name("corral-keeper".into())
+                .spawn(run)
+                .is_ok();
+            st.running = started;
+        }
+    }
+
+    /// Live children of ours that carry a cookie of one of our finished
+    /// commands: leftovers re-parented to us after their command ended.
+    fn late_orphans() -> Vec<(u32, u64)> {
+        let me = std::process::id();
+        let prefix = format!("{me}.");
+        let live_seqs: HashSet<u64> = live().iter().map(|e| e.0).collect();
+        let live_roots: HashSet<u32> = live().iter().filter_map(|e| e.1).collect();
+        children(me)
+            .into_iter()
+            .filter(|c| !live_roots.contains(c))
+            .filter_map(|c| {
+                let s = stat(c).filter(|s| s.ppid == me && !s.dead())?;
+                let finished = cookies(c).iter().any(|k| {
+                    k.strip_prefix(&prefix)
+                        .and_then(|n| n.parse::<u64>().ok())
+                        .is_some_and(|n| !live_seqs.contains(&n))
+                });
+                finished.then_some((c, s.start))
+            })
+            .collect()
+    }
+
+    fn run() {
+        loop {
+            let fds: Vec<OwnedFd> = state()
+                .procs
+                .iter()
+                .filter_map(|k| k.fd.try_clone().ok())
+                .collect();
+            let mut pfds: Vec<PollFd<'_>> =
+                fds.iter().map(|f| PollFd::new(f, PollFlags::IN)).collect();
+            let ts = Timespec {
+                tv_sec: 1,
+                tv_nsec: 0,
+            };
+            let _ = poll(&mut pfds, Some(&ts));
+            let any_exit = pfds.iter().any(|p| !p.revents().is_empty());
+            drop(pfds);
+            let late = if any_exit { late_orphans() } else { Vec::new() };
+            let mut st = state();
+            st.procs.retain(|k| {
+                let opts = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+                match waitid(WaitId::PidFd(k.fd.as_fd()), opts) {
+                    Ok(Some(_)) => false, // reaped
+                    Ok(None) => true,     // our child, alive
+                    // Not our child: its own parent reaps it once it exits;
+                    // keep watching while it lives (it may become ours).
+                    Err(_) => !exited(&k.fd),
+                }
+            });
+            drop(st);
+            if !late.is_empty() {
+                adopt(late.into_iter());
+            }
+            let mut st = state();
+            if st.procs.is_empty() {
+                st.running = false;
+                return;
+            }
+        }
+    }
+
+    fn exited(fd: &OwnedFd) -> bool {
+        let mut p = [PollFd::new(fd, PollFlags::IN)];
+        let ts = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        matches!(poll(&mut p, Some(&ts)), Ok(n) if n > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_fields() {
+        let line = b"1234 (a b) c)) S 1 777 778 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 98765 0 0";
+        let s = parse_stat(line).unwrap();
+        assert_eq!(s.state, b'S');
+        assert_eq!(s.ppid, 1);
+        assert_eq!(s.pgrp, 777);
+        assert_eq!(s.session, 778);
+        assert_eq!(s.start, 98765);
+        assert!(parse_stat(b"garbage").is_none());
+    }
+
+    #[test]
+    fn own_stat_is_readable() {
+        let s = stat(std::process::id()).unwrap();
+        assert!(!s.dead());
+        assert!(s.start > 0);
+    }
+}

@@ -1,0 +1,587 @@
+//! Subreaper containment (Linux without a writable cgroup): corral as child
+//! subreaper walks the root's descendants through /proc and kills escapers
+//! that left the process group (`setsid`, double fork), reaps the orphans
+//! that re-parent to it, and tells concurrent commands' orphans apart.
+//!
+//! `enable_subreaper` changes the whole process, so these tests live in a
+//! binary of their own. They run one at a time (a lock), because each one
+//! ends by checking that the test process has no zombie children left, and
+//! they force the tier with `ContainmentChoice::Only(Mechanism::Subreaper)`.
+#![cfg(target_os = "linux")]
+
+use std::sync::{Mutex, MutexGuard, Once};
+use std::time::{Duration, Instant};
+
+use corral::{Command, ContainmentChoice, Error, LeftoverPolicy, Mechanism, Outcome, Report};
+use corral_testkit::{assert_between, Scratch, Watch};
+
+const SEC: Duration = Duration::from_secs(1);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Enables the subreaper (once) and serialises the tests.
+fn setup() -> MutexGuard<'static, ()> {
+    static ENABLE: Once = Once::new();
+    ENABLE.call_once(|| corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER"));
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn subreaper() -> ContainmentChoice {
+    ContainmentChoice::Only(Mechanism::Subreaper)
+}
+
+/// `sh -c SCRIPT` with the scratch's environment under the subreaper tier.
+fn sr(s: &Scratch, script: &str) -> Command {
+    let mut c = s.sh(script);
+    c.containment(subreaper());
+    c
+}
+
+/// (pid, state) of every child of this process.
+fn own_children() -> Vec<(u32, u8)> {
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{me}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        for pid in kids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+        {
+            let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if let Some(close) = stat.iter().rposition(|&b| b == b')') {
+                if let Some(&st) = stat.get(close + 2) {
+                    out.push((pid, st));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// No child of this process is a zombie (waits up to 2 s for the keeper and
+/// for children that are still dying).
+#[track_caller]
+fn assert_no_zombie_children() {
+    let end = Instant::now() + 2 * SEC;
+    loop {
+        let z: Vec<u32> = own_children()
+            .into_iter()
+            .filter(|&(_, st)| st == b'Z')
+            .map(|(p, _)| p)
+            .collect();
+        if z.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "zombie children of the test process: {z:?}"
+        );
+        std::thread::sleep(ms(10));
+    }
+}
+
+/// Live processes carrying this scratch's marker in their environment.
+fn marked_processes(mark: &str) -> Vec<u32> {
+    let needle = format!("CORRAL_TEST_MARK={mark}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let dead = stat.rsplit_once(')').is_some_and(|(_, r)| {
+                matches!(r.trim_start().as_bytes().first(), Some(b'Z' | b'X'))
+            });
+            !dead && env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes())
+        })
+        .collect()
+}
+
+/// Waits until no process with the marker is alive.
+#[track_caller]
+fn assert_no_marked_left(s: &Scratch) {
+    let end = Instant::now() + 2 * SEC;
+    loop {
+        let left = marked_processes(s.mark());
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "processes of the tree survived: {left:?}"
+        );
+        std::thread::sleep(ms(10));
+    }
+}
+
+#[track_caller]
+fn assert_dead(w: &Watch, names: &[&str]) {
+    for n in names {
+        assert!(w.pid(n, 3 * SEC).is_some(), "helper {n} never started");
+        assert!(w.wait_dead(n, 2 * SEC), "helper {n} survived");
+    }
+}
+
+#[track_caller]
+fn assert_alive(w: &Watch, names: &[&str]) {
+    for n in names {
+        assert!(w.pid(n, 3 * SEC).is_some(), "helper {n} never started");
+        assert!(w.is_alive(n), "helper {n} is dead, expected alive");
+    }
+}
+
+fn check_subreaper(r: &Report) {
+    assert_eq!(r.containment, Mechanism::Subreaper);
+    assert!(r.containment_note.is_none(), "{:?}", r.containment_note);
+    assert!(r.cleanup_error.is_none(), "{:?}", r.cleanup_error);
+}
+
+/// Waits until helper `name` has written its pid file.
+fn wait_file(name: &str) -> String {
+    format!(r#"until [ -e "$CORRAL_TEST_DIR/{name}.pid" ]; do sleep 0.01; done; "#)
+}
+
+#[test]
+fn setsid_escaper_holding_the_pipe_is_killed() {
+    let _g = setup();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    let r = sr(
+        &s,
+        &format!(r#"setsid "$H" esc & {} exit 0"#, wait_file("esc")),
+    )
+    .wait_delay(ms(300))
+    .run()
+    .unwrap();
+    check_subreaper(&r);
+    assert_eq!(r.outcome, Outcome::OutputHeld);
+    assert_between(t.elapsed(), ms(300), 3 * SEC);
+    assert_dead(&w, &["esc"]);
+    assert_eq!(r.leftovers.killed, 1);
+    drop(w);
+    assert_no_zombie_children();
+}
+
+#[test]
+fn double_forked_daemon_is_killed_on_timeout() {
+    let _g = setup();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    // The daemon detaches twice (subshell + setsid) and redirects its output:
+    // it is an orphan of corral before corral ever looks at the tree.
+    let r = sr(
+        &s,
+        r#"( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & ) ; sleep 30"#,
+    )
+    .timeout(ms(500))
+    .run()
+    .unwrap();
+    check_subreaper(&r);
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    assert_between(t.elapsed(), ms(500), 3 * SEC);
+    assert_dead(&w, &["daemon"]);
+    assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
+    assert_no_marked_left(&s);
+    drop(w);
+    assert_no_zombie_children();
+}
+
+#[test]
+fn nonzero_exit_kills_a_setsid_survivor() {
+    let _g = setup();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    let r = sr(
+        &s,
+        &format!(
+            r#"setsid "$H" late >/dev/null 2>&1 & {} exit 4"#,
+            wait_file("late")
+        ),
+    )
+    .wait_delay(5 * SEC)
+    .run()
+    .unwrap();
+    check_subreaper(&r);
+    // Nothing holds the output: no wait delay, the survivor is killed at once.
+    assert_between(t.elapsed(), Duration::ZERO, 2 * SEC);
+    assert_eq!(r.outcome, Outcome::Exited(4));
+    assert_eq!(r.exit_code(), Some(4));
+    assert_eq!(r.leftovers.killed, 1);
+    assert_eq!(r.leftovers.kept, 0);
+    assert_dead(&w, &["late"]);
+    drop(w);
+    assert_no_zombie_children();
+}
+
+#[test]
+fn exit_0_setsid_survivor_is_kept_and_left_alone() {
+    let _g = setup();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let r = sr(
+        &s,
+        &format!(
+            r#"setsid "$H" keep >/dev/null 2>&1 & {} exit 0"#,
+            wait_file("keep")
+        ),
+    )
+    .leftovers(LeftoverPolicy::KeepOnSuccess)
+    .run()
+    .unwrap();
+    check_subreaper(&r);
+    assert_eq!(r.exit_code(), Some(0));
+    assert_eq!(r.leftovers.kept, 1);
+    assert_eq!(r.leftovers.killed, 0);
+    assert!(r.signals_sent.is_empty(), "{:?}", r.signals_sent);
+    let kept = w.pid("keep", SEC).unwrap();
+    // It is now an orphan of this process (corral is the subreaper)...
+    let ppid = std::fs::read_to_string(format!("/proc/{kept}/stat")).unwrap();
+    let me = std::process::id().to_string();
+    assert_eq!(
+        ppid.rsplit_once(')').unwrap().1.split_whitespace().nth(1),
+        Some(me.as_str())
+    );
+    std::thread::sleep(ms(200));
+    assert_alive(&w, &["keep"]);
+    // ...and no later command takes it for one of its own.
+    let s2 = Scratch::new();
+    let w2 = Watch::new(&s2);
+    let r2 = sr(&s2, r#"setsid "$H" other >/dev/null 2>&1 & sleep 30"#)
+        .timeout(ms(300))
+        .run()
+        .unwrap();
+    check_subreaper(&r2);
+    assert_eq!(r2.outcome, Outcome::TimedOut);
+    assert_dead(&w2, &["other"]);
+    assert_alive(&w, &["keep"]);
+    // When it dies, the keeper reaps it: no zombie is left.
+    drop(w);
+    drop(w2);
+    assert_no_zombie_children();
+}
+
+#[test]
+fn kept_leftover_forking_after_release_leaves_no_zombie() {
+    let _g = setup();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    // The kept process starts a child only after the run ended; when the
+    // kept process dies, that child is re-parented to this process.
+    let r = sr(
+        &s,
+        &format!(
+            r#"setsid "$H" k sh -c 'until [ -e "$CORRAL_TEST_DIR/go" ]; do sleep 0.01; done; "$H" late_child & exec sleep 30' >/dev/null 2>&1 &
+               {} exit 0"#,
+            wait_file("k")
+        ),
+    )
+    .run()
+    .unwrap();
+    check_subreaper(&r);
+    assert_eq!(r.exit_code(), Some(0));
+    // k, and maybe its `sleep 0.01` of the moment.
+    assert!(r.leftovers.kept >= 1, "{:?}", r.leftovers);
+    std::fs::write(s.path("go"), b"").unwrap();
+    assert!(w.pid("late_child", 3 * SEC).is_some());
+    w.signal("k", rustix::process::Signal::KILL);
+    assert!(w.wait_dead("k", 2 * SEC));
+    std::thread::sleep(ms(100));
+    assert_alive(&w, &["late_child"]);
+    // Both die (the Watch kills the child): the keeper reaps them.
+    drop(w);
+    assert_no_zombie_children();
+}
+
+#[test]
+fn forking_escaper_is_killed_until_none_is_left() {
+    let _g = setup();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    // A session of its own that starts a new helper every 10 ms.
+    let r = sr(
+        &s,
+        r#"setsid "$H" forker sh -c 'i=0; while :; do i=$((i+1)); "$H" f$i & sleep 0.01; done' >/dev/null 2>&1 &
+           sleep 30"#,
+    )
+    .timeout(ms(600))
+    .run()
+    .unwrap();
+    check_subreaper(&r);
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    assert_between(t.elapsed(), ms(600), 4 * SEC);
+    assert!(
+        w.names().len() > 5,
+        "the forker barely ran: {:?}",
+        w.names()
+    );
+    let names = w.names();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert_dead(&w, &names);
+    assert_no_marked_left(&s);
+    drop(w);
+    assert_no_zombie_children();
+}
+
+#[test]
+fn forking_escaper_children_found_during_the_grace_get_the_first_signal() {
+    let _g = setup();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    // Every process of the escaper's session dies on SIGTERM; the ones it
+    // forked just before its death arrive as orphans during the grace.
+    let r = sr(
+        &s,
+        r#"setsid "$H" forker sh -c 'i=0; while :; do i=$((i+1)); "$H" f$i & sleep 0.01; done' >/dev/null 2>&1 &
+           sleep 30"#,
+    )
+    .timeout(ms(500))
+    .grace(3 * SEC)
+    .run()
+    .unwrap();
+    check_subreaper(&r);
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    assert_eq!(r.signals_sent, vec![corral::Signal::TERM]);
+    assert_between(t.elapsed(), ms(500), ms(2500));
+    let names = w.names();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert_dead(&w, &names);
+    assert_no_marked_left(&s);
+    drop(w);
+    assert_no_zombie_children();
+}
+
+#[test]
+fn grace_reaches_a_setsid_escaper_before_the_kill() {
+    let _g = setup();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    // The escaper reports SIGTERM by writing a file, then exits.
+    let r = sr(
+        &s,
+        r#"setsid "$H" term sh -c 'trap "touch \"$CORRAL_TEST_DIR/got-term\"; exit 0" TERM; touch "$CORRAL_TEST_DIR/ready"; while :; do sleep 0.01; done' >/dev/null 2>&1 &
+           until [ -e "$CORRAL_TEST_DIR/ready" ]; do sleep 0.01; done; sleep 30"#,
+    )
+    .timeout(ms(1000))
+    .grace(2 * SEC)
+    .run()
+    .unwrap();
+    check_subreaper(&r);
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    assert!(
+        s.path("got-term").exists(),
+        "SIGTERM never reached the escaper"
+    );
+    // Everything left at once on SIGTERM: no SIGKILL, well before the grace.
+    assert!(
+        s.path("ready").exists(),
+        "the escaper was not ready in time"
+    );
+    assert_between(t.elapsed(), ms(1000), ms(2500));
+    assert_eq!(r.signals_sent, vec![corral::Signal::TERM]);
+    assert_dead(&w, &["term"]);
+    drop(w);
+    assert_no_zombie_children();
+}
+
+#[test]
+fn concurrent_commands_kill_only_their_own_escapers() {
+    let _g = setup();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    // Each tree has a setsid child (an orphan once the root dies) and a
+    // double-forked daemon (an orphan of corral at once).
+    let script = |p: &str| {
+        format!(
+            r#"setsid "$H" {p}_esc >/dev/null 2>&1 &
+               ( setsid sh -c '"$H" {p}_daemon >/dev/null 2>&1 &' & )
+               {} {} sleep 30"#,
+            wait_file(&format!("{p}_esc")),
+            wait_file(&format!("{p}_daemon"))
+        )
+    };
+    let t = Instant::now();
+    let a = sr(&s, &script("a")).timeout(ms(600)).spawn().unwrap();
+    let b = sr(&s, &script("b")).timeout(ms(2500)).spawn().unwrap();
+    let hb = std::thread::spawn(move || b.wait());
+    let ra = a.wait();
+    check_subreaper(&ra);
+    assert_eq!(ra.outcome, Outcome::TimedOut);
+    assert!(t.elapsed() < ms(2000), "A took {:?}", t.elapsed());
+    assert_dead(&w, &["a_esc", "a_daemon"]);
+    // B is still running: its escapers are untouched by A's kill loop.
+    assert!(t.elapsed() < ms(2400), "too slow to check B's tree");
+    assert_alive(&w, &["b_esc", "b_daemon"]);
+    let rb = hb.join().unwrap();
+    check_subreaper(&rb);
+    assert_eq!(rb.outcome, Outcome::TimedOut);
+    assert_between(t.elapsed(), ms(2500), ms(2500) + 2 * SEC);
+    assert_dead(&w, &["b_esc", "b_daemon"]);
+    assert_no_marked_left(&s);
+    drop(w);
+    assert_no_zombie_children();
+}
+
+#[test]
+fn unknown_orphan_is_left_alone() {
+    // An orphan that cleared its environment (no tree cookie), left the
+    // group and was never seen below the root cannot be told from a child
+    // the host started itself: corral neither signals nor reaps it.
+    let _g = setup();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let r = sr(
+        &s,
+        r#"( env -i PATH="$PATH" CORRAL_TEST_DIR="$CORRAL_TEST_DIR" CORRAL_TEST_MARK="$CORRAL_TEST_MARK" setsid "$H" anon >/dev/null 2>&1 & )
+           until [ -e "$CORRAL_TEST_DIR/anon.pid" ]; do sleep 0.01; done; sleep 30"#,
+    )
+    .timeout(ms(500))
+    .run()
+    .unwrap();
+    check_subreaper(&r);
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    let anon = w.pid("anon", SEC).unwrap();
+    std::thread::sleep(ms(100));
+    assert_alive(&w, &["anon"]);
+    // It is ours to reap (the test stands in for the host here).
+    drop(w);
+    let pid = rustix::process::Pid::from_raw(anon as i32).unwrap();
+    rustix::process::waitid(
+        rustix::process::WaitId::Pid(pid),
+        rustix::process::WaitIdOptions::EXITED,
+    )
+    .unwrap();
+    assert_no_zombie_children();
+}
+
+#[test]
+fn the_report_and_the_trace_name_the_tier() {
+    let _g = setup();
+    let ops: std::sync::Arc<Mutex<Vec<corral::OsOp>>> = Default::default();
+    let o = ops.clone();
+    let r = Command::new("/bin/sh")
+        .args(["-c", "sleep 30"])
+        .containment(subreaper())
+        .timeout(ms(100))
+        .trace_ops(move |op: &corral::OsOp| o.lock().unwrap().push(op.clone()))
+        .run()
+        .unwrap();
+    check_subreaper(&r);
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    let ops = ops.lock().unwrap();
+    let released = ops
+        .iter()
+        .filter(|op| {
+            matches!(
+                op,
+                corral::OsOp::Released {
+                    via: Mechanism::Subreaper
+                }
+            )
+        })
+        .count();
+    assert_eq!(released, 1, "{ops:?}");
+    // No signal after the reap.
+    let reaped = ops
+        .iter()
+        .position(|op| matches!(op, corral::OsOp::Reaped { .. }))
+        .unwrap();
+    assert!(
+        !ops[reaped..]
+            .iter()
+            .any(|op| matches!(op, corral::OsOp::SignalTree { .. })),
+        "{ops:?}"
+    );
+    assert!(ops.iter().any(|op| matches!(
+        op,
+        corral::OsOp::SignalTree {
+            via: Mechanism::Subreaper,
+            ..
+        }
+    )));
+    assert_no_zombie_children();
+}
+
+#[test]
+fn auto_and_only_without_and_with_the_subreaper() {
+    // In a child process: the subreaper must not be enabled there yet, and
+    // detection is pointed at a read-only fake cgroup hierarchy.
+    let _g = setup();
+    let s = Scratch::new();
+    let mountinfo = s.path("mountinfo");
+    std::fs::write(
+        &mountinfo,
+        format!(
+            "41 31 0:38 / {} ro,relatime - cgroup2 cgroup2 ro\n",
+            s.path("nonexistent").display()
+        ),
+    )
+    .unwrap();
+    let proc_cgroup = s.path("cgroup");
+    std::fs::write(&proc_cgroup, "0::/\n").unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "selection_child", "--nocapture", "--ignored"])
+        .env("CORRAL_MOUNTINFO", &mountinfo)
+        .env("CORRAL_PROC_CGROUP", &proc_cgroup)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("SELECTION-OK"), "{text}");
+}
+
+/// Runs only inside `auto_and_only_without_and_with_the_subreaper`.
+#[test]
+#[ignore = "helper of auto_and_only_without_and_with_the_subreaper"]
+fn selection_child() {
+    assert!(std::env::var_os("CORRAL_MOUNTINFO").is_some());
+    match Command::new("/bin/true").containment(subreaper()).run() {
+        Err(Error::Containment { mechanism, reason }) => {
+            assert_eq!(mechanism, Mechanism::Subreaper);
+            assert!(reason.contains("enable_subreaper"), "{reason}");
+        }
+        other => panic!("expected a containment error, got {other:?}"),
+    }
+    let r = Command::new("/bin/true").run().unwrap();
+    assert_eq!(r.containment, Mechanism::ProcessGroup);
+    let note = r.containment_note.unwrap();
+    assert!(note.contains("subreaper not enabled"), "{note}");
+
+    corral::enable_subreaper().unwrap();
+    let r = Command::new("/bin/true").run().unwrap();
+    assert_eq!(r.containment, Mechanism::Subreaper);
+    let note = r.containment_note.unwrap();
+    assert!(note.contains("cgroup unavailable"), "{note}");
+    let r = Command::new("/bin/true")
+        .containment(subreaper())
+        .run()
+        .unwrap();
+    assert_eq!(r.containment, Mechanism::Subreaper);
+    // Limits still need a cgroup.
+    match Command::new("/bin/true")
+        .containment(subreaper())
+        .pids_max(10)
+        .run()
+    {
+        Err(Error::Containment { .. }) => {}
+        other => panic!("a limit that cannot be had must be an error, got {other:?}"),
+    }
+    println!("SELECTION-OK");
+}
