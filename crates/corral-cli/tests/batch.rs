@@ -537,7 +537,7 @@ fn threads_and_fds(pid: u32) -> Option<(usize, usize)> {
 }
 
 #[test]
-fn a_thousand_short_tasks_with_64_jobs_cost_64_threads() {
+fn a_thousand_short_tasks_with_64_jobs_cost_a_constant_number_of_threads() {
     let s = Scratch::new();
     let m = write_manifest(
         &s,
@@ -569,9 +569,11 @@ fn a_thousand_short_tasks_with_64_jobs_cost_64_threads() {
     }
     let d = r.finish(60 * SEC);
     d.assert_code(0);
-    // main + signal thread + 64 workers (+ a little slack for the runtime).
-    assert!(max_threads <= 64 + 4, "{max_threads} threads");
-    assert!(max_threads >= 8, "never ran in parallel: {max_threads}");
+    // main + signal thread + the one reactor thread that awaits every run
+    // (+ a little slack): nothing per job. That 64 run at once is proven by
+    // `jobs_really_bounds_concurrency` and by the fd count below.
+    assert!(max_threads <= 6, "{max_threads} threads");
+    assert!(max_fds > 64, "never ran in parallel: at most {max_fds} fds");
     assert!(max_fds < 1024, "{max_fds} fds");
     let v = read_json(&s, "report.json");
     assert_eq!(v["totals"]["runs"], 1000);

@@ -254,6 +254,7 @@ impl Batch {
     }
 
     /// Runs one job to its end on this thread.
+    #[cfg_attr(unix, allow(dead_code))]
     fn run_sync(&self, job: usize, tx: &Sender<Event>) {
         let (mut cmd, scanner) = self.prepare(job);
         let _ = tx.send(Event::Started { job });
@@ -271,6 +272,60 @@ impl Batch {
     }
 }
 
+impl Batch {
+    /// [`run_sync`](Self::run_sync) on the async API.
+    #[cfg(unix)]
+    async fn run_async(&self, job: usize, tx: &Sender<Event>) {
+        let (mut cmd, scanner) = self.prepare(job);
+        let _ = tx.send(Event::Started { job });
+        let started = Instant::now();
+        let result = cmd.run_async().await;
+        if matches!(result, Err(Error::CancelledBeforeSpawn)) {
+            let _ = tx.send(Event::Skipped { job });
+            return;
+        }
+        let rec = self.conclude(job, result, scanner, started);
+        if self.fail_fast && rec.status != Status::Passed && !rec.cancelled_by_stop {
+            self.stop(StopReason::FailFast(self.run_name(job)), None);
+        }
+        let _ = tx.send(Event::Finished(Box::new(rec)));
+    }
+}
+
+/// One thread running a tokio reactor: `jobs` runs at once, each awaited
+/// through the async API, so a batch costs the same two threads (this one
+/// and the caller's) whatever `--jobs` is.
+#[cfg(unix)]
+pub struct Reactor;
+
+#[cfg(unix)]
+impl Executor for Reactor {
+    fn start(&self, batch: Arc<Batch>, jobs: usize, tx: Sender<Event>) -> io::Result<()> {
+        let n = jobs.clamp(1, batch.plan.len().max(1));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("corral-batch".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    let mut set = tokio::task::JoinSet::new();
+                    for _ in 0..n {
+                        let (b, tx) = (batch.clone(), tx.clone());
+                        set.spawn(async move {
+                            while let Some(job) = b.next_job() {
+                                b.run_async(job, &tx).await;
+                            }
+                        });
+                    }
+                    drop(tx);
+                    while set.join_next().await.is_some() {}
+                });
+            })?;
+        Ok(())
+    }
+}
+
 /// Runs a batch's plan, at most `jobs` runs at once.
 pub trait Executor {
     /// Starts running; returns once the work is under way. The events
@@ -281,7 +336,8 @@ pub trait Executor {
 
 /// `jobs` threads, each supervising one run at a time with the sync API: a
 /// batch of any size costs `jobs` threads (the library adds none for
-/// captured output).
+/// captured output). Used where the async API is not available.
+#[cfg_attr(unix, allow(dead_code))]
 pub struct ThreadPool;
 
 impl Executor for ThreadPool {

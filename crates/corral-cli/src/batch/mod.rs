@@ -38,7 +38,7 @@ use crate::args::{BatchOpts, ContainmentArg, ProgressArg};
 use crate::exit::CORRAL_FAILED;
 use crate::json::JsonReport;
 use classify::{Status, StopReason};
-use exec::{Batch, Event, Executor, RunRecord, ThreadPool};
+use exec::{Batch, Event, Executor, RunRecord};
 use progress::{Mode, Progress, TaskSummary};
 
 /// Every run passed.
@@ -97,7 +97,11 @@ pub fn main(opts: BatchOpts) -> i32 {
     };
     let mut progress = Progress::new(mode, batch.plan.len());
     let (tx, rx) = mpsc::channel();
-    if let Err(e) = ThreadPool.start(batch.clone(), jobs, tx) {
+    #[cfg(unix)]
+    let executor = exec::Reactor;
+    #[cfg(not(unix))]
+    let executor = exec::ThreadPool;
+    if let Err(e) = executor.start(batch.clone(), jobs, tx) {
         progress.finish();
         say!("corral: cannot start worker threads: {e}");
         return CORRAL_FAILED;
