@@ -711,6 +711,10 @@ impl Life {
             Ok(Some(st)) => {
                 self.root_status = Some(st);
                 self.root_exit_at = Some(now);
+                // A termination waits for the root too: check at once.
+                if let Some(t) = self.term.as_mut() {
+                    t.next_check = now;
+                }
                 self.tracer.record(OsOp::RootExited { pid: self.pid });
                 // Output written just before the exit is usually already in
                 // the pipe: take it now so a prompt EOF is seen at once.

@@ -560,8 +560,8 @@ impl Containment for Cgroup {
     }
 
     #[cfg(unix)]
-    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.events.as_fd())
+    fn wake_fd(&self) -> Option<(BorrowedFd<'_>, super::WakeOn)> {
+        Some((self.events.as_fd(), super::WakeOn::Priority))
     }
 
     /// Only without v1 groups: clone3 cannot enter those (see the module

@@ -122,6 +122,16 @@ pub enum OsOp {
     },
 }
 
+/// How a containment's wake descriptor signals a change.
+#[cfg(unix)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WakeOn {
+    /// POLLPRI (cgroup.events).
+    Priority,
+    /// POLLIN (an epoll set of pidfds).
+    Readable,
+}
+
 /// The trace hook type.
 pub(crate) type TraceFn = Arc<dyn Fn(&OsOp) + Send + Sync>;
 
@@ -167,7 +177,7 @@ pub(crate) trait Containment: Send {
     /// changes, to wake the lifecycle early while it waits for the tree to
     /// empty.
     #[cfg(unix)]
-    fn wake_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+    fn wake_fd(&self) -> Option<(std::os::fd::BorrowedFd<'_>, WakeOn)> {
         None
     }
     /// After a clean exit whose leftovers the policy keeps: how many live

@@ -59,7 +59,7 @@ impl ProcessGroup {
         // Every pinned process is gone: confirm with a full scan (catches
         // members forked after the last scan) and pin what it finds.
         let found = sys::group_members(pgid)?;
-        self.pins.pin(&found, pgid);
+        self.pins.pin(&found);
         Ok(found)
     }
 
@@ -125,6 +125,14 @@ impl Containment for ProcessGroup {
         }
     }
 
+    /// Readable when a pinned member exits (an epoll set of their pidfds),
+    /// so a termination is checked when something happens, not only on the
+    /// timer.
+    #[cfg(target_os = "linux")]
+    fn wake_fd(&self) -> Option<(std::os::fd::BorrowedFd<'_>, super::WakeOn)> {
+        self.pins.epoll_fd().map(|fd| (fd, super::WakeOn::Readable))
+    }
+
     fn release(&mut self, root: &mut Root) -> io::Result<()> {
         if self.released {
             return Ok(());
@@ -147,7 +155,7 @@ impl Containment for ProcessGroup {
 mod pins {
     use std::os::fd::OwnedFd;
 
-    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::event::{epoll, poll, PollFd, PollFlags, Timespec};
     use rustix::process::{pidfd_open, Pid, PidfdFlags};
 
     use crate::sys::linux_proc;
@@ -158,10 +166,27 @@ mod pins {
     #[derive(Default)]
     pub(super) struct Pins {
         fds: Vec<(u32, OwnedFd)>,
+        /// Every pinned pidfd, level-triggered: readable while a pinned
+        /// process has exited and was not yet dropped.
+        epoll: Option<OwnedFd>,
     }
 
     impl Pins {
-        pub(super) fn pin(&mut self, pids: &[u32], pgid: u32) {
+        pub(super) fn epoll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+            use std::os::fd::AsFd;
+            self.epoll.as_ref().map(|e| e.as_fd())
+        }
+
+        fn watch(&mut self, fd: &OwnedFd) {
+            if self.epoll.is_none() {
+                self.epoll = epoll::create(epoll::CreateFlags::CLOEXEC).ok();
+            }
+            if let Some(ep) = &self.epoll {
+                let _ = epoll::add(ep, fd, epoll::EventData::new_u64(0), epoll::EventFlags::IN);
+            }
+        }
+
+        pub(super) fn pin(&mut self, pids: &[u32]) {
             for &pid in pids {
                 if self.fds.iter().any(|(p, _)| *p == pid) {
                     continue;
@@ -172,11 +197,13 @@ mod pins {
                 let Ok(fd) = pidfd_open(p, PidfdFlags::empty()) else {
                     continue; // already gone
                 };
-                // The scan saw `pid` in the group; check again now that the
-                // process is pinned, so a reused pid is never kept.
-                if linux_proc::stat_of(pid).is_some_and(|s| s.pgrp == pgid && !s.is_dead()) {
-                    self.fds.push((pid, fd));
-                }
+                // The scan saw `pid` in the group microseconds ago. Pinned
+                // processes are only ever *counted* (signals go to the
+                // group), and `still_members` re-checks the group of every
+                // live pinned process, so a pid reused in between would be
+                // dropped there, not kept.
+                self.watch(&fd);
+                self.fds.push((pid, fd));
             }
         }
 
@@ -215,6 +242,7 @@ mod pins {
 
         pub(super) fn clear(&mut self) {
             self.fds.clear();
+            self.epoll = None;
         }
     }
 }

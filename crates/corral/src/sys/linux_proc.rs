@@ -97,9 +97,15 @@ pub(crate) fn group_members(pgid: u32) -> io::Result<Vec<u32>> {
 
 /// The stat of one process, if it exists.
 pub(crate) fn stat_of(pid: u32) -> Option<Stat> {
-    // Opening /proc per call: used for the few pinned processes only.
-    let proc_fd = open_proc().ok()?;
-    read_stat(&proc_fd, pid, &mut String::new())
+    let fd = rustix::fs::open(
+        format!("/proc/{pid}/stat").as_str(),
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut buf = [0u8; 1024];
+    let n = rustix::io::read(&fd, &mut buf).ok()?;
+    parse_stat(pid, &buf[..n])
 }
 
 #[cfg(test)]

@@ -390,9 +390,13 @@ impl Poller {
         let root_slot = (root.exited.is_none() && root.pidfd.is_some()).then_some(1);
         let mut slots = [usize::MAX; 4];
         if watch_tree {
-            if let Some(fd) = tree.wake_fd() {
+            if let Some((fd, on)) = tree.wake_fd() {
                 slots[3] = fds.len();
-                fds.push(PollFd::from_borrowed_fd(fd, PollFlags::PRI));
+                let flags = match on {
+                    crate::contain::WakeOn::Priority => PollFlags::PRI,
+                    crate::contain::WakeOn::Readable => PollFlags::IN,
+                };
+                fds.push(PollFd::from_borrowed_fd(fd, flags));
             }
         }
         for (i, o) in outputs.iter().enumerate() {
