@@ -176,6 +176,17 @@ pub(crate) fn detect_from(mountinfo: &str, cgroup: &str) -> Result<Hierarchy, St
 }
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether the memory and pids controllers are enabled for the children of
+/// `own` (read once per process: corral never changes it).
+fn subtree_controllers(own: &Path) -> (bool, bool) {
+    static CACHE: OnceLock<(bool, bool)> = OnceLock::new();
+    *CACHE.get_or_init(|| {
+        let text = fs::read_to_string(own.join("cgroup.subtree_control")).unwrap_or_default();
+        let has = |c: &str| text.split_whitespace().any(|w| w == c);
+        (has("memory"), has("pids"))
+    })
+}
 static STALE: Once = Once::new();
 
 /// A v1 group made for one command.
@@ -195,6 +206,10 @@ pub(crate) struct Cgroup {
     v1_memory: Option<PathBuf>,
     v1_pids: Option<PathBuf>,
     limits: Limits,
+    /// Whether the v2 memory / pids controllers are enabled for our cgroups
+    /// (their accounting files exist then).
+    v2_memory: bool,
+    v2_pids: bool,
     pgid: Option<u32>,
     released: bool,
     tracer: Tracer,
@@ -235,6 +250,7 @@ impl Cgroup {
         // Read-only (not O_PATH: clone3 does not accept O_PATH descriptors).
         let dir_fd =
             File::open(&dir).map_err(|e| cleanup(format!("cannot open {}: {e}", dir.display())))?;
+        let (v2_memory, v2_pids) = subtree_controllers(&h.own_v2);
         let mut cg = Cgroup {
             dir: dir.clone(),
             parent: h.own_v2.clone(),
@@ -245,6 +261,8 @@ impl Cgroup {
             v1_memory: None,
             v1_pids: None,
             limits,
+            v2_memory,
+            v2_pids,
             pgid: None,
             released: false,
             tracer,
@@ -262,6 +280,9 @@ impl Cgroup {
     }
 
     fn apply_limits(&mut self, h: &Hierarchy, name: &str) -> Result<(), String> {
+        if !self.limits.any() {
+            return Ok(());
+        }
         let want = [
             (
                 "pids",
@@ -428,6 +449,9 @@ impl Cgroup {
     }
 
     fn move_out(&self) {
+        if !self.populated().unwrap_or(true) {
+            return; // nothing left in the cgroup
+        }
         for _ in 0..20 {
             let pids = self.all_procs();
             if pids.is_empty() {
@@ -469,12 +493,15 @@ impl Cgroup {
     }
 }
 
-fn read_kv(path: &Path, key: &str) -> Option<u64> {
-    let s = fs::read_to_string(path).ok()?;
-    s.lines().find_map(|l| {
+fn kv(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
         let (k, v) = l.split_once(' ')?;
         (k == key).then(|| v.trim().parse().ok()).flatten()
     })
+}
+
+fn read_kv(path: &Path, key: &str) -> Option<u64> {
+    kv(&fs::read_to_string(path).ok()?, key)
 }
 
 fn read_u64(path: &Path) -> Option<u64> {
@@ -571,19 +598,28 @@ impl Containment for Cgroup {
     }
 
     fn usage(&self) -> Option<(Usage, Vec<LimitHit>)> {
-        let cpu = self.dir.join("cpu.stat");
+        let cpu = fs::read_to_string(self.dir.join("cpu.stat")).unwrap_or_default();
+        let cpu_field = |key: &str| kv(&cpu, key).map(Duration::from_micros);
         let mut usage = Usage {
-            cpu_user: read_kv(&cpu, "user_usec").map(Duration::from_micros),
-            cpu_system: read_kv(&cpu, "system_usec").map(Duration::from_micros),
-            memory_peak: read_u64(&self.dir.join("memory.peak")),
-            pids_peak: read_u64(&self.dir.join("pids.peak")),
+            cpu_user: cpu_field("user_usec"),
+            cpu_system: cpu_field("system_usec"),
+            memory_peak: None,
+            pids_peak: None,
         };
         let mut hits = Vec::new();
-        if read_kv(&self.dir.join("memory.events"), "oom_kill").unwrap_or(0) > 0 {
-            hits.push(LimitHit::Memory);
+        // The memory and pids files exist only where those controllers are
+        // enabled for our cgroups; do not probe for them otherwise.
+        if self.v2_memory {
+            usage.memory_peak = read_u64(&self.dir.join("memory.peak"));
+            if read_kv(&self.dir.join("memory.events"), "oom_kill").unwrap_or(0) > 0 {
+                hits.push(LimitHit::Memory);
+            }
         }
-        if read_kv(&self.dir.join("pids.events"), "max").unwrap_or(0) > 0 {
-            hits.push(LimitHit::Pids);
+        if self.v2_pids {
+            usage.pids_peak = read_u64(&self.dir.join("pids.peak"));
+            if read_kv(&self.dir.join("pids.events"), "max").unwrap_or(0) > 0 {
+                hits.push(LimitHit::Pids);
+            }
         }
         if let Some(m) = &self.v1_memory {
             usage.memory_peak = usage

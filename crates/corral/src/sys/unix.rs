@@ -336,11 +336,22 @@ pub(crate) struct Poller {
 
 impl Poller {
     pub(crate) fn new() -> io::Result<Poller> {
-        let (r, w) = io::pipe()?;
-        let wake_rx = PipeEnd::nonblocking(r.into())?;
-        let tx: OwnedFd = w.into();
-        let fl = fcntl_getfl(&tx)?;
-        fcntl_setfl(&tx, fl | OFlags::NONBLOCK)?;
+        #[cfg(target_os = "linux")]
+        let (wake_rx, tx) = {
+            // One system call for both ends, non-blocking and close-on-exec.
+            use rustix::pipe::{pipe_with, PipeFlags};
+            let (r, w) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+            (PipeEnd(r), w)
+        };
+        #[cfg(not(target_os = "linux"))]
+        let (wake_rx, tx) = {
+            let (r, w) = io::pipe()?;
+            let wake_rx = PipeEnd::nonblocking(r.into())?;
+            let tx: OwnedFd = w.into();
+            let fl = fcntl_getfl(&tx)?;
+            fcntl_setfl(&tx, fl | OFlags::NONBLOCK)?;
+            (wake_rx, tx)
+        };
         Ok(Poller {
             wake_rx,
             waker: Arc::new(PipeWaker { tx }),
