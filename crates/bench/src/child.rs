@@ -196,26 +196,35 @@ fn run(args: &[String]) -> Result<String, String> {
 /// One thread per command: corral's sync API supervises on the calling
 /// thread.
 fn scale_corral(n: usize, secs: &str) -> Result<usize, String> {
-    let handles: Vec<_> = (0..n)
-        .map(|_| {
-            let secs = secs.to_string();
-            std::thread::Builder::new()
-                .spawn(move || {
+    // The async API on the same runtime as the tokio peer: no thread per
+    // command.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..n)
+            .map(|_| {
+                let secs = secs.to_string();
+                tokio::spawn(async move {
                     corral::Command::new("sleep")
                         .arg(&secs)
                         .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
-                        .run()
+                        .run_async()
+                        .await
                         .map(|r| r.success())
                         .unwrap_or(false)
                 })
-                .map_err(|e| e.to_string())
-        })
-        .collect::<Result<_, _>>()?;
-    Ok(handles
-        .into_iter()
-        .map(|h| h.join().unwrap_or(false))
-        .filter(|&ok| ok)
-        .count())
+            })
+            .collect();
+        let mut ok = 0;
+        for t in tasks {
+            if t.await.unwrap_or(false) {
+                ok += 1;
+            }
+        }
+        Ok(ok)
+    })
 }
 
 /// One thread per command with std (`output()`), the same threading model

@@ -1,7 +1,7 @@
 //! Figure 5: many concurrent commands (`sleep`), each supervised to its end
 //! with output captured: wall time, peak threads and peak RSS of the
-//! supervising process (a fresh process per measurement). corral's sync API
-//! takes one thread per command; tokio multiplexes on its workers.
+//! supervising process (a fresh process per measurement). corral uses its
+//! async API on the same multi-thread tokio runtime as the tokio peer.
 
 use crate::output::child;
 use crate::report::{dur_ratio, fmt_dur, fmt_kib, ratio, Table};
@@ -36,7 +36,7 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         t.row(
             "5",
             what("peak threads (↓)"),
-            format!("{} (one per command, sync API)", c.threads),
+            format!("{} (async API)", c.threads),
             "tokio",
             k.threads.to_string(),
             ratio(c.threads as f64, k.threads as f64),

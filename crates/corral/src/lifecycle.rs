@@ -173,7 +173,6 @@ pub(crate) struct Life {
     cancel: CancelToken,
     on_line: Option<SharedLineCallback>,
     tracer: Tracer,
-    buf: Vec<u8>,
     // What was learned on the way.
     root_status: Option<RootStatus>,
     root_exit_at: Option<Instant>,
@@ -366,7 +365,6 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
         cancel,
         on_line: cmd.on_line.clone(),
         tracer: cmd.tracer.clone(),
-        buf: vec![0; READ_CHUNK],
         root_status: None,
         root_exit_at: None,
         output_closed_at: None,
@@ -776,24 +774,43 @@ impl Life {
             s.pipe = None;
             return;
         }
+        // One read buffer per thread, shared by every run it supervises: a
+        // thousand runs awaited on one thread do not each hold 128 KiB.
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        BUF.with_borrow_mut(|buf| {
+            if buf.len() < READ_CHUNK {
+                buf.resize(READ_CHUNK, 0);
+            }
+            Self::read_into(s, self.on_line.as_ref(), buf, max_reads);
+        });
+    }
+
+    fn read_into(
+        s: &mut StreamIo,
+        on_line: Option<&SharedLineCallback>,
+        buf: &mut [u8],
+        max_reads: usize,
+    ) {
         for _ in 0..max_reads {
             let Some(pipe) = s.pipe.as_ref() else { return };
             if s.relay.as_ref().is_some_and(|r| r.is_full()) {
                 return;
             }
-            match pipe.read(&mut self.buf) {
+            match pipe.read(buf) {
                 Ok(ReadResult::Data(n)) => {
-                    let data = &self.buf[..n];
+                    let data = &buf[..n];
                     s.capture.push(data);
                     if let Some(r) = s.relay.as_ref() {
                         r.push(data);
                     }
-                    if let (Some(lines), Some(cb)) = (s.lines.as_mut(), self.on_line.as_ref()) {
+                    if let (Some(lines), Some(cb)) = (s.lines.as_mut(), on_line) {
                         let which = s.which;
                         let mut cb = cb.lock().unwrap_or_else(|e| e.into_inner());
                         lines.feed(data, &mut |l| cb(which, l));
                     }
-                    if n < self.buf.len() {
+                    if n < buf.len() {
                         return;
                     }
                 }
