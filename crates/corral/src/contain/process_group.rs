@@ -169,6 +169,9 @@ mod pins {
         /// Every pinned pidfd, level-triggered: readable while a pinned
         /// process has exited and was not yet dropped.
         epoll: Option<OwnedFd>,
+        /// When the group membership of the live pinned processes was last
+        /// read from /proc (a scan counts).
+        verified: Option<std::time::Instant>,
     }
 
     impl Pins {
@@ -187,6 +190,7 @@ mod pins {
         }
 
         pub(super) fn pin(&mut self, pids: &[u32]) {
+            self.verified = Some(std::time::Instant::now());
             for &pid in pids {
                 if self.fds.iter().any(|(p, _)| *p == pid) {
                     continue;
@@ -234,9 +238,18 @@ mod pins {
                 i += 1;
                 keep
             });
-            // A live pinned process may have left the group (setpgid).
-            self.fds
-                .retain(|(pid, _)| linux_proc::stat_of(*pid).is_some_and(|s| s.pgrp == pgid));
+            // A live pinned process may have left the group (setpgid). Reading
+            // every live member's stat on every check would make a dying
+            // tree cost O(n²) reads; membership changes are rare, so it is
+            // re-read at most every few milliseconds.
+            let stale = self
+                .verified
+                .is_none_or(|t| t.elapsed() >= std::time::Duration::from_millis(4));
+            if stale {
+                self.verified = Some(std::time::Instant::now());
+                self.fds
+                    .retain(|(pid, _)| linux_proc::stat_of(*pid).is_some_and(|s| s.pgrp == pgid));
+            }
             self.fds.iter().map(|(p, _)| *p).collect()
         }
 
