@@ -25,19 +25,7 @@ use corral_testkit::Scratch;
 
 /// corral's own cgroup v2 directory, if it can create children there.
 fn writable_cgroup() -> Option<PathBuf> {
-    let mi = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let point = mi.lines().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        post.starts_with("cgroup2 ")
-            .then(|| pre.split(' ').nth(4).map(PathBuf::from))?
-    })?;
-    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let own = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let dir = point.join(own.trim_start_matches('/'));
-    let probe = dir.join(format!("corral-probe-{}", std::process::id()));
-    std::fs::create_dir(&probe).ok()?;
-    std::fs::remove_dir(&probe).ok()?;
-    Some(dir)
+    corral_testkit::writable_cgroup_v2()
 }
 
 /// Serializes the tests of this file (the descriptor count of the process

@@ -270,3 +270,21 @@ pub fn assert_between(elapsed: Duration, min: Duration, max: Duration) {
         "took {elapsed:?}, expected between {min:?} and {max:?}"
     );
 }
+
+/// This process's own cgroup v2 directory, if it can create children there
+/// (root, or a delegated subtree); `None` means cgroup tests must skip.
+pub fn writable_cgroup_v2() -> Option<PathBuf> {
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let point = mi.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        post.starts_with("cgroup2 ")
+            .then(|| pre.split(' ').nth(4).map(PathBuf::from))?
+    })?;
+    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let dir = point.join(own.trim_start_matches('/'));
+    let probe = dir.join(format!("corral-probe-{}", std::process::id()));
+    std::fs::create_dir(&probe).ok()?;
+    std::fs::remove_dir(&probe).ok()?;
+    Some(dir)
+}
