@@ -124,6 +124,7 @@ pub enum OsOp {
 
 /// How a containment's wake descriptor signals a change.
 #[cfg(unix)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WakeOn {
     /// POLLPRI (cgroup.events).
