@@ -266,6 +266,7 @@ impl Prepared {
             .iter()
             .map(|c| cstring(c))
             .collect::<io::Result<Vec<_>>>()?;
+        let candidates = skip_missing(candidates);
         let cwd = spec.cwd.map(|d| cstring(d.as_os_str())).transpose()?;
         Ok(Prepared {
             argv: pointers(&argv),
@@ -279,6 +280,25 @@ impl Prepared {
             cwd,
         })
     }
+}
+
+/// Drops absolute candidates that do not exist. A failed `execve` in the
+/// child costs far more than an `access(2)` here, and a PATH can be long.
+/// Relative candidates are kept (they resolve against the child's working
+/// directory), and so is everything when nothing would be left, so the
+/// child still reports the error `execvp` would.
+fn skip_missing(candidates: Vec<CString>) -> Vec<CString> {
+    if candidates.len() < 2 {
+        return candidates;
+    }
+    let exists = |c: &CString| {
+        !c.as_bytes().starts_with(b"/")
+            || rustix::fs::access(c.as_c_str(), rustix::fs::Access::EXISTS).is_ok()
+    };
+    if !candidates.iter().any(exists) {
+        return candidates;
+    }
+    candidates.into_iter().filter(exists).collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -966,4 +986,19 @@ mod tests {
     }
 
     use std::os::unix::ffi::OsStringExt;
+
+    #[test]
+    fn missing_absolute_candidates_are_skipped_but_never_all() {
+        let c = |v: &[&str]| {
+            v.iter()
+                .map(|s| CString::new(*s).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            skip_missing(c(&["/nonexistent-corral/x", "rel/x", "/bin/sh"])),
+            c(&["rel/x", "/bin/sh"])
+        );
+        let none = c(&["/nonexistent-corral/a", "/nonexistent-corral/b"]);
+        assert_eq!(skip_missing(none.clone()), none);
+    }
 }
