@@ -41,7 +41,10 @@ impl Command {
         Ok(AsyncRunning {
             id,
             cancel,
-            fut: Box::pin(drive(Guard { life: Some(life) })),
+            fut: Box::pin(drive(Guard {
+                life: Some(life),
+                background: false,
+            })),
         })
     }
 
@@ -98,21 +101,34 @@ impl Future for AsyncRunning {
 /// cancels and finishes it in the background.
 struct Guard {
     life: Option<Box<Life>>,
+    /// This guard already is the background continuation of a dropped run.
+    /// If it is dropped too (its runtime is shutting down), the rest of the
+    /// run goes to a thread: re-spawning onto a closed runtime would drop
+    /// the task at once, and again, without end.
+    background: bool,
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
         let Some(life) = self.life.take() else { return };
         life.cancel_now();
+        let on_thread = |life: Box<Life>| {
+            let _ = std::thread::Builder::new()
+                .name("corral-cleanup".into())
+                .spawn(move || drop(life.run_to_end()));
+        };
+        if self.background {
+            on_thread(life);
+            return;
+        }
         match tokio::runtime::Handle::try_current() {
             Ok(h) => {
-                h.spawn(drive(Guard { life: Some(life) }));
+                h.spawn(drive(Guard {
+                    life: Some(life),
+                    background: true,
+                }));
             }
-            Err(_) => {
-                let _ = std::thread::Builder::new()
-                    .name("corral-cleanup".into())
-                    .spawn(move || drop(life.run_to_end()));
-            }
+            Err(_) => on_thread(life),
         }
     }
 }

@@ -183,6 +183,8 @@ pub(crate) struct Life {
     kept: usize,
     term: Option<Termination>,
     done: bool,
+    /// `finish` ran: the identity was released and the report built.
+    finished: bool,
 }
 
 pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
@@ -191,6 +193,18 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
         return Err(Error::CancelledBeforeSpawn);
     }
     let settings = cmd.settings.clone();
+    if let Some(dir) = &cmd.cwd {
+        if !dir.is_dir() {
+            return Err(Error::Spawn {
+                kind: crate::SpawnErrorKind::Other,
+                program: cmd.program.clone(),
+                source: io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("working directory {} does not exist", dir.display()),
+                ),
+            });
+        }
+    }
     let contain::Selected {
         mut tree,
         note: containment_note,
@@ -293,19 +307,6 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
         kind => wire(Stream::Stderr, kind)?,
     };
 
-    if let Some(dir) = &cmd.cwd {
-        if !dir.is_dir() {
-            return Err(Error::Spawn {
-                kind: crate::SpawnErrorKind::Other,
-                program: cmd.program.clone(),
-                source: io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!("working directory {} does not exist", dir.display()),
-                ),
-            });
-        }
-    }
-
     let spec = SpawnSpec {
         program: &cmd.program,
         args: &cmd.args,
@@ -344,10 +345,13 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
         });
     }
 
-    let deadline = [settings.timeout.map(|t| start + t), settings.deadline]
-        .into_iter()
-        .flatten()
-        .min();
+    let deadline = [
+        settings.timeout.and_then(|t| start.checked_add(t)),
+        settings.deadline,
+    ]
+    .into_iter()
+    .flatten()
+    .min();
 
     let life = Life {
         pid,
@@ -374,6 +378,7 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
         kept: 0,
         term: None,
         done: false,
+        finished: false,
         settings,
     };
     // Registered after the spawn: a cancel that raced the spawn is seen by
@@ -606,7 +611,7 @@ impl Life {
             return Some(self.start_termination(Reason::TimedOut, None, now));
         }
         if let Some(exit_at) = self.root_exit_at {
-            if now >= exit_at + self.settings.wait_delay {
+            if now >= later(exit_at, self.settings.wait_delay) {
                 return Some(self.start_termination(Reason::OutputHeld, None, now));
             }
         }
@@ -631,10 +636,10 @@ impl Life {
         };
         if graceful {
             self.send(first);
-            t.kill_at = Some(now + self.settings.grace);
+            t.kill_at = Some(later(now, self.settings.grace));
         } else {
             self.send(Signal::KILL);
-            t.confirm_until = Some(now + self.settings.confirm_window);
+            t.confirm_until = Some(later(now, self.settings.confirm_window));
         }
         t.next_check = now + t.interval;
         t
@@ -651,7 +656,7 @@ impl Life {
                 // Escalation is decided by the whole tree, not the root.
                 self.send(Signal::KILL);
                 t.kill_at = None;
-                t.confirm_until = Some(now + self.settings.confirm_window);
+                t.confirm_until = Some(later(now, self.settings.confirm_window));
                 t.interval = CHECK_FIRST;
             }
         } else if t.confirm_until.is_some_and(|c| now >= c) {
@@ -746,7 +751,10 @@ impl Life {
             Some(t) => consider(Some(t.next_check)),
             None => {
                 consider(self.deadline);
-                consider(self.root_exit_at.map(|e| e + self.settings.wait_delay));
+                consider(
+                    self.root_exit_at
+                        .map(|e| later(e, self.settings.wait_delay)),
+                );
             }
         }
         let mut d = at.map(|t| t.saturating_duration_since(now));
@@ -840,6 +848,7 @@ impl Life {
 
     /// Final drain, line flush, relay flush, release; builds the report.
     fn finish(mut self: Box<Self>, outcome: Outcome) -> Report {
+        self.finished = true;
         self.stdin = None;
         // Keep what the tree wrote before it died; a holder outside the tree
         // cannot keep us here (bounded number of reads, then close).
@@ -854,7 +863,10 @@ impl Life {
                 }
             }
         }
-        let flush_until = Instant::now() + self.settings.wait_delay.max(Duration::from_millis(100));
+        let flush_until = later(
+            Instant::now(),
+            self.settings.wait_delay.max(Duration::from_millis(100)),
+        );
         for s in self.streams.iter_mut().flatten() {
             if let Some(r) = s.relay.take() {
                 r.finish(flush_until);
@@ -906,6 +918,38 @@ impl Life {
     }
 }
 
+impl Drop for Life {
+    /// A lifecycle dropped before it finished (a panic in a line callback or
+    /// writer unwinding through `wait`) still leaves nothing behind: SIGKILL
+    /// to the tree through its identity, a bounded wait for it to empty, and
+    /// the release (which reaps the root).
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let _ = self.tree.signal(Signal::KILL);
+        let until = later(Instant::now(), self.settings.confirm_window);
+        while Instant::now() < until {
+            let gone = self.tree.members().map(|m| m.is_empty()).unwrap_or(true);
+            if gone {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = self.tree.release(&mut self.root);
+    }
+}
+
+/// `t + d`, where a duration too large for the clock (`Duration::MAX` for
+/// "forever") means a time so far away that it never comes.
+fn later(t: Instant, d: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    t.checked_add(d.min(FAR))
+        .or_else(|| t.checked_add(FAR))
+        .unwrap_or(t)
+}
+
 /// The captured pipes worth waiting on (not those whose relay is full).
 fn watched_outputs(streams: &[Option<StreamIo>; 2]) -> [Option<&PipeEnd>; 2] {
     [0, 1].map(|i| {
@@ -935,6 +979,8 @@ struct RelayQueue {
     bytes: usize,
     closed: bool,
     broken: bool,
+    /// The writer thread flushed and is about to end.
+    done: bool,
 }
 
 impl Relay {
@@ -947,38 +993,46 @@ impl Relay {
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
             .name("corral-relay".into())
-            .spawn(move || loop {
-                let chunk = {
+            .spawn(move || {
+                loop {
+                    let chunk = {
+                        let mut q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
+                        loop {
+                            if let Some(c) = q.chunks.pop_front() {
+                                break Some(c);
+                            }
+                            if q.closed {
+                                break None;
+                            }
+                            q = sh.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                        }
+                    };
+                    let Some(chunk) = chunk else { break };
+                    // A writer that panics is a broken writer, not a dead
+                    // relay that would stall the child forever.
+                    let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        w.write_all(&chunk).is_ok()
+                    }))
+                    .unwrap_or(false);
                     let mut q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
-                    loop {
-                        if let Some(c) = q.chunks.pop_front() {
-                            break Some(c);
-                        }
-                        if q.closed {
-                            break None;
-                        }
-                        q = sh.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                    let was_full = q.bytes >= RELAY_QUEUE_LIMIT;
+                    q.bytes -= chunk.len();
+                    if !ok {
+                        // The consumer went away: keep capturing, stop relaying.
+                        q.broken = true;
+                        q.bytes -= q.chunks.iter().map(Vec::len).sum::<usize>();
+                        q.chunks.clear();
                     }
-                };
-                let Some(chunk) = chunk else {
-                    let _ = w.flush();
-                    return;
-                };
-                let ok = w.write_all(&chunk).is_ok();
+                    sh.cv.notify_all();
+                    drop(q);
+                    if was_full || !ok {
+                        sh.waker.wake();
+                    }
+                }
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.flush()));
                 let mut q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
-                let was_full = q.bytes >= RELAY_QUEUE_LIMIT;
-                q.bytes -= chunk.len();
-                if !ok {
-                    // The consumer went away: keep capturing, stop relaying.
-                    q.broken = true;
-                    q.bytes -= q.chunks.iter().map(Vec::len).sum::<usize>();
-                    q.chunks.clear();
-                }
+                q.done = true;
                 sh.cv.notify_all();
-                drop(q);
-                if was_full || !ok {
-                    sh.waker.wake();
-                }
             })
             .ok();
         Relay { shared, thread }
@@ -1004,15 +1058,17 @@ impl Relay {
         self.shared.cv.notify_all();
     }
 
-    /// Closes the queue and waits for the writer until `until` at most.
+    /// Closes the queue and waits for the writer (its writes and its final
+    /// flush) until `until` at most; a writer stuck past that is left to
+    /// finish on its own thread.
     fn finish(mut self, until: Instant) {
         let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
         q.closed = true;
         self.shared.cv.notify_all();
-        while !q.chunks.is_empty() || q.bytes > 0 {
+        while !q.done && self.thread.is_some() {
             let now = Instant::now();
             if now >= until {
-                return; // the consumer is stuck; the thread is left to finish
+                return; // the consumer is stuck; Drop detaches the thread
             }
             q = self
                 .shared
@@ -1025,5 +1081,15 @@ impl Relay {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+impl Drop for Relay {
+    /// A relay dropped without `finish` (a spawn that failed after the
+    /// outputs were wired) still ends its thread and lets go of the writer.
+    fn drop(&mut self) {
+        let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
+        q.closed = true;
+        self.shared.cv.notify_all();
     }
 }

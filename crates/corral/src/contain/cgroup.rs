@@ -229,14 +229,24 @@ impl Cgroup {
     /// the hierarchy is not writable or a limit cannot be had.
     pub(crate) fn create(h: &Hierarchy, limits: Limits, tracer: Tracer) -> Result<Cgroup, String> {
         STALE.call_once(|| remove_stale(h));
-        let name = name_for(SEQ.fetch_add(1, Ordering::Relaxed));
-        let dir = h.own_v2.join(&name);
-        fs::create_dir(&dir).map_err(|e| {
-            format!(
-                "cannot create a cgroup under {}: {e} (corral needs a writable, delegated cgroup v2 subtree)",
-                h.own_v2.display()
-            )
-        })?;
+        let mut attempt = 0;
+        let (name, dir) = loop {
+            let name = name_for(SEQ.fetch_add(1, Ordering::Relaxed));
+            let dir = h.own_v2.join(&name);
+            match fs::create_dir(&dir) {
+                Ok(()) => break (name, dir),
+                // Left by someone else with our pid: take the next number.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 16 => {
+                    attempt += 1;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "cannot create a cgroup under {}: {e} (corral needs a writable, delegated cgroup v2 subtree)",
+                        h.own_v2.display()
+                    ))
+                }
+            }
+        };
         let cleanup = |why: String| {
             let _ = fs::remove_dir(&dir);
             why
@@ -408,7 +418,7 @@ impl Cgroup {
             let inside = cg
                 .lines()
                 .find_map(|l| l.strip_prefix("0::"))
-                .is_some_and(|p| p.contains(&marker));
+                .is_some_and(|p| p.ends_with(&marker) || p.contains(&format!("{marker}/")));
             let in_group = skip_pgid.is_some_and(|pgid| {
                 fs::read(format!("/proc/{pid}/stat"))
                     .ok()
@@ -471,7 +481,8 @@ impl Cgroup {
     fn remove_dirs(&mut self) {
         let mut last = Ok(());
         for _ in 0..50 {
-            last = fs::remove_dir(&self.dir);
+            // Depth first: the command may have made cgroups of its own.
+            last = remove_tree(&self.dir);
             match &last {
                 Ok(()) => break,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -680,6 +691,18 @@ impl Drop for Cgroup {
 
 /// Removes cgroups left by a corral process that no longer exists: kills
 /// what is still inside (its run is over) and removes the directories.
+/// Removes a cgroup directory and the cgroups below it, leaves first.
+fn remove_tree(dir: &Path) -> io::Result<()> {
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = remove_tree(&e.path());
+            }
+        }
+    }
+    fs::remove_dir(dir)
+}
+
 fn remove_stale(h: &Hierarchy) {
     let dirs = [
         Some(&h.own_v2),
@@ -696,13 +719,16 @@ fn remove_stale(h: &Hierarchy) {
             let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
                 continue;
             };
-            if Path::new(&format!("/proc/{pid}")).exists() {
+            // This runs once, before this process made any cgroup: one
+            // named after our own pid was left by an earlier process with
+            // the same pid.
+            if pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists() {
                 continue;
             }
             let dir = e.path();
             let _ = write_file(&dir.join("cgroup.kill"), "1");
             for _ in 0..100 {
-                if fs::remove_dir(&dir).is_ok() {
+                if remove_tree(&dir).is_ok() {
                     break;
                 }
                 // v1 has no cgroup.kill: kill what is listed.
