@@ -516,3 +516,82 @@ fn spawn_timing_child() {
     report("parent + 256 MiB resident");
     drop(big);
 }
+
+#[test]
+fn a_foreign_fork_holding_the_error_pipe_does_not_hold_the_spawn() {
+    let _g = setup!();
+    // Another thread forks children that neither exec nor exit for 1 s: each
+    // inherits every descriptor open at that moment, the spawn's error pipe
+    // included.
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let forker = std::thread::spawn(move || {
+        let mut kids = Vec::new();
+        while !st.load(Ordering::SeqCst) {
+            // SAFETY: the child only calls async-signal-safe functions
+            // (nanosleep, _exit) before it exits.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                let ts = libc::timespec {
+                    tv_sec: 1,
+                    tv_nsec: 0,
+                };
+                // SAFETY: as above.
+                unsafe {
+                    libc::nanosleep(&ts, std::ptr::null_mut());
+                    libc::_exit(0);
+                }
+            }
+            if pid > 0 {
+                kids.push(pid);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for pid in kids {
+            // SAFETY: plain syscalls on our own children's pids, which stay
+            // ours until reaped right here.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+        }
+    });
+    let mut worst = Duration::ZERO;
+    for _ in 0..30 {
+        let t = Instant::now();
+        // Output to the null device: a forked copy of a *captured* pipe would
+        // hold the output (any runner's pipes have that problem with a host
+        // that forks without exec); this is about the spawn alone.
+        let r = cg("/bin/true")
+            .stdout(Output::null())
+            .stderr(Output::null())
+            .run()
+            .unwrap();
+        worst = worst.max(t.elapsed());
+        assert_eq!(r.exit_code(), Some(0));
+    }
+    stop.store(true, Ordering::SeqCst);
+    forker.join().unwrap();
+    assert!(worst < Duration::from_millis(500), "a spawn took {worst:?}");
+}
+
+#[test]
+fn path_errors_other_than_missing_are_met_as_execvp_meets_them() {
+    let _g = setup!();
+    let s = Scratch::new();
+    let dir = s.path("bin");
+    std::fs::create_dir(&dir).unwrap();
+    // A symlink loop first on PATH: execvp stops there with ELOOP.
+    std::os::unix::fs::symlink(dir.join("true"), dir.join("true")).unwrap();
+    let path = format!("{}:/usr/bin:/bin", dir.display());
+    let ours = cg("true").env("PATH", &path).run();
+    let std_err = std::process::Command::new("true")
+        .env("PATH", &path)
+        .status();
+    match (ours, std_err) {
+        (Err(Error::Spawn { source, .. }), Err(e)) => {
+            assert_eq!(source.raw_os_error(), e.raw_os_error(), "{source} vs {e}")
+        }
+        (ours, theirs) => panic!("corral {ours:?}, std {theirs:?}"),
+    }
+}

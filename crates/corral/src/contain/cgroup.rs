@@ -257,7 +257,7 @@ impl Cgroup {
             .map_err(|e| cleanup(format!("cannot open cgroup.procs: {e}")))?;
         let events = File::open(dir.join("cgroup.events"))
             .map_err(|e| cleanup(format!("cannot open cgroup.events: {e}")))?;
-        // Read-only (not O_PATH: clone3 does not accept O_PATH descriptors).
+        // A read-only descriptor of the directory (O_PATH would do as well).
         let dir_fd =
             File::open(&dir).map_err(|e| cleanup(format!("cannot open {}: {e}", dir.display())))?;
         let (v2_memory, v2_pids) = subtree_controllers(&h.own_v2);

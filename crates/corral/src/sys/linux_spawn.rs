@@ -291,9 +291,21 @@ fn skip_missing(candidates: Vec<CString>) -> Vec<CString> {
     if candidates.len() < 2 {
         return candidates;
     }
+    // Only "does not exist" drops a candidate: any other error (a symlink
+    // loop, a name too long, a denied directory) is what execvp would stop
+    // at or remember, so the child must still meet it. Checked with the
+    // effective ids, as execve uses.
     let exists = |c: &CString| {
         !c.as_bytes().starts_with(b"/")
-            || rustix::fs::access(c.as_c_str(), rustix::fs::Access::EXISTS).is_ok()
+            || !matches!(
+                rustix::fs::accessat(
+                    rustix::fs::CWD,
+                    c.as_c_str(),
+                    rustix::fs::Access::EXISTS,
+                    rustix::fs::AtFlags::EACCESS,
+                ),
+                Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR)
+            )
     };
     if !candidates.iter().any(exists) {
         return candidates;
@@ -747,8 +759,14 @@ pub(crate) fn spawn(
         child_fd(&spec.stdout, 1, &mut keep).map_err(Clone3Error::Setup)?,
         child_fd(&spec.stderr, 2, &mut keep).map_err(Clone3Error::Setup)?,
     ];
-    let (err_r, mut err_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| Clone3Error::Setup(e.into()))?;
+    // Non-blocking: with CLONE_VFORK the child has exec'd or exited by the
+    // time clone3 returns, so its report (if any) is already in the pipe. A
+    // process that another thread forked meanwhile may hold a copy of the
+    // write end; waiting for end of file would wait for that process.
+    let (err_r, mut err_w) = rustix::pipe::pipe_with(
+        rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+    )
+    .map_err(|e| Clone3Error::Setup(e.into()))?;
     if err_w.as_raw_fd() <= 2 {
         // Only when this process runs with 0, 1 or 2 closed: keep the
         // report channel out of the way of the dup3 onto 0..=2.
@@ -846,6 +864,9 @@ pub(crate) fn spawn(
                 }
             }
             Err(rustix::io::Errno::INTR) => continue,
+            // Nothing there (and a foreign fork still holds the write end):
+            // the child exec'd.
+            Err(rustix::io::Errno::AGAIN) if got == 0 => break None,
             Err(e) => {
                 break Some(io::Error::other(format!(
                     "reading the spawn error pipe: {e}"
