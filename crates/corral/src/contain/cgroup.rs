@@ -440,17 +440,27 @@ impl Cgroup {
                 // kill every member, thaw.
                 write_file(&self.dir.join("cgroup.freeze"), "1")?;
                 let end = Instant::now() + Duration::from_millis(200);
+                let mut frozen = false;
                 while Instant::now() < end {
                     let ev = fs::read_to_string(self.dir.join("cgroup.events")).unwrap_or_default();
                     if ev.lines().any(|l| l.trim() == "frozen 1") {
+                        frozen = true;
                         break;
                     }
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                for pid in self.all_procs() {
-                    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
-                        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                if frozen {
+                    // Frozen members neither exit nor fork: their pids are
+                    // theirs until the SIGKILL below lands.
+                    for pid in self.all_procs() {
+                        if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                        }
                     }
+                } else {
+                    // Not confirmed frozen: through pidfds checked for
+                    // membership, so a reused pid is never hit.
+                    let _ = self.signal_members(Signal::KILL, None);
                 }
                 write_file(&self.dir.join("cgroup.freeze"), "0")
             }

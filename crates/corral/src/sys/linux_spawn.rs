@@ -837,7 +837,13 @@ pub(crate) fn spawn(
     if ret < 0 {
         let errno = errno_of(ret);
         if means_unsupported(errno) && mode() != Mode::Require {
-            UNSUPPORTED.store(true, Ordering::Relaxed);
+            // Only a kernel without clone3 (ENOSYS) or without these
+            // clone_args (E2BIG) is a property of the process; EPERM (an
+            // LSM, seccomp) and EINVAL (e.g. a thread that unshared its pid
+            // namespace) may concern this call only: fall back for it alone.
+            if errno == en::ENOSYS as i32 || errno == en::E2BIG as i32 {
+                UNSUPPORTED.store(true, Ordering::Relaxed);
+            }
             return Err(Clone3Error::Unsupported);
         }
         return Err(Clone3Error::Clone(io::Error::from_raw_os_error(errno)));
