@@ -32,12 +32,11 @@ fn read_stat(pid: u32, buf: &mut Vec<u8>) -> bool {
     }
 }
 
-/// Every live (not zombie) process in group `pgid`, with its command name.
-pub fn group_members_live(pgid: u32) -> Vec<(u32, String)> {
-    let mut out = Vec::new();
+/// Calls `f(pid, state, pgrp, comm)` for every process in /proc.
+fn for_each_process(mut f: impl FnMut(u32, u8, u32, &[u8])) {
     let mut buf = Vec::with_capacity(512);
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
+        return;
     };
     for entry in dir.flatten() {
         let Some(pid) = entry
@@ -51,11 +50,19 @@ pub fn group_members_live(pgid: u32) -> Vec<(u32, String)> {
             continue;
         }
         if let Some((state, pgrp, comm)) = parse_stat(&buf) {
-            if pgrp == pgid && state != b'Z' && state != b'X' {
-                out.push((pid, String::from_utf8_lossy(comm).into_owned()));
-            }
+            f(pid, state, pgrp, comm);
         }
     }
+}
+
+/// Every live (not zombie) process in group `pgid`, with its command name.
+pub fn group_members_live(pgid: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for_each_process(|pid, state, pgrp, comm| {
+        if pgrp == pgid && state != b'Z' && state != b'X' {
+            out.push((pid, String::from_utf8_lossy(comm).into_owned()));
+        }
+    });
     out
 }
 
@@ -215,31 +222,15 @@ pub fn sweep_leaks() -> Vec<(u32, String)> {
     }
     let set: std::collections::HashSet<u32> = trees.into_iter().collect();
     let mut leaked = Vec::new();
-    let mut buf = Vec::with_capacity(512);
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return leaked;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !read_stat(pid, &mut buf) {
-            continue;
-        }
-        if let Some((state, pgrp, comm)) = parse_stat(&buf) {
-            if set.contains(&pgrp) && state != b'Z' && (comm == b"sleep" || comm == b"sh") {
-                // SAFETY: plain syscall.
-                unsafe {
-                    libc::kill(pid as libc::pid_t, libc::SIGKILL);
-                }
-                leaked.push((pid, String::from_utf8_lossy(comm).into_owned()));
+    for_each_process(|pid, state, pgrp, comm| {
+        if set.contains(&pgrp) && state != b'Z' && (comm == b"sleep" || comm == b"sh") {
+            // SAFETY: plain syscall.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
             }
+            leaked.push((pid, String::from_utf8_lossy(comm).into_owned()));
         }
-    }
+    });
     leaked
 }
 

@@ -89,24 +89,12 @@ fn auto_falls_back_to_the_subreaper_without_a_writable_cgroup() {
     let w = Watch::new(&s);
     let rp = report_path(&s);
     // Detection pointed at a read-only fake hierarchy.
-    let mountinfo = s.path("mountinfo");
-    std::fs::write(
-        &mountinfo,
-        format!(
-            "41 31 0:38 / {} ro,relatime - cgroup2 cgroup2 ro\n",
-            s.path("nonexistent").display()
-        ),
-    )
-    .unwrap();
-    let proc_cgroup = s.path("cgroup");
-    std::fs::write(&proc_cgroup, "0::/\n").unwrap();
     let script = format!(
         r#"setsid "$H" late >/dev/null 2>&1 & {} exit 3"#,
         wait_for("late")
     );
     let mut c = corral(&s, ["run", "--report", &rp, "--", "sh", "-c", &script]);
-    c.env("CORRAL_MOUNTINFO", &mountinfo)
-        .env("CORRAL_PROC_CGROUP", &proc_cgroup);
+    c.envs(s.fake_readonly_cgroup_env());
     let d = run(c, 5 * SEC);
     d.assert_code(3);
     let v = read_report(&s.path("report.json"));

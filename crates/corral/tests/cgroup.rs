@@ -253,40 +253,12 @@ fn many_concurrent_runs_each_get_their_own_cgroup() {
 
 #[test]
 fn read_only_hierarchy_falls_back_to_process_group_or_fails_clearly() {
-    // A fake mountinfo pointing the v2 hierarchy at a directory that is not
-    // a cgroup: corral cannot create a cgroup there.
+    // Detection pointed at a fake hierarchy whose mount point does not
+    // exist: corral cannot create a cgroup there.
     let s = Scratch::new();
-    let fake_root = s.path("not-a-cgroup");
-    std::fs::create_dir(&fake_root).unwrap();
-    std::fs::set_permissions(
-        &fake_root,
-        std::os::unix::fs::PermissionsExt::from_mode(0o555),
-    )
-    .unwrap();
-    let mountinfo = s.path("mountinfo");
-    std::fs::write(
-        &mountinfo,
-        format!(
-            "41 31 0:38 / {} ro,relatime - cgroup2 cgroup2 ro\n",
-            s.path("nonexistent").display()
-        ),
-    )
-    .unwrap();
-    let proc_cgroup = s.path("cgroup");
-    std::fs::write(&proc_cgroup, "0::/\n").unwrap();
     // Run in a child process so the environment override affects only it.
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "fallback_child", "--nocapture", "--ignored"])
-        .env("CORRAL_MOUNTINFO", &mountinfo)
-        .env("CORRAL_PROC_CGROUP", &proc_cgroup)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text =
+        corral_testkit::run_ignored_test_in_child("fallback_child", &s.fake_readonly_cgroup_env());
     assert!(text.contains("FALLBACK-OK"), "{text}");
 }
 

@@ -521,29 +521,8 @@ fn auto_and_only_without_and_with_the_subreaper() {
     // detection is pointed at a read-only fake cgroup hierarchy.
     let _g = setup();
     let s = Scratch::new();
-    let mountinfo = s.path("mountinfo");
-    std::fs::write(
-        &mountinfo,
-        format!(
-            "41 31 0:38 / {} ro,relatime - cgroup2 cgroup2 ro\n",
-            s.path("nonexistent").display()
-        ),
-    )
-    .unwrap();
-    let proc_cgroup = s.path("cgroup");
-    std::fs::write(&proc_cgroup, "0::/\n").unwrap();
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "selection_child", "--nocapture", "--ignored"])
-        .env("CORRAL_MOUNTINFO", &mountinfo)
-        .env("CORRAL_PROC_CGROUP", &proc_cgroup)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text =
+        corral_testkit::run_ignored_test_in_child("selection_child", &s.fake_readonly_cgroup_env());
     assert!(text.contains("SELECTION-OK"), "{text}");
 }
 

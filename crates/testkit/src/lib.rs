@@ -288,3 +288,45 @@ pub fn writable_cgroup_v2() -> Option<PathBuf> {
     std::fs::remove_dir(&probe).ok()?;
     Some(dir)
 }
+
+impl Scratch {
+    /// Environment that points corral's cgroup detection at a fake,
+    /// unusable cgroup v2 hierarchy (`CORRAL_MOUNTINFO`,
+    /// `CORRAL_PROC_CGROUP`), so the fallback paths can be tested as root.
+    pub fn fake_readonly_cgroup_env(&self) -> Vec<(OsString, OsString)> {
+        let mountinfo = self.path("mountinfo");
+        std::fs::write(
+            &mountinfo,
+            format!(
+                "41 31 0:38 / {} ro,relatime - cgroup2 cgroup2 ro\n",
+                self.path("nonexistent").display()
+            ),
+        )
+        .unwrap();
+        let proc_cgroup = self.path("cgroup");
+        std::fs::write(&proc_cgroup, "0::/\n").unwrap();
+        vec![
+            ("CORRAL_MOUNTINFO".into(), mountinfo.into()),
+            ("CORRAL_PROC_CGROUP".into(), proc_cgroup.into()),
+        ]
+    }
+}
+
+/// Runs the `#[ignore]`d test `name` of the current test binary in a child
+/// process with `env` added (for tests whose setting is process-wide), and
+/// returns its stdout after asserting that it passed.
+#[track_caller]
+pub fn run_ignored_test_in_child(name: &str, env: &[(OsString, OsString)]) -> String {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--ignored"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
