@@ -23,10 +23,10 @@ rustup component add clippy >/dev/null 2>&1 || true
 
 for t in "${TARGETS[@]}"; do
     step "cargo check ($t)"
-    cargo check --locked --target "$t" -p corral -p corral-cli --lib --bins \
+    cargo check --locked --target "$t" -p corral-process -p corral-cli --lib --bins \
         || die "cargo check failed for $t"
     step "cargo clippy ($t)"
-    cargo clippy --locked --target "$t" -p corral -p corral-cli --lib --bins -- -D warnings \
+    cargo clippy --locked --target "$t" -p corral-process -p corral-cli --lib --bins -- -D warnings \
         || die "clippy failed for $t"
 done
 step "done"

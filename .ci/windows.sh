@@ -24,14 +24,14 @@ unset DISPLAY WAYLAND_DISPLAY
 rustup component add clippy >/dev/null 2>&1 || true
 
 step "clippy ($TARGET)"
-cargo clippy --locked --target "$TARGET" -p corral -p corral-cli \
+cargo clippy --locked --target "$TARGET" -p corral-process -p corral-cli \
     --lib --bins --tests --example win_helper -- -D warnings \
     || die "clippy failed for $TARGET"
 
 step "tests under wine ($TARGET)"
 # Every test has its own bounds; the outer timeout only guards against a
 # wedged wineserver. stdin from /dev/null: no console (as in CI anywhere).
-timeout 900 cargo test --locked --target "$TARGET" -p corral -p corral-cli </dev/null \
+timeout 900 cargo test --locked --target "$TARGET" -p corral-process -p corral-cli </dev/null \
     || die "tests under wine failed for $TARGET"
 wineserver -w || true
 step "done"

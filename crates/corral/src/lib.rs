@@ -35,8 +35,8 @@
 //! for all platforms), the containment mechanisms behind one internal trait
 //! (`contain`), and a thin platform layer (`sys`).
 
-#![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(all(feature = "tokio", unix))]
 mod asynchronous;

@@ -315,8 +315,9 @@ fn child_signal_mask_is_empty_even_when_the_parent_blocks_signals() {
         eprintln!("SKIP: the fallback path keeps std's behaviour (mask inherited)");
         return;
     }
-    // SAFETY: blocks two signals in this test's thread only, restored below.
+    // SAFETY: a sigset_t is plain data; all zeroes is a valid (empty) set.
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: blocks two signals in this test's thread only, restored below.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);

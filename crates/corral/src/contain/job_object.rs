@@ -99,10 +99,11 @@ impl JobObject {
             tracer,
         };
         this.set_kill_on_close(true)?;
-        // SAFETY: a new completion port not bound to any file.
-        if let Ok(port) =
-            owned(unsafe { CreateIoCompletionPort(INVALID_HANDLE_VALUE, null_mut(), 0, 1) })
-        {
+        let port = owned(
+            // SAFETY: a new completion port not bound to any file.
+            unsafe { CreateIoCompletionPort(INVALID_HANDLE_VALUE, null_mut(), 0, 1) },
+        );
+        if let Ok(port) = port {
             let info = JOBOBJECT_ASSOCIATE_COMPLETION_PORT {
                 CompletionKey: null_mut(),
                 CompletionPort: port.as_raw_handle() as HANDLE,

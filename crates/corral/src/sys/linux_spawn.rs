@@ -476,7 +476,7 @@ fn errno_of(r: isize) -> i32 {
 /// [`ChildArgs`].
 #[inline(never)]
 unsafe fn child_exec(a: &ChildArgs) -> i32 {
-    // SAFETY (whole body): each syscall gets pointers into `a` (valid, see
+    // SAFETY: (the whole body) each syscall gets pointers into `a` (valid, see
     // `ChildArgs`) or into this frame's locals, with the sizes the kernel
     // expects. No allocation, lock, TLS access or panic path is used: the
     // one loop is bounded by a count from `a`, arithmetic is wrapping,
