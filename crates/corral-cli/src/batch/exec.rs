@@ -135,9 +135,6 @@ pub struct Batch {
     /// What this invocation runs, in order: per task, its warmups (when
     /// it has a measured run here), then its measured runs in this shard.
     pub plan: Vec<Job>,
-    /// The measured runs of the whole selection (every shard), in manifest
-    /// order: (task, run, shard).
-    pub selection: Vec<Job>,
     pub selected: Vec<bool>,
     pub partition: Option<Partition>,
     pub opts: RunOptions,
@@ -251,7 +248,6 @@ impl Batch {
         Batch {
             tasks,
             plan,
-            selection,
             selected: sel.tasks,
             partition: sel.partition,
             opts,
@@ -394,9 +390,7 @@ impl Batch {
             Some(ContainmentKey::Auto) => ContainmentChoice::Auto,
             Some(ContainmentKey::Cgroup) => ContainmentChoice::Only(Mechanism::Cgroup),
             Some(ContainmentKey::Subreaper) => ContainmentChoice::Only(Mechanism::Subreaper),
-            Some(ContainmentKey::ProcessGroup) => {
-                ContainmentChoice::Only(Mechanism::ProcessGroup)
-            }
+            Some(ContainmentKey::ProcessGroup) => ContainmentChoice::Only(Mechanism::ProcessGroup),
         };
         cmd.args(&t.argv[1..])
             .envs(t.env.iter().map(|(k, v)| (k, v)))
@@ -601,7 +595,10 @@ impl Batch {
     /// `--fail-fast` when it did not pass.
     fn finish(&self, job: usize, rec: RunRecord, tx: &Sender<Event>) {
         let j = self.plan[job];
-        if self.opts.fail_fast && !j.warmup && rec.status != Status::Passed && !rec.cancelled_by_stop
+        if self.opts.fail_fast
+            && !j.warmup
+            && rec.status != Status::Passed
+            && !rec.cancelled_by_stop
         {
             self.stop(StopReason::FailFast(self.run_name(job)), None);
         }

@@ -462,7 +462,11 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
                 } else {
                     "defaults.pids_max".into()
                 };
-                return Err(err_at(Some(p.span()), Some(key), "must be at least 1".into()));
+                return Err(err_at(
+                    Some(p.span()),
+                    Some(key),
+                    "must be at least 1".into(),
+                ));
             }
         }
         let pids_max = pids_max.map(|p| *p.get_ref());

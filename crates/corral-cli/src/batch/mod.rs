@@ -178,9 +178,7 @@ fn run_batch(opts: BatchOpts) -> Result<i32, String> {
         ("--export-markdown", &opts.export_markdown),
     ] {
         if let Some(p) = p {
-            if what != "--junit" || p != Path::new("-") {
-                check_writable(p).map_err(|e| format!("{what} {}: {e}", p.display()))?;
-            }
+            check_writable(p).map_err(|e| format!("{what} {}: {e}", p.display()))?;
         }
     }
     if let Some(d) = &opts.output_dir {
@@ -232,8 +230,8 @@ fn run_batch(opts: BatchOpts) -> Result<i32, String> {
         None => None,
         Some(p) if p == Path::new("-") => Some(Events::new(Box::new(std::io::stdout()), "-")),
         Some(p) => {
-            let f = std::fs::File::create(p)
-                .map_err(|e| format!("--events {}: {e}", p.display()))?;
+            let f =
+                std::fs::File::create(p).map_err(|e| format!("--events {}: {e}", p.display()))?;
             Some(Events::new(Box::new(f), &p.display().to_string()))
         }
     };
@@ -488,10 +486,16 @@ fn run_json(batch: &Batch, r: &RunRecord) -> Value {
     o.insert("run".into(), Value::from(r.run));
     o.insert("warmup".into(), Value::from(j.warmup));
     o.insert("shard".into(), Value::from(j.shard));
-    o.insert("status".into(), serde_json::to_value(r.status).unwrap_or_default());
+    o.insert(
+        "status".into(),
+        serde_json::to_value(r.status).unwrap_or_default(),
+    );
     o.insert("reason".into(), json!(r.reason));
     o.insert("result_code".into(), json!(r.result_code));
-    o.insert("result_event".into(), r.result_event.clone().unwrap_or(Value::Null));
+    o.insert(
+        "result_event".into(),
+        r.result_event.clone().unwrap_or(Value::Null),
+    );
     o.insert("cancelled_by_stop".into(), Value::from(r.cancelled_by_stop));
     o.insert("started_ms".into(), Value::from(ms(r.started)));
     o.insert("wall_ms".into(), Value::from(ms(r.wall)));
@@ -647,4 +651,58 @@ fn stop_on_signals(batch: &Arc<Batch>) -> Option<std::thread::JoinHandle<()>> {
 #[cfg(not(unix))]
 fn stop_on_signals(_batch: &Arc<Batch>) -> Option<std::thread::JoinHandle<()>> {
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob("unit-*", "unit-a"));
+        assert!(glob("unit-*", "unit-"));
+        assert!(!glob("unit-*", "unit"));
+        assert!(glob("*", ""));
+        assert!(glob("a?c", "abc"));
+        assert!(!glob("a?c", "ac"));
+        assert!(glob("*-b*", "x-b-y"));
+        assert!(glob("a*b*c", "aXbYbZc"));
+        assert!(!glob("a*b*c", "aXbYbZ"));
+        assert!(glob("exact", "exact"));
+        assert!(!glob("exact", "exact2"));
+        assert!(glob("é*", "école"));
+    }
+
+    #[test]
+    fn partitions() {
+        let none = |_: &str| None;
+        assert_eq!(
+            parse_partition("2/3", none),
+            Ok(Partition { index: 2, count: 3 })
+        );
+        let env = |v: &str| (v == "IX").then(|| "0".to_owned());
+        assert_eq!(
+            parse_partition("env:IX/4", env),
+            Ok(Partition { index: 1, count: 4 })
+        );
+        for bad in [
+            "0/3",
+            "4/3",
+            "1/0",
+            "a/3",
+            "3",
+            "/3",
+            "1/",
+            "env:NOPE/2",
+            "-1/3",
+        ] {
+            assert!(parse_partition(bad, none).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn round_robin_shards() {
+        let shards: Vec<u32> = (0..7).map(|i| exec::shard_of(i, 3)).collect();
+        assert_eq!(shards, [1, 2, 3, 1, 2, 3, 1]);
+    }
 }

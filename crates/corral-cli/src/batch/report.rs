@@ -102,7 +102,10 @@ fn stats(v: &mut [f64]) -> Option<WallStats> {
         return None;
     }
     v.sort_by(f64::total_cmp);
-    let d: Vec<Duration> = v.iter().map(|&x| Duration::from_secs_f64(x.max(0.0) / 1e3)).collect();
+    let d: Vec<Duration> = v
+        .iter()
+        .map(|&x| Duration::from_secs_f64(x.max(0.0) / 1e3))
+        .collect();
     let ms = |d: Duration| round_ms(d.as_secs_f64() * 1e3);
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
