@@ -1289,6 +1289,28 @@ shell = 'echo small'
     assert_ne!(f, other);
     assert_eq!(std::fs::read_to_string(other).unwrap(), "small\n");
     assert!(std::path::Path::new(f).starts_with(&od), "{f}");
+
+    // A file that cannot be created: that run is an error of corral's (not
+    // run, not retried); the others run.
+    let m = write_manifest(
+        &s,
+        "[[task]]\nname = \"t\"\nretries = 2\nrepeat = 2\nshell = 'touch \"$CORRAL_TEST_DIR/ran.$CORRAL_RUN\"'\n",
+    );
+    std::fs::create_dir_all(s.path("out2/t#0.stdout")).unwrap();
+    let od2 = path_str(&s, "out2");
+    let d = run(
+        corral(&s, ["batch", &m, "--output-dir", &od2, "--report", &rp]),
+        10 * SEC,
+    );
+    d.assert_code(2);
+    let v = read_json(&s, "r.json");
+    let runs = runs_by_name(&v);
+    assert_eq!(runs["t#0"]["status"], "error");
+    assert!(runs["t#0"]["reason"].as_str().unwrap().contains("cannot create"));
+    assert_eq!(runs["t#0"]["attempts"].as_array().unwrap().len(), 0);
+    assert!(!s.path("ran.0").exists());
+    assert_eq!(runs["t#1"]["status"], "passed");
+    assert!(s.path("ran.1").exists());
 }
 
 #[test]

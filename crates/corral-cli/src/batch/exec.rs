@@ -37,7 +37,40 @@ pub struct Prepared {
     pub files: [Option<String>; 2],
     /// An output file could not be created: the attempt does not run.
     pub open_error: Option<String>,
+    /// Writing an output file failed (the run's stream was then closed).
+    pub write_error: Arc<Mutex<Option<String>>>,
     pub attempt: u32,
+}
+
+/// An `--output-dir` file that remembers its first write error, so the run
+/// that lost output says so.
+struct OutputFile {
+    f: std::fs::File,
+    path: String,
+    failed: Arc<Mutex<Option<String>>>,
+}
+
+impl OutputFile {
+    fn note<T>(&self, r: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &r {
+            self.failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert_with(|| format!("cannot write {} (--output-dir): {e}", self.path));
+        }
+        r
+    }
+}
+
+impl io::Write for OutputFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let r = self.f.write(buf);
+        self.note(r)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        let r = self.f.flush();
+        self.note(r)
+    }
 }
 use crate::exit;
 use crate::json::JsonReport;
@@ -416,6 +449,7 @@ impl Batch {
         // head and tail for the reports.
         let mut files = [None, None];
         let mut open_error = None;
+        let write_error = Arc::new(Mutex::new(None));
         if let Some(dir) = &self.opts.output_dir {
             let mut stem = format!("{}#", self.stems[j.task]);
             if j.warmup {
@@ -429,10 +463,15 @@ impl Batch {
                 let path = dir.join(format!("{stem}.{ext}"));
                 match std::fs::File::create(&path) {
                     Ok(f) => {
+                        let w = OutputFile {
+                            f,
+                            path: path.display().to_string(),
+                            failed: write_error.clone(),
+                        };
                         if i == 0 {
-                            cmd.stdout(Output::relay(f));
+                            cmd.stdout(Output::relay(w));
                         } else {
-                            cmd.stderr(Output::relay(f));
+                            cmd.stderr(Output::relay(w));
                         }
                         files[i] = Some(path.display().to_string());
                     }
@@ -469,6 +508,7 @@ impl Batch {
             scanner,
             files,
             open_error,
+            write_error,
             attempt,
         }
     }
@@ -485,8 +525,10 @@ impl Batch {
             scanner,
             files: [stdout_file, stderr_file],
             attempt,
+            write_error,
             ..
         } = prep;
+        let write_error = write_error.lock().unwrap_or_else(|e| e.into_inner()).take();
         let wall = started.elapsed();
         let j = self.plan[job];
         let t = &self.tasks[j.task];
@@ -515,11 +557,21 @@ impl Batch {
             Some(StopReason::Signal(s)) => Some(*s),
             _ => None,
         };
+        // Output that could not be kept is corral's failure: an error,
+        // whatever the program did.
+        if let Some(e) = &write_error {
+            v.status = Status::Error;
+            v.reason = Some(match v.reason.take() {
+                Some(r) => format!("{e}; {r}"),
+                None => e.clone(),
+            });
+        }
         // Retried: what the program did (failed, timed out, held its
         // output, died by a signal corral did not send, a missing result
         // event). Never retried: what corral or the machine did (spawn,
         // containment or cleanup failure) and cancellations.
         let retryable = v.status != Status::Passed
+            && write_error.is_none()
             && match &result {
                 Ok(r) => r.cleanup_error.is_none() && r.outcome != corral::Outcome::Cancelled,
                 Err(_) => false,
