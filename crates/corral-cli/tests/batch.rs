@@ -1306,7 +1306,10 @@ shell = 'echo small'
     let v = read_json(&s, "r.json");
     let runs = runs_by_name(&v);
     assert_eq!(runs["t#0"]["status"], "error");
-    assert!(runs["t#0"]["reason"].as_str().unwrap().contains("cannot create"));
+    assert!(runs["t#0"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("cannot create"));
     assert_eq!(runs["t#0"]["attempts"].as_array().unwrap().len(), 0);
     assert!(!s.path("ran.0").exists());
     assert_eq!(runs["t#1"]["status"], "passed");

@@ -528,7 +528,23 @@ impl Batch {
             write_error,
             ..
         } = prep;
-        let write_error = write_error.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let mut write_error = write_error.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // Every byte the run wrote is in its file, or the run says not.
+        if let (None, Ok(r)) = (&write_error, &result) {
+            for (file, total) in [
+                (&stdout_file, r.stdout.total_bytes()),
+                (&stderr_file, r.stderr.total_bytes()),
+            ] {
+                let Some(f) = file else { continue };
+                let len = std::fs::metadata(f).map_or(0, |m| m.len());
+                if len != total {
+                    write_error = Some(format!(
+                        "{f} (--output-dir) has {len} of the {total} bytes the run wrote"
+                    ));
+                    break;
+                }
+            }
+        }
         let wall = started.elapsed();
         let j = self.plan[job];
         let t = &self.tasks[j.task];
