@@ -615,6 +615,15 @@ fn the_example_manifest_does_what_its_comments_say() {
     ] {
         assert_eq!(runs[name]["status"], status, "{name}: {}", runs[name]);
     }
+    // The benchmark example: 2 tasks of 2 warmups and 10 runs each.
+    let b = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/bench.toml");
+    let l = run(corral(&s, ["batch", b, "--list"]), 5 * SEC);
+    l.assert_code(0);
+    assert_eq!(l.out().lines().count(), 24, "{}", l.out());
+    assert_eq!(
+        l.out().lines().filter(|l| l.ends_with(" warmup")).count(),
+        4
+    );
 }
 
 // ---- Shards, merging, retries, filters, events (issue #14) ----
@@ -818,6 +827,24 @@ fn merge_rejects_reports_that_do_not_fit_together() {
     }
     let whole = path_str(&s, "whole.json");
     run(corral(&s, ["batch", &m, "--report", &whole]), 10 * SEC).assert_code(2);
+    let filtered = path_str(&s, "f2.json");
+    let d = run(
+        corral(
+            &s,
+            [
+                "batch",
+                &m,
+                "--partition",
+                "2/2",
+                "--task",
+                "unit-*",
+                "--report",
+                &filtered,
+            ],
+        ),
+        10 * SEC,
+    );
+    d.assert_code(1);
     let f = |n: &str| path_str(&s, &format!("{n}.json"));
     // A run moved into the other shard's report: a duplicate, and a run in
     // the wrong shard.
@@ -850,6 +877,7 @@ fn merge_rejects_reports_that_do_not_fit_together() {
     let cases: Vec<(Vec<String>, String)> = vec![
         (vec![f("a1"), f("b2")], "different manifest".into()),
         (vec![f("a1")], "shard 2/2 is missing".into()),
+        (vec![f("a1"), f("f2")], "--task filters".into()),
         (vec![f("a1"), f("a2"), f("a2")], "given twice".into()),
         (vec![f("a1"), f("whole")], "not a shard".into()),
         (vec![f("a1dup"), f("a2")], "belongs to shard 2/2".into()),

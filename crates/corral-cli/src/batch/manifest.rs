@@ -718,6 +718,75 @@ cwd = "sub"
     }
 
     #[test]
+    fn the_fingerprint_ignores_layout_and_sees_what_runs() {
+        let a = p("# a comment\n[defaults]\ntimeout = \"1m\"\n[[task]]\nname = \"a\"\nrun = [\"x\", \"y\"]\nrepeat = 2\n")
+            .unwrap();
+        let b =
+            p("[[task]]\nrepeat = 2\nrun = [ \"x\",\"y\" ]\nname = \"a\"\ntimeout = 60\n").unwrap();
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        assert_eq!(fingerprint(&a).len(), 16);
+        for other in [
+            "[[task]]\nname = \"a\"\nrun = [\"x\", \"z\"]\nrepeat = 2\ntimeout = 60\n",
+            "[[task]]\nname = \"a\"\nrun = [\"x\", \"y\"]\nrepeat = 3\ntimeout = 60\n",
+            "[[task]]\nname = \"a\"\nrun = [\"x\", \"y\"]\nrepeat = 2\ntimeout = 61\n",
+            "[[task]]\nname = \"b\"\nrun = [\"x\", \"y\"]\nrepeat = 2\ntimeout = 60\n",
+            "[[task]]\nname = \"a\"\nrun = [\"x\", \"y\"]\nrepeat = 2\ntimeout = 60\nenv = { A = \"1\" }\n",
+        ] {
+            assert_ne!(fingerprint(&a), fingerprint(&p(other).unwrap()), "{other}");
+        }
+        // Where the manifest sits does not matter; `cwd` as written does.
+        let here = parse(
+            "m.toml",
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\ncwd = \"sub\"\n",
+            Path::new("/one"),
+        )
+        .unwrap();
+        let there = parse(
+            "m.toml",
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\ncwd = \"sub\"\n",
+            Path::new("/two"),
+        )
+        .unwrap();
+        assert_eq!(fingerprint(&here), fingerprint(&there));
+    }
+
+    #[test]
+    fn new_keys_and_their_defaults() {
+        let t = p("[defaults]\nretries = 2\nwarmup = 1\nserial = true\nmemory_max = \"64M\"\npids_max = 10\ncontainment = \"process-group\"\n[[task]]\nname = \"a\"\nrun = [\"x\"]\n[[task]]\nname = \"b\"\nrun = [\"x\"]\nretries = 0\nserial = false\nmemory_max = 4096\n").unwrap();
+        assert_eq!((t[0].retries, t[0].warmup, t[0].serial), (2, 1, true));
+        assert_eq!((t[0].memory_max, t[0].pids_max), (Some(64 << 20), Some(10)));
+        assert_eq!(t[0].containment, Some(ContainmentKey::ProcessGroup));
+        assert_eq!(
+            (t[1].retries, t[1].serial, t[1].memory_max),
+            (0, false, Some(4096))
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\npids_max = 0\n",
+            4,
+            "task[0].pids_max",
+            "at least 1",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\nmemory_max = \"lots\"\n",
+            4,
+            "task[0].memory_max",
+            "invalid size",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\ncontainment = \"jail\"\n",
+            4,
+            "task[0].containment",
+            "unknown variant",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\nretries = -1\n",
+            4,
+            "task[0].retries",
+            "invalid value",
+        );
+    }
+
+    #[test]
     fn syntax_errors_and_empty_manifests() {
         let e = p("[[task]]\nname = \"a\nrun = [\"x\"]\n").unwrap_err();
         assert_eq!(e.line, 2, "{e}");

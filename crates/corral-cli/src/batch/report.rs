@@ -217,8 +217,13 @@ pub fn table(summary: &[TaskSummary], wall: Duration) -> String {
     t
 }
 
+/// Milliseconds under a second (`12.3ms`), else as the progress lines.
 fn ms_str(ms: f64) -> String {
-    secs(Duration::from_secs_f64(ms.max(0.0) / 1e3))
+    if ms < 1000.0 {
+        format!("{:.1}ms", ms.max(0.0))
+    } else {
+        secs(Duration::from_secs_f64(ms / 1e3))
+    }
 }
 
 /// The per-task table in Markdown (as hyperfine's `--export-markdown`):
