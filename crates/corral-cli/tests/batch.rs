@@ -1394,3 +1394,43 @@ shell = 'for i in 1 2 3 4 5 6; do sleep 0.3 & done; wait'
     );
     assert!([0, 1, 2].contains(&d.code()));
 }
+
+#[test]
+fn a_stop_while_a_serial_run_waits_for_the_queue_ends_at_once() {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let m = write_manifest(
+        &s,
+        r#"
+[[task]]
+name = "par"
+repeat = 2
+shell = 'exec "$H" "p$CORRAL_RUN"'
+
+[[task]]
+name = "ser"
+serial = true
+shell = 'touch "$CORRAL_TEST_DIR/ser.ran"'
+"#,
+    );
+    let rp = path_str(&s, "r.json");
+    let r = start(
+        corral(&s, ["batch", &m, "-j", "3", "--report", &rp]),
+        Sink::Pipe,
+        Sink::Pipe,
+    );
+    for n in ["p0", "p1"] {
+        assert!(w.pid(n, FATE).is_some(), "{n} never started");
+    }
+    // The serial run waits for both to end; SIGTERM must not wait for it.
+    let sent = Instant::now();
+    kill_process(Pid::from_raw(r.pid() as i32).unwrap(), Signal::TERM).unwrap();
+    let d = r.finish(6 * SEC);
+    d.assert_code(2);
+    assert_between(sent.elapsed(), ms(0), 3 * SEC);
+    assert_dead(&w, &["p0", "p1"]);
+    assert!(!s.path("ser.ran").exists());
+    let v = read_json(&s, "r.json");
+    assert_eq!(v["not_run"][0]["task"], "ser", "{v}");
+    assert_eq!(v["totals"]["not_run"], 1);
+}

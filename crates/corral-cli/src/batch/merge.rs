@@ -24,6 +24,18 @@ use crate::exit::CORRAL_FAILED;
 type RunKey = (String, u64);
 
 pub fn main(opts: MergeOpts) -> i32 {
+    for (what, p) in [
+        ("--report", &opts.report),
+        ("--junit", &opts.junit),
+        ("--export-markdown", &opts.export_markdown),
+    ] {
+        if let Some(p) = p {
+            if let Err(e) = super::check_writable(p) {
+                say!("corral: {what} {}: {e}", p.display());
+                return CORRAL_FAILED;
+            }
+        }
+    }
     let docs = match read_all(&opts.reports) {
         Ok(d) => d,
         Err(e) => {
