@@ -1,15 +1,16 @@
 //! Running the plan: what one run is ([`Batch::prepare`] and
-//! [`Batch::conclude`], shared by every executor) and how runs are
-//! scheduled ([`Executor`]; today a bounded pool of threads, each
-//! supervising one run at a time through the sync API).
+//! [`Batch::conclude`], shared by every executor), which runs this
+//! invocation has (`--task`, `--partition`, warmups: [`Batch::new`]), in
+//! which order they may start (the scheduler: [`Batch::take`] hands out
+//! jobs in plan order, and holds the queue while a `serial` run or a task's
+//! warmups are not done), and how they are awaited ([`Executor`]: one
+//! tokio reactor thread on Unix, a bounded pool of threads elsewhere).
 //!
-//! An executor takes jobs from [`Batch::next_job`] until it returns `None`
-//! (plan done, or the batch was stopped), and reports through the channel:
-//! `Started` before each spawn, then `Finished` or `Skipped`. The channel
-//! closes when the executor is done, which is how the caller knows. An
-//! async executor (one task per run on a runtime, a semaphore for
-//! `--jobs`) plugs in by implementing the same trait with the same two
-//! halves around `spawn().await`.
+//! An executor takes jobs until there are none (plan done, or the batch
+//! was stopped), runs each job's attempts (retries) and reports through the
+//! channel: `Started` before each attempt, `Retrying` for an attempt run
+//! again, then `Finished` or `Skipped`. The channel closes when the
+//! executor is done, which is how the caller knows.
 
 use std::io;
 use std::path::PathBuf;
@@ -257,14 +258,13 @@ impl Batch {
                 });
             }
         }
+        let mut per_task: Vec<Vec<Job>> = vec![Vec::new(); tasks.len()];
+        for j in selection.iter().filter(|j| j.shard == here) {
+            per_task[j.task].push(*j);
+        }
         let mut plan = Vec::new();
         let mut warm_left = vec![0; tasks.len()];
-        for (task, t) in tasks.iter().enumerate() {
-            let mine: Vec<Job> = selection
-                .iter()
-                .filter(|j| j.task == task && j.shard == here)
-                .copied()
-                .collect();
+        for ((task, t), mine) in tasks.iter().enumerate().zip(per_task) {
             if mine.is_empty() {
                 continue;
             }

@@ -1,13 +1,18 @@
 //! `corral batch FILE`: run the tasks of a TOML manifest, many at once,
 //! each run contained like `corral run`, and classify every run as passed,
-//! failed or error (see `classify`). The pieces:
+//! failed or error (see `classify`); `corral merge`: the reports of a
+//! batch's shards back into one. The pieces:
 //!
-//! * `manifest`: reading and checking the TOML, before anything runs;
+//! * `manifest`: reading and checking the TOML, before anything runs, and
+//!   the manifest's fingerprint;
 //! * `classify`: the verdict of one run, and the result-event scanner;
-//! * `exec`: one run (prepare / conclude) and the executor (a bounded pool
-//!   of threads today; the async API can replace it behind the same trait);
-//! * `progress`: the live display, the per-run lines and the summary table;
-//! * `junit`: the JUnit XML report.
+//! * `exec`: the plan (filters, shards, warmups), one run and its retries,
+//!   the scheduler (`serial`, warmups first) and the executors;
+//! * `progress`: the live display and the per-run lines;
+//! * `report`: the report document and what is derived from it (table,
+//!   totals, exit code, Markdown), shared with `merge`;
+//! * `junit`: the JUnit XML, from the report document;
+//! * `merge`: `corral merge`.
 
 /// `eprintln!` that ignores a closed or failing stderr (never panics: a
 /// panic in the batch's main thread would leave the trees unsupervised).
