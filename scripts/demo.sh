@@ -31,4 +31,13 @@ show "Not found" run --report - -- no-such-program-here
 
 show "A batch: passing, failing, timing-out, output-holding and run_end-reporting tasks" \
   batch --jobs 4 examples/batch.toml
+
+shards=$(mktemp -d)
+for k in 1 2 3; do
+  show "Shard $k of 3 (on three machines in CI: same manifest, K from the matrix or env:JOB_COMPLETION_INDEX)" \
+    batch --jobs 4 --progress none --partition "$k/3" --report "$shards/shard-$k.json" examples/batch.toml
+done
+show "The three shards merged: the same runs and exit code as the whole batch" \
+  merge --report "$shards/all.json" "$shards/shard-1.json" "$shards/shard-2.json" "$shards/shard-3.json"
+rm -rf "$shards"
 exit 0

@@ -35,13 +35,76 @@ pub enum Cmd {
     /// Exit status: 0 every run passed; 1 a run failed and none errored; 2 a
     /// run errored (or the batch was interrupted); 125 bad manifest or usage.
     Batch(BatchOpts),
+    /// Merge the JSON reports of the shards of one batch (`corral batch
+    /// --partition K/N`) into one report of the same schema.
+    ///
+    /// Every shard must come from the same manifest (same fingerprint),
+    /// task filters and shard count, each shard exactly once, and every run
+    /// of the manifest exactly once. Exit status as for a batch over the
+    /// whole manifest: 0, 1 or 2; 125 when the reports do not fit together
+    /// or cannot be read or written.
+    Merge(MergeOpts),
+}
+
+#[derive(Args, Debug)]
+pub struct MergeOpts {
+    /// The shards' JSON reports (`corral batch --report`).
+    #[arg(value_name = "REPORT.json", required = true)]
+    pub reports: Vec<PathBuf>,
+
+    /// Write the merged JSON report to FILE (`-` for stdout; the summary
+    /// then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+
+    /// Write a JUnit XML report of the merged runs to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Write the per-task table as Markdown to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
 pub struct BatchOpts {
-    /// The manifest (TOML): a `[defaults]` table and `[[task]]` tables.
+    /// The manifest (TOML): a `[defaults]` table and `[[task]]` tables
+    /// (`-` reads it from standard input).
     #[arg(value_name = "FILE")]
     pub manifest: PathBuf,
+
+    /// Run only the K-th of N shards (K from 1 to N; or `env:VAR`, a
+    /// 0-based index read from VAR, as Kubernetes' JOB_COMPLETION_INDEX).
+    /// Runs are dealt round-robin in manifest order.
+    #[arg(long, value_name = "K/N")]
+    pub partition: Option<String>,
+
+    /// Run only the tasks whose name matches PATTERN (`*` any characters,
+    /// `?` one); repeatable.
+    #[arg(long = "task", value_name = "PATTERN")]
+    pub tasks: Vec<String>,
+
+    /// Print the runs that would run, with their shard, and exit.
+    #[arg(long)]
+    pub list: bool,
+
+    /// Run a failed or errored run again, up to N more times (overrides
+    /// every task's `retries`).
+    #[arg(long, value_name = "N")]
+    pub retries: Option<u32>,
+
+    /// Write one JSON object per line as each run starts and finishes
+    /// (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+
+    /// Write each run's full stdout and stderr to files in DIR.
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+
+    /// Write the per-task table as Markdown to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
 
     /// Runs at once [default: the number of CPUs].
     #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]

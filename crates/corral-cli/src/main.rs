@@ -29,6 +29,7 @@ fn main() {
     let code = match cli.command {
         args::Cmd::Run(opts) => run::run(opts),
         args::Cmd::Batch(opts) => batch::main(opts),
+        args::Cmd::Merge(opts) => batch::merge::main(opts),
     };
     std::process::exit(code);
 }

@@ -615,4 +615,822 @@ fn the_example_manifest_does_what_its_comments_say() {
     ] {
         assert_eq!(runs[name]["status"], status, "{name}: {}", runs[name]);
     }
+    // The benchmark example: 2 tasks of 2 warmups and 10 runs each.
+    let b = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/bench.toml");
+    let l = run(corral(&s, ["batch", b, "--list"]), 5 * SEC);
+    l.assert_code(0);
+    assert_eq!(l.out().lines().count(), 24, "{}", l.out());
+    assert_eq!(
+        l.out().lines().filter(|l| l.ends_with(" warmup")).count(),
+        4
+    );
+}
+
+// ---- Shards, merging, retries, filters, events (issue #14) ----
+
+/// `task#run` -> (status, outcome) of a report's runs.
+fn verdicts(v: &Value) -> std::collections::BTreeMap<String, (String, String)> {
+    runs_by_name(v)
+        .into_iter()
+        .map(|(k, r)| {
+            (
+                k,
+                (
+                    r["status"].as_str().unwrap().to_owned(),
+                    r["outcome"].as_str().unwrap().to_owned(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// A manifest with passes, failures, errors and repeats that do not divide
+/// evenly by 3.
+const SHARDED: &str = r#"
+[defaults]
+timeout = "2s"
+
+[[task]]
+name = "unit-a"
+run = ["true"]
+repeat = 4
+
+[[task]]
+name = "unit-b"
+shell = "exit 2"
+repeat = 2
+
+[[task]]
+name = "integ"
+shell = 'echo "run $CORRAL_RUN"'
+repeat = 3
+
+[[task]]
+name = "missing"
+run = ["/nonexistent/program"]
+
+[[task]]
+name = "expect-3"
+shell = "exit 3"
+expect_exit = 3
+repeat = 2
+"#;
+
+#[test]
+fn three_shards_merged_equal_the_unsharded_run() {
+    let s = Scratch::new();
+    let m = write_manifest(&s, SHARDED);
+    let whole = path_str(&s, "whole.json");
+    let d = run(
+        corral(&s, ["batch", &m, "-j", "4", "--report", &whole]),
+        10 * SEC,
+    );
+    d.assert_code(2);
+    let mut shard_files = Vec::new();
+    let mut all_listed = Vec::new();
+    for k in 1..=3u32 {
+        let rp = path_str(&s, &format!("shard{k}.json"));
+        // Shard 2 takes its index from the environment, 0-based, as a
+        // Kubernetes Indexed Job gives it.
+        let spec = if k == 2 {
+            "env:JOB_COMPLETION_INDEX/3".to_owned()
+        } else {
+            format!("{k}/3")
+        };
+        let mut c = corral(
+            &s,
+            [
+                "batch",
+                &m,
+                "-j",
+                "4",
+                "--partition",
+                &spec,
+                "--report",
+                &rp,
+            ],
+        );
+        c.env("JOB_COMPLETION_INDEX", (k - 1).to_string());
+        let d = run(c, 10 * SEC);
+        assert!([0, 1, 2].contains(&d.code()), "{}", d.err());
+        let mut c = corral(&s, ["batch", &m, "--list", "--partition", &spec]);
+        c.env("JOB_COMPLETION_INDEX", (k - 1).to_string());
+        let l = run(c, 5 * SEC);
+        l.assert_code(0);
+        for line in l.out().lines() {
+            let (name, shard) = line.split_once(' ').unwrap();
+            assert_eq!(shard, format!("{k}/3"), "{line}");
+            all_listed.push(name.to_owned());
+        }
+        let v = read_json(&s, &format!("shard{k}.json"));
+        assert_eq!(v["partition"]["index"], k);
+        assert_eq!(v["partition"]["count"], 3);
+        // Round-robin over the 12 runs: 4 each.
+        assert_eq!(v["runs"].as_array().unwrap().len(), 4, "shard {k}: {v}");
+        for r in v["runs"].as_array().unwrap() {
+            assert_eq!(r["shard"], k, "{r}");
+        }
+        shard_files.push(rp);
+    }
+    // --list shows the same runs, disjoint, covering the manifest.
+    all_listed.sort();
+    let before = all_listed.len();
+    all_listed.dedup();
+    assert_eq!(before, all_listed.len(), "a run listed in two shards");
+    assert_eq!(all_listed.len(), 12, "{all_listed:?}");
+
+    let (mp, jp, md) = (
+        path_str(&s, "merged.json"),
+        path_str(&s, "merged.xml"),
+        path_str(&s, "merged.md"),
+    );
+    let mut args = vec![
+        "merge",
+        "--report",
+        &mp,
+        "--junit",
+        &jp,
+        "--export-markdown",
+        &md,
+    ];
+    // Any order of the shards.
+    args.extend([&shard_files[2], &shard_files[0], &shard_files[1]].map(String::as_str));
+    let d = run(corral(&s, &args), 5 * SEC);
+    // Exits as the whole batch did.
+    d.assert_code(2);
+    let whole_v = read_json(&s, "whole.json");
+    let merged = read_json(&s, "merged.json");
+    assert_eq!(verdicts(&merged), verdicts(&whole_v));
+    assert_eq!(merged["totals"], whole_v["totals"], "{}", merged["totals"]);
+    assert_eq!(merged["exit_code"], whole_v["exit_code"]);
+    assert_eq!(
+        merged["manifest_fingerprint"],
+        whole_v["manifest_fingerprint"]
+    );
+    assert!(merged["partition"].is_null());
+    assert_eq!(merged["merged_from"].as_array().unwrap().len(), 3);
+    // The table is recomputed from every run: the runs and the order.
+    let tasks: Vec<(&str, u64)> = merged["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap(), t["runs"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        tasks,
+        [
+            ("unit-a", 4),
+            ("unit-b", 2),
+            ("integ", 3),
+            ("missing", 1),
+            ("expect-3", 2)
+        ]
+    );
+    let ua = &merged["tasks"][0]["wall_ms"];
+    for k in ["min", "median", "p95", "max", "mean", "stddev"] {
+        assert!(ua[k].is_f64(), "{k} in {ua}");
+    }
+    let x = std::fs::read_to_string(s.path("merged.xml")).unwrap();
+    assert_eq!(x.matches("<testcase ").count(), 12, "{x}");
+    assert_eq!(x.matches("<failure ").count(), 2, "{x}");
+    assert_eq!(x.matches("<error ").count(), 1, "{x}");
+    let mdt = std::fs::read_to_string(s.path("merged.md")).unwrap();
+    assert!(mdt.starts_with("| task |"), "{mdt}");
+    assert_eq!(mdt.lines().count(), 2 + 5, "{mdt}");
+    assert!(mdt.contains("| `unit-a` | 4 | 4 | 0 | 0 | 0 |"), "{mdt}");
+}
+
+#[test]
+fn merge_rejects_reports_that_do_not_fit_together() {
+    let s = Scratch::new();
+    let m = write_manifest(&s, SHARDED);
+    let other = s.path("other.toml");
+    std::fs::write(&other, SHARDED.replace("repeat = 4", "repeat = 5")).unwrap();
+    let other = other.to_str().unwrap().to_owned();
+    for (k, man, name) in [(1, &m, "a1"), (2, &m, "a2"), (2, &other, "b2")] {
+        let rp = path_str(&s, &format!("{name}.json"));
+        let d = run(
+            corral(
+                &s,
+                [
+                    "batch",
+                    man,
+                    "--partition",
+                    &format!("{k}/2"),
+                    "--report",
+                    &rp,
+                ],
+            ),
+            10 * SEC,
+        );
+        assert!([0, 1, 2].contains(&d.code()), "{}", d.err());
+    }
+    let whole = path_str(&s, "whole.json");
+    run(corral(&s, ["batch", &m, "--report", &whole]), 10 * SEC).assert_code(2);
+    let filtered = path_str(&s, "f2.json");
+    let d = run(
+        corral(
+            &s,
+            [
+                "batch",
+                &m,
+                "--partition",
+                "2/2",
+                "--task",
+                "unit-*",
+                "--report",
+                &filtered,
+            ],
+        ),
+        10 * SEC,
+    );
+    d.assert_code(1);
+    let f = |n: &str| path_str(&s, &format!("{n}.json"));
+    // A run moved into the other shard's report: a duplicate, and a run in
+    // the wrong shard.
+    let mut a1 = read_json(&s, "a1.json");
+    let a2 = read_json(&s, "a2.json");
+    a1["runs"]
+        .as_array_mut()
+        .unwrap()
+        .push(a2["runs"][0].clone());
+    std::fs::write(s.path("a1dup.json"), a1.to_string()).unwrap();
+    // A run dropped.
+    let mut a2m = a2.clone();
+    let dropped = a2m["runs"].as_array_mut().unwrap().remove(1);
+    let dropped_name = format!("{}#{}", dropped["task"].as_str().unwrap(), dropped["run"]);
+    std::fs::write(s.path("a2miss.json"), a2m.to_string()).unwrap();
+    // Another shard's run, relabelled as this shard's: a duplicate.
+    let mut a2d = a2.clone();
+    let mut stolen = read_json(&s, "a1.json")["runs"][0].clone();
+    stolen["shard"] = 2.into();
+    a2d["runs"].as_array_mut().unwrap().push(stolen);
+    std::fs::write(s.path("a2dup.json"), a2d.to_string()).unwrap();
+    // The same run twice in one shard's report.
+    let mut a2twice = a2.clone();
+    let again = a2["runs"][0].clone();
+    let again_name = format!("{}#{}", again["task"].as_str().unwrap(), again["run"]);
+    a2twice["runs"].as_array_mut().unwrap().push(again);
+    std::fs::write(s.path("a2twice.json"), a2twice.to_string()).unwrap();
+    std::fs::write(s.path("junk.json"), "{\"not\": \"a report\"}").unwrap();
+
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (vec![f("a1"), f("b2")], "different manifest".into()),
+        (vec![f("a1")], "shard 2/2 is missing".into()),
+        (vec![f("a1"), f("f2")], "--task filters".into()),
+        (vec![f("a1"), f("a2"), f("a2")], "given twice".into()),
+        (vec![f("a1"), f("whole")], "not a shard".into()),
+        (vec![f("a1dup"), f("a2")], "belongs to shard 2/2".into()),
+        (
+            vec![f("a1"), f("a2miss")],
+            format!("run {dropped_name} (shard 2/2) is missing"),
+        ),
+        (vec![f("a1"), f("a2dup")], "belongs to shard 1/2".into()),
+        (
+            vec![f("a1"), f("a2twice")],
+            format!("run {again_name} appears twice"),
+        ),
+        (
+            vec![f("a1"), f("junk")],
+            "not a `corral batch --report` report".into(),
+        ),
+        (
+            vec![f("a1"), path_str(&s, "nonexistent.json")],
+            "cannot read".into(),
+        ),
+    ];
+    for (files, want) in cases {
+        let mp = path_str(&s, "merged.json");
+        let mut args = vec!["merge".to_owned(), "--report".into(), mp];
+        args.extend(files.iter().cloned());
+        let d = run(corral(&s, &args), 5 * SEC);
+        d.assert_code(125);
+        assert!(
+            d.err().contains(&want),
+            "want {want:?} for {files:?}: {}",
+            d.err()
+        );
+        assert!(
+            !s.path("merged.json").exists(),
+            "written despite: {}",
+            d.err()
+        );
+    }
+    // The good pair merges, and a single unsharded report merges to itself.
+    run(corral(&s, ["merge", &f("a1"), &f("a2")]), 5 * SEC).assert_code(2);
+    run(corral(&s, ["merge", &f("whole")]), 5 * SEC).assert_code(2);
+}
+
+#[test]
+fn partition_and_filter_usage_errors_exit_125_and_run_nothing() {
+    let s = Scratch::new();
+    let m = write_manifest(
+        &s,
+        "[[task]]\nname = \"marker\"\nshell = 'touch \"$CORRAL_TEST_DIR/ran\"'\n",
+    );
+    let cases: &[(&str, Option<&str>, &str)] = &[
+        ("0/3", None, "from 1 to 3"),
+        ("4/3", None, "from 1 to 3"),
+        ("1/0", None, "at least 1"),
+        ("x/3", None, "neither an integer"),
+        ("3", None, "expected K/N"),
+        ("1/x", None, "not a positive integer"),
+        ("env:SHARD_IX/3", None, "SHARD_IX is not set"),
+        ("env:SHARD_IX/3", Some("3"), "must be from 0 to 2"),
+        ("env:SHARD_IX/3", Some("one"), "not a 0-based shard index"),
+    ];
+    for (spec, val, want) in cases {
+        let mut c = corral(&s, ["batch", &m, "--partition", spec]);
+        c.env_remove("SHARD_IX");
+        if let Some(v) = val {
+            c.env("SHARD_IX", v);
+        }
+        let d = run(c, 5 * SEC);
+        d.assert_code(125);
+        assert!(
+            d.err().contains(want),
+            "want {want:?} for {spec}: {}",
+            d.err()
+        );
+        assert!(d.err().contains("--partition"), "{}", d.err());
+        assert!(!s.path("ran").exists(), "ran for {spec}");
+    }
+    let d = run(corral(&s, ["batch", &m, "--task", "nope*"]), 5 * SEC);
+    d.assert_code(125);
+    assert!(d.err().contains("matches no task"), "{}", d.err());
+    let d = run(
+        corral(&s, ["batch", &m, "--events", "-", "--report", "-"]),
+        5 * SEC,
+    );
+    d.assert_code(125);
+    assert!(d.err().contains("both want stdout"), "{}", d.err());
+    assert!(!s.path("ran").exists());
+}
+
+#[test]
+fn task_filters_select_the_right_runs() {
+    let s = Scratch::new();
+    let m = write_manifest(
+        &s,
+        r#"
+[[task]]
+name = "unit-a"
+shell = 'touch "$CORRAL_TEST_DIR/ran.$CORRAL_TASK.$CORRAL_RUN"'
+repeat = 2
+[[task]]
+name = "unit-b"
+shell = 'touch "$CORRAL_TEST_DIR/ran.$CORRAL_TASK.$CORRAL_RUN"'
+[[task]]
+name = "integ"
+shell = 'touch "$CORRAL_TEST_DIR/ran.$CORRAL_TASK.$CORRAL_RUN"'
+[[task]]
+name = "lint"
+shell = 'touch "$CORRAL_TEST_DIR/ran.$CORRAL_TASK.$CORRAL_RUN"'
+"#,
+    );
+    let l = run(
+        corral(
+            &s,
+            ["batch", &m, "--list", "--task", "unit-?", "--task", "lint"],
+        ),
+        5 * SEC,
+    );
+    l.assert_code(0);
+    assert_eq!(
+        l.out(),
+        "unit-a#0 1/1\nunit-a#1 1/1\nunit-b#0 1/1\nlint#0 1/1\n"
+    );
+    assert!(std::fs::read_dir(s.dir()).unwrap().all(|e| !e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .starts_with("ran.")));
+    let rp = path_str(&s, "r.json");
+    let d = run(
+        corral(
+            &s,
+            [
+                "batch", &m, "--task", "*-a", "--task", "l*t", "--report", &rp,
+            ],
+        ),
+        5 * SEC,
+    );
+    d.assert_code(0);
+    let mut ran: Vec<String> = std::fs::read_dir(s.dir())
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().into_owned();
+            n.strip_prefix("ran.").map(str::to_owned)
+        })
+        .collect();
+    ran.sort();
+    assert_eq!(ran, ["lint.0", "unit-a.0", "unit-a.1"]);
+    let v = read_json(&s, "r.json");
+    assert_eq!(v["totals"]["runs"], 3);
+    assert_eq!(v["task_filters"], serde_json::json!(["*-a", "l*t"]));
+    let plan: Vec<&str> = v["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(plan, ["unit-a", "lint"]);
+}
+
+#[test]
+fn a_flaky_task_passes_on_its_second_attempt_and_corral_failures_are_not_retried() {
+    let s = Scratch::new();
+    let m = write_manifest(
+        &s,
+        r#"
+[defaults]
+timeout = "400ms"
+
+[[task]]
+name = "flaky"
+retries = 2
+shell = 'echo "attempt $CORRAL_ATTEMPT"; if [ ! -e "$CORRAL_TEST_DIR/flaky.once" ]; then touch "$CORRAL_TEST_DIR/flaky.once"; exit 1; fi'
+
+[[task]]
+name = "hangs-once"
+retries = 1
+shell = 'if [ ! -e "$CORRAL_TEST_DIR/hang.once" ]; then touch "$CORRAL_TEST_DIR/hang.once"; exec sleep 5; fi'
+
+[[task]]
+name = "always-fails"
+retries = 2
+shell = 'echo "try $CORRAL_ATTEMPT" >> "$CORRAL_TEST_DIR/always.log"; exit 4'
+
+[[task]]
+name = "not-found"
+retries = 3
+run = ["/nonexistent/program"]
+
+[[task]]
+name = "no-cgroup-limit"
+retries = 3
+run = ["true"]
+containment = "process-group"
+memory_max = "64M"
+"#,
+    );
+    let (rp, jp, ep) = (
+        path_str(&s, "r.json"),
+        path_str(&s, "j.xml"),
+        path_str(&s, "events.jsonl"),
+    );
+    let d = run(
+        corral(
+            &s,
+            [
+                "batch", &m, "-j", "5", "--report", &rp, "--junit", &jp, "--events", &ep,
+            ],
+        ),
+        10 * SEC,
+    );
+    d.assert_code(2);
+    let v = read_json(&s, "r.json");
+    let runs = runs_by_name(&v);
+    let f = &runs["flaky#0"];
+    assert_eq!(f["status"], "passed", "{f}");
+    assert_eq!(f["flaky"], true, "{f}");
+    assert_eq!(f["attempt"], 1, "{f}");
+    assert_eq!(f["stdout_tail"], "attempt 1\n");
+    let a = f["attempts"].as_array().unwrap();
+    assert_eq!(a.len(), 1, "{f}");
+    assert_eq!(a[0]["status"], "failed");
+    assert_eq!(a[0]["exit_code"], 1);
+    assert_eq!(a[0]["stdout_tail"], "attempt 0\n");
+    // A timeout is the program's doing: retried.
+    let h = &runs["hangs-once#0"];
+    assert_eq!(
+        (h["status"].as_str(), h["flaky"].as_bool()),
+        (Some("passed"), Some(true))
+    );
+    assert_eq!(h["attempts"][0]["outcome"], "timed_out");
+    // Failing every attempt: failed, with every attempt kept.
+    let al = &runs["always-fails#0"];
+    assert_eq!(al["status"], "failed");
+    assert_eq!(al["flaky"], false);
+    assert_eq!(al["attempts"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        std::fs::read_to_string(s.path("always.log")).unwrap(),
+        "try 0\ntry 1\ntry 2\n"
+    );
+    // Not retried: spawn and containment failures.
+    for n in ["not-found#0", "no-cgroup-limit#0"] {
+        assert_eq!(runs[n]["status"], "error", "{}", runs[n]);
+        assert_eq!(
+            runs[n]["attempts"].as_array().unwrap().len(),
+            0,
+            "{}",
+            runs[n]
+        );
+    }
+    assert_eq!(runs["not-found#0"]["outcome"], "spawn_failed");
+    assert_eq!(runs["no-cgroup-limit#0"]["outcome"], "containment_failed");
+    assert_eq!(v["totals"]["flaky"], 2);
+    assert_eq!(v["totals"]["passed"], 2);
+    assert_eq!(v["totals"]["failed"], 1);
+
+    let x = std::fs::read_to_string(s.path("j.xml")).unwrap();
+    assert_eq!(x.matches("<flakyFailure").count(), 1, "{x}");
+    assert_eq!(x.matches("<flakyError").count(), 1, "{x}");
+    assert_eq!(x.matches("<rerunFailure").count(), 2, "{x}");
+    assert_eq!(x.matches("<failure").count(), 1, "{x}");
+
+    // Events: every attempt starts and finishes; only the last is final.
+    let ev: Vec<Value> = std::fs::read_to_string(s.path("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let of = |task: &str, what: &str| {
+        ev.iter()
+            .filter(|e| e["task"] == task && e["event"] == what)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("always-fails", "started").len(), 3);
+    let fin = of("always-fails", "finished");
+    assert_eq!(fin.len(), 3);
+    assert_eq!(
+        fin.iter()
+            .map(|e| e["will_retry"].as_bool().unwrap())
+            .collect::<Vec<_>>(),
+        [true, true, false]
+    );
+    for e in of("flaky", "finished") {
+        check_report(&e);
+    }
+    assert_eq!(
+        ev.iter()
+            .filter(|e| e["event"] == "finished" && e["will_retry"] == false)
+            .count(),
+        5
+    );
+    // --retries overrides the tasks' own.
+    std::fs::remove_file(s.path("always.log")).unwrap();
+    let d = run(
+        corral(
+            &s,
+            ["batch", &m, "--task", "always-fails", "--retries", "0"],
+        ),
+        5 * SEC,
+    );
+    d.assert_code(1);
+    assert_eq!(
+        std::fs::read_to_string(s.path("always.log")).unwrap(),
+        "try 0\n"
+    );
+}
+
+#[test]
+fn serial_runs_never_overlap_and_warmups_come_first_and_do_not_count() {
+    let s = Scratch::new();
+    let stamp = |tag: &str| {
+        format!(
+            r#"shell = 'date +%s%N > "$CORRAL_TEST_DIR/{tag}.$CORRAL_WARMUP.$CORRAL_RUN.start"; sleep 0.1; date +%s%N > "$CORRAL_TEST_DIR/{tag}.$CORRAL_WARMUP.$CORRAL_RUN.end"'"#
+        )
+    };
+    let m = write_manifest(
+        &s,
+        &format!(
+            "[[task]]\nname = \"par\"\nrepeat = 6\n{}\n\n[[task]]\nname = \"bench\"\nserial = true\nwarmup = 2\nrepeat = 3\n{}\n\n[[task]]\nname = \"par2\"\nrepeat = 4\n{}\n",
+            stamp("par"),
+            stamp("bench"),
+            stamp("par2")
+        ),
+    );
+    let rp = path_str(&s, "r.json");
+    let d = run(
+        corral(&s, ["batch", &m, "-j", "4", "--report", &rp]),
+        15 * SEC,
+    );
+    d.assert_code(0);
+    let read = |f: &str| -> i128 {
+        std::fs::read_to_string(s.path(f))
+            .unwrap_or_else(|e| panic!("{f}: {e}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let span = |tag: &str, w: u32, i: u32| {
+        (
+            read(&format!("{tag}.{w}.{i}.start")),
+            read(&format!("{tag}.{w}.{i}.end")),
+        )
+    };
+    let mut others = Vec::new();
+    for i in 0..6 {
+        others.push(span("par", 0, i));
+    }
+    for i in 0..4 {
+        others.push(span("par2", 0, i));
+    }
+    let bench: Vec<(i128, i128)> = (0..3).map(|i| span("bench", 0, i)).collect();
+    let warm: Vec<(i128, i128)> = (0..2).map(|i| span("bench", 1, i)).collect();
+    let serial: Vec<(i128, i128)> = bench.iter().chain(&warm).copied().collect();
+    for (a, b) in &serial {
+        for (c, e) in others.iter().chain(serial.iter()) {
+            if (a, b) == (c, e) {
+                continue;
+            }
+            assert!(b <= c || e <= a, "serial run [{a},{b}] overlaps [{c},{e}]");
+        }
+    }
+    // Other runs did overlap each other (so -j 4 was in force).
+    let overlapping = others
+        .iter()
+        .enumerate()
+        .any(|(i, (a, b))| others[i + 1..].iter().any(|(c, e)| a < e && c < b));
+    assert!(overlapping, "the parallel runs never overlapped");
+    // Warmups end before the first measured run starts.
+    let last_warm = warm.iter().map(|w| w.1).max().unwrap();
+    assert!(bench.iter().all(|b| b.0 >= last_warm));
+    let v = read_json(&s, "r.json");
+    assert_eq!(v["totals"]["runs"], 13);
+    assert_eq!(v["totals"]["passed"], 13);
+    let w = v["warmup_runs"].as_array().unwrap();
+    assert_eq!(w.len(), 2);
+    assert!(w
+        .iter()
+        .all(|r| r["warmup"] == true && r["task"] == "bench"));
+    let b = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "bench")
+        .unwrap();
+    assert_eq!(b["runs"], 3);
+    let wall = &b["wall_ms"];
+    assert!(wall["mean"].as_f64().unwrap() >= 100.0, "{wall}");
+    assert!(wall["stddev"].as_f64().unwrap() >= 0.0, "{wall}");
+}
+
+#[test]
+fn output_dir_keeps_every_byte_while_reports_keep_head_and_tail() {
+    let s = Scratch::new();
+    let m = write_manifest(
+        &s,
+        r#"
+[[task]]
+name = "big/out"
+shell = 'head -c 300000 /dev/zero | tr "\0" x; echo; echo err-line >&2'
+[[task]]
+name = "big_out"
+shell = 'echo small'
+"#,
+    );
+    let (rp, od) = (path_str(&s, "r.json"), path_str(&s, "out"));
+    let d = run(
+        corral(
+            &s,
+            [
+                "batch",
+                &m,
+                "--keep-output",
+                "1K",
+                "--output-dir",
+                &od,
+                "--report",
+                &rp,
+            ],
+        ),
+        10 * SEC,
+    );
+    d.assert_code(0);
+    let v = read_json(&s, "r.json");
+    let runs = runs_by_name(&v);
+    let r = &runs["big/out#0"];
+    assert_eq!(r["stdout_bytes"], 300_001);
+    assert!(
+        r["stdout_tail"].as_str().unwrap().len() < 2048,
+        "kept head and tail only"
+    );
+    let f = r["stdout_file"].as_str().unwrap();
+    assert_eq!(std::fs::metadata(f).unwrap().len(), 300_001, "{f}");
+    let e = r["stderr_file"].as_str().unwrap();
+    assert_eq!(std::fs::read_to_string(e).unwrap(), "err-line\n");
+    // Names are file-name safe and stay distinct when they sanitize alike.
+    let other = runs["big_out#0"]["stdout_file"].as_str().unwrap();
+    assert_ne!(f, other);
+    assert_eq!(std::fs::read_to_string(other).unwrap(), "small\n");
+    assert!(std::path::Path::new(f).starts_with(&od), "{f}");
+
+    // A file that cannot be created: that run is an error of corral's (not
+    // run, not retried); the others run.
+    let m = write_manifest(
+        &s,
+        "[[task]]\nname = \"t\"\nretries = 2\nrepeat = 2\nshell = 'touch \"$CORRAL_TEST_DIR/ran.$CORRAL_RUN\"'\n",
+    );
+    std::fs::create_dir_all(s.path("out2/t#0.stdout")).unwrap();
+    let od2 = path_str(&s, "out2");
+    let d = run(
+        corral(&s, ["batch", &m, "--output-dir", &od2, "--report", &rp]),
+        10 * SEC,
+    );
+    d.assert_code(2);
+    let v = read_json(&s, "r.json");
+    let runs = runs_by_name(&v);
+    assert_eq!(runs["t#0"]["status"], "error");
+    assert!(runs["t#0"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("cannot create"));
+    assert_eq!(runs["t#0"]["attempts"].as_array().unwrap().len(), 0);
+    assert!(!s.path("ran.0").exists());
+    assert_eq!(runs["t#1"]["status"], "passed");
+    assert!(s.path("ran.1").exists());
+}
+
+#[test]
+fn the_manifest_can_come_from_standard_input() {
+    let s = Scratch::new();
+    let mut c = corral(&s, ["batch", "-", "--report", "-", "--progress", "none"]);
+    c.stdin(std::process::Stdio::piped());
+    let mut r = start(c, Sink::Pipe, Sink::Pipe);
+    {
+        use std::io::Write;
+        let mut stdin = r.child.stdin.take().unwrap();
+        stdin
+            .write_all(b"[[task]]\nname = \"from-stdin\"\nshell = 'echo ok; cat'\n")
+            .unwrap();
+    }
+    let d = r.finish(5 * SEC);
+    d.assert_code(0);
+    let v: Value = serde_json::from_str(&d.out()).unwrap();
+    // The runs' own stdin is the null device, not the manifest.
+    assert_eq!(v["runs"][0]["stdout_tail"], "ok\n");
+    assert_eq!(v["manifest"], "-");
+}
+
+#[test]
+fn per_task_limits_use_the_cgroup_tier() {
+    if corral_testkit::writable_cgroup_v2().is_none() {
+        eprintln!("SKIP: no writable cgroup v2 hierarchy here");
+        return;
+    }
+    let s = Scratch::new();
+    let m = write_manifest(
+        &s,
+        r#"
+[[task]]
+name = "capped"
+containment = "cgroup"
+memory_max = "64M"
+pids_max = 4
+shell = 'for i in 1 2 3 4 5 6; do sleep 0.3 & done; wait'
+"#,
+    );
+    let rp = path_str(&s, "r.json");
+    let d = run(corral(&s, ["batch", &m, "--report", &rp]), 10 * SEC);
+    let v = read_json(&s, "r.json");
+    let r = &v["runs"][0];
+    assert_eq!(r["containment"], "cgroup", "{r}");
+    assert!(
+        r["limits_hit"].as_array().unwrap().contains(&"pids".into()),
+        "{r}"
+    );
+    assert!([0, 1, 2].contains(&d.code()));
+}
+
+#[test]
+fn a_stop_while_a_serial_run_waits_for_the_queue_ends_at_once() {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let m = write_manifest(
+        &s,
+        r#"
+[[task]]
+name = "par"
+repeat = 2
+shell = 'exec "$H" "p$CORRAL_RUN"'
+
+[[task]]
+name = "ser"
+serial = true
+shell = 'touch "$CORRAL_TEST_DIR/ser.ran"'
+"#,
+    );
+    let rp = path_str(&s, "r.json");
+    let r = start(
+        corral(&s, ["batch", &m, "-j", "3", "--report", &rp]),
+        Sink::Pipe,
+        Sink::Pipe,
+    );
+    for n in ["p0", "p1"] {
+        assert!(w.pid(n, FATE).is_some(), "{n} never started");
+    }
+    // The serial run waits for both to end; SIGTERM must not wait for it.
+    let sent = Instant::now();
+    kill_process(Pid::from_raw(r.pid() as i32).unwrap(), Signal::TERM).unwrap();
+    let d = r.finish(6 * SEC);
+    d.assert_code(2);
+    assert_between(sent.elapsed(), ms(0), 3 * SEC);
+    assert_dead(&w, &["p0", "p1"]);
+    assert!(!s.path("ser.ran").exists());
+    let v = read_json(&s, "r.json");
+    assert_eq!(v["not_run"][0]["task"], "ser", "{v}");
+    assert_eq!(v["totals"]["not_run"], 1);
 }

@@ -1,27 +1,78 @@
 //! Running the plan: what one run is ([`Batch::prepare`] and
-//! [`Batch::conclude`], shared by every executor) and how runs are
-//! scheduled ([`Executor`]; today a bounded pool of threads, each
-//! supervising one run at a time through the sync API).
+//! [`Batch::conclude`], shared by every executor), which runs this
+//! invocation has (`--task`, `--partition`, warmups: [`Batch::new`]), in
+//! which order they may start (the scheduler: [`Batch::take`] hands out
+//! jobs in plan order, and holds the queue while a `serial` run or a task's
+//! warmups are not done), and how they are awaited ([`Executor`]: one
+//! tokio reactor thread on Unix, a bounded pool of threads elsewhere).
 //!
-//! An executor takes jobs from [`Batch::next_job`] until it returns `None`
-//! (plan done, or the batch was stopped), and reports through the channel:
-//! `Started` before each spawn, then `Finished` or `Skipped`. The channel
-//! closes when the executor is done, which is how the caller knows. An
-//! async executor (one task per run on a runtime, a semaphore for
-//! `--jobs`) plugs in by implementing the same trait with the same two
-//! halves around `spawn().await`.
+//! An executor takes jobs until there are none (plan done, or the batch
+//! was stopped), runs each job's attempts (retries) and reports through the
+//! channel: `Started` before each attempt, `Retrying` for an attempt run
+//! again, then `Finished` or `Skipped`. The channel closes when the
+//! executor is done, which is how the caller knows.
 
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::PathBuf;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use corral::{CancelToken, Command, ContainmentChoice, Error, Report, Stream};
+use corral::{CancelToken, Command, ContainmentChoice, Error, Mechanism, Output, Report, Stream};
 use serde_json::Value;
 
 use super::classify::{classify, EventScanner, Status, StopReason};
-use super::manifest::Task;
+use super::manifest::{ContainmentKey, Task};
+
+/// `name#run`, or `name#wN` for a warmup run.
+pub fn job_name(tasks: &[Task], j: &Job) -> String {
+    let w = if j.warmup { "w" } else { "" };
+    format!("{}#{w}{}", tasks[j.task].name, j.run)
+}
+
+/// One attempt, ready to spawn.
+pub struct Prepared {
+    pub cmd: Command,
+    pub scanner: Option<Arc<Mutex<EventScanner>>>,
+    /// `--output-dir` files (stdout, stderr).
+    pub files: [Option<String>; 2],
+    /// An output file could not be created: the attempt does not run.
+    pub open_error: Option<String>,
+    /// Writing an output file failed (the run's stream was then closed).
+    pub write_error: Arc<Mutex<Option<String>>>,
+    pub attempt: u32,
+}
+
+/// An `--output-dir` file that remembers its first write error, so the run
+/// that lost output says so.
+struct OutputFile {
+    f: std::fs::File,
+    path: String,
+    failed: Arc<Mutex<Option<String>>>,
+}
+
+impl OutputFile {
+    fn note<T>(&self, r: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &r {
+            self.failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert_with(|| format!("cannot write {} (--output-dir): {e}", self.path));
+        }
+        r
+    }
+}
+
+impl io::Write for OutputFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let r = self.f.write(buf);
+        self.note(r)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        let r = self.f.flush();
+        self.note(r)
+    }
+}
 use crate::exit;
 use crate::json::JsonReport;
 
@@ -30,9 +81,39 @@ use crate::json::JsonReport;
 pub struct Job {
     pub task: usize,
     pub run: u32,
+    /// A warmup run: shown, never counted.
+    pub warmup: bool,
+    /// The shard (1-based) this run belongs to (warmups: this shard).
+    pub shard: u32,
+}
+
+/// How the runs of one manifest are split across `count` shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partition {
+    /// 1-based.
+    pub index: u32,
+    pub count: u32,
+}
+
+/// Which runs this invocation runs.
+pub struct Selection {
+    /// Tasks selected by `--task` (all when there is no pattern).
+    pub tasks: Vec<bool>,
+    pub partition: Option<Partition>,
+}
+
+/// Options that apply to every run.
+pub struct RunOptions {
+    pub fail_fast: bool,
+    pub keep_output: usize,
+    pub containment: ContainmentChoice,
+    /// `--retries`: used for tasks without a `retries` key.
+    pub retries: Option<u32>,
+    pub output_dir: Option<PathBuf>,
 }
 
 /// Everything kept about a finished run.
+#[derive(Clone)]
 pub struct RunRecord {
     /// Index in the plan.
     pub job: usize,
@@ -48,18 +129,34 @@ pub struct RunRecord {
     pub wall: Duration,
     /// Cancelled because the batch stopped (fail-fast or a signal).
     pub cancelled_by_stop: bool,
-    pub report: JsonReport,
+    /// The `corral run --report` object of the attempt.
+    pub report: Value,
     /// Kept output (head and tail), lossily as text.
     pub stdout: String,
     pub stderr: String,
+    /// 0 for the first attempt.
+    pub attempt: u32,
+    /// Earlier attempts that failed or errored (oldest first).
+    pub attempts: Vec<RunRecord>,
+    /// Passed after a failed or errored attempt.
+    pub flaky: bool,
+    /// Would another attempt be allowed by the rules (not by the count)?
+    pub retryable: bool,
+    /// Where `--output-dir` put the full streams.
+    pub stdout_file: Option<String>,
+    pub stderr_file: Option<String>,
 }
 
 /// What an executor reports.
 pub enum Event {
     Started {
         job: usize,
+        attempt: u32,
+        at: Duration,
     },
     Finished(Box<RunRecord>),
+    /// An attempt that failed or errored and is run again.
+    Retrying(Box<RunRecord>),
     /// The batch stopped before this job could start; nothing ran.
     Skipped {
         job: usize,
@@ -69,56 +166,229 @@ pub enum Event {
 /// The shared state of one batch.
 pub struct Batch {
     pub tasks: Vec<Task>,
+    /// What this invocation runs, in order: per task, its warmups (when
+    /// it has a measured run here), then its measured runs in this shard.
     pub plan: Vec<Job>,
-    pub fail_fast: bool,
-    pub keep_output: usize,
-    pub containment: ContainmentChoice,
+    pub selected: Vec<bool>,
+    pub partition: Option<Partition>,
+    pub opts: RunOptions,
+    /// File stem per task for `--output-dir` (unique, file-name safe).
+    stems: Vec<String>,
     pub start: Instant,
     /// Cancels every run (fail-fast, SIGINT, SIGTERM, SIGHUP).
     pub token: CancelToken,
-    next: AtomicUsize,
+    sched: Mutex<Sched>,
+    wake: Condvar,
+    #[cfg(unix)]
+    notify: tokio::sync::Notify,
     stop: Mutex<Option<StopReason>>,
 }
 
+/// The scheduler's state: the next job in plan order, and what runs.
+struct Sched {
+    next: usize,
+    running: usize,
+    serial_running: bool,
+    /// Per task: warmups not finished yet (its measured runs wait).
+    warm_left: Vec<u32>,
+}
+
+/// What the scheduler says to a worker.
+enum Take {
+    Job(usize),
+    Wait,
+    Done,
+}
+
+/// The shard (1-based) of the `ordinal`-th measured run of the selection:
+/// round-robin, so a task's repeats spread over the shards and every shard
+/// gets within one run of the same count.
+pub fn shard_of(ordinal: usize, count: u32) -> u32 {
+    (ordinal % count as usize) as u32 + 1
+}
+
+/// A file-name-safe stem for each task name, unique within the manifest.
+fn file_stems(tasks: &[Task]) -> Vec<String> {
+    let safe: Vec<String> = tasks
+        .iter()
+        .map(|t| {
+            t.name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect::<String>()
+                .trim_start_matches('.')
+                .to_owned()
+        })
+        .collect();
+    safe.iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let clash = safe.iter().enumerate().any(|(j, o)| j != i && o == s);
+            if clash || s.is_empty() {
+                format!("{s}-{i}")
+            } else {
+                s.clone()
+            }
+        })
+        .collect()
+}
+
 impl Batch {
-    pub fn new(
-        tasks: Vec<Task>,
-        fail_fast: bool,
-        keep_output: usize,
-        containment: ContainmentChoice,
-    ) -> Batch {
-        let plan = tasks
-            .iter()
-            .enumerate()
-            .flat_map(|(task, t)| (0..t.repeat).map(move |run| Job { task, run }))
-            .collect();
+    pub fn new(tasks: Vec<Task>, sel: Selection, opts: RunOptions) -> Batch {
+        let count = sel.partition.map_or(1, |p| p.count);
+        let here = sel.partition.map_or(1, |p| p.index);
+        let mut selection = Vec::new();
+        for (task, t) in tasks.iter().enumerate() {
+            if !sel.tasks[task] {
+                continue;
+            }
+            for run in 0..t.repeat {
+                let shard = shard_of(selection.len(), count);
+                selection.push(Job {
+                    task,
+                    run,
+                    warmup: false,
+                    shard,
+                });
+            }
+        }
+        let mut per_task: Vec<Vec<Job>> = vec![Vec::new(); tasks.len()];
+        for j in selection.iter().filter(|j| j.shard == here) {
+            per_task[j.task].push(*j);
+        }
+        let mut plan = Vec::new();
+        let mut warm_left = vec![0; tasks.len()];
+        for ((task, t), mine) in tasks.iter().enumerate().zip(per_task) {
+            if mine.is_empty() {
+                continue;
+            }
+            warm_left[task] = t.warmup;
+            plan.extend((0..t.warmup).map(|run| Job {
+                task,
+                run,
+                warmup: true,
+                shard: here,
+            }));
+            plan.extend(mine);
+        }
+        let stems = file_stems(&tasks);
         Batch {
             tasks,
             plan,
-            fail_fast,
-            keep_output,
-            containment,
+            selected: sel.tasks,
+            partition: sel.partition,
+            opts,
+            stems,
             start: Instant::now(),
             token: CancelToken::new(),
-            next: AtomicUsize::new(0),
+            sched: Mutex::new(Sched {
+                next: 0,
+                running: 0,
+                serial_running: false,
+                warm_left,
+            }),
+            wake: Condvar::new(),
+            #[cfg(unix)]
+            notify: tokio::sync::Notify::new(),
             stop: Mutex::new(None),
         }
     }
 
-    /// `name#run`, how a run is named everywhere.
+    /// `name#run` (`name#w0` for a warmup), how a run is named everywhere.
     pub fn run_name(&self, job: usize) -> String {
-        let j = self.plan[job];
-        format!("{}#{}", self.tasks[j.task].name, j.run)
+        job_name(&self.tasks, &self.plan[job])
     }
 
-    /// The next job to start, or None when the plan is done or the batch
-    /// stopped.
-    pub fn next_job(&self) -> Option<usize> {
+    fn take(&self) -> Take {
         if self.token.is_cancelled() {
-            return None;
+            return Take::Done;
         }
-        let i = self.next.fetch_add(1, Ordering::SeqCst);
-        (i < self.plan.len()).then_some(i)
+        let mut s = self.sched.lock().unwrap_or_else(|e| e.into_inner());
+        if s.next >= self.plan.len() {
+            return Take::Done;
+        }
+        if s.serial_running {
+            return Take::Wait;
+        }
+        let j = self.plan[s.next];
+        if !j.warmup && s.warm_left[j.task] > 0 {
+            return Take::Wait;
+        }
+        if self.tasks[j.task].serial {
+            if s.running > 0 {
+                return Take::Wait;
+            }
+            s.serial_running = true;
+        }
+        let job = s.next;
+        s.next += 1;
+        s.running += 1;
+        Take::Job(job)
+    }
+
+    /// A job taken with `take` is over (finished or skipped).
+    fn done(&self, job: usize) {
+        {
+            let mut s = self.sched.lock().unwrap_or_else(|e| e.into_inner());
+            let j = self.plan[job];
+            s.running -= 1;
+            if self.tasks[j.task].serial {
+                s.serial_running = false;
+            }
+            if j.warmup {
+                s.warm_left[j.task] = s.warm_left[j.task].saturating_sub(1);
+            }
+        }
+        self.wake_all();
+    }
+
+    fn wake_all(&self) {
+        self.wake.notify_all();
+        #[cfg(unix)]
+        self.notify.notify_waiters();
+    }
+
+    /// The next job to start, waiting while a serial run or a task's
+    /// warmups hold the queue; None when the plan is done or the batch
+    /// stopped.
+    #[cfg_attr(unix, allow(dead_code))]
+    fn next_job_blocking(&self) -> Option<usize> {
+        loop {
+            match self.take() {
+                Take::Job(j) => return Some(j),
+                Take::Done => return None,
+                Take::Wait => {
+                    let g = self.sched.lock().unwrap_or_else(|e| e.into_inner());
+                    // Re-checked on every wake; the timeout covers a stop
+                    // (cancel) that raced with the check.
+                    let _ = self.wake.wait_timeout(g, Duration::from_millis(50));
+                }
+            }
+        }
+    }
+
+    #[cfg(unix)]
+    async fn next_job(&self) -> Option<usize> {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            match self.take() {
+                Take::Job(j) => return Some(j),
+                Take::Done => return None,
+                Take::Wait => notified.await,
+            }
+        }
+    }
+
+    pub fn retries(&self, task: usize) -> u32 {
+        self.opts.retries.unwrap_or(self.tasks[task].retries)
     }
 
     /// Stops the batch: nothing more starts, every running tree is
@@ -135,6 +405,7 @@ impl Batch {
             Some(sig) => self.token.cancel_with(sig),
             None => self.token.cancel(),
         }
+        self.wake_all();
     }
 
     pub fn stop_reason(&self) -> Option<StopReason> {
@@ -143,21 +414,76 @@ impl Batch {
 
     /// The command for a job, and the scanner its stdout lines feed (when
     /// the task reads a result event).
-    pub fn prepare(&self, job: usize) -> (Command, Option<Arc<Mutex<EventScanner>>>) {
+    pub fn prepare(&self, job: usize, attempt: u32) -> Prepared {
         let j = self.plan[job];
         let t = &self.tasks[j.task];
         let mut cmd = Command::new(&t.argv[0]);
+        let containment = match t.containment {
+            None => self.opts.containment,
+            Some(ContainmentKey::Auto) => ContainmentChoice::Auto,
+            Some(ContainmentKey::Cgroup) => ContainmentChoice::Only(Mechanism::Cgroup),
+            Some(ContainmentKey::Subreaper) => ContainmentChoice::Only(Mechanism::Subreaper),
+            Some(ContainmentKey::ProcessGroup) => ContainmentChoice::Only(Mechanism::ProcessGroup),
+        };
         cmd.args(&t.argv[1..])
             .envs(t.env.iter().map(|(k, v)| (k, v)))
             .env("CORRAL_TASK", &t.name)
             .env("CORRAL_RUN", j.run.to_string())
+            .env("CORRAL_ATTEMPT", attempt.to_string())
+            .env("CORRAL_WARMUP", if j.warmup { "1" } else { "0" })
             .wait_delay(t.wait_delay)
             .grace(t.grace)
             .signal(t.signal)
             .leftovers(t.leftovers)
-            .containment(self.containment)
-            .capture_limit(self.keep_output)
+            .containment(containment)
+            .capture_limit(self.opts.keep_output)
             .cancel_token(&self.token);
+        if let Some(m) = t.memory_max {
+            cmd.memory_max(m);
+        }
+        if let Some(p) = t.pids_max {
+            cmd.pids_max(p);
+        }
+        // `--output-dir`: every byte goes to the run's files as it comes
+        // (the library's relay writer thread), while the capture keeps only
+        // head and tail for the reports.
+        let mut files = [None, None];
+        let mut open_error = None;
+        let write_error = Arc::new(Mutex::new(None));
+        if let Some(dir) = &self.opts.output_dir {
+            let mut stem = format!("{}#", self.stems[j.task]);
+            if j.warmup {
+                stem.push('w');
+            }
+            stem.push_str(&j.run.to_string());
+            if attempt > 0 {
+                stem.push_str(&format!(".retry{attempt}"));
+            }
+            for (i, ext) in ["stdout", "stderr"].into_iter().enumerate() {
+                let path = dir.join(format!("{stem}.{ext}"));
+                match std::fs::File::create(&path) {
+                    Ok(f) => {
+                        let w = OutputFile {
+                            f,
+                            path: path.display().to_string(),
+                            failed: write_error.clone(),
+                        };
+                        if i == 0 {
+                            cmd.stdout(Output::relay(w));
+                        } else {
+                            cmd.stderr(Output::relay(w));
+                        }
+                        files[i] = Some(path.display().to_string());
+                    }
+                    Err(e) => {
+                        open_error.get_or_insert(format!(
+                            "cannot create {} (--output-dir): {e}",
+                            path.display()
+                        ));
+                    }
+                }
+            }
+        }
         if let Some(d) = &t.cwd {
             cmd.current_dir(d);
         }
@@ -177,7 +503,14 @@ impl Batch {
             });
             s
         });
-        (cmd, scanner)
+        Prepared {
+            cmd,
+            scanner,
+            files,
+            open_error,
+            write_error,
+            attempt,
+        }
     }
 
     /// Classifies a finished run into its record.
@@ -185,9 +518,33 @@ impl Batch {
         &self,
         job: usize,
         result: Result<Report, Error>,
-        scanner: Option<Arc<Mutex<EventScanner>>>,
+        prep: Prepared,
         started: Instant,
     ) -> RunRecord {
+        let Prepared {
+            scanner,
+            files: [stdout_file, stderr_file],
+            attempt,
+            write_error,
+            ..
+        } = prep;
+        let mut write_error = write_error.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // Every byte the run wrote is in its file, or the run says not.
+        if let (None, Ok(r)) = (&write_error, &result) {
+            for (file, total) in [
+                (&stdout_file, r.stdout.total_bytes()),
+                (&stderr_file, r.stderr.total_bytes()),
+            ] {
+                let Some(f) = file else { continue };
+                let len = std::fs::metadata(f).map_or(0, |m| m.len());
+                if len != total {
+                    write_error = Some(format!(
+                        "{f} (--output-dir) has {len} of the {total} bytes the run wrote"
+                    ));
+                    break;
+                }
+            }
+        }
         let wall = started.elapsed();
         let j = self.plan[job];
         let t = &self.tasks[j.task];
@@ -216,6 +573,25 @@ impl Batch {
             Some(StopReason::Signal(s)) => Some(*s),
             _ => None,
         };
+        // Output that could not be kept is corral's failure: an error,
+        // whatever the program did.
+        if let Some(e) = &write_error {
+            v.status = Status::Error;
+            v.reason = Some(match v.reason.take() {
+                Some(r) => format!("{e}; {r}"),
+                None => e.clone(),
+            });
+        }
+        // Retried: what the program did (failed, timed out, held its
+        // output, died by a signal corral did not send, a missing result
+        // event). Never retried: what corral or the machine did (spawn,
+        // containment or cleanup failure) and cancellations.
+        let retryable = v.status != Status::Passed
+            && write_error.is_none()
+            && match &result {
+                Ok(r) => r.cleanup_error.is_none() && r.outcome != corral::Outcome::Cancelled,
+                Err(_) => false,
+            };
         let (report, stdout, stderr, cancelled_by_stop) = match &result {
             Ok(r) => {
                 let code = exit::for_report(r, received);
@@ -236,6 +612,7 @@ impl Batch {
                 )
             }
         };
+        let report = serde_json::to_value(&report).unwrap_or(Value::Null);
         RunRecord {
             job,
             task: j.task,
@@ -250,25 +627,99 @@ impl Batch {
             report,
             stdout,
             stderr,
+            attempt,
+            attempts: Vec::new(),
+            flaky: false,
+            retryable,
+            stdout_file,
+            stderr_file,
         }
     }
 
-    /// Runs one job to its end on this thread.
-    #[cfg_attr(unix, allow(dead_code))]
-    fn run_sync(&self, job: usize, tx: &Sender<Event>) {
-        let (mut cmd, scanner) = self.prepare(job);
-        let _ = tx.send(Event::Started { job });
-        let started = Instant::now();
-        let result = cmd.run();
-        if matches!(result, Err(Error::CancelledBeforeSpawn)) {
-            let _ = tx.send(Event::Skipped { job });
-            return;
+    /// Runs one attempt after another until one passes, one is not
+    /// retryable, the task's retries are spent or the batch stops; sends
+    /// `Retrying` for each attempt run again and `Finished` for the last.
+    /// Returns the record to finish with, or None when the job never
+    /// started (skipped).
+    fn next_attempt(
+        &self,
+        job: usize,
+        mut rec: RunRecord,
+        earlier: &mut Vec<RunRecord>,
+        tx: &Sender<Event>,
+    ) -> Option<RunRecord> {
+        let j = self.plan[job];
+        if rec.retryable && rec.attempt < self.retries(j.task) && !self.token.is_cancelled() {
+            let _ = tx.send(Event::Retrying(Box::new(rec.clone())));
+            earlier.push(rec);
+            return None;
         }
-        let rec = self.conclude(job, result, scanner, started);
-        if self.fail_fast && rec.status != Status::Passed && !rec.cancelled_by_stop {
+        rec.flaky = rec.status == Status::Passed && !earlier.is_empty();
+        rec.attempts = std::mem::take(earlier);
+        Some(rec)
+    }
+
+    /// Sends the final record of a job, and stops the batch under
+    /// `--fail-fast` when it did not pass.
+    fn finish(&self, job: usize, rec: RunRecord, tx: &Sender<Event>) {
+        let j = self.plan[job];
+        if self.opts.fail_fast
+            && !j.warmup
+            && rec.status != Status::Passed
+            && !rec.cancelled_by_stop
+        {
             self.stop(StopReason::FailFast(self.run_name(job)), None);
         }
         let _ = tx.send(Event::Finished(Box::new(rec)));
+    }
+
+    /// Before spawning: an attempt whose output files could not be made
+    /// does not run (an error of corral's, not retried).
+    fn precheck(prep: &Prepared) -> Option<Result<Report, Error>> {
+        prep.open_error
+            .as_ref()
+            .map(|e| Err(Error::InvalidInput(e.clone())))
+    }
+
+    /// Runs one job (every attempt) to its end on this thread.
+    #[cfg_attr(unix, allow(dead_code))]
+    fn run_sync(&self, job: usize, tx: &Sender<Event>) {
+        let mut earlier = Vec::new();
+        let mut attempt = 0;
+        loop {
+            let mut prep = self.prepare(job, attempt);
+            let at = self.start.elapsed();
+            let _ = tx.send(Event::Started { job, attempt, at });
+            let started = Instant::now();
+            let result = match Self::precheck(&prep) {
+                Some(r) => r,
+                None => prep.cmd.run(),
+            };
+            if matches!(result, Err(Error::CancelledBeforeSpawn)) {
+                self.end_cancelled(job, earlier, tx);
+                return;
+            }
+            let rec = self.conclude(job, result, prep, started);
+            if let Some(rec) = self.next_attempt(job, rec, &mut earlier, tx) {
+                self.finish(job, rec, tx);
+                return;
+            }
+            attempt += 1;
+        }
+    }
+
+    /// The batch stopped before an attempt could start: a job that never
+    /// started is skipped; one with earlier attempts ends as its last one.
+    fn end_cancelled(&self, job: usize, mut earlier: Vec<RunRecord>, tx: &Sender<Event>) {
+        match earlier.pop() {
+            None => {
+                let _ = tx.send(Event::Skipped { job });
+            }
+            Some(mut last) => {
+                last.attempts = earlier;
+                let _ = tx.send(Event::Finished(Box::new(last)));
+            }
+        }
     }
 }
 
@@ -276,19 +727,28 @@ impl Batch {
     /// [`run_sync`](Self::run_sync) on the async API.
     #[cfg(unix)]
     async fn run_async(&self, job: usize, tx: &Sender<Event>) {
-        let (mut cmd, scanner) = self.prepare(job);
-        let _ = tx.send(Event::Started { job });
-        let started = Instant::now();
-        let result = cmd.run_async().await;
-        if matches!(result, Err(Error::CancelledBeforeSpawn)) {
-            let _ = tx.send(Event::Skipped { job });
-            return;
+        let mut earlier = Vec::new();
+        let mut attempt = 0;
+        loop {
+            let mut prep = self.prepare(job, attempt);
+            let at = self.start.elapsed();
+            let _ = tx.send(Event::Started { job, attempt, at });
+            let started = Instant::now();
+            let result = match Self::precheck(&prep) {
+                Some(r) => r,
+                None => prep.cmd.run_async().await,
+            };
+            if matches!(result, Err(Error::CancelledBeforeSpawn)) {
+                self.end_cancelled(job, earlier, tx);
+                return;
+            }
+            let rec = self.conclude(job, result, prep, started);
+            if let Some(rec) = self.next_attempt(job, rec, &mut earlier, tx) {
+                self.finish(job, rec, tx);
+                return;
+            }
+            attempt += 1;
         }
-        let rec = self.conclude(job, result, scanner, started);
-        if self.fail_fast && rec.status != Status::Passed && !rec.cancelled_by_stop {
-            self.stop(StopReason::FailFast(self.run_name(job)), None);
-        }
-        let _ = tx.send(Event::Finished(Box::new(rec)));
     }
 }
 
@@ -313,8 +773,9 @@ impl Executor for Reactor {
                     for _ in 0..n {
                         let (b, tx) = (batch.clone(), tx.clone());
                         set.spawn(async move {
-                            while let Some(job) = b.next_job() {
+                            while let Some(job) = b.next_job().await {
                                 b.run_async(job, &tx).await;
+                                b.done(job);
                             }
                         });
                     }
@@ -351,8 +812,9 @@ impl Executor for ThreadPool {
                 .name(format!("corral-batch-{i}"))
                 .stack_size(1 << 20)
                 .spawn(move || {
-                    while let Some(job) = b.next_job() {
+                    while let Some(job) = b.next_job_blocking() {
                         b.run_sync(job, &tx);
+                        b.done(job);
                     }
                 });
             match spawned {

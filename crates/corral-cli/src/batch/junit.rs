@@ -1,87 +1,127 @@
-//! JUnit XML: a testsuite per task, a testcase per run (`name#N`); a failed
-//! run is a `<failure>`, an errored one an `<error>` (type = the outcome),
-//! a run that never started (fail-fast, interrupt) is `<skipped>`. Output
+//! JUnit XML from a batch report document (a shard's or a merged one): a
+//! testsuite per task, a testcase per run (`name#N`); a failed run is a
+//! `<failure>`, an errored one an `<error>` (type = the outcome), a run
+//! that never started (fail-fast, interrupt) is `<skipped>`. Retries as
+//! nextest writes them: a run that passed after failing attempts is a
+//! success with a `<flakyFailure>`/`<flakyError>` per failed attempt; a
+//! run that failed every attempt carries the earlier ones as
+//! `<rerunFailure>`/`<rerunError>`. Warmup runs are not test cases. Output
 //! is cut to the last [`KEEP`] bytes per stream.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
+use serde_json::Value;
 
-use super::classify::Status;
-use super::exec::{Batch, RunRecord};
+use super::report::run_key;
 
 /// Bytes of each stream kept in `<system-out>` / `<system-err>`.
 pub const KEEP: usize = 16 << 10;
 
-pub fn render(
-    batch: &Batch,
-    records: &[RunRecord],
-    manifest: &str,
-    wall: Duration,
-) -> Result<String, quick_junit::SerializeError> {
-    let mut report = Report::new(format!("corral batch {manifest}"));
-    report.set_time(wall);
-    let mut suites: Vec<TestSuite> = batch
-        .tasks
-        .iter()
-        .map(|t| TestSuite::new(t.name.clone()))
-        .collect();
-    let mut by_job: Vec<Option<&RunRecord>> = vec![None; batch.plan.len()];
-    for r in records {
-        by_job[r.job] = Some(r);
+fn dur(ms: &Value) -> Duration {
+    Duration::from_secs_f64(ms.as_f64().unwrap_or(0.0).max(0.0) / 1e3)
+}
+
+fn text<'a>(r: &'a Value, k: &str) -> &'a str {
+    r[k].as_str().unwrap_or("")
+}
+
+pub fn render(doc: &Value, title: &str) -> Result<String, quick_junit::SerializeError> {
+    let mut report = Report::new(format!("corral batch {title}"));
+    report.set_time(dur(&doc["duration_ms"]));
+    let plan = doc["plan"].as_array().cloned().unwrap_or_default();
+    let mut suites: Vec<TestSuite> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for p in &plan {
+        let name = p["task"].as_str().unwrap_or("?").to_owned();
+        index.insert(name.clone(), suites.len());
+        suites.push(TestSuite::new(name));
     }
-    let stop = batch.stop_reason();
-    for (job, j) in batch.plan.iter().enumerate() {
-        let name = batch.run_name(job);
-        let case = match by_job[job] {
-            Some(r) => case_for(&name, r),
-            None => {
-                let mut st = TestCaseStatus::skipped();
-                st.set_message(match &stop {
-                    Some(s) => format!("not run: {s}"),
-                    None => "not run".into(),
-                });
-                TestCase::new(name, st)
-            }
-        };
-        let mut case = case;
-        case.set_classname(batch.tasks[j.task].name.clone());
-        suites[j.task].add_test_case(case);
+    let mut cases: Vec<Vec<(u64, TestCase)>> = vec![Vec::new(); suites.len()];
+    let mut walls = vec![Duration::ZERO; suites.len()];
+    let empty = Vec::new();
+    for r in doc["runs"].as_array().unwrap_or(&empty) {
+        let task = text(r, "task");
+        let Some(&i) = index.get(task) else { continue };
+        let mut case = case_for(r);
+        case.set_classname(task.to_owned());
+        walls[i] += dur(&r["wall_ms"]);
+        cases[i].push((r["run"].as_u64().unwrap_or(0), case));
     }
-    for (i, suite) in suites.iter_mut().enumerate() {
-        let wall: Duration = records.iter().filter(|r| r.task == i).map(|r| r.wall).sum();
+    let stop = doc["stopped"].as_str();
+    for n in doc["not_run"].as_array().unwrap_or(&empty) {
+        let task = text(n, "task");
+        let Some(&i) = index.get(task) else { continue };
+        let mut st = TestCaseStatus::skipped();
+        st.set_message(match stop {
+            Some(s) => format!("not run: {s}"),
+            None => "not run".into(),
+        });
+        let mut case = TestCase::new(run_key(n), st);
+        case.set_classname(task.to_owned());
+        cases[i].push((n["run"].as_u64().unwrap_or(0), case));
+    }
+    for ((suite, mut cs), wall) in suites.iter_mut().zip(cases).zip(walls) {
+        cs.sort_by_key(|(run, _)| *run);
+        suite.add_test_cases(cs.into_iter().map(|(_, c)| c));
         suite.set_time(wall);
     }
     report.add_test_suites(suites);
     report.to_string()
 }
 
-fn case_for(name: &str, r: &RunRecord) -> TestCase {
-    let status = match r.status {
-        Status::Passed => TestCaseStatus::success(),
-        Status::Failed | Status::Error => {
-            let kind = if r.status == Status::Failed {
-                NonSuccessKind::Failure
-            } else {
-                NonSuccessKind::Error
-            };
-            let mut st = TestCaseStatus::non_success(kind);
-            st.set_message(r.reason.clone().unwrap_or_default());
-            st.set_type(if r.status == Status::Failed {
-                "failed"
-            } else {
-                r.report.outcome
-            });
+fn kind(r: &Value) -> NonSuccessKind {
+    if r["status"] == "failed" {
+        NonSuccessKind::Failure
+    } else {
+        NonSuccessKind::Error
+    }
+}
+
+fn ty(r: &Value) -> String {
+    if r["status"] == "failed" {
+        "failed".into()
+    } else {
+        text(r, "outcome").to_owned()
+    }
+}
+
+fn rerun(a: &Value) -> TestRerun {
+    let mut t = TestRerun::new(kind(a));
+    t.set_message(text(a, "reason").to_owned())
+        .set_type(ty(a))
+        .set_time(dur(&a["wall_ms"]));
+    if !text(a, "stdout_tail").is_empty() {
+        t.set_system_out(tail(text(a, "stdout_tail")));
+    }
+    if !text(a, "stderr_tail").is_empty() {
+        t.set_system_err(tail(text(a, "stderr_tail")));
+    }
+    t
+}
+
+fn case_for(r: &Value) -> TestCase {
+    let mut status = match r["status"].as_str() {
+        Some("passed") => TestCaseStatus::success(),
+        _ => {
+            let mut st = TestCaseStatus::non_success(kind(r));
+            st.set_message(text(r, "reason").to_owned());
+            st.set_type(ty(r));
             st
         }
     };
-    let mut case = TestCase::new(name.to_owned(), status);
-    case.set_time(r.wall);
-    if !r.stdout.is_empty() {
-        case.set_system_out(tail(&r.stdout));
+    // Earlier attempts: flaky runs on a success, reruns on a non-success.
+    if let Some(attempts) = r["attempts"].as_array() {
+        status.add_reruns(attempts.iter().map(rerun));
     }
-    if !r.stderr.is_empty() {
-        case.set_system_err(tail(&r.stderr));
+    let mut case = TestCase::new(run_key(r), status);
+    case.set_time(dur(&r["wall_ms"]));
+    if !text(r, "stdout_tail").is_empty() {
+        case.set_system_out(tail(text(r, "stdout_tail")));
+    }
+    if !text(r, "stderr_tail").is_empty() {
+        case.set_system_err(tail(text(r, "stderr_tail")));
     }
     case
 }

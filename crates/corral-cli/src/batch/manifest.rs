@@ -23,7 +23,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::args::parse_duration;
+use crate::args::{parse_bytes, parse_duration};
 
 /// The shell used for `shell = "..."` tasks.
 #[cfg(unix)]
@@ -69,6 +69,73 @@ pub struct Task {
     pub expect_exit: i32,
     /// When set, the result is the last matching stdout event.
     pub result_event: Option<EventRule>,
+    /// Extra attempts for a run that fails or errors (see `exec`).
+    pub retries: u32,
+    /// Runs before the measured ones, not counted.
+    pub warmup: u32,
+    /// Its runs never overlap any other run.
+    pub serial: bool,
+    pub memory_max: Option<u64>,
+    pub pids_max: Option<u64>,
+    /// Overrides `--containment`.
+    pub containment: Option<ContainmentKey>,
+    /// `cwd` as written (the fingerprint must not depend on where the
+    /// manifest sits on a machine).
+    pub cwd_raw: Option<String>,
+}
+
+/// A task's `containment` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContainmentKey {
+    Auto,
+    Cgroup,
+    Subreaper,
+    ProcessGroup,
+}
+
+impl Task {
+    /// A canonical text of everything that decides what the task runs and
+    /// how it is judged (the resolved cwd is left out, its written form is
+    /// in).
+    fn canonical(&self) -> String {
+        format!(
+            "name={:?} argv={:?} cwd={:?} env={:?} timeout={:?} wait_delay={:?} grace={:?} signal={} leftovers={:?} repeat={} expect_exit={} result_event={:?} retries={} warmup={} serial={} memory_max={:?} pids_max={:?} containment={:?}\n",
+            self.name,
+            self.argv,
+            self.cwd_raw,
+            self.env,
+            self.timeout.map(|d| d.as_nanos()),
+            self.wait_delay.as_nanos(),
+            self.grace.as_nanos(),
+            self.signal.as_raw(),
+            self.leftovers,
+            self.repeat,
+            self.expect_exit,
+            self.result_event.as_ref().map(|r| (&r.ty, &r.field)),
+            self.retries,
+            self.warmup,
+            self.serial,
+            self.memory_max,
+            self.pids_max,
+            self.containment,
+        )
+    }
+}
+
+/// The manifest's fingerprint: 64-bit FNV-1a of the normalized tasks, in
+/// hex. Two manifests that differ only in comments, layout, key order or
+/// where defaults are written have the same one; any change to what runs
+/// changes it. Stable across corral builds (no std hasher).
+pub fn fingerprint(tasks: &[Task]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for t in tasks {
+        for b in t.canonical().bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
 }
 
 /// A checked manifest.
@@ -160,6 +227,34 @@ impl<'de> Deserialize<'de> for Sig {
     }
 }
 
+/// A size: a number of bytes, or a string with a suffix (`"64M"`).
+#[derive(Debug, Clone, Copy)]
+struct Bytes(u64);
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Bytes;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size (a number of bytes, or \"512K\", \"64M\", \"2G\")")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Bytes, E> {
+                parse_bytes(s).map(Bytes).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Bytes, E> {
+                u64::try_from(n)
+                    .map(Bytes)
+                    .map_err(|_| E::custom(format!("invalid size {n}: negative")))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Bytes, E> {
+                Ok(Bytes(n))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
@@ -183,6 +278,12 @@ struct RawDefaults {
     repeat: Option<Spanned<u32>>,
     expect_exit: Option<i32>,
     result_event: Option<EventRule>,
+    retries: Option<u32>,
+    warmup: Option<u32>,
+    serial: Option<bool>,
+    memory_max: Option<Bytes>,
+    pids_max: Option<Spanned<u64>>,
+    containment: Option<ContainmentKey>,
 }
 
 #[derive(Deserialize)]
@@ -201,10 +302,30 @@ struct RawTask {
     repeat: Option<Spanned<u32>>,
     expect_exit: Option<i32>,
     result_event: Option<EventRule>,
+    retries: Option<u32>,
+    warmup: Option<u32>,
+    serial: Option<bool>,
+    memory_max: Option<Bytes>,
+    pids_max: Option<Spanned<u64>>,
+    containment: Option<ContainmentKey>,
 }
 
 /// Reads and checks the manifest at `path`.
 pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text).map_err(|e| {
+            ManifestError {
+                file: "<stdin>".into(),
+                line: 0,
+                col: 0,
+                key: None,
+                message: format!("cannot read the manifest from standard input: {e}"),
+            }
+        })?;
+        // Relative `cwd`s are relative to corral's working directory.
+        return parse("<stdin>", &text, Path::new(".")).map(|tasks| Manifest { tasks });
+    }
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
         file: file.clone(),
@@ -331,7 +452,24 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
         };
         let mut env = defaults.env.clone().unwrap_or_default();
         env.extend(t.env.unwrap_or_default());
-        let cwd = t.cwd.or_else(|| defaults.cwd.clone()).map(|c| base.join(c));
+        let cwd_raw = t.cwd.or_else(|| defaults.cwd.clone());
+        let cwd = cwd_raw.as_ref().map(|c| base.join(c));
+        let pids_max = t.pids_max.as_ref().or(defaults.pids_max.as_ref());
+        if let Some(p) = pids_max {
+            if *p.get_ref() == 0 {
+                let key = if t.pids_max.is_some() {
+                    here("pids_max")
+                } else {
+                    "defaults.pids_max".into()
+                };
+                return Err(err_at(
+                    Some(p.span()),
+                    Some(key),
+                    "must be at least 1".into(),
+                ));
+            }
+        }
+        let pids_max = pids_max.map(|p| *p.get_ref());
         // A task that says how to read its result replaces the default's
         // way entirely (`expect_exit` alone drops a default result_event).
         let (expect_exit, result_event) = if t.expect_exit.is_some() || t.result_event.is_some() {
@@ -361,6 +499,13 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
             repeat,
             expect_exit,
             result_event,
+            retries: t.retries.or(defaults.retries).unwrap_or(0),
+            warmup: t.warmup.or(defaults.warmup).unwrap_or(0),
+            serial: t.serial.or(defaults.serial).unwrap_or(false),
+            memory_max: t.memory_max.or(defaults.memory_max).map(|b| b.0),
+            pids_max,
+            containment: t.containment.or(defaults.containment),
+            cwd_raw,
         });
     }
     Ok(tasks)
@@ -569,6 +714,75 @@ cwd = "sub"
             4,
             "task[0].leftovers",
             "unknown variant",
+        );
+    }
+
+    #[test]
+    fn the_fingerprint_ignores_layout_and_sees_what_runs() {
+        let a = p("# a comment\n[defaults]\ntimeout = \"1m\"\n[[task]]\nname = \"a\"\nrun = [\"x\", \"y\"]\nrepeat = 2\n")
+            .unwrap();
+        let b =
+            p("[[task]]\nrepeat = 2\nrun = [ \"x\",\"y\" ]\nname = \"a\"\ntimeout = 60\n").unwrap();
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        assert_eq!(fingerprint(&a).len(), 16);
+        for other in [
+            "[[task]]\nname = \"a\"\nrun = [\"x\", \"z\"]\nrepeat = 2\ntimeout = 60\n",
+            "[[task]]\nname = \"a\"\nrun = [\"x\", \"y\"]\nrepeat = 3\ntimeout = 60\n",
+            "[[task]]\nname = \"a\"\nrun = [\"x\", \"y\"]\nrepeat = 2\ntimeout = 61\n",
+            "[[task]]\nname = \"b\"\nrun = [\"x\", \"y\"]\nrepeat = 2\ntimeout = 60\n",
+            "[[task]]\nname = \"a\"\nrun = [\"x\", \"y\"]\nrepeat = 2\ntimeout = 60\nenv = { A = \"1\" }\n",
+        ] {
+            assert_ne!(fingerprint(&a), fingerprint(&p(other).unwrap()), "{other}");
+        }
+        // Where the manifest sits does not matter; `cwd` as written does.
+        let here = parse(
+            "m.toml",
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\ncwd = \"sub\"\n",
+            Path::new("/one"),
+        )
+        .unwrap();
+        let there = parse(
+            "m.toml",
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\ncwd = \"sub\"\n",
+            Path::new("/two"),
+        )
+        .unwrap();
+        assert_eq!(fingerprint(&here), fingerprint(&there));
+    }
+
+    #[test]
+    fn new_keys_and_their_defaults() {
+        let t = p("[defaults]\nretries = 2\nwarmup = 1\nserial = true\nmemory_max = \"64M\"\npids_max = 10\ncontainment = \"process-group\"\n[[task]]\nname = \"a\"\nrun = [\"x\"]\n[[task]]\nname = \"b\"\nrun = [\"x\"]\nretries = 0\nserial = false\nmemory_max = 4096\n").unwrap();
+        assert_eq!((t[0].retries, t[0].warmup, t[0].serial), (2, 1, true));
+        assert_eq!((t[0].memory_max, t[0].pids_max), (Some(64 << 20), Some(10)));
+        assert_eq!(t[0].containment, Some(ContainmentKey::ProcessGroup));
+        assert_eq!(
+            (t[1].retries, t[1].serial, t[1].memory_max),
+            (0, false, Some(4096))
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\npids_max = 0\n",
+            4,
+            "task[0].pids_max",
+            "at least 1",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\nmemory_max = \"lots\"\n",
+            4,
+            "task[0].memory_max",
+            "invalid size",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\ncontainment = \"jail\"\n",
+            4,
+            "task[0].containment",
+            "unknown variant",
+        );
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\nretries = -1\n",
+            4,
+            "task[0].retries",
+            "invalid value",
         );
     }
 

@@ -1,13 +1,18 @@
 //! `corral batch FILE`: run the tasks of a TOML manifest, many at once,
 //! each run contained like `corral run`, and classify every run as passed,
-//! failed or error (see `classify`). The pieces:
+//! failed or error (see `classify`); `corral merge`: the reports of a
+//! batch's shards back into one. The pieces:
 //!
-//! * `manifest`: reading and checking the TOML, before anything runs;
+//! * `manifest`: reading and checking the TOML, before anything runs, and
+//!   the manifest's fingerprint;
 //! * `classify`: the verdict of one run, and the result-event scanner;
-//! * `exec`: one run (prepare / conclude) and the executor (a bounded pool
-//!   of threads today; the async API can replace it behind the same trait);
-//! * `progress`: the live display, the per-run lines and the summary table;
-//! * `junit`: the JUnit XML report.
+//! * `exec`: the plan (filters, shards, warmups), one run and its retries,
+//!   the scheduler (`serial`, warmups first) and the executors;
+//! * `progress`: the live display and the per-run lines;
+//! * `report`: the report document and what is derived from it (table,
+//!   totals, exit code, Markdown), shared with `merge`;
+//! * `junit`: the JUnit XML, from the report document;
+//! * `merge`: `corral merge`.
 
 /// `eprintln!` that ignores a closed or failing stderr (never panics: a
 /// panic in the batch's main thread would leave the trees unsupervised).
@@ -22,7 +27,9 @@ mod classify;
 mod exec;
 mod junit;
 mod manifest;
+pub mod merge;
 mod progress;
+mod report;
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -31,14 +38,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral::{ContainmentChoice, Mechanism};
-use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::args::{BatchOpts, ContainmentArg, ProgressArg};
 use crate::exit::CORRAL_FAILED;
-use crate::json::JsonReport;
-use classify::{Status, StopReason};
-use exec::{Batch, Event, Executor, RunRecord};
+use classify::StopReason;
+use exec::{Batch, Event, Executor, Partition, RunOptions, RunRecord, Selection};
 use progress::{Mode, Progress, TaskSummary};
 
 /// Every run passed.
@@ -49,20 +54,141 @@ pub const SOME_FAILED: i32 = 1;
 pub const SOME_ERRORED: i32 = 2;
 
 pub fn main(opts: BatchOpts) -> i32 {
-    let manifest = match manifest::load(&opts.manifest) {
-        Ok(m) => m,
-        Err(e) => {
-            say!("corral: {e}");
-            return CORRAL_FAILED;
+    match run_batch(opts) {
+        Ok(code) => code,
+        Err(msg) => {
+            say!("corral: {msg}");
+            CORRAL_FAILED
         }
+    }
+}
+
+/// Where a stream of output goes: stdout (`-`) or a file.
+fn is_stdout(p: Option<&Path>) -> bool {
+    p.is_some_and(|p| p == Path::new("-"))
+}
+
+/// `K/N`: K from 1 to N, or `env:VAR` holding a 0-based index (from 0 to
+/// N-1, as Kubernetes' JOB_COMPLETION_INDEX, Nomad's NOMAD_ALLOC_INDEX and
+/// GitHub's strategy.job-index count).
+pub fn parse_partition(
+    spec: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Partition, String> {
+    let bad = |why: String| format!("--partition {spec:?}: {why}");
+    let (k, n) = spec.rsplit_once('/').ok_or_else(|| {
+        bad("expected K/N (the K-th of N shards, 1 <= K <= N), or env:VAR/N".into())
+    })?;
+    let count: u32 = n
+        .trim()
+        .parse()
+        .map_err(|_| bad(format!("the shard count {n:?} is not a positive integer")))?;
+    if count == 0 {
+        return Err(bad("the shard count must be at least 1".into()));
+    }
+    let k = k.trim();
+    let index = if let Some(var) = k.strip_prefix("env:") {
+        let val = env(var).ok_or_else(|| {
+            bad(format!(
+                "the environment variable {var} is not set (it should hold a 0-based shard index)"
+            ))
+        })?;
+        let i: u32 = val.trim().parse().map_err(|_| {
+            bad(format!(
+                "{var}={val:?} is not a 0-based shard index (an integer from 0 to {})",
+                count - 1
+            ))
+        })?;
+        if i >= count {
+            return Err(bad(format!(
+                "{var}={i}, but a 0-based index for {count} shard(s) must be from 0 to {}",
+                count - 1
+            )));
+        }
+        i + 1
+    } else {
+        let i: u32 = k.parse().map_err(|_| {
+            bad(format!(
+                "the shard {k:?} is neither an integer from 1 to {count} nor env:VAR"
+            ))
+        })?;
+        if i == 0 || i > count {
+            return Err(bad(format!(
+                "the shard must be from 1 to {count} (1-based; for a 0-based index use env:VAR)"
+            )));
+        }
+        i
     };
-    for (what, p) in [("--report", &opts.report), ("--junit", &opts.junit)] {
-        if let Some(p) = p {
-            if let Err(e) = check_writable(p) {
-                say!("corral: {what} {}: {e}", p.display());
-                return CORRAL_FAILED;
+    Ok(Partition { index, count })
+}
+
+/// A shell-style glob on a whole name: `*` any run of characters, `?` one
+/// character; everything else literal.
+pub fn glob(pat: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pat.chars().collect(), name.chars().collect());
+    let (mut i, mut j) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while j < n.len() {
+        if i < p.len() && (p[i] == '?' || (p[i] != '*' && p[i] == n[j])) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some((i, j));
+            i += 1;
+        } else if let Some((si, sj)) = star {
+            i = si + 1;
+            j = sj + 1;
+            star = Some((si, sj + 1));
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|&c| c == '*')
+}
+
+fn run_batch(opts: BatchOpts) -> Result<i32, String> {
+    if is_stdout(opts.events.as_deref()) && is_stdout(opts.report.as_deref()) {
+        return Err(
+            "--events - and --report - both want stdout; send one of them to a file".into(),
+        );
+    }
+    let partition = opts
+        .partition
+        .as_deref()
+        .map(|s| parse_partition(s, |v| std::env::var(v).ok()))
+        .transpose()?;
+    let manifest = manifest::load(&opts.manifest).map_err(|e| e.to_string())?;
+    let fingerprint = manifest::fingerprint(&manifest.tasks);
+    let mut selected = vec![opts.tasks.is_empty(); manifest.tasks.len()];
+    for pat in &opts.tasks {
+        let mut any = false;
+        for (i, t) in manifest.tasks.iter().enumerate() {
+            if glob(pat, &t.name) {
+                selected[i] = true;
+                any = true;
             }
         }
+        if !any {
+            let names: Vec<&str> = manifest.tasks.iter().map(|t| t.name.as_str()).collect();
+            return Err(format!(
+                "--task {pat:?} matches no task (tasks: {})",
+                names.join(", ")
+            ));
+        }
+    }
+    for (what, p) in [
+        ("--report", &opts.report),
+        ("--junit", &opts.junit),
+        ("--events", &opts.events),
+        ("--export-markdown", &opts.export_markdown),
+    ] {
+        if let Some(p) = p {
+            check_writable(p).map_err(|e| format!("{what} {}: {e}", p.display()))?;
+        }
+    }
+    if let Some(d) = &opts.output_dir {
+        std::fs::create_dir_all(d)
+            .map_err(|e| format!("--output-dir {}: cannot create it: {e}", d.display()))?;
     }
     let jobs = opts.jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -74,14 +200,47 @@ pub fn main(opts: BatchOpts) -> i32 {
         ContainmentArg::ProcessGroup => ContainmentChoice::Only(Mechanism::ProcessGroup),
         ContainmentArg::Subreaper => ContainmentChoice::Only(Mechanism::Subreaper),
     };
-    let jobs = fit_fd_limit(jobs);
     let keep = usize::try_from(opts.keep_output).unwrap_or(usize::MAX);
     let batch = Arc::new(Batch::new(
         manifest.tasks,
-        opts.fail_fast,
-        keep,
-        containment,
+        Selection {
+            tasks: selected,
+            partition,
+        },
+        RunOptions {
+            fail_fast: opts.fail_fast,
+            keep_output: keep,
+            containment,
+            retries: opts.retries,
+            output_dir: opts.output_dir.clone(),
+        },
     ));
+    if opts.list {
+        let (k, n) = partition.map_or((1, 1), |p| (p.index, p.count));
+        let mut out = String::new();
+        for j in &batch.plan {
+            let name = exec::job_name(&batch.tasks, j);
+            let _ = j.shard;
+            if j.warmup {
+                out.push_str(&format!("{name} {k}/{n} warmup\n"));
+            } else {
+                out.push_str(&format!("{name} {k}/{n}\n"));
+            }
+        }
+        let mut o = std::io::stdout().lock();
+        let _ = o.write_all(out.as_bytes()).and_then(|()| o.flush());
+        return Ok(ALL_PASSED);
+    }
+    let mut events = match opts.events.as_deref() {
+        None => None,
+        Some(p) if p == Path::new("-") => Some(Events::new(Box::new(std::io::stdout()), "-")),
+        Some(p) => {
+            let f =
+                std::fs::File::create(p).map_err(|e| format!("--events {}: {e}", p.display()))?;
+            Some(Events::new(Box::new(f), &p.display().to_string()))
+        }
+    };
+    let jobs = fit_fd_limit(jobs);
     // Not `corral::enable_subreaper()` (as `run` does): a batch lives long
     // and runs thousands of trees, and orphans reparented to a subreaper
     // are not reaped by the other tiers (they pile up as zombies).
@@ -103,16 +262,38 @@ pub fn main(opts: BatchOpts) -> i32 {
     let executor = exec::ThreadPool;
     if let Err(e) = executor.start(batch.clone(), jobs, tx) {
         progress.finish();
-        say!("corral: cannot start worker threads: {e}");
-        return CORRAL_FAILED;
+        return Err(format!("cannot start worker threads: {e}"));
     }
     let mut records: Vec<RunRecord> = Vec::with_capacity(batch.plan.len());
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(Event::Started { job }) => progress.started(job),
+            Ok(Event::Started { job, attempt, at }) => {
+                progress.started(job);
+                if let Some(ev) = &mut events {
+                    let j = batch.plan[job];
+                    ev.write(&json!({
+                        "event": "started",
+                        "task": batch.tasks[j.task].name,
+                        "run": j.run,
+                        "warmup": j.warmup,
+                        "shard": j.shard,
+                        "attempt": attempt,
+                        "started_ms": ms(at),
+                    }));
+                }
+            }
             Ok(Event::Skipped { job }) => progress.skipped(job),
+            Ok(Event::Retrying(rec)) => {
+                progress.retrying(&batch, &rec);
+                if let Some(ev) = &mut events {
+                    ev.write(&event_line(&batch, &rec, true));
+                }
+            }
             Ok(Event::Finished(rec)) => {
                 progress.finished(&batch, &rec);
+                if let Some(ev) = &mut events {
+                    ev.write(&event_line(&batch, &rec, false));
+                }
                 records.push(*rec);
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -128,13 +309,21 @@ pub fn main(opts: BatchOpts) -> i32 {
     for r in &records {
         seen[r.job] = true;
     }
-    let not_run: Vec<usize> = (0..batch.plan.len()).filter(|&j| !seen[j]).collect();
+    let not_run: Vec<usize> = (0..batch.plan.len())
+        .filter(|&j| !seen[j] && !batch.plan[j].warmup)
+        .collect();
     let stop = batch.stop_reason();
-    let code = exit_code(&records, &not_run, stop.as_ref());
-    let summary = progress::summarize(&batch, &records);
+    let mut doc = document(&batch, &records, &not_run, stop.as_ref(), wall);
+    doc["manifest"] = Value::from(opts.manifest.display().to_string());
+    doc["manifest_fingerprint"] = Value::from(fingerprint);
+    doc["task_filters"] = json!(opts.tasks);
+    let mut code = doc["exit_code"].as_i64().unwrap_or(2) as i32;
+    let summary = here_summary(&batch, &doc);
+    doc["tasks"] = serde_json::to_value(&summary).unwrap_or(Value::Null);
+    doc["totals"] = report::totals(&summary);
 
-    let report_to_stdout = opts.report.as_deref().is_some_and(|p| p == Path::new("-"));
-    let mut text = progress::table(&summary, wall);
+    let text_to_stderr = is_stdout(opts.report.as_deref()) || is_stdout(opts.events.as_deref());
+    let mut text = report::table(&summary, wall);
     if let Some(s) = &stop {
         text.push_str(&format!(
             "stopped: {s}; {} run(s) cancelled, {} not run\n",
@@ -142,37 +331,86 @@ pub fn main(opts: BatchOpts) -> i32 {
             not_run.len()
         ));
     }
+    if let Some(p) = partition {
+        text.push_str(&format!(
+            "shard {}/{} of manifest {}\n",
+            p.index,
+            p.count,
+            doc["manifest_fingerprint"].as_str().unwrap_or("")
+        ));
+    }
     // Written, not printed: a closed pipe must not panic corral before
     // the reports are written.
-    if report_to_stdout {
+    if text_to_stderr {
         let _ = std::io::stderr().write_all(text.as_bytes());
     } else {
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
     }
+    if let Some(ev) = &events {
+        if let Some(e) = &ev.failed {
+            say!("corral: cannot write the events to {}: {e}", ev.name);
+            code = CORRAL_FAILED;
+        }
+    }
+    let title = opts.manifest.display().to_string();
+    if !write_outputs(
+        &doc,
+        &summary,
+        &title,
+        opts.report.as_deref(),
+        opts.junit.as_deref(),
+        opts.export_markdown.as_deref(),
+    ) {
+        code = CORRAL_FAILED;
+    }
+    Ok(code)
+}
 
-    let mut code = code;
-    if let Some(path) = &opts.report {
-        let mut json = JsonBatch::new(&batch, &records, &not_run, &summary, stop.as_ref(), code);
-        json.manifest = opts.manifest.display().to_string();
-        let written = serde_json::to_string_pretty(&json)
+/// The per-task table of this invocation: the tasks with a run here, each
+/// with its measured runs here.
+fn here_summary(batch: &Batch, doc: &Value) -> Vec<TaskSummary> {
+    let mut planned: Vec<(String, usize)> = Vec::new();
+    for j in batch.plan.iter().filter(|j| !j.warmup) {
+        let name = &batch.tasks[j.task].name;
+        match planned.last_mut() {
+            Some((n, c)) if n == name => *c += 1,
+            _ => planned.push((name.clone(), 1)),
+        }
+    }
+    report::summarize(&planned, doc["runs"].as_array().map_or(&[], Vec::as_slice))
+}
+
+/// Writes the JSON report, the JUnit XML and the Markdown table asked
+/// for; false when one could not be written (said on stderr).
+pub(crate) fn write_outputs(
+    doc: &Value,
+    summary: &[TaskSummary],
+    title: &str,
+    report: Option<&Path>,
+    junit: Option<&Path>,
+    markdown: Option<&Path>,
+) -> bool {
+    let mut ok = true;
+    if let Some(path) = report {
+        let written = serde_json::to_string_pretty(doc)
             .map_err(std::io::Error::other)
             .and_then(|mut s| {
                 s.push('\n');
-                if report_to_stdout {
-                    std::io::stdout().write_all(s.as_bytes())
+                if path == Path::new("-") {
+                    let mut o = std::io::stdout().lock();
+                    o.write_all(s.as_bytes()).and_then(|()| o.flush())
                 } else {
                     write_atomic(path, s.as_bytes())
                 }
             });
         if let Err(e) = written {
             say!("corral: cannot write the report {}: {e}", path.display());
-            code = CORRAL_FAILED;
+            ok = false;
         }
     }
-    if let Some(path) = &opts.junit {
-        let name = opts.manifest.display().to_string();
-        let written = junit::render(&batch, &records, &name, wall)
+    if let Some(path) = junit {
+        let written = junit::render(doc, title)
             .map_err(std::io::Error::other)
             .and_then(|s| write_atomic(path, s.as_bytes()));
         if let Err(e) = written {
@@ -180,37 +418,152 @@ pub fn main(opts: BatchOpts) -> i32 {
                 "corral: cannot write the JUnit report {}: {e}",
                 path.display()
             );
-            code = CORRAL_FAILED;
+            ok = false;
         }
     }
-    code
+    if let Some(path) = markdown {
+        if let Err(e) = write_atomic(path, report::markdown(summary).as_bytes()) {
+            say!(
+                "corral: cannot write the Markdown table {}: {e}",
+                path.display()
+            );
+            ok = false;
+        }
+    }
+    ok
 }
 
-/// 0 every run passed; 1 a run failed and none errored; 2 a run errored.
-/// Runs cancelled by `--fail-fast` are errors in every count but do not
-/// decide the exit code (the run that stopped the batch does, so it is the
-/// same whatever else happened to be running). A batch stopped by a signal
-/// with runs cancelled or not run is 2.
-fn exit_code(records: &[RunRecord], not_run: &[usize], stop: Option<&StopReason>) -> i32 {
-    let cut_short = !not_run.is_empty() || records.iter().any(|r| r.cancelled_by_stop);
-    if matches!(stop, Some(StopReason::Signal(_))) && cut_short {
-        return SOME_ERRORED;
-    }
-    let own = records.iter().filter(|r| !r.cancelled_by_stop);
-    let mut code = ALL_PASSED;
-    for r in own {
-        match r.status {
-            Status::Error => return SOME_ERRORED,
-            Status::Failed => code = SOME_FAILED,
-            Status::Passed => {}
+/// `--events`: one JSON object per line, flushed as it is written. The
+/// first write error is kept (and reported at the end); nothing more is
+/// written after it.
+struct Events {
+    out: Box<dyn Write>,
+    name: String,
+    failed: Option<std::io::Error>,
+}
+
+impl Events {
+    fn new(out: Box<dyn Write>, name: &str) -> Events {
+        Events {
+            out,
+            name: name.to_owned(),
+            failed: None,
         }
     }
-    if code == ALL_PASSED && cut_short {
-        // Cannot happen (a stop needs a failure or a signal), but a batch
-        // that did not run everything never reports "all passed".
-        return SOME_ERRORED;
+
+    fn write(&mut self, v: &Value) {
+        if self.failed.is_some() {
+            return;
+        }
+        let mut line = v.to_string();
+        line.push('\n');
+        if let Err(e) = self
+            .out
+            .write_all(line.as_bytes())
+            .and_then(|()| self.out.flush())
+        {
+            self.failed = Some(e);
+        }
     }
-    code
+}
+
+/// A `finished` event: the report's run object, plus `event` and
+/// `will_retry` (another attempt follows this one).
+fn event_line(batch: &Batch, rec: &RunRecord, will_retry: bool) -> Value {
+    let mut v = run_json(batch, rec);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("event".into(), Value::from("finished"));
+        o.insert("will_retry".into(), Value::from(will_retry));
+    }
+    v
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// One run (or attempt) as the report shows it: the batch's fields, then
+/// every field of a `corral run --report`, then the kept output.
+fn run_json(batch: &Batch, r: &RunRecord) -> Value {
+    let j = batch.plan[r.job];
+    let mut o = serde_json::Map::new();
+    o.insert("task".into(), Value::from(batch.tasks[r.task].name.clone()));
+    o.insert("run".into(), Value::from(r.run));
+    o.insert("warmup".into(), Value::from(j.warmup));
+    o.insert("shard".into(), Value::from(j.shard));
+    o.insert(
+        "status".into(),
+        serde_json::to_value(r.status).unwrap_or_default(),
+    );
+    o.insert("reason".into(), json!(r.reason));
+    o.insert("result_code".into(), json!(r.result_code));
+    o.insert(
+        "result_event".into(),
+        r.result_event.clone().unwrap_or(Value::Null),
+    );
+    o.insert("cancelled_by_stop".into(), Value::from(r.cancelled_by_stop));
+    o.insert("started_ms".into(), Value::from(ms(r.started)));
+    o.insert("wall_ms".into(), Value::from(ms(r.wall)));
+    o.insert("attempt".into(), Value::from(r.attempt));
+    o.insert("flaky".into(), Value::from(r.flaky));
+    o.insert(
+        "attempts".into(),
+        Value::Array(r.attempts.iter().map(|a| run_json(batch, a)).collect()),
+    );
+    o.insert("stdout_file".into(), json!(r.stdout_file));
+    o.insert("stderr_file".into(), json!(r.stderr_file));
+    if let Value::Object(rep) = &r.report {
+        for (k, v) in rep {
+            o.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    o.insert("stdout_tail".into(), Value::from(r.stdout.clone()));
+    o.insert("stderr_tail".into(), Value::from(r.stderr.clone()));
+    Value::Object(o)
+}
+
+/// The report document of this invocation (`tasks` and `totals` are
+/// filled in by the caller).
+fn document(
+    batch: &Batch,
+    records: &[RunRecord],
+    not_run: &[usize],
+    stop: Option<&StopReason>,
+    wall: Duration,
+) -> Value {
+    let (warm, measured): (Vec<&RunRecord>, Vec<&RunRecord>) =
+        records.iter().partition(|r| batch.plan[r.job].warmup);
+    let runs: Vec<Value> = measured.iter().map(|r| run_json(batch, r)).collect();
+    let received = match stop {
+        Some(StopReason::Signal(s)) => Some(*s),
+        _ => None,
+    };
+    let code = report::exit_code(&runs, not_run.len(), received.is_some());
+    let mut plan: Vec<Value> = Vec::new();
+    for (i, t) in batch.tasks.iter().enumerate() {
+        if batch.selected[i] {
+            plan.push(json!({"task": t.name, "runs": t.repeat, "warmup": t.warmup}));
+        }
+    }
+    json!({
+        "manifest": "",
+        "manifest_fingerprint": "",
+        "partition": batch.partition.map(|p| json!({"index": p.index, "count": p.count})),
+        "task_filters": [],
+        "plan": plan,
+        "exit_code": code,
+        "stopped": stop.map(ToString::to_string),
+        "received_signal": received,
+        "duration_ms": ms(wall),
+        "totals": {},
+        "tasks": [],
+        "runs": runs,
+        "not_run": not_run.iter().map(|&j| {
+            let p = batch.plan[j];
+            json!({"task": batch.tasks[p.task].name, "run": p.run, "shard": p.shard})
+        }).collect::<Vec<_>>(),
+        "warmup_runs": warm.iter().map(|r| run_json(batch, r)).collect::<Vec<_>>(),
+    })
 }
 
 fn check_writable(p: &Path) -> std::io::Result<()> {
@@ -234,7 +587,7 @@ fn check_writable(p: &Path) -> std::io::Result<()> {
 }
 
 /// Writes next to `path` and renames, so a reader never sees half a file.
-fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
     let tmp = std::path::PathBuf::from(tmp);
@@ -242,117 +595,6 @@ fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
-}
-
-/// The `--report` JSON.
-#[derive(Serialize)]
-struct JsonBatch<'a> {
-    manifest: String,
-    exit_code: i32,
-    /// Why the batch stopped early (fail-fast or a signal), if it did.
-    stopped: Option<String>,
-    received_signal: Option<i32>,
-    duration_ms: f64,
-    totals: Totals,
-    tasks: &'a [TaskSummary],
-    runs: Vec<JsonRun<'a>>,
-    not_run: Vec<NotRun<'a>>,
-}
-
-#[derive(Serialize, Default)]
-struct Totals {
-    runs: usize,
-    passed: usize,
-    failed: usize,
-    errors: usize,
-    not_run: usize,
-}
-
-#[derive(Serialize)]
-struct JsonRun<'a> {
-    task: &'a str,
-    run: u32,
-    status: Status,
-    reason: Option<&'a str>,
-    result_code: Option<i64>,
-    result_event: Option<&'a Value>,
-    cancelled_by_stop: bool,
-    started_ms: f64,
-    wall_ms: f64,
-    #[serde(flatten)]
-    report: &'a JsonReport,
-    stdout_tail: &'a str,
-    stderr_tail: &'a str,
-}
-
-#[derive(Serialize)]
-struct NotRun<'a> {
-    task: &'a str,
-    run: u32,
-}
-
-fn ms(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1e6).round() / 1e3
-}
-
-impl<'a> JsonBatch<'a> {
-    fn new(
-        batch: &'a Batch,
-        records: &'a [RunRecord],
-        not_run: &[usize],
-        summary: &'a [TaskSummary],
-        stop: Option<&StopReason>,
-        exit_code: i32,
-    ) -> Self {
-        let mut totals = Totals {
-            runs: batch.plan.len(),
-            not_run: not_run.len(),
-            ..Totals::default()
-        };
-        for r in records {
-            match r.status {
-                Status::Passed => totals.passed += 1,
-                Status::Failed => totals.failed += 1,
-                Status::Error => totals.errors += 1,
-            }
-        }
-        JsonBatch {
-            manifest: String::new(),
-            exit_code,
-            stopped: stop.map(ToString::to_string),
-            received_signal: match stop {
-                Some(StopReason::Signal(s)) => Some(*s),
-                _ => None,
-            },
-            duration_ms: ms(batch.start.elapsed()),
-            totals,
-            tasks: summary,
-            runs: records
-                .iter()
-                .map(|r| JsonRun {
-                    task: &batch.tasks[r.task].name,
-                    run: r.run,
-                    status: r.status,
-                    reason: r.reason.as_deref(),
-                    result_code: r.result_code,
-                    result_event: r.result_event.as_ref(),
-                    cancelled_by_stop: r.cancelled_by_stop,
-                    started_ms: ms(r.started),
-                    wall_ms: ms(r.wall),
-                    report: &r.report,
-                    stdout_tail: &r.stdout,
-                    stderr_tail: &r.stderr,
-                })
-                .collect(),
-            not_run: not_run
-                .iter()
-                .map(|&j| NotRun {
-                    task: &batch.tasks[batch.plan[j].task].name,
-                    run: batch.plan[j].run,
-                })
-                .collect(),
-        }
-    }
 }
 
 /// File descriptors one run holds at most while it is supervised (pipes,
@@ -414,4 +656,58 @@ fn stop_on_signals(batch: &Arc<Batch>) -> Option<std::thread::JoinHandle<()>> {
 #[cfg(not(unix))]
 fn stop_on_signals(_batch: &Arc<Batch>) -> Option<std::thread::JoinHandle<()>> {
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob("unit-*", "unit-a"));
+        assert!(glob("unit-*", "unit-"));
+        assert!(!glob("unit-*", "unit"));
+        assert!(glob("*", ""));
+        assert!(glob("a?c", "abc"));
+        assert!(!glob("a?c", "ac"));
+        assert!(glob("*-b*", "x-b-y"));
+        assert!(glob("a*b*c", "aXbYbZc"));
+        assert!(!glob("a*b*c", "aXbYbZ"));
+        assert!(glob("exact", "exact"));
+        assert!(!glob("exact", "exact2"));
+        assert!(glob("é*", "école"));
+    }
+
+    #[test]
+    fn partitions() {
+        let none = |_: &str| None;
+        assert_eq!(
+            parse_partition("2/3", none),
+            Ok(Partition { index: 2, count: 3 })
+        );
+        let env = |v: &str| (v == "IX").then(|| "0".to_owned());
+        assert_eq!(
+            parse_partition("env:IX/4", env),
+            Ok(Partition { index: 1, count: 4 })
+        );
+        for bad in [
+            "0/3",
+            "4/3",
+            "1/0",
+            "a/3",
+            "3",
+            "/3",
+            "1/",
+            "env:NOPE/2",
+            "-1/3",
+        ] {
+            assert!(parse_partition(bad, none).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn round_robin_shards() {
+        let shards: Vec<u32> = (0..7).map(|i| exec::shard_of(i, 3)).collect();
+        assert_eq!(shards, [1, 2, 3, 1, 2, 3, 1]);
+    }
 }

@@ -62,6 +62,16 @@ impl Progress {
         self.running.remove(&job);
     }
 
+    /// An attempt failed or errored and runs again.
+    pub fn retrying(&mut self, batch: &Batch, rec: &RunRecord) {
+        let line = format!("RETRY {}", run_line(batch, rec));
+        match (&self.bar, self.mode) {
+            (Some(pb), _) => pb.println(line),
+            (None, Mode::Lines) => say!("{line}"),
+            _ => {}
+        }
+    }
+
     pub fn finished(&mut self, batch: &Batch, rec: &RunRecord) {
         self.running.remove(&rec.job);
         self.done += 1;
@@ -117,6 +127,15 @@ pub fn run_line(batch: &Batch, rec: &RunRecord) -> String {
         batch.run_name(rec.job),
         secs(rec.wall)
     );
+    if rec.attempt > 0 {
+        let _ = write!(s, "  (attempt {})", rec.attempt + 1);
+    }
+    if rec.flaky {
+        s.push_str("  flaky");
+    }
+    if batch.plan[rec.job].warmup {
+        s.push_str("  (warmup, not counted)");
+    }
     if let Some(r) = &rec.reason {
         let _ = write!(s, "  {r}");
     }
@@ -154,14 +173,31 @@ pub struct TaskSummary {
     pub failed: usize,
     pub errors: usize,
     pub not_run: usize,
+    /// Passed after a failed or errored attempt (counted in `passed`).
+    pub flaky: usize,
     pub wall_ms: Option<WallStats>,
+    /// The tree's CPU time (user + system) per run, when measured (cgroup).
+    pub cpu_ms: Option<WallStats>,
+    /// The tree's peak memory per run in bytes, when measured (cgroup).
+    pub memory_peak: Option<UsageStats>,
 }
 
+/// Statistics of one quantity over a task's runs, in milliseconds.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct WallStats {
     pub min: f64,
     pub median: f64,
     pub p95: f64,
+    pub max: f64,
+    pub mean: f64,
+    /// Sample standard deviation (n - 1); 0 for a single run.
+    pub stddev: f64,
+}
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct UsageStats {
+    pub mean: u64,
+    pub max: u64,
 }
 
 /// The nearest-rank percentile `p` (0..=100) of sorted values.
@@ -169,93 +205,6 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let n = sorted.len();
     let rank = ((p / 100.0) * n as f64).ceil() as usize;
     sorted[rank.clamp(1, n) - 1]
-}
-
-pub fn summarize(batch: &Batch, records: &[RunRecord]) -> Vec<TaskSummary> {
-    let mut out: Vec<TaskSummary> = batch
-        .tasks
-        .iter()
-        .map(|t| TaskSummary {
-            name: t.name.clone(),
-            runs: t.repeat as usize,
-            ..TaskSummary::default()
-        })
-        .collect();
-    let mut walls: Vec<Vec<Duration>> = vec![Vec::new(); batch.tasks.len()];
-    for r in records {
-        let s = &mut out[r.task];
-        match r.status {
-            Status::Passed => s.passed += 1,
-            Status::Failed => s.failed += 1,
-            Status::Error => s.errors += 1,
-        }
-        walls[r.task].push(r.wall);
-    }
-    for (s, mut w) in out.iter_mut().zip(walls) {
-        s.not_run = s.runs - s.passed - s.failed - s.errors;
-        if w.is_empty() {
-            continue;
-        }
-        w.sort();
-        let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
-        s.wall_ms = Some(WallStats {
-            min: ms(w[0]),
-            median: ms(percentile(&w, 50.0)),
-            p95: ms(percentile(&w, 95.0)),
-        });
-    }
-    out
-}
-
-/// The table printed at the end.
-pub fn table(summary: &[TaskSummary], wall: Duration) -> String {
-    let width = summary
-        .iter()
-        .map(|s| s.name.chars().count())
-        .max()
-        .unwrap_or(0)
-        .clamp(5, 40);
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "{:<width$}  {:>5} {:>6} {:>6} {:>6} {:>7}  {:>8} {:>8} {:>8}",
-        "task", "runs", "passed", "failed", "errors", "not run", "min", "median", "p95"
-    );
-    let mut tot = [0usize; 5];
-    for s in summary {
-        let (mn, md, p95) = match s.wall_ms {
-            Some(w) => (ms_str(w.min), ms_str(w.median), ms_str(w.p95)),
-            None => ("-".into(), "-".into(), "-".into()),
-        };
-        let name: String = s.name.chars().take(width).collect();
-        let _ = writeln!(
-            t,
-            "{name:<width$}  {:>5} {:>6} {:>6} {:>6} {:>7}  {mn:>8} {md:>8} {p95:>8}",
-            s.runs, s.passed, s.failed, s.errors, s.not_run
-        );
-        for (a, b) in tot
-            .iter_mut()
-            .zip([s.runs, s.passed, s.failed, s.errors, s.not_run])
-        {
-            *a += b;
-        }
-    }
-    let _ = writeln!(
-        t,
-        "{:<width$}  {:>5} {:>6} {:>6} {:>6} {:>7}  wall {}",
-        "total",
-        tot[0],
-        tot[1],
-        tot[2],
-        tot[3],
-        tot[4],
-        secs(wall)
-    );
-    t
-}
-
-fn ms_str(ms: f64) -> String {
-    secs(Duration::from_secs_f64(ms / 1e3))
 }
 
 #[cfg(test)]

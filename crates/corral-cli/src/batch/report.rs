@@ -1,0 +1,276 @@
+//! The batch report as data: one JSON document built by `corral batch`
+//! and rebuilt by `corral merge`, and everything derived from it (the
+//! per-task table, the exit code, JUnit and Markdown), so a merged report
+//! and an unsharded one are made by the same code.
+//!
+//! The document: `manifest`, `manifest_fingerprint`, `partition`
+//! (`{index, count}` or null), `task_filters`, `plan` (every task of the
+//! selection with its measured `runs` and `warmup` count, over all
+//! shards), `exit_code`, `stopped`, `received_signal`, `duration_ms`,
+//! `totals`, `tasks`, `runs`, `not_run`, `warmup_runs`.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::progress::{percentile, secs, TaskSummary, UsageStats, WallStats};
+use super::{ALL_PASSED, SOME_ERRORED, SOME_FAILED};
+
+/// `name#run` of a run object.
+pub fn run_key(r: &Value) -> String {
+    let w = if r["warmup"].as_bool() == Some(true) {
+        "w"
+    } else {
+        ""
+    };
+    format!(
+        "{}#{w}{}",
+        r["task"].as_str().unwrap_or("?"),
+        r["run"].as_u64().unwrap_or(0)
+    )
+}
+
+fn round_ms(x: f64) -> f64 {
+    (x * 1e3).round() / 1e3
+}
+
+/// The per-task table: for each planned task (name, runs planned in this
+/// report), counts from `runs`, wall time statistics, and CPU time and
+/// peak memory when the runs measured them (cgroup tier).
+pub fn summarize(planned: &[(String, usize)], runs: &[Value]) -> Vec<TaskSummary> {
+    let index: HashMap<&str, usize> = planned
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.as_str(), i))
+        .collect();
+    let mut out: Vec<TaskSummary> = planned
+        .iter()
+        .map(|(name, runs)| TaskSummary {
+            name: name.clone(),
+            runs: *runs,
+            ..TaskSummary::default()
+        })
+        .collect();
+    let mut walls: Vec<Vec<f64>> = vec![Vec::new(); planned.len()];
+    let mut cpus: Vec<Vec<f64>> = vec![Vec::new(); planned.len()];
+    let mut mems: Vec<Vec<u64>> = vec![Vec::new(); planned.len()];
+    for r in runs {
+        let Some(&i) = r["task"].as_str().and_then(|t| index.get(t)) else {
+            continue;
+        };
+        let s = &mut out[i];
+        match r["status"].as_str() {
+            Some("passed") => s.passed += 1,
+            Some("failed") => s.failed += 1,
+            _ => s.errors += 1,
+        }
+        if r["flaky"].as_bool() == Some(true) {
+            s.flaky += 1;
+        }
+        if let Some(w) = r["wall_ms"].as_f64() {
+            walls[i].push(w);
+        }
+        let u = &r["usage"];
+        if let (Some(a), Some(b)) = (u["cpu_user_ms"].as_f64(), u["cpu_system_ms"].as_f64()) {
+            cpus[i].push(a + b);
+        }
+        if let Some(m) = u["memory_peak"].as_u64() {
+            mems[i].push(m);
+        }
+    }
+    for (i, s) in out.iter_mut().enumerate() {
+        s.not_run = s.runs.saturating_sub(s.passed + s.failed + s.errors);
+        s.wall_ms = stats(&mut walls[i]);
+        s.cpu_ms = stats(&mut cpus[i]);
+        if !mems[i].is_empty() {
+            let n = mems[i].len() as f64;
+            s.memory_peak = Some(UsageStats {
+                mean: (mems[i].iter().map(|&m| m as f64).sum::<f64>() / n).round() as u64,
+                max: mems[i].iter().copied().max().unwrap_or(0),
+            });
+        }
+    }
+    out
+}
+
+/// min, median, p95 (nearest rank), max, mean and standard deviation
+/// (sample, n-1; 0 for one value).
+fn stats(v: &mut [f64]) -> Option<WallStats> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let d: Vec<Duration> = v
+        .iter()
+        .map(|&x| Duration::from_secs_f64(x.max(0.0) / 1e3))
+        .collect();
+    let ms = |d: Duration| round_ms(d.as_secs_f64() * 1e3);
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = if v.len() > 1 {
+        v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    Some(WallStats {
+        min: v[0],
+        median: ms(percentile(&d, 50.0)),
+        p95: ms(percentile(&d, 95.0)),
+        max: v[v.len() - 1],
+        mean: round_ms(mean),
+        stddev: round_ms(var.sqrt()),
+    })
+}
+
+/// Totals of a report.
+pub fn totals(summary: &[TaskSummary]) -> Value {
+    let sum = |f: fn(&TaskSummary) -> usize| summary.iter().map(f).sum::<usize>();
+    json!({
+        "runs": sum(|s| s.runs),
+        "passed": sum(|s| s.passed),
+        "failed": sum(|s| s.failed),
+        "errors": sum(|s| s.errors),
+        "not_run": sum(|s| s.not_run),
+        "flaky": sum(|s| s.flaky),
+    })
+}
+
+/// 0 every run passed; 1 a run failed and none errored; 2 a run errored.
+/// Runs cancelled by a stop are errors in every count but do not decide
+/// the exit code (the run that stopped the batch does). A batch stopped by
+/// a signal with runs cancelled or not run is 2; so is one with runs not
+/// run for any other reason.
+pub fn exit_code(runs: &[Value], not_run: usize, signalled: bool) -> i32 {
+    let cut_short = not_run > 0 || runs.iter().any(|r| r["cancelled_by_stop"] == true);
+    if signalled && cut_short {
+        return SOME_ERRORED;
+    }
+    let mut code = ALL_PASSED;
+    for r in runs.iter().filter(|r| r["cancelled_by_stop"] != true) {
+        match r["status"].as_str() {
+            Some("passed") => {}
+            Some("failed") => code = SOME_FAILED,
+            _ => return SOME_ERRORED,
+        }
+    }
+    if code == ALL_PASSED && cut_short {
+        return SOME_ERRORED;
+    }
+    code
+}
+
+/// The summary table printed at the end.
+pub fn table(summary: &[TaskSummary], wall: Duration) -> String {
+    let width = summary
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(5, 40);
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "{:<width$}  {:>5} {:>6} {:>6} {:>6} {:>7}  {:>8} {:>8} {:>8} {:>17}",
+        "task", "runs", "passed", "failed", "errors", "not run", "min", "median", "p95", "mean ± σ"
+    );
+    let mut tot = [0usize; 5];
+    for s in summary {
+        let (mn, md, p95, mean) = match s.wall_ms {
+            Some(w) => (
+                ms_str(w.min),
+                ms_str(w.median),
+                ms_str(w.p95),
+                format!("{} ± {}", ms_str(w.mean), ms_str(w.stddev)),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        let name: String = s.name.chars().take(width).collect();
+        let _ = write!(
+            t,
+            "{name:<width$}  {:>5} {:>6} {:>6} {:>6} {:>7}  {mn:>8} {md:>8} {p95:>8} {mean:>17}",
+            s.runs, s.passed, s.failed, s.errors, s.not_run
+        );
+        if s.flaky > 0 {
+            let _ = write!(t, "  ({} flaky)", s.flaky);
+        }
+        t.push('\n');
+        for (a, b) in tot
+            .iter_mut()
+            .zip([s.runs, s.passed, s.failed, s.errors, s.not_run])
+        {
+            *a += b;
+        }
+    }
+    let _ = writeln!(
+        t,
+        "{:<width$}  {:>5} {:>6} {:>6} {:>6} {:>7}  wall {}",
+        "total",
+        tot[0],
+        tot[1],
+        tot[2],
+        tot[3],
+        tot[4],
+        secs(wall)
+    );
+    t
+}
+
+/// Milliseconds under a second (`12.3ms`), else as the progress lines.
+fn ms_str(ms: f64) -> String {
+    if ms < 1000.0 {
+        format!("{:.1}ms", ms.max(0.0))
+    } else {
+        secs(Duration::from_secs_f64(ms / 1e3))
+    }
+}
+
+/// The per-task table in Markdown (as hyperfine's `--export-markdown`):
+/// times in milliseconds.
+pub fn markdown(summary: &[TaskSummary]) -> String {
+    let mut t = String::from(
+        "| task | runs | passed | failed | errors | not run | mean ± σ [ms] | min [ms] | median [ms] | p95 [ms] | max [ms] | CPU mean [ms] | peak memory max [bytes] |\n\
+         |:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let f = |x: f64| format!("{x:.1}");
+    for s in summary {
+        let name = s.name.replace('|', "\\|");
+        let (mean, mn, md, p95, mx) = match s.wall_ms {
+            Some(w) => (
+                format!("{} ± {}", f(w.mean), f(w.stddev)),
+                f(w.min),
+                f(w.median),
+                f(w.p95),
+                f(w.max),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        let cpu = s.cpu_ms.map_or("-".into(), |c| f(c.mean));
+        let mem = s.memory_peak.map_or("-".into(), |m| m.max.to_string());
+        let _ = writeln!(
+            t,
+            "| `{name}` | {} | {} | {} | {} | {} | {mean} | {mn} | {md} | {p95} | {mx} | {cpu} | {mem} |",
+            s.runs, s.passed, s.failed, s.errors, s.not_run
+        );
+    }
+    t
+}
+
+/// The planned (name, runs) of a document's `plan`, restricted to what
+/// `runs_here` says is in this report (None: every planned run).
+pub fn planned(doc_plan: &Value) -> Vec<(String, usize)> {
+    doc_plan
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|p| {
+                    (
+                        p["task"].as_str().unwrap_or("?").to_owned(),
+                        p["runs"].as_u64().unwrap_or(0) as usize,
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
