@@ -84,15 +84,60 @@ pub(crate) fn for_each_process(mut f: impl FnMut(Stat)) -> io::Result<()> {
     Ok(())
 }
 
-/// Live (non-zombie) members of process group `pgid`.
+/// Live members of process group `pgid`. A process whose stat says zombie
+/// is a member while any of its threads runs (see [`thread_group_alive`]).
 pub(crate) fn group_members(pgid: u32) -> io::Result<Vec<u32>> {
     let mut out = Vec::new();
     for_each_process(|st| {
-        if st.pgrp == pgid && !st.is_dead() {
+        if st.pgrp == pgid && (!st.is_dead() || thread_group_alive(st.pid)) {
             out.push(st.pid);
         }
     })?;
     Ok(out)
+}
+
+/// Whether any thread of process `pid` is still running.
+///
+/// `/proc/PID/stat` describes the thread-group leader only: a leader that
+/// called `pthread_exit` (or the raw `exit` system call) while other
+/// threads run shows `Z`, yet the process is alive, keeps its descriptors
+/// and dies only of a signal to the process. The answer comes from a pidfd,
+/// which becomes readable only once the whole thread group has exited (or,
+/// before Linux 5.3, from the state of every thread in `/proc/PID/task`).
+pub(crate) fn thread_group_alive(pid: u32) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+    let Some(p) = Pid::from_raw(pid as i32) else {
+        return false;
+    };
+    match pidfd_open(p, PidfdFlags::empty()) {
+        Ok(fd) => {
+            let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+            let zero = Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // Not readable: some thread of the group has not exited.
+            matches!(poll(&mut fds, Some(&zero)), Ok(0))
+        }
+        Err(rustix::io::Errno::NOSYS) => any_thread_alive(pid),
+        // Gone (ESRCH) or not a process any more.
+        Err(_) => false,
+    }
+}
+
+/// The `/proc/PID/task` walk behind [`thread_group_alive`] on kernels
+/// without pidfds.
+fn any_thread_alive(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        std::fs::read(t.path().join("stat"))
+            .ok()
+            .and_then(|b| parse_stat(pid, &b))
+            .is_some_and(|s| !s.is_dead())
+    })
 }
 
 /// The stat of one process, if it exists.
