@@ -471,10 +471,40 @@ impl Life {
         self.run()
     }
 
-    /// Requests cancellation of this run.
+    /// The run's owner went away (a dropped future): the tree must be dead,
+    /// or at least have been sent SIGKILL, before this returns, because
+    /// nothing guarantees that anything runs after it (the host may return
+    /// from `main`). So: one step with what can be seen now (a run that
+    /// already ended, or a clean exit whose leftovers the policy keeps, is
+    /// left as it is), then SIGKILL to the whole tree at once (no grace:
+    /// nobody waits for it), then one membership check, which also
+    /// signals what appeared since (the subreaper tier's "until none is
+    /// left", the cgroup tier's stragglers). Bounded: a few system calls
+    /// and at most one scan of `/proc`. Confirming and releasing are left to
+    /// the caller's continuation.
     #[cfg(all(feature = "tokio", unix))]
-    pub(crate) fn cancel_now(&self) {
+    pub(crate) fn kill_now(&mut self) {
+        if self.advance() {
+            return;
+        }
+        let now = Instant::now();
+        match self.term.as_mut() {
+            None => {
+                let t = self.start_termination(Reason::Cancelled, Some(Signal::KILL), now);
+                self.term = Some(t);
+            }
+            Some(t) if t.kill_at.is_some() => {
+                t.kill_at = None;
+                t.confirm_until = Some(later(now, self.settings.confirm_window));
+                t.next_check = now;
+                t.interval = CHECK_FIRST;
+                self.send(Signal::KILL);
+            }
+            // SIGKILL was sent already.
+            Some(_) => {}
+        }
         self.cancel.cancel();
+        let _ = self.tree_members();
     }
 
     /// One zero-timeout look at every descriptor, applied like the
