@@ -126,6 +126,22 @@ pub(crate) fn thread_group_alive(pid: u32) -> bool {
     }
 }
 
+/// Whether process `pid` has one of the pipes `inodes` open. Answers yes
+/// when its descriptors cannot be read while it exists (another user's
+/// process): better a holder too many than a held pipe called free.
+pub(crate) fn holds_pipe(pid: u32, inodes: &[u64]) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return std::path::Path::new(&format!("/proc/{pid}")).exists();
+    };
+    fds.flatten().any(|e| {
+        std::fs::read_link(e.path()).is_ok_and(|l| {
+            l.to_str()
+                .and_then(|l| l.strip_prefix("pipe:[")?.strip_suffix(']')?.parse().ok())
+                .is_some_and(|ino: u64| inodes.contains(&ino))
+        })
+    })
+}
+
 /// The `/proc/PID/task` walk behind [`thread_group_alive`] on kernels
 /// without pidfds.
 fn any_thread_alive(pid: u32) -> bool {
