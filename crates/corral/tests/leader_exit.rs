@@ -241,3 +241,42 @@ fn subreaper_root_child() {
     root_with_exited_leader_is_killed(Mechanism::Subreaper);
     println!("SUBREAPER-OK");
 }
+
+// ------------------------------------------------------------- held output
+
+/// The helper keeps the root's stdout open after its leader exited (its
+/// descriptors are listed only under its live thread): held output, found
+/// as the tree's own holder, killed.
+fn holder_whose_leader_exited_is_killed(via: Mechanism) {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    let running = cmd(
+        &s,
+        via,
+        r#""$H" zl "$ZL" zl hold & until [ -e "$CORRAL_TEST_DIR/zl.zombie" ]; do sleep 0.01; done; echo started; exit 0"#,
+    )
+    .wait_delay(Duration::ZERO)
+    .spawn()
+    .unwrap();
+    let pid = zombie_leader_ready(&s, &w, "zl");
+    let r = running.wait();
+    assert_clean(&r, via);
+    assert_eq!(r.outcome, Outcome::OutputHeld, "{r:?}");
+    assert_eq!(r.root, Some(RootStatus::Exited(0)));
+    assert_eq!(r.stdout.bytes(), b"started\n");
+    assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
+    assert!(t.elapsed() < 5 * SEC);
+    assert_dead(&w, "zl", pid);
+}
+
+#[test]
+fn process_group_holder_whose_leader_exited_is_output_held_and_killed() {
+    holder_whose_leader_exited_is_killed(Mechanism::ProcessGroup);
+}
+
+#[test]
+fn cgroup_holder_whose_leader_exited_is_output_held_and_killed() {
+    need_cgroup!();
+    holder_whose_leader_exited_is_killed(Mechanism::Cgroup);
+}

@@ -128,18 +128,37 @@ pub(crate) fn thread_group_alive(pid: u32) -> bool {
 
 /// Whether process `pid` has one of the pipes `inodes` open. Answers yes
 /// when its descriptors cannot be read while it exists (another user's
-/// process): better a holder too many than a held pipe called free.
+/// process): better a holder too many than a held pipe called free. The
+/// descriptors of a process whose leader thread exited are listed only
+/// under its live threads (`/proc/PID/task/TID/fd`).
 pub(crate) fn holds_pipe(pid: u32, inodes: &[u64]) -> bool {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return std::path::Path::new(&format!("/proc/{pid}")).exists();
+    // (holds one, descriptors seen), or None when unreadable.
+    let in_dir = |dir: std::path::PathBuf| -> Option<(bool, usize)> {
+        let mut seen = 0;
+        for e in std::fs::read_dir(dir).ok()?.flatten() {
+            seen += 1;
+            let holds = std::fs::read_link(e.path()).is_ok_and(|l| {
+                l.to_str()
+                    .and_then(|l| l.strip_prefix("pipe:[")?.strip_suffix(']')?.parse().ok())
+                    .is_some_and(|ino: u64| inodes.contains(&ino))
+            });
+            if holds {
+                return Some((true, seen));
+            }
+        }
+        Some((false, seen))
     };
-    fds.flatten().any(|e| {
-        std::fs::read_link(e.path()).is_ok_and(|l| {
-            l.to_str()
-                .and_then(|l| l.strip_prefix("pipe:[")?.strip_suffix(']')?.parse().ok())
-                .is_some_and(|ino: u64| inodes.contains(&ino))
-        })
-    })
+    match in_dir(format!("/proc/{pid}/fd").into()) {
+        Some((holds, seen)) if holds || seen > 0 => holds,
+        // No descriptor at all: a leader that exited; its threads hold them.
+        Some(_) => std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|rd| {
+                rd.flatten()
+                    .any(|t| in_dir(t.path().join("fd")).is_some_and(|(h, _)| h))
+            })
+            .unwrap_or(false),
+        None => std::path::Path::new(&format!("/proc/{pid}")).exists(),
+    }
 }
 
 /// The `/proc/PID/task` walk behind [`thread_group_alive`] on kernels

@@ -218,6 +218,8 @@ impl PipeEnd {
     /// The pipe's inode (`pipe:[N]` in `/proc/PID/fd` of every holder).
     #[cfg(target_os = "linux")]
     pub(crate) fn inode(&self) -> Option<u64> {
+        // `st_ino` is narrower than u64 on some 32-bit targets.
+        #[allow(clippy::unnecessary_cast)]
         rustix::fs::fstat(&self.0).ok().map(|s| s.st_ino as u64)
     }
 
