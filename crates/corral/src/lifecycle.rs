@@ -519,17 +519,16 @@ impl Life {
     /// The run's owner went away (a dropped future): the tree must be dead,
     /// or at least have been sent SIGKILL, before this returns, because
     /// nothing guarantees that anything runs after it (the host may return
-    /// from `main`). So: one step with what can be seen now (a run that
-    /// already ended, or a clean exit whose leftovers the policy keeps, is
-    /// left as it is), then SIGKILL to the whole tree at once (no grace:
-    /// nobody waits for it), then one membership check, which also
-    /// signals what appeared since (the subreaper tier's "until none is
-    /// left", the cgroup tier's stragglers). Bounded: a few system calls
-    /// and at most one scan of `/proc`. Confirming and releasing are left to
-    /// the caller's continuation.
+    /// from `main`). So: SIGKILL to the whole tree at once (no grace:
+    /// nobody waits for it; a termination in its grace is escalated), then
+    /// one membership check, which also signals what appeared since (the
+    /// subreaper tier's "until none is left", the cgroup tier's
+    /// stragglers). No output is read here (no user callback runs inside a
+    /// drop). Bounded: a few system calls and at most two scans of `/proc`.
+    /// Confirming and releasing are left to the caller's continuation.
     #[cfg(all(feature = "tokio", unix))]
     pub(crate) fn kill_now(&mut self) {
-        if self.advance() {
+        if self.done {
             return;
         }
         let now = Instant::now();
