@@ -44,11 +44,11 @@ const EXIT_POLL: Duration = Duration::from_millis(5);
 /// First and longest interval between membership checks while terminating.
 const CHECK_FIRST: Duration = Duration::from_micros(500);
 const CHECK_MAX: Duration = Duration::from_millis(10);
-/// After the wait delay, output still has a writer but no process of the
-/// tree holds it: a process that is not ours has it (a fork of the host
-/// between `fork` and `exec` holds a copy of every descriptor for a moment;
-/// an escaper the tier cannot see holds it for good). It is given this long
-/// to let go before the output counts as held.
+/// After the wait delay, output still has a writer, no process of the tree
+/// holds it, but a fork of the host does (another thread's spawn between
+/// `fork` and `exec` holds a copy of every descriptor for a moment): it is
+/// given this long to let go before the output counts as held. (Where the
+/// holders cannot be seen, not on Linux, any holder outside the tree is.)
 const FOREIGN_HOLD: Duration = Duration::from_millis(200);
 /// After the wait delay, with every writer of the output gone (nothing
 /// holds it: what is left is output already written, still being read or
@@ -211,8 +211,8 @@ pub(crate) struct Life {
     /// The wait delay ended with output still open but no writer left:
     /// draining since then (bounded by `DRAIN_LIMIT`).
     draining_since: Option<Instant>,
-    /// The wait delay ended with output held, but not (visibly) by the
-    /// tree: it counts as held from this time on (`FOREIGN_HOLD`).
+    /// The wait delay ended with output held by a fork of the host, not by
+    /// the tree: it counts as held from this time on (`FOREIGN_HOLD`).
     foreign_hold_until: Option<Instant>,
     signals_sent: Vec<Signal>,
     seen_members: HashSet<u32>,
@@ -695,15 +695,19 @@ impl Life {
                     self.draining_since = Some(now);
                     return None;
                 }
-                // Held by the tree: at once. Held by a process outside it
-                // (a fork of the host that has not exec'd yet, an escaper
-                // the tier cannot see): after `FOREIGN_HOLD`.
-                let until = *self
-                    .foreign_hold_until
-                    .get_or_insert_with(|| later(now, FOREIGN_HOLD));
-                if now >= until || self.tree_holds_output() {
-                    return Some(self.start_termination(Reason::OutputHeld, None, now));
+                // Held by the tree, or by a process the tier cannot see (a
+                // setsid escaper of a process group): at once. Held only by
+                // a fork of the host that has not exec'd yet: once it had
+                // `FOREIGN_HOLD` to let go.
+                if !self.tree_holds_output() && self.host_fork_holds_output(now) {
+                    return None;
                 }
+                if !self.output_held() {
+                    // Let go in the meantime.
+                    self.draining_since = Some(now);
+                    return None;
+                }
+                return Some(self.start_termination(Reason::OutputHeld, None, now));
             }
         }
         None
@@ -715,13 +719,7 @@ impl Life {
         let members = self.tree_members();
         #[cfg(target_os = "linux")]
         {
-            let inodes: Vec<u64> = self
-                .streams
-                .iter()
-                .flatten()
-                .filter(|s| s.is_open() && !s.writers_gone())
-                .filter_map(StreamIo::inode)
-                .collect();
+            let inodes = self.held_inodes();
             if inodes.is_empty() {
                 return !members.is_empty();
             }
@@ -732,6 +730,37 @@ impl Life {
         #[cfg(not(target_os = "linux"))]
         {
             !members.is_empty()
+        }
+    }
+
+    /// The inodes of the output pipes that still have a writer (Linux).
+    #[cfg(target_os = "linux")]
+    fn held_inodes(&self) -> Vec<u64> {
+        self.streams
+            .iter()
+            .flatten()
+            .filter(|s| s.is_open() && !s.writers_gone())
+            .filter_map(StreamIo::inode)
+            .collect()
+    }
+
+    /// Whether a holder outside the tree is a fork of this process that
+    /// has not exec'd yet (it lets go by itself), and `FOREIGN_HOLD` since
+    /// it was first seen has not passed: then the output is not held yet.
+    fn host_fork_holds_output(&mut self, now: Instant) -> bool {
+        let until = *self
+            .foreign_hold_until
+            .get_or_insert_with(|| later(now, FOREIGN_HOLD));
+        if now >= until {
+            return false;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            sys::linux_proc::child_holds_pipe(&self.held_inodes())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            true
         }
     }
 

@@ -169,3 +169,28 @@ fn capture_held_by_a_grandchild_is_output_held_at_zero_wait_delay() {
 fn relay_file_held_by_a_grandchild_is_output_held_at_zero_wait_delay() {
     real_holder(true);
 }
+
+#[test]
+fn a_holder_that_left_the_process_group_still_holds_the_output() {
+    // A setsid escaper is invisible to the process-group tier, but it is
+    // no fork of the host: the output is held, at once, not after the
+    // allowance for the host's own forks.
+    for i in 0..5 {
+        let s = Scratch::new();
+        let w = Watch::new(&s);
+        let mut cmd = s.sh(
+            r#"setsid "$H" esc & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/esc.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ]; do sleep 0.01; done; echo started; exit 0"#,
+        );
+        pg(&mut cmd);
+        let running = cmd.spawn().unwrap();
+        assert!(w.pid("esc", 5 * SEC).is_some());
+        let t = Instant::now();
+        let r = running.wait();
+        assert_eq!(r.outcome, Outcome::OutputHeld, "run {i}: {r:?}");
+        assert_eq!(r.root, Some(RootStatus::Exited(0)));
+        assert_eq!(r.stdout.bytes(), b"started\n");
+        assert!(t.elapsed() < 3 * SEC);
+        // The escaper is beyond this tier (DESIGN: containment table); the
+        // Watch ends it.
+    }
+}

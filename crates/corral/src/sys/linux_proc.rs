@@ -161,6 +161,23 @@ pub(crate) fn holds_pipe(pid: u32, inodes: &[u64]) -> bool {
     }
 }
 
+/// Whether a child of this process has one of the pipes `inodes` open: a
+/// fork of the host (another thread's spawn, between `fork` and `exec`)
+/// holds a copy of every descriptor, close-on-exec ones included, for a
+/// moment.
+pub(crate) fn child_holds_pipe(inodes: &[u64]) -> bool {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("children"))
+            .unwrap_or_default()
+            .split_ascii_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .any(|pid| holds_pipe(pid, inodes))
+    })
+}
+
 /// The `/proc/PID/task` walk behind [`thread_group_alive`] on kernels
 /// without pidfds.
 fn any_thread_alive(pid: u32) -> bool {
@@ -205,6 +222,54 @@ mod tests {
             })
         );
         assert_eq!(parse_stat(1, b"garbage"), None);
+    }
+
+    #[test]
+    fn a_fork_of_this_process_holds_its_pipes_until_exec() {
+        use std::os::unix::process::CommandExt;
+        let (r, w) = std::io::pipe().unwrap();
+        #[allow(clippy::unnecessary_cast)]
+        let ino = rustix::fs::fstat(&r).unwrap().st_ino as u64;
+        assert!(holds_pipe(std::process::id(), &[ino]));
+        assert!(!child_holds_pipe(&[ino]));
+        let mut cmd = std::process::Command::new("/bin/sleep");
+        cmd.arg("1");
+        // SAFETY: the closure runs in the forked child before exec and
+        // only sleeps (nanosleep, async-signal-safe); it allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        // `spawn` returns after exec; the pipes (close-on-exec) are gone.
+        assert!(!holds_pipe(child.id(), &[ino]));
+        assert!(!child_holds_pipe(&[ino]));
+        let _ = child.kill();
+        let _ = child.wait();
+        // A fork that does not exec keeps them: seen while it sleeps.
+        let t = std::thread::spawn(move || {
+            let mut cmd = std::process::Command::new("/nonexistent/corral-test");
+            // SAFETY: as above.
+            unsafe {
+                cmd.pre_exec(|| {
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                    Ok(())
+                });
+            }
+            let _ = cmd.spawn();
+        });
+        let end = std::time::Instant::now() + std::time::Duration::from_millis(400);
+        let mut seen = false;
+        while !seen && std::time::Instant::now() < end {
+            seen = child_holds_pipe(&[ino]);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        t.join().unwrap();
+        assert!(seen, "the fork's copy of the pipe was not found");
+        assert!(!child_holds_pipe(&[ino]));
+        drop((r, w));
     }
 
     #[test]
