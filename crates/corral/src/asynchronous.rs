@@ -12,9 +12,12 @@
 //! zero-timeout `poll(2)` over the command's descriptors says what is really
 //! ready (the same code as the synchronous driver), so no edge is ever lost.
 //!
-//! Dropping the future before it completes cancels the run: the tree is
-//! terminated and reaped in the background (a tokio task, or a thread when
-//! no runtime is running), never leaked.
+//! Dropping the future before it completes cancels the run: SIGKILL is
+//! sent to the whole tree before the drop returns (no grace: nobody is left
+//! to wait for it, and the host may leave `main` at once), then the death
+//! is confirmed and the root reaped in the background (a tokio task, or a
+//! thread when no runtime is running). A host that exits right after the
+//! drop leaves nothing behind.
 
 use std::future::Future;
 use std::io;
@@ -56,8 +59,9 @@ impl Command {
 
 /// A running command for the async API: a future of its [`Report`].
 ///
-/// Dropping it before it completes cancels the run (the tree is killed and
-/// reaped in the background).
+/// Dropping it before it completes cancels the run: the whole tree is sent
+/// SIGKILL before the drop returns (without the grace), and its death is
+/// confirmed and the root reaped in the background.
 pub struct AsyncRunning {
     id: u32,
     cancel: CancelToken,
@@ -110,8 +114,15 @@ struct Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        let Some(life) = self.life.take() else { return };
-        life.cancel_now();
+        let Some(mut life) = self.life.take() else {
+            return;
+        };
+        // SIGKILL reaches the whole tree before the drop returns: the host
+        // may leave `main` right after (a `select!` that lost), and then no
+        // task or thread started here would run.
+        if !self.background {
+            life.kill_now();
+        }
         let on_thread = |life: Box<Life>| {
             let _ = std::thread::Builder::new()
                 .name("corral-cleanup".into())

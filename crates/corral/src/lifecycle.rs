@@ -44,6 +44,17 @@ const EXIT_POLL: Duration = Duration::from_millis(5);
 /// First and longest interval between membership checks while terminating.
 const CHECK_FIRST: Duration = Duration::from_micros(500);
 const CHECK_MAX: Duration = Duration::from_millis(10);
+/// After the wait delay, output still has a writer, no process of the tree
+/// holds it, but a fork of the host does (another thread's spawn between
+/// `fork` and `exec` holds a copy of every descriptor for a moment): it is
+/// given this long to let go before the output counts as held. (Where the
+/// holders cannot be seen, not on Linux, any holder outside the tree is.)
+const FOREIGN_HOLD: Duration = Duration::from_millis(200);
+/// After the wait delay, with every writer of the output gone (nothing
+/// holds it: what is left is output already written, still being read or
+/// relayed), how long corral keeps draining before it ends the run anyway
+/// (a relay consumer that does not read must not hold the return).
+const DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
 /// A running command. Supervision happens in [`Running::wait`]; dropping the
 /// handle without waiting cancels the run and cleans up (bounded by the
@@ -87,8 +98,9 @@ impl Running {
     }
 
     /// Supervises the run to its end and reports what happened. Returns in
-    /// bounded time: at most the deadline (or root exit plus the wait delay),
-    /// plus the grace, plus the confirm window.
+    /// bounded time: at most the deadline (or root exit plus the wait delay,
+    /// plus up to 1 s to drain output that nothing holds any more but is
+    /// still being relayed), plus the grace, plus the confirm window.
     pub fn wait(mut self) -> Report {
         let life = self
             .life
@@ -147,6 +159,25 @@ impl StreamIo {
         }
         self.pipe.is_some()
     }
+
+    /// Whether nothing can be written to this stream any more (every write
+    /// end of the child's pipe is closed), even if bytes are still in it.
+    fn writers_gone(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Some(sp) = &self.splice {
+            return sp.writers_gone();
+        }
+        self.pipe.as_ref().is_none_or(PipeEnd::writers_gone)
+    }
+
+    /// The inode of the child's pipe (Linux), to find who holds it.
+    #[cfg(target_os = "linux")]
+    fn inode(&self) -> Option<u64> {
+        if let Some(sp) = &self.splice {
+            return sp.inode();
+        }
+        self.pipe.as_ref().and_then(PipeEnd::inode)
+    }
 }
 
 struct StdinFeed {
@@ -177,6 +208,12 @@ pub(crate) struct Life {
     root_status: Option<RootStatus>,
     root_exit_at: Option<Instant>,
     output_closed_at: Option<Instant>,
+    /// The wait delay ended with output still open but no writer left:
+    /// draining since then (bounded by `DRAIN_LIMIT`).
+    draining_since: Option<Instant>,
+    /// The wait delay ended with output held by a fork of the host, not by
+    /// the tree: it counts as held from this time on (`FOREIGN_HOLD`).
+    foreign_hold_until: Option<Instant>,
     signals_sent: Vec<Signal>,
     seen_members: HashSet<u32>,
     cleanup_error: Option<CleanupError>,
@@ -372,6 +409,8 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
         root_status: None,
         root_exit_at: None,
         output_closed_at: None,
+        draining_since: None,
+        foreign_hold_until: None,
         signals_sent: Vec::new(),
         seen_members: HashSet::new(),
         cleanup_error: None,
@@ -441,6 +480,12 @@ impl Life {
             self.output_closed_at = Some(now);
         }
         if self.term.is_none() {
+            // Output that nothing holds but that could not be drained in
+            // time (a relay consumer that does not read) ends like EOF.
+            let drained_out = self
+                .draining_since
+                .is_some_and(|d| now >= later(d, DRAIN_LIMIT));
+            let open = if drained_out { 0 } else { open };
             self.term = self.classify(now, open);
             if self.term.is_none() && self.root_status.is_some() && open == 0 {
                 self.done = true; // clean exit, leftovers kept (or none)
@@ -471,10 +516,39 @@ impl Life {
         self.run()
     }
 
-    /// Requests cancellation of this run.
+    /// The run's owner went away (a dropped future): the tree must be dead,
+    /// or at least have been sent SIGKILL, before this returns, because
+    /// nothing guarantees that anything runs after it (the host may return
+    /// from `main`). So: SIGKILL to the whole tree at once (no grace:
+    /// nobody waits for it; a termination in its grace is escalated), then
+    /// one membership check, which also signals what appeared since (the
+    /// subreaper tier's "until none is left", the cgroup tier's
+    /// stragglers). No output is read here (no user callback runs inside a
+    /// drop). Bounded: a few system calls and at most two scans of `/proc`.
+    /// Confirming and releasing are left to the caller's continuation.
     #[cfg(all(feature = "tokio", unix))]
-    pub(crate) fn cancel_now(&self) {
+    pub(crate) fn kill_now(&mut self) {
+        if self.done {
+            return;
+        }
+        let now = Instant::now();
+        match self.term.as_mut() {
+            None => {
+                let t = self.start_termination(Reason::Cancelled, Some(Signal::KILL), now);
+                self.term = Some(t);
+            }
+            Some(t) if t.kill_at.is_some() => {
+                t.kill_at = None;
+                t.confirm_until = Some(later(now, self.settings.confirm_window));
+                t.next_check = now;
+                t.interval = CHECK_FIRST;
+                self.send(Signal::KILL);
+            }
+            // SIGKILL was sent already.
+            Some(_) => {}
+        }
         self.cancel.cancel();
+        let _ = self.tree_members();
     }
 
     /// One zero-timeout look at every descriptor, applied like the
@@ -611,11 +685,91 @@ impl Life {
             return Some(self.start_termination(Reason::TimedOut, None, now));
         }
         if let Some(exit_at) = self.root_exit_at {
-            if now >= later(exit_at, self.settings.wait_delay) {
+            if self.draining_since.is_none() && now >= later(exit_at, self.settings.wait_delay) {
+                // The wait delay is the grace for holders, not a deadline
+                // for reading: output is held only while a descendant
+                // still has it open. With every writer gone, what is left
+                // is already written; it is drained (the pipes or the relay
+                // wake the loop), and the run ends cleanly at end of file.
+                if !self.output_held() {
+                    self.draining_since = Some(now);
+                    return None;
+                }
+                // Held by the tree, or by a process the tier cannot see (a
+                // setsid escaper of a process group): at once. Held only by
+                // a fork of the host that has not exec'd yet: once it had
+                // `FOREIGN_HOLD` to let go.
+                if !self.tree_holds_output() && self.host_fork_holds_output(now) {
+                    return None;
+                }
+                if !self.output_held() {
+                    // Let go in the meantime.
+                    self.draining_since = Some(now);
+                    return None;
+                }
                 return Some(self.start_termination(Reason::OutputHeld, None, now));
             }
         }
         None
+    }
+
+    /// Whether a live member of the tree has an output pipe that still has
+    /// a writer (Linux: their `/proc/PID/fd`; elsewhere: any live member).
+    fn tree_holds_output(&mut self) -> bool {
+        let members = self.tree_members();
+        #[cfg(target_os = "linux")]
+        {
+            let inodes = self.held_inodes();
+            if inodes.is_empty() {
+                return !members.is_empty();
+            }
+            members
+                .iter()
+                .any(|&pid| sys::linux_proc::holds_pipe(pid, &inodes))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            !members.is_empty()
+        }
+    }
+
+    /// The inodes of the output pipes that still have a writer (Linux).
+    #[cfg(target_os = "linux")]
+    fn held_inodes(&self) -> Vec<u64> {
+        self.streams
+            .iter()
+            .flatten()
+            .filter(|s| s.is_open() && !s.writers_gone())
+            .filter_map(StreamIo::inode)
+            .collect()
+    }
+
+    /// Whether a holder outside the tree is a fork of this process that
+    /// has not exec'd yet (it lets go by itself), and `FOREIGN_HOLD` since
+    /// it was first seen has not passed: then the output is not held yet.
+    fn host_fork_holds_output(&mut self, now: Instant) -> bool {
+        let until = *self
+            .foreign_hold_until
+            .get_or_insert_with(|| later(now, FOREIGN_HOLD));
+        if now >= until {
+            return false;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            sys::linux_proc::child_holds_pipe(&self.held_inodes())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            true
+        }
+    }
+
+    /// Whether some captured stream still has a writer.
+    fn output_held(&self) -> bool {
+        self.streams
+            .iter()
+            .flatten()
+            .any(|s| s.is_open() && !s.writers_gone())
     }
 
     fn start_termination(
@@ -751,10 +905,14 @@ impl Life {
             Some(t) => consider(Some(t.next_check)),
             None => {
                 consider(self.deadline);
-                consider(
-                    self.root_exit_at
-                        .map(|e| later(e, self.settings.wait_delay)),
-                );
+                match (self.draining_since, self.foreign_hold_until) {
+                    (Some(d), _) => consider(Some(later(d, DRAIN_LIMIT))),
+                    (None, Some(f)) => consider(Some(f)),
+                    (None, None) => consider(
+                        self.root_exit_at
+                            .map(|e| later(e, self.settings.wait_delay)),
+                    ),
+                }
             }
         }
         let mut d = at.map(|t| t.saturating_duration_since(now));

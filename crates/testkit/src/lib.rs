@@ -75,14 +75,29 @@ impl Scratch {
         self.dir.join(name)
     }
 
-    /// The environment a script needs: `H` (the helper), `CORRAL_TEST_DIR`
-    /// and the marker.
+    /// The environment a script needs: `H` (the helper), `ZL` (the
+    /// [`zombie_leader`] helper program), `CORRAL_TEST_DIR` and the marker.
     pub fn env(&self) -> Vec<(OsString, OsString)> {
         vec![
             ("H".into(), self.dir.join("H").into()),
+            ("ZL".into(), zombie_leader().into()),
             ("CORRAL_TEST_DIR".into(), self.dir.clone().into()),
             ("CORRAL_TEST_MARK".into(), self.mark.clone().into()),
         ]
+    }
+
+    /// Waits up to `timeout` for file `name` to appear in the directory.
+    pub fn wait_file(&self, name: &str, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        loop {
+            if self.dir.join(name).exists() {
+                return true;
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     /// `sh -c SCRIPT` as a corral command with this scratch's environment.
@@ -232,14 +247,52 @@ fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
         };
         // The pidfd pins *some* process; make sure it is our helper (and not
         // a reused pid) by its marker.
-        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let ours = environ.split(|&b| b == 0).any(|kv| kv == mark.as_bytes());
-        if ours || exited(&fd, Duration::ZERO) {
+        if carries_mark(pid, mark) || exited(&fd, Duration::ZERO) {
             pinned
                 .lock()
                 .unwrap()
                 .insert(stem.to_owned(), Pinned { pid, fd });
         }
+    }
+}
+
+/// Whether process `pid` carries `mark` in its environment. A process whose
+/// leader thread exited (see [`zombie_leader`]) shows an empty
+/// `/proc/PID/environ`; its live threads still show the environment.
+fn carries_mark(pid: u32, mark: &str) -> bool {
+    let has = |path: PathBuf| {
+        std::fs::read(path)
+            .unwrap_or_default()
+            .split(|&b| b == 0)
+            .any(|kv| kv == mark.as_bytes())
+    };
+    if has(PathBuf::from(format!("/proc/{pid}/environ"))) {
+        return true;
+    }
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|rd| rd.flatten().any(|t| has(t.path().join("environ"))))
+        .unwrap_or(false)
+}
+
+/// The `corral-zombie-leader` helper program (built from
+/// `helpers/zombie_leader.rs` by this crate's build script): run as
+/// `"$H" NAME "$ZL" NAME [hold]`, it ignores SIGTERM/SIGINT/SIGHUP, its
+/// main thread exits while a second thread keeps the process alive
+/// (`/proc/PID/stat` shows `Z`), and it writes `NAME.zombie` in the
+/// scratch directory once the leader is a zombie. Without `hold` its
+/// standard streams point to /dev/null. It ends itself within 30 s.
+pub fn zombie_leader() -> PathBuf {
+    PathBuf::from(env!("CORRAL_ZOMBIE_LEADER"))
+}
+
+/// Whether any thread of process `pid` is alive (its leader may show `Z`).
+pub fn thread_group_alive(pid: u32) -> bool {
+    let Some(raw) = Pid::from_raw(pid as i32) else {
+        return false;
+    };
+    match pidfd_open(raw, PidfdFlags::empty()) {
+        Ok(fd) => !exited(&fd, Duration::ZERO),
+        Err(_) => false,
     }
 }
 

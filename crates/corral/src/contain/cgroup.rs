@@ -18,7 +18,10 @@
 //!   fork) outside them first.
 //!
 //! * Kill: `cgroup.kill` (Linux 5.14+); older kernels: freeze, SIGKILL every
-//!   member, thaw.
+//!   member, thaw. `cgroup.kill` skips a process whose thread-group leader
+//!   has exited while other threads run (seen on 6.18): members still listed
+//!   in `cgroup.procs` a few milliseconds after the kill are sent SIGKILL
+//!   once more, each through a pidfd whose cgroup membership is checked.
 //! * Graceful signal: to the process group (kept for delivery order) and to
 //!   every member of the cgroup that left the group, each through a pidfd
 //!   whose cgroup membership is checked after it was opened (reuse-safe).
@@ -47,6 +50,12 @@ use crate::Signal;
 /// The errno the child reports when it could not enter its cgroup, so the
 /// parent can tell a containment failure from a spawn failure.
 const PLACEMENT_FAILED: i32 = 131; // ENOTRECOVERABLE
+
+/// Members still listed this long after `cgroup.kill` get a SIGKILL of
+/// their own (a dying tree is normally gone by then; what is left is what
+/// `cgroup.kill` skipped, or a process slow to die that a second SIGKILL
+/// does not hurt).
+const STRAGGLERS_AFTER: Duration = Duration::from_millis(5);
 
 /// Where cgroups live for this process.
 #[derive(Debug, Clone)]
@@ -211,6 +220,10 @@ pub(crate) struct Cgroup {
     v2_memory: bool,
     v2_pids: bool,
     pgid: Option<u32>,
+    /// When SIGKILL was sent to the tree.
+    killed_at: Option<Instant>,
+    /// Members already sent a SIGKILL of their own after that.
+    stragglers: std::collections::HashSet<u32>,
     released: bool,
     tracer: Tracer,
 }
@@ -274,6 +287,8 @@ impl Cgroup {
             v2_memory,
             v2_pids,
             pgid: None,
+            killed_at: None,
+            stragglers: std::collections::HashSet::new(),
             released: false,
             tracer,
         };
@@ -402,11 +417,17 @@ impl Cgroup {
     /// Members already reached through the process group (`skip_pgid`) are
     /// skipped, so each process gets the signal once.
     fn signal_members(&self, sig: Signal, skip_pgid: Option<u32>) -> io::Result<()> {
+        self.signal_pids(&self.all_procs(), sig, skip_pgid)
+    }
+
+    /// Signals each of `pids` that is still in this cgroup, through a pidfd
+    /// opened before the membership check (so a reused pid is never hit).
+    fn signal_pids(&self, pids: &[u32], sig: Signal, skip_pgid: Option<u32>) -> io::Result<()> {
         let rsig = rustix::process::Signal::from_named_raw(sig.as_raw())
             .ok_or_else(|| io::Error::other(format!("unsupported signal {sig}")))?;
         let rel = self.dir.strip_prefix(&self.parent).unwrap_or(&self.dir);
         let marker = format!("/{}", rel.display());
-        for pid in self.all_procs() {
+        for &pid in pids {
             let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
                 continue;
             };
@@ -430,6 +451,29 @@ impl Cgroup {
             }
         }
         Ok(())
+    }
+
+    /// After SIGKILL: members that are still listed a little later get a
+    /// SIGKILL of their own, once each. `cgroup.kill` passes over a process
+    /// whose leader thread already exited while other threads run; one
+    /// signal to the process (what `kill(2)` does) ends it.
+    fn kill_stragglers(&mut self, listed: &[u32]) {
+        if self
+            .killed_at
+            .is_none_or(|t| t.elapsed() < STRAGGLERS_AFTER)
+        {
+            return;
+        }
+        let new: Vec<u32> = listed
+            .iter()
+            .copied()
+            .filter(|p| !self.stragglers.contains(p))
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        self.stragglers.extend(new.iter().copied());
+        let _ = self.signal_pids(&new, Signal::KILL, None);
     }
 
     fn kill_all(&self) -> io::Result<()> {
@@ -583,6 +627,7 @@ impl Containment for Cgroup {
             signal: sig,
         });
         if sig == Signal::KILL {
+            self.killed_at.get_or_insert_with(Instant::now);
             return self.kill_all();
         }
         // The group first (delivery order as with a process group), then
@@ -604,7 +649,11 @@ impl Containment for Cgroup {
         if !self.populated()? {
             return Ok(Vec::new());
         }
-        Ok(self.all_procs())
+        let pids = self.all_procs();
+        if !self.released {
+            self.kill_stragglers(&pids);
+        }
+        Ok(pids)
     }
 
     #[cfg(unix)]

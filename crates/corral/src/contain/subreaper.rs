@@ -133,11 +133,14 @@ struct Stat {
     session: u32,
     /// Start time after boot, in clock ticks (field 22).
     start: u64,
+    /// The leader shows `Z` but another thread of the process still runs
+    /// (it called `pthread_exit`): alive (set by [`stat`]).
+    threads_alive: bool,
 }
 
 impl Stat {
     fn dead(&self) -> bool {
-        self.state == b'Z' || self.state == b'X'
+        (self.state == b'Z' || self.state == b'X') && !self.threads_alive
     }
 }
 
@@ -154,11 +157,16 @@ fn parse_stat(buf: &[u8]) -> Option<Stat> {
         pgrp: f.get(2)?.parse().ok()?,
         session: f.get(3)?.parse().ok()?,
         start: f.get(19)?.parse().ok()?,
+        threads_alive: false,
     })
 }
 
 fn stat(pid: u32) -> Option<Stat> {
-    parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)
+    let mut s = parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)?;
+    if s.dead() {
+        s.threads_alive = crate::sys::linux_proc::thread_group_alive(pid);
+    }
+    Some(s)
 }
 
 /// The children of every thread of `pid`. The kernel documents the list as
@@ -182,11 +190,19 @@ fn children(pid: u32) -> Vec<u32> {
 }
 
 /// The tree cookies in `pid`'s environment (empty if unreadable, e.g. a
-/// zombie).
+/// zombie). A process whose leader thread exited shows an empty
+/// `/proc/PID/environ`; its live threads still show the environment.
 fn cookies(pid: u32) -> Vec<String> {
-    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-        return Vec::new();
-    };
+    let mut env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    if env.is_empty() {
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            env = tasks
+                .flatten()
+                .filter_map(|t| std::fs::read(t.path().join("environ")).ok())
+                .find(|e| !e.is_empty())
+                .unwrap_or_default();
+        }
+    }
     let prefix = format!("{COOKIE_VAR}=");
     env.split(|&b| b == 0)
         .filter_map(|kv| kv.strip_prefix(prefix.as_bytes()))

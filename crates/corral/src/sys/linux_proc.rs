@@ -84,15 +84,112 @@ pub(crate) fn for_each_process(mut f: impl FnMut(Stat)) -> io::Result<()> {
     Ok(())
 }
 
-/// Live (non-zombie) members of process group `pgid`.
+/// Live members of process group `pgid`. A process whose stat says zombie
+/// is a member while any of its threads runs (see [`thread_group_alive`]).
 pub(crate) fn group_members(pgid: u32) -> io::Result<Vec<u32>> {
     let mut out = Vec::new();
     for_each_process(|st| {
-        if st.pgrp == pgid && !st.is_dead() {
+        if st.pgrp == pgid && (!st.is_dead() || thread_group_alive(st.pid)) {
             out.push(st.pid);
         }
     })?;
     Ok(out)
+}
+
+/// Whether any thread of process `pid` is still running.
+///
+/// `/proc/PID/stat` describes the thread-group leader only: a leader that
+/// called `pthread_exit` (or the raw `exit` system call) while other
+/// threads run shows `Z`, yet the process is alive, keeps its descriptors
+/// and dies only of a signal to the process. The answer comes from a pidfd,
+/// which becomes readable only once the whole thread group has exited (or,
+/// before Linux 5.3, from the state of every thread in `/proc/PID/task`).
+pub(crate) fn thread_group_alive(pid: u32) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+    let Some(p) = Pid::from_raw(pid as i32) else {
+        return false;
+    };
+    match pidfd_open(p, PidfdFlags::empty()) {
+        Ok(fd) => {
+            let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+            let zero = Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // Not readable: some thread of the group has not exited.
+            matches!(poll(&mut fds, Some(&zero)), Ok(0))
+        }
+        Err(rustix::io::Errno::NOSYS) => any_thread_alive(pid),
+        // Gone (ESRCH) or not a process any more.
+        Err(_) => false,
+    }
+}
+
+/// Whether process `pid` has one of the pipes `inodes` open. Answers yes
+/// when its descriptors cannot be read while it exists (another user's
+/// process): better a holder too many than a held pipe called free. The
+/// descriptors of a process whose leader thread exited are listed only
+/// under its live threads (`/proc/PID/task/TID/fd`).
+pub(crate) fn holds_pipe(pid: u32, inodes: &[u64]) -> bool {
+    // (holds one, descriptors seen), or None when unreadable.
+    let in_dir = |dir: std::path::PathBuf| -> Option<(bool, usize)> {
+        let mut seen = 0;
+        for e in std::fs::read_dir(dir).ok()?.flatten() {
+            seen += 1;
+            let holds = std::fs::read_link(e.path()).is_ok_and(|l| {
+                l.to_str()
+                    .and_then(|l| l.strip_prefix("pipe:[")?.strip_suffix(']')?.parse().ok())
+                    .is_some_and(|ino: u64| inodes.contains(&ino))
+            });
+            if holds {
+                return Some((true, seen));
+            }
+        }
+        Some((false, seen))
+    };
+    match in_dir(format!("/proc/{pid}/fd").into()) {
+        Some((holds, seen)) if holds || seen > 0 => holds,
+        // No descriptor at all: a leader that exited; its threads hold them.
+        Some(_) => std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|rd| {
+                rd.flatten()
+                    .any(|t| in_dir(t.path().join("fd")).is_some_and(|(h, _)| h))
+            })
+            .unwrap_or(false),
+        None => std::path::Path::new(&format!("/proc/{pid}")).exists(),
+    }
+}
+
+/// Whether a child of this process has one of the pipes `inodes` open: a
+/// fork of the host (another thread's spawn, between `fork` and `exec`)
+/// holds a copy of every descriptor, close-on-exec ones included, for a
+/// moment.
+pub(crate) fn child_holds_pipe(inodes: &[u64]) -> bool {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("children"))
+            .unwrap_or_default()
+            .split_ascii_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .any(|pid| holds_pipe(pid, inodes))
+    })
+}
+
+/// The `/proc/PID/task` walk behind [`thread_group_alive`] on kernels
+/// without pidfds.
+fn any_thread_alive(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        std::fs::read(t.path().join("stat"))
+            .ok()
+            .and_then(|b| parse_stat(pid, &b))
+            .is_some_and(|s| !s.is_dead())
+    })
 }
 
 /// The stat of one process, if it exists.
@@ -125,6 +222,54 @@ mod tests {
             })
         );
         assert_eq!(parse_stat(1, b"garbage"), None);
+    }
+
+    #[test]
+    fn a_fork_of_this_process_holds_its_pipes_until_exec() {
+        use std::os::unix::process::CommandExt;
+        let (r, w) = std::io::pipe().unwrap();
+        #[allow(clippy::unnecessary_cast)]
+        let ino = rustix::fs::fstat(&r).unwrap().st_ino as u64;
+        assert!(holds_pipe(std::process::id(), &[ino]));
+        assert!(!child_holds_pipe(&[ino]));
+        let mut cmd = std::process::Command::new("/bin/sleep");
+        cmd.arg("1");
+        // SAFETY: the closure runs in the forked child before exec and
+        // only sleeps (nanosleep, async-signal-safe); it allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        // `spawn` returns after exec; the pipes (close-on-exec) are gone.
+        assert!(!holds_pipe(child.id(), &[ino]));
+        assert!(!child_holds_pipe(&[ino]));
+        let _ = child.kill();
+        let _ = child.wait();
+        // A fork that does not exec keeps them: seen while it sleeps.
+        let t = std::thread::spawn(move || {
+            let mut cmd = std::process::Command::new("/nonexistent/corral-test");
+            // SAFETY: as above.
+            unsafe {
+                cmd.pre_exec(|| {
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                    Ok(())
+                });
+            }
+            let _ = cmd.spawn();
+        });
+        let end = std::time::Instant::now() + std::time::Duration::from_millis(400);
+        let mut seen = false;
+        while !seen && std::time::Instant::now() < end {
+            seen = child_holds_pipe(&[ino]);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        t.join().unwrap();
+        assert!(seen, "the fork's copy of the pipe was not found");
+        assert!(!child_holds_pipe(&[ino]));
+        drop((r, w));
     }
 
     #[test]

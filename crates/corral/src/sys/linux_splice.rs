@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,10 @@ struct Shared {
 /// A running splice relay.
 pub(crate) struct SpliceRelay {
     shared: Arc<Shared>,
+    /// The child's pipe, owned by the thread (which closes it when it ends:
+    /// the child then sees EPIPE if its destination broke); looked at
+    /// without keeping it open.
+    src: Weak<PipeEnd>,
     stop_tx: OwnedFd,
     thread: Option<JoinHandle<()>>,
 }
@@ -51,6 +55,8 @@ impl SpliceRelay {
         // Same for the destination when it is a pipe (EBADF/EINVAL otherwise).
         let _ = rustix::pipe::fcntl_setpipe_size(&dest, CHUNK);
         let (stop_rx, stop_tx) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let src = Arc::new(src);
+        let weak = Arc::downgrade(&src);
         let shared = Arc::new(Shared {
             open: AtomicBool::new(true),
             ..Shared::default()
@@ -70,6 +76,7 @@ impl SpliceRelay {
             })?;
         Ok(SpliceRelay {
             shared,
+            src: weak,
             stop_tx,
             thread: Some(thread),
         })
@@ -78,6 +85,21 @@ impl SpliceRelay {
     /// Whether the child's pipe is still open (no end of file yet).
     pub(crate) fn is_open(&self) -> bool {
         self.shared.open.load(Ordering::SeqCst)
+    }
+
+    /// Whether every writer of the child's pipe is gone (or the relay ended):
+    /// nothing more can arrive, though the thread may still be moving what
+    /// is in the pipe.
+    pub(crate) fn writers_gone(&self) -> bool {
+        match self.src.upgrade() {
+            Some(src) => !self.is_open() || src.writers_gone(),
+            None => true,
+        }
+    }
+
+    /// The inode of the child's pipe while the relay has it.
+    pub(crate) fn inode(&self) -> Option<u64> {
+        self.src.upgrade()?.inode()
     }
 
     /// Bytes relayed so far.

@@ -203,6 +203,26 @@ impl PipeEnd {
         }
     }
 
+    /// Whether every write end of this pipe (our read end) is closed:
+    /// nothing more can arrive, whatever is still buffered in it (POLLHUP).
+    pub(crate) fn writers_gone(&self) -> bool {
+        let mut fds = [PollFd::new(&self.0, PollFlags::IN)];
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
+            && fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR)
+    }
+
+    /// The pipe's inode (`pipe:[N]` in `/proc/PID/fd` of every holder).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn inode(&self) -> Option<u64> {
+        // `st_ino` is narrower than u64 on some 32-bit targets.
+        #[allow(clippy::unnecessary_cast)]
+        rustix::fs::fstat(&self.0).ok().map(|s| s.st_ino as u64)
+    }
+
     /// Writes what the pipe takes now; `Ok(0)` when it is full.
     pub(crate) fn write(&self, buf: &[u8]) -> io::Result<usize> {
         loop {

@@ -275,6 +275,12 @@ impl PipeEnd {
         Ok(ReadResult::WouldBlock)
     }
 
+    /// Whether the reader thread saw end of file: nothing more can arrive,
+    /// whatever is still queued.
+    pub(crate) fn writers_gone(&self) -> bool {
+        self.shared.lock().eof
+    }
+
     /// Queues what fits now; `Ok(0)` when the queue is full.
     pub(crate) fn write(&self, buf: &[u8]) -> io::Result<usize> {
         let mut st = self.shared.lock();

@@ -1,0 +1,282 @@
+//! A process whose main thread exited is not dead (issue #9, item 2).
+//!
+//! The `corral-zombie-leader` helper (testkit) ignores SIGTERM, and its
+//! thread-group leader exits while a second thread keeps running:
+//! `/proc/PID/stat` shows `Z`, yet the process lives until a SIGKILL. In
+//! every tier (process group, subreaper, cgroup) such a member must count
+//! as alive: the grace escalates on it, the leftovers policy kills it, the
+//! cgroup tier kills it even though `cgroup.kill` passes over it. The root
+//! itself may be such a process too.
+//!
+//! Each test pins the helper (testkit `Watch`, pidfd) and waits until its
+//! leader really is a zombie (`NAME.zombie`) before the code under test
+//! can act, then checks the return bound, the report and the helper's
+//! fate. The subreaper tests run in a child process of this test binary
+//! (`enable_subreaper` changes the whole process).
+#![cfg(target_os = "linux")]
+
+use std::time::{Duration, Instant};
+
+use corral::{
+    Command, ContainmentChoice, LeftoverPolicy, Mechanism, Outcome, Report, RootStatus, Signal,
+};
+use corral_testkit::{assert_between, thread_group_alive, Scratch, Watch};
+
+const SEC: Duration = Duration::from_secs(1);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A background helper `zl` (zombie leader, output to /dev/null), and the
+/// root waits until its leader is a zombie.
+const ZL_BG: &str =
+    r#""$H" zl "$ZL" zl & until [ -e "$CORRAL_TEST_DIR/zl.zombie" ]; do sleep 0.01; done; "#;
+
+/// The same, but the helper first leaves the process group and session.
+const ZL_SETSID: &str =
+    r#"setsid "$H" zl "$ZL" zl & until [ -e "$CORRAL_TEST_DIR/zl.zombie" ]; do sleep 0.01; done; "#;
+
+fn cmd(s: &Scratch, via: Mechanism, script: &str) -> Command {
+    let mut c = s.sh(script);
+    c.containment(ContainmentChoice::Only(via));
+    c
+}
+
+/// Pins `zl`, waits for its leader to be a zombie, and checks that the
+/// process is nevertheless alive (the premise of every test here).
+#[track_caller]
+fn zombie_leader_ready(s: &Scratch, w: &Watch, name: &str) -> u32 {
+    let pid = w
+        .pid(name, 10 * SEC)
+        .unwrap_or_else(|| panic!("helper {name} never started"));
+    assert!(
+        s.wait_file(&format!("{name}.zombie"), 10 * SEC),
+        "the leader of {name} never exited"
+    );
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r.trim_start().as_bytes()[0]);
+    assert_eq!(state, Some(b'Z'), "premise: {name}'s leader shows Z");
+    assert!(thread_group_alive(pid), "premise: {name} is alive");
+    pid
+}
+
+#[track_caller]
+fn assert_dead(w: &Watch, name: &str, pid: u32) {
+    assert!(
+        w.wait_dead(name, 2 * SEC),
+        "{name} (pid {pid}, leader exited, a thread alive) survived"
+    );
+    assert!(!thread_group_alive(pid));
+}
+
+#[track_caller]
+fn assert_clean(r: &Report, via: Mechanism) {
+    assert_eq!(r.containment, via);
+    assert!(r.cleanup_error.is_none(), "{:?}", r.cleanup_error);
+}
+
+/// Timeout with a grace: the helper ignores SIGTERM and looks dead in
+/// `/proc/PID/stat`; SIGKILL must follow at the end of the grace.
+fn timeout_with_grace_escalates(via: Mechanism, script_prefix: &str) {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    let running = cmd(&s, via, &format!(r#"{script_prefix} exec "$H" root"#))
+        .timeout(4 * SEC)
+        .grace(ms(300))
+        .spawn()
+        .unwrap();
+    let pid = zombie_leader_ready(&s, &w, "zl");
+    let r = running.wait();
+    assert_clean(&r, via);
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    assert_eq!(r.signals_sent, vec![Signal::TERM, Signal::KILL], "{r:?}");
+    assert_between(t.elapsed(), 4 * SEC, 4 * SEC + ms(300) + 3 * SEC);
+    assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
+    assert_dead(&w, "zl", pid);
+    assert!(w.wait_dead("root", 2 * SEC));
+}
+
+/// The root exits 1 leaving the helper; `LeftoverPolicy::Kill` kills it.
+fn nonzero_exit_kills_the_survivor(via: Mechanism, script_prefix: &str) {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    let running = cmd(&s, via, &format!("{script_prefix} exit 1"))
+        .leftovers(LeftoverPolicy::Kill)
+        .wait_delay(5 * SEC)
+        .spawn()
+        .unwrap();
+    let pid = zombie_leader_ready(&s, &w, "zl");
+    let r = running.wait();
+    assert_clean(&r, via);
+    assert_eq!(r.outcome, Outcome::Exited(1), "{r:?}");
+    assert_eq!(r.signals_sent, vec![Signal::KILL], "{r:?}");
+    assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
+    assert_eq!(r.leftovers.kept, 0);
+    assert!(t.elapsed() < 10 * SEC + 3 * SEC);
+    assert_dead(&w, "zl", pid);
+}
+
+/// The root itself is the zombie leader: not exited (its exit is not
+/// reported while a thread runs); a timeout with grace ends in SIGKILL.
+fn root_with_exited_leader_is_killed(via: Mechanism) {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    let running = cmd(&s, via, r#"exec "$H" root "$ZL" root"#)
+        .timeout(3 * SEC)
+        .grace(ms(300))
+        .spawn()
+        .unwrap();
+    let pid = zombie_leader_ready(&s, &w, "root");
+    let r = running.wait();
+    assert_clean(&r, via);
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    assert_eq!(r.root, Some(RootStatus::Signaled(Signal::KILL)), "{r:?}");
+    assert_eq!(r.signals_sent, vec![Signal::TERM, Signal::KILL], "{r:?}");
+    assert_between(t.elapsed(), 3 * SEC, 3 * SEC + ms(300) + 3 * SEC);
+    assert_dead(&w, "root", pid);
+}
+
+// ------------------------------------------------------------- process group
+
+#[test]
+fn process_group_timeout_with_grace_kills_a_member_whose_leader_exited() {
+    timeout_with_grace_escalates(Mechanism::ProcessGroup, ZL_BG);
+}
+
+#[test]
+fn process_group_nonzero_exit_kills_a_member_whose_leader_exited() {
+    nonzero_exit_kills_the_survivor(Mechanism::ProcessGroup, ZL_BG);
+}
+
+#[test]
+fn process_group_root_whose_leader_exited_is_killed() {
+    root_with_exited_leader_is_killed(Mechanism::ProcessGroup);
+}
+
+// -------------------------------------------------------------------- cgroup
+
+macro_rules! need_cgroup {
+    () => {
+        if corral_testkit::writable_cgroup_v2().is_none() {
+            eprintln!("SKIP: no writable cgroup v2 hierarchy here");
+            return;
+        }
+    };
+}
+
+#[test]
+fn cgroup_timeout_with_grace_kills_a_member_whose_leader_exited() {
+    need_cgroup!();
+    timeout_with_grace_escalates(Mechanism::Cgroup, ZL_SETSID);
+}
+
+#[test]
+fn cgroup_nonzero_exit_kills_a_member_whose_leader_exited() {
+    need_cgroup!();
+    nonzero_exit_kills_the_survivor(Mechanism::Cgroup, ZL_SETSID);
+}
+
+#[test]
+fn cgroup_root_whose_leader_exited_is_killed() {
+    need_cgroup!();
+    root_with_exited_leader_is_killed(Mechanism::Cgroup);
+}
+
+// ----------------------------------------------------------------- subreaper
+
+/// Runs `name` (an ignored test below) in a child process of this binary,
+/// where the subreaper is enabled.
+fn in_subreaper_child(name: &str) {
+    let out = corral_testkit::run_ignored_test_in_child(name, &[]);
+    assert!(out.contains("SUBREAPER-OK"), "{out}");
+}
+
+fn enable_subreaper() {
+    corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER");
+}
+
+#[test]
+fn subreaper_timeout_with_grace_kills_a_member_whose_leader_exited() {
+    in_subreaper_child("subreaper_timeout_child");
+}
+
+#[test]
+fn subreaper_nonzero_exit_kills_a_member_whose_leader_exited() {
+    in_subreaper_child("subreaper_nonzero_exit_child");
+}
+
+#[test]
+fn subreaper_root_whose_leader_exited_is_killed() {
+    in_subreaper_child("subreaper_root_child");
+}
+
+#[test]
+#[ignore = "run by subreaper_timeout_with_grace_kills_a_member_whose_leader_exited"]
+fn subreaper_timeout_child() {
+    enable_subreaper();
+    timeout_with_grace_escalates(Mechanism::Subreaper, ZL_BG);
+    timeout_with_grace_escalates(Mechanism::Subreaper, ZL_SETSID);
+    println!("SUBREAPER-OK");
+}
+
+#[test]
+#[ignore = "run by subreaper_nonzero_exit_kills_a_member_whose_leader_exited"]
+fn subreaper_nonzero_exit_child() {
+    enable_subreaper();
+    nonzero_exit_kills_the_survivor(Mechanism::Subreaper, ZL_BG);
+    nonzero_exit_kills_the_survivor(Mechanism::Subreaper, ZL_SETSID);
+    println!("SUBREAPER-OK");
+}
+
+#[test]
+#[ignore = "run by subreaper_root_whose_leader_exited_is_killed"]
+fn subreaper_root_child() {
+    enable_subreaper();
+    root_with_exited_leader_is_killed(Mechanism::Subreaper);
+    println!("SUBREAPER-OK");
+}
+
+// ------------------------------------------------------------- held output
+
+/// The helper keeps the root's stdout open after its leader exited (its
+/// descriptors are listed only under its live thread): held output, found
+/// as the tree's own holder, killed.
+fn holder_whose_leader_exited_is_killed(via: Mechanism) {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    let running = cmd(
+        &s,
+        via,
+        r#""$H" zl "$ZL" zl hold & until [ -e "$CORRAL_TEST_DIR/zl.zombie" ]; do sleep 0.01; done; echo started; exit 0"#,
+    )
+    .wait_delay(Duration::ZERO)
+    .spawn()
+    .unwrap();
+    let pid = zombie_leader_ready(&s, &w, "zl");
+    let r = running.wait();
+    assert_clean(&r, via);
+    assert_eq!(r.outcome, Outcome::OutputHeld, "{r:?}");
+    assert_eq!(r.root, Some(RootStatus::Exited(0)));
+    assert_eq!(r.stdout.bytes(), b"started\n");
+    assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
+    assert!(t.elapsed() < 5 * SEC);
+    assert_dead(&w, "zl", pid);
+}
+
+#[test]
+fn process_group_holder_whose_leader_exited_is_output_held_and_killed() {
+    holder_whose_leader_exited_is_killed(Mechanism::ProcessGroup);
+}
+
+#[test]
+fn cgroup_holder_whose_leader_exited_is_output_held_and_killed() {
+    need_cgroup!();
+    holder_whose_leader_exited_is_killed(Mechanism::Cgroup);
+}
