@@ -296,13 +296,17 @@ impl Job {
 }
 
 fn secs(t: f64, what: &str) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(t)
-        .map_err(|_| PyValueError::new_err(format!("{what} must be a non-negative number of seconds, not {t}")))
+    Duration::try_from_secs_f64(t).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{what} must be a non-negative number of seconds, not {t}"
+        ))
+    })
 }
 
 fn parse_signal(s: &Bound<'_, PyAny>) -> PyResult<Signal> {
     if let Ok(n) = s.extract::<i32>() {
-        return Signal::from_raw(n).ok_or_else(|| PyValueError::new_err(format!("unknown signal {n}")));
+        return Signal::from_raw(n)
+            .ok_or_else(|| PyValueError::new_err(format!("unknown signal {n}")));
     }
     let name: String = s.extract()?;
     name.parse::<Signal>()
@@ -540,7 +544,9 @@ fn enable_subreaper() -> PyResult<()> {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        Err(PyOSError::new_err("the subreaper tier exists only on Linux"))
+        Err(PyOSError::new_err(
+            "the subreaper tier exists only on Linux",
+        ))
     }
 }
 
@@ -582,7 +588,10 @@ fn report_dict(py: Python<'_>, r: Report) -> PyResult<Bound<'_, PyDict>> {
         }
     }
     d.set_item("signals_sent", sent)?;
-    d.set_item("cleanup_error", r.cleanup_error.as_ref().map(|e| e.to_string()))?;
+    d.set_item(
+        "cleanup_error",
+        r.cleanup_error.as_ref().map(|e| e.to_string()),
+    )?;
     let survivors: Vec<u32> = match &r.cleanup_error {
         Some(corral::CleanupError::Survivors { pids }) => pids.clone(),
         _ => Vec::new(),
