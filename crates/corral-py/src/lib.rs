@@ -7,7 +7,8 @@
 //!   the number of runs). Python threads wait on the job's condition variable
 //!   with the GIL released, waking every [`SIGNAL_SLICE`] to run Python's
 //!   signal handlers (so Ctrl-C reaches a waiting `run()`); asyncio callers
-//!   register a callback that the runtime thread calls once the report is in.
+//!   register a callback, called once the report is in by one shared
+//!   notifier thread (the runtime thread never waits for the GIL).
 //! * On Windows (no async driver in the library) each run is waited on by a
 //!   thread of its own.
 //!
@@ -19,7 +20,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{mpsc, Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use corral::{
@@ -68,6 +69,46 @@ struct Shared {
     cancel: CancelToken,
 }
 
+/// The thread that calls completion callbacks (with the GIL), so that the
+/// runtime thread never waits for the GIL: a Python thread holding it for
+/// long cannot delay any run's deadline or output draining. Re-created in a
+/// forked child.
+static NOTIFY: Mutex<Option<(u32, mpsc::Sender<Py<PyAny>>)>> = Mutex::new(None);
+
+fn notify(cb: Py<PyAny>) {
+    let mut g = lock(&NOTIFY);
+    let pid = std::process::id();
+    if let Some((p, tx)) = g.as_ref() {
+        if *p == pid {
+            if let Err(mpsc::SendError(cb)) = tx.send(cb) {
+                // The thread is gone (it never exits on its own): drop the
+                // callback; its waiter still sees the report through `poll`.
+                drop(cb);
+            }
+            return;
+        }
+    }
+    let (tx, rx) = mpsc::channel::<Py<PyAny>>();
+    let spawned = std::thread::Builder::new()
+        .name("corral-notify".into())
+        .spawn(move || {
+            for cb in rx {
+                if SHUTTING_DOWN.load(Ordering::SeqCst) {
+                    continue;
+                }
+                Python::attach(|py| {
+                    if let Err(e) = cb.call0(py) {
+                        e.write_unraisable(py, None);
+                    }
+                });
+            }
+        });
+    if spawned.is_ok() {
+        let _ = tx.send(cb);
+        *g = Some((pid, tx));
+    }
+}
+
 impl Shared {
     fn finish(&self, report: Report) {
         *lock(&self.state) = State::Done(Box::new(report));
@@ -75,13 +116,7 @@ impl Shared {
         let cb = lock(&self.callback).take();
         lock(&LIVE).retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), self));
         if let Some(cb) = cb {
-            if !SHUTTING_DOWN.load(Ordering::SeqCst) {
-                Python::attach(|py| {
-                    if let Err(e) = cb.call0(py) {
-                        e.write_unraisable(py, None);
-                    }
-                });
-            }
+            notify(cb);
         }
     }
 

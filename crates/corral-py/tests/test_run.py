@@ -124,7 +124,8 @@ def test_subprocess_feel(tmp_path):
     r = corral.run("echo $GREETING; pwd", shell=True, env={"GREETING": "hi", "PATH": os.environ["PATH"]}, cwd=tmp_path, text=True)
     assert r.stdout == f"hi\n{tmp_path}\n"
     assert corral.run(["cat"], input=b"abc").stdout == b"abc"
-    assert corral.run(["cat"], input="é", text=True).stdout == "é"
+    assert corral.run(["cat"], input="é", text=True, encoding="utf-8").stdout == "é"
+    assert corral.run(["printf", "a\\r\\nb\\rc"], text=True).stdout == "a\nb\nc"
     r = corral.run(["sh", "-c", "echo a; echo b >&2"], stderr=corral.STDOUT)
     assert r.stdout == b"a\nb\n" and r.stderr == b""
     r = corral.run(["sh", "-c", "echo a"], stdout=corral.DEVNULL)

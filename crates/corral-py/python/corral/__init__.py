@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import locale
 import os
 import subprocess
 import sys
@@ -65,6 +66,10 @@ DEVNULL = subprocess.DEVNULL
 _CLEANUP_SLACK = 30.0
 
 enable_subreaper = _corral.enable_subreaper
+
+
+def _text(data: bytes, encoding: str, errors: str) -> str:
+    return data.decode(encoding, errors).replace("\r\n", "\n").replace("\r", "\n")
 
 
 class Result:
@@ -117,9 +122,11 @@ class Result:
         self.timeout: Optional[float] = None
         out, err = report["stdout"], report["stderr"]
         if text:
-            enc = encoding or "utf-8"
-            out = out.decode(enc, errors or ("replace" if self.stdout_omitted else "strict"))
-            err = err.decode(enc, errors or ("replace" if self.stderr_omitted else "strict"))
+            enc = encoding or locale.getpreferredencoding(False)
+            # As subprocess's text mode: universal newlines. A cut between
+            # head and tail may split a character: replaced, not an error.
+            out = _text(out, enc, errors or ("replace" if self.stdout_omitted else "strict"))
+            err = _text(err, enc, errors or ("replace" if self.stderr_omitted else "strict"))
         self.stdout: Union[bytes, str] = out
         self.stderr: Union[bytes, str] = err
 
@@ -302,7 +309,7 @@ def _start(
             stderr = None if stderr is _DEFAULT else stderr
     text_mode = bool(text or universal_newlines or encoding or errors)
     if isinstance(input, str):
-        input = input.encode(encoding or "utf-8", errors or "strict")
+        input = input.encode(encoding or locale.getpreferredencoding(False), errors or "strict")
     stdin_mode = "null"
     stdin_fd = None
     if input is not None:
