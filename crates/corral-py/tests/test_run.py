@@ -54,6 +54,24 @@ def test_setsid_escaper_killed_in_cgroup(tree):
     assert r.killed >= 1
 
 
+def test_setsid_escaper_killed_in_subreaper_tier(tree):
+    # Unprivileged too. enable_subreaper is process-wide: in a child interpreter.
+    r = _child(
+        """
+        import corral
+        corral.enable_subreaper()
+        script = 'setsid "$H" escaper >/dev/null 2>&1 </dev/null & while [ ! -e "$CORRAL_TEST_DIR/escaper.pid" ]; do sleep 0.01; done; exit 1'
+        r = corral.run(["sh", "-c", script], containment="subreaper", timeout=60)
+        print(r.containment, r.outcome, r.returncode, r.killed)
+        """,
+        tree,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["subreaper", "exited", "1", "1"], r.stdout
+    tree.pid("escaper")
+    assert tree.wait_dead("escaper"), "the setsid escaper survived a nonzero exit"
+
+
 def test_timeout_with_term_ignoring_grandchild(tree):
     script = """trap '' TERM; "$H" stubborn sh -c 'trap "" TERM; while :; do sleep 0.05; done' & "$H" waiter"""
     t0 = time.monotonic()
@@ -109,7 +127,9 @@ def test_spawn_failures_are_oserrors(tmp_path):
     with pytest.raises(FileNotFoundError):
         corral.run(["/nonexistent/program"])
     with pytest.raises(FileNotFoundError):
-        corral.run(["corral-no-such-program-anywhere"])
+        # A PATH of searchable directories only: a directory we may not
+        # search makes the lookup a PermissionError, as in subprocess.
+        corral.run(["corral-no-such-program-anywhere"], env={"PATH": "/usr/bin:/bin"})
     f = tmp_path / "notexec"
     f.write_text("#!/bin/sh\n")
     with pytest.raises(PermissionError):
