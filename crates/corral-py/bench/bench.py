@@ -33,21 +33,23 @@ def pct(xs, p):
 
 
 def spawn_row(iters: int):
+    """Interleaved, rotating start: subprocess.run, corral.run (auto: a cgroup
+    when one can be had), corral.run in a process group."""
     true = "/bin/true" if os.path.exists("/bin/true") else "true"
-    sub, cor = [], []
+    runs = [
+        lambda: subprocess.run([true], capture_output=True).returncode,
+        lambda: corral.run([true]).returncode,
+        lambda: corral.run([true], containment="process_group").returncode,
+    ]
+    times = [[], [], []]
     for i in range(iters):
-        order = (0, 1) if i % 2 == 0 else (1, 0)
-        for which in order:
+        for k in range(3):
+            which = (i + k) % 3
             t0 = time.perf_counter()
-            if which == 0:
-                r = subprocess.run([true], capture_output=True)
-                assert r.returncode == 0
-                sub.append(time.perf_counter() - t0)
-            else:
-                r = corral.run([true])
-                assert r.returncode == 0, r
-                cor.append(time.perf_counter() - t0)
-    return sub, cor
+            rc = runs[which]()
+            times[which].append(time.perf_counter() - t0)
+            assert rc == 0
+    return times
 
 
 RSS_CHILD = """
@@ -127,7 +129,7 @@ def main() -> int:
     held_iters, hold = (2, 0.6) if a.quick else (5, 3.0)
     wait_delay = 0.2
 
-    sub, cor = spawn_row(spawn_iters)
+    sub, cor, cor_pg = spawn_row(spawn_iters)
     rss = rss_row(nbytes)
     with tempfile.TemporaryDirectory() as tmp:
         hsub, hcor = held_row(held_iters, hold, wait_delay, tmp)
@@ -145,6 +147,9 @@ def main() -> int:
     print(f"| spawn + wait of `true`, median ({spawn_iters} runs) | {us(ms_sub)} | {us(ms_cor)} | {ms_cor / ms_sub:.2f} |")
     p_sub, p_cor = pct(sub, 99), pct(cor, 99)
     print(f"| spawn + wait of `true`, p99 | {us(p_sub)} | {us(p_cor)} | {p_cor / p_sub:.2f} |")
+    m_pg, p_pg = statistics.median(cor_pg), pct(cor_pg, 99)
+    print(f"| spawn + wait of `true`, `containment=\"process_group\"`, median / p99 | {us(ms_sub)} / {us(p_sub)} | "
+          f"{us(m_pg)} / {us(p_pg)} | {m_pg / ms_sub:.2f} / {p_pg / p_sub:.2f} |")
     mb = nbytes / 1e6
     print(f"| peak RSS, {mb:.0f} MB of stdout captured (capture_limit=1 MiB) | {rss['subprocess']:.1f} MB | "
           f"{rss['corral-1MiB']:.1f} MB | {rss['corral-1MiB'] / rss['subprocess']:.2f} |")
