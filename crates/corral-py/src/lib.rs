@@ -1,11 +1,11 @@
 //! `corral._corral`: the Rust core of the Python package `corral`.
 //!
-//! It binds the library's public API only. One [`Job`] per run:
+//! It binds the library's public API only. One `Job` per run:
 //!
 //! * On Unix every run is driven by the library's async driver on one shared
 //!   current-thread tokio runtime (one thread for the whole process, whatever
 //!   the number of runs). Python threads wait on the job's condition variable
-//!   with the GIL released, waking every [`SIGNAL_SLICE`] to run Python's
+//!   with the GIL released, waking every 20 ms to run Python's
 //!   signal handlers (so Ctrl-C reaches a waiting `run()`); asyncio callers
 //!   register a callback, called once the report is in by one shared
 //!   notifier thread (the runtime thread never waits for the GIL).
