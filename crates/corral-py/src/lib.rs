@@ -219,6 +219,8 @@ struct Job {
     pid: u32,
     /// The report as a dict, once converted.
     result: Mutex<Option<Py<PyDict>>>,
+    /// The conversion failed (the report is gone).
+    lost: AtomicBool,
 }
 
 impl Drop for Job {
@@ -315,18 +317,46 @@ impl Job {
 }
 
 impl Job {
+    /// The report as a dict (converted once; later calls share it). Only one
+    /// thread converts: it takes the report out of the slot; another thread
+    /// asking meanwhile waits for the dict with the GIL released, so that no
+    /// thread ever holds the GIL while waiting for a thread that needs it.
     fn result(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
-        let mut cached = lock(&self.result);
-        if let Some(d) = cached.as_ref() {
-            return Ok(d.clone_ref(py));
+        loop {
+            if let Some(d) = lock(&self.result).as_ref() {
+                return Ok(d.clone_ref(py));
+            }
+            let report = {
+                let mut st = lock(&self.shared.state);
+                match std::mem::replace(&mut *st, State::Taken) {
+                    State::Done(report) => Some(report),
+                    State::Taken => None,
+                    State::Running => {
+                        *st = State::Running;
+                        return Err(PyRuntimeError::new_err("the run has not ended"));
+                    }
+                }
+            };
+            match report {
+                Some(report) => {
+                    let d = match report_dict(py, *report) {
+                        Ok(d) => d.unbind(),
+                        Err(e) => {
+                            self.lost.store(true, Ordering::SeqCst);
+                            return Err(e);
+                        }
+                    };
+                    *lock(&self.result) = Some(d.clone_ref(py));
+                    return Ok(d);
+                }
+                None if self.lost.load(Ordering::SeqCst) => {
+                    return Err(PyRuntimeError::new_err(
+                        "the report could not be converted (out of memory?)",
+                    ))
+                }
+                None => py.detach(|| std::thread::sleep(Duration::from_millis(1))),
+            }
         }
-        let taken = std::mem::replace(&mut *lock(&self.shared.state), State::Taken);
-        let State::Done(report) = taken else {
-            return Err(PyRuntimeError::new_err("the run has not ended"));
-        };
-        let d = report_dict(py, *report)?.unbind();
-        *cached = Some(d.clone_ref(py));
-        Ok(d)
     }
 }
 
@@ -543,6 +573,7 @@ fn start(
         shared,
         pid,
         result: Mutex::new(None),
+        lost: AtomicBool::new(false),
     })
 }
 

@@ -295,3 +295,17 @@ def test_bad_arguments_are_clear_errors():
         corral.run(["cat"], input=b"x", stdin=None)
     with pytest.raises(ValueError):
         corral.run(["true"], signal="NOPE", grace=1)
+
+
+def test_many_threads_waiting_on_one_process_share_one_result(tree):
+    import threading
+
+    p = corral.spawn(["sh", "-c", "sleep 0.3; echo once"])
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(p.wait())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 8 and all(r is got[0] for r in got)
+    assert got[0].stdout == b"once\n"
