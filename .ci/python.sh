@@ -42,7 +42,8 @@ step "install the wheel into a fresh virtual environment"
 step "pytest (real process trees)"
 log="$work/pytest.log"
 set +e
-(cd crates/corral-py && "$work/venv/bin/python" -m pytest -p no:cacheprovider -v tests) 2>&1 | tee "$log"
+# Bounded: a hang fails the step instead of the whole CI run.
+(cd crates/corral-py && timeout 900 "$work/venv/bin/python" -m pytest -p no:cacheprovider -v tests) 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 [ "$rc" -eq 5 ] && die "pytest collected no tests"

@@ -4,7 +4,7 @@
     python bench/bench.py --quick    # small sizes, a few seconds (CI)
 
 Rows: (1) spawn + wait of `true` (median and p99, interleaved runs);
-(2) peak RSS of a Python process that runs a command writing N bytes to its
+(2) peak RSS (VmHWM) of a Python process that runs a command writing N bytes to its
 captured stdout (each measurement in a fresh interpreter); (3) how long
 `run` takes to return when the command exits at once but a backgrounded
 grandchild keeps its stdout open. Prints one markdown table. Asserts nothing
@@ -64,14 +64,14 @@ else:
     kw = {} if which == "corral-default" else {"capture_limit": 1 << 20}
     r = corral.run(argv, **kw)
     assert r.returncode == 0 and r.report["stdout_bytes"] == n, r
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print([l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1])
 """
 
 
 def rss_row(nbytes: int):
     out = {}
     base = subprocess.run(
-        [sys.executable, "-c", "import resource, corral; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"],
+        [sys.executable, "-c", "import corral; print([l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1])"],
         capture_output=True, text=True, check=True,
     )
     out["baseline"] = int(base.stdout) / 1024

@@ -51,7 +51,7 @@ class Tree:
         h = self.dir / "H"
         h.write_text(HELPER)
         h.chmod(0o755)
-        self.pinned: dict[str, tuple[int, int]] = {}
+        self.pinned: dict = {}  # name -> (pid, pidfd or None when already gone)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
@@ -75,20 +75,28 @@ class Tree:
                     continue
             try:
                 pid = int(f.read_text().strip())
-                fd = os.pidfd_open(pid)
             except (OSError, ValueError):
-                continue
-            # Pinned: the pidfd refers to this process whatever happens to
-            # the pid. Keep it only if it is one of ours.
+                continue  # being written (it is renamed into place: rare)
+            # A helper writes its pid file while alive, so from here on a
+            # helper that cannot be pinned is gone: recorded as dead (fd None).
             try:
-                environ = Path(f"/proc/{pid}/environ").read_bytes()
+                fd: "int | None" = os.pidfd_open(pid)
             except OSError:
-                environ = b""
-            if f"CORRAL_TEST_MARK={self.mark}".encode() not in environ.split(b"\0") and not _exited(fd, 0):
-                # Exec'd away from the helper before we looked: the marker
-                # is inherited by exec, so this is not ours.
-                os.close(fd)
-                continue
+                fd = None
+            if fd is not None:
+                # Pinned: the pidfd refers to this process whatever happens
+                # to the pid. Ours only if it carries the marker (exec keeps
+                # the environment); a zombie's environ reads empty.
+                try:
+                    environ = Path(f"/proc/{pid}/environ").read_bytes()
+                except OSError:
+                    environ = b""
+                if f"CORRAL_TEST_MARK={self.mark}".encode() not in environ.split(b"\0") and not _exited(fd, 0):
+                    # Not (yet) readable as ours: mid-exec the environment
+                    # reads empty for a moment. Look again on the next scan
+                    # (a pid reused by a stranger is never pinned).
+                    os.close(fd)
+                    continue
             with self._lock:
                 self.pinned[name] = (pid, fd)
 
@@ -110,12 +118,12 @@ class Tree:
     def alive(self, name: str) -> bool:
         with self._lock:
             p = self.pinned.get(name)
-        return p is not None and not _exited(p[1], 0)
+        return p is not None and p[1] is not None and not _exited(p[1], 0)
 
     def wait_dead(self, name: str, timeout: float = 5.0) -> bool:
         with self._lock:
             p = self.pinned.get(name)
-        return p is None or _exited(p[1], timeout)
+        return p is None or p[1] is None or _exited(p[1], timeout)
 
     def assert_all_dead(self, timeout: float = 5.0) -> None:
         self._scan()
@@ -130,6 +138,8 @@ class Tree:
         self._scan()
         with self._lock:
             for _pid, fd in self.pinned.values():
+                if fd is None:
+                    continue
                 try:
                     signal.pidfd_send_signal(fd, signal.SIGKILL)
                 except OSError:

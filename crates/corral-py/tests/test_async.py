@@ -36,8 +36,11 @@ def test_run_async_result_and_check(tree):
 def test_cancelling_the_task_kills_the_tree(tree):
     async def main():
         task = asyncio.ensure_future(corral.run_async(["sh", "-c", '"$H" grandchild & "$H" root'], env=tree.env))
-        while not (tree.alive("grandchild") and tree.alive("root")):
-            await asyncio.sleep(0.01)
+        for name in ("grandchild", "root"):
+            deadline = time.monotonic() + 10
+            while not tree.alive(name):
+                assert time.monotonic() < deadline, f"helper {name} never started"
+                await asyncio.sleep(0.01)
         t0 = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

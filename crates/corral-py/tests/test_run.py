@@ -210,19 +210,36 @@ def _child(script: str, tree, timeout: float = 60) -> subprocess.CompletedProces
 
 
 def test_interpreter_exit_kills_live_runs(tree):
-    r = _child(
-        """
-        import corral, os, time
-        p = corral.spawn(["sh", "-c", '"$H" a & "$H" b'])
-        while not os.path.exists(os.environ["CORRAL_TEST_DIR"] + "/b.pid"):
-            time.sleep(0.01)
-        print("exiting without wait")
-        """,
-        tree,
+    # The child exits (without waiting) only once this test pinned both
+    # helpers, so their fate is observed, not inferred.
+    go = tree.path("go")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                """
+                import corral, os, sys, time
+                p = corral.spawn(["sh", "-c", '"$H" a & "$H" b'])
+                while not os.path.exists(sys.argv[1]):
+                    time.sleep(0.01)
+                print("exiting without wait")
+                """
+            ),
+            go,
+        ],
+        env=tree.env,
     )
-    assert r.returncode == 0, r.stderr
-    tree.pid("a")
-    tree.pid("b")
+    try:
+        tree.pid("a")
+        tree.pid("b")
+        assert tree.alive("a") and tree.alive("b")
+        open(go, "w").close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert tree.wait_dead("a") and tree.wait_dead("b"), "interpreter exit leaked the tree"
 
 
@@ -274,7 +291,9 @@ def test_300mb_output_peak_rss_is_bounded(tree):
         r = corral.run(["sh", "-c", "head -c 300000000 /dev/zero"], capture_limit=1 << 20, timeout=120)
         assert r.returncode == 0, r
         assert r.report["stdout_bytes"] == 300000000 and len(r.stdout) == 1 << 20
-        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        # VmHWM: this interpreter's own peak (ru_maxrss would also count the
+        # forked parent's pages from before exec).
+        print([l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1])
         """,
         tree,
         timeout=180,
