@@ -26,7 +26,6 @@ most the limit. Standard input is the null device by default.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import locale
 import os
@@ -432,10 +431,12 @@ async def run_async(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
     arguments and result. No thread per command: every run is driven by one
     shared background thread. Cancelling the awaiting task kills the tree
     (the cancellation completes once the tree is cleaned up)."""
+    import asyncio  # here: importing asyncio costs about 8 MB of memory
+
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
 
-    def _wake(f: "asyncio.Future[None]" = fut) -> None:
+    def _wake(f: Any = fut) -> None:
         if not f.done():
             f.set_result(None)
 
