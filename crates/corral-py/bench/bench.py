@@ -94,10 +94,10 @@ def alive(pid: int) -> bool:
 def held_row(iters: int, hold: float, wait_delay: float, tmp: str):
     """The command prints, backgrounds a holder of its stdout and exits 0."""
     script = f'echo $$ > /dev/null; sleep {hold} & echo $! > "$PIDFILE"; echo ok; exit 0'
-    sub, cor = [], []
+    sub, cor, subt = [], [], []
     holders = []
     for i in range(iters):
-        for which in (0, 1):
+        for which in (0, 1, 2):
             pidfile = os.path.join(tmp, f"holder-{i}-{which}")
             env = dict(os.environ, PIDFILE=pidfile)
             t0 = time.perf_counter()
@@ -108,6 +108,15 @@ def held_row(iters: int, hold: float, wait_delay: float, tmp: str):
                 r = subprocess.run(["sh", "-c", script], capture_output=True, env=env)
                 assert r.returncode == 0
                 sub.append(time.perf_counter() - t0)
+            elif which == 2:
+                # With a timeout, on POSIX subprocess.run raises TimeoutExpired
+                # at the timeout although the command itself exited 0 at once,
+                # and leaves the holder running.
+                try:
+                    subprocess.run(["sh", "-c", script], capture_output=True, env=env, timeout=hold / 3)
+                    raise SystemExit("subprocess.run with a timeout returned normally")
+                except subprocess.TimeoutExpired:
+                    subt.append(time.perf_counter() - t0)
             else:
                 r = corral.run(["sh", "-c", script], env=env, wait_delay=wait_delay)
                 assert r.outcome == "output_held", r
@@ -117,7 +126,7 @@ def held_row(iters: int, hold: float, wait_delay: float, tmp: str):
     left = [p for p in holders if alive(p)]
     if left:
         raise SystemExit(f"corral left holders running: {left}")
-    return sub, cor
+    return sub, cor, subt
 
 
 def main() -> int:
@@ -132,7 +141,7 @@ def main() -> int:
     sub, cor, cor_pg = spawn_row(spawn_iters)
     rss = rss_row(nbytes)
     with tempfile.TemporaryDirectory() as tmp:
-        hsub, hcor = held_row(held_iters, hold, wait_delay, tmp)
+        hsub, hcor, hsubt = held_row(held_iters, hold, wait_delay, tmp)
 
     us = lambda s: f"{s * 1e6:.0f} µs"
     ms = lambda s: f"{s * 1e3:.0f} ms"
@@ -159,9 +168,13 @@ def main() -> int:
     h_sub, h_cor = statistics.median(hsub), statistics.median(hcor)
     print(f"| return time, grandchild holds stdout {hold:g} s (wait_delay {wait_delay:g} s), median of {held_iters} | "
           f"{ms(h_sub)} | {ms(h_cor)} | {h_cor / h_sub:.2f} |")
+    h_subt = statistics.median(hsubt)
+    print(f"| same, subprocess.run(timeout={hold / 3:g}) | {ms(h_subt)} (TimeoutExpired) | {ms(h_cor)} | "
+          f"{h_cor / h_subt:.2f} |")
     print()
-    print("subprocess.run returns only when the holder exits (it leaves it running); corral returns at the "
-          "wait delay with outcome output_held and the holder killed.")
+    print("subprocess.run returns only when the holder exits, or raises TimeoutExpired at its timeout although "
+          "the command exited 0 at once; either way it leaves the holder running. corral returns at the wait "
+          "delay with outcome output_held and the holder killed.")
     return 0
 
 
