@@ -67,6 +67,9 @@ struct Shared {
     callback: Mutex<Option<Py<PyAny>>>,
     done: Condvar,
     cancel: CancelToken,
+    /// The process that started the run: a forked child inherits the
+    /// memory of its parent's jobs but not the thread that drives them.
+    owner: u32,
 }
 
 /// The thread that calls completion callbacks (with the GIL), so that the
@@ -271,6 +274,7 @@ impl Job {
     /// (the caller decides whether to cancel). Returns None on timeout.
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyDict>>> {
+        self.check_owner()?;
         let until = timeout
             .map(|t| secs(t, "timeout"))
             .transpose()?
@@ -292,6 +296,7 @@ impl Job {
     /// Waits for the report without running signal handlers, at most
     /// `timeout` seconds (for cleanup after an interrupt). None on timeout.
     fn wait_quiet(&self, py: Python<'_>, timeout: f64) -> PyResult<Option<Py<PyDict>>> {
+        self.check_owner()?;
         let until = Instant::now() + secs(timeout, "timeout")?;
         let shared = &self.shared;
         if py.detach(|| shared.wait_until(Some(until))) {
@@ -317,6 +322,15 @@ impl Job {
 }
 
 impl Job {
+    fn check_owner(&self) -> PyResult<()> {
+        if self.shared.owner != std::process::id() && !self.shared.is_done() {
+            return Err(PyRuntimeError::new_err(
+                "this run was started by the parent process (before fork); only it can wait for it",
+            ));
+        }
+        Ok(())
+    }
+
     /// The report as a dict (converted once; later calls share it). Only one
     /// thread converts: it takes the report out of the slot; another thread
     /// asking meanwhile waits for the dict with the GIL released, so that no
@@ -563,6 +577,7 @@ fn start(
         callback: Mutex::new(None),
         done: Condvar::new(),
         cancel,
+        owner: std::process::id(),
     });
     lock(&LIVE).push(Arc::downgrade(&shared));
     let for_driver = shared.clone();
@@ -586,7 +601,11 @@ fn _shutdown(py: Python<'_>, timeout: f64) -> PyResult<usize> {
     SHUTTING_DOWN.store(true, Ordering::SeqCst);
     let until = Instant::now() + secs(timeout, "timeout")?;
     let live: Vec<Arc<Shared>> = lock(&LIVE).iter().filter_map(Weak::upgrade).collect();
-    let live: Vec<Arc<Shared>> = live.into_iter().filter(|s| !s.is_done()).collect();
+    let me = std::process::id();
+    let live: Vec<Arc<Shared>> = live
+        .into_iter()
+        .filter(|s| s.owner == me && !s.is_done())
+        .collect();
     for s in &live {
         s.cancel.cancel();
     }

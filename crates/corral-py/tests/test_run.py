@@ -328,3 +328,37 @@ def test_many_threads_waiting_on_one_process_share_one_result(tree):
         t.join()
     assert len(got) == 8 and all(r is got[0] for r in got)
     assert got[0].stdout == b"once\n"
+
+
+def test_forked_child_exits_at_once_and_parent_run_goes_on(tree):
+    # A child forked while a run is live inherits the job's memory but not the
+    # thread that drives it: its exit (atexit hook included) must not wait for
+    # that run, and the run still belongs to the parent.
+    r = _child(
+        """
+        import corral, os, sys, time
+        p = corral.spawn(["sh", "-c", 'exec "$H" root'], timeout=60)
+        while not os.path.exists(os.environ["CORRAL_TEST_DIR"] + "/root.pid"):
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                p.wait(timeout=1)
+                os._exit(3)
+            except RuntimeError:
+                pass
+            sys.exit(0)  # a normal exit: the atexit hook runs
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), round(time.monotonic() - t0, 3), p.poll() is None)
+        p.cancel()
+        print(p.wait().outcome)
+        """,
+        tree,
+    )
+    assert r.returncode == 0, r.stderr
+    code, elapsed, running, outcome = r.stdout.split()
+    assert code == "0" and running == "True" and outcome == "cancelled", r.stdout
+    assert float(elapsed) < SLACK
+    tree.pid("root")
+    assert tree.wait_dead("root")
