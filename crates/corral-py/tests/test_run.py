@@ -147,9 +147,9 @@ def test_subprocess_feel(tmp_path):
     assert corral.run(["cat"], input="é", text=True, encoding="utf-8").stdout == "é"
     assert corral.run(["printf", "a\\r\\nb\\rc"], text=True).stdout == "a\nb\nc"
     r = corral.run(["sh", "-c", "echo a; echo b >&2"], stderr=corral.STDOUT)
-    assert r.stdout == b"a\nb\n" and r.stderr == b""
+    assert r.stdout == b"a\nb\n" and r.stderr is None
     r = corral.run(["sh", "-c", "echo a"], stdout=corral.DEVNULL)
-    assert r.stdout == b""
+    assert r.stdout is None and r.stderr == b""
     out = tmp_path / "out"
     with open(out, "wb") as fh:
         corral.run(["sh", "-c", "echo to-file"], stdout=fh)

@@ -79,7 +79,8 @@ class Result:
     ``returncode``: the exit code only when every lifecycle step was clean,
     else None. ``exit_code`` / ``signal``: how the root process itself ended
     (also after a timeout). ``stdout`` / ``stderr``: head and tail of the
-    output (bytes, or str with ``text=True``); ``stdout_omitted`` /
+    output (bytes, or str with ``text=True``; None for a stream not
+    captured, as in ``subprocess``); ``stdout_omitted`` /
     ``stderr_omitted``: bytes left out between them. ``killed`` / ``kept``:
     leftover processes. ``duration`` in seconds. ``containment``: the
     mechanism used. ``report``: everything, as a dict.
@@ -126,8 +127,8 @@ class Result:
             # head and tail may split a character: replaced, not an error.
             out = _text(out, enc, errors or ("replace" if self.stdout_omitted else "strict"))
             err = _text(err, enc, errors or ("replace" if self.stderr_omitted else "strict"))
-        self.stdout: Union[bytes, str] = out
-        self.stderr: Union[bytes, str] = err
+        self.stdout: Union[bytes, str, None] = out
+        self.stderr: Union[bytes, str, None] = err
 
     @property
     def ok(self) -> bool:
@@ -325,6 +326,8 @@ def _start(
         if not isinstance(s, int):
             raise ValueError(f"bad stdin: {stdin!r}")
         stdin_fd = s
+    out_mode, err_mode = _stdio(stdout, "stdout"), _stdio(stderr, "stderr")
+    captured = (out_mode == "capture", err_mode == "capture")
     env_list = None
     if env is not None:
         env_list = [(os.fsdecode(k), os.fsdecode(v)) for k, v in env.items()]
@@ -336,8 +339,8 @@ def _start(
             input=bytes(input) if input is not None else None,
             stdin=stdin_mode,
             stdin_fd=stdin_fd,
-            stdout=_stdio(stdout, "stdout"),
-            stderr=_stdio(stderr, "stderr"),
+            stdout=out_mode,
+            stderr=err_mode,
             timeout=timeout,
             grace=grace,
             wait_delay=wait_delay,
@@ -351,12 +354,17 @@ def _start(
         )
     except _corral.ContainmentUnavailable as e:
         raise ContainmentError(str(e)) from None
-    return job, (args, text_mode, encoding, errors, timeout)
+    return job, (args, text_mode, encoding, errors, timeout, captured)
 
 
 def _result(job_report: Dict[str, Any], meta: tuple) -> Result:
-    args, text_mode, encoding, errors, timeout = meta
+    args, text_mode, encoding, errors, timeout, captured = meta
     r = Result(args, job_report, text_mode, encoding, errors)
+    # As subprocess: None for a stream that was not captured.
+    if not captured[0]:
+        r.stdout = None
+    if not captured[1]:
+        r.stderr = None
     r.timeout = timeout
     return r
 
@@ -400,6 +408,8 @@ def run(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
     (need a cgroup). ``confirm_window``: how long to wait for the tree to be
     gone after SIGKILL (default 1).
 
+    Unlike ``subprocess.run``, nothing is raised without ``check=True``: a
+    timeout is ``result.outcome == "timed_out"`` (``returncode`` None).
     ``check=True`` raises unless the command exited 0 with every lifecycle
     step clean: :class:`TimeoutExpired` (a ``subprocess.TimeoutExpired``),
     :class:`CalledProcessError` (a ``subprocess.CalledProcessError``),

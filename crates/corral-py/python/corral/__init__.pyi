@@ -22,8 +22,8 @@ class Result:
     returncode: Optional[int]
     exit_code: Optional[int]
     signal: Optional[int]
-    stdout: Union[bytes, str]
-    stderr: Union[bytes, str]
+    stdout: Union[bytes, str, None]
+    stderr: Union[bytes, str, None]
     stdout_omitted: int
     stderr_omitted: int
     killed: int
