@@ -144,6 +144,7 @@ def test_subprocess_feel(tmp_path):
     r = corral.run("echo $GREETING; pwd", shell=True, env={"GREETING": "hi", "PATH": os.environ["PATH"]}, cwd=tmp_path, text=True)
     assert r.stdout == f"hi\n{tmp_path}\n"
     assert corral.run(["cat"], input=b"abc").stdout == b"abc"
+    assert corral.run(['echo "$0:$1"', "zero", "one"], shell=True).stdout == b"zero:one\n"
     assert corral.run(["cat"], input="é", text=True, encoding="utf-8").stdout == "é"
     assert corral.run(["printf", "a\\r\\nb\\rc"], text=True).stdout == "a\nb\nc"
     r = corral.run(["sh", "-c", "echo a; echo b >&2"], stderr=corral.STDOUT)

@@ -256,12 +256,17 @@ def _stdio(value: Any, name: str) -> Any:
 
 def _argv(args: Any, shell: bool, executable: Optional[str]) -> list:
     if shell:
-        if not isinstance(args, (str, bytes)):
-            args = subprocess.list2cmdline(args) if os.name == "nt" else " ".join(os.fsdecode(a) for a in args)
+        # As subprocess: a string is the command; a list's first item is the
+        # command and the rest its positional parameters ($0, $1, ...).
         if os.name == "nt":
+            if not isinstance(args, (str, bytes)):
+                args = subprocess.list2cmdline([os.fsdecode(a) for a in args])
             comspec = os.environ.get("COMSPEC", "cmd.exe")
             return [executable or comspec, "/c", os.fsdecode(args)]
-        return [executable or "/bin/sh", "-c", os.fsdecode(args)]
+        rest = [os.fsdecode(args)] if isinstance(args, (str, bytes)) else [os.fsdecode(a) for a in args]
+        if not rest:
+            raise ValueError("args is empty")
+        return [executable or "/bin/sh", "-c", *rest]
     if isinstance(args, (str, bytes, os.PathLike)):
         argv = [os.fsdecode(args)]
     else:
