@@ -132,6 +132,29 @@ class Tree:
         alive = [n for n in names if not self.wait_dead(n, timeout)]
         assert not alive, f"left behind: {alive}"
 
+    def marked_alive(self) -> dict:
+        """Every live process carrying this tree's marker (helpers or not),
+        pinned by pidfd: {pid: pidfd}."""
+        found = {}
+        needle = f"CORRAL_TEST_MARK={self.mark}".encode()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            pid = int(entry)
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                continue
+            try:
+                environ = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                environ = b""
+            if needle in environ.split(b"\0") and not _exited(fd, 0):
+                found[pid] = fd
+            else:
+                os.close(fd)
+        return found
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
@@ -153,11 +176,31 @@ class Tree:
 
 @pytest.fixture
 def tree():
+    """The scratch tree. At teardown every process still carrying its marker
+    is killed (through a pidfd), and the test fails if any was left behind
+    that the test did not declare in ``tree.expect_left`` (helper names)."""
     t = Tree()
+    t.expect_left = set()
     try:
         yield t
     finally:
+        time.sleep(0.05)  # a cancelled tree's last members are being reaped
+        allowed = set()
+        with t._lock:
+            for name in t.expect_left:
+                if name in t.pinned:
+                    allowed.add(t.pinned[name][0])
+        left = t.marked_alive()
+        for pid, fd in left.items():
+            try:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            except OSError:
+                pass
+            os.close(fd)
         t.close()
+        stray = sorted(set(left) - allowed)
+        if stray:
+            pytest.fail(f"processes of this test left behind: {stray}", pytrace=False)
 
 
 def cgroup_available() -> bool:

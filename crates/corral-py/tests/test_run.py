@@ -92,6 +92,7 @@ def test_leftovers_policy(tree):
     assert r.returncode == 0 and r.kept >= 1
     tree.pid("kept")
     assert tree.alive("kept"), "keep-on-success kept nothing"
+    tree.expect_left.add("kept")
     r = corral.run(["sh", "-c", script.replace("kept", "killed")], env=tree.env, timeout=60, leftovers="kill")
     assert r.returncode == 0
     tree.pid("killed")
