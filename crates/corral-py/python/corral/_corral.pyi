@@ -1,0 +1,42 @@
+"""The Rust core of corral (use the ``corral`` module itself)."""
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+class ContainmentUnavailable(Exception): ...
+
+MULTI_THREADED_DRIVER: bool
+
+class Job:
+    @property
+    def pid(self) -> int: ...
+    def cancel(self) -> None: ...
+    def cancel_with(self, signal: Union[int, str]) -> None: ...
+    def done(self) -> bool: ...
+    def poll(self) -> Optional[Dict[str, Any]]: ...
+    def wait(self, timeout: Optional[float] = None) -> Optional[Dict[str, Any]]: ...
+    def wait_quiet(self, timeout: float) -> Optional[Dict[str, Any]]: ...
+    def on_done(self, callback: Callable[[], None]) -> bool: ...
+
+def start(
+    argv: Sequence[str],
+    *,
+    cwd: Optional[str] = None,
+    env: Optional[List[Tuple[str, str]]] = None,
+    input: Optional[bytes] = None,
+    stdin: str = "null",
+    stdin_fd: Optional[int] = None,
+    stdout: Union[str, int, None] = None,
+    stderr: Union[str, int, None] = None,
+    timeout: Optional[float] = None,
+    grace: Optional[float] = None,
+    wait_delay: Optional[float] = None,
+    signal: Union[int, str, None] = None,
+    leftovers: Optional[str] = None,
+    capture_limit: Optional[int] = None,
+    containment: str = "auto",
+    confirm_window: Optional[float] = None,
+    memory_max: Optional[int] = None,
+    pids_max: Optional[int] = None,
+) -> Job: ...
+def _shutdown(timeout: float = 30.0) -> int: ...
+def enable_subreaper() -> None: ...

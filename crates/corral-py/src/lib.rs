@@ -1,0 +1,731 @@
+//! `corral._corral`: the Rust core of the Python package `corral`.
+//!
+//! It binds the library's public API only. One `Job` per run:
+//!
+//! * On Unix every run is driven by the library's async driver on one shared
+//!   current-thread tokio runtime (one thread for the whole process, whatever
+//!   the number of runs). Python threads wait on the job's condition variable
+//!   with the GIL released, waking every 20 ms to run Python's
+//!   signal handlers (so Ctrl-C reaches a waiting `run()`); asyncio callers
+//!   register a callback, called once the report is in by one shared
+//!   notifier thread (the runtime thread never waits for the GIL).
+//! * On Windows (no async driver in the library) each run is waited on by a
+//!   thread of its own.
+//!
+//! A job dropped before its report arrived (a handle collected by the
+//! garbage collector) cancels its run: the tree is killed, never leaked.
+//! `_shutdown` (called from an `atexit` hook) cancels every live run and waits
+//! for the cleanups, bounded.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use corral::{
+    CancelToken, Captured, Command, ContainmentChoice, Error, Input, LeftoverPolicy, Mechanism,
+    Output, Report, RootStatus, Signal,
+};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+create_exception!(
+    _corral,
+    ContainmentUnavailable,
+    PyException,
+    "The requested containment could not be set up; nothing was run."
+);
+
+/// How often a waiting Python thread wakes to run signal handlers.
+const SIGNAL_SLICE: Duration = Duration::from_millis(20);
+
+/// Set by `_shutdown`: the interpreter is exiting, completion callbacks are
+/// no longer called.
+static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// Every run not yet finished, for `_shutdown`.
+static LIVE: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+enum State {
+    Running,
+    Done(Box<Report>),
+    /// The report was converted for Python (kept in `Job::result`).
+    Taken,
+}
+
+/// What the driver and the Python side share for one run.
+struct Shared {
+    state: Mutex<State>,
+    /// Called (with the GIL) once the report is in.
+    callback: Mutex<Option<Py<PyAny>>>,
+    done: Condvar,
+    cancel: CancelToken,
+    /// The process that started the run: a forked child inherits the
+    /// memory of its parent's jobs but not the thread that drives them.
+    owner: u32,
+}
+
+/// The thread that calls completion callbacks (with the GIL), so that the
+/// runtime thread never waits for the GIL: a Python thread holding it for
+/// long cannot delay any run's deadline or output draining. Re-created in a
+/// forked child.
+static NOTIFY: Mutex<Option<(u32, mpsc::Sender<Py<PyAny>>)>> = Mutex::new(None);
+
+fn notify(cb: Py<PyAny>) {
+    let mut g = lock(&NOTIFY);
+    let pid = std::process::id();
+    if let Some((p, tx)) = g.as_ref() {
+        if *p == pid {
+            if let Err(mpsc::SendError(cb)) = tx.send(cb) {
+                // The thread is gone (it never exits on its own): drop the
+                // callback; its waiter still sees the report through `poll`.
+                drop(cb);
+            }
+            return;
+        }
+    }
+    let (tx, rx) = mpsc::channel::<Py<PyAny>>();
+    let spawned = std::thread::Builder::new()
+        .name("corral-notify".into())
+        .spawn(move || {
+            for cb in rx {
+                if SHUTTING_DOWN.load(Ordering::SeqCst) {
+                    continue;
+                }
+                Python::attach(|py| {
+                    if let Err(e) = cb.call0(py) {
+                        e.write_unraisable(py, None);
+                    }
+                });
+            }
+        });
+    if spawned.is_ok() {
+        let _ = tx.send(cb);
+        *g = Some((pid, tx));
+    }
+}
+
+impl Shared {
+    fn finish(&self, report: Report) {
+        *lock(&self.state) = State::Done(Box::new(report));
+        self.done.notify_all();
+        let cb = lock(&self.callback).take();
+        lock(&LIVE).retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), self));
+        if let Some(cb) = cb {
+            notify(cb);
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        !matches!(*lock(&self.state), State::Running)
+    }
+
+    /// Waits until the report is in or `until` passes; true when it is in.
+    fn wait_until(&self, until: Option<Instant>) -> bool {
+        let mut st = lock(&self.state);
+        loop {
+            if !matches!(*st, State::Running) {
+                return true;
+            }
+            match until {
+                None => st = self.done.wait(st).unwrap_or_else(|e| e.into_inner()),
+                Some(t) => {
+                    let now = Instant::now();
+                    if now >= t {
+                        return false;
+                    }
+                    st = self
+                        .done
+                        .wait_timeout(st, t - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+mod driver {
+    //! The shared runtime thread (re-created in a forked child, which does
+    //! not inherit threads).
+    use super::*;
+
+    static RT: Mutex<Option<(u32, tokio::runtime::Handle)>> = Mutex::new(None);
+
+    fn handle() -> std::io::Result<tokio::runtime::Handle> {
+        let mut g = lock(&RT);
+        let pid = std::process::id();
+        if let Some((p, h)) = g.as_ref() {
+            if *p == pid {
+                return Ok(h.clone());
+            }
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()?;
+        let h = rt.handle().clone();
+        std::thread::Builder::new()
+            .name("corral-runtime".into())
+            .spawn(move || rt.block_on(std::future::pending::<()>()))?;
+        *g = Some((pid, h.clone()));
+        Ok(h)
+    }
+
+    pub(super) fn start(cmd: &mut Command, shared: Arc<Shared>) -> Result<u32, Error> {
+        let h = handle().map_err(|e| Error::InvalidInput(format!("no runtime: {e}")))?;
+        let _enter = h.enter();
+        let running = cmd.spawn_async()?;
+        let pid = running.id();
+        // The task always runs the lifecycle to its end (cancellation goes
+        // through the token), so the report always arrives.
+        h.spawn(async move {
+            let report = running.await;
+            shared.finish(report);
+        });
+        Ok(pid)
+    }
+}
+
+#[cfg(not(unix))]
+mod driver {
+    //! No async driver on this platform: one waiting thread per run.
+    use super::*;
+
+    pub(super) fn start(cmd: &mut Command, shared: Arc<Shared>) -> Result<u32, Error> {
+        let running = cmd.spawn()?;
+        let pid = running.id();
+        let spawned = std::thread::Builder::new()
+            .name("corral-wait".into())
+            .spawn(move || shared.finish(running.wait()));
+        if let Err(e) = spawned {
+            // The closure (and the Running inside) was dropped: the run was
+            // cancelled and cleaned up by the Running's drop.
+            return Err(Error::InvalidInput(format!("no waiting thread: {e}")));
+        }
+        Ok(pid)
+    }
+}
+
+/// One run. Dropping it before the run ended cancels the run.
+#[pyclass(frozen, module = "corral._corral")]
+struct Job {
+    shared: Arc<Shared>,
+    pid: u32,
+    /// The report as a dict, once converted.
+    result: Mutex<Option<Py<PyDict>>>,
+    /// The conversion failed (the report is gone).
+    lost: AtomicBool,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if !self.shared.is_done() {
+            self.shared.cancel.cancel();
+        }
+    }
+}
+
+#[pymethods]
+impl Job {
+    /// The root's process id.
+    #[getter]
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Cancels the run (idempotent): the tree is terminated (first signal,
+    /// SIGKILL after the grace).
+    fn cancel(&self) {
+        self.shared.cancel.cancel();
+    }
+
+    /// Cancels with this first signal (a name such as "INT" or a number).
+    fn cancel_with(&self, signal: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.shared.cancel.cancel_with(parse_signal(signal)?);
+        Ok(())
+    }
+
+    /// Whether the report is in.
+    fn done(&self) -> bool {
+        self.shared.is_done()
+    }
+
+    /// The report as a dict if the run has ended, else None.
+    fn poll(&self, py: Python<'_>) -> PyResult<Option<Py<PyDict>>> {
+        if self.shared.is_done() {
+            self.result(py).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Waits for the report (the GIL released), at most `timeout` seconds
+    /// (None: no limit). Python signal handlers run while waiting; an
+    /// exception from one (KeyboardInterrupt) is raised and the run goes on
+    /// (the caller decides whether to cancel). Returns None on timeout.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyDict>>> {
+        self.check_owner()?;
+        let until = timeout
+            .map(|t| secs(t, "timeout"))
+            .transpose()?
+            .map(|d| Instant::now() + d);
+        loop {
+            let slice_end = Instant::now() + SIGNAL_SLICE;
+            let end = until.map_or(slice_end, |u| u.min(slice_end));
+            let shared = &self.shared;
+            if py.detach(|| shared.wait_until(Some(end))) {
+                return self.result(py).map(Some);
+            }
+            py.check_signals()?;
+            if until.is_some_and(|u| Instant::now() >= u) {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Waits for the report without running signal handlers, at most
+    /// `timeout` seconds (for cleanup after an interrupt). None on timeout.
+    fn wait_quiet(&self, py: Python<'_>, timeout: f64) -> PyResult<Option<Py<PyDict>>> {
+        self.check_owner()?;
+        let until = Instant::now() + secs(timeout, "timeout")?;
+        let shared = &self.shared;
+        if py.detach(|| shared.wait_until(Some(until))) {
+            self.result(py).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Calls `callback()` once the report is in: from the runtime thread
+    /// (with the GIL) later, or never if it is already in. Returns whether
+    /// the callback was registered (False: the report is already in).
+    fn on_done(&self, callback: Py<PyAny>) -> bool {
+        // The state lock is held while registering, so `finish` either sees
+        // the callback or this sees the report.
+        let st = lock(&self.shared.state);
+        if !matches!(*st, State::Running) {
+            return false;
+        }
+        *lock(&self.shared.callback) = Some(callback);
+        true
+    }
+}
+
+impl Job {
+    fn check_owner(&self) -> PyResult<()> {
+        if self.shared.owner != std::process::id() && !self.shared.is_done() {
+            return Err(PyRuntimeError::new_err(
+                "this run was started by the parent process (before fork); only it can wait for it",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The report as a dict (converted once; later calls share it). Only one
+    /// thread converts: it takes the report out of the slot; another thread
+    /// asking meanwhile waits for the dict with the GIL released, so that no
+    /// thread ever holds the GIL while waiting for a thread that needs it.
+    fn result(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        loop {
+            if let Some(d) = lock(&self.result).as_ref() {
+                return Ok(d.clone_ref(py));
+            }
+            let report = {
+                let mut st = lock(&self.shared.state);
+                match std::mem::replace(&mut *st, State::Taken) {
+                    State::Done(report) => Some(report),
+                    State::Taken => None,
+                    State::Running => {
+                        *st = State::Running;
+                        return Err(PyRuntimeError::new_err("the run has not ended"));
+                    }
+                }
+            };
+            match report {
+                Some(report) => {
+                    let d = match report_dict(py, *report) {
+                        Ok(d) => d.unbind(),
+                        Err(e) => {
+                            self.lost.store(true, Ordering::SeqCst);
+                            return Err(e);
+                        }
+                    };
+                    *lock(&self.result) = Some(d.clone_ref(py));
+                    return Ok(d);
+                }
+                None if self.lost.load(Ordering::SeqCst) => {
+                    return Err(PyRuntimeError::new_err(
+                        "the report could not be converted (out of memory?)",
+                    ))
+                }
+                None => py.detach(|| std::thread::sleep(Duration::from_millis(1))),
+            }
+        }
+    }
+}
+
+fn secs(t: f64, what: &str) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(t).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{what} must be a non-negative number of seconds, not {t}"
+        ))
+    })
+}
+
+fn parse_signal(s: &Bound<'_, PyAny>) -> PyResult<Signal> {
+    if let Ok(n) = s.extract::<i32>() {
+        return Signal::from_raw(n)
+            .ok_or_else(|| PyValueError::new_err(format!("unknown signal {n}")));
+    }
+    let name: String = s.extract()?;
+    name.parse::<Signal>()
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+fn parse_mechanism(name: &str) -> PyResult<ContainmentChoice> {
+    let m = match name.replace('-', "_").as_str() {
+        "auto" => return Ok(ContainmentChoice::Auto),
+        "cgroup" => Mechanism::Cgroup,
+        "subreaper" => Mechanism::Subreaper,
+        "process_group" => Mechanism::ProcessGroup,
+        "job_object" => Mechanism::JobObject,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown containment {other:?} (auto, cgroup, subreaper, process_group, job_object)"
+            )))
+        }
+    };
+    Ok(ContainmentChoice::Only(m))
+}
+
+/// How a stream is connected, as the Python layer passes it.
+#[derive(FromPyObject)]
+enum Stdio {
+    /// "capture", "inherit", "null", "stdout" (stderr only).
+    Mode(String),
+    /// An open file descriptor (duplicated; the caller keeps its own).
+    Fd(i64),
+}
+
+#[cfg(unix)]
+fn dup_fd(fd: i64) -> PyResult<std::fs::File> {
+    use std::os::fd::{BorrowedFd, RawFd};
+    let raw = RawFd::try_from(fd).map_err(|_| PyValueError::new_err("bad file descriptor"))?;
+    if raw < 0 {
+        return Err(PyValueError::new_err("bad file descriptor"));
+    }
+    // SAFETY: the Python layer passes a descriptor its caller owns and keeps
+    // open for the duration of this call (a file object's fileno() or an int
+    // given as in `subprocess`); it is only borrowed to duplicate it.
+    let b = unsafe { BorrowedFd::borrow_raw(raw) };
+    let owned = b.try_clone_to_owned()?;
+    Ok(std::fs::File::from(owned))
+}
+
+#[cfg(windows)]
+fn dup_fd(_fd: i64) -> PyResult<std::fs::File> {
+    Err(PyValueError::new_err(
+        "file descriptors as stdin/stdout/stderr are not supported on Windows yet",
+    ))
+}
+
+fn output_of(s: Option<Stdio>, stderr: bool) -> PyResult<Output> {
+    Ok(match s {
+        None => Output::capture(),
+        Some(Stdio::Fd(fd)) => Output::file(dup_fd(fd)?),
+        Some(Stdio::Mode(m)) => match m.as_str() {
+            "capture" => Output::capture(),
+            "inherit" => Output::inherit(),
+            "null" => Output::null(),
+            "stdout" if stderr => Output::merge_with_stdout(),
+            other => return Err(PyValueError::new_err(format!("bad output mode {other:?}"))),
+        },
+    })
+}
+
+fn spawn_error(e: Error) -> PyErr {
+    match e {
+        Error::Spawn {
+            program, source, ..
+        } => {
+            let program = program.to_string_lossy().into_owned();
+            match source.raw_os_error() {
+                // OSError(errno, strerror, filename) becomes FileNotFoundError,
+                // PermissionError, ... as in `subprocess`.
+                Some(errno) => PyOSError::new_err((errno, os_strerror(&source), program)),
+                None => PyOSError::new_err(format!("cannot run {program:?}: {source}")),
+            }
+        }
+        Error::Containment { .. } => ContainmentUnavailable::new_err(e.to_string()),
+        Error::InvalidInput(m) => PyValueError::new_err(m),
+        other => PyRuntimeError::new_err(other.to_string()),
+    }
+}
+
+/// The OS's text for an error, without Rust's " (os error N)" suffix.
+fn os_strerror(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error") {
+        Some(i) => s[..i].to_owned(),
+        None => s,
+    }
+}
+
+/// Starts a run. Arguments are checked and converted by the Python layer
+/// (`corral.run` / `corral.spawn`); see there.
+#[pyfunction]
+#[pyo3(signature = (argv, *, cwd=None, env=None, input=None, stdin="null".to_owned(),
+    stdin_fd=None, stdout=None, stderr=None, timeout=None, grace=None, wait_delay=None,
+    signal=None, leftovers=None, capture_limit=None, containment="auto".to_owned(),
+    confirm_window=None, memory_max=None, pids_max=None))]
+#[allow(clippy::too_many_arguments)]
+fn start(
+    py: Python<'_>,
+    argv: Vec<OsString>,
+    cwd: Option<PathBuf>,
+    env: Option<Vec<(OsString, OsString)>>,
+    input: Option<Vec<u8>>,
+    stdin: String,
+    stdin_fd: Option<i64>,
+    stdout: Option<Stdio>,
+    stderr: Option<Stdio>,
+    timeout: Option<f64>,
+    grace: Option<f64>,
+    wait_delay: Option<f64>,
+    signal: Option<Bound<'_, PyAny>>,
+    leftovers: Option<String>,
+    capture_limit: Option<usize>,
+    containment: String,
+    confirm_window: Option<f64>,
+    memory_max: Option<u64>,
+    pids_max: Option<u64>,
+) -> PyResult<Job> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(PyValueError::new_err("args must name a program"));
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    if let Some(vars) = env {
+        cmd.env_clear();
+        cmd.envs(vars);
+    }
+    match (input, stdin_fd) {
+        (Some(data), _) => cmd.stdin(Input::bytes(data)),
+        (None, Some(fd)) => cmd.stdin(Input::file(dup_fd(fd)?)),
+        (None, None) => cmd.stdin(match stdin.as_str() {
+            "null" => Input::null(),
+            "inherit" => Input::inherit(),
+            other => return Err(PyValueError::new_err(format!("bad stdin mode {other:?}"))),
+        }),
+    };
+    cmd.stdout(output_of(stdout, false)?);
+    cmd.stderr(output_of(stderr, true)?);
+    if let Some(t) = timeout {
+        cmd.timeout(secs(t, "timeout")?);
+    }
+    if let Some(t) = grace {
+        cmd.grace(secs(t, "grace")?);
+    }
+    if let Some(t) = wait_delay {
+        cmd.wait_delay(secs(t, "wait_delay")?);
+    }
+    if let Some(t) = confirm_window {
+        cmd.confirm_window(secs(t, "confirm_window")?);
+    }
+    if let Some(s) = signal {
+        cmd.signal(parse_signal(&s)?);
+    }
+    if let Some(p) = leftovers {
+        cmd.leftovers(match p.replace('_', "-").as_str() {
+            "kill" => LeftoverPolicy::Kill,
+            "keep" => LeftoverPolicy::Keep,
+            "keep-on-success" => LeftoverPolicy::KeepOnSuccess,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown leftovers policy {other:?} (kill, keep-on-success, keep)"
+                )))
+            }
+        });
+    }
+    if let Some(n) = capture_limit {
+        cmd.capture_limit(n);
+    }
+    cmd.containment(parse_mechanism(&containment)?);
+    if let Some(n) = memory_max {
+        cmd.memory_max(n);
+    }
+    if let Some(n) = pids_max {
+        cmd.pids_max(n);
+    }
+    let cancel = CancelToken::new();
+    cmd.cancel_token(&cancel);
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::Running),
+        callback: Mutex::new(None),
+        done: Condvar::new(),
+        cancel,
+        owner: std::process::id(),
+    });
+    lock(&LIVE).push(Arc::downgrade(&shared));
+    let for_driver = shared.clone();
+    let pid = py
+        .detach(move || driver::start(&mut cmd, for_driver))
+        .map_err(spawn_error)?;
+    Ok(Job {
+        shared,
+        pid,
+        result: Mutex::new(None),
+        lost: AtomicBool::new(false),
+    })
+}
+
+/// Cancels every live run and waits (GIL released) until their cleanups are
+/// done, at most `timeout` seconds. Returns how many runs were still live.
+/// Called at interpreter exit; completion callbacks are no longer called.
+#[pyfunction]
+#[pyo3(signature = (timeout=30.0))]
+fn _shutdown(py: Python<'_>, timeout: f64) -> PyResult<usize> {
+    SHUTTING_DOWN.store(true, Ordering::SeqCst);
+    let until = Instant::now() + secs(timeout, "timeout")?;
+    let live: Vec<Arc<Shared>> = lock(&LIVE).iter().filter_map(Weak::upgrade).collect();
+    let me = std::process::id();
+    let live: Vec<Arc<Shared>> = live
+        .into_iter()
+        .filter(|s| s.owner == me && !s.is_done())
+        .collect();
+    for s in &live {
+        s.cancel.cancel();
+    }
+    py.detach(|| {
+        for s in &live {
+            s.wait_until(Some(until));
+        }
+    });
+    Ok(live.len())
+}
+
+/// Makes this process a child subreaper (Linux), so that `containment="auto"`
+/// can fall back to the subreaper tier when no cgroup can be had. Process-wide
+/// and permanent: orphans of every child of this process are then re-parented
+/// to it.
+#[pyfunction]
+fn enable_subreaper() -> PyResult<()> {
+    #[cfg(target_os = "linux")]
+    {
+        corral::enable_subreaper().map_err(PyErr::from)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(PyOSError::new_err(
+            "the subreaper tier exists only on Linux",
+        ))
+    }
+}
+
+fn captured<'py>(py: Python<'py>, c: &Captured) -> PyResult<Bound<'py, PyBytes>> {
+    let head = c.head();
+    let tail = c.tail();
+    PyBytes::new_with(py, head.len() + tail.len(), |buf| {
+        buf[..head.len()].copy_from_slice(head);
+        buf[head.len()..].copy_from_slice(&tail);
+        Ok(())
+    })
+}
+
+fn dur(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+fn report_dict(py: Python<'_>, r: Report) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("outcome", r.outcome_name())?;
+    d.set_item("returncode", r.exit_code())?;
+    let (exit_code, signal) = match r.root {
+        Some(RootStatus::Exited(c)) => (Some(c), None),
+        Some(RootStatus::Signaled(s)) => (None, Some(s.as_raw())),
+        None => (None, None),
+    };
+    d.set_item("exit_code", exit_code)?;
+    d.set_item("signal", signal)?;
+    d.set_item("pid", r.pid)?;
+    d.set_item("containment", r.containment.name())?;
+    d.set_item("containment_note", r.containment_note.as_deref())?;
+    d.set_item("killed", r.leftovers.killed)?;
+    d.set_item("kept", r.leftovers.kept)?;
+    let sent = PyList::empty(py);
+    for s in &r.signals_sent {
+        match s.name() {
+            Some(n) => sent.append(n)?,
+            None => sent.append(s.as_raw())?,
+        }
+    }
+    d.set_item("signals_sent", sent)?;
+    d.set_item(
+        "cleanup_error",
+        r.cleanup_error.as_ref().map(|e| e.to_string()),
+    )?;
+    let survivors: Vec<u32> = match &r.cleanup_error {
+        Some(corral::CleanupError::Survivors { pids }) => pids.clone(),
+        _ => Vec::new(),
+    };
+    d.set_item("survivors", survivors)?;
+    d.set_item("duration", dur(r.duration()))?;
+    let t = PyDict::new(py);
+    t.set_item("spawn", dur(r.timings.spawn))?;
+    t.set_item("root_exit", r.timings.root_exit.map(dur))?;
+    t.set_item("output_closed", r.timings.output_closed.map(dur))?;
+    t.set_item("cleanup_done", dur(r.timings.cleanup_done))?;
+    d.set_item("timings", t)?;
+    match &r.usage {
+        Some(u) => {
+            let ud = PyDict::new(py);
+            ud.set_item("cpu_user", u.cpu_user.map(dur))?;
+            ud.set_item("cpu_system", u.cpu_system.map(dur))?;
+            ud.set_item("memory_peak", u.memory_peak)?;
+            ud.set_item("pids_peak", u.pids_peak)?;
+            d.set_item("usage", ud)?;
+        }
+        None => d.set_item("usage", py.None())?,
+    }
+    let limits: Vec<&str> = r.limits_hit.iter().map(|l| l.name()).collect();
+    d.set_item("limits_hit", limits)?;
+    d.set_item("stdout_bytes", r.stdout.total_bytes())?;
+    d.set_item("stderr_bytes", r.stderr.total_bytes())?;
+    d.set_item("stdout_omitted", r.stdout.omitted())?;
+    d.set_item("stderr_omitted", r.stderr.omitted())?;
+    // Streams last, one at a time, each freed once copied: the peak is the
+    // captured bytes plus one stream's copy.
+    let Report { stdout, stderr, .. } = r;
+    d.set_item("stdout", captured(py, &stdout)?)?;
+    drop(stdout);
+    d.set_item("stderr", captured(py, &stderr)?)?;
+    Ok(d)
+}
+
+/// The Rust core of the `corral` package. Use the `corral` module itself.
+#[pymodule]
+fn _corral(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(start, m)?)?;
+    m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
+    m.add_function(wrap_pyfunction!(enable_subreaper, m)?)?;
+    m.add_class::<Job>()?;
+    m.add(
+        "ContainmentUnavailable",
+        m.py().get_type::<ContainmentUnavailable>(),
+    )?;
+    m.add("MULTI_THREADED_DRIVER", cfg!(not(unix)))?;
+    Ok(())
+}
