@@ -30,7 +30,7 @@
 //!   that died are killed and removed by the next corral that starts.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::CommandExt;
@@ -220,8 +220,73 @@ fn write_file(path: &Path, data: &str) -> io::Result<()> {
     f.write_all(data.as_bytes())
 }
 
+/// This process's random token, drawn once: with it, a cgroup name is
+/// unique across PID namespaces (where two corrals may both be pid 1) and
+/// boots, so no two live corrals ever share a name.
+fn token() -> &'static str {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN.get_or_init(|| {
+        let mut b = [0u8; 8];
+        let random = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+        let mut v = u64::from_ne_bytes(b);
+        if random.is_err() {
+            // No /dev/urandom (a bare chroot): the clock, the pid and an
+            // address still differ between any two processes in practice.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let addr = &b as *const _ as u64;
+            v = nanos ^ (u64::from(std::process::id()) << 40) ^ addr.rotate_left(17);
+        }
+        format!("{v:016x}")
+    })
+}
+
 fn name_for(seq: usize) -> String {
-    format!("corral-{}-{}", std::process::id(), seq)
+    format!("corral-{}-{}-{}", std::process::id(), token(), seq)
+}
+
+/// Whether `name` has the form [`name_for`] makes: `corral-<pid>-<token>-<n>`.
+/// Directories named otherwise (an older corral's `corral-<pid>-<n>`,
+/// anything else) are never touched by the stale-cgroup cleanup: their owner
+/// held no lock, so whether they are abandoned cannot be known.
+fn locked_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("corral-") else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('-').collect();
+    parts.len() == 3
+        && parts[0].parse::<u32>().is_ok()
+        && parts[1].len() == 16
+        && parts[1].bytes().all(|b| b.is_ascii_hexdigit())
+        && parts[2].parse::<u64>().is_ok()
+}
+
+/// Takes the ownership lock of a cgroup directory this process just made:
+/// an exclusive `flock` on an open descriptor of the directory itself, held
+/// (in that descriptor) until the directory is removed, or until this
+/// process dies. The lock lives on the directory's inode, which every
+/// process sees whatever its PID or mount namespace, and it ends with the
+/// last descriptor, never by pid reuse. Fails when a cleaner took the lock
+/// first (it found the directory in the instant between `mkdir` and here,
+/// empty and unlocked) or already removed the directory.
+fn claim(dir: &Path) -> io::Result<File> {
+    // A read-only descriptor of the directory (also what clone3 needs).
+    let fd = File::open(dir)?;
+    match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => return Err(io::ErrorKind::WouldBlock.into()),
+        // A file system without flock: the directory is unlocked, so no
+        // cleaner will ever call it abandoned (it is merely never cleaned).
+        Err(_) => {}
+    }
+    // Locked: a cleaner that got here first removed the directory.
+    use std::os::unix::fs::MetadataExt;
+    let (mine, there) = (fd.metadata()?, fs::metadata(dir)?);
+    if (mine.dev(), mine.ino()) != (there.dev(), there.ino()) {
+        return Err(io::ErrorKind::NotFound.into());
+    }
+    Ok(fd)
 }
 
 impl Cgroup {
@@ -230,13 +295,24 @@ impl Cgroup {
     pub(crate) fn create(h: &Hierarchy, limits: Limits, tracer: Tracer) -> Result<Cgroup, String> {
         STALE.call_once(|| remove_stale(h));
         let mut attempt = 0;
-        let (name, dir) = loop {
+        let (name, dir, dir_fd) = loop {
             let name = name_for(SEQ.fetch_add(1, Ordering::Relaxed));
             let dir = h.own_v2.join(&name);
-            match fs::create_dir(&dir) {
-                Ok(()) => break (name, dir),
-                // Left by someone else with our pid: take the next number.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 16 => {
+            let made = fs::create_dir(&dir).and_then(|()| claim(&dir));
+            match made {
+                Ok(fd) => break (name, dir, fd),
+                // The name is taken, or a cleaner that found the new
+                // directory before it was locked is removing it: take the
+                // next number (never remove it: the cleaner does).
+                Err(e)
+                    if attempt < 16
+                        && matches!(
+                            e.kind(),
+                            io::ErrorKind::AlreadyExists
+                                | io::ErrorKind::NotFound
+                                | io::ErrorKind::WouldBlock
+                        ) =>
+                {
                     attempt += 1;
                 }
                 Err(e) => {
@@ -257,9 +333,6 @@ impl Cgroup {
             .map_err(|e| cleanup(format!("cannot open cgroup.procs: {e}")))?;
         let events = File::open(dir.join("cgroup.events"))
             .map_err(|e| cleanup(format!("cannot open cgroup.events: {e}")))?;
-        // A read-only descriptor of the directory (O_PATH would do as well).
-        let dir_fd =
-            File::open(&dir).map_err(|e| cleanup(format!("cannot open {}: {e}", dir.display())))?;
         let (v2_memory, v2_pids) = subtree_controllers(&h.own_v2);
         let mut cg = Cgroup {
             dir: dir.clone(),
@@ -489,19 +562,9 @@ impl Cgroup {
     }
 
     fn remove_dirs(&mut self) {
-        let mut last = Ok(());
-        for _ in 0..50 {
-            // Depth first: the command may have made cgroups of its own.
-            last = remove_tree(&self.dir);
-            match &last {
-                Ok(()) => break,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    last = Ok(());
-                    break;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(2)),
-            }
-        }
+        // The v1 groups first: the ownership lock (on the v2 directory)
+        // stays held until everything of this command is gone, so a v1
+        // group whose v2 twin is missing was never in use.
         for g in self.v1.drain(..) {
             for _ in 0..50 {
                 if fs::remove_dir(&g.dir).is_ok() || !g.dir.exists() {
@@ -510,7 +573,14 @@ impl Cgroup {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
-        let _ = last;
+        for _ in 0..50 {
+            // Depth first: the command may have made cgroups of its own.
+            match remove_tree(&self.dir) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
     }
 }
 
@@ -699,8 +769,6 @@ impl Drop for Cgroup {
     }
 }
 
-/// Removes cgroups left by a corral process that no longer exists: kills
-/// what is still inside (its run is over) and removes the directories.
 /// Removes a cgroup directory and the cgroups below it, leaves first.
 fn remove_tree(dir: &Path) -> io::Result<()> {
     if let Ok(rd) = fs::read_dir(dir) {
@@ -713,43 +781,68 @@ fn remove_tree(dir: &Path) -> io::Result<()> {
     fs::remove_dir(dir)
 }
 
+/// Removes the cgroups left by corral processes that are gone: kills what is
+/// still inside (its run is over) and removes the directories.
+///
+/// A directory is abandoned only when its ownership lock (see [`claim`]) can
+/// be taken: its owner held it from the moment it made the directory until
+/// it removed it, so the lock is free only once every descriptor of the
+/// owner's is closed, i.e. the owner (and anything it forked without exec,
+/// such as a keeper) is gone. Nothing here depends on a pid, so a corral in
+/// another PID namespace, or one whose pid was reused, is never mistaken
+/// for a dead one. When in doubt (another name form, no flock, the lock
+/// held) nothing is signalled and nothing is removed. A directory found in
+/// the instant between its owner's `mkdir` and its lock is empty: it is
+/// removed, and the owner, whose lock then fails, takes another name.
 fn remove_stale(h: &Hierarchy) {
-    let dirs = [
-        Some(&h.own_v2),
-        h.own_v1_pids.as_ref(),
-        h.own_v1_memory.as_ref(),
-    ];
-    for own in dirs.into_iter().flatten() {
-        let Ok(rd) = fs::read_dir(own) else { continue };
+    if let Ok(rd) = fs::read_dir(&h.own_v2) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(rest) = name.strip_prefix("corral-") else {
-                continue;
-            };
-            let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-                continue;
-            };
-            // This runs once, before this process made any cgroup: one
-            // named after our own pid was left by an earlier process with
-            // the same pid.
-            if pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists() {
+            if !locked_name(&name) {
                 continue;
             }
             let dir = e.path();
-            let _ = write_file(&dir.join("cgroup.kill"), "1");
+            let Ok(fd) = File::open(&dir) else { continue };
+            if rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err()
+            {
+                continue; // its owner lives (or flock is not available here)
+            }
+            // Ours now, and abandoned: kill what is left, then remove the
+            // v1 groups and the directory, still holding the lock.
+            let events = fs::read_to_string(dir.join("cgroup.events")).unwrap_or_default();
+            if events.lines().any(|l| l.trim() == "populated 1") {
+                let _ = write_file(&dir.join("cgroup.kill"), "1");
+            }
+            let v1: Vec<PathBuf> = [h.own_v1_pids.as_ref(), h.own_v1_memory.as_ref()]
+                .into_iter()
+                .flatten()
+                .map(|own| own.join(&name))
+                .filter(|d| d.exists())
+                .collect();
             for _ in 0..100 {
-                if remove_tree(&dir).is_ok() {
+                for d in &v1 {
+                    let _ = fs::remove_dir(d);
+                }
+                if remove_tree(&dir).is_ok() && v1.iter().all(|d| !d.exists()) {
                     break;
                 }
-                // v1 has no cgroup.kill: kill what is listed.
-                if let Ok(s) = fs::read_to_string(dir.join("cgroup.procs")) {
-                    for pid in s.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                        if let Some(p) = rustix::process::Pid::from_raw(pid) {
-                            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-                        }
-                    }
-                }
                 std::thread::sleep(Duration::from_millis(2));
+            }
+            drop(fd);
+        }
+    }
+    // v1 groups whose v2 directory is gone (the owner removes the v1 groups
+    // first, under its lock): nothing uses them; removed only when empty,
+    // never signalled.
+    for own in [h.own_v1_pids.as_ref(), h.own_v1_memory.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        let Ok(rd) = fs::read_dir(own) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if locked_name(&name) && !h.own_v2.join(&name).exists() {
+                let _ = fs::remove_dir(e.path());
             }
         }
     }
