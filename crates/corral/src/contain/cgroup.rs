@@ -211,6 +211,8 @@ pub(crate) struct Cgroup {
     v2_memory: bool,
     v2_pids: bool,
     pgid: Option<u32>,
+    /// Prompt reaping of the tree's orphans (subreaper processes only).
+    orphans: Option<super::orphans::Registration>,
     released: bool,
     tracer: Tracer,
 }
@@ -347,6 +349,7 @@ impl Cgroup {
             v2_memory,
             v2_pids,
             pgid: None,
+            orphans: None,
             released: false,
             tracer,
         };
@@ -639,6 +642,12 @@ impl Containment for Cgroup {
 
     fn attach(&mut self, root: &Root) -> io::Result<()> {
         self.pgid = Some(root.id());
+        let name = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        self.orphans = name
+            .and_then(|n| super::orphans::register(root.id(), super::orphans::Claim::Cgroup(n)));
         Ok(())
     }
 
@@ -741,6 +750,9 @@ impl Containment for Cgroup {
         // Kept (or unkillable) members leave the per-command cgroup so that
         // it can be removed; nothing is signalled from here on.
         self.move_out();
+        if let Some(o) = self.orphans.take() {
+            o.finish();
+        }
         let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });

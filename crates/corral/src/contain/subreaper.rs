@@ -75,7 +75,7 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::process::{
@@ -265,6 +265,10 @@ pub(crate) struct Subreaper {
     last_signal: Option<Signal>,
     /// Members outside the group that got `last_signal` (pid, start time).
     reached: HashSet<(u32, u64)>,
+    /// `known`, as last published for the orphan reaper, and its
+    /// registration (see `orphans.rs`).
+    shared_known: Arc<Mutex<HashMap<u32, u64>>>,
+    orphans: Option<super::orphans::Registration>,
     released: bool,
     tracer: Tracer,
 }
@@ -281,6 +285,8 @@ impl Subreaper {
             links: HashSet::new(),
             last_signal: None,
             reached: HashSet::new(),
+            shared_known: Arc::default(),
+            orphans: None,
             released: false,
             tracer,
         }
@@ -422,6 +428,12 @@ impl Subreaper {
             }
         }
         self.links.retain(|id| still_used.contains(id));
+        if self.orphans.is_some() {
+            self.shared_known
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone_from(&self.known);
+        }
         members
     }
 
@@ -485,6 +497,8 @@ impl Containment for Subreaper {
     fn attach(&mut self, root: &Root) -> io::Result<()> {
         let pid = root.id();
         self.root = Some(pid);
+        self.orphans =
+            super::orphans::register(pid, super::orphans::Claim::Tree(self.shared_known.clone()));
         if let Some(e) = live().iter_mut().find(|e| e.0 == self.seq) {
             e.1 = Some(pid);
         }
@@ -548,6 +562,9 @@ impl Containment for Subreaper {
         };
         self.released = true;
         keeper::adopt(kept.iter().map(|m| (m.pid, m.stat.start)));
+        if let Some(o) = self.orphans.take() {
+            o.finish();
+        }
         let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });

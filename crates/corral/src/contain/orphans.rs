@@ -1,0 +1,245 @@
+//! Prompt reaping of orphans while runs go on (Linux, child subreaper).
+//!
+//! Once [`enable_subreaper`](crate::enable_subreaper) was called, every
+//! orphaned descendant of this process is re-parented to it, in every tier.
+//! An orphan that exits stays a zombie until its new parent reaps it, and a
+//! zombie keeps its pid, and its place in `pids.max`: a long run that leaves
+//! short-lived orphans behind would pile up zombies and run out of pids.
+//!
+//! One process-wide thread reaps them as they die. It sleeps in
+//! `waitid(P_ALL, WEXITED | WNOWAIT)`, which wakes when any child becomes a
+//! zombie and reaps nothing, then looks at every zombie child of the process
+//! (`/proc/self/task/*/children`) and reaps, through a pidfd checked after
+//! it was opened, only those it can attribute exactly to a run that is
+//! registered here (between `attach` and `release`):
+//!
+//! * cgroup tier: the zombie is in the run's cgroup (names are unique);
+//! * process-group and subreaper tiers: the zombie is in the run's process
+//!   group (pinned by the unreaped root), or (subreaper tier) it is a
+//!   descendant the tier has already seen (pid and start time).
+//!
+//! Never reaped here: the root of any registered run (it pins the run's
+//! identity and is reaped only in `release`), and anything not attributed,
+//! such as the children the host program started itself. While such a
+//! zombie is present `waitid` would not sleep, so the thread then looks again
+//! every [`POLL`] instead. Without a registered run the thread parks.
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use rustix::process::{pidfd_open, waitid, Pid, PidfdFlags, WaitId, WaitIdOptions};
+
+/// How often the thread looks while a zombie it must not reap is present.
+const POLL: Duration = Duration::from_millis(5);
+
+/// What makes a zombie child part of a run.
+pub(crate) enum Claim {
+    /// In this cgroup (the directory's name, unique across namespaces).
+    Cgroup(String),
+    /// In the root's process group.
+    Group,
+    /// In the root's process group, or one of these (pid → start time).
+    Tree(Arc<Mutex<HashMap<u32, u64>>>),
+}
+
+struct Entry {
+    id: u64,
+    root: u32,
+    claim: Claim,
+}
+
+struct Registry {
+    entries: Vec<Entry>,
+    thread: bool,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    entries: Vec::new(),
+    thread: false,
+});
+static WAKE: Condvar = Condvar::new();
+static IDS: AtomicU64 = AtomicU64::new(0);
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A run registered for prompt reaping; [`finish`](Self::finish) (or drop)
+/// ends it. Must end before the root is reaped.
+pub(crate) struct Registration {
+    id: u64,
+}
+
+/// Registers the run whose unreaped root is `root`, if this process is a
+/// child subreaper (otherwise no orphan ever comes to it: nothing to do).
+pub(crate) fn register(root: u32, claim: Claim) -> Option<Registration> {
+    if !super::subreaper::enabled() {
+        return None;
+    }
+    let id = IDS.fetch_add(1, Ordering::Relaxed);
+    let mut reg = registry();
+    reg.entries.push(Entry { id, root, claim });
+    if !reg.thread {
+        reg.thread = std::thread::Builder::new()
+            .name("corral-orphans".into())
+            .spawn(run)
+            .is_ok();
+    }
+    drop(reg);
+    WAKE.notify_all();
+    Some(Registration { id })
+}
+
+impl Registration {
+    /// A last pass for this run's zombies, then the end of the registration
+    /// (the root may be reaped after this).
+    pub(crate) fn finish(self) {
+        let mut reg = registry();
+        pass(&reg.entries, Some(self.id));
+        reg.entries.retain(|e| e.id != self.id);
+        drop(reg);
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        registry().entries.retain(|e| e.id != self.id);
+    }
+}
+
+/// The fields of `/proc/<pid>/stat` used here.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    state: u8,
+    ppid: u32,
+    pgrp: u32,
+    start: u64,
+}
+
+fn stat(pid: u32) -> Option<Stat> {
+    let buf = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let close = buf.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // f[0] is field 3 (state), so field N is f[N - 3].
+    Some(Stat {
+        state: f.first()?.as_bytes().first().copied()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        start: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// The children of every thread of this process.
+fn own_children() -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(
+                s.split_ascii_whitespace()
+                    .filter_map(|x| x.parse::<u32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+/// Whether `pid`'s cgroup v2 path has a component named `name`.
+fn in_cgroup(pid: u32, name: &str) -> bool {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .is_some_and(|p| p.split('/').any(|c| c == name))
+}
+
+fn claimed(e: &Entry, pid: u32, s: &Stat) -> bool {
+    match &e.claim {
+        Claim::Cgroup(name) => in_cgroup(pid, name),
+        Claim::Group => s.pgrp == e.root,
+        Claim::Tree(known) => {
+            s.pgrp == e.root
+                || known.lock().unwrap_or_else(|p| p.into_inner()).get(&pid) == Some(&s.start)
+        }
+    }
+}
+
+/// Reaps the zombie children attributed to a registered run (to `only`, if
+/// given). Returns whether a zombie child was left unreaped (then `waitid`
+/// would not sleep). Runs with the registry locked, so no registration ends
+/// (and no root is reaped) meanwhile.
+fn pass(entries: &[Entry], only: Option<u64>) -> bool {
+    let me = std::process::id();
+    let roots: HashSet<u32> = entries.iter().map(|e| e.root).collect();
+    let mut left = false;
+    for c in own_children() {
+        let Some(s) = stat(c) else { continue };
+        if !(s.state == b'Z' || s.state == b'X') || s.ppid != me {
+            continue;
+        }
+        if roots.contains(&c) {
+            left = true;
+            continue;
+        }
+        // Pinned, then checked again: still the same zombie child of ours.
+        let Some(fd) =
+            Pid::from_raw(c as i32).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
+        else {
+            continue;
+        };
+        let Some(s) = stat(c).filter(|t| *t == s) else {
+            continue;
+        };
+        let ours = entries
+            .iter()
+            .filter(|e| only.is_none_or(|id| e.id == id))
+            .any(|e| claimed(e, c, &s));
+        if !ours {
+            left = true;
+            continue;
+        }
+        let opts = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+        match waitid(WaitId::PidFd(fd.as_fd()), opts) {
+            Ok(Some(_)) => {}
+            // No P_PIDFD (before Linux 5.4): the pid is an unreaped zombie
+            // child of ours, checked above, so it cannot have been reused.
+            Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {
+                if let Some(p) = Pid::from_raw(c as i32) {
+                    let _ = waitid(WaitId::Pid(p), opts);
+                }
+            }
+            // A zombie leader whose other threads still run cannot be
+            // reaped yet.
+            _ => left = true,
+        }
+    }
+    left
+}
+
+fn run() {
+    loop {
+        let left = {
+            let mut reg = registry();
+            while reg.entries.is_empty() {
+                reg = WAKE.wait(reg).unwrap_or_else(|e| e.into_inner());
+            }
+            pass(&reg.entries, None)
+        };
+        if left {
+            std::thread::sleep(POLL);
+            continue;
+        }
+        // Sleeps until a child of this process is a zombie; reaps nothing.
+        match waitid(WaitId::All, WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            // No child at all, or no waitid: look again later.
+            Err(_) => std::thread::sleep(POLL),
+        }
+    }
+}
