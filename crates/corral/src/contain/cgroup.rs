@@ -464,6 +464,19 @@ impl Cgroup {
         v
     }
 
+    /// Live members of the root's process group (pinned by the unreaped
+    /// root, so every one descends from the tree) outside the cgroup: a
+    /// process with write access to an ancestor's `cgroup.procs` (root, or
+    /// the owner of a delegated subtree) can move itself out, and no cgroup
+    /// mechanism can stop it. Those that also left the group are not found
+    /// (the PID-namespace tier holds them).
+    fn migrated(&self) -> Vec<u32> {
+        match self.pgid {
+            Some(pgid) if !self.released => sys::group_members(pgid).unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
     fn check_live(&self) -> io::Result<()> {
         if self.released {
             return Err(io::Error::other(
@@ -662,7 +675,14 @@ impl Containment for Cgroup {
             signal: sig,
         });
         if sig == Signal::KILL {
-            return self.kill_all();
+            let res = self.kill_all();
+            // A member that moved itself out of the cgroup (root, or write
+            // access to an ancestor's cgroup.procs) but stayed in the process
+            // group, which the unreaped root pins.
+            if let Some(pgid) = self.pgid {
+                let _ = sys::signal_group(pgid, Signal::KILL);
+            }
+            return res;
         }
         // The group first (delivery order as with a process group), then
         // every member that left the group.
@@ -681,9 +701,24 @@ impl Containment for Cgroup {
 
     fn members(&mut self) -> io::Result<Vec<u32>> {
         if !self.populated()? {
-            return Ok(Vec::new());
+            // The cgroup is empty. Before that is taken for "the tree is
+            // gone", one scan for members of the root's process group that
+            // live outside it: they left the cgroup by migration (see
+            // `migrated`). Only here, so a run pays for it once, when its
+            // tree seems gone, and not on every check.
+            return Ok(self.migrated());
         }
         Ok(self.all_procs())
+    }
+
+    /// Without the scan for migrated members: whatever the policy keeps is
+    /// left alone anyway, and a clean run must not pay for a scan of /proc.
+    fn count_kept(&mut self, root: &mut Root) -> io::Result<usize> {
+        if !self.populated()? {
+            return Ok(0);
+        }
+        let pid = root.id();
+        Ok(self.all_procs().into_iter().filter(|&p| p != pid).count())
     }
 
     #[cfg(unix)]
