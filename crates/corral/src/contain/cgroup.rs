@@ -1,7 +1,10 @@
 //! cgroup v2 containment (Linux).
 //!
-//! Each command gets a fresh cgroup `corral-<corral pid>-<n>` under corral's
-//! own cgroup. No descendant can ever exist outside it, so the kill never
+//! Each command gets a fresh cgroup `corral-<corral pid>-<token>-<n>` under
+//! corral's own cgroup, where `<token>` is drawn at random once per process:
+//! the name is unique even between corrals that share a parent cgroup from
+//! different PID namespaces (where both may be pid 1). No descendant can
+//! exist outside it unless it moves itself out (below), so the kill never
 //! races a half-placed child. A descendant that calls `setsid()` or
 //! double-forks stays inside. Placement:
 //!
@@ -26,8 +29,21 @@
 //!   the lifecycle also checks on a short timer because notifications are
 //!   rate limited.
 //! * Release: members left by the leftovers policy are moved to corral's own
-//!   cgroup, then the directory is removed. Directories left by a corral
-//!   that died are killed and removed by the next corral that starts.
+//!   cgroup, then the directory is removed.
+//! * Ownership: the creator holds an exclusive `flock` on a descriptor of
+//!   the directory from just after `mkdir` until the directory is gone (or
+//!   it dies). The first cgroup a corral process makes is preceded by a
+//!   cleanup of its siblings: a directory of this name form whose lock can be
+//!   taken is abandoned, so what is left in it is killed and it is removed.
+//!   A held lock, another name form (an older corral), or a file system
+//!   without flock means "in doubt": nothing is signalled or removed. No
+//!   pid, so no PID namespace and no pid reuse, takes part in the decision.
+//! * Migration: a member with write access to an ancestor's `cgroup.procs`
+//!   (root, or the owner of a delegated subtree) can move itself out; no
+//!   cgroup mechanism prevents that. One that stays in the root's process
+//!   group is still found (a scan of the group once the cgroup is empty) and
+//!   killed (SIGKILL to the pinned group after `cgroup.kill`); one that also
+//!   leaves the group escapes.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};

@@ -24,7 +24,9 @@
 //!   (a process that keeps forking, an orphan that just arrived), and after
 //!   SIGKILL signals the group again.
 //! * **Reaping.** Orphans of this command that died as children of corral are
-//!   reaped in every scan (`waitid` on a pidfd, `WNOHANG`). A root is never
+//!   reaped in every scan (`waitid` on a pidfd, `WNOHANG`), and while the run
+//!   goes on by the orphan reaper (`orphans.rs`: those in the root's group
+//!   or already seen). A root is never
 //!   reaped here: the root of this command is reaped only in `release`, and
 //!   the roots of other commands are never touched.
 //!
