@@ -171,20 +171,18 @@ fn claimed(e: &Entry, pid: u32, s: &Stat) -> bool {
 }
 
 /// Reaps the zombie children attributed to a registered run (to `only`, if
-/// given). Returns whether a zombie child was left unreaped (then `waitid`
-/// would not sleep). Runs with the registry locked, so no registration ends
-/// (and no root is reaped) meanwhile.
-fn pass(entries: &[Entry], only: Option<u64>) -> bool {
+/// given). Runs with the registry locked, so no registration ends (and no
+/// root is reaped) meanwhile. The roots of registered runs are skipped
+/// without a look: with many runs at once, they are most of the children.
+fn pass(entries: &[Entry], only: Option<u64>) {
     let me = std::process::id();
     let roots: HashSet<u32> = entries.iter().map(|e| e.root).collect();
-    let mut left = false;
     for c in own_children() {
-        let Some(s) = stat(c) else { continue };
-        if !(s.state == b'Z' || s.state == b'X') || s.ppid != me {
+        if roots.contains(&c) {
             continue;
         }
-        if roots.contains(&c) {
-            left = true;
+        let Some(s) = stat(c) else { continue };
+        if !(s.state == b'Z' || s.state == b'X') || s.ppid != me {
             continue;
         }
         // Pinned, then checked again: still the same zombie child of ours.
@@ -201,7 +199,6 @@ fn pass(entries: &[Entry], only: Option<u64>) -> bool {
             .filter(|e| only.is_none_or(|id| e.id == id))
             .any(|e| claimed(e, c, &s));
         if !ours {
-            left = true;
             continue;
         }
         let opts = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
@@ -214,24 +211,31 @@ fn pass(entries: &[Entry], only: Option<u64>) -> bool {
                     let _ = waitid(WaitId::Pid(p), opts);
                 }
             }
-            // A zombie leader whose other threads still run cannot be
-            // reaped yet.
-            _ => left = true,
+            // Not reapable yet (a zombie leader whose other threads still
+            // run), or reaped by someone else meanwhile.
+            _ => {}
         }
     }
-    left
+}
+
+/// Whether some child of this process is a zombie now (reaps nothing).
+fn zombie_left() -> bool {
+    let opts = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT | WaitIdOptions::NOHANG;
+    matches!(waitid(WaitId::All, opts), Ok(Some(_)))
 }
 
 fn run() {
     loop {
-        let left = {
+        {
             let mut reg = registry();
             while reg.entries.is_empty() {
                 reg = WAKE.wait(reg).unwrap_or_else(|e| e.into_inner());
             }
-            pass(&reg.entries, None)
-        };
-        if left {
+            pass(&reg.entries, None);
+        }
+        // A zombie that is not ours to reap (a root, the host's child) would
+        // keep `waitid` from sleeping: look again a little later instead.
+        if zombie_left() {
             std::thread::sleep(POLL);
             continue;
         }
