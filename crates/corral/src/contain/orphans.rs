@@ -98,7 +98,7 @@ impl Registration {
     /// (the root may be reaped after this).
     pub(crate) fn finish(self) {
         let mut reg = registry();
-        pass(&reg.entries, Some(self.id));
+        let _ = pass(&reg.entries, Some(self.id));
         reg.entries.retain(|e| e.id != self.id);
         drop(reg);
         std::mem::forget(self);
@@ -174,7 +174,9 @@ fn claimed(e: &Entry, pid: u32, s: &Stat) -> bool {
 /// given). Runs with the registry locked, so no registration ends (and no
 /// root is reaped) meanwhile. The roots of registered runs are skipped
 /// without a look: with many runs at once, they are most of the children.
-fn pass(entries: &[Entry], only: Option<u64>) {
+/// Returns how many it reaped.
+fn pass(entries: &[Entry], only: Option<u64>) -> usize {
+    let mut reaped = 0;
     let me = std::process::id();
     let roots: HashSet<u32> = entries.iter().map(|e| e.root).collect();
     for c in own_children() {
@@ -203,12 +205,14 @@ fn pass(entries: &[Entry], only: Option<u64>) {
         }
         let opts = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
         match waitid(WaitId::PidFd(fd.as_fd()), opts) {
-            Ok(Some(_)) => {}
+            Ok(Some(_)) => reaped += 1,
             // No P_PIDFD (before Linux 5.4): the pid is an unreaped zombie
             // child of ours, checked above, so it cannot have been reused.
             Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {
                 if let Some(p) = Pid::from_raw(c as i32) {
-                    let _ = waitid(WaitId::Pid(p), opts);
+                    if let Ok(Some(_)) = waitid(WaitId::Pid(p), opts) {
+                        reaped += 1;
+                    }
                 }
             }
             // Not reapable yet (a zombie leader whose other threads still
@@ -216,6 +220,7 @@ fn pass(entries: &[Entry], only: Option<u64>) {
             _ => {}
         }
     }
+    reaped
 }
 
 /// Whether some child of this process is a zombie now (reaps nothing).
@@ -226,17 +231,20 @@ fn zombie_left() -> bool {
 
 fn run() {
     loop {
-        {
+        let reaped = {
             let mut reg = registry();
             while reg.entries.is_empty() {
                 reg = WAKE.wait(reg).unwrap_or_else(|e| e.into_inner());
             }
-            pass(&reg.entries, None);
-        }
-        // A zombie that is not ours to reap (a root, the host's child) would
-        // keep `waitid` from sleeping: look again a little later instead.
+            pass(&reg.entries, None)
+        };
         if zombie_left() {
-            std::thread::sleep(POLL);
+            // More died while this pass ran: at once again. A zombie that is
+            // not ours to reap (a root, the host's child) would keep `waitid`
+            // from sleeping: then look again a little later instead.
+            if reaped == 0 {
+                std::thread::sleep(POLL);
+            }
             continue;
         }
         // Sleeps until a child of this process is a zombie; reaps nothing.
