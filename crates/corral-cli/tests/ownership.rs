@@ -80,8 +80,9 @@ fn corral_in(s: &Scratch, ns: &[&str], report: &Path, script: &str) -> Command {
 }
 
 /// Corral A runs a tree that lives three seconds; while it runs, corral B
-/// (in `b_ns`) starts, makes its own cgroup next to A's and finishes. A's
-/// tree must live to its natural end and A must report a clean exit.
+/// (in `b_ns`) starts, makes its own cgroup next to A's and runs a tree for
+/// a second. Both trees live to their natural end and both corrals report a
+/// clean exit.
 fn a_survives_b(a_ns: &[&str], b_ns: &[&str]) {
     let s = Scratch::new();
     let w = Watch::new(&s);
@@ -96,13 +97,14 @@ fn a_survives_b(a_ns: &[&str], b_ns: &[&str]) {
     assert!(w.pid("ac", 5 * SEC).is_some(), "A's child never started");
 
     let rb = s.path("b.json");
-    let b = start(
-        corral_in(&s, b_ns, &rb, &host_pid_as("b")),
-        Sink::Pipe,
-        Sink::Pipe,
-    )
-    .finish(10 * SEC);
+    let script_b = format!(r#"{} sleep 1; echo natural-end"#, host_pid_as("b"));
+    let b = start(corral_in(&s, b_ns, &rb, &script_b), Sink::Pipe, Sink::Pipe);
+    assert!(w.pid("b", 5 * SEC).is_some(), "B's root never started");
+    let b = b.finish(10 * SEC);
     b.assert_code(0);
+    assert_between(b.elapsed(), Duration::from_millis(900), 9 * SEC);
+    assert!(b.out().contains("natural-end"), "B's output: {}", b.out());
+    assert_dead(&w, &["b"]);
     let vb = read_report(&rb);
     assert_eq!(vb["containment"], "cgroup", "{vb}");
     assert_eq!(vb["outcome"], "exited", "{vb}");
