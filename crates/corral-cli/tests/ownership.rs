@@ -221,3 +221,92 @@ fn cgroup_of_a_corral_that_died_is_killed_and_removed_by_the_next() {
     }
     assert!(!dirs[0].exists(), "abandoned cgroup {:?} left", dirs[0]);
 }
+
+#[test]
+fn cgroups_in_doubt_are_left_alone_and_abandoned_ones_are_cleaned() {
+    // Next to where corral makes its cgroups: one in an older name form (no
+    // lock to tell), one of the current form whose lock a live process (this
+    // test) holds, and one of the current form that nobody holds. Only the
+    // last is abandoned: its process is killed and it is removed.
+    let Some(parent) = corral_testkit::writable_cgroup_v2() else {
+        eprintln!("SKIP: no writable cgroup v2 hierarchy here");
+        return;
+    };
+    let s = Scratch::new();
+    let me = std::process::id();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let old = parent.join(format!("corral-{me}-{}", 900_000 + nanos % 1000));
+    let held = parent.join(format!("corral-{me}-{:016x}-0", u64::from(nanos) << 8));
+    let free = parent.join(format!("corral-{me}-{:016x}-1", u64::from(nanos) << 8 | 1));
+    struct Dirs(Vec<std::path::PathBuf>);
+    impl Drop for Dirs {
+        fn drop(&mut self) {
+            for d in &self.0 {
+                for _ in 0..200 {
+                    if std::fs::remove_dir(d).is_ok() || !d.exists() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+    }
+    // Dropped after the Watch, which kills the helpers first.
+    let dirs = Dirs(vec![old.clone(), held.clone(), free.clone()]);
+    let w = Watch::new(&s);
+    for d in &dirs.0 {
+        std::fs::create_dir(d).unwrap();
+    }
+    let lock = |d: &Path| {
+        let f = std::fs::File::open(d).unwrap();
+        rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
+        f
+    };
+    let held_lock = lock(&held);
+    // Held while its helper moves in, so that no corral starting meanwhile
+    // (other tests) takes it for abandoned before the scene is set.
+    let free_lock = lock(&free);
+    let mut kids = Vec::new();
+    for (name, d) in [("old", &old), ("held", &held), ("free", &free)] {
+        kids.push(
+            Command::new("sh")
+                .args([
+                    "-c",
+                    &format!(r#"echo $$ > "$D/cgroup.procs" && exec "$H" {name}"#),
+                ])
+                .env("D", d)
+                .envs(s.env())
+                .spawn()
+                .unwrap(),
+        );
+        assert!(
+            w.pid(name, 5 * SEC).is_some(),
+            "helper {name} never started"
+        );
+    }
+    // The owner of `free` is gone.
+    drop(free_lock);
+    let rb = s.path("b.json");
+    let b = start(corral_in(&s, &[], &rb, "true"), Sink::Pipe, Sink::Pipe).finish(10 * SEC);
+    b.assert_code(0);
+    assert!(
+        w.wait_dead("free", FATE),
+        "the abandoned cgroup's process lives"
+    );
+    let end = Instant::now() + 3 * SEC;
+    while free.exists() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!free.exists(), "the abandoned cgroup was not removed");
+    assert_alive(&w, &["old", "held"]);
+    assert!(old.exists() && held.exists());
+    drop(w); // kills the helpers
+    for mut k in kids {
+        let _ = k.wait();
+    }
+    drop(held_lock);
+    drop(dirs);
+}
