@@ -628,3 +628,45 @@ fn orphans_are_reaped_during_the_run_but_never_a_child_of_the_host() {
     assert_eq!(st.code(), Some(7));
     assert_no_zombie_children();
 }
+
+#[test]
+fn concurrent_runs_leaving_orphans_keep_their_roots_until_release() {
+    // Many runs at once, each leaving orphans that die while its root is a
+    // zombie waiting for its release: the orphan reaper takes the orphans
+    // and never a root, so every run still reads its own root's exit.
+    let _g = setup();
+    let mut tiers = vec![Mechanism::ProcessGroup, Mechanism::Subreaper];
+    if corral_testkit::writable_cgroup_v2().is_some() {
+        tiers.push(Mechanism::Cgroup);
+    }
+    for tier in tiers {
+        let s = std::sync::Arc::new(Scratch::new());
+        let t = Instant::now();
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for j in 0..5 {
+                        let code = 3 + (i * 5 + j) % 100;
+                        let r = s
+                            .sh(&format!(
+                                "for k in 1 2 3 4; do (true &); done; (sleep 0.05 &); exit {code}"
+                            ))
+                            .containment(ContainmentChoice::Only(tier))
+                            .run()
+                            .unwrap();
+                        assert_eq!(r.containment, tier);
+                        assert_eq!(r.outcome, Outcome::Exited(code), "{tier}: {r:?}");
+                        assert!(r.cleanup_error.is_none(), "{tier}: {:?}", r.cleanup_error);
+                    }
+                })
+            })
+            .collect();
+        for th in threads {
+            th.join().unwrap();
+        }
+        assert_between(t.elapsed(), Duration::ZERO, 30 * SEC);
+        assert_no_marked_left(&s);
+    }
+    assert_no_zombie_children();
+}
