@@ -204,3 +204,56 @@ fn pids_max_20_lets_sixty_sequential_orphans_start() {
     }
     panic!("no attempt started all 60 orphans: {seen:?}");
 }
+
+#[test]
+fn subreaper_tier_reaps_orphans_that_left_the_group_once_seen_alive() {
+    // 100 orphans that made their own session (so the process group does not
+    // name them) and live a moment after they were re-parented to corral:
+    // seen alive with the run's cookie, their zombies are reaped during the
+    // run. (One that dies before anything looked at it stays a zombie until
+    // corral ends: a few at most.)
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let rp = report_path(&s);
+    let script = format!(
+        r#"{ROOT} for i in $(seq 100); do (setsid sleep 0.2 &); sleep 0.005; done; touch "$CORRAL_TEST_DIR/burst-done"; sleep 1.5; echo finished"#
+    );
+    let run = start(
+        corral(
+            &s,
+            [
+                "run",
+                "--containment",
+                "subreaper",
+                "--report",
+                &rp,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        ),
+        Sink::Pipe,
+        Sink::Pipe,
+    );
+    let pid = run.pid();
+    let end = Instant::now() + 30 * SEC;
+    while !s.path("burst-done").exists() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(s.path("burst-done").exists(), "the burst never ended");
+    std::thread::sleep(Duration::from_millis(700));
+    let settled = child_states(pid);
+    let left = settled.iter().filter(|c| c.1 == 'Z').count();
+    assert!(w.is_alive("root"), "the root ended early");
+    let d = run.finish(30 * SEC);
+    d.assert_code(0);
+    assert!(d.out().contains("finished"), "{}", d.out());
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(v["containment"], "subreaper", "{v}");
+    assert_eq!(v["outcome"], "exited", "{v}");
+    assert!(v["cleanup_error"].is_null(), "{v}");
+    assert!(left <= 5, "{left} zombies left under corral: {settled:?}");
+    assert_dead(&w, &["root"]);
+    assert!(marked_alive(s.mark()).is_empty(), "a descendant survived");
+}

@@ -16,7 +16,11 @@
 //! * cgroup tier: the zombie is in the run's cgroup (names are unique);
 //! * process-group and subreaper tiers: the zombie is in the run's process
 //!   group (pinned by the unreaped root), or (subreaper tier) it is a
-//!   descendant the tier has already seen (pid and start time).
+//!   descendant the tier has already seen (pid and start time), or it was
+//!   seen here alive, as a child of this process, carrying the run's tree
+//!   cookie in its environment (read once per process; a zombie's cannot
+//!   be read). An orphan that left the group and died before any look at
+//!   it stays a zombie until the tier's own scans (termination, release).
 //!
 //! Never reaped here: the root of any registered run (it pins the run's
 //! identity and is reaped only in `release`), and anything not attributed,
@@ -24,7 +28,7 @@
 //! zombie is present `waitid` would not sleep, so the thread then looks again
 //! every [`POLL`] instead. Without a registered run the thread parks.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -41,23 +45,35 @@ pub(crate) enum Claim {
     Cgroup(String),
     /// In the root's process group.
     Group,
-    /// In the root's process group, or one of these (pid → start time).
-    Tree(Arc<Mutex<HashMap<u32, u64>>>),
+    /// In the root's process group, or one of `known` (pid → start time,
+    /// as the subreaper tier's scans found them), or seen alive as a child
+    /// of this process carrying `cookie` in its environment.
+    Tree {
+        known: Arc<Mutex<HashMap<u32, u64>>>,
+        cookie: String,
+    },
 }
 
 struct Entry {
     id: u64,
     root: u32,
     claim: Claim,
+    /// Children of this process seen alive with this run's cookie (pid →
+    /// start time): their zombies are the run's too.
+    learned: HashMap<u32, u64>,
 }
 
 struct Registry {
     entries: Vec<Entry>,
+    /// Live children of this process whose environment was already read
+    /// (pid → start time), so that it is read once per process.
+    checked: BTreeMap<u32, u64>,
     thread: bool,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     entries: Vec::new(),
+    checked: BTreeMap::new(),
     thread: false,
 });
 static WAKE: Condvar = Condvar::new();
@@ -81,7 +97,12 @@ pub(crate) fn register(root: u32, claim: Claim) -> Option<Registration> {
     }
     let id = IDS.fetch_add(1, Ordering::Relaxed);
     let mut reg = registry();
-    reg.entries.push(Entry { id, root, claim });
+    reg.entries.push(Entry {
+        id,
+        root,
+        claim,
+        learned: HashMap::new(),
+    });
     if !reg.thread {
         reg.thread = std::thread::Builder::new()
             .name("corral-orphans".into())
@@ -98,7 +119,7 @@ impl Registration {
     /// (the root may be reaped after this).
     pub(crate) fn finish(self) {
         let mut reg = registry();
-        let _ = pass(&reg.entries, Some(self.id));
+        let _ = pass(&mut reg, Some(self.id));
         reg.entries.retain(|e| e.id != self.id);
         drop(reg);
         std::mem::forget(self);
@@ -163,8 +184,9 @@ fn claimed(e: &Entry, pid: u32, s: &Stat) -> bool {
     match &e.claim {
         Claim::Cgroup(name) => in_cgroup(pid, name),
         Claim::Group => s.pgrp == e.root,
-        Claim::Tree(known) => {
+        Claim::Tree { known, .. } => {
             s.pgrp == e.root
+                || e.learned.get(&pid) == Some(&s.start)
                 || known.lock().unwrap_or_else(|p| p.into_inner()).get(&pid) == Some(&s.start)
         }
     }
@@ -175,16 +197,42 @@ fn claimed(e: &Entry, pid: u32, s: &Stat) -> bool {
 /// root is reaped) meanwhile. The roots of registered runs are skipped
 /// without a look: with many runs at once, they are most of the children.
 /// Returns how many it reaped.
-fn pass(entries: &[Entry], only: Option<u64>) -> usize {
+fn pass(reg: &mut Registry, only: Option<u64>) -> usize {
     let mut reaped = 0;
     let me = std::process::id();
-    let roots: HashSet<u32> = entries.iter().map(|e| e.root).collect();
-    for c in own_children() {
+    let roots: HashSet<u32> = reg.entries.iter().map(|e| e.root).collect();
+    let children = own_children();
+    let listed: HashSet<u32> = children.iter().copied().collect();
+    reg.checked.retain(|p, _| listed.contains(p));
+    for e in &mut reg.entries {
+        e.learned.retain(|p, _| listed.contains(p));
+    }
+    let entries = &mut reg.entries;
+    for c in children {
         if roots.contains(&c) {
             continue;
         }
         let Some(s) = stat(c) else { continue };
-        if !(s.state == b'Z' || s.state == b'X') || s.ppid != me {
+        if s.ppid != me {
+            continue;
+        }
+        if !(s.state == b'Z' || s.state == b'X') {
+            // A live orphan: its environment says which run it belongs to
+            // while it can still be read (a zombie's cannot).
+            if reg.checked.get(&c) != Some(&s.start) {
+                reg.checked.insert(c, s.start);
+                let tags = super::subreaper::cookies(c);
+                // Still the process whose start time was read.
+                if stat(c).is_some_and(|t| t.start == s.start) {
+                    for e in entries.iter_mut() {
+                        if let Claim::Tree { cookie, .. } = &e.claim {
+                            if tags.contains(cookie) {
+                                e.learned.insert(c, s.start);
+                            }
+                        }
+                    }
+                }
+            }
             continue;
         }
         // Pinned, then checked again: still the same zombie child of ours.
@@ -236,7 +284,7 @@ fn run() {
             while reg.entries.is_empty() {
                 reg = WAKE.wait(reg).unwrap_or_else(|e| e.into_inner());
             }
-            pass(&reg.entries, None)
+            pass(&mut reg, None)
         };
         if zombie_left() {
             // More died while this pass ran: at once again. A zombie that is

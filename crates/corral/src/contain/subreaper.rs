@@ -185,7 +185,7 @@ fn children(pid: u32) -> Vec<u32> {
 
 /// The tree cookies in `pid`'s environment (empty if unreadable, e.g. a
 /// zombie).
-fn cookies(pid: u32) -> Vec<String> {
+pub(super) fn cookies(pid: u32) -> Vec<String> {
     let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
         return Vec::new();
     };
@@ -499,8 +499,13 @@ impl Containment for Subreaper {
     fn attach(&mut self, root: &Root) -> io::Result<()> {
         let pid = root.id();
         self.root = Some(pid);
-        self.orphans =
-            super::orphans::register(pid, super::orphans::Claim::Tree(self.shared_known.clone()));
+        self.orphans = super::orphans::register(
+            pid,
+            super::orphans::Claim::Tree {
+                known: self.shared_known.clone(),
+                cookie: self.cookie.clone(),
+            },
+        );
         if let Some(e) = live().iter_mut().find(|e| e.0 == self.seq) {
             e.1 = Some(pid);
         }
