@@ -1,7 +1,10 @@
 //! cgroup v2 containment (Linux).
 //!
-//! Each command gets a fresh cgroup `corral-<corral pid>-<n>` under corral's
-//! own cgroup. No descendant can ever exist outside it, so the kill never
+//! Each command gets a fresh cgroup `corral-<corral pid>-<token>-<n>` under
+//! corral's own cgroup, where `<token>` is drawn at random once per process:
+//! the name is unique even between corrals that share a parent cgroup from
+//! different PID namespaces (where both may be pid 1). No descendant can
+//! exist outside it unless it moves itself out (below), so the kill never
 //! races a half-placed child. A descendant that calls `setsid()` or
 //! double-forks stays inside. Placement:
 //!
@@ -29,11 +32,24 @@
 //!   the lifecycle also checks on a short timer because notifications are
 //!   rate limited.
 //! * Release: members left by the leftovers policy are moved to corral's own
-//!   cgroup, then the directory is removed. Directories left by a corral
-//!   that died are killed and removed by the next corral that starts.
+//!   cgroup, then the directory is removed.
+//! * Ownership: the creator holds an exclusive `flock` on a descriptor of
+//!   the directory from just after `mkdir` until the directory is gone (or
+//!   it dies). The first cgroup a corral process makes is preceded by a
+//!   cleanup of its siblings: a directory of this name form whose lock can be
+//!   taken is abandoned, so what is left in it is killed and it is removed.
+//!   A held lock, another name form (an older corral), or a file system
+//!   without flock means "in doubt": nothing is signalled or removed. No
+//!   pid, so no PID namespace and no pid reuse, takes part in the decision.
+//! * Migration: a member with write access to an ancestor's `cgroup.procs`
+//!   (root, or the owner of a delegated subtree) can move itself out; no
+//!   cgroup mechanism prevents that. One that stays in the root's process
+//!   group is still found (a scan of the group once the cgroup is empty) and
+//!   killed (SIGKILL to the pinned group after `cgroup.kill`); one that also
+//!   leaves the group escapes.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::CommandExt;
@@ -224,6 +240,8 @@ pub(crate) struct Cgroup {
     killed_at: Option<Instant>,
     /// Members already sent a SIGKILL of their own after that.
     stragglers: std::collections::HashSet<u32>,
+    /// Prompt reaping of the tree's orphans (subreaper processes only).
+    orphans: Option<super::orphans::Registration>,
     released: bool,
     tracer: Tracer,
 }
@@ -233,8 +251,73 @@ fn write_file(path: &Path, data: &str) -> io::Result<()> {
     f.write_all(data.as_bytes())
 }
 
+/// This process's random token, drawn once: with it, a cgroup name is
+/// unique across PID namespaces (where two corrals may both be pid 1) and
+/// boots, so no two live corrals ever share a name.
+fn token() -> &'static str {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN.get_or_init(|| {
+        let mut b = [0u8; 8];
+        let random = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+        let mut v = u64::from_ne_bytes(b);
+        if random.is_err() {
+            // No /dev/urandom (a bare chroot): the clock, the pid and an
+            // address still differ between any two processes in practice.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let addr = &b as *const _ as u64;
+            v = nanos ^ (u64::from(std::process::id()) << 40) ^ addr.rotate_left(17);
+        }
+        format!("{v:016x}")
+    })
+}
+
 fn name_for(seq: usize) -> String {
-    format!("corral-{}-{}", std::process::id(), seq)
+    format!("corral-{}-{}-{}", std::process::id(), token(), seq)
+}
+
+/// Whether `name` has the form [`name_for`] makes: `corral-<pid>-<token>-<n>`.
+/// Directories named otherwise (an older corral's `corral-<pid>-<n>`,
+/// anything else) are never touched by the stale-cgroup cleanup: their owner
+/// held no lock, so whether they are abandoned cannot be known.
+fn locked_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("corral-") else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('-').collect();
+    parts.len() == 3
+        && parts[0].parse::<u32>().is_ok()
+        && parts[1].len() == 16
+        && parts[1].bytes().all(|b| b.is_ascii_hexdigit())
+        && parts[2].parse::<u64>().is_ok()
+}
+
+/// Takes the ownership lock of a cgroup directory this process just made:
+/// an exclusive `flock` on an open descriptor of the directory itself, held
+/// (in that descriptor) until the directory is removed, or until this
+/// process dies. The lock lives on the directory's inode, which every
+/// process sees whatever its PID or mount namespace, and it ends with the
+/// last descriptor, never by pid reuse. Fails when a cleaner took the lock
+/// first (it found the directory in the instant between `mkdir` and here,
+/// empty and unlocked) or already removed the directory.
+fn claim(dir: &Path) -> io::Result<File> {
+    // A read-only descriptor of the directory (also what clone3 needs).
+    let fd = File::open(dir)?;
+    match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => return Err(io::ErrorKind::WouldBlock.into()),
+        // A file system without flock: the directory is unlocked, so no
+        // cleaner will ever call it abandoned (it is merely never cleaned).
+        Err(_) => {}
+    }
+    // Locked: a cleaner that got here first removed the directory.
+    use std::os::unix::fs::MetadataExt;
+    let (mine, there) = (fd.metadata()?, fs::metadata(dir)?);
+    if (mine.dev(), mine.ino()) != (there.dev(), there.ino()) {
+        return Err(io::ErrorKind::NotFound.into());
+    }
+    Ok(fd)
 }
 
 impl Cgroup {
@@ -243,13 +326,24 @@ impl Cgroup {
     pub(crate) fn create(h: &Hierarchy, limits: Limits, tracer: Tracer) -> Result<Cgroup, String> {
         STALE.call_once(|| remove_stale(h));
         let mut attempt = 0;
-        let (name, dir) = loop {
+        let (name, dir, dir_fd) = loop {
             let name = name_for(SEQ.fetch_add(1, Ordering::Relaxed));
             let dir = h.own_v2.join(&name);
-            match fs::create_dir(&dir) {
-                Ok(()) => break (name, dir),
-                // Left by someone else with our pid: take the next number.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 16 => {
+            let made = fs::create_dir(&dir).and_then(|()| claim(&dir));
+            match made {
+                Ok(fd) => break (name, dir, fd),
+                // The name is taken, or a cleaner that found the new
+                // directory before it was locked is removing it: take the
+                // next number (never remove it: the cleaner does).
+                Err(e)
+                    if attempt < 16
+                        && matches!(
+                            e.kind(),
+                            io::ErrorKind::AlreadyExists
+                                | io::ErrorKind::NotFound
+                                | io::ErrorKind::WouldBlock
+                        ) =>
+                {
                     attempt += 1;
                 }
                 Err(e) => {
@@ -270,9 +364,6 @@ impl Cgroup {
             .map_err(|e| cleanup(format!("cannot open cgroup.procs: {e}")))?;
         let events = File::open(dir.join("cgroup.events"))
             .map_err(|e| cleanup(format!("cannot open cgroup.events: {e}")))?;
-        // A read-only descriptor of the directory (O_PATH would do as well).
-        let dir_fd =
-            File::open(&dir).map_err(|e| cleanup(format!("cannot open {}: {e}", dir.display())))?;
         let (v2_memory, v2_pids) = subtree_controllers(&h.own_v2);
         let mut cg = Cgroup {
             dir: dir.clone(),
@@ -289,6 +380,7 @@ impl Cgroup {
             pgid: None,
             killed_at: None,
             stragglers: std::collections::HashSet::new(),
+            orphans: None,
             released: false,
             tracer,
         };
@@ -401,6 +493,19 @@ impl Cgroup {
         let mut v = Vec::new();
         Self::procs_of(&self.dir, &mut v);
         v
+    }
+
+    /// Live members of the root's process group (pinned by the unreaped
+    /// root, so every one descends from the tree) outside the cgroup: a
+    /// process with write access to an ancestor's `cgroup.procs` (root, or
+    /// the owner of a delegated subtree) can move itself out, and no cgroup
+    /// mechanism can stop it. Those that also left the group are not found
+    /// (the PID-namespace tier holds them).
+    fn migrated(&self) -> Vec<u32> {
+        match self.pgid {
+            Some(pgid) if !self.released => sys::group_members(pgid).unwrap_or_default(),
+            _ => Vec::new(),
+        }
     }
 
     fn check_live(&self) -> io::Result<()> {
@@ -533,19 +638,9 @@ impl Cgroup {
     }
 
     fn remove_dirs(&mut self) {
-        let mut last = Ok(());
-        for _ in 0..50 {
-            // Depth first: the command may have made cgroups of its own.
-            last = remove_tree(&self.dir);
-            match &last {
-                Ok(()) => break,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    last = Ok(());
-                    break;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(2)),
-            }
-        }
+        // The v1 groups first: the ownership lock (on the v2 directory)
+        // stays held until everything of this command is gone, so a v1
+        // group whose v2 twin is missing was never in use.
         for g in self.v1.drain(..) {
             for _ in 0..50 {
                 if fs::remove_dir(&g.dir).is_ok() || !g.dir.exists() {
@@ -554,7 +649,14 @@ impl Cgroup {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
-        let _ = last;
+        for _ in 0..50 {
+            // Depth first: the command may have made cgroups of its own.
+            match remove_tree(&self.dir) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
     }
 }
 
@@ -613,6 +715,12 @@ impl Containment for Cgroup {
 
     fn attach(&mut self, root: &Root) -> io::Result<()> {
         self.pgid = Some(root.id());
+        let name = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        self.orphans = name
+            .and_then(|n| super::orphans::register(root.id(), super::orphans::Claim::Cgroup(n)));
         Ok(())
     }
 
@@ -628,7 +736,14 @@ impl Containment for Cgroup {
         });
         if sig == Signal::KILL {
             self.killed_at.get_or_insert_with(Instant::now);
-            return self.kill_all();
+            let res = self.kill_all();
+            // A member that moved itself out of the cgroup (root, or write
+            // access to an ancestor's cgroup.procs) but stayed in the process
+            // group, which the unreaped root pins.
+            if let Some(pgid) = self.pgid {
+                let _ = sys::signal_group(pgid, Signal::KILL);
+            }
+            return res;
         }
         // The group first (delivery order as with a process group), then
         // every member that left the group.
@@ -647,13 +762,28 @@ impl Containment for Cgroup {
 
     fn members(&mut self) -> io::Result<Vec<u32>> {
         if !self.populated()? {
-            return Ok(Vec::new());
+            // The cgroup is empty. Before that is taken for "the tree is
+            // gone", one scan for members of the root's process group that
+            // live outside it: they left the cgroup by migration (see
+            // `migrated`). Only here, so a run pays for it once, when its
+            // tree seems gone, and not on every check.
+            return Ok(self.migrated());
         }
         let pids = self.all_procs();
         if !self.released {
             self.kill_stragglers(&pids);
         }
         Ok(pids)
+    }
+
+    /// Without the scan for migrated members: whatever the policy keeps is
+    /// left alone anyway, and a clean run must not pay for a scan of /proc.
+    fn count_kept(&mut self, root: &mut Root) -> io::Result<usize> {
+        if !self.populated()? {
+            return Ok(0);
+        }
+        let pid = root.id();
+        Ok(self.all_procs().into_iter().filter(|&p| p != pid).count())
     }
 
     #[cfg(unix)]
@@ -720,6 +850,9 @@ impl Containment for Cgroup {
         // Kept (or unkillable) members leave the per-command cgroup so that
         // it can be removed; nothing is signalled from here on.
         self.move_out();
+        if let Some(o) = self.orphans.take() {
+            o.finish();
+        }
         let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });
@@ -748,8 +881,6 @@ impl Drop for Cgroup {
     }
 }
 
-/// Removes cgroups left by a corral process that no longer exists: kills
-/// what is still inside (its run is over) and removes the directories.
 /// Removes a cgroup directory and the cgroups below it, leaves first.
 fn remove_tree(dir: &Path) -> io::Result<()> {
     if let Ok(rd) = fs::read_dir(dir) {
@@ -762,43 +893,68 @@ fn remove_tree(dir: &Path) -> io::Result<()> {
     fs::remove_dir(dir)
 }
 
+/// Removes the cgroups left by corral processes that are gone: kills what is
+/// still inside (its run is over) and removes the directories.
+///
+/// A directory is abandoned only when its ownership lock (see [`claim`]) can
+/// be taken: its owner held it from the moment it made the directory until
+/// it removed it, so the lock is free only once every descriptor of the
+/// owner's is closed, i.e. the owner (and anything it forked without exec,
+/// such as a keeper) is gone. Nothing here depends on a pid, so a corral in
+/// another PID namespace, or one whose pid was reused, is never mistaken
+/// for a dead one. When in doubt (another name form, no flock, the lock
+/// held) nothing is signalled and nothing is removed. A directory found in
+/// the instant between its owner's `mkdir` and its lock is empty: it is
+/// removed, and the owner, whose lock then fails, takes another name.
 fn remove_stale(h: &Hierarchy) {
-    let dirs = [
-        Some(&h.own_v2),
-        h.own_v1_pids.as_ref(),
-        h.own_v1_memory.as_ref(),
-    ];
-    for own in dirs.into_iter().flatten() {
-        let Ok(rd) = fs::read_dir(own) else { continue };
+    if let Ok(rd) = fs::read_dir(&h.own_v2) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(rest) = name.strip_prefix("corral-") else {
-                continue;
-            };
-            let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-                continue;
-            };
-            // This runs once, before this process made any cgroup: one
-            // named after our own pid was left by an earlier process with
-            // the same pid.
-            if pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists() {
+            if !locked_name(&name) {
                 continue;
             }
             let dir = e.path();
-            let _ = write_file(&dir.join("cgroup.kill"), "1");
+            let Ok(fd) = File::open(&dir) else { continue };
+            if rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err()
+            {
+                continue; // its owner lives (or flock is not available here)
+            }
+            // Ours now, and abandoned: kill what is left, then remove the
+            // v1 groups and the directory, still holding the lock.
+            let events = fs::read_to_string(dir.join("cgroup.events")).unwrap_or_default();
+            if events.lines().any(|l| l.trim() == "populated 1") {
+                let _ = write_file(&dir.join("cgroup.kill"), "1");
+            }
+            let v1: Vec<PathBuf> = [h.own_v1_pids.as_ref(), h.own_v1_memory.as_ref()]
+                .into_iter()
+                .flatten()
+                .map(|own| own.join(&name))
+                .filter(|d| d.exists())
+                .collect();
             for _ in 0..100 {
-                if remove_tree(&dir).is_ok() {
+                for d in &v1 {
+                    let _ = fs::remove_dir(d);
+                }
+                if remove_tree(&dir).is_ok() && v1.iter().all(|d| !d.exists()) {
                     break;
                 }
-                // v1 has no cgroup.kill: kill what is listed.
-                if let Ok(s) = fs::read_to_string(dir.join("cgroup.procs")) {
-                    for pid in s.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                        if let Some(p) = rustix::process::Pid::from_raw(pid) {
-                            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-                        }
-                    }
-                }
                 std::thread::sleep(Duration::from_millis(2));
+            }
+            drop(fd);
+        }
+    }
+    // v1 groups whose v2 directory is gone (the owner removes the v1 groups
+    // first, under its lock): nothing uses them; removed only when empty,
+    // never signalled.
+    for own in [h.own_v1_pids.as_ref(), h.own_v1_memory.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        let Ok(rd) = fs::read_dir(own) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if locked_name(&name) && !h.own_v2.join(&name).exists() {
+                let _ = fs::remove_dir(e.path());
             }
         }
     }

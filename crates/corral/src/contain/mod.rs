@@ -18,6 +18,8 @@ use crate::Signal;
 pub(crate) mod cgroup;
 #[cfg(windows)]
 pub(crate) mod job_object;
+#[cfg(target_os = "linux")]
+pub(crate) mod orphans;
 #[cfg(unix)]
 pub(crate) mod process_group;
 #[cfg(target_os = "linux")]

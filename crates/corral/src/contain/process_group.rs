@@ -27,6 +27,9 @@ pub(crate) struct ProcessGroup {
     tracer: Tracer,
     #[cfg(target_os = "linux")]
     pins: pins::Pins,
+    /// Prompt reaping of the group's orphans (subreaper processes only).
+    #[cfg(target_os = "linux")]
+    orphans: Option<super::orphans::Registration>,
 }
 
 impl ProcessGroup {
@@ -37,6 +40,8 @@ impl ProcessGroup {
             tracer,
             #[cfg(target_os = "linux")]
             pins: pins::Pins::default(),
+            #[cfg(target_os = "linux")]
+            orphans: None,
         }
     }
 
@@ -81,6 +86,10 @@ impl Containment for ProcessGroup {
 
     fn attach(&mut self, root: &Root) -> io::Result<()> {
         self.pgid = Some(root.id());
+        #[cfg(target_os = "linux")]
+        {
+            self.orphans = super::orphans::register(root.id(), super::orphans::Claim::Group);
+        }
         Ok(())
     }
 
@@ -139,6 +148,10 @@ impl Containment for ProcessGroup {
         }
         // From here on no signal may be sent: the reap below frees the id.
         self.released = true;
+        #[cfg(target_os = "linux")]
+        if let Some(o) = self.orphans.take() {
+            o.finish();
+        }
         let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });

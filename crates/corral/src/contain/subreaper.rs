@@ -24,7 +24,9 @@
 //!   (a process that keeps forking, an orphan that just arrived), and after
 //!   SIGKILL signals the group again.
 //! * **Reaping.** Orphans of this command that died as children of corral are
-//!   reaped in every scan (`waitid` on a pidfd, `WNOHANG`). A root is never
+//!   reaped in every scan (`waitid` on a pidfd, `WNOHANG`), and while the run
+//!   goes on by the orphan reaper (`orphans.rs`: those in the root's group
+//!   or already seen). A root is never
 //!   reaped here: the root of this command is reaped only in `release`, and
 //!   the roots of other commands are never touched.
 //!
@@ -75,7 +77,7 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::process::{
@@ -192,7 +194,7 @@ fn children(pid: u32) -> Vec<u32> {
 /// The tree cookies in `pid`'s environment (empty if unreadable, e.g. a
 /// zombie). A process whose leader thread exited shows an empty
 /// `/proc/PID/environ`; its live threads still show the environment.
-fn cookies(pid: u32) -> Vec<String> {
+pub(super) fn cookies(pid: u32) -> Vec<String> {
     let mut env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
     if env.is_empty() {
         if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
@@ -281,6 +283,10 @@ pub(crate) struct Subreaper {
     last_signal: Option<Signal>,
     /// Members outside the group that got `last_signal` (pid, start time).
     reached: HashSet<(u32, u64)>,
+    /// `known`, as last published for the orphan reaper, and its
+    /// registration (see `orphans.rs`).
+    shared_known: Arc<Mutex<HashMap<u32, u64>>>,
+    orphans: Option<super::orphans::Registration>,
     released: bool,
     tracer: Tracer,
 }
@@ -297,6 +303,8 @@ impl Subreaper {
             links: HashSet::new(),
             last_signal: None,
             reached: HashSet::new(),
+            shared_known: Arc::default(),
+            orphans: None,
             released: false,
             tracer,
         }
@@ -438,6 +446,12 @@ impl Subreaper {
             }
         }
         self.links.retain(|id| still_used.contains(id));
+        if self.orphans.is_some() {
+            self.shared_known
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone_from(&self.known);
+        }
         members
     }
 
@@ -501,6 +515,13 @@ impl Containment for Subreaper {
     fn attach(&mut self, root: &Root) -> io::Result<()> {
         let pid = root.id();
         self.root = Some(pid);
+        self.orphans = super::orphans::register(
+            pid,
+            super::orphans::Claim::Tree {
+                known: self.shared_known.clone(),
+                cookie: self.cookie.clone(),
+            },
+        );
         if let Some(e) = live().iter_mut().find(|e| e.0 == self.seq) {
             e.1 = Some(pid);
         }
@@ -564,6 +585,9 @@ impl Containment for Subreaper {
         };
         self.released = true;
         keeper::adopt(kept.iter().map(|m| (m.pid, m.stat.start)));
+        if let Some(o) = self.orphans.take() {
+            o.finish();
+        }
         let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });

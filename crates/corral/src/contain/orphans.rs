@@ -1,0 +1,305 @@
+//! Prompt reaping of orphans while runs go on (Linux, child subreaper).
+//!
+//! Once [`enable_subreaper`](crate::enable_subreaper) was called, every
+//! orphaned descendant of this process is re-parented to it, in every tier.
+//! An orphan that exits stays a zombie until its new parent reaps it, and a
+//! zombie keeps its pid, and its place in `pids.max`: a long run that leaves
+//! short-lived orphans behind would pile up zombies and run out of pids.
+//!
+//! One process-wide thread reaps them as they die. It sleeps in
+//! `waitid(P_ALL, WEXITED | WNOWAIT)`, which wakes when any child becomes a
+//! zombie and reaps nothing, then looks at every zombie child of the process
+//! (`/proc/self/task/*/children`) and reaps, through a pidfd checked after
+//! it was opened, only those it can attribute exactly to a run that is
+//! registered here (between `attach` and `release`):
+//!
+//! * cgroup tier: the zombie is in the run's cgroup (names are unique);
+//! * process-group and subreaper tiers: the zombie is in the run's process
+//!   group (pinned by the unreaped root), or (subreaper tier) it is a
+//!   descendant the tier has already seen (pid and start time), or it was
+//!   seen here alive, as a child of this process, carrying the run's tree
+//!   cookie in its environment (read once per process; a zombie's cannot
+//!   be read). An orphan that left the group and died before any look at
+//!   it stays a zombie until the tier's own scans (termination, release).
+//!
+//! Never reaped here: the root of any registered run (it pins the run's
+//! identity and is reaped only in `release`), and anything not attributed,
+//! such as the children the host program started itself. While such a
+//! zombie is present `waitid` would not sleep, so the thread then looks again
+//! every [`POLL`] instead. Without a registered run the thread parks.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use rustix::process::{pidfd_open, waitid, Pid, PidfdFlags, WaitId, WaitIdOptions};
+
+/// How often the thread looks while a zombie it must not reap is present.
+const POLL: Duration = Duration::from_millis(5);
+
+/// What makes a zombie child part of a run.
+pub(crate) enum Claim {
+    /// In this cgroup (the directory's name, unique across namespaces).
+    Cgroup(String),
+    /// In the root's process group.
+    Group,
+    /// In the root's process group, or one of `known` (pid → start time,
+    /// as the subreaper tier's scans found them), or seen alive as a child
+    /// of this process carrying `cookie` in its environment.
+    Tree {
+        known: Arc<Mutex<HashMap<u32, u64>>>,
+        cookie: String,
+    },
+}
+
+struct Entry {
+    id: u64,
+    root: u32,
+    claim: Claim,
+    /// Children of this process seen alive with this run's cookie (pid →
+    /// start time): their zombies are the run's too.
+    learned: HashMap<u32, u64>,
+}
+
+struct Registry {
+    entries: Vec<Entry>,
+    /// Live children of this process whose environment was already read
+    /// (pid → start time), so that it is read once per process.
+    checked: BTreeMap<u32, u64>,
+    thread: bool,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    entries: Vec::new(),
+    checked: BTreeMap::new(),
+    thread: false,
+});
+static WAKE: Condvar = Condvar::new();
+static IDS: AtomicU64 = AtomicU64::new(0);
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A run registered for prompt reaping; [`finish`](Self::finish) (or drop)
+/// ends it. Must end before the root is reaped.
+pub(crate) struct Registration {
+    id: u64,
+}
+
+/// Registers the run whose unreaped root is `root`, if this process is a
+/// child subreaper (otherwise no orphan ever comes to it: nothing to do).
+pub(crate) fn register(root: u32, claim: Claim) -> Option<Registration> {
+    if !super::subreaper::enabled() {
+        return None;
+    }
+    let id = IDS.fetch_add(1, Ordering::Relaxed);
+    let mut reg = registry();
+    reg.entries.push(Entry {
+        id,
+        root,
+        claim,
+        learned: HashMap::new(),
+    });
+    if !reg.thread {
+        reg.thread = std::thread::Builder::new()
+            .name("corral-orphans".into())
+            .spawn(run)
+            .is_ok();
+    }
+    drop(reg);
+    WAKE.notify_all();
+    Some(Registration { id })
+}
+
+impl Registration {
+    /// A last pass for this run's zombies, then the end of the registration
+    /// (the root may be reaped after this).
+    pub(crate) fn finish(self) {
+        let mut reg = registry();
+        let _ = pass(&mut reg, Some(self.id));
+        reg.entries.retain(|e| e.id != self.id);
+        drop(reg);
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        registry().entries.retain(|e| e.id != self.id);
+    }
+}
+
+/// The fields of `/proc/<pid>/stat` used here.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    state: u8,
+    ppid: u32,
+    pgrp: u32,
+    start: u64,
+}
+
+fn stat(pid: u32) -> Option<Stat> {
+    let buf = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let close = buf.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // f[0] is field 3 (state), so field N is f[N - 3].
+    Some(Stat {
+        state: f.first()?.as_bytes().first().copied()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        start: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// The children of every thread of this process.
+fn own_children() -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(
+                s.split_ascii_whitespace()
+                    .filter_map(|x| x.parse::<u32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+/// Whether `pid`'s cgroup v2 path has a component named `name`.
+fn in_cgroup(pid: u32, name: &str) -> bool {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .is_some_and(|p| p.split('/').any(|c| c == name))
+}
+
+fn claimed(e: &Entry, pid: u32, s: &Stat) -> bool {
+    match &e.claim {
+        Claim::Cgroup(name) => in_cgroup(pid, name),
+        Claim::Group => s.pgrp == e.root,
+        Claim::Tree { known, .. } => {
+            s.pgrp == e.root
+                || e.learned.get(&pid) == Some(&s.start)
+                || known.lock().unwrap_or_else(|p| p.into_inner()).get(&pid) == Some(&s.start)
+        }
+    }
+}
+
+/// Reaps the zombie children attributed to a registered run (to `only`, if
+/// given). Runs with the registry locked, so no registration ends (and no
+/// root is reaped) meanwhile. The roots of registered runs are skipped
+/// without a look: with many runs at once, they are most of the children.
+/// Returns how many it reaped.
+fn pass(reg: &mut Registry, only: Option<u64>) -> usize {
+    let mut reaped = 0;
+    let me = std::process::id();
+    let roots: HashSet<u32> = reg.entries.iter().map(|e| e.root).collect();
+    let children = own_children();
+    let listed: HashSet<u32> = children.iter().copied().collect();
+    reg.checked.retain(|p, _| listed.contains(p));
+    for e in &mut reg.entries {
+        e.learned.retain(|p, _| listed.contains(p));
+    }
+    let entries = &mut reg.entries;
+    for c in children {
+        if roots.contains(&c) {
+            continue;
+        }
+        let Some(s) = stat(c) else { continue };
+        if s.ppid != me {
+            continue;
+        }
+        if !(s.state == b'Z' || s.state == b'X') {
+            // A live orphan: its environment says which run it belongs to
+            // while it can still be read (a zombie's cannot).
+            if reg.checked.get(&c) != Some(&s.start) {
+                reg.checked.insert(c, s.start);
+                let tags = super::subreaper::cookies(c);
+                // Still the process whose start time was read.
+                if stat(c).is_some_and(|t| t.start == s.start) {
+                    for e in entries.iter_mut() {
+                        if let Claim::Tree { cookie, .. } = &e.claim {
+                            if tags.contains(cookie) {
+                                e.learned.insert(c, s.start);
+                            }
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        // Pinned, then checked again: still the same zombie child of ours.
+        let Some(fd) =
+            Pid::from_raw(c as i32).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
+        else {
+            continue;
+        };
+        let Some(s) = stat(c).filter(|t| *t == s) else {
+            continue;
+        };
+        let ours = entries
+            .iter()
+            .filter(|e| only.is_none_or(|id| e.id == id))
+            .any(|e| claimed(e, c, &s));
+        if !ours {
+            continue;
+        }
+        let opts = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
+        match waitid(WaitId::PidFd(fd.as_fd()), opts) {
+            Ok(Some(_)) => reaped += 1,
+            // No P_PIDFD (before Linux 5.4): the pid is an unreaped zombie
+            // child of ours, checked above, so it cannot have been reused.
+            Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {
+                if let Some(p) = Pid::from_raw(c as i32) {
+                    if let Ok(Some(_)) = waitid(WaitId::Pid(p), opts) {
+                        reaped += 1;
+                    }
+                }
+            }
+            // Not reapable yet (a zombie leader whose other threads still
+            // run), or reaped by someone else meanwhile.
+            _ => {}
+        }
+    }
+    reaped
+}
+
+/// Whether some child of this process is a zombie now (reaps nothing).
+fn zombie_left() -> bool {
+    let opts = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT | WaitIdOptions::NOHANG;
+    matches!(waitid(WaitId::All, opts), Ok(Some(_)))
+}
+
+fn run() {
+    loop {
+        let reaped = {
+            let mut reg = registry();
+            while reg.entries.is_empty() {
+                reg = WAKE.wait(reg).unwrap_or_else(|e| e.into_inner());
+            }
+            pass(&mut reg, None)
+        };
+        if zombie_left() {
+            // More died while this pass ran: at once again. A zombie that is
+            // not ours to reap (a root, the host's child) would keep `waitid`
+            // from sleeping: then look again a little later instead.
+            if reaped == 0 {
+                std::thread::sleep(POLL);
+            }
+            continue;
+        }
+        // Sleeps until a child of this process is a zombie; reaps nothing.
+        match waitid(WaitId::All, WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            // No child at all, or no waitid: look again later.
+            Err(_) => std::thread::sleep(POLL),
+        }
+    }
+}

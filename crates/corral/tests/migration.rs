@@ -1,0 +1,98 @@
+//! Escape by cgroup migration: a descendant with write access to an
+//! ancestor's `cgroup.procs` (root here) moves itself out of the per-command
+//! cgroup. No cgroup mechanism can stop that; corral still finds and kills a
+//! migrant that stayed in the root's process group (pinned by the unreaped
+//! root), and reports it while it lives. Runs as root; skips with a printed
+//! reason where no cgroup v2 hierarchy is writable.
+#![cfg(target_os = "linux")]
+
+use std::time::{Duration, Instant};
+
+use corral::{ContainmentChoice, LeftoverPolicy, Mechanism, Outcome};
+use corral_testkit::{assert_between, Scratch, Watch};
+
+const SEC: Duration = Duration::from_secs(1);
+
+/// The cgroup v2 path (as /proc/PID/cgroup shows it) of `pid`.
+fn cgroup_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("0::").map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// A helper `mig` that ignores SIGTERM, moves itself into corral's own
+/// cgroup (the parent of the per-command one) and sleeps; the root waits
+/// until it moved, then runs `then`.
+fn migrant_script(then: &str) -> String {
+    format!(
+        r#"( trap '' TERM; exec "$H" mig sh -c 'echo $$ > "$CG_PARENT/cgroup.procs" && touch "$CORRAL_TEST_DIR/moved" && exec sleep 30' ) &
+           until [ -e "$CORRAL_TEST_DIR/moved" ]; do sleep 0.01; done; {then}"#
+    )
+}
+
+#[test]
+fn migrant_that_ignores_term_is_killed_on_timeout() {
+    let Some(parent) = corral_testkit::writable_cgroup_v2() else {
+        eprintln!("SKIP: no writable cgroup v2 hierarchy here");
+        return;
+    };
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let mut c = s.sh(&migrant_script("sleep 30"));
+    c.env("CG_PARENT", &parent)
+        .containment(ContainmentChoice::Only(Mechanism::Cgroup))
+        .timeout(Duration::from_millis(500))
+        .grace(Duration::from_millis(200));
+    let t = Instant::now();
+    let running = c.spawn().unwrap();
+    let mig = w.pid("mig", 5 * SEC).expect("the migrant never started");
+    let end = Instant::now() + 5 * SEC;
+    while !s.path("moved").exists() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(s.path("moved").exists(), "the migrant never moved");
+    let own = cgroup_of(std::process::id());
+    assert_eq!(cgroup_of(mig), own, "the migrant is not outside the cgroup");
+    let r = running.wait();
+    assert_eq!(r.containment, Mechanism::Cgroup);
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    assert_between(t.elapsed(), Duration::from_millis(500), 4 * SEC);
+    assert!(
+        w.wait_dead("mig", 2 * SEC),
+        "the migrant survived the timeout"
+    );
+    assert!(r.cleanup_error.is_none(), "{:?}", r.cleanup_error);
+    assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
+}
+
+#[test]
+fn migrant_left_after_a_nonzero_exit_is_killed() {
+    let Some(parent) = corral_testkit::writable_cgroup_v2() else {
+        eprintln!("SKIP: no writable cgroup v2 hierarchy here");
+        return;
+    };
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    // The migrant closes its output, so the run ends with the root's exit.
+    let mut c = s
+        .sh(&migrant_script("exit 3")
+            .replace(r#"exec "$H" mig"#, r#"exec "$H" mig >/dev/null 2>&1"#));
+    c.env("CG_PARENT", &parent)
+        .containment(ContainmentChoice::Only(Mechanism::Cgroup))
+        .leftovers(LeftoverPolicy::KeepOnSuccess)
+        .grace(Duration::from_millis(200));
+    let t = Instant::now();
+    let r = c.run().unwrap();
+    assert_eq!(r.containment, Mechanism::Cgroup);
+    assert_eq!(r.outcome, Outcome::Exited(3));
+    assert_between(t.elapsed(), Duration::ZERO, 5 * SEC);
+    assert!(w.pid("mig", SEC).is_some(), "the migrant never started");
+    assert!(
+        w.wait_dead("mig", 2 * SEC),
+        "the migrant survived a nonzero exit"
+    );
+    assert!(r.cleanup_error.is_none(), "{:?}", r.cleanup_error);
+    assert_eq!(r.leftovers.killed, 1, "{:?}", r.leftovers);
+}
