@@ -402,8 +402,7 @@ impl Cgroup {
     /// Members already reached through the process group (`skip_pgid`) are
     /// skipped, so each process gets the signal once.
     fn signal_members(&self, sig: Signal, skip_pgid: Option<u32>) -> io::Result<()> {
-        let rsig = rustix::process::Signal::from_named_raw(sig.as_raw())
-            .ok_or_else(|| io::Error::other(format!("unsupported signal {sig}")))?;
+        let rsig = sys::to_rustix(sig)?;
         let rel = self.dir.strip_prefix(&self.parent).unwrap_or(&self.dir);
         let marker = format!("/{}", rel.display());
         for pid in self.all_procs() {
