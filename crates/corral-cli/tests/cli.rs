@@ -1056,36 +1056,6 @@ fn help_and_version_exit_0() {
 
 // ------------------------------------------------- issue #10: the contract
 
-/// The pid of corral's direct child (the root), once it exists.
-fn root_of(corral_pid: u32) -> u32 {
-    let until = Instant::now() + 5 * SEC;
-    loop {
-        if let Ok(dir) = std::fs::read_dir(format!("/proc/{corral_pid}/task")) {
-            for t in dir.flatten() {
-                let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-                if let Some(p) = kids.split_whitespace().next() {
-                    return p.parse().unwrap();
-                }
-            }
-        }
-        assert!(Instant::now() < until, "corral never started its child");
-        std::thread::sleep(ms(5));
-    }
-}
-
-/// Waits until `pid` runs `comm` (it has exec'd).
-fn wait_comm(pid: u32, comm: &str) {
-    let until = Instant::now() + 5 * SEC;
-    while std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .unwrap_or_default()
-        .trim()
-        != comm
-    {
-        assert!(Instant::now() < until, "{pid} never became {comm}");
-        std::thread::sleep(ms(5));
-    }
-}
-
 #[test]
 fn unknown_options_before_the_program_are_usage_errors() {
     let s = Scratch::new();
