@@ -33,6 +33,17 @@ if [ $# -eq 0 ]; then exec sleep 30; fi
 exec "$@"
 "#;
 
+/// Shell text that waits until helper `name` is ready: it has written its
+/// pid file **and** become `sleep` (so whatever its command did before
+/// `exec sleep` — a `trap`, a `setsid` — is done). A root that exits or is
+/// signalled right after starting a helper must wait for this first: the
+/// pid file alone appears before the helper's own command runs.
+pub fn ready(name: &str) -> String {
+    format!(
+        r#"until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ]; do sleep 0.01; done; "#
+    )
+}
+
 /// A private directory for one test, with the helper script in it and a
 /// unique marker that every helper carries in its environment.
 pub struct Scratch {
