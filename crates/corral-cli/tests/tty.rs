@@ -8,10 +8,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn under_pty(cmdline: &str, input: &[u8]) -> Option<(i32, String, Duration)> {
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("SKIP: util-linux `script` is not installed");
-        return None;
-    }
     let t = Instant::now();
     let mut child = Command::new("script")
         .args(["-qec", cmdline, "/dev/null"])
@@ -32,6 +28,7 @@ fn under_pty(cmdline: &str, input: &[u8]) -> Option<(i32, String, Duration)> {
 }
 
 #[test]
+#[corral_testkit::needs(script)]
 fn an_interactive_program_reads_the_terminal() {
     let corral = env!("CARGO_BIN_EXE_corral");
     let Some((code, out, took)) = under_pty(
@@ -49,6 +46,7 @@ fn an_interactive_program_reads_the_terminal() {
 }
 
 #[test]
+#[corral_testkit::needs(script)]
 fn stdout_stays_a_terminal() {
     let corral = env!("CARGO_BIN_EXE_corral");
     let Some((code, out, _)) = under_pty(
@@ -202,6 +200,7 @@ impl Drop for KillOnDrop {
 }
 
 #[test]
+#[corral_testkit::needs(script)]
 fn ctrl_z_stops_corral_too_and_fg_continues_the_tree() {
     let corral = env!("CARGO_BIN_EXE_corral");
     let mut sh = Shell::start();

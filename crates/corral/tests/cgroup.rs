@@ -21,10 +21,9 @@ macro_rules! need_cgroup {
     () => {
         match writable_cgroup() {
             Some(d) => d,
-            None => {
-                eprintln!("SKIP: no writable cgroup v2 hierarchy here");
-                return;
-            }
+            // `#[needs(cgroup)]` has already checked: a test here without
+            // it must not pass silently.
+            None => panic!("no writable cgroup v2 hierarchy here: mark the test #[needs(cgroup)]"),
         }
     };
 }
@@ -76,6 +75,7 @@ fn cgroup_only() -> ContainmentChoice {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn setsid_escaper_holding_the_pipe_is_killed() {
     let dir = need_cgroup!();
     let s = Scratch::new();
@@ -97,6 +97,7 @@ fn setsid_escaper_holding_the_pipe_is_killed() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn double_forked_daemon_is_killed_on_timeout() {
     let dir = need_cgroup!();
     let s = Scratch::new();
@@ -120,6 +121,7 @@ fn double_forked_daemon_is_killed_on_timeout() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn setsid_child_that_redirected_output_dies_with_a_nonzero_exit() {
     let dir = need_cgroup!();
     let s = Scratch::new();
@@ -136,6 +138,7 @@ fn setsid_child_that_redirected_output_dies_with_a_nonzero_exit() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn setsid_child_is_kept_and_released_after_exit_0() {
     let dir = need_cgroup!();
     let s = Scratch::new();
@@ -159,6 +162,7 @@ fn setsid_child_is_kept_and_released_after_exit_0() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn fork_bomb_stops_at_pids_max() {
     let dir = need_cgroup!();
     let s = Scratch::new();
@@ -196,6 +200,7 @@ fn fork_bomb_stops_at_pids_max() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn allocation_past_memory_max_is_stopped() {
     let dir = need_cgroup!();
     let s = Scratch::new();
@@ -222,6 +227,7 @@ fn allocation_past_memory_max_is_stopped() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn many_concurrent_runs_each_get_their_own_cgroup() {
     let dir = need_cgroup!();
     let handles: Vec<_> = (0..16)

@@ -38,10 +38,12 @@ fn setup() -> Option<MutexGuard<'static, ()>> {
         // reads it once.
         std::env::set_var("CORRAL_CLONE3", "require");
     }
-    if writable_cgroup().is_none() {
-        eprintln!("SKIP: no writable cgroup v2 hierarchy here");
-        return None;
-    }
+    // `#[needs(cgroup)]` has already checked: a test here without it must
+    // not pass silently.
+    assert!(
+        writable_cgroup().is_some(),
+        "no writable cgroup v2 hierarchy here: mark the test #[needs(cgroup)]"
+    );
     Some(guard)
 }
 
@@ -75,6 +77,7 @@ fn stdout_of(c: &mut Command) -> String {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn child_is_born_in_its_own_cgroup() {
     let _g = setup!();
     let out = stdout_of(&mut sh("cat /proc/self/cgroup"));
@@ -93,6 +96,7 @@ fn child_is_born_in_its_own_cgroup() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn exit_codes_and_group_leadership() {
     let _g = setup!();
     assert_eq!(cg("/bin/true").run().unwrap().exit_code(), Some(0));
@@ -107,6 +111,7 @@ fn exit_codes_and_group_leadership() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn missing_program_is_not_found() {
     let _g = setup!();
     for p in ["/nonexistent/corral-x", "corral-no-such-program-x", ""] {
@@ -118,6 +123,7 @@ fn missing_program_is_not_found() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn non_executable_file_is_permission_denied() {
     let _g = setup!();
     let s = Scratch::new();
@@ -145,6 +151,7 @@ fn non_executable_file_is_permission_denied() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn working_directory() {
     let _g = setup!();
     let s = Scratch::new();
@@ -164,6 +171,7 @@ fn working_directory() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn stdio_is_wired() {
     let _g = setup!();
     let r = cg("cat")
@@ -226,6 +234,7 @@ fn inheritable_fds() -> Vec<u32> {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn environment() {
     let _g = setup!();
     let out = stdout_of(cg("/usr/bin/env").env_clear().env("A", "1").env("B", "two"));
@@ -244,6 +253,7 @@ fn environment() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn invalid_utf8_arguments_pass_byte_exact() {
     let _g = setup!();
     let arg = OsString::from_vec(vec![b'a', 0xff, 0xfe, b'z']);
@@ -284,6 +294,7 @@ fn install_usr1_handler() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn parent_signal_handlers_are_not_inherited() {
     let _g = setup!();
     install_usr1_handler();
@@ -308,6 +319,7 @@ fn parent_signal_handlers_are_not_inherited() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn child_signal_mask_is_empty_even_when_the_parent_blocks_signals() {
     let _g = setup!();
     if std::env::var_os("CORRAL_CLONE3").is_some_and(|v| v == "off") {
@@ -341,6 +353,7 @@ fn open_fds() -> usize {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn concurrent_spawns_leak_no_descriptors() {
     let _g = setup!();
     // Warm up lazily opened descriptors (none expected, but be fair).
@@ -371,6 +384,7 @@ fn concurrent_spawns_leak_no_descriptors() {
 /// of the parent in the child (which shares the parent's memory until exec).
 /// Run in its own process group so the storm stays inside it.
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn signal_storm_never_runs_a_parent_handler_in_the_child() {
     let _g = setup!();
     use std::os::unix::process::CommandExt;
@@ -392,6 +406,7 @@ fn signal_storm_never_runs_a_parent_handler_in_the_child() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 #[ignore = "helper of signal_storm_never_runs_a_parent_handler_in_the_child"]
 fn signal_storm_child() {
     let _g = setup!();
@@ -436,6 +451,7 @@ fn signal_storm_child() {
 
 /// The same checks through std's fork + pre-exec path.
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn fallback_path_runs_the_same_checks() {
     let _g = setup!();
     if std::env::var_os("CORRAL_CLONE3").is_some_and(|v| v == "off") {
@@ -469,6 +485,7 @@ fn fallback_path_runs_the_same_checks() {
 /// Prints spawn durations; asserts nothing about speed (corral-bench
 /// measures that).
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn spawn_timing_is_printed() {
     let _g = setup!();
     for mode in ["require", "off"] {
@@ -486,6 +503,7 @@ fn spawn_timing_is_printed() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 #[ignore = "helper of spawn_timing_is_printed"]
 fn spawn_timing_child() {
     let _g = setup!();
@@ -518,6 +536,7 @@ fn spawn_timing_child() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn a_foreign_fork_holding_the_error_pipe_does_not_hold_the_spawn() {
     let _g = setup!();
     // Another thread forks children that neither exec nor exit for 1 s: each
@@ -576,6 +595,7 @@ fn a_foreign_fork_holding_the_error_pipe_does_not_hold_the_spawn() {
 }
 
 #[test]
+#[corral_testkit::needs(cgroup)]
 fn path_errors_other_than_missing_are_met_as_execvp_meets_them() {
     let _g = setup!();
     let s = Scratch::new();

@@ -282,6 +282,28 @@ pub fn assert_between(elapsed: Duration, min: Duration, max: Duration) {
     );
 }
 
+pub use corral_testkit_macros::needs;
+
+/// The run-time half of [`needs`]: fails the test when a requirement that
+/// held where the test was built does not hold here.
+#[track_caller]
+pub fn require(what: &str) {
+    let ok = match what {
+        "cgroup" => writable_cgroup_v2().is_some(),
+        "script" => std::process::Command::new("script")
+            .arg("--version")
+            .output()
+            .is_ok(),
+        _ => false,
+    };
+    assert!(
+        ok,
+        "this test needs {what}, which was available where the test binary was built \
+         but is not here: rebuild the tests as this user (cargo test), or build them with \
+         CORRAL_TEST_ASSUME_UNPRIVILEGED=1 to run them unprivileged"
+    );
+}
+
 /// This process's own cgroup v2 directory, if it can create children there
 /// (root, or a delegated subtree); `None` means cgroup tests must skip.
 pub fn writable_cgroup_v2() -> Option<PathBuf> {
