@@ -74,8 +74,8 @@ fn cgroup_only() -> ContainmentChoice {
     ContainmentChoice::Only(Mechanism::Cgroup)
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn setsid_escaper_holding_the_pipe_is_killed() {
     let dir = need_cgroup!();
     let s = Scratch::new();
@@ -96,8 +96,8 @@ fn setsid_escaper_holding_the_pipe_is_killed() {
     assert_no_cgroup_left(&dir);
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn double_forked_daemon_is_killed_on_timeout() {
     let dir = need_cgroup!();
     let s = Scratch::new();
@@ -120,8 +120,8 @@ fn double_forked_daemon_is_killed_on_timeout() {
     assert_no_cgroup_left(&dir);
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn setsid_child_that_redirected_output_dies_with_a_nonzero_exit() {
     let dir = need_cgroup!();
     let s = Scratch::new();
@@ -137,8 +137,8 @@ fn setsid_child_that_redirected_output_dies_with_a_nonzero_exit() {
     assert_no_cgroup_left(&dir);
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn setsid_child_is_kept_and_released_after_exit_0() {
     let dir = need_cgroup!();
     let s = Scratch::new();
@@ -161,8 +161,8 @@ fn setsid_child_is_kept_and_released_after_exit_0() {
     assert_no_cgroup_left(&dir);
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn fork_bomb_stops_at_pids_max() {
     let dir = need_cgroup!();
     let s = Scratch::new();
@@ -199,8 +199,8 @@ fn fork_bomb_stops_at_pids_max() {
     assert_no_cgroup_left(&dir);
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn allocation_past_memory_max_is_stopped() {
     let dir = need_cgroup!();
     let s = Scratch::new();
@@ -226,8 +226,8 @@ fn allocation_past_memory_max_is_stopped() {
     assert_no_cgroup_left(&dir);
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn many_concurrent_runs_each_get_their_own_cgroup() {
     let dir = need_cgroup!();
     let handles: Vec<_> = (0..16)

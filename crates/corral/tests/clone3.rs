@@ -76,8 +76,8 @@ fn stdout_of(c: &mut Command) -> String {
     r.stdout.text_lossy()
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn child_is_born_in_its_own_cgroup() {
     let _g = setup!();
     let out = stdout_of(&mut sh("cat /proc/self/cgroup"));
@@ -95,8 +95,8 @@ fn child_is_born_in_its_own_cgroup() {
     assert_eq!(v2, format!("{own}/{name}"));
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn exit_codes_and_group_leadership() {
     let _g = setup!();
     assert_eq!(cg("/bin/true").run().unwrap().exit_code(), Some(0));
@@ -110,8 +110,8 @@ fn exit_codes_and_group_leadership() {
     assert_eq!(pid, pgid, "{out}");
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn missing_program_is_not_found() {
     let _g = setup!();
     for p in ["/nonexistent/corral-x", "corral-no-such-program-x", ""] {
@@ -122,8 +122,8 @@ fn missing_program_is_not_found() {
     }
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn non_executable_file_is_permission_denied() {
     let _g = setup!();
     let s = Scratch::new();
@@ -150,8 +150,8 @@ fn non_executable_file_is_permission_denied() {
     assert_eq!(out, "second\n");
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn working_directory() {
     let _g = setup!();
     let s = Scratch::new();
@@ -170,8 +170,8 @@ fn working_directory() {
     }
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn stdio_is_wired() {
     let _g = setup!();
     let r = cg("cat")
@@ -233,8 +233,8 @@ fn inheritable_fds() -> Vec<u32> {
         .collect()
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn environment() {
     let _g = setup!();
     let out = stdout_of(cg("/usr/bin/env").env_clear().env("A", "1").env("B", "two"));
@@ -252,8 +252,8 @@ fn environment() {
     assert_eq!(out, "yes/unset/x\n");
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn invalid_utf8_arguments_pass_byte_exact() {
     let _g = setup!();
     let arg = OsString::from_vec(vec![b'a', 0xff, 0xfe, b'z']);
@@ -293,8 +293,8 @@ fn install_usr1_handler() {
     }
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn parent_signal_handlers_are_not_inherited() {
     let _g = setup!();
     install_usr1_handler();
@@ -318,8 +318,8 @@ fn parent_signal_handlers_are_not_inherited() {
     assert!(!HANDLER_RAN_ELSEWHERE.load(Ordering::SeqCst));
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn child_signal_mask_is_empty_even_when_the_parent_blocks_signals() {
     let _g = setup!();
     if std::env::var_os("CORRAL_CLONE3").is_some_and(|v| v == "off") {
@@ -352,8 +352,8 @@ fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn concurrent_spawns_leak_no_descriptors() {
     let _g = setup!();
     // Warm up lazily opened descriptors (none expected, but be fair).
@@ -383,8 +383,8 @@ fn concurrent_spawns_leak_no_descriptors() {
 /// Signals sent to the child before it has set up must never run a handler
 /// of the parent in the child (which shares the parent's memory until exec).
 /// Run in its own process group so the storm stays inside it.
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn signal_storm_never_runs_a_parent_handler_in_the_child() {
     let _g = setup!();
     use std::os::unix::process::CommandExt;
@@ -405,8 +405,8 @@ fn signal_storm_never_runs_a_parent_handler_in_the_child() {
     }
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 #[ignore = "helper of signal_storm_never_runs_a_parent_handler_in_the_child"]
 fn signal_storm_child() {
     let _g = setup!();
@@ -450,8 +450,8 @@ fn signal_storm_child() {
 }
 
 /// The same checks through std's fork + pre-exec path.
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn fallback_path_runs_the_same_checks() {
     let _g = setup!();
     if std::env::var_os("CORRAL_CLONE3").is_some_and(|v| v == "off") {
@@ -484,8 +484,8 @@ fn fallback_path_runs_the_same_checks() {
 
 /// Prints spawn durations; asserts nothing about speed (corral-bench
 /// measures that).
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn spawn_timing_is_printed() {
     let _g = setup!();
     for mode in ["require", "off"] {
@@ -502,8 +502,8 @@ fn spawn_timing_is_printed() {
     }
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 #[ignore = "helper of spawn_timing_is_printed"]
 fn spawn_timing_child() {
     let _g = setup!();
@@ -535,8 +535,8 @@ fn spawn_timing_child() {
     drop(big);
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn a_foreign_fork_holding_the_error_pipe_does_not_hold_the_spawn() {
     let _g = setup!();
     // Another thread forks children that neither exec nor exit for 1 s: each
@@ -594,8 +594,8 @@ fn a_foreign_fork_holding_the_error_pipe_does_not_hold_the_spawn() {
     assert!(worst < Duration::from_millis(500), "a spawn took {worst:?}");
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn path_errors_other_than_missing_are_met_as_execvp_meets_them() {
     let _g = setup!();
     let s = Scratch::new();
