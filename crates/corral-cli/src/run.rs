@@ -71,11 +71,11 @@ pub fn run(opts: RunOpts) -> i32 {
     let result = cmd.spawn().map(|running| {
         // A terminal stays a terminal: the tree gets the foreground while it
         // runs (only when corral itself has it), and gives it back after.
-        let terminal = crate::tty::hand_over(running.id(), &jobs);
+        let _terminal = crate::tty::hand_over(running.id(), &jobs);
         let report = running.wait();
-        // No job-control signal after this point (the root is reaped).
+        // No job-control action after this point (the root is reaped); the
+        // terminal is given back when `_terminal` drops, just after.
         jobs.end();
-        drop(terminal);
         report
     });
     let recv = match received.load(Ordering::SeqCst) {
@@ -249,6 +249,7 @@ fn wire(cmd: &mut Command, fd: i32) -> bool {
 #[cfg(unix)]
 fn terminating_signals() -> Vec<i32> {
     use libc::*;
+    #[allow(unused_mut)] // extended on Linux and FreeBSD
     let mut v = vec![
         SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGUSR1, SIGUSR2, SIGALRM, SIGTERM, SIGXCPU, SIGXFSZ,
         SIGVTALRM, SIGPROF, SIGSYS,
@@ -259,7 +260,7 @@ fn terminating_signals() -> Vec<i32> {
         v.extend(SIGRTMIN()..=SIGRTMAX());
     }
     #[cfg(target_os = "freebsd")]
-    v.extend(SIGRTMIN..=SIGRTMAX);
+    v.extend(65..=126); // SIGRTMIN..=SIGRTMAX (not in libc for FreeBSD)
     v
 }
 

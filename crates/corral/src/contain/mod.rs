@@ -210,6 +210,7 @@ pub(crate) trait Containment: Send {
 /// used (when `auto` fell back).
 /// How to give corral a cgroup as an unprivileged user, named wherever a
 /// fallback is reported.
+#[cfg(target_os = "linux")]
 const DELEGATE_HINT: &str = "for a cgroup, run corral in a delegated subtree: \
      systemd-run --user --scope -p Delegate=yes corral ...";
 
