@@ -154,7 +154,7 @@ fn verbose_line(r: &Report, received: Option<i32>, wait_delay: Duration) -> Opti
     line.push_str(&format!(
         "; {} killed, {} kept ({})",
         plural(r.leftovers.killed),
-        plural(r.leftovers.kept),
+        r.leftovers.kept,
         r.containment.name()
     ));
     if let Some(e) = &r.cleanup_error {
@@ -165,9 +165,9 @@ fn verbose_line(r: &Report, received: Option<i32>, wait_delay: Duration) -> Opti
 
 fn plural(n: usize) -> String {
     if n == 1 {
-        "1 process".into()
+        "1 descendant".into()
     } else {
-        format!("{n} processes")
+        format!("{n} descendants")
     }
 }
 

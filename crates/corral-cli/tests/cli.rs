@@ -1498,7 +1498,7 @@ fn verbose_says_on_stderr_what_corral_did() {
     );
     d.assert_code(123);
     assert!(d.err().contains("held its output"), "{}", d.err());
-    assert!(d.err().contains("1 process killed"), "{}", d.err());
+    assert!(d.err().contains("1 descendant killed"), "{}", d.err());
     let d = run(
         corral(&s, ["run", "-v", "--", "sh", "-c", "kill -SYS $$"]),
         5 * SEC,
