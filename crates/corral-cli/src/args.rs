@@ -19,22 +19,9 @@ pub struct Cli {
 pub enum Cmd {
     /// Run one command under a deadline; contain and kill its whole tree (a
     /// drop-in for coreutils `timeout`: `corral run -t 10s -- make`).
-    ///
-    /// Exit status: the program's own code after a clean exit; 124 timed
-    /// out; 123 output held past the wait delay (holders killed); 125 corral
-    /// failed (usage, containment or cleanup); 126 found but not executable;
-    /// 127 not found; 128+N killed by signal N (not sent by corral) or
-    /// corral received signal N and passed it on.
     Run(RunOpts),
-    /// Run the tasks of a TOML manifest, many at once, and classify each run.
-    ///
-    /// Every run ends as exactly one of passed, failed (a clean lifecycle
-    /// and the wrong exit code or a nonzero result event) or error (timeout,
-    /// cancel, output held, signal, spawn, containment or cleanup failure, a
-    /// result event missing or unparsable). See the README.
-    ///
-    /// Exit status: 0 every run passed; 1 a run failed and none errored; 2 a
-    /// run errored (or the batch was interrupted); 125 bad manifest or usage.
+    /// Run the tasks of a TOML manifest, many at once, and classify each run
+    /// as passed, failed or error.
     Batch(BatchOpts),
 }
 
