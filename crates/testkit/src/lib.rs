@@ -316,7 +316,10 @@ pub fn writable_cgroup_v2() -> Option<PathBuf> {
     let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
     let dir = point.join(own.trim_start_matches('/'));
-    let probe = dir.join(format!("corral-probe-{}", std::process::id()));
+    // One name per call: tests of one process probe concurrently.
+    static PROBES: AtomicUsize = AtomicUsize::new(0);
+    let n = PROBES.fetch_add(1, Ordering::Relaxed);
+    let probe = dir.join(format!("corral-probe-{}-{n}", std::process::id()));
     std::fs::create_dir(&probe).ok()?;
     std::fs::remove_dir(&probe).ok()?;
     Some(dir)
