@@ -17,23 +17,11 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
-    /// Run one command under a deadline.
-    ///
-    /// Exit status: the program's own code after a clean exit; 124 timed
-    /// out; 123 output held past the wait delay (holders killed); 125 corral
-    /// failed (usage, containment or cleanup); 126 found but not executable;
-    /// 127 not found; 128+N killed by signal N (not sent by corral) or
-    /// corral received signal N and passed it on.
+    /// Run one command under a deadline; contain and kill its whole tree (a
+    /// drop-in for coreutils `timeout`: `corral run -t 10s -- make`).
     Run(RunOpts),
-    /// Run the tasks of a TOML manifest, many at once, and classify each run.
-    ///
-    /// Every run ends as exactly one of passed, failed (a clean lifecycle
-    /// and the wrong exit code or a nonzero result event) or error (timeout,
-    /// cancel, output held, signal, spawn, containment or cleanup failure, a
-    /// result event missing or unparsable). See the README.
-    ///
-    /// Exit status: 0 every run passed; 1 a run failed and none errored; 2 a
-    /// run errored (or the batch was interrupted); 125 bad manifest or usage.
+    /// Run the tasks of a TOML manifest, many at once, and classify each run
+    /// as passed, failed or error.
     Batch(BatchOpts),
     /// Merge the JSON reports of the shards of one batch (`corral batch
     /// --partition K/N`) into one report of the same schema.
@@ -67,6 +55,7 @@ pub struct MergeOpts {
 }
 
 #[derive(Args, Debug)]
+#[command(after_long_help = BATCH_AFTER_HELP)]
 pub struct BatchOpts {
     /// The manifest (TOML): a `[defaults]` table and `[[task]]` tables
     /// (`-` reads it from standard input).
@@ -115,8 +104,8 @@ pub struct BatchOpts {
     #[arg(long)]
     pub fail_fast: bool,
 
-    /// Write a JSON report of every run to FILE (`-` for stdout; the summary
-    /// then goes to stderr).
+    /// Write a JSON report of every run to FILE (`-` for stdout, as in
+    /// `corral run`; the summary table then goes to stderr).
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
 
@@ -140,6 +129,49 @@ pub struct BatchOpts {
     pub containment: ContainmentArg,
 }
 
+const BATCH_AFTER_HELP: &str = "\
+Manifest (TOML): an optional [defaults] table (any task key but name, run
+and shell), then one [[task]] table per task:
+
+  [defaults]
+  timeout = \"10m\"
+  [[task]]
+  name = \"unit\"                 # required, unique; runs are unit#0, unit#1, ...
+  run = [\"cargo\", \"test\"]       # an argv list, or:
+  # shell = \"make check | tee log\"  (a string for /bin/sh -c)
+
+Task keys:
+  name          required, unique
+  run / shell   exactly one: an argv list, or a string for /bin/sh -c
+  cwd           working directory, relative to the manifest's directory
+  env           variables added to corral's environment (task wins)
+  timeout       time per run (\"500ms\", \"1m30s\", or seconds) [none]
+  wait_delay    how long descendants may hold the output after the exit [2s]
+  grace         time between the first signal and SIGKILL [0]
+  signal        the first signal when there is a grace [TERM]
+  leftovers     kill | keep-on-success | keep [kill]: kill kills every
+                descendant still running when the program exits;
+                keep-on-success keeps them after a clean exit 0 only; keep
+                never kills them (nothing started by a batch outlives its
+                run under the default)
+  repeat        runs of the task [1]
+  expect_exit   the exit code that passes [0]
+  result_event  read the result from stdout, e.g.
+                { type = \"run_end\", field = \"exitCode\" }: the last JSON
+                line of that type; its field must be 0 (and the exit code
+                expect_exit); read only after a clean lifecycle
+Each run gets CORRAL_TASK and CORRAL_RUN in its environment.
+
+Each run ends as passed, failed (clean lifecycle, wrong exit code or a
+nonzero result event) or error (timed out, cancelled, output held, killed by
+a signal corral did not send, spawn/containment/cleanup failure, result
+event missing or malformed).
+
+Exit status: 0 every run passed; 1 a run failed and none errored; 2 a run
+errored, or a signal stopped the batch; 125 bad manifest or usage, or a
+report could not be written.
+";
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProgressArg {
     Auto,
@@ -148,26 +180,51 @@ pub enum ProgressArg {
     None,
 }
 
+/// The grace `-s SIG` gets when `-k` is not given: SIG first, SIGKILL 10 s
+/// later (as `docker stop`), so a chosen signal is always sent and the
+/// return stays bounded.
+pub const DEFAULT_SIGNAL_GRACE: Duration = Duration::from_secs(10);
+
 #[derive(Args, Debug)]
+#[command(after_long_help = RUN_AFTER_HELP)]
 pub struct RunOpts {
-    /// Time allowed (e.g. 500ms, 1m30s; a bare number means seconds).
+    /// Time allowed (500ms, 10s, 1m30s, 2h; a bare number means seconds;
+    /// 0 means no limit, as with `timeout 0`).
     #[arg(short = 't', long, value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
 
     /// After the program exits, how long its descendants may hold its
-    /// output open before they are killed.
+    /// output open (when corral relays it: a pipe or socket) before they
+    /// are killed.
     #[arg(long, value_parser = parse_duration, default_value = "2s", value_name = "DURATION")]
     pub wait_delay: Duration,
 
-    /// Time between the first signal and SIGKILL (0: SIGKILL at once).
-    #[arg(short = 'k', long, value_parser = parse_duration, default_value = "0", value_name = "DURATION")]
-    pub grace: Duration,
+    /// Time between the first signal and SIGKILL. Without -k: SIGKILL at
+    /// once, or 10s after the first signal when -s is given.
+    #[arg(short = 'k', long = "kill-after", visible_alias = "grace", value_parser = parse_duration, value_name = "DURATION")]
+    pub grace: Option<Duration>,
 
-    /// First signal sent when a grace is set (name or number).
-    #[arg(short = 's', long, value_parser = parse_signal, default_value = "TERM", value_name = "SIGNAL")]
-    pub signal: Signal,
+    /// First signal sent to the tree (name such as TERM, INT, USR1, SYS,
+    /// RTMIN+3, or a number). Given without -k, it gets a 10s grace before
+    /// SIGKILL [default: TERM, used only with -k].
+    #[arg(short = 's', long, value_parser = parse_signal, value_name = "SIGNAL")]
+    pub signal: Option<Signal>,
 
-    /// What happens to descendants still running when the program exits.
+    /// Exit with the program's own status even when it timed out or its
+    /// output was held (128+N when it was killed by signal N), as
+    /// `timeout --preserve-status`. corral's own failures (125-127) stay.
+    #[arg(long)]
+    pub preserve_status: bool,
+
+    /// Print one line on stderr when corral signals the tree or the run does
+    /// not end in a clean exit: what happened, which signals, how many
+    /// processes were killed or kept.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+
+    /// What happens to descendants still running when the program exits:
+    /// keep-on-success keeps them after a clean exit 0 and kills them
+    /// otherwise; kill always kills them; keep never does.
     #[arg(long, value_enum, default_value_t = Leftovers::KeepOnSuccess)]
     pub leftovers: Leftovers,
 
@@ -190,19 +247,75 @@ pub struct RunOpts {
     #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DURATION")]
     pub confirm_window: Duration,
 
-    /// Write a JSON report of the run to FILE (`-` for stderr).
+    /// Write a JSON report of the run to FILE (`-` for stdout, after the
+    /// program's own output; as in `corral batch`).
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
 
     /// The program and its arguments (bytes are passed through unchanged).
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM"
-    )]
+    /// Options of corral come before it; everything from the first word
+    /// that is not an option (or after `--`) is the program's.
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     pub command: Vec<OsString>,
 }
+
+impl RunOpts {
+    /// The grace: `-k` as given; else 10 s when `-s` was given; else 0.
+    pub fn effective_grace(&self) -> Duration {
+        match (self.grace, self.signal) {
+            (Some(g), _) => g,
+            (None, Some(_)) => DEFAULT_SIGNAL_GRACE,
+            (None, None) => Duration::ZERO,
+        }
+    }
+
+    /// The time limit: `-t 0` (or none) means no limit.
+    pub fn effective_timeout(&self) -> Option<Duration> {
+        self.timeout.filter(|t| !t.is_zero())
+    }
+}
+
+const RUN_AFTER_HELP: &str = "\
+Exit status:
+  N      the program exited with N, and every lifecycle step was clean
+  123    the program exited, but a descendant held its output past the wait
+         delay (the holders were killed)
+  124    timed out (the tree was terminated)
+  125    corral failed: usage, containment, cleanup (survivors), report
+  126    the program was found but could not be executed
+  127    the program was not found
+  128+N  the program was killed by signal N that corral did not send, or
+         corral received signal N (INT, TERM, HUP, QUIT, USR1, USR2, ALRM,
+         PIPE from another process, ...), passed it on to the tree, and exited
+  With --preserve-status: the program's own status (128+N if killed) for
+  123 and 124 too.
+
+Signals: -t alone kills the tree with SIGKILL at the deadline. -k D sends
+-s SIG (default TERM) first, then SIGKILL D later if anything is left. -s SIG
+alone means -k 10s. A signal corral receives is passed on as the first
+signal (with the same grace rule).
+
+Output: when corral's stdout/stderr is a pipe or socket, corral relays the
+program's output, counts it, and waits at most --wait-delay after the
+program's exit for descendants holding it (then 123, holders killed). When
+it is a terminal or a regular file, the program writes there directly
+(bytes are not counted: null in the report) and corral does not wait for
+it: after the program exits, a descendant that still writes there is
+treated only by --leftovers (kept after a clean exit 0 under
+keep-on-success; use --leftovers kill to leave nothing behind).
+
+Terminal: in the foreground of a terminal, the tree gets the foreground
+while it runs. Ctrl-Z stops the tree and corral (the shell gets the
+terminal back); fg continues both.
+
+Report (--report): one JSON object: outcome (exited, signaled, timed_out,
+cancelled, output_held, spawn_failed, containment_failed, cleanup_failed),
+exit_code, signal (the raw number), signal_name, containment, killed, kept,
+duration_ms, stdout_bytes / stderr_bytes (null when passed through), output
+(relayed or passed_through per stream), error, pid, signals_sent,
+received_signal, survivors, timings_ms, containment_note, usage,
+limits_hit, corral_exit.
+";
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Leftovers {

@@ -1,6 +1,6 @@
 //! Exit codes, in one place (coreutils `timeout` conventions plus 123).
 
-use corral::{Error, Outcome, Report, SpawnErrorKind};
+use corral::{Error, Outcome, Report, RootStatus, SpawnErrorKind};
 
 pub const OUTPUT_HELD: i32 = 123;
 pub const TIMED_OUT: i32 = 124;
@@ -11,11 +11,25 @@ pub const NOT_FOUND: i32 = 127;
 /// The exit code for a run that happened. `received` is a signal corral
 /// received and passed on to the tree.
 pub fn for_report(report: &Report, received: Option<i32>) -> i32 {
+    for_run(report, received, false)
+}
+
+/// As [`for_report`]; with `preserve_status`, a timeout or held output exits
+/// with the root's own status (128+N when it was killed), as
+/// `timeout --preserve-status` does.
+pub fn for_run(report: &Report, received: Option<i32>, preserve_status: bool) -> i32 {
     if report.cleanup_error.is_some() {
         return CORRAL_FAILED;
     }
     if let (Some(sig), Outcome::Cancelled) = (received, report.outcome) {
         return 128 + sig;
+    }
+    if preserve_status && matches!(report.outcome, Outcome::TimedOut | Outcome::OutputHeld) {
+        match report.root {
+            Some(RootStatus::Exited(c)) => return c,
+            Some(RootStatus::Signaled(s)) => return 128 + s.as_raw(),
+            None => {}
+        }
     }
     match report.outcome {
         Outcome::Exited(code) => code,

@@ -9,13 +9,17 @@ pub struct JsonReport {
     pub outcome: &'static str,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
+    pub signal_name: Option<String>,
     pub containment: Option<&'static str>,
     pub containment_note: Option<String>,
     pub killed: usize,
     pub kept: usize,
     pub duration_ms: f64,
-    pub stdout_bytes: u64,
-    pub stderr_bytes: u64,
+    /// Null when the stream was passed through (a terminal or a file):
+    /// corral does not see those bytes.
+    pub stdout_bytes: Option<u64>,
+    pub stderr_bytes: Option<u64>,
+    pub output: Option<OutputPaths>,
     pub error: Option<String>,
     pub pid: Option<u32>,
     pub signals_sent: Vec<i32>,
@@ -25,6 +29,24 @@ pub struct JsonReport {
     pub usage: Option<Usage>,
     pub limits_hit: Vec<&'static str>,
     pub corral_exit: i32,
+}
+
+/// How each of corral's streams reached the program: `relayed` (a pipe or
+/// socket: counted, holders waited for at most the wait delay) or
+/// `passed_through` (a terminal or file: written directly, not counted, not
+/// waited for; leftovers policy only).
+#[derive(Serialize)]
+pub struct OutputPaths {
+    pub stdout: &'static str,
+    pub stderr: &'static str,
+}
+
+fn path_name(relayed: bool) -> &'static str {
+    if relayed {
+        "relayed"
+    } else {
+        "passed_through"
+    }
 }
 
 #[derive(Serialize)]
@@ -48,7 +70,26 @@ fn ms(d: std::time::Duration) -> f64 {
 }
 
 impl JsonReport {
-    pub fn from_report(r: &Report, received: Option<i32>, exit: i32, relayed: [bool; 2]) -> Self {
+    /// The report of a `corral run`: `relayed` says which of corral's
+    /// streams went through corral (counted); the others were passed through
+    /// to the program and their counts are null.
+    pub fn from_run(r: &Report, received: Option<i32>, exit: i32, relayed: [bool; 2]) -> Self {
+        let mut j = Self::from_report(r, received, exit, relayed);
+        if !relayed[0] {
+            j.stdout_bytes = None;
+        }
+        if !relayed[1] {
+            j.stderr_bytes = None;
+        }
+        j.output = Some(OutputPaths {
+            stdout: path_name(relayed[0]),
+            stderr: path_name(relayed[1]),
+        });
+        j
+    }
+
+    /// A report whose output was captured (every byte counted).
+    pub fn from_report(r: &Report, received: Option<i32>, exit: i32, _relayed: [bool; 2]) -> Self {
         let (exit_code, signal) = match r.root {
             Some(RootStatus::Exited(c)) => (Some(c), None),
             Some(RootStatus::Signaled(s)) => (None, Some(s.as_raw())),
@@ -71,18 +112,21 @@ impl JsonReport {
             )),
             _ => None,
         };
-        let _ = relayed;
         JsonReport {
             outcome: r.outcome_name(),
             exit_code,
             signal,
+            signal_name: signal
+                .and_then(corral::Signal::from_raw)
+                .map(|s| s.to_string()),
             containment: Some(r.containment.name()),
             containment_note: r.containment_note.clone(),
             killed: r.leftovers.killed,
             kept: r.leftovers.kept,
             duration_ms: ms(r.duration()),
-            stdout_bytes: r.stdout.total_bytes(),
-            stderr_bytes: r.stderr.total_bytes(),
+            stdout_bytes: Some(r.stdout.total_bytes()),
+            stderr_bytes: Some(r.stderr.total_bytes()),
+            output: None,
             error,
             pid: Some(r.pid),
             signals_sent: r.signals_sent.iter().map(|s| s.as_raw()).collect(),
@@ -115,6 +159,7 @@ impl JsonReport {
             outcome: e.outcome_name(),
             exit_code: None,
             signal: None,
+            signal_name: None,
             containment: match e {
                 Error::Containment { mechanism, .. } => Some(mechanism.name()),
                 _ => None,
@@ -123,8 +168,9 @@ impl JsonReport {
             killed: 0,
             kept: 0,
             duration_ms: ms(elapsed),
-            stdout_bytes: 0,
-            stderr_bytes: 0,
+            stdout_bytes: None,
+            stderr_bytes: None,
+            output: None,
             error: Some(e.to_string()),
             pid: None,
             signals_sent: Vec::new(),

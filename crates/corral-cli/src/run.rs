@@ -1,16 +1,28 @@
 //! `corral run`: wire corral's own streams to the child, pass signals on,
-//! print the report, pick the exit code.
+//! follow the terminal's job control, print the report, pick the exit code.
+//!
+//! corral never panics on I/O to its own streams: every message goes through
+//! [`say`], which ignores a closed or broken stderr, and the exit code is the
+//! documented one whatever stdout/stderr are.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use corral::{CancelToken, Command, ContainmentChoice, Input, Mechanism, Output};
+use corral::{CancelToken, Command, ContainmentChoice, Input, Mechanism, Outcome, Output, Report};
 
 use crate::args::{ContainmentArg, RunOpts};
 use crate::exit;
 use crate::json::JsonReport;
+
+/// Writes one line to stderr; a closed, full or broken stderr is ignored
+/// (corral's exit code must not depend on it).
+pub fn say(msg: std::fmt::Arguments<'_>) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_fmt(format_args!("corral: {msg}\n"));
+    let _ = err.flush();
+}
 
 pub fn run(opts: RunOpts) -> i32 {
     let started = Instant::now();
@@ -18,12 +30,16 @@ pub fn run(opts: RunOpts) -> i32 {
     // subreaper (auto uses it where no cgroup can be had).
     #[cfg(target_os = "linux")]
     let _ = corral::enable_subreaper();
-    let (program, args) = opts.command.split_first().expect("clap requires PROGRAM");
+    let Some((program, args)) = opts.command.split_first() else {
+        say(format_args!("no program given"));
+        return exit::CORRAL_FAILED;
+    };
+    let grace = opts.effective_grace();
     let mut cmd = Command::new(program);
     cmd.args(args)
         .wait_delay(opts.wait_delay)
-        .grace(opts.grace)
-        .signal(opts.signal)
+        .grace(grace)
+        .signal(opts.signal.unwrap_or(corral::Signal::TERM))
         .leftovers(opts.leftovers.into())
         .confirm_window(opts.confirm_window)
         .containment(match opts.containment {
@@ -35,7 +51,7 @@ pub fn run(opts: RunOpts) -> i32 {
         .stdin(Input::inherit())
         // Relayed output is written as it comes; only counts matter here.
         .capture_limit(0);
-    if let Some(t) = opts.timeout {
+    if let Some(t) = opts.effective_timeout() {
         cmd.timeout(t);
     }
     if let Some(m) = opts.memory_max {
@@ -49,13 +65,18 @@ pub fn run(opts: RunOpts) -> i32 {
     let token = CancelToken::new();
     cmd.cancel_token(&token);
     let received = Arc::new(AtomicI32::new(0));
-    let _signals = pass_signals_on(&token, &received);
+    let jobs = crate::tty::JobControl::new();
+    let _signals = pass_signals_on(&token, &received, &jobs);
 
     let result = cmd.spawn().map(|running| {
         // A terminal stays a terminal: the tree gets the foreground while it
         // runs (only when corral itself has it), and gives it back after.
-        let _terminal = crate::tty::hand_over(running.id());
-        running.wait()
+        let _terminal = crate::tty::hand_over(running.id(), &jobs);
+        let report = running.wait();
+        // No job-control action after this point (the root is reaped); the
+        // terminal is given back when `_terminal` drops, just after.
+        jobs.end();
+        report
     });
     let recv = match received.load(Ordering::SeqCst) {
         0 => None,
@@ -63,12 +84,12 @@ pub fn run(opts: RunOpts) -> i32 {
     };
     let (code, json) = match &result {
         Ok(report) => {
-            let code = exit::for_report(report, recv);
-            (code, JsonReport::from_report(report, recv, code, relayed))
+            let code = exit::for_run(report, recv, opts.preserve_status);
+            (code, JsonReport::from_run(report, recv, code, relayed))
         }
         Err(e) => {
             let code = exit::for_error(e, recv);
-            eprintln!("corral: {e}");
+            say(format_args!("{e}"));
             (
                 code,
                 JsonReport::from_error(e, recv, code, started.elapsed()),
@@ -77,23 +98,95 @@ pub fn run(opts: RunOpts) -> i32 {
     };
     if let Ok(report) = &result {
         if let Some(e) = &report.cleanup_error {
-            eprintln!("corral: {e}");
+            say(format_args!("{e}"));
+        }
+        if opts.verbose {
+            if let Some(line) = verbose_line(report, recv, opts.wait_delay) {
+                say(format_args!("{line}"));
+            }
         }
     }
     if let Some(path) = &opts.report {
         if let Err(e) = write_report(path, &json) {
-            eprintln!("corral: cannot write report to {}: {e}", path.display());
+            say(format_args!(
+                "cannot write report to {}: {e}",
+                if path.as_os_str() == "-" {
+                    "stdout".into()
+                } else {
+                    path.display().to_string()
+                }
+            ));
             return exit::CORRAL_FAILED;
         }
     }
     code
 }
 
+/// `-v`: one line saying what corral did and why, when it signalled the tree
+/// or the run did not end in a clean exit.
+fn verbose_line(r: &Report, received: Option<i32>, wait_delay: Duration) -> Option<String> {
+    let clean_exit = matches!(r.outcome, Outcome::Exited(_)) && r.cleanup_error.is_none();
+    if clean_exit && r.signals_sent.is_empty() {
+        return None;
+    }
+    let took = fmt_ms(r.duration());
+    let what = match r.outcome {
+        Outcome::Exited(c) => format!("the program exited {c} after {took}"),
+        Outcome::Signaled(s) => format!(
+            "the program was killed by {s} (signal {}) after {took}, not sent by corral",
+            s.as_raw()
+        ),
+        Outcome::TimedOut => format!("timed out after {took}"),
+        Outcome::OutputHeld => format!(
+            "the program exited, but a descendant held its output past the {} wait delay ({took})",
+            fmt_ms(wait_delay)
+        ),
+        Outcome::Cancelled => match received.and_then(corral::Signal::from_raw) {
+            Some(s) => format!("received {s} after {took}, passed it on to the tree"),
+            None => format!("cancelled after {took}"),
+        },
+    };
+    let mut line = what;
+    if !r.signals_sent.is_empty() {
+        let sent: Vec<String> = r.signals_sent.iter().map(|s| s.to_string()).collect();
+        line.push_str(&format!("; sent {} to the tree", sent.join(" then ")));
+    }
+    line.push_str(&format!(
+        "; {} killed, {} kept ({})",
+        plural(r.leftovers.killed),
+        r.leftovers.kept,
+        r.containment.name()
+    ));
+    if let Some(e) = &r.cleanup_error {
+        line.push_str(&format!("; {e}"));
+    }
+    Some(line)
+}
+
+fn plural(n: usize) -> String {
+    if n == 1 {
+        "1 descendant".into()
+    } else {
+        format!("{n} descendants")
+    }
+}
+
+fn fmt_ms(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+/// `--report -` is stdout (the one rule for `run` and `batch`), written
+/// after the program's own output. A reader that went away (EPIPE) loses the
+/// report but does not change the exit code; any other failure is 125.
 fn write_report(path: &std::path::Path, json: &JsonReport) -> std::io::Result<()> {
     let mut text = serde_json::to_string(json).map_err(std::io::Error::other)?;
     text.push('\n');
     if path.as_os_str() == "-" {
-        std::io::stderr().write_all(text.as_bytes())
+        let mut out = std::io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            r => r,
+        }
     } else {
         std::fs::write(path, text)
     }
@@ -106,9 +199,10 @@ fn write_report(path: &std::path::Path, json: &JsonReport) -> std::io::Result<()
 #[cfg(unix)]
 fn wire(cmd: &mut Command, fd: i32) -> bool {
     use std::os::fd::{AsFd, BorrowedFd};
-    // SAFETY: fds 1 and 2 are open for the life of the process (a closed one
-    // makes fstat fail, which is handled); the borrow does not outlive this
-    // function except through an owned duplicate.
+    // SAFETY: fds 1 and 2 are open for the life of the process (std opens
+    // /dev/null on a closed one at start-up; a failing fstat is handled); the
+    // borrow does not outlive this function except through an owned
+    // duplicate.
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     let relay = match rustix::fs::fstat(borrowed) {
         Ok(st) => {
@@ -146,25 +240,67 @@ fn wire(cmd: &mut Command, fd: i32) -> bool {
     false
 }
 
-/// SIGINT, SIGTERM and SIGHUP sent to corral are passed on to the tree
-/// (then the grace rule applies), and corral exits 128+N.
+/// Every signal whose default action would end corral, and that can be
+/// caught (not the synchronous faults SEGV, BUS, ILL, FPE, TRAP): it is
+/// passed on to the tree as the first signal (then the grace rule applies),
+/// the report is written, and corral exits 128+N. SIGPIPE stays ignored (as
+/// Rust sets it): corral's own writes to a broken pipe fail with EPIPE and
+/// are handled where they happen, and a SIGPIPE sent to corral cannot end it.
+#[cfg(unix)]
+fn terminating_signals() -> Vec<i32> {
+    use libc::*;
+    #[allow(unused_mut)] // extended on Linux and FreeBSD
+    let mut v = vec![
+        SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGUSR1, SIGUSR2, SIGALRM, SIGTERM, SIGXCPU, SIGXFSZ,
+        SIGVTALRM, SIGPROF, SIGSYS,
+    ];
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        v.extend([SIGSTKFLT, SIGIO, SIGPWR]);
+        v.extend(SIGRTMIN()..=SIGRTMAX());
+    }
+    #[cfg(target_os = "freebsd")]
+    v.extend(65..=126); // SIGRTMIN..=SIGRTMAX (not in libc for FreeBSD)
+    v
+}
+
+/// Passes terminating signals on to the tree and follows the terminal's job
+/// control (SIGCHLD: the tree stopped from the terminal; SIGCONT: corral was
+/// continued), on one thread.
 #[cfg(unix)]
 fn pass_signals_on(
     token: &CancelToken,
     received: &Arc<AtomicI32>,
+    jobs: &crate::tty::JobControl,
 ) -> Option<std::thread::JoinHandle<()>> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).ok()?;
+    use signal_hook::consts::{SIGCHLD, SIGCONT};
+    let mut wanted = terminating_signals();
+    wanted.extend([SIGCHLD, SIGCONT]);
+    let mut signals = match signal_hook::iterator::Signals::new(&wanted) {
+        Ok(s) => s,
+        Err(e) => {
+            say(format_args!("cannot handle signals: {e}"));
+            return None;
+        }
+    };
     let token = token.clone();
     let received = received.clone();
+    let jobs = jobs.clone();
     std::thread::Builder::new()
         .name("corral-signals".into())
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                let _ = received.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-                match corral::Signal::from_raw(sig) {
-                    Some(s) => token.cancel_with(s),
-                    None => token.cancel(),
+            for sig in signals.forever() {
+                match sig {
+                    SIGCHLD => jobs.on_child_changed(),
+                    SIGCONT => jobs.on_continued(),
+                    _ => {
+                        let _ =
+                            received.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+                        match corral::Signal::from_raw(sig) {
+                            Some(s) => token.cancel_with(s),
+                            None => token.cancel(),
+                        }
+                    }
                 }
             }
         })
@@ -175,6 +311,7 @@ fn pass_signals_on(
 fn pass_signals_on(
     _token: &CancelToken,
     _received: &Arc<AtomicI32>,
+    _jobs: &crate::tty::JobControl,
 ) -> Option<std::thread::JoinHandle<()>> {
     None
 }

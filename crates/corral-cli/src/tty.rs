@@ -4,6 +4,20 @@
 //! runs, so an interactive program can read the terminal (instead of being
 //! stopped by SIGTTIN) and Ctrl-C reaches the tree directly. The terminal is
 //! given back when the run ends.
+//!
+//! Job control: when the tree is stopped from the terminal (Ctrl-Z: SIGTSTP;
+//! or SIGTTIN/SIGTTOU), corral takes the terminal back and stops its own
+//! process group with SIGTSTP, so the shell sees its job stopped and gets the
+//! terminal. When corral is continued (`fg`: SIGCONT), it gives the
+//! foreground back to the tree (only if the shell gave it to corral; after
+//! `bg` the tree runs in the background) and continues the tree.
+//!
+//! The only signal corral sends here is SIGCONT to the tree's group, and only
+//! while the run is being waited for, after checking through the root's pidfd
+//! that the root (the group's leader, which pins the group id) has not
+//! exited; after the wait [`JobControl::end`] stops all of it.
+
+use std::sync::{Arc, Mutex};
 
 /// Restores the terminal's foreground group on drop.
 pub struct Foreground {
@@ -11,9 +25,123 @@ pub struct Foreground {
     ours: rustix::process::Pid,
 }
 
+/// Shared between the waiting thread and the signal thread.
+#[derive(Clone, Default)]
+pub struct JobControl(Arc<Mutex<Option<Tree>>>);
+
+#[allow(dead_code)]
+struct Tree {
+    #[cfg(unix)]
+    pgid: rustix::process::Pid,
+    #[cfg(unix)]
+    ours: rustix::process::Pid,
+    #[cfg(target_os = "linux")]
+    pidfd: Option<std::os::fd::OwnedFd>,
+}
+
+impl JobControl {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The run is over: no job-control action from now on.
+    pub fn end(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+#[cfg(unix)]
+impl JobControl {
+    fn start(&self, pgid: rustix::process::Pid, ours: rustix::process::Pid) {
+        #[cfg(target_os = "linux")]
+        let pidfd = rustix::process::pidfd_open(pgid, rustix::process::PidfdFlags::empty()).ok();
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Tree {
+            pgid,
+            ours,
+            #[cfg(target_os = "linux")]
+            pidfd,
+        });
+    }
+
+    /// SIGCHLD: if the root was stopped from the terminal, take the terminal
+    /// back and stop corral's own group (the shell's job).
+    pub fn on_child_changed(&self) {
+        use rustix::process::{waitid, WaitId, WaitIdOptions};
+        let guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(tree) = guard.as_ref() else {
+            return;
+        };
+        #[cfg(target_os = "linux")]
+        let id = match &tree.pidfd {
+            Some(fd) => WaitId::PidFd(std::os::fd::AsFd::as_fd(fd)),
+            None => WaitId::Pid(tree.pgid),
+        };
+        #[cfg(not(target_os = "linux"))]
+        let id = WaitId::Pid(tree.pgid);
+        // WSTOPPED alone never reports (or reaps) an exit.
+        let Ok(Some(st)) = waitid(id, WaitIdOptions::STOPPED | WaitIdOptions::NOHANG) else {
+            return;
+        };
+        let stop = st.stopping_signal();
+        let from_terminal = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+        if !stop.is_some_and(|s| from_terminal.contains(&s)) {
+            return;
+        }
+        let stdin = std::io::stdin();
+        if rustix::termios::tcgetpgrp(&stdin).ok() != Some(tree.pgid) {
+            return; // the tree does not have the terminal: not ours to follow
+        }
+        let _ = with_sigttou_blocked(|| rustix::termios::tcsetpgrp(&stdin, tree.ours));
+        // Stops corral (SIGTSTP is not handled here) and the rest of its job.
+        let _ = rustix::process::kill_process_group(tree.ours, rustix::process::Signal::TSTP);
+    }
+
+    /// SIGCONT: corral was continued. Give the foreground back to the tree
+    /// when the shell gave it to corral, and continue the tree.
+    pub fn on_continued(&self) {
+        let guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(tree) = guard.as_ref() else {
+            return;
+        };
+        if !self.root_alive(tree) {
+            return;
+        }
+        let stdin = std::io::stdin();
+        if rustix::termios::tcgetpgrp(&stdin).ok() == Some(tree.ours) {
+            let _ = with_sigttou_blocked(|| rustix::termios::tcsetpgrp(&stdin, tree.pgid));
+        }
+        let _ = rustix::process::kill_process_group(tree.pgid, rustix::process::Signal::CONT);
+    }
+
+    /// Whether the root has not exited (so its group id is still its own).
+    fn root_alive(&self, tree: &Tree) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Some(fd) = &tree.pidfd {
+            use rustix::process::{waitid, WaitId, WaitIdOptions};
+            return matches!(
+                waitid(
+                    WaitId::PidFd(std::os::fd::AsFd::as_fd(fd)),
+                    WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+                ),
+                Ok(None)
+            );
+        }
+        let _ = tree;
+        false
+    }
+}
+
+#[cfg(not(unix))]
+impl JobControl {
+    #[allow(dead_code)]
+    pub fn on_child_changed(&self) {}
+    #[allow(dead_code)]
+    pub fn on_continued(&self) {}
+}
+
 /// Hands the terminal on stdin to process group `pgid` if corral owns it.
 #[cfg(unix)]
-pub fn hand_over(pgid: u32) -> Option<Foreground> {
+pub fn hand_over(pgid: u32, jobs: &JobControl) -> Option<Foreground> {
     use rustix::termios::{isatty, tcgetpgrp, tcsetpgrp};
     let stdin = std::io::stdin();
     if !isatty(&stdin) {
@@ -25,6 +153,7 @@ pub fn hand_over(pgid: u32) -> Option<Foreground> {
     }
     let theirs = rustix::process::Pid::from_raw(pgid as i32)?;
     with_sigttou_blocked(|| tcsetpgrp(&stdin, theirs)).ok()?;
+    jobs.start(theirs, ours);
     // If the child already read the terminal and was stopped by SIGTTIN
     // before the hand-over, let it go on. The group is still pinned: its
     // leader has not been reaped (corral has not started waiting).
@@ -33,7 +162,7 @@ pub fn hand_over(pgid: u32) -> Option<Foreground> {
 }
 
 #[cfg(not(unix))]
-pub fn hand_over(_pgid: u32) -> Option<Foreground> {
+pub fn hand_over(_pgid: u32, _jobs: &JobControl) -> Option<Foreground> {
     None
 }
 

@@ -369,7 +369,8 @@ fn report_write_failure_is_corral_failure() {
 // ---------------------------------------------------------------- JSON report
 
 #[test]
-fn report_to_stderr_is_one_json_object_after_the_childs_stderr() {
+fn report_dash_is_one_json_object_on_stdout_after_the_programs_output() {
+    // `--report -` is stdout, in `run` as in `batch`.
     let s = Scratch::new();
     let d = run(
         corral(
@@ -381,23 +382,23 @@ fn report_to_stderr_is_one_json_object_after_the_childs_stderr() {
                 "--",
                 "sh",
                 "-c",
-                "printf out; printf 'err\\n' >&2; exit 3",
+                "printf 'out\\n'; printf 'err\\n' >&2; exit 3",
             ],
         ),
         5 * SEC,
     );
     d.assert_code(3);
-    assert_eq!(d.out(), "out");
-    let err = d.err();
-    assert!(err.starts_with("err\n"), "child's stderr first: {err:?}");
-    let last = err.trim_end().lines().last().unwrap();
+    assert_eq!(d.err(), "err\n");
+    let out = d.out();
+    assert!(out.starts_with("out\n"), "program's stdout first: {out:?}");
+    assert_eq!(out.trim_end().lines().count(), 2, "{out:?}");
+    let last = out.trim_end().lines().last().unwrap();
     let v: serde_json::Value = serde_json::from_str(last).unwrap();
     check_report(&v);
     assert_eq!(v["outcome"], "exited");
     assert_eq!(v["exit_code"], 3);
-    assert_eq!(count(&v, "stdout_bytes"), 3);
+    assert_eq!(count(&v, "stdout_bytes"), 4);
     assert_eq!(count(&v, "stderr_bytes"), 4);
-    assert_eq!(err.trim_end().lines().count(), 2, "{err:?}");
 }
 
 #[test]
@@ -1021,13 +1022,541 @@ fn help_and_version_exit_0() {
     for opt in [
         "--timeout",
         "--wait-delay",
+        "--kill-after",
         "--grace",
         "--signal",
+        "--preserve-status",
+        "--verbose",
         "--leftovers",
         "--report",
+        "Exit status",
+        "keep-on-success",
+        "passed through",
     ] {
         assert!(d.out().contains(opt), "{opt} missing from run --help");
     }
+    let d = run(corral(&s, ["batch", "--help"]), 5 * SEC);
+    d.assert_code(0);
+    for key in [
+        "[[task]]",
+        "[defaults]",
+        "result_event",
+        "expect_exit",
+        "wait_delay",
+        "repeat",
+        "leftovers",
+        "keep-on-success",
+        "Exit status",
+    ] {
+        assert!(d.out().contains(key), "{key} missing from batch --help");
+    }
     let d = run(corral(&s, ["--version"]), 5 * SEC);
     d.assert_code(0);
+}
+
+// ------------------------------------------------- issue #10: the contract
+
+#[test]
+fn unknown_options_before_the_program_are_usage_errors() {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let helper = r#""$H" never"#;
+    for args in [
+        &["run", "--bogus", "--", "sh", "-c", helper][..],
+        &["run", "--timout", "1", "--", "sh", "-c", helper],
+        &["run", "-x", "sh", "-c", helper],
+        &["run", "-t", "1", "--bogus", "sh", "-c", helper],
+    ] {
+        let d = run(corral(&s, args), 5 * SEC);
+        assert_eq!(d.code(), 125, "corral {args:?}; stderr: {}", d.err());
+        assert!(d.err().contains("unexpected argument"), "{}", d.err());
+    }
+    // clap's suggestion names the option meant.
+    let d = run(corral(&s, ["run", "--timout", "1", "--", "true"]), 5 * SEC);
+    assert!(d.err().contains("--timeout"), "{}", d.err());
+    assert!(
+        w.pid("never", ms(200)).is_none(),
+        "a usage error ran PROGRAM"
+    );
+    // After `--`, or from the first word that is not an option, everything is
+    // the program's: a program may be called `--bogus`.
+    let d = run(corral(&s, ["run", "--", "--bogus"]), 5 * SEC);
+    d.assert_code(127);
+    let d = run(
+        corral(&s, ["run", "sh", "-c", "exit 6", "--bogus"]),
+        5 * SEC,
+    );
+    d.assert_code(6);
+}
+
+#[test]
+fn a_signal_outside_the_old_table_keeps_its_number() {
+    // SIGSYS (seccomp), SIGPWR, SIGSTKFLT and real-time signals were reported
+    // as SIGKILL (137, "signal": 9).
+    let s = Scratch::new();
+    let rp = report_path(&s);
+    for (sig, name) in [
+        ("SYS", "SIGSYS"),
+        ("PWR", "SIGPWR"),
+        ("STKFLT", "SIGSTKFLT"),
+        ("40", "SIGRTMIN+6"),
+        ("64", "SIGRTMAX"),
+    ] {
+        let n: i64 = match sig {
+            "SYS" => 31,
+            "PWR" => 30,
+            "STKFLT" => 16,
+            x => x.parse().unwrap(),
+        };
+        let script = format!("kill -s {n} $$");
+        let d = run(
+            corral(&s, ["run", "--report", &rp, "--", "sh", "-c", &script]),
+            5 * SEC,
+        );
+        d.assert_code(128 + n as i32);
+        let v = read_report(&s.path("report.json"));
+        assert_eq!(v["outcome"], "signaled", "{sig}: {v}");
+        assert_eq!(v["signal"], n, "{sig}: {v}");
+        assert_eq!(v["signal_name"], name, "{sig}: {v}");
+        assert_eq!(v["corral_exit"], 128 + n, "{sig}: {v}");
+    }
+}
+
+#[test]
+fn signal_option_takes_sys_rtmin_rtmax_and_numbers() {
+    let s = Scratch::new();
+    let rp = report_path(&s);
+    for (arg, n) in [
+        ("SYS", 31),
+        ("RTMIN", 34),
+        ("RTMIN+3", 37),
+        ("SIGRTMAX-1", 63),
+        ("40", 40),
+        ("USR1", 10),
+    ] {
+        let d = run(
+            corral(
+                &s,
+                [
+                    "run", "-t", "100ms", "-k", "5s", "-s", arg, "--report", &rp, "--", "sleep",
+                    "30",
+                ],
+            ),
+            8 * SEC,
+        );
+        d.assert_code(124);
+        let v = read_report(&s.path("report.json"));
+        assert_eq!(v["outcome"], "timed_out", "{arg}: {v}");
+        assert_eq!(signals_sent(&v), [n], "{arg}: {v}");
+        assert_eq!(v["signal"], n, "the root died of it: {arg}: {v}");
+    }
+    for bad in ["RTMIN+31", "RTMAX-31", "65", "0", "RTMIN+"] {
+        let d = run(corral(&s, ["run", "-s", bad, "--", "true"]), 5 * SEC);
+        assert_eq!(d.code(), 125, "-s {bad}: {}", d.err());
+    }
+}
+
+/// A pipe whose reader is gone: writes fail with EPIPE.
+fn broken_pipe() -> std::process::Stdio {
+    let (r, w) = std::io::pipe().unwrap();
+    drop(r);
+    std::process::Stdio::from(w)
+}
+
+#[test]
+fn a_broken_stderr_or_stdout_never_makes_corral_panic() {
+    let s = Scratch::new();
+    let exit_of = |args: &[&str], out_broken: bool, err_broken: bool| {
+        let mut c = corral(&s, args);
+        c.stdout(if out_broken {
+            broken_pipe()
+        } else {
+            std::process::Stdio::null()
+        });
+        c.stderr(if err_broken {
+            broken_pipe()
+        } else {
+            std::process::Stdio::null()
+        });
+        let mut child = c.spawn().unwrap();
+        let until = Instant::now() + 10 * SEC;
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st.code();
+            }
+            if Instant::now() > until {
+                let _ = child.kill();
+                panic!("corral {args:?} hung");
+            }
+            std::thread::sleep(ms(5));
+        }
+    };
+    // Missing program, message on a broken stderr: 127 (was 101, a panic).
+    assert_eq!(
+        exit_of(&["run", "--", "no-such-program-x"], false, true),
+        Some(127)
+    );
+    assert_eq!(
+        exit_of(&["run", "--", "no-such-program-x"], true, true),
+        Some(127)
+    );
+    // The report on a broken stdout: the program's code.
+    assert_eq!(
+        exit_of(
+            &["run", "--report", "-", "--", "sh", "-c", "exit 3"],
+            true,
+            true
+        ),
+        Some(3)
+    );
+    assert_eq!(
+        exit_of(
+            &["run", "--report", "-", "--", "sh", "-c", "exit 3"],
+            true,
+            false
+        ),
+        Some(3)
+    );
+    // -v on a broken stderr, after a timeout: 124.
+    assert_eq!(
+        exit_of(
+            &["run", "-v", "-t", "100ms", "--", "sleep", "10"],
+            true,
+            true
+        ),
+        Some(124)
+    );
+    // Usage errors, help and version on broken streams.
+    assert_eq!(
+        exit_of(&["run", "--bogus", "--", "true"], true, true),
+        Some(125)
+    );
+    assert_eq!(exit_of(&["run", "--help"], true, true), Some(0));
+    assert_eq!(exit_of(&["--version"], true, true), Some(0));
+    // Cleanup messages and held output on broken streams.
+    assert_eq!(
+        exit_of(
+            &[
+                "run",
+                "--wait-delay",
+                "100ms",
+                "--",
+                "sh",
+                "-c",
+                "sleep 10 & echo x; exit 0"
+            ],
+            true,
+            true
+        ),
+        Some(123)
+    );
+}
+
+#[test]
+fn bytes_not_seen_are_null_not_zero() {
+    let s = Scratch::new();
+    let rp = report_path(&s);
+    let d = start(
+        corral(
+            &s,
+            [
+                "run",
+                "--report",
+                &rp,
+                "--",
+                "sh",
+                "-c",
+                "echo out; echo err >&2",
+            ],
+        ),
+        Sink::File(s.path("out.txt")),
+        Sink::Pipe,
+    )
+    .finish(5 * SEC);
+    d.assert_code(0);
+    let v = read_report(&s.path("report.json"));
+    assert!(v["stdout_bytes"].is_null(), "{v}");
+    assert_eq!(v["stderr_bytes"], 4, "{v}");
+    assert_eq!(v["output"]["stdout"], "passed_through", "{v}");
+    assert_eq!(v["output"]["stderr"], "relayed", "{v}");
+    assert_eq!(std::fs::read_to_string(s.path("out.txt")).unwrap(), "out\n");
+}
+
+#[test]
+fn timeout_zero_means_no_limit() {
+    let s = Scratch::new();
+    let rp = report_path(&s);
+    for t in [["-t", "0"], ["--timeout", "0"], ["-t", "0s"]] {
+        let d = run(
+            corral(
+                &s,
+                [
+                    "run",
+                    t[0],
+                    t[1],
+                    "--report",
+                    &rp,
+                    "--",
+                    "sh",
+                    "-c",
+                    "sleep 0.3; exit 3",
+                ],
+            ),
+            5 * SEC,
+        );
+        d.assert_code(3);
+        assert!(d.elapsed() >= ms(300), "{:?}", d.elapsed());
+        let v = read_report(&s.path("report.json"));
+        assert_eq!(v["outcome"], "exited", "{v}");
+    }
+}
+
+#[test]
+fn kill_after_is_the_long_name_of_k() {
+    let s = Scratch::new();
+    let rp = report_path(&s);
+    // The root and its sleep ignore TERM (the disposition is inherited).
+    let d = run(
+        corral(
+            &s,
+            [
+                "run",
+                "-t",
+                "100ms",
+                "--kill-after",
+                "400ms",
+                "--report",
+                &rp,
+                "--",
+                "sh",
+                "-c",
+                "trap '' TERM; sleep 30",
+            ],
+        ),
+        8 * SEC,
+    );
+    d.assert_code(124);
+    assert_between(d.elapsed(), ms(500), 5 * SEC);
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(signals_sent(&v), [15, 9], "{v}");
+}
+
+#[test]
+fn signal_without_kill_after_is_sent_then_sigkill_after_10s() {
+    // -s alone is never ignored: SIG first, SIGKILL 10 s later.
+    let s = Scratch::new();
+    let rp = report_path(&s);
+    let d = run(
+        corral(
+            &s,
+            [
+                "run", "-t", "100ms", "-s", "USR1", "--report", &rp, "--", "sleep", "30",
+            ],
+        ),
+        8 * SEC,
+    );
+    d.assert_code(124);
+    assert!(d.elapsed() < 3 * SEC, "{:?}", d.elapsed());
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(signals_sent(&v), [10], "{v}");
+    assert_eq!(v["signal"], 10, "{v}");
+    // An ignorer gets SIGKILL when the default grace ends.
+    let d = run(
+        corral(
+            &s,
+            [
+                "run",
+                "-t",
+                "100ms",
+                "-s",
+                "INT",
+                "--report",
+                &rp,
+                "--",
+                "sh",
+                "-c",
+                "trap '' INT; sleep 60",
+            ],
+        ),
+        20 * SEC,
+    );
+    d.assert_code(124);
+    assert_between(d.elapsed(), ms(10_000), 18 * SEC);
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(signals_sent(&v), [2, 9], "{v}");
+}
+
+#[test]
+fn preserve_status_exits_with_the_programs_own_status() {
+    let s = Scratch::new();
+    let rp = report_path(&s);
+    // Timed out, the root exits 7 on TERM: 7 (timed_out in the report).
+    let d = run(
+        corral(
+            &s,
+            [
+                "run",
+                "--preserve-status",
+                "-t",
+                "200ms",
+                "-k",
+                "5s",
+                "--report",
+                &rp,
+                "--",
+                "sh",
+                "-c",
+                "trap 'exit 7' TERM; sleep 30 & wait",
+            ],
+        ),
+        8 * SEC,
+    );
+    d.assert_code(7);
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(v["outcome"], "timed_out", "{v}");
+    assert_eq!(v["corral_exit"], 7, "{v}");
+    // Timed out and killed: 128+9, as coreutils.
+    let d = run(
+        corral(
+            &s,
+            [
+                "run",
+                "--preserve-status",
+                "-t",
+                "100ms",
+                "--",
+                "sleep",
+                "30",
+            ],
+        ),
+        8 * SEC,
+    );
+    d.assert_code(137);
+    // Without a timeout nothing changes.
+    let d = run(
+        corral(&s, ["run", "--preserve-status", "--", "sh", "-c", "exit 5"]),
+        5 * SEC,
+    );
+    d.assert_code(5);
+    // Held output: the program's own code.
+    let d = run(
+        corral(
+            &s,
+            [
+                "run",
+                "--preserve-status",
+                "--wait-delay",
+                "100ms",
+                "--",
+                "sh",
+                "-c",
+                "sleep 30 & exit 4",
+            ],
+        ),
+        8 * SEC,
+    );
+    d.assert_code(4);
+    // corral's own failures stay.
+    let d = run(
+        corral(&s, ["run", "--preserve-status", "--", "no-such-program-x"]),
+        5 * SEC,
+    );
+    d.assert_code(127);
+}
+
+#[test]
+fn verbose_says_on_stderr_what_corral_did() {
+    let s = Scratch::new();
+    let d = run(
+        corral(&s, ["run", "-v", "-t", "100ms", "--", "sleep", "30"]),
+        8 * SEC,
+    );
+    d.assert_code(124);
+    let err = d.err();
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("corral:")).collect();
+    assert_eq!(lines.len(), 1, "{}", d.err());
+    assert!(
+        lines[0].contains("timed out") && lines[0].contains("SIGKILL"),
+        "{}",
+        lines[0]
+    );
+    let d = run(
+        corral(
+            &s,
+            [
+                "run",
+                "-v",
+                "--wait-delay",
+                "100ms",
+                "--",
+                "sh",
+                "-c",
+                "sleep 30 & exit 0",
+            ],
+        ),
+        8 * SEC,
+    );
+    d.assert_code(123);
+    assert!(d.err().contains("held its output"), "{}", d.err());
+    assert!(d.err().contains("1 descendant killed"), "{}", d.err());
+    let d = run(
+        corral(&s, ["run", "-v", "--", "sh", "-c", "kill -SYS $$"]),
+        5 * SEC,
+    );
+    d.assert_code(159);
+    assert!(d.err().contains("SIGSYS"), "{}", d.err());
+    // A clean exit says nothing.
+    let d = run(
+        corral(&s, ["run", "-v", "--", "sh", "-c", "exit 2"]),
+        5 * SEC,
+    );
+    d.assert_code(2);
+    assert_eq!(d.err(), "");
+}
+
+#[test]
+fn every_signal_that_would_kill_corral_is_passed_on() {
+    // Each one used to kill corral without a report while the tree ran on.
+    for (name, n) in [
+        ("USR1", 10),
+        ("USR2", 12),
+        ("ALRM", 14),
+        ("VTALRM", 26),
+        ("PROF", 27),
+        ("XCPU", 24),
+        ("XFSZ", 25),
+        ("QUIT", 3),
+        ("SYS", 31),
+        ("PWR", 30),
+        ("IO", 29),
+        ("RTMIN+1", 35),
+    ] {
+        let s = Scratch::new();
+        let w = Watch::new(&s);
+        let rp = report_path(&s);
+        let script = format!(r#"{ROOT}"$H" a & wait"#);
+        let r = start(
+            corral(&s, ["run", "--report", &rp, "--", "sh", "-c", &script]),
+            Sink::Pipe,
+            Sink::Pipe,
+        );
+        for h in ["root", "a"] {
+            assert!(
+                w.pid(h, 5 * SEC).is_some(),
+                "{name}: helper {h} never started"
+            );
+        }
+        // kill(1): rustix names no real-time signal.
+        let rc = std::process::Command::new("kill")
+            .args(["-s", &n.to_string(), &r.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(rc.success());
+        let d = r.finish(10 * SEC);
+        d.assert_code(128 + n);
+        let v = read_report(&s.path("report.json"));
+        assert_eq!(v["outcome"], "cancelled", "{name}: {v}");
+        assert_eq!(v["received_signal"], n, "{name}: {v}");
+        assert_dead(&w, &["root", "a"]);
+    }
 }

@@ -101,6 +101,11 @@ fn auto_falls_back_to_the_subreaper_without_a_writable_cgroup() {
     assert_eq!(v["containment"], "subreaper", "{v}");
     let note = v["containment_note"].as_str().unwrap_or_default();
     assert!(note.contains("cgroup unavailable"), "{v}");
+    // The note names the fix.
+    assert!(
+        note.contains("systemd-run --user --scope -p Delegate=yes"),
+        "{v}"
+    );
     assert_eq!(count(&v, "killed"), 1, "{v}");
     assert_dead(&w, &["late"]);
 }

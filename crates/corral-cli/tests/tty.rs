@@ -8,10 +8,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn under_pty(cmdline: &str, input: &[u8]) -> Option<(i32, String, Duration)> {
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("SKIP: util-linux `script` is not installed");
-        return None;
-    }
     let t = Instant::now();
     let mut child = Command::new("script")
         .args(["-qec", cmdline, "/dev/null"])
@@ -31,6 +27,7 @@ fn under_pty(cmdline: &str, input: &[u8]) -> Option<(i32, String, Duration)> {
     ))
 }
 
+#[corral_testkit::needs(script)]
 #[test]
 fn an_interactive_program_reads_the_terminal() {
     let corral = env!("CARGO_BIN_EXE_corral");
@@ -48,6 +45,7 @@ fn an_interactive_program_reads_the_terminal() {
     );
 }
 
+#[corral_testkit::needs(script)]
 #[test]
 fn stdout_stays_a_terminal() {
     let corral = env!("CARGO_BIN_EXE_corral");
@@ -59,4 +57,192 @@ fn stdout_stays_a_terminal() {
     };
     assert_eq!(code, 0, "{out:?}");
     assert!(out.contains("both-tty"), "{out:?}");
+}
+
+// ------------------------------------------------------------ job control
+
+/// An interactive `bash -i` on a pseudo-terminal of our own: we type into
+/// the master and read everything the terminal shows.
+struct Shell {
+    master: std::fs::File,
+    seen: std::sync::Arc<std::sync::Mutex<String>>,
+    bash: std::process::Child,
+}
+
+impl Shell {
+    fn start() -> Shell {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::process::CommandExt;
+        // SAFETY: plain libc calls on a descriptor we own; ptsname's static
+        // buffer is copied at once, and only this thread uses it here (the
+        // test opens one terminal).
+        let (master, slave_path) = unsafe {
+            let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+            assert!(m >= 0, "posix_openpt");
+            assert_eq!(libc::grantpt(m), 0);
+            assert_eq!(libc::unlockpt(m), 0);
+            let name = std::ffi::CStr::from_ptr(libc::ptsname(m))
+                .to_string_lossy()
+                .into_owned();
+            (std::fs::File::from_raw_fd(m), name)
+        };
+        let slave = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&slave_path)
+            .unwrap();
+        let mut cmd = Command::new("bash");
+        cmd.args(["--norc", "--noprofile", "-i"])
+            .env("PS1", "$ ")
+            .env("TERM", "dumb")
+            .env("INPUTRC", "/dev/null")
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave);
+        // SAFETY: setsid and ioctl are async-signal-safe; the child makes the
+        // terminal on its stdin its controlling terminal.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let bash = cmd.spawn().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut reader = master.try_clone().unwrap();
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut reader, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Shell { master, seen, bash }
+    }
+
+    fn type_(&mut self, s: &str) {
+        self.master.write_all(s.as_bytes()).unwrap();
+    }
+
+    /// Waits until the terminal has shown `text` (typed commands compute
+    /// their marker, so the echo of the typed line never matches).
+    fn expect(&self, text: &str) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !self.seen.lock().unwrap().contains(text) {
+            assert!(
+                Instant::now() < until,
+                "terminal never showed {text:?}; it shows:\n{}",
+                self.seen.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        let _ = self.bash.kill();
+        let _ = self.bash.wait();
+    }
+}
+
+/// (ppid, state, comm) of a process, from /proc/<pid>/stat.
+fn stat(pid: u32) -> Option<(u32, char, String)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (l, r) = (s.find('(')?, s.rfind(')')?);
+    let comm = s[l + 1..r].to_owned();
+    let mut f = s[r + 2..].split(' ');
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    Some((ppid, state, comm))
+}
+
+fn child_named(parent: u32, comm: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let (ppid, _, c) = stat(pid)?;
+        (ppid == parent && c == comm).then_some(pid)
+    })
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < until, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn state(pid: u32) -> char {
+    stat(pid).map_or('?', |s| s.1)
+}
+
+/// Kills the helper `sleep` by pid (checked to be that process) on drop, so
+/// a regression can neither hang the suite nor leave it running.
+struct KillOnDrop(u32, u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if stat(self.0).is_some_and(|s| s.0 == self.1 && s.2 == "sleep") {
+            // SAFETY: plain kill(2) of a pid just checked to be our sleep.
+            unsafe {
+                libc::kill(self.0 as i32, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+#[corral_testkit::needs(script)]
+#[test]
+fn ctrl_z_stops_corral_too_and_fg_continues_the_tree() {
+    let corral = env!("CARGO_BIN_EXE_corral");
+    let mut sh = Shell::start();
+    let bash = sh.bash.id();
+    sh.type_("echo ready-$((20+1))\n");
+    sh.expect("ready-21");
+    sh.type_(&format!("{corral} run -- sleep 30\n"));
+    let mut c = None;
+    wait_until("corral runs", || {
+        c = child_named(bash, "corral");
+        c.is_some()
+    });
+    let c = c.unwrap();
+    let mut sl = None;
+    wait_until("sleep runs", || {
+        sl = child_named(c, "sleep");
+        sl.is_some()
+    });
+    let sl = sl.unwrap();
+    let _guard = KillOnDrop(sl, c);
+    wait_until("sleep sleeps", || state(sl) == 'S');
+
+    // Ctrl-Z: the tree stops, corral stops, the shell is back.
+    sh.type_("\x1a");
+    wait_until("sleep is stopped", || state(sl) == 'T');
+    wait_until("corral is stopped", || state(c) == 'T');
+    sh.expect("Stopped");
+    sh.type_("echo back-$((40+2))\n");
+    sh.expect("back-42");
+
+    // fg: both continue, the tree has the terminal again.
+    sh.type_("fg\n");
+    wait_until("sleep continues", || state(sl) == 'S');
+    wait_until("corral continues", || state(c) == 'S');
+    // Ctrl-C reaches the tree (corral gave it the foreground before it
+    // sent SIGCONT, so the tree is foreground once sleep runs again);
+    // corral exits 130.
+    sh.type_("\x03");
+    wait_until("corral exits after Ctrl-C", || {
+        stat(c).is_none_or(|s| s.1 == 'Z')
+    });
+    wait_until("sleep is gone", || stat(sl).is_none_or(|s| s.0 != c));
+    sh.type_("echo rc-$((0))-$?\n");
+    sh.expect("rc-0-130");
 }

@@ -21,10 +21,9 @@ macro_rules! need_cgroup {
     () => {
         match writable_cgroup() {
             Some(d) => d,
-            None => {
-                eprintln!("SKIP: no writable cgroup v2 hierarchy here");
-                return;
-            }
+            // `#[needs(cgroup)]` has already checked: a test here without
+            // it must not pass silently.
+            None => panic!("no writable cgroup v2 hierarchy here: mark the test #[needs(cgroup)]"),
         }
     };
 }
@@ -75,6 +74,7 @@ fn cgroup_only() -> ContainmentChoice {
     ContainmentChoice::Only(Mechanism::Cgroup)
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn setsid_escaper_holding_the_pipe_is_killed() {
     let dir = need_cgroup!();
@@ -96,6 +96,7 @@ fn setsid_escaper_holding_the_pipe_is_killed() {
     assert_no_cgroup_left(&dir);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn double_forked_daemon_is_killed_on_timeout() {
     let dir = need_cgroup!();
@@ -119,6 +120,7 @@ fn double_forked_daemon_is_killed_on_timeout() {
     assert_no_cgroup_left(&dir);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn setsid_child_that_redirected_output_dies_with_a_nonzero_exit() {
     let dir = need_cgroup!();
@@ -135,6 +137,7 @@ fn setsid_child_that_redirected_output_dies_with_a_nonzero_exit() {
     assert_no_cgroup_left(&dir);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn setsid_child_is_kept_and_released_after_exit_0() {
     let dir = need_cgroup!();
@@ -158,6 +161,7 @@ fn setsid_child_is_kept_and_released_after_exit_0() {
     assert_no_cgroup_left(&dir);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn fork_bomb_stops_at_pids_max() {
     let dir = need_cgroup!();
@@ -195,6 +199,7 @@ fn fork_bomb_stops_at_pids_max() {
     assert_no_cgroup_left(&dir);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn allocation_past_memory_max_is_stopped() {
     let dir = need_cgroup!();
@@ -221,6 +226,7 @@ fn allocation_past_memory_max_is_stopped() {
     assert_no_cgroup_left(&dir);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn many_concurrent_runs_each_get_their_own_cgroup() {
     let dir = need_cgroup!();

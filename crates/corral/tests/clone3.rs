@@ -38,10 +38,12 @@ fn setup() -> Option<MutexGuard<'static, ()>> {
         // reads it once.
         std::env::set_var("CORRAL_CLONE3", "require");
     }
-    if writable_cgroup().is_none() {
-        eprintln!("SKIP: no writable cgroup v2 hierarchy here");
-        return None;
-    }
+    // `#[needs(cgroup)]` has already checked: a test here without it must
+    // not pass silently.
+    assert!(
+        writable_cgroup().is_some(),
+        "no writable cgroup v2 hierarchy here: mark the test #[needs(cgroup)]"
+    );
     Some(guard)
 }
 
@@ -74,6 +76,7 @@ fn stdout_of(c: &mut Command) -> String {
     r.stdout.text_lossy()
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn child_is_born_in_its_own_cgroup() {
     let _g = setup!();
@@ -92,6 +95,7 @@ fn child_is_born_in_its_own_cgroup() {
     assert_eq!(v2, format!("{own}/{name}"));
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn exit_codes_and_group_leadership() {
     let _g = setup!();
@@ -106,6 +110,7 @@ fn exit_codes_and_group_leadership() {
     assert_eq!(pid, pgid, "{out}");
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn missing_program_is_not_found() {
     let _g = setup!();
@@ -117,6 +122,7 @@ fn missing_program_is_not_found() {
     }
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn non_executable_file_is_permission_denied() {
     let _g = setup!();
@@ -144,6 +150,7 @@ fn non_executable_file_is_permission_denied() {
     assert_eq!(out, "second\n");
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn working_directory() {
     let _g = setup!();
@@ -163,6 +170,7 @@ fn working_directory() {
     }
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn stdio_is_wired() {
     let _g = setup!();
@@ -225,6 +233,7 @@ fn inheritable_fds() -> Vec<u32> {
         .collect()
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn environment() {
     let _g = setup!();
@@ -243,6 +252,7 @@ fn environment() {
     assert_eq!(out, "yes/unset/x\n");
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn invalid_utf8_arguments_pass_byte_exact() {
     let _g = setup!();
@@ -283,6 +293,7 @@ fn install_usr1_handler() {
     }
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn parent_signal_handlers_are_not_inherited() {
     let _g = setup!();
@@ -307,6 +318,7 @@ fn parent_signal_handlers_are_not_inherited() {
     assert!(!HANDLER_RAN_ELSEWHERE.load(Ordering::SeqCst));
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn child_signal_mask_is_empty_even_when_the_parent_blocks_signals() {
     let _g = setup!();
@@ -341,6 +353,7 @@ fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn concurrent_spawns_leak_no_descriptors() {
     let _g = setup!();
@@ -371,6 +384,7 @@ fn concurrent_spawns_leak_no_descriptors() {
 /// Signals sent to the child before it has set up must never run a handler
 /// of the parent in the child (which shares the parent's memory until exec).
 /// Run in its own process group so the storm stays inside it.
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn signal_storm_never_runs_a_parent_handler_in_the_child() {
     let _g = setup!();
@@ -392,6 +406,7 @@ fn signal_storm_never_runs_a_parent_handler_in_the_child() {
     }
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 #[ignore = "helper of signal_storm_never_runs_a_parent_handler_in_the_child"]
 fn signal_storm_child() {
@@ -436,6 +451,7 @@ fn signal_storm_child() {
 }
 
 /// The same checks through std's fork + pre-exec path.
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn fallback_path_runs_the_same_checks() {
     let _g = setup!();
@@ -469,6 +485,7 @@ fn fallback_path_runs_the_same_checks() {
 
 /// Prints spawn durations; asserts nothing about speed (corral-bench
 /// measures that).
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn spawn_timing_is_printed() {
     let _g = setup!();
@@ -486,6 +503,7 @@ fn spawn_timing_is_printed() {
     }
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 #[ignore = "helper of spawn_timing_is_printed"]
 fn spawn_timing_child() {
@@ -518,6 +536,7 @@ fn spawn_timing_child() {
     drop(big);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn a_foreign_fork_holding_the_error_pipe_does_not_hold_the_spawn() {
     let _g = setup!();
@@ -576,6 +595,7 @@ fn a_foreign_fork_holding_the_error_pipe_does_not_hold_the_spawn() {
     assert!(worst < Duration::from_millis(500), "a spawn took {worst:?}");
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn path_errors_other_than_missing_are_met_as_execvp_meets_them() {
     let _g = setup!();

@@ -262,7 +262,10 @@ fn nonzero_exit_with_survivor() {
 #[test]
 fn nonzero_exit_with_term_ignoring_survivor_and_grace() {
     let (r, el, _) = scenario(
-        r#""$H" c sh -c 'trap "" TERM; exec sleep 30' >/dev/null 2>&1 & exit 9"#,
+        &format!(
+            r#""$H" c sh -c 'trap "" TERM; exec sleep 30' >/dev/null 2>&1 & {}exit 9"#,
+            corral_testkit::ready("c")
+        ),
         &["c"],
         |c| {
             c.grace(ms(250));
@@ -392,7 +395,10 @@ fn cancel_during_grace_sends_nothing_more() {
 #[test]
 fn held_output_with_grace_and_term_ignorer() {
     let (r, el, _) = scenario(
-        r#""$H" gc sh -c 'trap "" TERM; exec sleep 30' & exit 0"#,
+        &format!(
+            r#""$H" gc sh -c 'trap "" TERM; exec sleep 30' & {}exit 0"#,
+            corral_testkit::ready("gc")
+        ),
         &["gc"],
         |c| {
             c.wait_delay(ms(200)).grace(ms(300));

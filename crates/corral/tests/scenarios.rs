@@ -218,9 +218,13 @@ fn exit_7_survivor_ignoring_term_escalates_within_grace() {
     let s = Scratch::new();
     let w = Watch::new(&s);
     let (r, el) = spawn_pin_wait(
+        // The root exits only once the helper's trap is installed.
         sh(
             &s,
-            r#""$H" ign sh -c 'trap "" TERM; exec sleep 30' >/dev/null 2>&1 & exit 7"#,
+            &format!(
+                r#""$H" ign sh -c 'trap "" TERM; exec sleep 30' >/dev/null 2>&1 & {}exit 7"#,
+                corral_testkit::ready("ign")
+            ),
         )
         .grace(ms(300)),
         &w,

@@ -33,6 +33,17 @@ if [ $# -eq 0 ]; then exec sleep 30; fi
 exec "$@"
 "#;
 
+/// Shell text that waits until helper `name` is ready: it has written its
+/// pid file **and** become `sleep` (so whatever its command did before
+/// `exec sleep` — a `trap`, a `setsid` — is done). A root that exits or is
+/// signalled right after starting a helper must wait for this first: the
+/// pid file alone appears before the helper's own command runs.
+pub fn ready(name: &str) -> String {
+    format!(
+        r#"until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ]; do sleep 0.01; done; "#
+    )
+}
+
 /// A private directory for one test, with the helper script in it and a
 /// unique marker that every helper carries in its environment.
 pub struct Scratch {
@@ -324,6 +335,28 @@ pub fn assert_between(elapsed: Duration, min: Duration, max: Duration) {
     );
 }
 
+pub use corral_testkit_macros::needs;
+
+/// The run-time half of [`needs`]: fails the test when a requirement that
+/// held where the test was built does not hold here.
+#[track_caller]
+pub fn require(what: &str) {
+    let ok = match what {
+        "cgroup" => writable_cgroup_v2().is_some(),
+        "script" => std::process::Command::new("script")
+            .arg("--version")
+            .output()
+            .is_ok(),
+        _ => false,
+    };
+    assert!(
+        ok,
+        "this test needs {what}, which was available where the test binary was built \
+         but is not here: rebuild the tests as this user (cargo test), or build them with \
+         CORRAL_TEST_ASSUME_UNPRIVILEGED=1 to run them unprivileged"
+    );
+}
+
 /// This process's own cgroup v2 directory, if it can create children there
 /// (root, or a delegated subtree); `None` means cgroup tests must skip.
 pub fn writable_cgroup_v2() -> Option<PathBuf> {
@@ -336,7 +369,10 @@ pub fn writable_cgroup_v2() -> Option<PathBuf> {
     let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
     let dir = point.join(own.trim_start_matches('/'));
-    let probe = dir.join(format!("corral-probe-{}", std::process::id()));
+    // One name per call: tests of one process probe concurrently.
+    static PROBES: AtomicUsize = AtomicUsize::new(0);
+    let n = PROBES.fetch_add(1, Ordering::Relaxed);
+    let probe = dir.join(format!("corral-probe-{}-{n}", std::process::id()));
     std::fs::create_dir(&probe).ok()?;
     std::fs::remove_dir(&probe).ok()?;
     Some(dir)

@@ -528,8 +528,7 @@ impl Cgroup {
     /// Signals each of `pids` that is still in this cgroup, through a pidfd
     /// opened before the membership check (so a reused pid is never hit).
     fn signal_pids(&self, pids: &[u32], sig: Signal, skip_pgid: Option<u32>) -> io::Result<()> {
-        let rsig = rustix::process::Signal::from_named_raw(sig.as_raw())
-            .ok_or_else(|| io::Error::other(format!("unsupported signal {sig}")))?;
+        let rsig = sys::to_rustix(sig)?;
         let rel = self.dir.strip_prefix(&self.parent).unwrap_or(&self.dir);
         let marker = format!("/{}", rel.display());
         for &pid in pids {

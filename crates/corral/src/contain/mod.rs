@@ -210,6 +210,12 @@ pub(crate) trait Containment: Send {
 
 /// The containment picked for one command, and why a stronger one was not
 /// used (when `auto` fell back).
+/// How to give corral a cgroup as an unprivileged user, named wherever a
+/// fallback is reported.
+#[cfg(target_os = "linux")]
+const DELEGATE_HINT: &str = "for a cgroup, run corral in a delegated subtree: \
+     systemd-run --user --scope -p Delegate=yes corral ...";
+
 pub(crate) struct Selected {
     pub(crate) tree: Box<dyn Containment>,
     pub(crate) note: Option<String>,
@@ -243,13 +249,13 @@ pub(crate) fn select(
                     if subreaper::enabled() {
                         return Ok(Selected {
                             tree: Box::new(subreaper::Subreaper::new(tracer)),
-                            note: Some(format!("cgroup unavailable: {why}")),
+                            note: Some(format!("cgroup unavailable: {why}; using the subreaper tier ({DELEGATE_HINT})")),
                         });
                     }
                     return Ok(Selected {
                         tree: Box::new(process_group::ProcessGroup::new(tracer)),
                         note: Some(format!(
-                            "cgroup unavailable: {why}; subreaper not enabled in this process"
+                            "cgroup unavailable: {why}; subreaper not enabled in this process: using a process group ({DELEGATE_HINT})"
                         )),
                     });
                 }

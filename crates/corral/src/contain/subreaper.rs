@@ -230,7 +230,7 @@ fn open_verified(pid: u32, start: u64) -> Option<OwnedFd> {
 }
 
 fn send_verified(pid: u32, start: u64, sig: Signal) {
-    let Some(rsig) = rustix::process::Signal::from_named_raw(sig.as_raw()) else {
+    let Ok(rsig) = sys::to_rustix(sig) else {
         return;
     };
     if let Some(fd) = open_verified(pid, start) {

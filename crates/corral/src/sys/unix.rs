@@ -90,9 +90,11 @@ impl Root {
             if let Some(code) = st.exit_status() {
                 self.exited = Some(RootStatus::Exited(code));
             } else if let Some(sig) = st.terminating_signal() {
-                self.exited = Some(RootStatus::Signaled(
-                    Signal::from_raw(sig).unwrap_or(Signal::KILL),
-                ));
+                // Every number as it is: a signal without a name (SIGSYS
+                // on an old table, real-time signals) is never a SIGKILL.
+                if let Some(s) = Signal::from_raw(sig) {
+                    self.exited = Some(RootStatus::Signaled(s));
+                }
             }
         }
         Ok(self.exited)
@@ -130,13 +132,28 @@ pub(crate) fn new_process_group(cmd: &mut std::process::Command) {
     cmd.process_group(0);
 }
 
+/// `sig` as rustix's type: named signals, and any other valid number
+/// (real-time signals), which corral only ever sends to other processes.
+pub(crate) fn to_rustix(sig: Signal) -> io::Result<rustix::process::Signal> {
+    if let Some(s) = rustix::process::Signal::from_named_raw(sig.as_raw()) {
+        return Ok(s);
+    }
+    if Signal::from_raw(sig.as_raw()).is_none() {
+        return Err(io::Error::other(format!("unsupported signal {sig}")));
+    }
+    // SAFETY: the number is a valid, nonzero signal of this platform
+    // (`Signal::from_raw` checked its range). The value is only used to send
+    // a signal to processes of the command's tree, never to block, consume
+    // or handle a signal in this process, so the C library's own use of some
+    // real-time signals is not disturbed.
+    Ok(unsafe { rustix::process::Signal::from_raw_unchecked(sig.as_raw()) })
+}
+
 /// Sends `sig` to process group `pgid`. "No such process" is success: the
 /// group is already empty.
 pub(crate) fn signal_group(pgid: u32, sig: Signal) -> io::Result<()> {
     let pid = Pid::from_raw(pgid as i32).ok_or_else(|| io::Error::other("pgid 0"))?;
-    // Signal numbers come from `Signal`, which only holds known signals.
-    let raw = rustix::process::Signal::from_named_raw(sig.as_raw())
-        .ok_or_else(|| io::Error::other(format!("unsupported signal {sig}")))?;
+    let raw = to_rustix(sig)?;
     match rustix::process::kill_process_group(pid, raw) {
         Ok(()) => Ok(()),
         Err(rustix::io::Errno::SRCH) => Ok(()),
