@@ -164,6 +164,7 @@ pub enum ContainmentArg {
     Cgroup,
     ProcessGroup,
     Subreaper,
+    PidNamespace,
 }
 
 /// Bytes with an optional binary suffix: `1048576`, `512K`, `64M`, `2G`.

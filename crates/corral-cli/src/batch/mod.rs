@@ -73,6 +73,7 @@ pub fn main(opts: BatchOpts) -> i32 {
         ContainmentArg::Cgroup => ContainmentChoice::Only(Mechanism::Cgroup),
         ContainmentArg::ProcessGroup => ContainmentChoice::Only(Mechanism::ProcessGroup),
         ContainmentArg::Subreaper => ContainmentChoice::Only(Mechanism::Subreaper),
+        ContainmentArg::PidNamespace => ContainmentChoice::Only(Mechanism::PidNamespace),
     };
     let jobs = fit_fd_limit(jobs);
     let keep = usize::try_from(opts.keep_output).unwrap_or(usize::MAX);

@@ -45,6 +45,10 @@ use rustix::process::Pid;
 
 use super::{ChildIo, SpawnSpec};
 
+/// The PID-namespace spawn (an init forked without exec, raw syscalls).
+#[path = "linux_pidns.rs"]
+pub(crate) mod pidns;
+
 /// Master switch. With `false`, every cgroup spawn takes std's fork +
 /// pre-exec path.
 const CLONE3_ENABLED: bool = true;

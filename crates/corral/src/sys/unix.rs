@@ -33,6 +33,10 @@ pub(crate) struct Root {
     exit_hint: std::cell::Cell<bool>,
     exited: Option<RootStatus>,
     reaped: bool,
+    /// PID-namespace tier: the root is the namespace's init; the command's
+    /// exit comes through this status pipe (see `linux_pidns`).
+    #[cfg(target_os = "linux")]
+    ns_status: Option<OwnedFd>,
 }
 
 impl Root {
@@ -50,6 +54,8 @@ impl Root {
             exit_hint: std::cell::Cell::new(true),
             exited: None,
             reaped: false,
+            #[cfg(target_os = "linux")]
+            ns_status: None,
         }
     }
 
@@ -65,6 +71,61 @@ impl Root {
             exit_hint: std::cell::Cell::new(true),
             exited: None,
             reaped: false,
+            ns_status: None,
+        }
+    }
+
+    /// The init of a PID namespace: its pidfd pins it; the command's exit
+    /// is read from `status` (non-blocking).
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    pub(crate) fn from_ns_init(pid: Pid, pidfd: OwnedFd, status: OwnedFd) -> Root {
+        Root {
+            pid,
+            pidfd: Some(pidfd),
+            exit_hint: std::cell::Cell::new(true),
+            exited: None,
+            reaped: false,
+            ns_status: Some(status),
+        }
+    }
+
+    /// The command's exit as the namespace init reported it; end of file
+    /// without a report means the namespace was killed with the command in
+    /// it (SIGKILL).
+    #[cfg(target_os = "linux")]
+    fn peek_ns(&mut self) -> io::Result<Option<RootStatus>> {
+        let Some(fd) = self.ns_status.as_ref() else {
+            return Ok(None);
+        };
+        let mut msg = [0u8; 8];
+        loop {
+            match rustix::io::read(fd, &mut msg) {
+                Ok(8) => {
+                    let kind = u32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]]);
+                    let st = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
+                    if kind != super::linux_spawn::pidns::MSG_EXITED {
+                        continue;
+                    }
+                    let sig = st & 0x7f;
+                    self.exited = Some(if sig == 0 {
+                        RootStatus::Exited((st >> 8) & 0xff)
+                    } else {
+                        RootStatus::Signaled(Signal::from_raw(sig).unwrap_or(Signal::KILL))
+                    });
+                    return Ok(self.exited);
+                }
+                Ok(0) => {
+                    self.exited = Some(RootStatus::Signaled(Signal::KILL));
+                    return Ok(self.exited);
+                }
+                Ok(_) => return Err(io::Error::other("short message from the namespace init")),
+                Err(rustix::io::Errno::AGAIN) => return Ok(None),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 
@@ -76,6 +137,10 @@ impl Root {
     pub(crate) fn peek_exit(&mut self) -> io::Result<Option<RootStatus>> {
         if self.exited.is_some() {
             return Ok(self.exited);
+        }
+        #[cfg(target_os = "linux")]
+        if self.ns_status.is_some() {
+            return self.peek_ns();
         }
         #[cfg(target_os = "linux")]
         if self.pidfd.is_some() && !self.exit_hint.replace(false) {
@@ -108,7 +173,21 @@ impl Root {
         self.reaped = true;
         #[cfg(target_os = "linux")]
         self.exit_hint.set(true);
-        if self.peek_exit()?.is_some() {
+        // A namespace init outlives the command while the namespace holds
+        // processes: reap it now only if it has exited.
+        #[cfg(target_os = "linux")]
+        let exited = if self.ns_status.is_some() {
+            waitid(
+                WaitId::Pid(self.pid),
+                WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+            )?
+            .is_some()
+        } else {
+            self.peek_exit()?.is_some()
+        };
+        #[cfg(not(target_os = "linux"))]
+        let exited = self.peek_exit()?.is_some();
+        if exited {
             waitid(WaitId::Pid(self.pid), WaitIdOptions::EXITED)?;
         } else {
             let pid = self.pid;
@@ -241,6 +320,11 @@ fn stdio(io: ChildIo) -> Stdio {
 /// descriptor corral opens is close-on-exec, so only the three standard
 /// streams are inherited.
 pub(crate) fn spawn(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<Root, SpawnError> {
+    // A containment that starts the root itself (PID namespace).
+    #[cfg(target_os = "linux")]
+    if let Some(root) = tree.spawn_root(&spec) {
+        return root;
+    }
     // A cgroup containment: be born in it through clone3 (vfork speed),
     // unless that is not available in this process (then std's path below,
     // with the containment's pre-exec placement).
@@ -391,7 +475,7 @@ impl Poller {
         fds.push(PollFd::new(&self.wake_rx.0, PollFlags::IN));
         #[cfg(target_os = "linux")]
         if root.exited.is_none() {
-            if let Some(p) = &root.pidfd {
+            if let Some(p) = root.ns_status.as_ref().or(root.pidfd.as_ref()) {
                 fds.push(PollFd::new(p, PollFlags::IN));
             }
         }
@@ -499,7 +583,11 @@ impl Root {
         {
             use std::os::fd::AsFd;
             if self.exited.is_none() {
-                return self.pidfd.as_ref().map(|p| p.as_fd());
+                return self
+                    .ns_status
+                    .as_ref()
+                    .or(self.pidfd.as_ref())
+                    .map(|p| p.as_fd());
             }
         }
         None
@@ -509,7 +597,10 @@ impl Root {
     pub(crate) fn exit_pending(&self) -> bool {
         #[cfg(target_os = "linux")]
         {
-            self.exited.is_none() && self.pidfd.is_some() && self.exit_hint.get()
+            self.exited.is_none()
+                && self.ns_status.is_none()
+                && self.pidfd.is_some()
+                && self.exit_hint.get()
         }
         #[cfg(not(target_os = "linux"))]
         {

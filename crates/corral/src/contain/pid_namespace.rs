@@ -1,0 +1,210 @@
+//! PID-namespace containment (Linux, as root or unprivileged through a user
+//! namespace): the root is a small init that is pid 1 of a new PID
+//! namespace; the command is its child. Nothing in the namespace can leave
+//! it (setsid, double fork, reparenting, cgroup moves change nothing), and
+//! the init's end is the kernel's proof that the tree is gone: when pid 1
+//! exits, the kernel SIGKILLs every other process of the namespace.
+//!
+//! Identity: the init, unreaped, pinned by its pidfd. SIGKILL goes to the
+//! init through that pidfd (the kernel kills the namespace with it); any
+//! other signal is written to the init's control pipe and the init sends it
+//! to every process of the namespace (`kill(-1, sig)`, then SIGCONT).
+//! Members are the processes whose PID namespace is the init's, found in
+//! /proc; once the init has exited there are none.
+//!
+//! Crash safety: the init watches a pidfd of the host process and exits
+//! when the host dies, taking the namespace with it (see
+//! `sys::linux_spawn::pidns`).
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::linux::fs::MetadataExt;
+
+use rustix::process::{Pid, WaitId, WaitIdOptions};
+
+use super::{Containment, Mechanism, OsOp, Tracer, WakeOn};
+use crate::sys::linux_spawn::pidns::{self, NsError, CTL_DETACH};
+use crate::sys::{Root, SpawnError, SpawnSpec};
+use crate::Signal;
+
+pub(crate) struct PidNamespace {
+    tracer: Tracer,
+    /// The init (host pid), its pidfd, the control pipe and the namespace's
+    /// inode, from the spawn on.
+    init: Option<Init>,
+    released: bool,
+}
+
+struct Init {
+    pid: Pid,
+    pidfd: OwnedFd,
+    ctl: Option<OwnedFd>,
+    ns: u64,
+}
+
+impl PidNamespace {
+    pub(crate) fn new(tracer: Tracer) -> PidNamespace {
+        PidNamespace {
+            tracer,
+            init: None,
+            released: false,
+        }
+    }
+
+    fn init_exited(&self) -> bool {
+        let Some(init) = &self.init else { return true };
+        matches!(
+            rustix::process::waitid(
+                WaitId::Pid(init.pid),
+                WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+            ),
+            Ok(Some(_)) | Err(_)
+        )
+    }
+}
+
+/// Why the kernel refused, and what to change.
+fn refused_message(e: &io::Error, step: &str) -> String {
+    let hint = if rustix::process::geteuid().is_root() {
+        "a PID namespace needs CAP_SYS_ADMIN (a container or seccomp policy may deny it)"
+    } else {
+        "unprivileged user namespaces may be disabled: check the sysctls \
+         kernel.unprivileged_userns_clone and user.max_user_namespaces, and an \
+         LSM policy such as AppArmor's kernel.apparmor_restrict_unprivileged_userns"
+    };
+    format!("the kernel refused a new PID namespace ({step}: {e}); {hint}")
+}
+
+impl Containment for PidNamespace {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::PidNamespace
+    }
+
+    fn prepare(&mut self, _cmd: &mut std::process::Command) -> io::Result<()> {
+        // `spawn_root` always answers; std's path is never taken.
+        Err(io::Error::other("the PID namespace tier spawns its own root"))
+    }
+
+    fn spawn_root(&mut self, spec: &SpawnSpec<'_>) -> Option<Result<Root, SpawnError>> {
+        Some(match pidns::spawn(spec) {
+            Ok(child) => {
+                let ns = std::fs::metadata(format!("/proc/{}/ns/pid", child.pid.as_raw_nonzero()))
+                    .map(|m| m.st_ino())
+                    .unwrap_or(0);
+                match child.pidfd.try_clone() {
+                    Ok(pidfd) => {
+                        self.init = Some(Init {
+                            pid: child.pid,
+                            pidfd,
+                            ctl: Some(child.ctl),
+                            ns,
+                        });
+                        Ok(Root::from_ns_init(child.pid, child.pidfd, child.status))
+                    }
+                    Err(e) => {
+                        let _ = rustix::process::pidfd_send_signal(
+                            &child.pidfd,
+                            rustix::process::Signal::KILL,
+                        );
+                        let _ =
+                            rustix::process::waitid(WaitId::Pid(child.pid), WaitIdOptions::EXITED);
+                        Err(SpawnError::Spawn(e))
+                    }
+                }
+            }
+            Err(NsError::Refused(e, step)) => Err(SpawnError::Contain(io::Error::other(
+                refused_message(&e, step),
+            ))),
+            Err(NsError::Setup(e) | NsError::Exec(e)) => Err(SpawnError::Spawn(e)),
+        })
+    }
+
+    fn attach(&mut self, _root: &Root) -> io::Result<()> {
+        if self.init.as_ref().is_some_and(|i| i.ns == 0) {
+            return Err(io::Error::other(
+                "could not read the namespace of the init",
+            ));
+        }
+        Ok(())
+    }
+
+    fn signal(&mut self, sig: Signal) -> io::Result<()> {
+        if self.released {
+            return Err(io::Error::other("signal after release"));
+        }
+        let Some(init) = self.init.as_mut() else {
+            return Ok(());
+        };
+        self.tracer.record(OsOp::SignalTree {
+            via: Mechanism::PidNamespace,
+            target: init.pid.as_raw_nonzero().get() as u64,
+            signal: sig,
+        });
+        if sig == Signal::KILL {
+            // The init dies and the kernel kills the whole namespace.
+            return match rustix::process::pidfd_send_signal(
+                &init.pidfd,
+                rustix::process::Signal::KILL,
+            ) {
+                Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
+                Err(e) => Err(e.into()),
+            };
+        }
+        let Some(ctl) = init.ctl.as_ref() else {
+            return Ok(());
+        };
+        // A gone init took the namespace with it.
+        pidns::send_ctl(ctl, sig.as_raw() as u8).map(|_| ())
+    }
+
+    fn members(&mut self) -> io::Result<Vec<u32>> {
+        if self.init_exited() {
+            return Ok(Vec::new());
+        }
+        let Some(init) = &self.init else {
+            return Ok(Vec::new());
+        };
+        let (ns, me) = (init.ns, init.pid.as_raw_nonzero().get() as u32);
+        let mut out = Vec::new();
+        let mut path = String::with_capacity(32);
+        crate::sys::linux_proc::for_each_process(|st| {
+            if st.pid == me || st.is_dead() {
+                return;
+            }
+            use std::fmt::Write;
+            path.clear();
+            let _ = write!(path, "/proc/{}/ns/pid", st.pid);
+            if std::fs::metadata(&path).is_ok_and(|m| m.st_ino() == ns) {
+                out.push(st.pid);
+            }
+        })?;
+        Ok(out)
+    }
+
+    fn wake_fd(&self) -> Option<(BorrowedFd<'_>, WakeOn)> {
+        self.init
+            .as_ref()
+            .map(|i| (i.pidfd.as_fd(), WakeOn::Readable))
+    }
+
+    fn release(&mut self, root: &mut Root) -> io::Result<()> {
+        if self.released {
+            return Ok(());
+        }
+        self.released = true;
+        // Survivors (kept leftovers) are left where they are: the init
+        // stops watching corral and waits for the namespace to empty.
+        if let Some(init) = self.init.as_mut() {
+            if let Some(ctl) = init.ctl.take() {
+                let _ = pidns::send_ctl(&ctl, CTL_DETACH);
+            }
+        }
+        let pid = root.id();
+        let res = root.reap();
+        self.tracer.record(OsOp::Reaped { pid });
+        self.tracer.record(OsOp::Released {
+            via: Mechanism::PidNamespace,
+        });
+        res
+    }
+}
