@@ -215,7 +215,11 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> Result<NsChild, NsError> {
     // too) and never returns. Every signal is blocked in this thread, so the
     // child starts with all signals blocked and CLONE_CLEAR_SIGHAND reset
     // every handler: no host code can run in it.
-    let ret = unsafe { clone3_fork(&mut args, &init_args as *const InitArgs as *const c_void) };
+    let ret = unsafe { clone3_with(
+            &mut args,
+            init_main,
+            &init_args as *const InitArgs as *const c_void,
+        ) };
     // SAFETY: restores the mask saved above.
     unsafe {
         set_sigmask(&old_mask, std::ptr::null_mut());
@@ -365,7 +369,7 @@ fn write_maps(pid: Pid) -> io::Result<()> {
 /// Arguments valid for syscall `nr`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn syscall6(nr: u32, a: [usize; 6]) -> isize {
+pub(super) unsafe fn syscall6(nr: u32, a: [usize; 6]) -> isize {
     let ret: isize;
     // SAFETY: the x86_64 syscall convention (rdi, rsi, rdx, r10, r8, r9);
     // rcx and r11 clobbered; memory effects are the syscall's.
@@ -391,7 +395,7 @@ unsafe fn syscall6(nr: u32, a: [usize; 6]) -> isize {
 /// Arguments valid for syscall `nr`.
 #[cfg(target_arch = "aarch64")]
 #[inline(always)]
-unsafe fn syscall6(nr: u32, a: [usize; 6]) -> isize {
+pub(super) unsafe fn syscall6(nr: u32, a: [usize; 6]) -> isize {
     let ret: isize;
     // SAFETY: the aarch64 syscall convention (x8, x0..x5, result in x0).
     unsafe {
@@ -411,14 +415,17 @@ unsafe fn syscall6(nr: u32, a: [usize; 6]) -> isize {
 }
 
 /// clone3 without CLONE_VM: the child starts on `args.stack` and calls
-/// `init_main(arg)`. Returns the child's pid or -errno in the parent.
+/// `entry(arg)`, which must never return. Returns the child's pid or -errno in the parent.
 ///
 /// # Safety
 /// `args` must not request CLONE_VM and must name a mapped stack.
 #[cfg(target_arch = "x86_64")]
-unsafe fn clone3_fork(args: &mut k::clone_args, arg: *const c_void) -> isize {
+pub(super) unsafe fn clone3_with(
+    args: &mut k::clone_args,
+    entry: extern "C" fn(*const c_void) -> !,
+    arg: *const c_void,
+) -> isize {
     let ret: isize;
-    let entry: extern "C" fn(*const c_void) -> ! = init_main;
     // SAFETY: as `clone3_vfork` in the parent module: in the child (rax ==
     // 0) rsp is the top of the new stack; the frame pointer is cleared, the
     // stack aligned, and `init_main` never returns.
@@ -450,9 +457,12 @@ unsafe fn clone3_fork(args: &mut k::clone_args, arg: *const c_void) -> isize {
 /// # Safety
 /// As the x86_64 version.
 #[cfg(target_arch = "aarch64")]
-unsafe fn clone3_fork(args: &mut k::clone_args, arg: *const c_void) -> isize {
+pub(super) unsafe fn clone3_with(
+    args: &mut k::clone_args,
+    entry: extern "C" fn(*const c_void) -> !,
+    arg: *const c_void,
+) -> isize {
     let ret: isize;
-    let entry: extern "C" fn(*const c_void) -> ! = init_main;
     // SAFETY: as `clone3_vfork` in the parent module.
     unsafe {
         core::arch::asm!(
@@ -553,7 +563,7 @@ extern "C" fn init_main(arg: *const c_void) -> ! {
 }
 
 /// # Safety
-/// Only in the child made by `clone3_fork`, with `a` as described there.
+/// Only in the child made by `clone3_with`, with `a` as described there.
 #[inline(never)]
 unsafe fn init(a: &InitArgs) -> ! {
     // SAFETY (whole body): raw syscalls with pointers to `a`'s memory or

@@ -48,6 +48,9 @@ use super::{ChildIo, SpawnSpec};
 /// The PID-namespace spawn (an init forked without exec, raw syscalls).
 #[path = "linux_pidns.rs"]
 pub(crate) mod pidns;
+/// Crash safety for the cgroup tier (a keeper forked without exec).
+#[path = "linux_keeper.rs"]
+pub(crate) mod keeper;
 
 /// Master switch. With `false`, every cgroup spawn takes std's fork +
 /// pre-exec path.
@@ -667,9 +670,13 @@ struct Stack {
 
 impl Stack {
     fn new() -> io::Result<Stack> {
+        Stack::with_size(CHILD_STACK)
+    }
+
+    fn with_size(usable: usize) -> io::Result<Stack> {
         use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
         let guard = rustix::param::page_size();
-        let len = CHILD_STACK.div_ceil(guard) * guard + guard;
+        let len = usable.div_ceil(guard) * guard + guard;
         // SAFETY: a fresh private anonymous mapping at an address of the
         // kernel's choice; it aliases nothing.
         let base = unsafe {
