@@ -228,19 +228,56 @@ fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
         let Ok(fd) = pidfd_open(raw, PidfdFlags::empty()) else {
             // Already gone before we could pin it: record it as dead by
             // pinning nothing; `wait_dead` treats unknown names as gone.
+            // (Or a pid from inside a PID namespace: looked up below.)
+            if let Some(p) = pin_namespaced(pid, mark) {
+                pinned.lock().unwrap().insert(stem.to_owned(), p);
+            }
             continue;
         };
         // The pidfd pins *some* process; make sure it is our helper (and not
         // a reused pid) by its marker.
-        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let ours = environ.split(|&b| b == 0).any(|kv| kv == mark.as_bytes());
-        if ours || exited(&fd, Duration::ZERO) {
+        if carries(pid, mark) || exited(&fd, Duration::ZERO) {
             pinned
                 .lock()
                 .unwrap()
                 .insert(stem.to_owned(), Pinned { pid, fd });
+        } else if let Some(p) = pin_namespaced(pid, mark) {
+            pinned.lock().unwrap().insert(stem.to_owned(), p);
         }
     }
+}
+
+fn carries(pid: u32, mark: &str) -> bool {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    environ.split(|&b| b == 0).any(|kv| kv == mark.as_bytes())
+}
+
+/// A helper that runs in a PID namespace writes its pid *inside* the
+/// namespace. Finds the host process that carries the marker and whose
+/// innermost pid (the last `NSpid` field) is `inner`, and pins it (the
+/// marker is checked again after the pidfd is open).
+fn pin_namespaced(inner: u32, mark: &str) -> Option<Pinned> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let Some(ns) = status.lines().find_map(|l| l.strip_prefix("NSpid:")) else {
+            continue;
+        };
+        let fields: Vec<&str> = ns.split_whitespace().collect();
+        if fields.len() < 2 || fields.last() != Some(&inner.to_string().as_str()) {
+            continue;
+        }
+        if !carries(pid, mark) {
+            continue;
+        }
+        let fd = pidfd_open(Pid::from_raw(pid as i32)?, PidfdFlags::empty()).ok()?;
+        if carries(pid, mark) {
+            return Some(Pinned { pid, fd });
+        }
+    }
+    None
 }
 
 /// Whether the pinned process has exited, waiting up to `timeout`.

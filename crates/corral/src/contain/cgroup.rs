@@ -289,8 +289,7 @@ impl Cgroup {
         #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
         {
             cg.keeper =
-                crate::sys::linux_spawn::keeper::register(cg.dir_fd.as_fd(), &h.own_v2, &name)
-                    .ok();
+                crate::sys::linux_spawn::keeper::register(cg.dir_fd.as_fd(), &h.own_v2, &name).ok();
         }
         if let Err(e) = cg.apply_limits(h, &name) {
             cg.remove_dirs();

@@ -65,12 +65,27 @@ impl PidNamespace {
 
 /// Why the kernel refused, and what to change.
 fn refused_message(e: &io::Error, step: &str) -> String {
-    let hint = if rustix::process::geteuid().is_root() {
-        "a PID namespace needs CAP_SYS_ADMIN (a container or seccomp policy may deny it)"
-    } else {
-        "unprivileged user namespaces may be disabled: check the sysctls \
-         kernel.unprivileged_userns_clone and user.max_user_namespaces, and an \
-         LSM policy such as AppArmor's kernel.apparmor_restrict_unprivileged_userns"
+    let hint = match e.raw_os_error() {
+        Some(libc_enospc) if libc_enospc == linux_raw_sys::errno::ENOSPC as i32 => {
+            "the user or PID namespace limit is reached or set to 0: raise the sysctl \
+             user.max_user_namespaces (or user.max_pid_namespaces)"
+        }
+        Some(x)
+            if x == linux_raw_sys::errno::EPERM as i32
+                || x == linux_raw_sys::errno::EACCES as i32 =>
+        {
+            "unprivileged user namespaces are denied here: check the sysctl \
+             kernel.unprivileged_userns_clone (Debian), an LSM policy such as \
+             AppArmor's kernel.apparmor_restrict_unprivileged_userns (Ubuntu 23.10+), \
+             or a container's seccomp profile; or run as root"
+        }
+        Some(x)
+            if x == linux_raw_sys::errno::ENOSYS as i32
+                || x == linux_raw_sys::errno::EINVAL as i32 =>
+        {
+            "this kernel lacks clone3 with namespaces (Linux 5.5 or later is needed)"
+        }
+        _ => "use --containment cgroup or subreaper instead",
     };
     format!("the kernel refused a new PID namespace ({step}: {e}); {hint}")
 }
@@ -82,7 +97,9 @@ impl Containment for PidNamespace {
 
     fn prepare(&mut self, _cmd: &mut std::process::Command) -> io::Result<()> {
         // `spawn_root` always answers; std's path is never taken.
-        Err(io::Error::other("the PID namespace tier spawns its own root"))
+        Err(io::Error::other(
+            "the PID namespace tier spawns its own root",
+        ))
     }
 
     fn spawn_root(&mut self, spec: &SpawnSpec<'_>) -> Option<Result<Root, SpawnError>> {
@@ -121,9 +138,7 @@ impl Containment for PidNamespace {
 
     fn attach(&mut self, _root: &Root) -> io::Result<()> {
         if self.init.as_ref().is_some_and(|i| i.ns == 0) {
-            return Err(io::Error::other(
-                "could not read the namespace of the init",
-            ));
+            return Err(io::Error::other("could not read the namespace of the init"));
         }
         Ok(())
     }

@@ -126,8 +126,9 @@ pub(crate) fn register(
             match send(&c.sock, &msg, Some(fds)) {
                 Ok(()) => return Ok(Registration { id }),
                 // The keeper is gone (it should not be): start another.
-                Err(e) if e.raw_os_error() == Some(en::EPIPE as i32)
-                    || e.raw_os_error() == Some(en::ECONNRESET as i32) =>
+                Err(e)
+                    if e.raw_os_error() == Some(en::EPIPE as i32)
+                        || e.raw_os_error() == Some(en::ECONNRESET as i32) =>
                 {
                     *guard = None;
                 }
@@ -370,8 +371,10 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                 let level = i32::from_ne_bytes([control[8], control[9], control[10], control[11]]);
                 let typ = i32::from_ne_bytes([control[12], control[13], control[14], control[15]]);
                 if level == SOL_SOCKET && typ == SCM_RIGHTS {
-                    got[0] = i32::from_ne_bytes([control[16], control[17], control[18], control[19]]);
-                    got[1] = i32::from_ne_bytes([control[20], control[21], control[22], control[23]]);
+                    got[0] =
+                        i32::from_ne_bytes([control[16], control[17], control[18], control[19]]);
+                    got[1] =
+                        i32::from_ne_bytes([control[20], control[21], control[22], control[23]]);
                 }
             }
             let id = u64::from_ne_bytes([

@@ -100,8 +100,11 @@ pub(crate) enum NsError {
 fn host_pidfd() -> Option<c_int> {
     static FD: OnceLock<Option<OwnedFd>> = OnceLock::new();
     FD.get_or_init(|| {
-        rustix::process::pidfd_open(rustix::process::getpid(), rustix::process::PidfdFlags::empty())
-            .ok()
+        rustix::process::pidfd_open(
+            rustix::process::getpid(),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .ok()
     })
     .as_ref()
     .map(|f| f.as_raw_fd())
@@ -132,7 +135,19 @@ fn need_userns() -> bool {
 /// Starts `spec`'s program as the child of an init that is pid 1 of a new
 /// PID (and mount, and for a non-root caller user) namespace.
 pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> Result<NsChild, NsError> {
+    // Root in the initial user namespace needs no user namespace; root of a
+    // container's user namespace (euid 0 without CAP_SYS_ADMIN over its PID
+    // namespace) is refused with EPERM: then try again with one.
     let userns = need_userns();
+    match spawn_with(spec, userns) {
+        Err(NsError::Refused(e, _)) if !userns && e.raw_os_error() == Some(en::EPERM as i32) => {
+            spawn_with(spec, true)
+        }
+        other => other,
+    }
+}
+
+fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     let prepared = Prepared::new(spec, std::env::vars_os()).map_err(NsError::Setup)?;
     let mut keep_owned = Vec::new();
     let stdio = [
@@ -152,11 +167,12 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> Result<NsChild, NsError> {
 
     let mut keep = [-1; MAX_KEEP];
     let mut n_keep = 0;
-    for fd in stdio
-        .iter()
-        .copied()
-        .chain([sync_r.as_raw_fd(), ctl_r.as_raw_fd(), status_w.as_raw_fd(), host])
-    {
+    for fd in stdio.iter().copied().chain([
+        sync_r.as_raw_fd(),
+        ctl_r.as_raw_fd(),
+        status_w.as_raw_fd(),
+        host,
+    ]) {
         if fd > 2 && n_keep < MAX_KEEP {
             keep[n_keep] = fd;
             n_keep += 1;
@@ -182,8 +198,8 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> Result<NsChild, NsError> {
     };
     let stack = Stack::new().map_err(NsError::Setup)?;
     let (stack_low, stack_size) = stack.usable();
-    let mut flags = (k::CLONE_NEWPID | k::CLONE_NEWNS | k::CLONE_PIDFD) as u64
-        | k::CLONE_CLEAR_SIGHAND;
+    let mut flags =
+        (k::CLONE_NEWPID | k::CLONE_NEWNS | k::CLONE_PIDFD) as u64 | k::CLONE_CLEAR_SIGHAND;
     if userns {
         flags |= k::CLONE_NEWUSER as u64;
     }
@@ -215,11 +231,13 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> Result<NsChild, NsError> {
     // too) and never returns. Every signal is blocked in this thread, so the
     // child starts with all signals blocked and CLONE_CLEAR_SIGHAND reset
     // every handler: no host code can run in it.
-    let ret = unsafe { clone3_with(
+    let ret = unsafe {
+        clone3_with(
             &mut args,
             init_main,
             &init_args as *const InitArgs as *const c_void,
-        ) };
+        )
+    };
     // SAFETY: restores the mask saved above.
     unsafe {
         set_sigmask(&old_mask, std::ptr::null_mut());
@@ -289,9 +307,7 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> Result<NsChild, NsError> {
     let value = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
     match kind {
         MSG_STARTED => {}
-        MSG_EXEC_FAILED => {
-            return fail(child, NsError::Exec(io::Error::from_raw_os_error(value)))
-        }
+        MSG_EXEC_FAILED => return fail(child, NsError::Exec(io::Error::from_raw_os_error(value))),
         MSG_SETUP_FAILED => {
             let e = io::Error::from_raw_os_error(value & 0xffff);
             let what = match value >> 16 {
@@ -315,7 +331,9 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> Result<NsChild, NsError> {
         _ => {
             return fail(
                 child,
-                NsError::Setup(io::Error::other("unexpected message from the namespace init")),
+                NsError::Setup(io::Error::other(
+                    "unexpected message from the namespace init",
+                )),
             )
         }
     }
@@ -335,7 +353,14 @@ pub(crate) fn send_ctl(ctl: &OwnedFd, byte: u8) -> io::Result<bool> {
         let r = unsafe {
             syscall6(
                 k::__NR_sendto,
-                [ctl.as_raw_fd() as usize, b.as_ptr() as usize, 1, MSG_NOSIGNAL, 0, 0],
+                [
+                    ctl.as_raw_fd() as usize,
+                    b.as_ptr() as usize,
+                    1,
+                    MSG_NOSIGNAL,
+                    0,
+                    0,
+                ],
             )
         };
         if r >= 0 {
@@ -575,7 +600,13 @@ unsafe fn init(a: &InitArgs) -> ! {
         // 2. Wait for the go byte.
         let mut b = [0u8; 1];
         loop {
-            let r = syscall4(k::__NR_read, a.sync_r as usize, b.as_mut_ptr() as usize, 1, 0);
+            let r = syscall4(
+                k::__NR_read,
+                a.sync_r as usize,
+                b.as_mut_ptr() as usize,
+                1,
+                0,
+            );
             if r == 1 {
                 break;
             }
@@ -686,7 +717,13 @@ unsafe fn init(a: &InitArgs) -> ! {
         syscall4(k::__NR_close, ep[0] as usize, 0, 0, 0);
         if got > 0 {
             let mut st: c_int = 0;
-            syscall4(k::__NR_wait4, cmd as usize, &mut st as *mut c_int as usize, 0, 0);
+            syscall4(
+                k::__NR_wait4,
+                cmd as usize,
+                &mut st as *mut c_int as usize,
+                0,
+                0,
+            );
             report(a.status_w, MSG_EXEC_FAILED, i32::from_ne_bytes(eb));
             exit_now(127);
         }

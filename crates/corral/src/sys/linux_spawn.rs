@@ -45,12 +45,12 @@ use rustix::process::Pid;
 
 use super::{ChildIo, SpawnSpec};
 
-/// The PID-namespace spawn (an init forked without exec, raw syscalls).
-#[path = "linux_pidns.rs"]
-pub(crate) mod pidns;
 /// Crash safety for the cgroup tier (a keeper forked without exec).
 #[path = "linux_keeper.rs"]
 pub(crate) mod keeper;
+/// The PID-namespace spawn (an init forked without exec, raw syscalls).
+#[path = "linux_pidns.rs"]
+pub(crate) mod pidns;
 
 /// Master switch. With `false`, every cgroup spawn takes std's fork +
 /// pre-exec path.
