@@ -116,6 +116,58 @@ fn sigkill_corral_mid_run(tier: &str) {
     }
 }
 
+/// The weak tiers: the keeper kills the root's process group while the
+/// root leads it (plain children, TERM ignorers); escapers that left the
+/// group (setsid, double fork) survive there, as the README says.
+fn sigkill_corral_weak_tier(tier: &str) {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let script = tree_script();
+    let mut r = start(
+        corral(
+            &s,
+            [
+                "run",
+                "--containment",
+                tier,
+                "-t",
+                "60",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        ),
+        Sink::Null,
+        Sink::Null,
+    );
+    for n in ALL {
+        assert!(
+            w.pid(n, 10 * SEC).is_some(),
+            "{tier}: helper {n} never started"
+        );
+    }
+    std::thread::sleep(ms(50));
+    r.child.kill().unwrap();
+    let t = Instant::now();
+    r.child.wait().unwrap();
+    for n in ["root", "plain", "ign"] {
+        let left = (SEC + ms(200)).saturating_sub(t.elapsed());
+        assert!(w.wait_dead(n, left), "{tier}: {n} survived corral's death");
+    }
+    // The Watch kills the escapers.
+}
+
+#[test]
+fn sigkill_of_corral_kills_the_process_group_tree() {
+    sigkill_corral_weak_tier("process-group");
+}
+
+#[test]
+fn sigkill_of_corral_kills_the_subreaper_group() {
+    sigkill_corral_weak_tier("subreaper");
+}
+
 #[test]
 fn sigkill_of_corral_kills_the_cgroup_tree() {
     sigkill_corral_mid_run("cgroup");

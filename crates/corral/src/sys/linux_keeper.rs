@@ -40,6 +40,9 @@ const SLOTS: usize = 512;
 const NAME_MAX: usize = 64;
 const OP_ADD: u8 = 1;
 const OP_DEL: u8 = 2;
+/// A process-group or subreaper root: its pidfd, and its pid in the name
+/// bytes (4 bytes).
+const OP_ADD_ROOT: u8 = 3;
 /// op, id (8 bytes), name length, name.
 const MSG_LEN: usize = 1 + 8 + 1 + NAME_MAX;
 
@@ -94,6 +97,19 @@ impl Drop for Registration {
     }
 }
 
+/// Hands the keeper the root of a process-group or subreaper run: if this
+/// process dies while the root is alive, the keeper kills the root's
+/// process group through the root's pidfd (`PIDFD_SIGNAL_PROCESS_GROUP`,
+/// Linux 6.9; the root alone before), and only while the root still leads
+/// its own group. Never a stranger: a reaped root's pidfd signals nothing.
+pub(crate) fn register_root(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Registration> {
+    let mut msg = [0u8; MSG_LEN];
+    msg[0] = OP_ADD_ROOT;
+    msg[9] = 4;
+    msg[10..14].copy_from_slice(&pid.to_ne_bytes());
+    registered(msg, [pidfd.as_raw_fd(), -1])
+}
+
 /// Hands the keeper a cgroup to kill and remove if this process dies
 /// before the run ends. `dir` is the cgroup's directory, `parent` the
 /// directory it is in, `name` its name there.
@@ -110,13 +126,16 @@ pub(crate) fn register(
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )?;
-    let id = NEXT.fetch_add(1, Ordering::Relaxed);
     let mut msg = [0u8; MSG_LEN];
     msg[0] = OP_ADD;
-    msg[1..9].copy_from_slice(&id.to_ne_bytes());
     msg[9] = name.len() as u8;
     msg[10..10 + name.len()].copy_from_slice(name.as_bytes());
-    let fds = [dir.as_raw_fd(), parent.as_raw_fd()];
+    registered(msg, [dir.as_raw_fd(), parent.as_raw_fd()])
+}
+
+fn registered(mut msg: [u8; MSG_LEN], fds: [c_int; 2]) -> io::Result<Registration> {
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    msg[1..9].copy_from_slice(&id.to_ne_bytes());
     let mut guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
     for _ in 0..2 {
         if guard.is_none() {
@@ -155,13 +174,16 @@ fn send(sock: &OwnedFd, msg: &[u8], fds: Option<[c_int; 2]>) -> io::Result<()> {
         flags: 0,
     };
     if let Some(fds) = fds {
-        control[0..8].copy_from_slice(&(CMSG_LEN2 as u64).to_ne_bytes());
+        let n = if fds[1] < 0 { 1 } else { 2 };
+        let len = CMSG_HDR + 4 * n;
+        control[0..8].copy_from_slice(&(len as u64).to_ne_bytes());
         control[8..12].copy_from_slice(&SOL_SOCKET.to_ne_bytes());
         control[12..16].copy_from_slice(&SCM_RIGHTS.to_ne_bytes());
         control[16..20].copy_from_slice(&fds[0].to_ne_bytes());
         control[20..24].copy_from_slice(&fds[1].to_ne_bytes());
         hdr.control = control.as_mut_ptr();
-        hdr.controllen = CMSG_LEN2;
+        // CMSG_SPACE: the length rounded up to 8.
+        hdr.controllen = len.div_ceil(8) * 8;
     }
     loop {
         // SAFETY: `hdr` describes `msg` and `control`, both alive and of
@@ -270,6 +292,8 @@ struct Slot {
     parent: c_int,
     name_len: usize,
     name: [u8; NAME_MAX + 1],
+    /// `dir` is a root's pidfd (its pid in `name[0..4]`), not a cgroup.
+    root: bool,
 }
 
 extern "C" fn keeper_main(arg: *const std::ffi::c_void) -> ! {
@@ -306,6 +330,7 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
             parent: -1,
             name_len: 0,
             name: [0; NAME_MAX + 1],
+            root: false,
         };
         let mut slots = [empty; SLOTS];
         #[repr(C)]
@@ -381,7 +406,8 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                 msg[1], msg[2], msg[3], msg[4], msg[5], msg[6], msg[7], msg[8],
             ]);
             let mut placed = false;
-            if msg[0] == OP_ADD && got[0] >= 0 && got[1] >= 0 {
+            let complete = got[0] >= 0 && (got[1] >= 0 || msg[0] == OP_ADD_ROOT);
+            if (msg[0] == OP_ADD || msg[0] == OP_ADD_ROOT) && complete {
                 let mut i = 0;
                 while i < SLOTS {
                     if slots[i].dir < 0 {
@@ -396,6 +422,7 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                         slots[i].id = id;
                         slots[i].dir = got[0];
                         slots[i].parent = got[1];
+                        slots[i].root = msg[0] == OP_ADD_ROOT;
                         placed = true;
                         break;
                     }
@@ -406,7 +433,9 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                 while i < SLOTS {
                     if slots[i].dir >= 0 && slots[i].id == id {
                         syscall4(k::__NR_close, slots[i].dir as usize, 0, 0, 0);
-                        syscall4(k::__NR_close, slots[i].parent as usize, 0, 0, 0);
+                        if slots[i].parent >= 0 {
+                            syscall4(k::__NR_close, slots[i].parent as usize, 0, 0, 0);
+                        }
                         slots[i].dir = -1;
                         slots[i].parent = -1;
                         break;
@@ -426,6 +455,20 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
         }
 
         // The host is gone: kill every held tree, then remove the cgroups.
+        let mut i = 0;
+        while i < SLOTS {
+            if slots[i].dir >= 0 && slots[i].root {
+                let pid = u32::from_ne_bytes([
+                    slots[i].name[0],
+                    slots[i].name[1],
+                    slots[i].name[2],
+                    slots[i].name[3],
+                ]);
+                kill_root(slots[i].dir, pid);
+                slots[i].dir = -1;
+            }
+            i += 1;
+        }
         let kill = b"cgroup.kill\0";
         let mut i = 0;
         while i < SLOTS {
@@ -479,6 +522,117 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
         loop {
             syscall4(k::__NR_exit_group, 0, 0, 0, 0);
         }
+    }
+}
+
+/// SIGKILLs a root's process group through its pidfd when the root still
+/// leads its own group, else the root alone. A root that was reaped (its
+/// pid possibly reused, so /proc may describe a stranger) makes the pidfd
+/// signal fail with ESRCH: nothing outside the tree is ever hit.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn kill_root(pidfd: c_int, pid: u32) {
+    const PIDFD_SIGNAL_PROCESS_GROUP: usize = 1 << 2;
+    // SAFETY: raw syscalls on this frame's buffers.
+    unsafe {
+        // "/proc/<pid>/stat" without allocation.
+        let mut path = [0u8; 32];
+        let prefix = b"/proc/";
+        let mut n = 0;
+        while n < prefix.len() {
+            path[n] = prefix[n];
+            n += 1;
+        }
+        let mut digits = [0u8; 10];
+        let mut d = 0;
+        let mut v = pid;
+        loop {
+            digits[d] = b'0' + (v % 10) as u8;
+            d += 1;
+            v /= 10;
+            if v == 0 || d >= digits.len() {
+                break;
+            }
+        }
+        while d > 0 {
+            d -= 1;
+            path[n] = digits[d];
+            n += 1;
+        }
+        let suffix = b"/stat\0";
+        let mut j = 0;
+        while j < suffix.len() && n < path.len() {
+            path[n] = suffix[j];
+            n += 1;
+            j += 1;
+        }
+        let mut leads = false;
+        let fd = syscall4(
+            k::__NR_openat,
+            k::AT_FDCWD as isize as usize,
+            path.as_ptr() as usize,
+            (k::O_RDONLY | k::O_CLOEXEC) as usize,
+            0,
+        );
+        if fd >= 0 {
+            let mut buf = [0u8; 512];
+            let r = syscall4(
+                k::__NR_read,
+                fd as usize,
+                buf.as_mut_ptr() as usize,
+                buf.len(),
+                0,
+            );
+            syscall4(k::__NR_close, fd as usize, 0, 0, 0);
+            if r > 0 {
+                let len = (r as usize).min(buf.len());
+                // After the last ')': " S ppid pgrp ...".
+                let mut close = len;
+                let mut i = 0;
+                while i < len {
+                    if buf[i] == b')' {
+                        close = i;
+                    }
+                    i += 1;
+                }
+                let mut field = 0;
+                let mut pgrp: u64 = 0;
+                let mut i = close + 1;
+                while i < len {
+                    let c = buf[i];
+                    if c == b' ' {
+                        field += 1;
+                        if field > 3 {
+                            break;
+                        }
+                    } else if field == 3 && c.is_ascii_digit() {
+                        pgrp = pgrp * 10 + (c - b'0') as u64;
+                    }
+                    i += 1;
+                }
+                leads = pgrp == pid as u64;
+            }
+        }
+        if leads {
+            let r = syscall4(
+                k::__NR_pidfd_send_signal,
+                pidfd as usize,
+                k::SIGKILL as usize,
+                0,
+                PIDFD_SIGNAL_PROCESS_GROUP,
+            );
+            if r == 0 {
+                return;
+            }
+        }
+        syscall4(
+            k::__NR_pidfd_send_signal,
+            pidfd as usize,
+            k::SIGKILL as usize,
+            0,
+            0,
+        );
     }
 }
 

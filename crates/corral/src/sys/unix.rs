@@ -37,6 +37,13 @@ pub(crate) struct Root {
     /// exit comes through this status pipe (see `linux_pidns`).
     #[cfg(target_os = "linux")]
     ns_status: Option<OwnedFd>,
+    /// Crash safety of the process-group and subreaper tiers: the keeper
+    /// holds the root's pidfd until the root is reaped.
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    keeper: Option<super::linux_spawn::keeper::Registration>,
 }
 
 impl Root {
@@ -45,17 +52,36 @@ impl Root {
         // Dropping a std Child neither kills nor reaps it; the pid stays ours
         // to reap.
         drop(child);
+        // The child is unreaped, so this pid cannot have been reused.
+        #[cfg(target_os = "linux")]
+        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
+        // If this process dies while the root runs, the keeper kills the
+        // root's group (see `linux_keeper`). Best effort: without it the
+        // run is only not crash-safe.
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        let keeper = pidfd.as_ref().and_then(|fd| {
+            use std::os::fd::AsFd;
+            super::linux_spawn::keeper::register_root(fd.as_fd(), pid.as_raw_nonzero().get() as u32)
+                .ok()
+        });
         Root {
             pid,
-            // The child is unreaped, so this pid cannot have been reused.
             #[cfg(target_os = "linux")]
-            pidfd: rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok(),
+            pidfd,
             #[cfg(target_os = "linux")]
             exit_hint: std::cell::Cell::new(true),
             exited: None,
             reaped: false,
             #[cfg(target_os = "linux")]
             ns_status: None,
+            #[cfg(all(
+                target_os = "linux",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            keeper,
         }
     }
 
@@ -72,6 +98,7 @@ impl Root {
             exited: None,
             reaped: false,
             ns_status: None,
+            keeper: None,
         }
     }
 
@@ -89,6 +116,7 @@ impl Root {
             exited: None,
             reaped: false,
             ns_status: Some(status),
+            keeper: None,
         }
     }
 
@@ -173,6 +201,12 @@ impl Root {
         self.reaped = true;
         #[cfg(target_os = "linux")]
         self.exit_hint.set(true);
+        // The keeper lets go of the root before its pid can be reused.
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        drop(self.keeper.take());
         // A namespace init outlives the command while the namespace holds
         // processes: reap it now only if it has exited.
         #[cfg(target_os = "linux")]
