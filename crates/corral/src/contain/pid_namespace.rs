@@ -179,20 +179,40 @@ impl Containment for PidNamespace {
         let Some(init) = &self.init else {
             return Ok(Vec::new());
         };
-        let (ns, me) = (init.ns, init.pid.as_raw_nonzero().get() as u32);
+        // Every process of the namespace descends from its init (orphans
+        // re-parent to it; nothing inside can join from outside), so the
+        // init's descendants are the members: a walk as large as the tree,
+        // not the system. Pids are only counted here, never signalled, so a
+        // pid reused during the walk cannot misdirect anything.
+        let me = init.pid.as_raw_nonzero().get() as u32;
         let mut out = Vec::new();
-        let mut path = String::with_capacity(32);
-        crate::sys::linux_proc::for_each_process(|st| {
-            if st.pid == me || st.is_dead() {
-                return;
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = vec![me];
+        let mut buf = String::new();
+        while let Some(p) = stack.pop() {
+            if seen.len() > 1 << 20 {
+                break;
             }
-            use std::fmt::Write;
-            path.clear();
-            let _ = write!(path, "/proc/{}/ns/pid", st.pid);
-            if std::fs::metadata(&path).is_ok_and(|m| m.st_ino() == ns) {
-                out.push(st.pid);
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+                continue;
+            };
+            for t in tasks.flatten() {
+                buf.clear();
+                let path = t.path().join("children");
+                if let Ok(mut f) = std::fs::File::open(path) {
+                    use std::io::Read;
+                    let _ = f.read_to_string(&mut buf);
+                }
+                for c in buf.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+                    if c != me && seen.insert(c) {
+                        stack.push(c);
+                        if crate::sys::linux_proc::stat_of(c).is_some_and(|st| !st.is_dead()) {
+                            out.push(c);
+                        }
+                    }
+                }
             }
-        })?;
+        }
         Ok(out)
     }
 
