@@ -43,8 +43,10 @@ fn pn(s: &Scratch, script: &str) -> Command {
     c
 }
 
+/// Waits until the Watch has pinned helper `name` (its pid inside the
+/// namespace is translated to the host's by the watch, which takes a scan).
 fn wait_file(name: &str) -> String {
-    format!(r#"until [ -e "$CORRAL_TEST_DIR/{name}.pid" ]; do sleep 0.01; done; "#)
+    format!(r#"until [ -e "$CORRAL_TEST_DIR/{name}.pinned" ]; do sleep 0.01; done; "#)
 }
 
 #[track_caller]

@@ -231,6 +231,7 @@ fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
             // (Or a pid from inside a PID namespace: looked up below.)
             if let Some(p) = pin_namespaced(pid, mark) {
                 pinned.lock().unwrap().insert(stem.to_owned(), p);
+                mark_pinned(dir, stem);
             }
             continue;
         };
@@ -241,10 +242,18 @@ fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
                 .lock()
                 .unwrap()
                 .insert(stem.to_owned(), Pinned { pid, fd });
+            mark_pinned(dir, stem);
         } else if let Some(p) = pin_namespaced(pid, mark) {
             pinned.lock().unwrap().insert(stem.to_owned(), p);
+            mark_pinned(dir, stem);
         }
     }
+}
+
+/// Tells a script that helper `stem` is pinned (`NAME.pinned` appears), so
+/// a tree can wait for the watch before it moves on.
+fn mark_pinned(dir: &Path, stem: &str) {
+    let _ = std::fs::write(dir.join(format!("{stem}.pinned")), b"");
 }
 
 fn carries(pid: u32, mark: &str) -> bool {

@@ -112,6 +112,7 @@ fn host_pidfd() -> Option<c_int> {
 
 /// What the init reads (its own copy, made by the fork).
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct InitArgs {
     argv: *const *const std::os::raw::c_char,
     envp: *const *const std::os::raw::c_char,
@@ -125,6 +126,12 @@ struct InitArgs {
     host_pidfd: c_int,
     keep: [c_int; MAX_KEEP],
     n_keep: usize,
+    /// The command's stack for the init's vfork-style clone (mapped by the
+    /// parent, so the init has its own copy).
+    cmd_stack: (u64, u64),
+    /// The write end of the init's exec-error pipe, set by the init before
+    /// the clone (the command reads it from the shared memory).
+    err_fd: c_int,
 }
 
 /// Whether this process would need a user namespace for a PID namespace.
@@ -179,6 +186,7 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
         }
     }
     keep[..n_keep].sort_unstable();
+    let cmd_stack = Stack::new().map_err(NsError::Setup)?;
     let init_args = InitArgs {
         argv: prepared.argv.as_ptr(),
         envp: prepared.envp.as_ptr(),
@@ -195,6 +203,8 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
         host_pidfd: host,
         keep,
         n_keep,
+        cmd_stack: cmd_stack.usable(),
+        err_fd: -1,
     };
     let stack = Stack::new().map_err(NsError::Setup)?;
     let (stack_low, stack_size) = stack.usable();
@@ -243,6 +253,7 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
         set_sigmask(&old_mask, std::ptr::null_mut());
     }
     drop(stack);
+    drop(cmd_stack);
     drop(keep_owned);
     drop(sync_r);
     drop(ctl_r);
@@ -681,16 +692,31 @@ unsafe fn init(a: &InitArgs) -> ! {
         if r < 0 {
             fail(STEP_PIPE, r);
         }
-        // A plain fork (legacy clone: flags = SIGCHLD, no new stack).
-        let cmd = syscall4(k::__NR_clone, k::SIGCHLD as usize, 0, 0, 0);
+        // The command: a vfork-style clone on its own stack (the init is
+        // single-threaded and has no handlers, so sharing its memory until
+        // the exec is safe, and the host's memory is not copied again).
+        let mut targs = *a;
+        targs.err_fd = ep[1];
+        let mut cargs = k::clone_args {
+            flags: (k::CLONE_VM | k::CLONE_VFORK) as u64,
+            pidfd: 0,
+            child_tid: 0,
+            parent_tid: 0,
+            exit_signal: k::SIGCHLD as u64,
+            stack: a.cmd_stack.0,
+            stack_size: a.cmd_stack.1,
+            tls: 0,
+            set_tid: 0,
+            set_tid_size: 0,
+            cgroup: 0,
+        };
+        let cmd = clone3_with(
+            &mut cargs,
+            command_main,
+            &targs as *const InitArgs as *const c_void,
+        );
         if cmd < 0 {
             fail(STEP_FORK, cmd);
-        }
-        if cmd == 0 {
-            let e = command_exec(a);
-            let bytes = e.to_ne_bytes();
-            syscall4(k::__NR_write, ep[1] as usize, bytes.as_ptr() as usize, 4, 0);
-            exit_now(127);
         }
         syscall4(k::__NR_close, ep[1] as usize, 0, 0, 0);
         let mut eb = [0u8; 4];
@@ -849,7 +875,27 @@ unsafe fn init(a: &InitArgs) -> ! {
     }
 }
 
-/// The command's side of the init's fork: streams, mask, exec. Returns the
+/// The command's entry (vfork-style child of the init): exec, or report
+/// the errno on the init's error pipe and exit.
+extern "C" fn command_main(arg: *const c_void) -> ! {
+    // SAFETY: `arg` points to the init's `targs`, alive while the init is
+    // suspended (CLONE_VFORK); only raw syscalls follow.
+    unsafe {
+        let a = &*(arg as *const InitArgs);
+        let e = command_exec(a);
+        let bytes = e.to_ne_bytes();
+        syscall4(
+            k::__NR_write,
+            a.err_fd as usize,
+            bytes.as_ptr() as usize,
+            4,
+            0,
+        );
+        exit_now(127)
+    }
+}
+
+/// The command's side of the init's clone: streams, mask, exec. Returns the
 /// errno to report.
 ///
 /// # Safety
