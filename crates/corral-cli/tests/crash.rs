@@ -55,6 +55,9 @@ fn sigkill_corral_mid_run(tier: &str) {
         return;
     }
     let s = Scratch::new();
+    if tier == "pid-namespace" {
+        s.namespaced();
+    }
     let w = Watch::new(&s);
     let script = tree_script();
     let mut r = start(
@@ -211,6 +214,7 @@ fn pid_namespace_tier_from_the_cli() {
         return;
     }
     let s = Scratch::new();
+    s.namespaced();
     let w = Watch::new(&s);
     let rp = report_path(&s);
     let script = format!(
@@ -278,4 +282,48 @@ fn pid_namespace_tier_from_the_cli() {
         5 * SEC,
     );
     d.assert_code(127);
+}
+
+/// A signal to corral is passed on to the whole namespace (the init sends
+/// it to every process), and corral exits 128+N once the tree is gone.
+#[test]
+fn sigterm_to_corral_reaches_the_namespace() {
+    if !tier_available("pid-namespace") {
+        return;
+    }
+    let s = Scratch::new();
+    s.namespaced();
+    let w = Watch::new(&s);
+    let script = format!(
+        r#"setsid "$H" esc >/dev/null 2>&1 & {IGN}{}{} sleep 30"#,
+        wait_for("esc"),
+        wait_for("ign")
+    );
+    let r = start(
+        corral(
+            &s,
+            [
+                "run",
+                "--containment",
+                "pid-namespace",
+                "-k",
+                "300ms",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        ),
+        Sink::Pipe,
+        Sink::Pipe,
+    );
+    for n in ["esc", "ign"] {
+        assert!(w.pid(n, 10 * SEC).is_some(), "helper {n} never started");
+    }
+    let pid = rustix::process::Pid::from_raw(r.pid() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let d = r.finish(5 * SEC);
+    d.assert_code(143);
+    // esc dies of the TERM; ign only of the SIGKILL after the grace.
+    assert_dead(&w, &["esc", "ign"]);
 }

@@ -69,6 +69,7 @@ fn command_is_pid_2_with_a_private_proc_and_the_same_ids() {
         return;
     }
     let s = Scratch::new();
+    s.namespaced();
     let r = pn(
         &s,
         r#"echo $$; id -u; id -g; ls /proc | grep -c '^[0-9]'; cat /proc/1/stat | cut -d' ' -f1"#,
@@ -93,6 +94,7 @@ fn exit_codes_and_signals_are_the_commands() {
         return;
     }
     let s = Scratch::new();
+    s.namespaced();
     let r = pn(&s, "exit 7").run().unwrap();
     check(&r);
     assert_eq!(r.outcome, Outcome::Exited(7));
@@ -114,6 +116,7 @@ fn timeout_kills_setsid_escaper_and_term_ignorer() {
         return;
     }
     let s = Scratch::new();
+    s.namespaced();
     let w = Watch::new(&s);
     let t = Instant::now();
     let r = pn(
@@ -146,6 +149,7 @@ fn output_held_by_a_grandchild_is_bounded() {
         return;
     }
     let s = Scratch::new();
+    s.namespaced();
     let w = Watch::new(&s);
     let t = Instant::now();
     let r = pn(
@@ -172,6 +176,7 @@ fn nonzero_exit_kills_survivors_and_exit_0_keeps_them() {
         return;
     }
     let s = Scratch::new();
+    s.namespaced();
     let w = Watch::new(&s);
     let r = pn(
         &s,
@@ -217,6 +222,7 @@ fn cancellation_and_trace_go_through_the_namespace() {
         return;
     }
     let s = Scratch::new();
+    s.namespaced();
     let w = Watch::new(&s);
     let ops = Arc::new(Mutex::new(Vec::new()));
     let o = ops.clone();
@@ -259,6 +265,41 @@ fn cancellation_and_trace_go_through_the_namespace() {
 }
 
 #[test]
+fn async_api_in_the_namespace() {
+    if !available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.namespaced();
+    let w = Watch::new(&s);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let t = Instant::now();
+    let r = rt.block_on(async {
+        pn(
+            &s,
+            &format!(
+                r#"setsid "$H" esc >/dev/null 2>&1 & {} echo out; sleep 30"#,
+                wait_file("esc")
+            ),
+        )
+        .timeout(ms(600))
+        .run_async()
+        .await
+        .unwrap()
+    });
+    check(&r);
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    assert_eq!(r.stdout.text_lossy(), "out\n");
+    assert_between(t.elapsed(), ms(600), 4 * SEC);
+    assert_dead(&w, &["esc"]);
+    let r = rt.block_on(async { pn(&s, "exit 5").run_async().await.unwrap() });
+    assert_eq!(r.outcome, Outcome::Exited(5));
+}
+
+#[test]
 fn limits_need_the_cgroup_tier() {
     let e = Command::new("true")
         .containment(ns())
@@ -296,6 +337,9 @@ fn library_host_killed_takes_the_tree_along() {
             continue;
         }
         let s = Scratch::new();
+        if tier == "pid_namespace" {
+            s.namespaced();
+        }
         let w = Watch::new(&s);
         let mut host = std::process::Command::new(std::env::current_exe().unwrap());
         host.args(["--exact", "crash_host", "--nocapture", "--ignored"])

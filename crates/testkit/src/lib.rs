@@ -92,6 +92,14 @@ impl Scratch {
         c
     }
 
+    /// Declares that this scratch's helpers run in a PID namespace: a helper
+    /// whose pid file names a process that can no longer be found was
+    /// reaped by the namespace's init, and the watch records it as gone.
+    pub fn namespaced(&self) -> &Scratch {
+        let _ = std::fs::write(self.dir.join("NS"), b"");
+        self
+    }
+
     /// The marker helpers carry (`CORRAL_TEST_MARK=<mark>`).
     pub fn mark(&self) -> &str {
         &self.mark
@@ -112,7 +120,9 @@ pub mod corral_command {
 
 struct Pinned {
     pid: u32,
-    fd: OwnedFd,
+    /// `None`: the helper was already gone (reaped) when its pid file was
+    /// found — possible in a PID namespace, whose init reaps at once.
+    fd: Option<OwnedFd>,
 }
 
 /// Watches a scratch directory for helper pid files, pins each helper, and
@@ -162,7 +172,8 @@ impl Watch {
     /// Whether helper `name` was seen and is still alive.
     pub fn is_alive(&self, name: &str) -> bool {
         let g = self.pinned.lock().unwrap();
-        g.get(name).is_some_and(|p| !exited(&p.fd, Duration::ZERO))
+        g.get(name)
+            .is_some_and(|p| p.fd.as_ref().is_some_and(|fd| !exited(fd, Duration::ZERO)))
     }
 
     /// Waits up to `timeout` for helper `name` to be gone; true if it is.
@@ -170,7 +181,7 @@ impl Watch {
     pub fn wait_dead(&self, name: &str, timeout: Duration) -> bool {
         let g = self.pinned.lock().unwrap();
         match g.get(name) {
-            Some(p) => exited(&p.fd, timeout),
+            Some(p) => p.fd.as_ref().is_none_or(|fd| exited(fd, timeout)),
             None => true,
         }
     }
@@ -183,7 +194,9 @@ impl Watch {
     /// Sends `sig` to helper `name` through its pidfd.
     pub fn signal(&self, name: &str, sig: Signal) {
         if let Some(p) = self.pinned.lock().unwrap().get(name) {
-            let _ = pidfd_send_signal(&p.fd, sig);
+            if let Some(fd) = &p.fd {
+                let _ = pidfd_send_signal(fd, sig);
+            }
         }
     }
 }
@@ -196,10 +209,14 @@ impl Drop for Watch {
         }
         let g = self.pinned.lock().unwrap_or_else(|e| e.into_inner());
         for p in g.values() {
-            let _ = pidfd_send_signal(&p.fd, Signal::KILL);
+            if let Some(fd) = &p.fd {
+                let _ = pidfd_send_signal(fd, Signal::KILL);
+            }
         }
         for p in g.values() {
-            exited(&p.fd, Duration::from_secs(2));
+            if let Some(fd) = &p.fd {
+                exited(fd, Duration::from_secs(2));
+            }
         }
     }
 }
@@ -232,6 +249,13 @@ fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
             if let Some(p) = pin_namespaced(pid, mark) {
                 pinned.lock().unwrap().insert(stem.to_owned(), p);
                 mark_pinned(dir, stem);
+            } else if namespaced_scratch(dir) {
+                // Gone already: its namespace's init reaped it.
+                pinned
+                    .lock()
+                    .unwrap()
+                    .insert(stem.to_owned(), Pinned { pid, fd: None });
+                mark_pinned(dir, stem);
             }
             continue;
         };
@@ -241,13 +265,26 @@ fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
             pinned
                 .lock()
                 .unwrap()
-                .insert(stem.to_owned(), Pinned { pid, fd });
+                .insert(stem.to_owned(), Pinned { pid, fd: Some(fd) });
             mark_pinned(dir, stem);
         } else if let Some(p) = pin_namespaced(pid, mark) {
             pinned.lock().unwrap().insert(stem.to_owned(), p);
             mark_pinned(dir, stem);
+        } else if namespaced_scratch(dir) {
+            pinned
+                .lock()
+                .unwrap()
+                .insert(stem.to_owned(), Pinned { pid, fd: None });
+            mark_pinned(dir, stem);
         }
     }
+}
+
+/// Whether this scratch's helpers run in a PID namespace (a `NS` file the
+/// test creates with [`Scratch::namespaced`]): only then may a pid file
+/// whose process cannot be found be taken for a helper already reaped.
+fn namespaced_scratch(dir: &Path) -> bool {
+    dir.join("NS").exists()
 }
 
 /// Tells a script that helper `stem` is pinned (`NAME.pinned` appears), so
@@ -283,7 +320,7 @@ fn pin_namespaced(inner: u32, mark: &str) -> Option<Pinned> {
         }
         let fd = pidfd_open(Pid::from_raw(pid as i32)?, PidfdFlags::empty()).ok()?;
         if carries(pid, mark) {
-            return Some(Pinned { pid, fd });
+            return Some(Pinned { pid, fd: Some(fd) });
         }
     }
     None

@@ -40,6 +40,48 @@ struct Init {
     pidfd: OwnedFd,
     ctl: Option<OwnedFd>,
     ns: u64,
+    /// The command (host pid and pidfd): it is the run's root, so it is not
+    /// a member while it lives (the lifecycle counts the root itself).
+    command: Option<(u32, OwnedFd)>,
+}
+
+/// The line `key` of /proc/<pid>/status, split in fields.
+fn status_field(pid: u32, key: &str) -> Option<Vec<u32>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix(key))?;
+    Some(
+        line.split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect(),
+    )
+}
+
+/// Finds and pins the command: the init's child whose pid inside the
+/// namespace is `inner` (a child that has already exited is still listed
+/// as a zombie until the init reaps it; if it was reaped, nothing is
+/// pinned and the command is simply not excluded).
+fn pin_command(init: u32, inner: u32) -> Option<(u32, OwnedFd)> {
+    let kids = std::fs::read_to_string(format!("/proc/{init}/task/{init}/children")).ok()?;
+    for c in kids
+        .split_whitespace()
+        .filter_map(|c| c.parse::<u32>().ok())
+    {
+        let is_it = |c: u32| {
+            status_field(c, "NSpid:").is_some_and(|f| f.last() == Some(&inner))
+                && status_field(c, "PPid:").is_some_and(|f| f.first() == Some(&init))
+        };
+        if !is_it(c) {
+            continue;
+        }
+        let fd = rustix::process::pidfd_open(
+            Pid::from_raw(c as i32)?,
+            rustix::process::PidfdFlags::empty(),
+        )
+        .ok()?;
+        // Checked again now that the pidfd pins a process.
+        return is_it(c).then_some((c, fd));
+    }
+    None
 }
 
 impl PidNamespace {
@@ -108,6 +150,8 @@ impl Containment for PidNamespace {
                 let ns = std::fs::metadata(format!("/proc/{}/ns/pid", child.pid.as_raw_nonzero()))
                     .map(|m| m.st_ino())
                     .unwrap_or(0);
+                let init_pid = child.pid.as_raw_nonzero().get() as u32;
+                let command = pin_command(init_pid, child.inner);
                 match child.pidfd.try_clone() {
                     Ok(pidfd) => {
                         self.init = Some(Init {
@@ -115,6 +159,7 @@ impl Containment for PidNamespace {
                             pidfd,
                             ctl: Some(child.ctl),
                             ns,
+                            command,
                         });
                         Ok(Root::from_ns_init(child.pid, child.pidfd, child.status))
                     }
@@ -185,6 +230,17 @@ impl Containment for PidNamespace {
         // not the system. Pids are only counted here, never signalled, so a
         // pid reused during the walk cannot misdirect anything.
         let me = init.pid.as_raw_nonzero().get() as u32;
+        // The command is the root: not a member while it lives. Once its
+        // pidfd reports its exit, its pid may belong to someone else.
+        let command = init.command.as_ref().and_then(|(pid, fd)| {
+            let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+            let zero = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            let exited = rustix::event::poll(&mut fds, Some(&zero)).map_or(true, |n| n > 0);
+            (!exited).then_some(*pid)
+        });
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();
         let mut stack = vec![me];
@@ -206,7 +262,9 @@ impl Containment for PidNamespace {
                 for c in buf.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
                     if c != me && seen.insert(c) {
                         stack.push(c);
-                        if crate::sys::linux_proc::stat_of(c).is_some_and(|st| !st.is_dead()) {
+                        let alive =
+                            crate::sys::linux_proc::stat_of(c).is_some_and(|st| !st.is_dead());
+                        if alive && Some(c) != command {
                             out.push(c);
                         }
                     }

@@ -83,6 +83,8 @@ pub(crate) struct NsChild {
     pub(crate) ctl: OwnedFd,
     /// init → corral: [`MSG_EXITED`] (non-blocking).
     pub(crate) status: OwnedFd,
+    /// The command's pid inside the namespace.
+    pub(crate) inner: u32,
 }
 
 /// Why [`spawn`] did not start the program.
@@ -276,6 +278,7 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
         pidfd,
         ctl: ctl_w,
         status: status_r,
+        inner: 0,
     };
     // From here on a failure must kill and reap the init (it is ours,
     // unreaped: its pid is still its own).
@@ -316,8 +319,9 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     }
     let kind = u32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]]);
     let value = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
+    let mut child = child;
     match kind {
-        MSG_STARTED => {}
+        MSG_STARTED => child.inner = value as u32,
         MSG_EXEC_FAILED => return fail(child, NsError::Exec(io::Error::from_raw_os_error(value))),
         MSG_SETUP_FAILED => {
             let e = io::Error::from_raw_os_error(value & 0xffff);
