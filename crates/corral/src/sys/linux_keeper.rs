@@ -75,6 +75,9 @@ const CMSG_LEN2: usize = CMSG_HDR + 8;
 
 struct Conn {
     sock: OwnedFd,
+    /// The process that started this keeper: a fork of the host inherits
+    /// the connection but must have a keeper of its own.
+    owner: u32,
 }
 
 static KEEPER: Mutex<Option<Conn>> = Mutex::new(None);
@@ -91,7 +94,7 @@ impl Drop for Registration {
         msg[0] = OP_DEL;
         msg[1..9].copy_from_slice(&self.id.to_ne_bytes());
         let guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = guard.as_ref() {
+        if let Some(c) = guard.as_ref().filter(|c| c.owner == std::process::id()) {
             let _ = send(&c.sock, &msg, None);
         }
     }
@@ -137,6 +140,13 @@ fn registered(mut msg: [u8; MSG_LEN], fds: [c_int; 2]) -> io::Result<Registratio
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
     msg[1..9].copy_from_slice(&id.to_ne_bytes());
     let mut guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
+    if guard
+        .as_ref()
+        .is_some_and(|c| c.owner != std::process::id())
+    {
+        // Inherited through a fork: the parent's keeper, not ours.
+        drop(guard.take());
+    }
     for _ in 0..2 {
         if guard.is_none() {
             *guard = Some(start()?);
@@ -276,7 +286,10 @@ fn start() -> io::Result<Conn> {
     if ret < 0 {
         return Err(io::Error::from_raw_os_error(errno_of(ret)));
     }
-    Ok(Conn { sock: ours })
+    Ok(Conn {
+        sock: ours,
+        owner: std::process::id(),
+    })
 }
 
 #[repr(C)]

@@ -43,7 +43,6 @@ use std::ffi::c_void;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
-use std::sync::OnceLock;
 
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
@@ -98,18 +97,24 @@ pub(crate) enum NsError {
     Exec(io::Error),
 }
 
-/// The host's own pidfd (one per process, kept open, close-on-exec).
+/// The host's own pidfd (one per process, kept open, close-on-exec). A
+/// forked copy of the host opens its own (it must watch itself, not the
+/// process it was forked from).
 fn host_pidfd() -> Option<c_int> {
-    static FD: OnceLock<Option<OwnedFd>> = OnceLock::new();
-    FD.get_or_init(|| {
-        rustix::process::pidfd_open(
+    static FD: std::sync::Mutex<Option<(u32, OwnedFd)>> = std::sync::Mutex::new(None);
+    let me = std::process::id();
+    let mut g = FD.lock().unwrap_or_else(|e| e.into_inner());
+    if g.as_ref().is_none_or(|(pid, _)| *pid != me) {
+        // The inherited one (a fork's) names the parent: close it.
+        drop(g.take());
+        let fd = rustix::process::pidfd_open(
             rustix::process::getpid(),
             rustix::process::PidfdFlags::empty(),
         )
-        .ok()
-    })
-    .as_ref()
-    .map(|f| f.as_raw_fd())
+        .ok()?;
+        *g = Some((me, fd));
+    }
+    g.as_ref().map(|(_, f)| f.as_raw_fd())
 }
 
 /// What the init reads (its own copy, made by the fork).
