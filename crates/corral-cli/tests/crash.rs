@@ -327,3 +327,35 @@ fn sigterm_to_corral_reaches_the_namespace() {
     // esc dies of the TERM; ign only of the SIGKILL after the grace.
     assert_dead(&w, &["esc", "ign"]);
 }
+
+/// Where the kernel refuses namespaces, the explicit choice fails with exit
+/// 125 and says what to change, and `auto` is unaffected. Made here with a
+/// user namespace whose `user.max_user_namespaces` is 0 and a corral
+/// without capabilities in it (needs `unshare` and `setpriv`).
+#[test]
+fn refused_namespace_is_exit_125_with_the_setting_to_change() {
+    let script = format!(
+        "echo 0 > /proc/sys/user/max_user_namespaces || exit 99; \
+         setpriv --bounding-set -all --inh-caps -all {BIN} run --containment pid-namespace -- true; \
+         echo explicit=$?; {BIN} run -- true; echo auto=$?"
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-Ur", "sh", "-c", &script])
+        .output();
+    let Ok(out) = out else {
+        eprintln!("SKIPPED: no unshare here");
+        return;
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() || !stdout.contains("explicit=") {
+        eprintln!("SKIPPED: cannot build a refusing user namespace here: {stdout} {stderr}");
+        return;
+    }
+    assert!(stdout.contains("explicit=125"), "{stdout} {stderr}");
+    assert!(stdout.contains("auto=0"), "{stdout} {stderr}");
+    assert!(
+        stderr.contains("max_user_namespaces"),
+        "the message names the setting: {stderr}"
+    );
+}

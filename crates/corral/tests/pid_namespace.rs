@@ -331,7 +331,12 @@ fn library_host_killed_takes_the_tree_along() {
     if !available() {
         return;
     }
-    for tier in ["pid_namespace", "cgroup"] {
+    for (tier, api) in [
+        ("pid_namespace", "sync"),
+        ("pid_namespace", "async"),
+        ("cgroup", "sync"),
+        ("cgroup", "async"),
+    ] {
         if tier == "cgroup" && corral_testkit::writable_cgroup_v2().is_none() {
             eprintln!("SKIPPED (cgroup part): no writable cgroup v2");
             continue;
@@ -344,6 +349,7 @@ fn library_host_killed_takes_the_tree_along() {
         let mut host = std::process::Command::new(std::env::current_exe().unwrap());
         host.args(["--exact", "crash_host", "--nocapture", "--ignored"])
             .env("CORRAL_CRASH_TIER", tier)
+            .env("CORRAL_CRASH_API", api)
             .envs(s.env())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
@@ -351,7 +357,7 @@ fn library_host_killed_takes_the_tree_along() {
         for n in ["esc", "stubborn", "daemon"] {
             assert!(
                 w.pid(n, 10 * SEC).is_some(),
-                "{tier}: helper {n} never started"
+                "{tier} {api}: helper {n} never started"
             );
         }
         std::thread::sleep(ms(100));
@@ -361,12 +367,12 @@ fn library_host_killed_takes_the_tree_along() {
         for n in ["esc", "stubborn", "daemon"] {
             assert!(
                 w.wait_dead(n, SEC.saturating_sub(t.elapsed()) + ms(100)),
-                "{tier}: helper {n} survived the host's death"
+                "{tier} {api}: helper {n} survived the host's death"
             );
         }
         assert!(
             t.elapsed() < SEC + ms(200),
-            "{tier}: took {:?}",
+            "{tier} {api}: took {:?}",
             t.elapsed()
         );
     }
@@ -379,16 +385,37 @@ fn library_host_killed_takes_the_tree_along() {
 fn crash_host() {
     let tier = std::env::var("CORRAL_CRASH_TIER").unwrap_or_default();
     let mechanism: Mechanism = tier.parse().unwrap();
+    let script = r#"setsid "$H" esc >/dev/null 2>&1 &
+                   ( trap '' TERM; "$H" stubborn sh -c 'trap "" TERM; sleep 30' ) &
+                   ( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & )
+                   sleep 30"#;
+    if std::env::var("CORRAL_CRASH_API").as_deref() == Ok("async") {
+        // A multi-threaded runtime: the run is spawned and driven on worker
+        // threads.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let task = tokio::spawn(async move {
+                Command::new("/bin/sh")
+                    .arg("-c")
+                    .arg(script)
+                    .containment(ContainmentChoice::Only(mechanism))
+                    .timeout(60 * SEC)
+                    .run_async()
+                    .await
+            });
+            let _ = task.await;
+        });
+        return;
+    }
     // A second thread spawns, as a host's worker pool would.
     let t = std::thread::spawn(move || {
         let mut c = Command::new("/bin/sh");
         c.arg("-c")
-            .arg(
-                r#"setsid "$H" esc >/dev/null 2>&1 &
-                   ( trap '' TERM; "$H" stubborn sh -c 'trap "" TERM; sleep 30' ) &
-                   ( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & )
-                   sleep 30"#,
-            )
+            .arg(script)
             .containment(ContainmentChoice::Only(mechanism))
             .timeout(60 * SEC);
         c.spawn().unwrap()
