@@ -44,9 +44,13 @@ fn pn(s: &Scratch, script: &str) -> Command {
 }
 
 /// Waits until the Watch has pinned helper `name` (its pid inside the
-/// namespace is translated to the host's by the watch, which takes a scan).
+/// namespace is translated to the host's by the watch, which takes a scan)
+/// and the helper has exec'd its command (its `mv` is gone, so the tree is
+/// exactly as intended).
 fn wait_file(name: &str) -> String {
-    format!(r#"until [ -e "$CORRAL_TEST_DIR/{name}.pinned" ]; do sleep 0.01; done; "#)
+    format!(
+        r#"until [ -e "$CORRAL_TEST_DIR/{name}.pinned" ] && [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid")/comm 2>/dev/null)" != H ]; do sleep 0.01; done; "#
+    )
 }
 
 #[track_caller]
