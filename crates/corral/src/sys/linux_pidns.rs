@@ -56,7 +56,7 @@ use crate::sys::SpawnSpec;
 pub(crate) const MSG_STARTED: u32 = 1;
 pub(crate) const MSG_SETUP_FAILED: u32 = 2;
 pub(crate) const MSG_EXEC_FAILED: u32 = 3;
-pub(crate) const MSG_EXITED: u32 = 4;
+pub(crate) const MSG_EXITED: u32 = crate::sys::NS_MSG_EXITED;
 
 /// Control bytes (corral → init), besides a signal number.
 pub(crate) const CTL_DETACH: u8 = 0xfe;

@@ -134,7 +134,7 @@ impl Root {
                 Ok(8) => {
                     let kind = u32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]]);
                     let st = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
-                    if kind != super::linux_spawn::pidns::MSG_EXITED {
+                    if kind != NS_MSG_EXITED {
                         continue;
                     }
                     let sig = st & 0x7f;
@@ -234,6 +234,11 @@ impl Root {
         Ok(())
     }
 }
+
+/// The PID-namespace init's "command exited" message kind (see
+/// `linux_pidns`, which uses this value).
+#[cfg(target_os = "linux")]
+pub(crate) const NS_MSG_EXITED: u32 = 4;
 
 /// Applies process-group placement to a std command: the child becomes the
 /// leader of a new group whose id is its pid. std keeps its
