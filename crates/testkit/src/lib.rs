@@ -142,11 +142,12 @@ impl Watch {
         let mark = format!("CORRAL_TEST_MARK={}", scratch.mark);
         let (p, s) = (pinned.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
+            let mut missing = HashMap::new();
             while !s.load(Ordering::SeqCst) {
-                scan(&dir, &mark, &p);
+                scan(&dir, &mark, &p, &mut missing);
                 std::thread::sleep(Duration::from_millis(1));
             }
-            scan(&dir, &mark, &p);
+            scan(&dir, &mark, &p, &mut missing);
         });
         Watch {
             pinned,
@@ -221,7 +222,16 @@ impl Drop for Watch {
     }
 }
 
-fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
+/// How long a namespaced helper must stay unfindable before it is taken
+/// for reaped (a live one can be missed by one scan while it execs).
+const GONE_AFTER: Duration = Duration::from_millis(100);
+
+fn scan(
+    dir: &Path,
+    mark: &str,
+    pinned: &Mutex<HashMap<String, Pinned>>,
+    missing: &mut HashMap<String, Instant>,
+) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
@@ -249,7 +259,7 @@ fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
             if let Some(p) = pin_namespaced(pid, mark) {
                 pinned.lock().unwrap().insert(stem.to_owned(), p);
                 mark_pinned(dir, stem);
-            } else if namespaced_scratch(dir) {
+            } else if namespaced_scratch(dir) && gone_for(missing, stem) {
                 // Gone already: its namespace's init reaped it.
                 pinned
                     .lock()
@@ -270,7 +280,7 @@ fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
         } else if let Some(p) = pin_namespaced(pid, mark) {
             pinned.lock().unwrap().insert(stem.to_owned(), p);
             mark_pinned(dir, stem);
-        } else if namespaced_scratch(dir) {
+        } else if namespaced_scratch(dir) && gone_for(missing, stem) {
             pinned
                 .lock()
                 .unwrap()
@@ -285,6 +295,12 @@ fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
 /// whose process cannot be found be taken for a helper already reaped.
 fn namespaced_scratch(dir: &Path) -> bool {
     dir.join("NS").exists()
+}
+
+/// Whether helper `stem` has been unfindable for [`GONE_AFTER`].
+fn gone_for(missing: &mut HashMap<String, Instant>, stem: &str) -> bool {
+    let since = *missing.entry(stem.to_owned()).or_insert_with(Instant::now);
+    since.elapsed() >= GONE_AFTER
 }
 
 /// Tells a script that helper `stem` is pinned (`NAME.pinned` appears), so

@@ -137,12 +137,7 @@ impl Root {
                     if kind != NS_MSG_EXITED {
                         continue;
                     }
-                    let sig = st & 0x7f;
-                    self.exited = Some(if sig == 0 {
-                        RootStatus::Exited((st >> 8) & 0xff)
-                    } else {
-                        RootStatus::Signaled(Signal::from_raw(sig).unwrap_or(Signal::KILL))
-                    });
+                    self.exited = Some(ns_status_of(st));
                     return Ok(self.exited);
                 }
                 Ok(0) => {
@@ -150,7 +145,33 @@ impl Root {
                     return Ok(self.exited);
                 }
                 Ok(_) => return Err(io::Error::other("short message from the namespace init")),
-                Err(rustix::io::Errno::AGAIN) => return Ok(None),
+                Err(rustix::io::Errno::AGAIN) => {
+                    // Nothing to read. If the init's pidfd fired, it may have
+                    // died with a stray copy of the pipe's write end still
+                    // open somewhere: ask the kernel, and read once more.
+                    if !self.exit_hint.replace(false) {
+                        return Ok(None);
+                    }
+                    let gone = waitid(
+                        WaitId::Pid(self.pid),
+                        WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+                    )?
+                    .is_some();
+                    if !gone {
+                        return Ok(None);
+                    }
+                    match rustix::io::read(fd, &mut msg) {
+                        Ok(8)
+                            if u32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]])
+                                == NS_MSG_EXITED =>
+                        {
+                            let st = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
+                            self.exited = Some(ns_status_of(st));
+                        }
+                        _ => self.exited = Some(RootStatus::Signaled(Signal::KILL)),
+                    }
+                    return Ok(self.exited);
+                }
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),
             }
@@ -232,6 +253,17 @@ impl Root {
                 })?;
         }
         Ok(())
+    }
+}
+
+/// A raw wait status (exited or killed; the init never asks for stops).
+#[cfg(target_os = "linux")]
+fn ns_status_of(st: i32) -> RootStatus {
+    let sig = st & 0x7f;
+    if sig == 0 {
+        RootStatus::Exited((st >> 8) & 0xff)
+    } else {
+        RootStatus::Signaled(Signal::from_raw(sig).unwrap_or(Signal::KILL))
     }
 }
 
@@ -517,11 +549,22 @@ impl Poller {
             if let Some(p) = root.ns_status.as_ref().or(root.pidfd.as_ref()) {
                 fds.push(PollFd::new(p, PollFlags::IN));
             }
+            // A namespace init that dies without a word (its status pipe
+            // may not reach end of file if a fork of the host holds a copy
+            // of the write end): its pidfd wakes us too.
+            if root.ns_status.is_some() {
+                if let Some(p) = &root.pidfd {
+                    fds.push(PollFd::new(p, PollFlags::IN));
+                }
+            }
         }
         #[cfg(not(target_os = "linux"))]
         let _ = root;
         #[cfg(target_os = "linux")]
         let root_slot = (root.exited.is_none() && root.pidfd.is_some()).then_some(1);
+        #[cfg(target_os = "linux")]
+        let ns_slot = (root.exited.is_none() && root.ns_status.is_some() && root.pidfd.is_some())
+            .then_some(2);
         let mut slots = [usize::MAX; 4];
         if watch_tree {
             if let Some((fd, on)) = tree.wake_fd() {
@@ -550,6 +593,13 @@ impl Poller {
         match poll(&mut fds, ts.as_ref()) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e.into()),
+        }
+        #[cfg(target_os = "linux")]
+        #[cfg(target_os = "linux")]
+        if let Some(i) = ns_slot {
+            if !fds[i].revents().is_empty() {
+                root.exit_hint.set(true);
+            }
         }
         #[cfg(target_os = "linux")]
         if let Some(i) = root_slot {
