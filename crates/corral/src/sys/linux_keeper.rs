@@ -322,6 +322,8 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
     // sizes the kernel expects; no allocation, lock, TLS or panic path
     // (every index is checked against a constant bound).
     unsafe {
+        let name = b"corral-keeper\0";
+        syscall4(k::__NR_prctl, 15 /* PR_SET_NAME */, name.as_ptr() as usize, 0, 0);
         syscall4(k::__NR_setsid, 0, 0, 0, 0);
         // Keep only the socket and the pidfd.
         let (lo, hi) = if a.sock < a.host {

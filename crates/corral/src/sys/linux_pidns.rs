@@ -615,6 +615,10 @@ unsafe fn init(a: &InitArgs) -> ! {
     // this frame's locals, of the sizes the kernel expects; no allocation,
     // lock, TLS or panic path (indexing is bounded by constants).
     unsafe {
+        // A name for `ps` and /proc/<pid>/comm (the command line is still
+        // the host's: the init is a copy of it).
+        let name = b"corral-init\0";
+        syscall4(k::__NR_prctl, 15 /* PR_SET_NAME */, name.as_ptr() as usize, 0, 0);
         close_others(&a.keep, a.n_keep);
 
         // 2. Wait for the go byte.
