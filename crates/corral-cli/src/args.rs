@@ -110,7 +110,8 @@ pub struct RunOpts {
 
     /// Containment mechanism: auto uses a cgroup when one can be had (Linux),
     /// else the subreaper tier (Linux), else a process group; the report
-    /// says which and why.
+    /// says which and why. pid-namespace (Linux, also unprivileged: the
+    /// command runs as pid 2 under a small init) is only used when asked.
     #[arg(long, value_enum, default_value_t = ContainmentArg::Auto)]
     pub containment: ContainmentArg,
 
