@@ -28,6 +28,9 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+/// prctl(2) option that names the calling thread.
+const PR_SET_NAME: usize = 15;
+
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 
@@ -323,7 +326,7 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
     // (every index is checked against a constant bound).
     unsafe {
         let name = b"corral-keeper\0";
-        syscall4(k::__NR_prctl, 15 /* PR_SET_NAME */, name.as_ptr() as usize, 0, 0);
+        syscall4(k::__NR_prctl, PR_SET_NAME, name.as_ptr() as usize, 0, 0);
         syscall4(k::__NR_setsid, 0, 0, 0, 0);
         // Keep only the socket and the pidfd.
         let (lo, hi) = if a.sock < a.host {

@@ -44,6 +44,9 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
 
+/// prctl(2) option that names the calling thread.
+const PR_SET_NAME: usize = 15;
+
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 use rustix::process::Pid;
@@ -618,7 +621,7 @@ unsafe fn init(a: &InitArgs) -> ! {
         // A name for `ps` and /proc/<pid>/comm (the command line is still
         // the host's: the init is a copy of it).
         let name = b"corral-init\0";
-        syscall4(k::__NR_prctl, 15 /* PR_SET_NAME */, name.as_ptr() as usize, 0, 0);
+        syscall4(k::__NR_prctl, PR_SET_NAME, name.as_ptr() as usize, 0, 0);
         close_others(&a.keep, a.n_keep);
 
         // 2. Wait for the go byte.
