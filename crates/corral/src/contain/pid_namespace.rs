@@ -43,6 +43,67 @@ struct Init {
     /// The command (host pid and pidfd): it is the run's root, so it is not
     /// a member while it lives (the lifecycle counts the root itself).
     command: Option<(u32, OwnedFd)>,
+    /// The init runs on these stacks in our memory: unmapped only once it
+    /// has exited.
+    stacks: Option<pidns::NsStacks>,
+}
+
+impl Init {
+    /// Lets go of the init's stacks: at once if it has exited, else on a
+    /// small thread that waits for its exit (a detached init may outlive
+    /// the run by far).
+    fn release_stacks(&mut self) {
+        let Some(stacks) = self.stacks.take() else {
+            return;
+        };
+        let exited = |fd: &OwnedFd, wait: bool| {
+            let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+            let zero = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            loop {
+                match rustix::event::poll(&mut fds, (!wait).then_some(&zero)) {
+                    Ok(n) => return n > 0,
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(_) => return false,
+                }
+            }
+        };
+        if exited(&self.pidfd, false) {
+            drop(stacks);
+            return;
+        }
+        let Ok(fd) = self.pidfd.try_clone() else {
+            // Cannot watch it: never unmap (a small, bounded leak).
+            std::mem::forget(stacks);
+            return;
+        };
+        // Shared with the thread, so that a thread that cannot be started
+        // does not drop (unmap) them on its way out.
+        let shared = std::sync::Arc::new(std::sync::Mutex::new(Some(stacks)));
+        let theirs = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("corral-ns-stack".into())
+            .spawn(move || {
+                let stacks = theirs.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if exited(&fd, true) {
+                    drop(stacks);
+                } else {
+                    std::mem::forget(stacks);
+                }
+            });
+        if spawned.is_err() {
+            let stacks = shared.lock().unwrap_or_else(|e| e.into_inner()).take();
+            std::mem::forget(stacks);
+        }
+    }
+}
+
+impl Drop for Init {
+    fn drop(&mut self) {
+        self.release_stacks();
+    }
 }
 
 /// The line `key` of /proc/<pid>/status, split in fields.
@@ -160,6 +221,7 @@ impl Containment for PidNamespace {
                             ctl: Some(child.ctl),
                             ns,
                             command,
+                            stacks: child.stacks,
                         });
                         Ok(Root::from_ns_init(child.pid, child.pidfd, child.status))
                     }

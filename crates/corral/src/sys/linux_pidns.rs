@@ -2,15 +2,21 @@
 //! aarch64). A child module of `linux_spawn`: it shares the description
 //! ([`Prepared`]), the standard-stream plumbing and the raw-syscall helpers.
 //!
-//! `clone3(CLONE_NEWPID | CLONE_NEWNS [| CLONE_NEWUSER] | CLONE_PIDFD |
-//! CLONE_CLEAR_SIGHAND)` **without** `CLONE_VM`: the child gets its own
-//! copy of the caller's memory (a fork) and becomes pid 1 of the new
-//! namespace. It never returns into Rust code of the host: it runs
-//! [`init_main`] on a stack of its own and issues only raw system calls (no
-//! allocation, no lock, no TLS, no panic path), because it is a fork of a
-//! possibly multithreaded process whose other threads may have held any lock
-//! at the time of the fork. It never execs: the library needs no helper
-//! executable, for the CLI and for any host program alike.
+//! `clone3(CLONE_VM | CLONE_NEWPID | CLONE_NEWNS [| CLONE_NEWUSER] |
+//! CLONE_PIDFD | CLONE_CLEAR_SIGHAND)` without `CLONE_VFORK`: the child
+//! shares the caller's memory (nothing is copied, so the cost does not grow
+//! with the host's size) but not its descriptors, signal handlers or
+//! threads, and becomes pid 1 of the new namespace. It runs [`init_main`] on
+//! a stack of its own (kept mapped by the host until the init has exited,
+//! [`NsStacks`]) and issues only raw system calls (no allocation, no lock,
+//! no TLS, no panic path): it runs beside a possibly multithreaded host
+//! whose heap and locks it must never touch. It copies its arguments onto
+//! its own stack first and reads nothing of the host's afterwards (the
+//! command reads the prepared argv/envp before its exec, while the host
+//! still waits). It never execs: the library needs no helper executable,
+//! for the CLI and for any host program alike. The price: while the init
+//! lives (a detached init waiting for kept leftovers included) the host's
+//! address space stays allocated even after the host exits.
 //!
 //! The init, in order:
 //!
@@ -87,7 +93,23 @@ pub(crate) struct NsChild {
     pub(crate) status: OwnedFd,
     /// The command's pid inside the namespace.
     pub(crate) inner: u32,
+    /// The init runs on these (it shares this process's memory): they must
+    /// stay mapped until it has exited.
+    pub(crate) stacks: Option<NsStacks>,
 }
+
+/// The init's and the command's stacks, in this process's memory.
+/// Unmapping them while the init runs would crash it (and so end its
+/// namespace): drop only once the init has exited.
+pub(crate) struct NsStacks {
+    _init: Stack,
+    _command: Stack,
+}
+
+// SAFETY: the mappings are plain memory owned by this value; moving the
+// owner to another thread (to unmap there once the init has exited) is
+// sound.
+unsafe impl Send for NsStacks {}
 
 /// Why [`spawn`] did not start the program.
 #[derive(Debug)]
@@ -218,8 +240,8 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     };
     let stack = Stack::new().map_err(NsError::Setup)?;
     let (stack_low, stack_size) = stack.usable();
-    let mut flags =
-        (k::CLONE_NEWPID | k::CLONE_NEWNS | k::CLONE_PIDFD) as u64 | k::CLONE_CLEAR_SIGHAND;
+    let mut flags = (k::CLONE_VM | k::CLONE_NEWPID | k::CLONE_NEWNS | k::CLONE_PIDFD) as u64
+        | k::CLONE_CLEAR_SIGHAND;
     if userns {
         flags |= k::CLONE_NEWUSER as u64;
     }
@@ -262,13 +284,12 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     unsafe {
         set_sigmask(&old_mask, std::ptr::null_mut());
     }
-    drop(stack);
-    drop(cmd_stack);
     drop(keep_owned);
     drop(sync_r);
     drop(ctl_r);
     drop(status_w);
     if ret < 0 {
+        // No child: the stacks (dropped on return) were never used.
         let errno = errno_of(ret);
         let e = io::Error::from_raw_os_error(errno);
         return Err(match errno {
@@ -287,6 +308,10 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
         ctl: ctl_w,
         status: status_r,
         inner: 0,
+        stacks: Some(NsStacks {
+            _init: stack,
+            _command: cmd_stack,
+        }),
     };
     // From here on a failure must kill and reap the init (it is ours,
     // unreaped: its pid is still its own).
@@ -613,7 +638,15 @@ extern "C" fn init_main(arg: *const c_void) -> ! {
 /// # Safety
 /// Only in the child made by `clone3_with`, with `a` as described there.
 #[inline(never)]
-unsafe fn init(a: &InitArgs) -> ! {
+unsafe fn init(args: &InitArgs) -> ! {
+    // The init shares the host's memory (CLONE_VM): `args` lives in the
+    // spawning thread's frame, valid until the host has read MSG_STARTED
+    // (or killed and reaped the init). Everything needed later is copied
+    // onto the init's own stack now; the pointers inside (argv, envp,
+    // candidates, cwd) are only used by the command before its exec, which
+    // happens before MSG_STARTED.
+    let copy = *args;
+    let a = &copy;
     // SAFETY (whole body): raw syscalls with pointers to `a`'s memory or
     // this frame's locals, of the sizes the kernel expects; no allocation,
     // lock, TLS or panic path (indexing is bounded by constants).
