@@ -91,7 +91,11 @@ fn check(st: io::Result<std::process::ExitStatus>) -> Result<(), String> {
 /// Which corral mechanisms work here; the others are noted and skipped.
 pub fn mechanisms(t: &mut Table) -> Vec<Mechanism> {
     let mut out = Vec::new();
-    for m in [Mechanism::ProcessGroup, Mechanism::Cgroup] {
+    for m in [
+        Mechanism::ProcessGroup,
+        Mechanism::Cgroup,
+        Mechanism::PidNamespace,
+    ] {
         let probe = corral::Command::new("true")
             .containment(ContainmentChoice::Only(m))
             .stdout(Output::null())

@@ -230,7 +230,8 @@ pub struct RunOpts {
 
     /// Containment mechanism: auto uses a cgroup when one can be had (Linux),
     /// else the subreaper tier (Linux), else a process group; the report
-    /// says which and why.
+    /// says which and why. pid-namespace (Linux, also unprivileged: the
+    /// command runs as pid 2 under a small init) is only used when asked.
     #[arg(long, value_enum, default_value_t = ContainmentArg::Auto)]
     pub containment: ContainmentArg,
 
@@ -340,6 +341,7 @@ pub enum ContainmentArg {
     Cgroup,
     ProcessGroup,
     Subreaper,
+    PidNamespace,
 }
 
 /// Bytes with an optional binary suffix: `1048576`, `512K`, `64M`, `2G`.

@@ -47,6 +47,7 @@ pub fn run(opts: RunOpts) -> i32 {
             ContainmentArg::Cgroup => ContainmentChoice::Only(Mechanism::Cgroup),
             ContainmentArg::ProcessGroup => ContainmentChoice::Only(Mechanism::ProcessGroup),
             ContainmentArg::Subreaper => ContainmentChoice::Only(Mechanism::Subreaper),
+            ContainmentArg::PidNamespace => ContainmentChoice::Only(Mechanism::PidNamespace),
         })
         .stdin(Input::inherit())
         // Relayed output is written as it comes; only counts matter here.

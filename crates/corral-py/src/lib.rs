@@ -393,19 +393,16 @@ fn parse_signal(s: &Bound<'_, PyAny>) -> PyResult<Signal> {
 }
 
 fn parse_mechanism(name: &str) -> PyResult<ContainmentChoice> {
-    let m = match name.replace('-', "_").as_str() {
-        "auto" => return Ok(ContainmentChoice::Auto),
-        "cgroup" => Mechanism::Cgroup,
-        "subreaper" => Mechanism::Subreaper,
-        "process_group" => Mechanism::ProcessGroup,
-        "job_object" => Mechanism::JobObject,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown containment {other:?} (auto, cgroup, subreaper, process_group, job_object)"
-            )))
-        }
-    };
-    Ok(ContainmentChoice::Only(m))
+    if name == "auto" {
+        return Ok(ContainmentChoice::Auto);
+    }
+    name.parse::<Mechanism>()
+        .map(ContainmentChoice::Only)
+        .map_err(|e| {
+            PyValueError::new_err(format!(
+                "{e} (auto, cgroup, pid_namespace, subreaper, process_group, job_object)"
+            ))
+        })
 }
 
 /// How a stream is connected, as the Python layer passes it.

@@ -524,6 +524,27 @@ fn auto_and_only_without_and_with_the_subreaper() {
     let text =
         corral_testkit::run_ignored_test_in_child("selection_child", &s.fake_readonly_cgroup_env());
     assert!(text.contains("SELECTION-OK"), "{text}");
+    // The child's crash-safety keeper outlives it by a moment; this process
+    // is a subreaper, so it inherits the keeper and must reap it (as any
+    // subreaper reaps the orphans of programs it starts itself).
+    let end = Instant::now() + 2 * SEC;
+    loop {
+        let kids = own_children();
+        for &(pid, st) in &kids {
+            if st == b'Z' {
+                let _ = rustix::process::waitid(
+                    rustix::process::WaitId::Pid(
+                        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+                    ),
+                    rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOHANG,
+                );
+            }
+        }
+        if kids.is_empty() || Instant::now() >= end {
+            break;
+        }
+        std::thread::sleep(ms(10));
+    }
 }
 
 /// Runs only inside `auto_and_only_without_and_with_the_subreaper`.

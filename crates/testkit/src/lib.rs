@@ -118,6 +118,14 @@ impl Scratch {
         c
     }
 
+    /// Declares that this scratch's helpers run in a PID namespace: a helper
+    /// whose pid file names a process that can no longer be found was
+    /// reaped by the namespace's init, and the watch records it as gone.
+    pub fn namespaced(&self) -> &Scratch {
+        let _ = std::fs::write(self.dir.join("NS"), b"");
+        self
+    }
+
     /// The marker helpers carry (`CORRAL_TEST_MARK=<mark>`).
     pub fn mark(&self) -> &str {
         &self.mark
@@ -138,7 +146,9 @@ pub mod corral_command {
 
 struct Pinned {
     pid: u32,
-    fd: OwnedFd,
+    /// `None`: the helper was already gone (reaped) when its pid file was
+    /// found — possible in a PID namespace, whose init reaps at once.
+    fd: Option<OwnedFd>,
 }
 
 /// Watches a scratch directory for helper pid files, pins each helper, and
@@ -158,11 +168,12 @@ impl Watch {
         let mark = format!("CORRAL_TEST_MARK={}", scratch.mark);
         let (p, s) = (pinned.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
+            let mut missing = HashMap::new();
             while !s.load(Ordering::SeqCst) {
-                scan(&dir, &mark, &p);
+                scan(&dir, &mark, &p, &mut missing);
                 std::thread::sleep(Duration::from_millis(1));
             }
-            scan(&dir, &mark, &p);
+            scan(&dir, &mark, &p, &mut missing);
         });
         Watch {
             pinned,
@@ -188,7 +199,8 @@ impl Watch {
     /// Whether helper `name` was seen and is still alive.
     pub fn is_alive(&self, name: &str) -> bool {
         let g = self.pinned.lock().unwrap();
-        g.get(name).is_some_and(|p| !exited(&p.fd, Duration::ZERO))
+        g.get(name)
+            .is_some_and(|p| p.fd.as_ref().is_some_and(|fd| !exited(fd, Duration::ZERO)))
     }
 
     /// Waits up to `timeout` for helper `name` to be gone; true if it is.
@@ -196,7 +208,7 @@ impl Watch {
     pub fn wait_dead(&self, name: &str, timeout: Duration) -> bool {
         let g = self.pinned.lock().unwrap();
         match g.get(name) {
-            Some(p) => exited(&p.fd, timeout),
+            Some(p) => p.fd.as_ref().is_none_or(|fd| exited(fd, timeout)),
             None => true,
         }
     }
@@ -209,7 +221,9 @@ impl Watch {
     /// Sends `sig` to helper `name` through its pidfd.
     pub fn signal(&self, name: &str, sig: Signal) {
         if let Some(p) = self.pinned.lock().unwrap().get(name) {
-            let _ = pidfd_send_signal(&p.fd, sig);
+            if let Some(fd) = &p.fd {
+                let _ = pidfd_send_signal(fd, sig);
+            }
         }
     }
 }
@@ -222,15 +236,28 @@ impl Drop for Watch {
         }
         let g = self.pinned.lock().unwrap_or_else(|e| e.into_inner());
         for p in g.values() {
-            let _ = pidfd_send_signal(&p.fd, Signal::KILL);
+            if let Some(fd) = &p.fd {
+                let _ = pidfd_send_signal(fd, Signal::KILL);
+            }
         }
         for p in g.values() {
-            exited(&p.fd, Duration::from_secs(2));
+            if let Some(fd) = &p.fd {
+                exited(fd, Duration::from_secs(2));
+            }
         }
     }
 }
 
-fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
+/// How long a namespaced helper must stay unfindable before it is taken
+/// for reaped (a live one can be missed by one scan while it execs).
+const GONE_AFTER: Duration = Duration::from_millis(100);
+
+fn scan(
+    dir: &Path,
+    mark: &str,
+    pinned: &Mutex<HashMap<String, Pinned>>,
+    missing: &mut HashMap<String, Instant>,
+) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
@@ -254,6 +281,18 @@ fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
         let Ok(fd) = pidfd_open(raw, PidfdFlags::empty()) else {
             // Already gone before we could pin it: record it as dead by
             // pinning nothing; `wait_dead` treats unknown names as gone.
+            // (Or a pid from inside a PID namespace: looked up below.)
+            if let Some(p) = pin_namespaced(pid, mark) {
+                pinned.lock().unwrap().insert(stem.to_owned(), p);
+                mark_pinned(dir, stem);
+            } else if namespaced_scratch(dir) && gone_for(missing, stem) {
+                // Gone already: its namespace's init reaped it.
+                pinned
+                    .lock()
+                    .unwrap()
+                    .insert(stem.to_owned(), Pinned { pid, fd: None });
+                mark_pinned(dir, stem);
+            }
             continue;
         };
         // The pidfd pins *some* process; make sure it is our helper (and not
@@ -262,7 +301,17 @@ fn scan(dir: &Path, mark: &str, pinned: &Mutex<HashMap<String, Pinned>>) {
             pinned
                 .lock()
                 .unwrap()
-                .insert(stem.to_owned(), Pinned { pid, fd });
+                .insert(stem.to_owned(), Pinned { pid, fd: Some(fd) });
+            mark_pinned(dir, stem);
+        } else if let Some(p) = pin_namespaced(pid, mark) {
+            pinned.lock().unwrap().insert(stem.to_owned(), p);
+            mark_pinned(dir, stem);
+        } else if namespaced_scratch(dir) && gone_for(missing, stem) {
+            pinned
+                .lock()
+                .unwrap()
+                .insert(stem.to_owned(), Pinned { pid, fd: None });
+            mark_pinned(dir, stem);
         }
     }
 }
@@ -305,6 +354,53 @@ pub fn thread_group_alive(pid: u32) -> bool {
         Ok(fd) => !exited(&fd, Duration::ZERO),
         Err(_) => false,
     }
+}
+
+/// Whether this scratch's helpers run in a PID namespace (a `NS` file the
+/// test creates with [`Scratch::namespaced`]): only then may a pid file
+/// whose process cannot be found be taken for a helper already reaped.
+fn namespaced_scratch(dir: &Path) -> bool {
+    dir.join("NS").exists()
+}
+
+/// Whether helper `stem` has been unfindable for [`GONE_AFTER`].
+fn gone_for(missing: &mut HashMap<String, Instant>, stem: &str) -> bool {
+    let since = *missing.entry(stem.to_owned()).or_insert_with(Instant::now);
+    since.elapsed() >= GONE_AFTER
+}
+
+/// Tells a script that helper `stem` is pinned (`NAME.pinned` appears), so
+/// a tree can wait for the watch before it moves on.
+fn mark_pinned(dir: &Path, stem: &str) {
+    let _ = std::fs::write(dir.join(format!("{stem}.pinned")), b"");
+}
+
+/// A helper that runs in a PID namespace writes its pid *inside* the
+/// namespace. Finds the host process that carries the marker and whose
+/// innermost pid (the last `NSpid` field) is `inner`, and pins it (the
+/// marker is checked again after the pidfd is open).
+fn pin_namespaced(inner: u32, mark: &str) -> Option<Pinned> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let Some(ns) = status.lines().find_map(|l| l.strip_prefix("NSpid:")) else {
+            continue;
+        };
+        let fields: Vec<&str> = ns.split_whitespace().collect();
+        if fields.len() < 2 || fields.last() != Some(&inner.to_string().as_str()) {
+            continue;
+        }
+        if !carries_mark(pid, mark) {
+            continue;
+        }
+        let fd = pidfd_open(Pid::from_raw(pid as i32)?, PidfdFlags::empty()).ok()?;
+        if carries_mark(pid, mark) {
+            return Some(Pinned { pid, fd: Some(fd) });
+        }
+    }
+    None
 }
 
 /// Whether the pinned process has exited, waiting up to `timeout`.

@@ -199,6 +199,7 @@ fn run_batch(opts: BatchOpts) -> Result<i32, String> {
         ContainmentArg::Cgroup => ContainmentChoice::Only(Mechanism::Cgroup),
         ContainmentArg::ProcessGroup => ContainmentChoice::Only(Mechanism::ProcessGroup),
         ContainmentArg::Subreaper => ContainmentChoice::Only(Mechanism::Subreaper),
+        ContainmentArg::PidNamespace => ContainmentChoice::Only(Mechanism::PidNamespace),
     };
     let keep = usize::try_from(opts.keep_output).unwrap_or(usize::MAX);
     let batch = Arc::new(Batch::new(

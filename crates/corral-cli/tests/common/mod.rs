@@ -327,7 +327,13 @@ pub fn check_report(v: &Value) {
     // Only process groups exist today; `auto` may pick a stronger mechanism
     // once one is added, so any known mechanism name is accepted here (the
     // explicit `--containment process-group` test pins "process_group").
-    let known = ["process_group", "cgroup", "subreaper", "job_object"];
+    let known = [
+        "process_group",
+        "cgroup",
+        "subreaper",
+        "job_object",
+        "pid_namespace",
+    ];
     let mech_ok = v["containment"]
         .as_str()
         .is_some_and(|m| known.contains(&m));

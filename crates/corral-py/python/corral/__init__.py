@@ -408,7 +408,8 @@ def run(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
     ``cwd``; ``env`` replaces the environment as in ``subprocess``.
     ``containment``: ``"auto"`` (the strongest available: a cgroup, else the
     subreaper tier if :func:`enable_subreaper` was called, else a process
-    group), ``"cgroup"``, ``"subreaper"``, ``"process_group"``,
+    group), ``"cgroup"``, ``"pid_namespace"`` (Linux, also unprivileged;
+    never picked by auto), ``"subreaper"``, ``"process_group"``,
     ``"job_object"``; ``memory_max`` (bytes) and ``pids_max`` cap the tree
     (need a cgroup). ``confirm_window``: how long to wait for the tree to be
     gone after SIGKILL (default 1).

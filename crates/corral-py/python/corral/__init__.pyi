@@ -9,7 +9,7 @@ _Stream = Union[None, int, IO[Any]]
 _Env = Mapping[Union[str, bytes], Union[str, bytes]]
 _Outcome = Literal["exited", "signaled", "timed_out", "cancelled", "output_held", "cleanup_failed"]
 _Leftovers = Literal["keep-on-success", "kill", "keep"]
-_Containment = Literal["auto", "cgroup", "subreaper", "process_group", "job_object"]
+_Containment = Literal["auto", "cgroup", "pid_namespace", "subreaper", "process_group", "job_object"]
 
 PIPE: int
 STDOUT: int

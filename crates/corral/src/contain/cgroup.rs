@@ -244,6 +244,11 @@ pub(crate) struct Cgroup {
     orphans: Option<super::orphans::Registration>,
     released: bool,
     tracer: Tracer,
+    /// Registration with the crash-safety keeper (dropped: unregistered).
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    keeper: Option<crate::sys::linux_spawn::keeper::Registration>,
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    keeper: Option<()>,
 }
 
 fn write_file(path: &Path, data: &str) -> io::Result<()> {
@@ -383,7 +388,16 @@ impl Cgroup {
             orphans: None,
             released: false,
             tracer,
+            keeper: None,
         };
+        // Crash safety: if this process dies before the run ends, the keeper
+        // kills the cgroup and removes it. Without it (no clone3, too many
+        // runs) the run is only cleaned up by the next corral's stale pass.
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        {
+            cg.keeper =
+                crate::sys::linux_spawn::keeper::register(cg.dir_fd.as_fd(), &h.own_v2, &name).ok();
+        }
         if let Err(e) = cg.apply_limits(h, &name) {
             cg.remove_dirs();
             return Err(e);

@@ -20,6 +20,11 @@ pub(crate) mod cgroup;
 pub(crate) mod job_object;
 #[cfg(target_os = "linux")]
 pub(crate) mod orphans;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub(crate) mod pid_namespace;
 #[cfg(unix)]
 pub(crate) mod process_group;
 #[cfg(target_os = "linux")]
@@ -57,6 +62,11 @@ pub enum Mechanism {
     Subreaper,
     /// A Windows Job Object. Holds every descendant (no breakaway).
     JobObject,
+    /// A new PID namespace (Linux, as root or unprivileged through a user
+    /// namespace) whose pid 1 is a small init and whose only other first
+    /// process is the command. Holds every descendant; the namespace's end
+    /// is the kernel's proof that the tree is gone.
+    PidNamespace,
 }
 
 impl Mechanism {
@@ -67,7 +77,25 @@ impl Mechanism {
             Mechanism::Cgroup => "cgroup",
             Mechanism::Subreaper => "subreaper",
             Mechanism::JobObject => "job_object",
+            Mechanism::PidNamespace => "pid_namespace",
         }
+    }
+}
+
+impl std::str::FromStr for Mechanism {
+    type Err = String;
+
+    /// Parses a report name (`pid_namespace`) or a command-line spelling
+    /// (`pid-namespace`).
+    fn from_str(s: &str) -> Result<Mechanism, String> {
+        Ok(match s.replace('-', "_").as_str() {
+            "process_group" => Mechanism::ProcessGroup,
+            "cgroup" => Mechanism::Cgroup,
+            "subreaper" => Mechanism::Subreaper,
+            "job_object" => Mechanism::JobObject,
+            "pid_namespace" => Mechanism::PidNamespace,
+            _ => return Err(format!("unknown containment {s:?}")),
+        })
     }
 }
 
@@ -199,6 +227,16 @@ pub(crate) trait Containment: Send {
     fn cgroup_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         None
     }
+    /// Starts the root itself instead of `sys::spawn` (the PID-namespace
+    /// tier, whose root is the namespace's init). `None`: use the normal
+    /// spawn.
+    #[cfg(target_os = "linux")]
+    fn spawn_root(
+        &mut self,
+        _spec: &crate::sys::SpawnSpec<'_>,
+    ) -> Option<Result<Root, crate::sys::SpawnError>> {
+        None
+    }
     /// Tree-wide usage and limits hit, read before release.
     fn usage(&self) -> Option<(crate::report::Usage, Vec<crate::report::LimitHit>)> {
         None
@@ -292,6 +330,14 @@ pub(crate) fn select(
                 ))
             }
         }
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        ContainmentChoice::Only(Mechanism::PidNamespace) => Ok(Selected {
+            tree: Box::new(pid_namespace::PidNamespace::new(tracer)),
+            note: None,
+        }),
         #[cfg(windows)]
         ContainmentChoice::Auto | ContainmentChoice::Only(Mechanism::JobObject) => {
             job_object::select(tracer)

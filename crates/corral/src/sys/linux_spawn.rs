@@ -45,6 +45,13 @@ use rustix::process::Pid;
 
 use super::{ChildIo, SpawnSpec};
 
+/// Crash safety for the cgroup tier (a keeper forked without exec).
+#[path = "linux_keeper.rs"]
+pub(crate) mod keeper;
+/// The PID-namespace spawn (an init forked without exec, raw syscalls).
+#[path = "linux_pidns.rs"]
+pub(crate) mod pidns;
+
 /// Master switch. With `false`, every cgroup spawn takes std's fork +
 /// pre-exec path.
 const CLONE3_ENABLED: bool = true;
@@ -663,9 +670,13 @@ struct Stack {
 
 impl Stack {
     fn new() -> io::Result<Stack> {
+        Stack::with_size(CHILD_STACK)
+    }
+
+    fn with_size(usable: usize) -> io::Result<Stack> {
         use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
         let guard = rustix::param::page_size();
-        let len = CHILD_STACK.div_ceil(guard) * guard + guard;
+        let len = usable.div_ceil(guard) * guard + guard;
         // SAFETY: a fresh private anonymous mapping at an address of the
         // kernel's choice; it aliases nothing.
         let base = unsafe {

@@ -13,7 +13,7 @@ pub(crate) mod linux_proc;
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
-mod linux_spawn;
+pub(crate) mod linux_spawn;
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_splice;
 #[cfg(unix)]

@@ -33,6 +33,17 @@ pub(crate) struct Root {
     exit_hint: std::cell::Cell<bool>,
     exited: Option<RootStatus>,
     reaped: bool,
+    /// PID-namespace tier: the root is the namespace's init; the command's
+    /// exit comes through this status pipe (see `linux_pidns`).
+    #[cfg(target_os = "linux")]
+    ns_status: Option<OwnedFd>,
+    /// Crash safety of the process-group and subreaper tiers: the keeper
+    /// holds the root's pidfd until the root is reaped.
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    keeper: Option<super::linux_spawn::keeper::Registration>,
 }
 
 impl Root {
@@ -41,15 +52,36 @@ impl Root {
         // Dropping a std Child neither kills nor reaps it; the pid stays ours
         // to reap.
         drop(child);
+        // The child is unreaped, so this pid cannot have been reused.
+        #[cfg(target_os = "linux")]
+        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
+        // If this process dies while the root runs, the keeper kills the
+        // root's group (see `linux_keeper`). Best effort: without it the
+        // run is only not crash-safe.
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        let keeper = pidfd.as_ref().and_then(|fd| {
+            use std::os::fd::AsFd;
+            super::linux_spawn::keeper::register_root(fd.as_fd(), pid.as_raw_nonzero().get() as u32)
+                .ok()
+        });
         Root {
             pid,
-            // The child is unreaped, so this pid cannot have been reused.
             #[cfg(target_os = "linux")]
-            pidfd: rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok(),
+            pidfd,
             #[cfg(target_os = "linux")]
             exit_hint: std::cell::Cell::new(true),
             exited: None,
             reaped: false,
+            #[cfg(target_os = "linux")]
+            ns_status: None,
+            #[cfg(all(
+                target_os = "linux",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            keeper,
         }
     }
 
@@ -65,6 +97,84 @@ impl Root {
             exit_hint: std::cell::Cell::new(true),
             exited: None,
             reaped: false,
+            ns_status: None,
+            keeper: None,
+        }
+    }
+
+    /// The init of a PID namespace: its pidfd pins it; the command's exit
+    /// is read from `status` (non-blocking).
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    pub(crate) fn from_ns_init(pid: Pid, pidfd: OwnedFd, status: OwnedFd) -> Root {
+        Root {
+            pid,
+            pidfd: Some(pidfd),
+            exit_hint: std::cell::Cell::new(true),
+            exited: None,
+            reaped: false,
+            ns_status: Some(status),
+            keeper: None,
+        }
+    }
+
+    /// The command's exit as the namespace init reported it; end of file
+    /// without a report means the namespace was killed with the command in
+    /// it (SIGKILL).
+    #[cfg(target_os = "linux")]
+    fn peek_ns(&mut self) -> io::Result<Option<RootStatus>> {
+        let Some(fd) = self.ns_status.as_ref() else {
+            return Ok(None);
+        };
+        let mut msg = [0u8; 8];
+        loop {
+            match rustix::io::read(fd, &mut msg) {
+                Ok(8) => {
+                    let kind = u32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]]);
+                    let st = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
+                    if kind != NS_MSG_EXITED {
+                        continue;
+                    }
+                    self.exited = Some(ns_status_of(st));
+                    return Ok(self.exited);
+                }
+                Ok(0) => {
+                    self.exited = Some(RootStatus::Signaled(Signal::KILL));
+                    return Ok(self.exited);
+                }
+                Ok(_) => return Err(io::Error::other("short message from the namespace init")),
+                Err(rustix::io::Errno::AGAIN) => {
+                    // Nothing to read. If the init's pidfd fired, it may have
+                    // died with a stray copy of the pipe's write end still
+                    // open somewhere: ask the kernel, and read once more.
+                    if !self.exit_hint.replace(false) {
+                        return Ok(None);
+                    }
+                    let gone = waitid(
+                        WaitId::Pid(self.pid),
+                        WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+                    )?
+                    .is_some();
+                    if !gone {
+                        return Ok(None);
+                    }
+                    match rustix::io::read(fd, &mut msg) {
+                        Ok(8)
+                            if u32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]])
+                                == NS_MSG_EXITED =>
+                        {
+                            let st = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
+                            self.exited = Some(ns_status_of(st));
+                        }
+                        _ => self.exited = Some(RootStatus::Signaled(Signal::KILL)),
+                    }
+                    return Ok(self.exited);
+                }
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 
@@ -76,6 +186,10 @@ impl Root {
     pub(crate) fn peek_exit(&mut self) -> io::Result<Option<RootStatus>> {
         if self.exited.is_some() {
             return Ok(self.exited);
+        }
+        #[cfg(target_os = "linux")]
+        if self.ns_status.is_some() {
+            return self.peek_ns();
         }
         #[cfg(target_os = "linux")]
         if self.pidfd.is_some() && !self.exit_hint.replace(false) {
@@ -110,7 +224,27 @@ impl Root {
         self.reaped = true;
         #[cfg(target_os = "linux")]
         self.exit_hint.set(true);
-        if self.peek_exit()?.is_some() {
+        // The keeper lets go of the root before its pid can be reused.
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        drop(self.keeper.take());
+        // A namespace init outlives the command while the namespace holds
+        // processes: reap it now only if it has exited.
+        #[cfg(target_os = "linux")]
+        let exited = if self.ns_status.is_some() {
+            waitid(
+                WaitId::Pid(self.pid),
+                WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+            )?
+            .is_some()
+        } else {
+            self.peek_exit()?.is_some()
+        };
+        #[cfg(not(target_os = "linux"))]
+        let exited = self.peek_exit()?.is_some();
+        if exited {
             waitid(WaitId::Pid(self.pid), WaitIdOptions::EXITED)?;
         } else {
             let pid = self.pid;
@@ -123,6 +257,22 @@ impl Root {
         Ok(())
     }
 }
+
+/// A raw wait status (exited or killed; the init never asks for stops).
+#[cfg(target_os = "linux")]
+fn ns_status_of(st: i32) -> RootStatus {
+    let sig = st & 0x7f;
+    if sig == 0 {
+        RootStatus::Exited((st >> 8) & 0xff)
+    } else {
+        RootStatus::Signaled(Signal::from_raw(sig).unwrap_or(Signal::KILL))
+    }
+}
+
+/// The PID-namespace init's "command exited" message kind (see
+/// `linux_pidns`, which uses this value).
+#[cfg(target_os = "linux")]
+pub(crate) const NS_MSG_EXITED: u32 = 4;
 
 /// Applies process-group placement to a std command: the child becomes the
 /// leader of a new group whose id is its pid. std keeps its
@@ -278,6 +428,11 @@ fn stdio(io: ChildIo) -> Stdio {
 /// descriptor corral opens is close-on-exec, so only the three standard
 /// streams are inherited.
 pub(crate) fn spawn(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<Root, SpawnError> {
+    // A containment that starts the root itself (PID namespace).
+    #[cfg(target_os = "linux")]
+    if let Some(root) = tree.spawn_root(&spec) {
+        return root;
+    }
     // A cgroup containment: be born in it through clone3 (vfork speed),
     // unless that is not available in this process (then std's path below,
     // with the containment's pre-exec placement).
@@ -428,14 +583,25 @@ impl Poller {
         fds.push(PollFd::new(&self.wake_rx.0, PollFlags::IN));
         #[cfg(target_os = "linux")]
         if root.exited.is_none() {
-            if let Some(p) = &root.pidfd {
+            if let Some(p) = root.ns_status.as_ref().or(root.pidfd.as_ref()) {
                 fds.push(PollFd::new(p, PollFlags::IN));
+            }
+            // A namespace init that dies without a word (its status pipe
+            // may not reach end of file if a fork of the host holds a copy
+            // of the write end): its pidfd wakes us too.
+            if root.ns_status.is_some() {
+                if let Some(p) = &root.pidfd {
+                    fds.push(PollFd::new(p, PollFlags::IN));
+                }
             }
         }
         #[cfg(not(target_os = "linux"))]
         let _ = root;
         #[cfg(target_os = "linux")]
         let root_slot = (root.exited.is_none() && root.pidfd.is_some()).then_some(1);
+        #[cfg(target_os = "linux")]
+        let ns_slot = (root.exited.is_none() && root.ns_status.is_some() && root.pidfd.is_some())
+            .then_some(2);
         let mut slots = [usize::MAX; 4];
         if watch_tree {
             if let Some((fd, on)) = tree.wake_fd() {
@@ -464,6 +630,13 @@ impl Poller {
         match poll(&mut fds, ts.as_ref()) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e.into()),
+        }
+        #[cfg(target_os = "linux")]
+        #[cfg(target_os = "linux")]
+        if let Some(i) = ns_slot {
+            if !fds[i].revents().is_empty() {
+                root.exit_hint.set(true);
+            }
         }
         #[cfg(target_os = "linux")]
         if let Some(i) = root_slot {
@@ -536,7 +709,11 @@ impl Root {
         {
             use std::os::fd::AsFd;
             if self.exited.is_none() {
-                return self.pidfd.as_ref().map(|p| p.as_fd());
+                return self
+                    .ns_status
+                    .as_ref()
+                    .or(self.pidfd.as_ref())
+                    .map(|p| p.as_fd());
             }
         }
         None
@@ -546,7 +723,10 @@ impl Root {
     pub(crate) fn exit_pending(&self) -> bool {
         #[cfg(target_os = "linux")]
         {
-            self.exited.is_none() && self.pidfd.is_some() && self.exit_hint.get()
+            self.exited.is_none()
+                && self.ns_status.is_none()
+                && self.pidfd.is_some()
+                && self.exit_hint.get()
         }
         #[cfg(not(target_os = "linux"))]
         {

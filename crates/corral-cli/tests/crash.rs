@@ -1,0 +1,361 @@
+//! Crash safety of `corral run` and the `pid-namespace` tier from the
+//! command line: SIGKILL corral mid-run and every process of the tree is
+//! gone within 1 s (cgroup and PID-namespace tiers); a normal exit still
+//! keeps what keep-on-success keeps.
+
+#![cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use corral_testkit::{assert_between, Scratch, Watch};
+
+use common::*;
+
+const SEC: Duration = Duration::from_secs(1);
+
+/// Whether the tier can be used here (skipped with a message otherwise).
+fn tier_available(tier: &str) -> bool {
+    let ok = match tier {
+        "cgroup" => corral_testkit::writable_cgroup_v2().is_some(),
+        _ => std::process::Command::new(BIN)
+            .args(["run", "--containment", tier, "--", "true"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success()),
+    };
+    if !ok {
+        eprintln!("SKIPPED ({tier}): not available here");
+    }
+    ok
+}
+
+/// A tree with a plain child, a setsid escaper, a double-forked daemon and
+/// a TERM ignorer, under a 60 s timeout that never fires.
+fn tree_script() -> String {
+    format!(
+        r#"{ROOT}"$H" plain & setsid "$H" esc >/dev/null 2>&1 &
+           ( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & )
+           {IGN}{}{}{}{} sleep 30"#,
+        wait_for("plain"),
+        wait_for("esc"),
+        wait_for("daemon"),
+        wait_for("ign")
+    )
+}
+
+const ALL: [&str; 5] = ["root", "plain", "esc", "daemon", "ign"];
+
+fn sigkill_corral_mid_run(tier: &str) {
+    if !tier_available(tier) {
+        return;
+    }
+    let s = Scratch::new();
+    if tier == "pid-namespace" {
+        s.namespaced();
+    }
+    let w = Watch::new(&s);
+    let script = tree_script();
+    let mut r = start(
+        corral(
+            &s,
+            [
+                "run",
+                "--containment",
+                tier,
+                "-t",
+                "60",
+                "-k",
+                "5s",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        ),
+        Sink::Null,
+        Sink::Null,
+    );
+    for n in ALL {
+        assert!(
+            w.pid(n, 10 * SEC).is_some(),
+            "{tier}: helper {n} never started"
+        );
+    }
+    std::thread::sleep(ms(50));
+    r.child.kill().unwrap();
+    let t = Instant::now();
+    r.child.wait().unwrap();
+    for n in ALL {
+        let left = (SEC + ms(200)).saturating_sub(t.elapsed());
+        assert!(w.wait_dead(n, left), "{tier}: {n} survived corral's death");
+    }
+    assert!(t.elapsed() <= SEC + ms(200), "{tier}: {:?}", t.elapsed());
+    if tier == "cgroup" {
+        // The run's cgroup is removed too.
+        let pid = r.child.id();
+        let deadline = Instant::now() + SEC;
+        let root = corral_testkit::writable_cgroup_v2().unwrap();
+        loop {
+            let left: Vec<_> = std::fs::read_dir(&root)
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("corral-{pid}-"))
+                })
+                .collect();
+            if left.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "cgroups left: {left:?}");
+            std::thread::sleep(ms(10));
+        }
+    }
+}
+
+/// The weak tiers: the keeper kills the root's process group while the
+/// root leads it (plain children, TERM ignorers); escapers that left the
+/// group (setsid, double fork) survive there, as the README says.
+fn sigkill_corral_weak_tier(tier: &str) {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let script = tree_script();
+    let mut r = start(
+        corral(
+            &s,
+            [
+                "run",
+                "--containment",
+                tier,
+                "-t",
+                "60",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        ),
+        Sink::Null,
+        Sink::Null,
+    );
+    for n in ALL {
+        assert!(
+            w.pid(n, 10 * SEC).is_some(),
+            "{tier}: helper {n} never started"
+        );
+    }
+    std::thread::sleep(ms(50));
+    r.child.kill().unwrap();
+    let t = Instant::now();
+    r.child.wait().unwrap();
+    for n in ["root", "plain", "ign"] {
+        let left = (SEC + ms(200)).saturating_sub(t.elapsed());
+        assert!(w.wait_dead(n, left), "{tier}: {n} survived corral's death");
+    }
+    // The Watch kills the escapers.
+}
+
+#[test]
+fn sigkill_of_corral_kills_the_process_group_tree() {
+    sigkill_corral_weak_tier("process-group");
+}
+
+#[test]
+fn sigkill_of_corral_kills_the_subreaper_group() {
+    sigkill_corral_weak_tier("subreaper");
+}
+
+#[test]
+fn sigkill_of_corral_kills_the_cgroup_tree() {
+    sigkill_corral_mid_run("cgroup");
+}
+
+#[test]
+fn sigkill_of_corral_kills_the_pid_namespace_tree() {
+    sigkill_corral_mid_run("pid-namespace");
+}
+
+/// A normal exit of corral keeps what keep-on-success keeps, in the tiers
+/// with a keeper or a watching init.
+#[test]
+fn normal_exit_keeps_kept_leftovers() {
+    for tier in ["cgroup", "pid-namespace"] {
+        if !tier_available(tier) {
+            continue;
+        }
+        let s = Scratch::new();
+        let w = Watch::new(&s);
+        let script = format!(
+            r#"setsid "$H" kept >/dev/null 2>&1 & {} exit 0"#,
+            wait_for("kept")
+        );
+        let d = run(
+            corral(
+                &s,
+                ["run", "--containment", tier, "--", "sh", "-c", &script],
+            ),
+            5 * SEC,
+        );
+        d.assert_code(0);
+        std::thread::sleep(ms(1200));
+        assert_alive(&w, &["kept"]);
+    }
+}
+
+#[test]
+fn pid_namespace_tier_from_the_cli() {
+    if !tier_available("pid-namespace") {
+        return;
+    }
+    let s = Scratch::new();
+    s.namespaced();
+    let w = Watch::new(&s);
+    let rp = report_path(&s);
+    let script = format!(
+        r#"setsid "$H" esc >/dev/null 2>&1 & {IGN}{}{} echo $$; sleep 30"#,
+        wait_for("esc"),
+        wait_for("ign")
+    );
+    let d = run(
+        corral(
+            &s,
+            [
+                "run",
+                "--containment",
+                "pid-namespace",
+                "-t",
+                "700ms",
+                "-k",
+                "200ms",
+                "--report",
+                &rp,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        ),
+        6 * SEC,
+    );
+    d.assert_code(124);
+    assert_between(d.elapsed(), ms(700), 5 * SEC);
+    assert_eq!(d.out().trim(), "2");
+    let v = read_report(&s.path("report.json"));
+    check_report(&v);
+    assert_eq!(v["containment"], "pid_namespace", "{v}");
+    assert_eq!(v["outcome"], "timed_out", "{v}");
+    assert_dead(&w, &["esc", "ign"]);
+
+    let d = run(
+        corral(
+            &s,
+            [
+                "run",
+                "--containment",
+                "pid-namespace",
+                "--",
+                "sh",
+                "-c",
+                "exit 9",
+            ],
+        ),
+        5 * SEC,
+    );
+    d.assert_code(9);
+    let d = run(
+        corral(
+            &s,
+            [
+                "run",
+                "--containment",
+                "pid-namespace",
+                "--",
+                "/nonexistent/x",
+            ],
+        ),
+        5 * SEC,
+    );
+    d.assert_code(127);
+}
+
+/// A signal to corral is passed on to the whole namespace (the init sends
+/// it to every process), and corral exits 128+N once the tree is gone.
+#[test]
+fn sigterm_to_corral_reaches_the_namespace() {
+    if !tier_available("pid-namespace") {
+        return;
+    }
+    let s = Scratch::new();
+    s.namespaced();
+    let w = Watch::new(&s);
+    let script = format!(
+        r#"setsid "$H" esc >/dev/null 2>&1 & {IGN}{}{} sleep 30"#,
+        wait_for("esc"),
+        wait_for("ign")
+    );
+    let r = start(
+        corral(
+            &s,
+            [
+                "run",
+                "--containment",
+                "pid-namespace",
+                "-k",
+                "300ms",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        ),
+        Sink::Pipe,
+        Sink::Pipe,
+    );
+    for n in ["esc", "ign"] {
+        assert!(w.pid(n, 10 * SEC).is_some(), "helper {n} never started");
+    }
+    let pid = rustix::process::Pid::from_raw(r.pid() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let d = r.finish(5 * SEC);
+    d.assert_code(143);
+    // esc dies of the TERM; ign only of the SIGKILL after the grace.
+    assert_dead(&w, &["esc", "ign"]);
+}
+
+/// Where the kernel refuses namespaces, the explicit choice fails with exit
+/// 125 and says what to change, and `auto` is unaffected. Made here with a
+/// user namespace whose `user.max_user_namespaces` is 0 and a corral
+/// without capabilities in it (needs `unshare` and `setpriv`).
+#[test]
+fn refused_namespace_is_exit_125_with_the_setting_to_change() {
+    let script = format!(
+        "echo 0 > /proc/sys/user/max_user_namespaces || exit 99; \
+         setpriv --bounding-set -all --inh-caps -all {BIN} run --containment pid-namespace -- true; \
+         echo explicit=$?; {BIN} run -- true; echo auto=$?"
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-Ur", "sh", "-c", &script])
+        .output();
+    let Ok(out) = out else {
+        eprintln!("SKIPPED: no unshare here");
+        return;
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() || !stdout.contains("explicit=") {
+        eprintln!("SKIPPED: cannot build a refusing user namespace here: {stdout} {stderr}");
+        return;
+    }
+    assert!(stdout.contains("explicit=125"), "{stdout} {stderr}");
+    assert!(stdout.contains("auto=0"), "{stdout} {stderr}");
+    assert!(
+        stderr.contains("max_user_namespaces"),
+        "the message names the setting: {stderr}"
+    );
+}

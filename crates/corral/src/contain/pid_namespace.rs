@@ -1,0 +1,365 @@
+//! PID-namespace containment (Linux, as root or unprivileged through a user
+//! namespace): the root is a small init that is pid 1 of a new PID
+//! namespace; the command is its child. Nothing in the namespace can leave
+//! it (setsid, double fork, reparenting, cgroup moves change nothing), and
+//! the init's end is the kernel's proof that the tree is gone: when pid 1
+//! exits, the kernel SIGKILLs every other process of the namespace.
+//!
+//! Identity: the init, unreaped, pinned by its pidfd. SIGKILL goes to the
+//! init through that pidfd (the kernel kills the namespace with it); any
+//! other signal is written to the init's control pipe and the init sends it
+//! to every process of the namespace (`kill(-1, sig)`, then SIGCONT).
+//! Members are the processes whose PID namespace is the init's, found in
+//! /proc; once the init has exited there are none.
+//!
+//! Crash safety: the init watches a pidfd of the host process and exits
+//! when the host dies, taking the namespace with it (see
+//! `sys::linux_spawn::pidns`).
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::linux::fs::MetadataExt;
+
+use rustix::process::{Pid, WaitId, WaitIdOptions};
+
+use super::{Containment, Mechanism, OsOp, Tracer, WakeOn};
+use crate::sys::linux_spawn::pidns::{self, NsError, CTL_DETACH};
+use crate::sys::{Root, SpawnError, SpawnSpec};
+use crate::Signal;
+
+pub(crate) struct PidNamespace {
+    tracer: Tracer,
+    /// The init (host pid), its pidfd, the control pipe and the namespace's
+    /// inode, from the spawn on.
+    init: Option<Init>,
+    released: bool,
+}
+
+struct Init {
+    pid: Pid,
+    pidfd: OwnedFd,
+    ctl: Option<OwnedFd>,
+    ns: u64,
+    /// The command (host pid and pidfd): it is the run's root, so it is not
+    /// a member while it lives (the lifecycle counts the root itself).
+    command: Option<(u32, OwnedFd)>,
+    /// The init runs on these stacks in our memory: unmapped only once it
+    /// has exited.
+    stacks: Option<pidns::NsStacks>,
+}
+
+impl Init {
+    /// Lets go of the init's stacks: at once if it has exited, else on a
+    /// small thread that waits for its exit (a detached init may outlive
+    /// the run by far).
+    fn release_stacks(&mut self) {
+        let Some(stacks) = self.stacks.take() else {
+            return;
+        };
+        let exited = |fd: &OwnedFd, wait: bool| {
+            let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+            let zero = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            loop {
+                match rustix::event::poll(&mut fds, (!wait).then_some(&zero)) {
+                    Ok(n) => return n > 0,
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(_) => return false,
+                }
+            }
+        };
+        if exited(&self.pidfd, false) {
+            drop(stacks);
+            return;
+        }
+        let Ok(fd) = self.pidfd.try_clone() else {
+            // Cannot watch it: never unmap (a small, bounded leak).
+            std::mem::forget(stacks);
+            return;
+        };
+        // Shared with the thread, so that a thread that cannot be started
+        // does not drop (unmap) them on its way out.
+        let shared = std::sync::Arc::new(std::sync::Mutex::new(Some(stacks)));
+        let theirs = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("corral-ns-stack".into())
+            .spawn(move || {
+                let stacks = theirs.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if exited(&fd, true) {
+                    drop(stacks);
+                } else {
+                    std::mem::forget(stacks);
+                }
+            });
+        if spawned.is_err() {
+            let stacks = shared.lock().unwrap_or_else(|e| e.into_inner()).take();
+            std::mem::forget(stacks);
+        }
+    }
+}
+
+impl Drop for Init {
+    fn drop(&mut self) {
+        self.release_stacks();
+    }
+}
+
+/// The line `key` of /proc/<pid>/status, split in fields.
+fn status_field(pid: u32, key: &str) -> Option<Vec<u32>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix(key))?;
+    Some(
+        line.split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect(),
+    )
+}
+
+/// Finds and pins the command: the init's child whose pid inside the
+/// namespace is `inner` (a child that has already exited is still listed
+/// as a zombie until the init reaps it; if it was reaped, nothing is
+/// pinned and the command is simply not excluded).
+fn pin_command(init: u32, inner: u32) -> Option<(u32, OwnedFd)> {
+    let kids = std::fs::read_to_string(format!("/proc/{init}/task/{init}/children")).ok()?;
+    for c in kids
+        .split_whitespace()
+        .filter_map(|c| c.parse::<u32>().ok())
+    {
+        let is_it = |c: u32| {
+            status_field(c, "NSpid:").is_some_and(|f| f.last() == Some(&inner))
+                && status_field(c, "PPid:").is_some_and(|f| f.first() == Some(&init))
+        };
+        if !is_it(c) {
+            continue;
+        }
+        let fd = rustix::process::pidfd_open(
+            Pid::from_raw(c as i32)?,
+            rustix::process::PidfdFlags::empty(),
+        )
+        .ok()?;
+        // Checked again now that the pidfd pins a process.
+        return is_it(c).then_some((c, fd));
+    }
+    None
+}
+
+impl PidNamespace {
+    pub(crate) fn new(tracer: Tracer) -> PidNamespace {
+        PidNamespace {
+            tracer,
+            init: None,
+            released: false,
+        }
+    }
+
+    fn init_exited(&self) -> bool {
+        let Some(init) = &self.init else { return true };
+        matches!(
+            rustix::process::waitid(
+                WaitId::Pid(init.pid),
+                WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+            ),
+            Ok(Some(_)) | Err(_)
+        )
+    }
+}
+
+/// Why the kernel refused, and what to change.
+fn refused_message(e: &io::Error, step: &str) -> String {
+    let hint = match e.raw_os_error() {
+        Some(libc_enospc) if libc_enospc == linux_raw_sys::errno::ENOSPC as i32 => {
+            "the user or PID namespace limit is reached or set to 0: raise the sysctl \
+             user.max_user_namespaces (or user.max_pid_namespaces)"
+        }
+        Some(x)
+            if x == linux_raw_sys::errno::EPERM as i32
+                || x == linux_raw_sys::errno::EACCES as i32 =>
+        {
+            "unprivileged user namespaces are denied here: check the sysctl \
+             kernel.unprivileged_userns_clone (Debian), an LSM policy such as \
+             AppArmor's kernel.apparmor_restrict_unprivileged_userns (Ubuntu 23.10+), \
+             or a container's seccomp profile; or run as root"
+        }
+        Some(x)
+            if x == linux_raw_sys::errno::ENOSYS as i32
+                || x == linux_raw_sys::errno::EINVAL as i32 =>
+        {
+            "this kernel lacks clone3 with namespaces (Linux 5.5 or later is needed)"
+        }
+        _ => "use --containment cgroup or subreaper instead",
+    };
+    format!("the kernel refused a new PID namespace ({step}: {e}); {hint}")
+}
+
+impl Containment for PidNamespace {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::PidNamespace
+    }
+
+    fn prepare(&mut self, _cmd: &mut std::process::Command) -> io::Result<()> {
+        // `spawn_root` always answers; std's path is never taken.
+        Err(io::Error::other(
+            "the PID namespace tier spawns its own root",
+        ))
+    }
+
+    fn spawn_root(&mut self, spec: &SpawnSpec<'_>) -> Option<Result<Root, SpawnError>> {
+        Some(match pidns::spawn(spec) {
+            Ok(child) => {
+                let ns = std::fs::metadata(format!("/proc/{}/ns/pid", child.pid.as_raw_nonzero()))
+                    .map(|m| m.st_ino())
+                    .unwrap_or(0);
+                let init_pid = child.pid.as_raw_nonzero().get() as u32;
+                let command = pin_command(init_pid, child.inner);
+                match child.pidfd.try_clone() {
+                    Ok(pidfd) => {
+                        self.init = Some(Init {
+                            pid: child.pid,
+                            pidfd,
+                            ctl: Some(child.ctl),
+                            ns,
+                            command,
+                            stacks: child.stacks,
+                        });
+                        Ok(Root::from_ns_init(child.pid, child.pidfd, child.status))
+                    }
+                    Err(e) => {
+                        let _ = rustix::process::pidfd_send_signal(
+                            &child.pidfd,
+                            rustix::process::Signal::KILL,
+                        );
+                        let _ =
+                            rustix::process::waitid(WaitId::Pid(child.pid), WaitIdOptions::EXITED);
+                        Err(SpawnError::Spawn(e))
+                    }
+                }
+            }
+            Err(NsError::Refused(e, step)) => Err(SpawnError::Contain(io::Error::other(
+                refused_message(&e, step),
+            ))),
+            Err(NsError::Setup(e) | NsError::Exec(e)) => Err(SpawnError::Spawn(e)),
+        })
+    }
+
+    fn attach(&mut self, _root: &Root) -> io::Result<()> {
+        if self.init.as_ref().is_some_and(|i| i.ns == 0) {
+            return Err(io::Error::other("could not read the namespace of the init"));
+        }
+        Ok(())
+    }
+
+    fn signal(&mut self, sig: Signal) -> io::Result<()> {
+        if self.released {
+            return Err(io::Error::other("signal after release"));
+        }
+        let Some(init) = self.init.as_mut() else {
+            return Ok(());
+        };
+        self.tracer.record(OsOp::SignalTree {
+            via: Mechanism::PidNamespace,
+            target: init.pid.as_raw_nonzero().get() as u64,
+            signal: sig,
+        });
+        if sig == Signal::KILL {
+            // The init dies and the kernel kills the whole namespace.
+            return match rustix::process::pidfd_send_signal(
+                &init.pidfd,
+                rustix::process::Signal::KILL,
+            ) {
+                Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
+                Err(e) => Err(e.into()),
+            };
+        }
+        let Some(ctl) = init.ctl.as_ref() else {
+            return Ok(());
+        };
+        // A gone init took the namespace with it.
+        pidns::send_ctl(ctl, sig.as_raw() as u8).map(|_| ())
+    }
+
+    fn members(&mut self) -> io::Result<Vec<u32>> {
+        if self.init_exited() {
+            return Ok(Vec::new());
+        }
+        let Some(init) = &self.init else {
+            return Ok(Vec::new());
+        };
+        // Every process of the namespace descends from its init (orphans
+        // re-parent to it; nothing inside can join from outside), so the
+        // init's descendants are the members: a walk as large as the tree,
+        // not the system. Pids are only counted here, never signalled, so a
+        // pid reused during the walk cannot misdirect anything.
+        let me = init.pid.as_raw_nonzero().get() as u32;
+        // The command is the root: not a member while it lives. Once its
+        // pidfd reports its exit, its pid may belong to someone else.
+        let command = init.command.as_ref().and_then(|(pid, fd)| {
+            let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+            let zero = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            let exited = rustix::event::poll(&mut fds, Some(&zero)).map_or(true, |n| n > 0);
+            (!exited).then_some(*pid)
+        });
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = vec![me];
+        let mut buf = String::new();
+        while let Some(p) = stack.pop() {
+            if seen.len() > 1 << 20 {
+                break;
+            }
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+                continue;
+            };
+            for t in tasks.flatten() {
+                buf.clear();
+                let path = t.path().join("children");
+                if let Ok(mut f) = std::fs::File::open(path) {
+                    use std::io::Read;
+                    let _ = f.read_to_string(&mut buf);
+                }
+                for c in buf.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+                    if c != me && seen.insert(c) {
+                        stack.push(c);
+                        let alive =
+                            crate::sys::linux_proc::stat_of(c).is_some_and(|st| !st.is_dead());
+                        if alive && Some(c) != command {
+                            out.push(c);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn wake_fd(&self) -> Option<(BorrowedFd<'_>, WakeOn)> {
+        self.init
+            .as_ref()
+            .map(|i| (i.pidfd.as_fd(), WakeOn::Readable))
+    }
+
+    fn release(&mut self, root: &mut Root) -> io::Result<()> {
+        if self.released {
+            return Ok(());
+        }
+        self.released = true;
+        // Survivors (kept leftovers) are left where they are: the init
+        // stops watching corral and waits for the namespace to empty.
+        if let Some(init) = self.init.as_mut() {
+            if let Some(ctl) = init.ctl.take() {
+                let _ = pidns::send_ctl(&ctl, CTL_DETACH);
+            }
+        }
+        let pid = root.id();
+        let res = root.reap();
+        self.tracer.record(OsOp::Reaped { pid });
+        self.tracer.record(OsOp::Released {
+            via: Mechanism::PidNamespace,
+        });
+        res
+    }
+}

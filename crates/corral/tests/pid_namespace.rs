@@ -1,0 +1,429 @@
+//! The PID-namespace tier with real trees: the command runs as pid 2 under
+//! a small init in a new PID namespace (a user namespace too when not
+//! root), every promise holds there, and the tree dies with corral.
+//!
+//! These tests pass as root and as an unprivileged user (`.ci/run` runs the
+//! suite as a user it creates). Where the kernel refuses namespaces they are
+//! skipped with a message, never passed.
+#![cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use corral::{
+    Command, ContainmentChoice, Error, LeftoverPolicy, Mechanism, OsOp, Outcome, Report, Signal,
+};
+use corral_testkit::{assert_between, Scratch, Watch};
+
+const SEC: Duration = Duration::from_secs(1);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn ns() -> ContainmentChoice {
+    ContainmentChoice::Only(Mechanism::PidNamespace)
+}
+
+/// Whether this machine gives us a PID namespace (skip otherwise).
+fn available() -> bool {
+    let ok = Command::new("true").containment(ns()).run().is_ok();
+    if !ok {
+        eprintln!("SKIPPED: the kernel refuses a PID namespace here");
+    }
+    ok
+}
+
+fn pn(s: &Scratch, script: &str) -> Command {
+    let mut c = s.sh(script);
+    c.containment(ns());
+    c
+}
+
+/// Waits until the Watch has pinned helper `name` (its pid inside the
+/// namespace is translated to the host's by the watch, which takes a scan)
+/// and the helper has exec'd its command (its `mv` is gone, so the tree is
+/// exactly as intended).
+fn wait_file(name: &str) -> String {
+    format!(
+        r#"until [ -e "$CORRAL_TEST_DIR/{name}.pinned" ] && [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid")/comm 2>/dev/null)" != H ]; do sleep 0.01; done; "#
+    )
+}
+
+#[track_caller]
+fn check(r: &Report) {
+    assert_eq!(r.containment, Mechanism::PidNamespace);
+    assert!(r.cleanup_error.is_none(), "{:?}", r.cleanup_error);
+}
+
+#[track_caller]
+fn assert_dead(w: &Watch, names: &[&str]) {
+    for n in names {
+        assert!(w.pid(n, 3 * SEC).is_some(), "helper {n} never started");
+        assert!(w.wait_dead(n, 2 * SEC), "helper {n} survived");
+    }
+}
+
+#[test]
+fn command_is_pid_2_with_a_private_proc_and_the_same_ids() {
+    if !available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.namespaced();
+    let r = pn(
+        &s,
+        r#"echo $$; id -u; id -g; ls /proc | grep -c '^[0-9]'; cat /proc/1/stat | cut -d' ' -f1"#,
+    )
+    .run()
+    .unwrap();
+    check(&r);
+    assert_eq!(r.outcome, Outcome::Exited(0));
+    let out = r.stdout.text_lossy();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "2", "the command is the init's child: {out}");
+    assert_eq!(lines[1], rustix::process::geteuid().as_raw().to_string());
+    assert_eq!(lines[2], rustix::process::getegid().as_raw().to_string());
+    let procs: u32 = lines[3].parse().unwrap();
+    assert!(procs <= 5, "a private /proc shows only the tree: {out}");
+    assert_eq!(lines[4], "1");
+}
+
+#[test]
+fn exit_codes_and_signals_are_the_commands() {
+    if !available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.namespaced();
+    let r = pn(&s, "exit 7").run().unwrap();
+    check(&r);
+    assert_eq!(r.outcome, Outcome::Exited(7));
+    // Normal signal semantics: the command is not pid 1, so it can die of
+    // a signal it does not handle.
+    let r = pn(&s, "kill -TERM $$; sleep 5").run().unwrap();
+    check(&r);
+    assert_eq!(r.outcome, Outcome::Signaled(Signal::TERM));
+    let e = Command::new("/nonexistent/corral-program")
+        .containment(ns())
+        .run()
+        .unwrap_err();
+    assert!(matches!(e, Error::Spawn { .. }), "{e:?}");
+}
+
+#[test]
+fn timeout_kills_setsid_escaper_and_term_ignorer() {
+    if !available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.namespaced();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    let r = pn(
+        &s,
+        &format!(
+            r#"setsid "$H" esc >/dev/null 2>&1 &
+               ( trap '' TERM; "$H" stubborn sh -c 'trap "" TERM; sleep 30' ) &
+               ( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & )
+               {}{}{} sleep 30"#,
+            wait_file("esc"),
+            wait_file("stubborn"),
+            wait_file("daemon")
+        ),
+    )
+    .timeout(ms(800))
+    .grace(ms(300))
+    .run()
+    .unwrap();
+    check(&r);
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    assert_between(t.elapsed(), ms(800), 4 * SEC);
+    assert_eq!(r.signals_sent, vec![Signal::TERM, Signal::KILL]);
+    assert_dead(&w, &["esc", "stubborn", "daemon"]);
+    assert!(r.leftovers.killed >= 3, "{:?}", r.leftovers);
+}
+
+#[test]
+fn output_held_by_a_grandchild_is_bounded() {
+    if !available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.namespaced();
+    let w = Watch::new(&s);
+    let t = Instant::now();
+    let r = pn(
+        &s,
+        &format!(
+            r#"setsid "$H" holder & {} echo done; exit 0"#,
+            wait_file("holder")
+        ),
+    )
+    .wait_delay(ms(300))
+    .run()
+    .unwrap();
+    check(&r);
+    assert_eq!(r.outcome, Outcome::OutputHeld);
+    assert_eq!(r.root, Some(corral::RootStatus::Exited(0)));
+    assert_eq!(r.stdout.text_lossy(), "done\n");
+    assert_between(t.elapsed(), ms(300), 3 * SEC);
+    assert_dead(&w, &["holder"]);
+}
+
+#[test]
+fn nonzero_exit_kills_survivors_and_exit_0_keeps_them() {
+    if !available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.namespaced();
+    let w = Watch::new(&s);
+    let r = pn(
+        &s,
+        &format!(
+            r#"setsid "$H" late >/dev/null 2>&1 & {} exit 3"#,
+            wait_file("late")
+        ),
+    )
+    .run()
+    .unwrap();
+    check(&r);
+    assert_eq!(r.outcome, Outcome::Exited(3));
+    assert_eq!(r.leftovers.killed, 1);
+    assert_dead(&w, &["late"]);
+
+    // exit 0 with a detached child that closed its output: kept (the
+    // namespace stays alive as long as something runs in it), and corral
+    // returns at once.
+    let t = Instant::now();
+    let r = pn(
+        &s,
+        &format!(
+            r#"setsid "$H" kept >/dev/null 2>&1 & {} exit 0"#,
+            wait_file("kept")
+        ),
+    )
+    .leftovers(LeftoverPolicy::KeepOnSuccess)
+    .run()
+    .unwrap();
+    check(&r);
+    assert_eq!(r.outcome, Outcome::Exited(0));
+    assert_eq!(r.leftovers.kept, 1);
+    assert!(r.signals_sent.is_empty());
+    assert_between(t.elapsed(), Duration::ZERO, 2 * SEC);
+    std::thread::sleep(ms(300));
+    assert!(w.is_alive("kept"), "a kept leftover was killed");
+    // The watch kills it on drop.
+}
+
+#[test]
+fn cancellation_and_trace_go_through_the_namespace() {
+    if !available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.namespaced();
+    let w = Watch::new(&s);
+    let ops = Arc::new(Mutex::new(Vec::new()));
+    let o = ops.clone();
+    let token = corral::CancelToken::new();
+    let t2 = token.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(ms(400));
+        t2.cancel();
+    });
+    let r = pn(&s, r#"setsid "$H" a & "$H" b & sleep 30"#)
+        .cancel_token(&token)
+        .trace_ops(move |op| o.lock().unwrap().push(op.clone()))
+        .run()
+        .unwrap();
+    check(&r);
+    assert_eq!(r.outcome, Outcome::Cancelled);
+    assert_dead(&w, &["a", "b"]);
+    let ops = ops.lock().unwrap();
+    let released = ops
+        .iter()
+        .filter(|op| {
+            matches!(
+                op,
+                OsOp::Released {
+                    via: Mechanism::PidNamespace
+                }
+            )
+        })
+        .count();
+    assert_eq!(released, 1, "{ops:?}");
+    let last_signal = ops
+        .iter()
+        .rposition(|op| matches!(op, OsOp::SignalTree { .. }))
+        .unwrap();
+    let reaped = ops
+        .iter()
+        .position(|op| matches!(op, OsOp::Reaped { .. }))
+        .unwrap();
+    assert!(last_signal < reaped, "{ops:?}");
+}
+
+#[test]
+fn async_api_in_the_namespace() {
+    if !available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.namespaced();
+    let w = Watch::new(&s);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let t = Instant::now();
+    let r = rt.block_on(async {
+        pn(
+            &s,
+            &format!(
+                r#"setsid "$H" esc >/dev/null 2>&1 & {} echo out; sleep 30"#,
+                wait_file("esc")
+            ),
+        )
+        .timeout(ms(600))
+        .run_async()
+        .await
+        .unwrap()
+    });
+    check(&r);
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    assert_eq!(r.stdout.text_lossy(), "out\n");
+    assert_between(t.elapsed(), ms(600), 4 * SEC);
+    assert_dead(&w, &["esc"]);
+    let r = rt.block_on(async { pn(&s, "exit 5").run_async().await.unwrap() });
+    assert_eq!(r.outcome, Outcome::Exited(5));
+}
+
+#[test]
+fn limits_need_the_cgroup_tier() {
+    let e = Command::new("true")
+        .containment(ns())
+        .pids_max(10)
+        .run()
+        .unwrap_err();
+    assert!(matches!(e, Error::Containment { .. }), "{e:?}");
+}
+
+#[test]
+fn names_parse() {
+    assert_eq!(
+        "pid-namespace".parse::<Mechanism>().unwrap(),
+        Mechanism::PidNamespace
+    );
+    assert_eq!(
+        "pid_namespace".parse::<Mechanism>().unwrap(),
+        Mechanism::PidNamespace
+    );
+    assert_eq!(Mechanism::PidNamespace.name(), "pid_namespace");
+    assert!("pidns".parse::<Mechanism>().is_err());
+}
+
+/// Crash safety of a library host: the host (this test binary, re-run in
+/// a child) starts a tree in the tier, the test SIGKILLs the host, and
+/// every process of the tree is gone within 1 s.
+#[test]
+fn library_host_killed_takes_the_tree_along() {
+    if !available() {
+        return;
+    }
+    for (tier, api) in [
+        ("pid_namespace", "sync"),
+        ("pid_namespace", "async"),
+        ("cgroup", "sync"),
+        ("cgroup", "async"),
+    ] {
+        if tier == "cgroup" && corral_testkit::writable_cgroup_v2().is_none() {
+            eprintln!("SKIPPED (cgroup part): no writable cgroup v2");
+            continue;
+        }
+        let s = Scratch::new();
+        if tier == "pid_namespace" {
+            s.namespaced();
+        }
+        let w = Watch::new(&s);
+        let mut host = std::process::Command::new(std::env::current_exe().unwrap());
+        host.args(["--exact", "crash_host", "--nocapture", "--ignored"])
+            .env("CORRAL_CRASH_TIER", tier)
+            .env("CORRAL_CRASH_API", api)
+            .envs(s.env())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = host.spawn().unwrap();
+        for n in ["esc", "stubborn", "daemon"] {
+            assert!(
+                w.pid(n, 10 * SEC).is_some(),
+                "{tier} {api}: helper {n} never started"
+            );
+        }
+        std::thread::sleep(ms(100));
+        child.kill().unwrap();
+        let t = Instant::now();
+        child.wait().unwrap();
+        for n in ["esc", "stubborn", "daemon"] {
+            assert!(
+                w.wait_dead(n, SEC.saturating_sub(t.elapsed()) + ms(100)),
+                "{tier} {api}: helper {n} survived the host's death"
+            );
+        }
+        assert!(
+            t.elapsed() < SEC + ms(200),
+            "{tier} {api}: took {:?}",
+            t.elapsed()
+        );
+    }
+}
+
+/// The host for `library_host_killed_takes_the_tree_along` (run only in
+/// that child).
+#[test]
+#[ignore]
+fn crash_host() {
+    let tier = std::env::var("CORRAL_CRASH_TIER").unwrap_or_default();
+    let mechanism: Mechanism = tier.parse().unwrap();
+    let script = r#"setsid "$H" esc >/dev/null 2>&1 &
+                   ( trap '' TERM; "$H" stubborn sh -c 'trap "" TERM; sleep 30' ) &
+                   ( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & )
+                   sleep 30"#;
+    if std::env::var("CORRAL_CRASH_API").as_deref() == Ok("async") {
+        // A multi-threaded runtime: the run is spawned and driven on worker
+        // threads.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let task = tokio::spawn(async move {
+                Command::new("/bin/sh")
+                    .arg("-c")
+                    .arg(script)
+                    .containment(ContainmentChoice::Only(mechanism))
+                    .timeout(60 * SEC)
+                    .run_async()
+                    .await
+            });
+            let _ = task.await;
+        });
+        return;
+    }
+    // A second thread spawns, as a host's worker pool would.
+    let t = std::thread::spawn(move || {
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c")
+            .arg(script)
+            .containment(ContainmentChoice::Only(mechanism))
+            .timeout(60 * SEC);
+        c.spawn().unwrap()
+    });
+    let running = t.join().unwrap();
+    let _ = running.wait();
+}
