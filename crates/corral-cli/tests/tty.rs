@@ -164,6 +164,20 @@ fn stat(pid: u32) -> Option<(u32, char, String)> {
     Some((ppid, state, comm))
 }
 
+/// Whether `pid`'s process group is the foreground group of its terminal
+/// (`pgrp` and `tpgid` of /proc/<pid>/stat).
+fn in_foreground(pid: u32) -> bool {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(r) = s.rfind(')') else {
+        return false;
+    };
+    // After the comm: state ppid pgrp session tty_nr tpgid ...
+    let f: Vec<&str> = s[r + 2..].split(' ').collect();
+    f.len() > 5 && f[2] == f[5]
+}
+
 fn child_named(parent: u32, comm: &str) -> Option<u32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: u32 = e.file_name().to_str()?.parse().ok()?;
@@ -221,7 +235,11 @@ fn ctrl_z_stops_corral_too_and_fg_continues_the_tree() {
     });
     let sl = sl.unwrap();
     let _guard = KillOnDrop(sl, c);
-    wait_until("sleep sleeps", || state(sl) == 'S');
+    // Ready only once corral has handed the terminal to the tree: a
+    // Ctrl-Z before that reaches corral's own group, not the tree.
+    wait_until("sleep sleeps in the foreground", || {
+        state(sl) == 'S' && in_foreground(sl)
+    });
 
     // Ctrl-Z: the tree stops, corral stops, the shell is back.
     sh.type_("\x1a");
@@ -235,6 +253,7 @@ fn ctrl_z_stops_corral_too_and_fg_continues_the_tree() {
     sh.type_("fg\n");
     wait_until("sleep continues", || state(sl) == 'S');
     wait_until("corral continues", || state(c) == 'S');
+    wait_until("the tree has the terminal again", || in_foreground(sl));
     // Ctrl-C reaches the tree (corral gave it the foreground before it
     // sent SIGCONT, so the tree is foreground once sleep runs again);
     // corral exits 130.
