@@ -144,8 +144,7 @@ fn non_executable_file_is_permission_denied() {
         other => panic!("expected PermissionDenied, got {other:?}"),
     }
     let good = bin2.join("not-exec");
-    std::fs::write(&good, "#!/bin/sh\necho second\n").unwrap();
-    std::fs::set_permissions(&good, std::fs::Permissions::from_mode(0o755)).unwrap();
+    corral_testkit::write_executable(&good, "#!/bin/sh\necho second\n");
     let out = stdout_of(cg("not-exec").env("PATH", &path));
     assert_eq!(out, "second\n");
 }

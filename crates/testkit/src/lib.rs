@@ -57,6 +57,27 @@ impl Default for Scratch {
     }
 }
 
+/// Writes an executable file (mode 755) at `path` without ever holding it
+/// open for writing in this process: a child process (`install(1)`) writes
+/// it. A test thread that forks while this process holds a file open for
+/// writing passes that descriptor on to its child until the child execs,
+/// and an exec of the file in that window fails with ETXTBSY ("Text file
+/// busy"). The content goes through a sibling file `<path>.src`, which is
+/// never executed.
+pub fn write_executable(path: &Path, content: &str) {
+    let mut src = path.as_os_str().to_owned();
+    src.push(".src");
+    std::fs::write(&src, content).unwrap();
+    let status = std::process::Command::new("install")
+        .arg("-m")
+        .arg("0755")
+        .arg(&src)
+        .arg(path)
+        .status()
+        .expect("run install(1) to write an executable");
+    assert!(status.success(), "install(1) failed for {}", path.display());
+}
+
 impl Scratch {
     /// A fresh directory under the system temp dir.
     pub fn new() -> Scratch {
@@ -69,10 +90,7 @@ impl Scratch {
         let mark = format!("corral-test-{}-{}-{}", std::process::id(), n, nanos);
         let dir = std::env::temp_dir().join(&mark);
         std::fs::create_dir_all(&dir).unwrap();
-        let helper = dir.join("H");
-        std::fs::write(&helper, HELPER).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        write_executable(&dir.join("H"), HELPER);
         Scratch { dir, mark }
     }
 
