@@ -558,12 +558,8 @@ impl Cgroup {
                 .lines()
                 .find_map(|l| l.strip_prefix("0::"))
                 .is_some_and(|p| p.ends_with(&marker) || p.contains(&format!("{marker}/")));
-            let in_group = skip_pgid.is_some_and(|pgid| {
-                fs::read(format!("/proc/{pid}/stat"))
-                    .ok()
-                    .and_then(|b| sys::parse_stat(&b))
-                    .is_some_and(|(_, pgrp)| pgrp == pgid)
-            });
+            let in_group = skip_pgid
+                .is_some_and(|pgid| sys::linux_proc::stat_of(pid).is_some_and(|s| s.pgrp == pgid));
             if inside && !in_group {
                 let _ = rustix::process::pidfd_send_signal(&fd, rsig);
             }

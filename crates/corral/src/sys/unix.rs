@@ -314,11 +314,6 @@ pub(crate) fn signal_group(pgid: u32, sig: Signal) -> io::Result<()> {
 #[cfg(target_os = "linux")]
 pub(crate) use super::linux_proc::group_members;
 
-#[cfg(target_os = "linux")]
-pub(crate) fn parse_stat(buf: &[u8]) -> Option<(u8, u32)> {
-    super::linux_proc::parse_stat(0, buf).map(|s| (s.state, s.pgrp))
-}
-
 /// Live members of process group `pgid`, from `ps` (macOS and the BSDs have
 /// no /proc; this tier only needs to be correct, not fast).
 #[cfg(not(target_os = "linux"))]
