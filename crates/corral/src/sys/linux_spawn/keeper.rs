@@ -34,8 +34,8 @@ const PR_SET_NAME: usize = 15;
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 
-use super::pidns::syscall6;
-use super::{errno_of, set_sigmask, syscall4, Stack};
+use super::raw::{clone3_with, errno_of, set_sigmask, syscall4, syscall6};
+use super::stack::Stack;
 use crate::sys::linux_proc::parse_stat;
 
 /// Runs held at once.
@@ -274,7 +274,7 @@ fn start() -> io::Result<Conn> {
     // `stack` and of `args`, with every signal blocked and every handler
     // reset, and never returns.
     let ret = unsafe {
-        super::pidns::clone3_with(
+        clone3_with(
             &mut cargs,
             keeper_main,
             &args as *const KeeperArgs as *const std::ffi::c_void,
