@@ -11,14 +11,17 @@
 //!   arrives, stdin can be written, the root exits, a waker fires (cancel,
 //!   relay back-pressure) or the next timer (deadline, end of wait delay,
 //!   end of grace, confirm tick) is due.
-//! * **classify**: the first of: clean exit (root exited and every captured
-//!   stream at EOF), deadline, cancellation, wait delay over (output held).
-//! * **clean up**: terminate (first signal, SIGKILL at the end of the grace
-//!   if any member is left, decided by the whole tree), or apply the
-//!   leftovers policy after a clean exit; then confirm that the tree is empty
-//!   within the confirm window, else report the survivors.
+//! * **classify** and **clean up** are the [`phase`] machine
+//!   (`Supervising → Grace → Confirming → Over`): a pure decision from what
+//!   was observed and the clock to the next phase and the actions (signals,
+//!   counting kept leftovers, reporting survivors), which [`Life::apply`]
+//!   carries out.
 //! * **release**: reap the root and let go of the identity, exactly once,
-//!   after the last signal.
+//!   after the last signal ([`Life::finish`], or `Drop` after a panic).
+//!
+//! Reading this file top to bottom: the public handle ([`Running`]), the
+//! run's state ([`Life`]), the spawn, the step ([`Life::advance`]: observe,
+//! decide, apply), the effects, the report.
 
 use std::collections::{HashSet, VecDeque};
 use std::io::{self, Write};
@@ -32,7 +35,11 @@ use crate::command::{Command, InputKind, OutputKind, Settings, SharedLineCallbac
 use crate::contain::{self, Containment, Mechanism, OsOp, Tracer};
 use crate::report::{CleanupError, Leftovers, Outcome, Report, RootStatus, Timings};
 use crate::sys::{self, ChildIo, PipeEnd, Poller, ReadResult, Root, SpawnError, SpawnSpec};
-use crate::{Error, LeftoverPolicy, Signal};
+use crate::{Error, Signal};
+
+mod phase;
+
+use phase::{later, Action, Observed, Phase, Policy, Probe, Reason};
 
 const READ_CHUNK: usize = 128 * 1024;
 /// Reads per stream per wake-up, so one chatty stream cannot starve timers.
@@ -41,21 +48,6 @@ const READS_PER_WAKE: usize = 16;
 const RELAY_QUEUE_LIMIT: usize = 1 << 20;
 /// When the root's exit does not wake the poller (no pidfd), poll this often.
 const EXIT_POLL: Duration = Duration::from_millis(5);
-/// First and longest interval between membership checks while terminating.
-const CHECK_FIRST: Duration = Duration::from_micros(500);
-const CHECK_MAX: Duration = Duration::from_millis(10);
-/// After the wait delay, output still has a writer, no process of the tree
-/// holds it, but a fork of the host does (another thread's spawn between
-/// `fork` and `exec` holds a copy of every descriptor for a moment): it is
-/// given this long to let go before the output counts as held. (Where the
-/// holders cannot be seen, not on Linux, any holder outside the tree is.)
-const FOREIGN_HOLD: Duration = Duration::from_millis(200);
-/// After the wait delay, with every writer of the output gone (nothing
-/// holds it: what is left is output already written, still being read or
-/// relayed), how long corral keeps draining before it ends the run anyway
-/// (a relay consumer that does not read must not hold the return).
-const DRAIN_LIMIT: Duration = Duration::from_secs(1);
-
 /// A running command. Supervision happens in [`Running::wait`]; dropping the
 /// handle without waiting cancels the run and cleans up (bounded by the
 /// grace and the confirm window).
@@ -119,26 +111,6 @@ impl Drop for Running {
     }
 }
 
-/// Why the tree is being terminated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reason {
-    TimedOut,
-    Cancelled,
-    OutputHeld,
-    /// The root exited cleanly; the policy says its leftovers die.
-    Leftovers,
-}
-
-struct Termination {
-    reason: Reason,
-    /// SIGKILL is due at this time (None once it was sent).
-    kill_at: Option<Instant>,
-    /// Give up confirming at this time (set when SIGKILL is sent).
-    confirm_until: Option<Instant>,
-    next_check: Instant,
-    interval: Duration,
-}
-
 struct StreamIo {
     which: Stream,
     pipe: Option<PipeEnd>,
@@ -191,7 +163,6 @@ pub(crate) struct Life {
     settings: Settings,
     pid: u32,
     start: Instant,
-    deadline: Option<Instant>,
     spawn_time: Duration,
     root: Root,
     tree: Box<dyn Containment>,
@@ -208,18 +179,14 @@ pub(crate) struct Life {
     root_status: Option<RootStatus>,
     root_exit_at: Option<Instant>,
     output_closed_at: Option<Instant>,
-    /// The wait delay ended with output still open but no writer left:
-    /// draining since then (bounded by `DRAIN_LIMIT`).
-    draining_since: Option<Instant>,
-    /// The wait delay ended with output held by a fork of the host, not by
-    /// the tree: it counts as held from this time on (`FOREIGN_HOLD`).
-    foreign_hold_until: Option<Instant>,
     signals_sent: Vec<Signal>,
     seen_members: HashSet<u32>,
     cleanup_error: Option<CleanupError>,
     kept: usize,
-    term: Option<Termination>,
-    done: bool,
+    /// Where the run is (see [`phase`]).
+    phase: Phase,
+    /// What the decisions depend on.
+    policy: Policy,
     /// `finish` ran: the identity was released and the report built.
     finished: bool,
 }
@@ -390,10 +357,17 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
     .flatten()
     .min();
 
+    let policy = Policy {
+        deadline,
+        wait_delay: settings.wait_delay,
+        grace: settings.grace,
+        signal: settings.signal,
+        confirm_window: settings.confirm_window,
+        leftovers: settings.leftovers,
+    };
     let life = Life {
         pid,
         start,
-        deadline,
         spawn_time,
         root,
         tree,
@@ -409,14 +383,12 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
         root_status: None,
         root_exit_at: None,
         output_closed_at: None,
-        draining_since: None,
-        foreign_hold_until: None,
         signals_sent: Vec::new(),
         seen_members: HashSet::new(),
         cleanup_error: None,
         kept: 0,
-        term: None,
-        done: false,
+        phase: Phase::START,
+        policy,
         finished: false,
         settings,
     };
@@ -435,7 +407,7 @@ impl Life {
             let timeout = self.next_wake(Instant::now());
             let outputs = watched_outputs(&self.streams);
             let stdin = self.stdin.as_ref().map(|f| &f.pipe);
-            let watch_tree = self.term.is_some();
+            let watch_tree = self.phase.is_terminating();
             match self.poller.wait(
                 &self.root,
                 outputs,
@@ -468,7 +440,7 @@ impl Life {
     /// on. Never blocks on the tree. Returns true when the run is over (then
     /// call [`into_report`](Self::into_report)).
     pub(crate) fn advance(&mut self) -> bool {
-        if self.done {
+        if self.phase.is_over() {
             return true;
         }
         let now = Instant::now();
@@ -479,28 +451,28 @@ impl Life {
         {
             self.output_closed_at = Some(now);
         }
-        if self.term.is_none() {
-            // Output that nothing holds but that could not be drained in
-            // time (a relay consumer that does not read) ends like EOF.
-            let drained_out = self
-                .draining_since
-                .is_some_and(|d| now >= later(d, DRAIN_LIMIT));
-            let open = if drained_out { 0 } else { open };
-            self.term = self.classify(now, open);
-            if self.term.is_none() && self.root_status.is_some() && open == 0 {
-                self.done = true; // clean exit, leftovers kept (or none)
-                return true;
+        let seen = Observed {
+            root: self.root_status,
+            root_exit_at: self.root_exit_at,
+            open,
+            cancel: self.cancel.state(),
+        };
+        let policy = self.policy;
+        let step = phase::decide(self.phase, &seen, self, now, &policy);
+        self.apply(step);
+        self.phase.is_over()
+    }
+
+    /// Carries out a decision: the actions in order, then the new phase.
+    fn apply(&mut self, (next, actions): (Phase, Vec<Action>)) {
+        for action in actions {
+            match action {
+                Action::Signal(sig) => self.send(sig),
+                Action::CountKept => self.count_kept(),
+                Action::Survivors(pids) => self.note_cleanup(CleanupError::Survivors { pids }),
             }
         }
-        if let Some(mut t) = self.term.take() {
-            let over = now >= t.next_check && self.step_termination(&mut t, now);
-            self.term = Some(t);
-            if over {
-                self.done = true;
-                return true;
-            }
-        }
-        false
+        self.phase = next;
     }
 
     /// The child closed its stdin: writing now would raise SIGPIPE in a host
@@ -528,25 +500,12 @@ impl Life {
     /// Confirming and releasing are left to the caller's continuation.
     #[cfg(all(feature = "tokio", unix))]
     pub(crate) fn kill_now(&mut self) {
-        if self.done {
+        if self.phase.is_over() {
             return;
         }
-        let now = Instant::now();
-        match self.term.as_mut() {
-            None => {
-                let t = self.start_termination(Reason::Cancelled, Some(Signal::KILL), now);
-                self.term = Some(t);
-            }
-            Some(t) if t.kill_at.is_some() => {
-                t.kill_at = None;
-                t.confirm_until = Some(later(now, self.settings.confirm_window));
-                t.next_check = now;
-                t.interval = CHECK_FIRST;
-                self.send(Signal::KILL);
-            }
-            // SIGKILL was sent already.
-            Some(_) => {}
-        }
+        let policy = self.policy;
+        let step = phase::kill_now(self.phase, self, Instant::now(), &policy);
+        self.apply(step);
         self.cancel.cancel();
         let _ = self.tree_members();
     }
@@ -558,7 +517,7 @@ impl Life {
     pub(crate) fn poll_now(&mut self) -> bool {
         let outputs = watched_outputs(&self.streams);
         let stdin = self.stdin.as_ref().map(|f| &f.pipe);
-        let watch_tree = self.term.is_some();
+        let watch_tree = self.phase.is_terminating();
         match self.poller.wait(
             &self.root,
             outputs,
@@ -619,24 +578,22 @@ impl Life {
 
     /// The containment's descriptor fired: check the tree now.
     pub(crate) fn tree_event(&mut self) {
-        if let Some(t) = self.term.as_mut() {
-            t.next_check = Instant::now();
-        }
+        self.phase.check_now(Instant::now());
     }
 
     /// The driver could not wait: do not spin, do not hang. Terminate the
     /// tree and report the failure.
     pub(crate) fn wait_failed(&mut self, e: io::Error) {
         self.note_cleanup(CleanupError::Signal(format!("waiting failed: {e}")));
-        if self.term.is_none() {
-            self.term = Some(self.start_termination(Reason::Cancelled, None, Instant::now()));
-        }
+        let policy = self.policy;
+        let step = phase::wait_failed(self.phase, self, Instant::now(), &policy);
+        self.apply(step);
     }
 
     /// Builds the report once [`advance`](Self::advance) said the run is
     /// over: final drain, release.
     pub(crate) fn into_report(self: Box<Self>) -> Report {
-        let outcome = match self.term.as_ref().map(|t| t.reason) {
+        let outcome = match self.phase.reason() {
             Some(Reason::TimedOut) => Outcome::TimedOut,
             Some(Reason::Cancelled) => Outcome::Cancelled,
             Some(Reason::OutputHeld) => Outcome::OutputHeld,
@@ -650,87 +607,17 @@ impl Life {
         self.finish(outcome)
     }
 
-    /// Decides whether the run must now be terminated, and starts it.
-    fn classify(&mut self, now: Instant, open: usize) -> Option<Termination> {
-        if let Some(status) = self.root_status {
-            if open == 0 {
-                // Clean exit: the leftovers policy decides.
-                let kill = match self.settings.leftovers {
-                    LeftoverPolicy::Kill => true,
-                    LeftoverPolicy::Keep => false,
-                    LeftoverPolicy::KeepOnSuccess => status != RootStatus::Exited(0),
-                };
-                if !kill {
-                    self.kept = match self.tree.count_kept(&mut self.root) {
-                        Ok(n) => n,
-                        Err(e) => {
-                            self.note_cleanup(CleanupError::Release(format!(
-                                "could not count the processes left running: {e}"
-                            )));
-                            0
-                        }
-                    };
-                    return None;
-                }
-                if self.tree_members().is_empty() {
-                    return None;
-                }
-                return Some(self.start_termination(Reason::Leftovers, None, now));
+    /// The root exited cleanly and its leftovers are kept: count them.
+    fn count_kept(&mut self) {
+        self.kept = match self.tree.count_kept(&mut self.root) {
+            Ok(n) => n,
+            Err(e) => {
+                self.note_cleanup(CleanupError::Release(format!(
+                    "could not count the processes left running: {e}"
+                )));
+                0
             }
-        }
-        if let Some(sig) = self.cancel.state() {
-            return Some(self.start_termination(Reason::Cancelled, sig, now));
-        }
-        if self.deadline.is_some_and(|d| now >= d) {
-            return Some(self.start_termination(Reason::TimedOut, None, now));
-        }
-        if let Some(exit_at) = self.root_exit_at {
-            if self.draining_since.is_none() && now >= later(exit_at, self.settings.wait_delay) {
-                // The wait delay is the grace for holders, not a deadline
-                // for reading: output is held only while a descendant
-                // still has it open. With every writer gone, what is left
-                // is already written; it is drained (the pipes or the relay
-                // wake the loop), and the run ends cleanly at end of file.
-                if !self.output_held() {
-                    self.draining_since = Some(now);
-                    return None;
-                }
-                // Held by the tree, or by a process the tier cannot see (a
-                // setsid escaper of a process group): at once. Held only by
-                // a fork of the host that has not exec'd yet: once it had
-                // `FOREIGN_HOLD` to let go.
-                if !self.tree_holds_output() && self.host_fork_holds_output(now) {
-                    return None;
-                }
-                if !self.output_held() {
-                    // Let go in the meantime.
-                    self.draining_since = Some(now);
-                    return None;
-                }
-                return Some(self.start_termination(Reason::OutputHeld, None, now));
-            }
-        }
-        None
-    }
-
-    /// Whether a live member of the tree has an output pipe that still has
-    /// a writer (Linux: their `/proc/PID/fd`; elsewhere: any live member).
-    fn tree_holds_output(&mut self) -> bool {
-        let members = self.tree_members();
-        #[cfg(target_os = "linux")]
-        {
-            let inodes = self.held_inodes();
-            if inodes.is_empty() {
-                return !members.is_empty();
-            }
-            members
-                .iter()
-                .any(|&pid| sys::linux_proc::holds_pipe(pid, &inodes))
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            !members.is_empty()
-        }
+        };
     }
 
     /// The inodes of the output pipes that still have a writer (Linux).
@@ -742,86 +629,6 @@ impl Life {
             .filter(|s| s.is_open() && !s.writers_gone())
             .filter_map(StreamIo::inode)
             .collect()
-    }
-
-    /// Whether a holder outside the tree is a fork of this process that
-    /// has not exec'd yet (it lets go by itself), and `FOREIGN_HOLD` since
-    /// it was first seen has not passed: then the output is not held yet.
-    fn host_fork_holds_output(&mut self, now: Instant) -> bool {
-        let until = *self
-            .foreign_hold_until
-            .get_or_insert_with(|| later(now, FOREIGN_HOLD));
-        if now >= until {
-            return false;
-        }
-        #[cfg(target_os = "linux")]
-        {
-            sys::linux_proc::child_holds_pipe(&self.held_inodes())
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            true
-        }
-    }
-
-    /// Whether some captured stream still has a writer.
-    fn output_held(&self) -> bool {
-        self.streams
-            .iter()
-            .flatten()
-            .any(|s| s.is_open() && !s.writers_gone())
-    }
-
-    fn start_termination(
-        &mut self,
-        reason: Reason,
-        sig: Option<Signal>,
-        now: Instant,
-    ) -> Termination {
-        let first = sig.unwrap_or(self.settings.signal);
-        let graceful = !self.settings.grace.is_zero() && first != Signal::KILL;
-        let _ = self.tree_members();
-        let mut t = Termination {
-            reason,
-            kill_at: None,
-            confirm_until: None,
-            next_check: now,
-            interval: CHECK_FIRST,
-        };
-        if graceful {
-            self.send(first);
-            t.kill_at = Some(later(now, self.settings.grace));
-        } else {
-            self.send(Signal::KILL);
-            t.confirm_until = Some(later(now, self.settings.confirm_window));
-        }
-        t.next_check = now + t.interval;
-        t
-    }
-
-    /// One check of a termination in progress. Returns true when done.
-    fn step_termination(&mut self, t: &mut Termination, now: Instant) -> bool {
-        let members = self.tree_members();
-        if members.is_empty() && self.root_status.is_some() {
-            return true;
-        }
-        if let Some(kill_at) = t.kill_at {
-            if now >= kill_at {
-                // Escalation is decided by the whole tree, not the root.
-                self.send(Signal::KILL);
-                t.kill_at = None;
-                t.confirm_until = Some(later(now, self.settings.confirm_window));
-                t.interval = CHECK_FIRST;
-            }
-        } else if t.confirm_until.is_some_and(|c| now >= c) {
-            let mut pids: Vec<u32> = members;
-            pids.sort_unstable();
-            self.note_cleanup(CleanupError::Survivors { pids });
-            return true;
-        }
-        t.next_check = now + t.interval;
-        t.interval = (t.interval * 2).min(CHECK_MAX);
-        false
     }
 
     fn send(&mut self, sig: Signal) {
@@ -869,9 +676,7 @@ impl Life {
                 self.root_status = Some(st);
                 self.root_exit_at = Some(now);
                 // A termination waits for the root too: check at once.
-                if let Some(t) = self.term.as_mut() {
-                    t.next_check = now;
-                }
+                self.phase.check_now(now);
                 self.tracer.record(OsOp::RootExited { pid: self.pid });
                 // Output written just before the exit is usually already in
                 // the pipe: take it now so a prompt EOF is seen at once.
@@ -894,27 +699,7 @@ impl Life {
 
     /// How long a driver may sleep before the next timer is due.
     pub(crate) fn next_wake(&self, now: Instant) -> Option<Duration> {
-        let term = self.term.as_ref();
-        let mut at: Option<Instant> = None;
-        let mut consider = |t: Option<Instant>| {
-            if let Some(t) = t {
-                at = Some(at.map_or(t, |a| a.min(t)));
-            }
-        };
-        match term {
-            Some(t) => consider(Some(t.next_check)),
-            None => {
-                consider(self.deadline);
-                match (self.draining_since, self.foreign_hold_until) {
-                    (Some(d), _) => consider(Some(later(d, DRAIN_LIMIT))),
-                    (None, Some(f)) => consider(Some(f)),
-                    (None, None) => consider(
-                        self.root_exit_at
-                            .map(|e| later(e, self.settings.wait_delay)),
-                    ),
-                }
-            }
-        }
+        let at = self.phase.next_timer(self.root_exit_at, &self.policy);
         let mut d = at.map(|t| t.saturating_duration_since(now));
         if self.root_status.is_none() && !Poller::root_exit_wakes(&self.root) {
             d = Some(d.map_or(EXIT_POLL, |d| d.min(EXIT_POLL)));
@@ -1076,6 +861,55 @@ impl Life {
     }
 }
 
+/// The decision's questions, answered with the real tree and pipes.
+impl Probe for Life {
+    fn members(&mut self) -> Vec<u32> {
+        self.tree_members()
+    }
+
+    /// Whether some captured stream still has a writer.
+    fn output_held(&mut self) -> bool {
+        self.streams
+            .iter()
+            .flatten()
+            .any(|s| s.is_open() && !s.writers_gone())
+    }
+
+    /// Whether a live member of the tree has an output pipe that still has
+    /// a writer (Linux: their `/proc/PID/fd`; elsewhere: any live member).
+    fn tree_holds_output(&mut self) -> bool {
+        let members = self.tree_members();
+        #[cfg(target_os = "linux")]
+        {
+            let inodes = self.held_inodes();
+            if inodes.is_empty() {
+                return !members.is_empty();
+            }
+            members
+                .iter()
+                .any(|&pid| sys::linux_proc::holds_pipe(pid, &inodes))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            !members.is_empty()
+        }
+    }
+
+    /// Whether a holder outside the tree is a fork of this process that
+    /// has not exec'd yet (it lets go by itself). Where holders cannot be
+    /// seen (not Linux), any holder outside the tree might be one.
+    fn host_fork_holds_output(&mut self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            sys::linux_proc::child_holds_pipe(&self.held_inodes())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            true
+        }
+    }
+}
+
 impl Drop for Life {
     /// A lifecycle dropped before it finished (a panic in a line callback or
     /// writer unwinding through `wait`) still leaves nothing behind: SIGKILL
@@ -1097,15 +931,6 @@ impl Drop for Life {
         }
         let _ = self.tree.release(&mut self.root);
     }
-}
-
-/// `t + d`, where a duration too large for the clock (`Duration::MAX` for
-/// "forever") means a time so far away that it never comes.
-fn later(t: Instant, d: Duration) -> Instant {
-    const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-    t.checked_add(d.min(FAR))
-        .or_else(|| t.checked_add(FAR))
-        .unwrap_or(t)
 }
 
 /// The captured pipes worth waiting on (not those whose relay is full).
