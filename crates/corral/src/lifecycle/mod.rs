@@ -23,29 +23,27 @@
 //! run's state ([`Life`]), the spawn, the step ([`Life::advance`]: observe,
 //! decide, apply), the effects, the report.
 
-use std::collections::{HashSet, VecDeque};
-use std::io::{self, Write};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::collections::HashSet;
+use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, Wake};
-use crate::capture::{Captured, LineSplitter};
-use crate::command::{Command, InputKind, OutputKind, Settings, SharedLineCallback, Stream};
+use crate::command::{Command, InputKind, Settings, SharedLineCallback};
 use crate::contain::{self, Containment, Mechanism, OsOp, Tracer};
 use crate::report::{CleanupError, Leftovers, Outcome, Report, RootStatus, Timings};
-use crate::sys::{self, ChildIo, PipeEnd, Poller, ReadResult, Root, SpawnError, SpawnSpec};
+use crate::sys::{self, Poller, Root, SpawnError, SpawnSpec};
 use crate::{Error, Signal};
 
 mod phase;
+mod relay;
+mod stdio;
 
 use phase::{later, Action, Observed, Phase, Policy, Probe, Reason};
+use stdio::{watched_outputs, StdinFeed, StreamIo, StreamSettings, Wired};
 
-const READ_CHUNK: usize = 128 * 1024;
 /// Reads per stream per wake-up, so one chatty stream cannot starve timers.
 const READS_PER_WAKE: usize = 16;
-/// Bytes queued for a relay writer before corral stops reading that stream.
-const RELAY_QUEUE_LIMIT: usize = 1 << 20;
 /// When the root's exit does not wake the poller (no pidfd), poll this often.
 const EXIT_POLL: Duration = Duration::from_millis(5);
 /// A running command. Supervision happens in [`Running::wait`]; dropping the
@@ -111,53 +109,6 @@ impl Drop for Running {
     }
 }
 
-struct StreamIo {
-    which: Stream,
-    pipe: Option<PipeEnd>,
-    capture: Captured,
-    lines: Option<LineSplitter>,
-    relay: Option<Relay>,
-    /// A zero-copy relay thread owns the pipe instead (Linux).
-    #[cfg(target_os = "linux")]
-    splice: Option<sys::linux_splice::SpliceRelay>,
-}
-
-impl StreamIo {
-    /// Whether the child's side may still write to this stream.
-    fn is_open(&self) -> bool {
-        #[cfg(target_os = "linux")]
-        if let Some(sp) = &self.splice {
-            return sp.is_open();
-        }
-        self.pipe.is_some()
-    }
-
-    /// Whether nothing can be written to this stream any more (every write
-    /// end of the child's pipe is closed), even if bytes are still in it.
-    fn writers_gone(&self) -> bool {
-        #[cfg(target_os = "linux")]
-        if let Some(sp) = &self.splice {
-            return sp.writers_gone();
-        }
-        self.pipe.as_ref().is_none_or(PipeEnd::writers_gone)
-    }
-
-    /// The inode of the child's pipe (Linux), to find who holds it.
-    #[cfg(target_os = "linux")]
-    fn inode(&self) -> Option<u64> {
-        if let Some(sp) = &self.splice {
-            return sp.inode();
-        }
-        self.pipe.as_ref().and_then(PipeEnd::inode)
-    }
-}
-
-struct StdinFeed {
-    pipe: PipeEnd,
-    data: std::sync::Arc<[u8]>,
-    pos: usize,
-}
-
 /// Everything one run owns while it is supervised.
 pub(crate) struct Life {
     settings: Settings,
@@ -219,97 +170,28 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
     let poller = Poller::new().map_err(io_err)?;
     let waker = poller.waker();
 
-    let stdin_kind = match &cmd.stdin.0 {
-        InputKind::Bytes(data) => InputKind::Bytes(data.clone()),
-        _ => std::mem::take(&mut cmd.stdin).0,
-    };
-    let (stdin_io, stdin) = match stdin_kind {
-        InputKind::Null => (ChildIo::Null, None),
-        InputKind::Inherit => (ChildIo::Inherit, None),
-        InputKind::File(f) => (ChildIo::File(f), None),
-        InputKind::Bytes(data) => {
-            let (ours, theirs) = sys::pipe(false).map_err(io_err)?;
-            let feed = StdinFeed {
-                pipe: ours,
-                data,
-                pos: 0,
-            };
-            (ChildIo::File(theirs), Some(feed))
-        }
-    };
-
-    let limit = settings.capture_limit;
-    let new_stream =
-        |which, pipe: Option<PipeEnd>, relay: Option<Box<dyn Write + Send>>| StreamIo {
-            which,
-            pipe,
-            capture: Captured::with_cap(limit),
-            lines: cmd
-                .on_line
-                .as_ref()
-                .map(|_| LineSplitter::new(settings.line_limit)),
-            relay: relay.map(|w| Relay::start(w, waker.clone())),
-            #[cfg(target_os = "linux")]
-            splice: None,
-        };
-    // Wires one output: a pipe we read (capture or relay) or a handle given
-    // to the child as is.
-    let wire = |which: Stream, kind: OutputKind| -> Result<(ChildIo, Option<StreamIo>), Error> {
-        Ok(match kind {
-            OutputKind::Capture => {
-                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
-                (
-                    ChildIo::File(theirs),
-                    Some(new_stream(which, Some(ours), None)),
-                )
-            }
-            OutputKind::Relay(w) => {
-                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
-                (
-                    ChildIo::File(theirs),
-                    Some(new_stream(which, Some(ours), Some(w))),
-                )
-            }
-            #[cfg(target_os = "linux")]
-            OutputKind::RelayFile(dest) => {
-                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
-                let relay = sys::linux_splice::SpliceRelay::start(ours, dest, waker.clone())
-                    .map_err(io_err)?;
-                let mut s = new_stream(which, None, None);
-                s.splice = Some(relay);
-                (ChildIo::File(theirs), Some(s))
-            }
-            #[cfg(not(target_os = "linux"))]
-            OutputKind::RelayFile(dest) => {
-                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
-                let w: Box<dyn Write + Send> = Box::new(dest);
-                (
-                    ChildIo::File(theirs),
-                    Some(new_stream(which, Some(ours), Some(w))),
-                )
-            }
-            OutputKind::Inherit => (ChildIo::Inherit, None),
-            OutputKind::Null => (ChildIo::Null, None),
-            OutputKind::File(f) => (ChildIo::File(f), None),
-            OutputKind::MergeWithStdout => {
-                return Err(Error::InvalidInput(
-                    "only stderr can be merged with stdout".into(),
-                ))
-            }
-        })
-    };
-    let (stdout_io, out) = wire(Stream::Stdout, std::mem::take(&mut cmd.stdout).0)?;
-    let (stderr_io, err) = match std::mem::take(&mut cmd.stderr).0 {
-        OutputKind::MergeWithStdout => match (&stdout_io, &out) {
-            (ChildIo::File(f), Some(_)) => (ChildIo::File(f.try_clone().map_err(io_err)?), None),
-            _ => {
-                return Err(Error::InvalidInput(
-                    "stderr can be merged with stdout only when stdout is captured".into(),
-                ))
-            }
+    let Wired {
+        stdin: stdin_io,
+        stdout: stdout_io,
+        stderr: stderr_io,
+        feed: stdin,
+        streams: [out, err],
+    } = stdio::wire(
+        match &cmd.stdin.0 {
+            // Bytes stay with the command, which may run again.
+            InputKind::Bytes(data) => InputKind::Bytes(data.clone()),
+            _ => std::mem::take(&mut cmd.stdin).0,
         },
-        kind => wire(Stream::Stderr, kind)?,
-    };
+        std::mem::take(&mut cmd.stdout).0,
+        std::mem::take(&mut cmd.stderr).0,
+        StreamSettings {
+            capture_limit: settings.capture_limit,
+            line_limit: settings.line_limit,
+            lines: cmd.on_line.is_some(),
+        },
+        &waker,
+        &io_err,
+    )?;
 
     let spec = SpawnSpec {
         program: &cmd.program,
@@ -715,76 +597,13 @@ impl Life {
     }
 
     fn pump_stream(&mut self, i: usize, max_reads: usize) {
-        let Some(s) = self.streams[i].as_mut() else {
-            return;
-        };
-        if s.relay.as_ref().is_some_and(Relay::is_broken) {
-            // The relay's reader went away: close our end too, so the child
-            // sees EPIPE/SIGPIPE exactly as it would in a plain pipeline
-            // instead of being drained forever.
-            s.pipe = None;
-            return;
-        }
-        // One read buffer per thread, shared by every run it supervises: a
-        // thousand runs awaited on one thread do not each hold 128 KiB.
-        thread_local! {
-            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        BUF.with_borrow_mut(|buf| {
-            if buf.len() < READ_CHUNK {
-                buf.resize(READ_CHUNK, 0);
-            }
-            Self::read_into(s, self.on_line.as_ref(), buf, max_reads);
-        });
-    }
-
-    fn read_into(
-        s: &mut StreamIo,
-        on_line: Option<&SharedLineCallback>,
-        buf: &mut [u8],
-        max_reads: usize,
-    ) {
-        for _ in 0..max_reads {
-            let Some(pipe) = s.pipe.as_ref() else { return };
-            if s.relay.as_ref().is_some_and(|r| r.is_full()) {
-                return;
-            }
-            match pipe.read(buf) {
-                Ok(ReadResult::Data(n)) => {
-                    let data = &buf[..n];
-                    s.capture.push(data);
-                    if let Some(r) = s.relay.as_ref() {
-                        r.push(data);
-                    }
-                    if let (Some(lines), Some(cb)) = (s.lines.as_mut(), on_line) {
-                        let which = s.which;
-                        let mut cb = cb.lock().unwrap_or_else(|e| e.into_inner());
-                        lines.feed(data, &mut |l| cb(which, l));
-                    }
-                    if n < buf.len() {
-                        return;
-                    }
-                }
-                Ok(ReadResult::WouldBlock) => return,
-                Ok(ReadResult::Eof) | Err(_) => {
-                    s.pipe = None;
-                    return;
-                }
-            }
+        if let Some(s) = self.streams[i].as_mut() {
+            s.pump(self.on_line.as_ref(), max_reads);
         }
     }
 
     fn feed_stdin(&mut self) {
-        let Some(f) = self.stdin.as_mut() else { return };
-        let done = match f.pipe.write(&f.data[f.pos..]) {
-            Ok(n) => {
-                f.pos += n;
-                f.pos >= f.data.len()
-            }
-            // The child closed its stdin (EPIPE) or it broke: stop feeding.
-            Err(_) => true,
-        };
-        if done {
+        if self.stdin.as_mut().is_some_and(StdinFeed::feed) {
             self.stdin = None; // closing our end gives the child EOF
         }
     }
@@ -798,12 +617,7 @@ impl Life {
         for i in 0..2 {
             self.pump_stream(i, 64);
             if let Some(s) = self.streams[i].as_mut() {
-                s.pipe = None;
-                if let (Some(lines), Some(cb)) = (s.lines.as_mut(), self.on_line.as_ref()) {
-                    let which = s.which;
-                    let mut cb = cb.lock().unwrap_or_else(|e| e.into_inner());
-                    lines.finish(&mut |l| cb(which, l));
-                }
+                s.close(self.on_line.as_ref());
             }
         }
         let flush_until = later(
@@ -811,15 +625,7 @@ impl Life {
             self.settings.wait_delay.max(Duration::from_millis(100)),
         );
         for s in self.streams.iter_mut().flatten() {
-            if let Some(r) = s.relay.take() {
-                r.finish(flush_until);
-            }
-            #[cfg(target_os = "linux")]
-            if let Some(sp) = s.splice.take() {
-                // What the tree wrote before it ended is still relayed.
-                let n = sp.finish(Duration::from_millis(100), flush_until);
-                s.capture.count_uncaptured(n);
-            }
+            s.finish_relay(flush_until);
         }
         let (usage, limits_hit) = match self.tree.usage() {
             Some((u, hits)) => (Some(u), hits),
@@ -930,149 +736,5 @@ impl Drop for Life {
             std::thread::sleep(Duration::from_millis(1));
         }
         let _ = self.tree.release(&mut self.root);
-    }
-}
-
-/// The captured pipes worth waiting on (not those whose relay is full).
-fn watched_outputs(streams: &[Option<StreamIo>; 2]) -> [Option<&PipeEnd>; 2] {
-    [0, 1].map(|i| {
-        streams[i]
-            .as_ref()
-            .filter(|s| s.relay.as_ref().is_none_or(|r| !r.is_full()))
-            .and_then(|s| s.pipe.as_ref())
-    })
-}
-
-/// Copies one stream, in order, to a writer on its own thread, so that a
-/// slow consumer slows the child (back-pressure) and never the timers.
-struct Relay {
-    shared: Arc<RelayShared>,
-    thread: Option<JoinHandle<()>>,
-}
-
-struct RelayShared {
-    q: Mutex<RelayQueue>,
-    cv: Condvar,
-    waker: Arc<dyn Wake>,
-}
-
-#[derive(Default)]
-struct RelayQueue {
-    chunks: VecDeque<Vec<u8>>,
-    bytes: usize,
-    closed: bool,
-    broken: bool,
-    /// The writer thread flushed and is about to end.
-    done: bool,
-}
-
-impl Relay {
-    fn start(mut w: Box<dyn Write + Send>, waker: Arc<dyn Wake>) -> Relay {
-        let shared = Arc::new(RelayShared {
-            q: Mutex::new(RelayQueue::default()),
-            cv: Condvar::new(),
-            waker,
-        });
-        let sh = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("corral-relay".into())
-            .spawn(move || {
-                loop {
-                    let chunk = {
-                        let mut q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
-                        loop {
-                            if let Some(c) = q.chunks.pop_front() {
-                                break Some(c);
-                            }
-                            if q.closed {
-                                break None;
-                            }
-                            q = sh.cv.wait(q).unwrap_or_else(|e| e.into_inner());
-                        }
-                    };
-                    let Some(chunk) = chunk else { break };
-                    // A writer that panics is a broken writer, not a dead
-                    // relay that would stall the child forever.
-                    let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        w.write_all(&chunk).is_ok()
-                    }))
-                    .unwrap_or(false);
-                    let mut q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
-                    let was_full = q.bytes >= RELAY_QUEUE_LIMIT;
-                    q.bytes -= chunk.len();
-                    if !ok {
-                        // The consumer went away: keep capturing, stop relaying.
-                        q.broken = true;
-                        q.bytes -= q.chunks.iter().map(Vec::len).sum::<usize>();
-                        q.chunks.clear();
-                    }
-                    sh.cv.notify_all();
-                    drop(q);
-                    if was_full || !ok {
-                        sh.waker.wake();
-                    }
-                }
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.flush()));
-                let mut q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
-                q.done = true;
-                sh.cv.notify_all();
-            })
-            .ok();
-        Relay { shared, thread }
-    }
-
-    fn is_broken(&self) -> bool {
-        let q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
-        q.broken
-    }
-
-    fn is_full(&self) -> bool {
-        let q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
-        q.bytes >= RELAY_QUEUE_LIMIT
-    }
-
-    fn push(&self, data: &[u8]) {
-        let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
-        if q.broken || self.thread.is_none() {
-            return;
-        }
-        q.bytes += data.len();
-        q.chunks.push_back(data.to_vec());
-        self.shared.cv.notify_all();
-    }
-
-    /// Closes the queue and waits for the writer (its writes and its final
-    /// flush) until `until` at most; a writer stuck past that is left to
-    /// finish on its own thread.
-    fn finish(mut self, until: Instant) {
-        let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
-        q.closed = true;
-        self.shared.cv.notify_all();
-        while !q.done && self.thread.is_some() {
-            let now = Instant::now();
-            if now >= until {
-                return; // the consumer is stuck; Drop detaches the thread
-            }
-            q = self
-                .shared
-                .cv
-                .wait_timeout(q, until - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        drop(q);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Relay {
-    /// A relay dropped without `finish` (a spawn that failed after the
-    /// outputs were wired) still ends its thread and lets go of the writer.
-    fn drop(&mut self) {
-        let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
-        q.closed = true;
-        self.shared.cv.notify_all();
     }
 }
