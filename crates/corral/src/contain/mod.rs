@@ -152,16 +152,8 @@ pub enum OsOp {
     },
 }
 
-/// How a containment's wake descriptor signals a change.
 #[cfg(unix)]
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WakeOn {
-    /// POLLPRI (cgroup.events).
-    Priority,
-    /// POLLIN (an epoll set of pidfds).
-    Readable,
-}
+pub(crate) use crate::sys::WakeOn;
 
 /// The trace hook type.
 pub(crate) type TraceFn = Arc<dyn Fn(&OsOp) + Send + Sync>;
@@ -179,23 +171,19 @@ impl Tracer {
 }
 
 /// The interface every mechanism implements. The lifecycle calls, in order:
-/// `prepare` → (spawn) → `attach` → any number of `signal`/`kill`/`members`
+/// `spawn_root` or `placement` → (spawn) → `attach` → any number of `signal`/`kill`/`members`
 /// → `release` exactly once. Implementations refuse to signal after
 /// `release`.
 pub(crate) trait Containment: Send {
     /// The mechanism, for reports.
     fn mechanism(&self) -> Mechanism;
-    /// Adjusts the spawn so that the child starts inside the container.
+    /// Where the child must be born so that it starts inside the
+    /// container (plain values for `sys::spawn`).
     #[cfg(unix)]
-    fn prepare(&mut self, cmd: &mut std::process::Command) -> io::Result<()>;
+    fn placement(&mut self) -> io::Result<crate::sys::Placement<'_>>;
     /// The job the child must be born in (Windows).
     #[cfg(windows)]
-    fn job_handle(&mut self) -> io::Result<std::os::windows::io::RawHandle>;
-    /// Tells a failed spawn caused by the containment (code it ran in the
-    /// child before exec) from an ordinary spawn failure.
-    fn classify_spawn_error(&mut self, e: io::Error) -> crate::sys::SpawnError {
-        crate::sys::SpawnError::Spawn(e)
-    }
+    fn placement(&mut self) -> io::Result<crate::sys::Placement>;
     /// Takes hold of the tree once the root exists.
     fn attach(&mut self, root: &Root) -> io::Result<()>;
     /// Sends `sig` to every member of the tree (and SIGCONT after it, so that
@@ -217,15 +205,6 @@ pub(crate) trait Containment: Send {
     fn count_kept(&mut self, root: &mut Root) -> io::Result<usize> {
         let pid = root.id();
         Ok(self.members()?.into_iter().filter(|&p| p != pid).count())
-    }
-    /// The cgroup v2 directory the child may be born in. When this is
-    /// `Some`, `sys::spawn` may start the child with
-    /// `clone3(CLONE_INTO_CGROUP)` directly inside it, as the leader of a
-    /// new process group, without calling `prepare` (which is then only
-    /// called when that path is not available).
-    #[cfg(target_os = "linux")]
-    fn cgroup_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        None
     }
     /// Starts the root itself instead of `sys::spawn` (the PID-namespace
     /// tier, whose root is the namespace's init). `None`: use the normal

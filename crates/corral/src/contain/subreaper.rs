@@ -491,16 +491,18 @@ impl Containment for Subreaper {
         Mechanism::Subreaper
     }
 
-    fn prepare(&mut self, cmd: &mut std::process::Command) -> io::Result<()> {
-        sys::new_process_group(cmd);
+    fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
         let mut value = OsString::new();
         if let Some(outer) = std::env::var_os(COOKIE_VAR).filter(|v| !v.is_empty()) {
             value.push(outer);
             value.push(",");
         }
         value.push(&self.cookie);
-        cmd.env(COOKIE_VAR, value);
-        Ok(())
+        Ok(sys::Placement {
+            new_group: true,
+            env: vec![(COOKIE_VAR.into(), value)],
+            ..sys::Placement::default()
+        })
     }
 
     fn attach(&mut self, root: &Root) -> io::Result<()> {

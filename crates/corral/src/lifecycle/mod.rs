@@ -4,7 +4,8 @@
 //! spawn ─► contain ─► wait/drain ─► classify ─► clean up ─► release
 //! ```
 //!
-//! * **spawn**: check cancellation, let the containment prepare the spawn,
+//! * **spawn**: check cancellation, let the containment place the spawn
+//!   (a `sys::Placement`, or the root started by the containment itself),
 //!   start the root with only its own pipe ends inherited.
 //! * **contain**: the containment takes hold of the tree's identity.
 //! * **wait/drain**: one loop sleeps in the platform poller until output
@@ -32,7 +33,7 @@ use crate::cancel::{CancelToken, Wake};
 use crate::command::{Command, InputKind, Settings, SharedLineCallback};
 use crate::contain::{self, Containment, Mechanism, OsOp, Tracer};
 use crate::report::{CleanupError, Leftovers, Outcome, Report, RootStatus, Timings};
-use crate::sys::{self, Poller, Root, SpawnError, SpawnSpec};
+use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
 use crate::{Error, Signal};
 
 mod phase;
@@ -207,7 +208,7 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
     // `spec` is consumed: the parent's copies of the child's pipe ends are
     // closed once the child has them, so end of file can be seen once the
     // tree lets go of them.
-    let mut root = match sys::spawn(spec, tree.as_mut()) {
+    let mut root = match start_root(spec, tree.as_mut()) {
         Ok(root) => root,
         Err(SpawnError::Contain(e)) => {
             return Err(Error::Containment {
@@ -287,17 +288,8 @@ impl Life {
     fn run(mut self: Box<Self>) -> Report {
         while !self.advance() {
             let timeout = self.next_wake(Instant::now());
-            let outputs = watched_outputs(&self.streams);
-            let stdin = self.stdin.as_ref().map(|f| &f.pipe);
-            let watch_tree = self.phase.is_terminating();
-            match self.poller.wait(
-                &self.root,
-                outputs,
-                stdin,
-                self.tree.as_ref(),
-                watch_tree,
-                timeout,
-            ) {
+            let interest = interest(&self.phase, &self.streams, &self.stdin, self.tree.as_ref());
+            match self.poller.wait(&self.root, interest, timeout) {
                 Ok(ready) => {
                     if ready.stdin_closed {
                         self.stdin_closed();
@@ -397,17 +389,8 @@ impl Life {
     /// ready (then step again before sleeping).
     #[cfg(all(feature = "tokio", unix))]
     pub(crate) fn poll_now(&mut self) -> bool {
-        let outputs = watched_outputs(&self.streams);
-        let stdin = self.stdin.as_ref().map(|f| &f.pipe);
-        let watch_tree = self.phase.is_terminating();
-        match self.poller.wait(
-            &self.root,
-            outputs,
-            stdin,
-            self.tree.as_ref(),
-            watch_tree,
-            Some(Duration::ZERO),
-        ) {
+        let interest = interest(&self.phase, &self.streams, &self.stdin, self.tree.as_ref());
+        match self.poller.wait(&self.root, interest, Some(Duration::ZERO)) {
             Ok(ready) => {
                 let any = ready.readable.iter().any(|&r| r)
                     || ready.stdin_writable
@@ -713,6 +696,37 @@ impl Probe for Life {
         {
             true
         }
+    }
+}
+
+/// Starts the root where the containment places it: a containment that
+/// starts it itself (the PID-namespace init), or `sys::spawn` with the
+/// placement the containment computed.
+fn start_root(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<Root, SpawnError> {
+    #[cfg(target_os = "linux")]
+    if let Some(root) = tree.spawn_root(&spec) {
+        return root;
+    }
+    let placement = tree.placement().map_err(SpawnError::Contain)?;
+    sys::spawn(spec, placement)
+}
+
+/// What the next wait sleeps on: the captured pipes worth reading, stdin
+/// while bytes are left, and the containment's descriptor while a
+/// termination waits for the tree to empty.
+fn interest<'a>(
+    phase: &Phase,
+    streams: &'a [Option<StreamIo>; 2],
+    stdin: &'a Option<StdinFeed>,
+    tree: &'a dyn Containment,
+) -> Interest<'a> {
+    #[cfg(windows)]
+    let _ = (phase, tree);
+    Interest {
+        outputs: watched_outputs(streams),
+        stdin: stdin.as_ref().map(|f| &f.pipe),
+        #[cfg(unix)]
+        tree: phase.is_terminating().then(|| tree.wake_fd()).flatten(),
     }
 }
 

@@ -117,6 +117,8 @@ impl Phase {
         matches!(self, Phase::Over { .. })
     }
 
+    /// Windows has no tree descriptor to watch while terminating.
+    #[cfg_attr(windows, allow(dead_code))]
     pub(super) fn is_terminating(&self) -> bool {
         matches!(self, Phase::Grace { .. } | Phase::Confirming { .. })
     }

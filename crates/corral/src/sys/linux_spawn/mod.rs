@@ -19,8 +19,8 @@
 //! 5.7 anyway). The child resets SIGPIPE to the default as std does, and
 //! empties its mask just before exec.
 //!
-//! `sys::spawn` uses this only for a containment that hands it a cgroup
-//! directory ([`Containment::cgroup_fd`](crate::contain::Containment)). When
+//! `sys::spawn` uses this only when the containment's placement names a
+//! cgroup directory ([`Placement::cgroup_dir`](crate::sys::Placement)). When
 //! the kernel or a seccomp filter refuses clone3 (ENOSYS, EPERM, EINVAL,
 //! E2BIG) it records that once per process and falls back to std's fork path
 //! with a pre-exec write to `cgroup.procs`.
