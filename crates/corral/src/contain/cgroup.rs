@@ -57,7 +57,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Once, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::{Containment, Mechanism, OsOp, Tracer};
+use super::{Containment, Limits, Mechanism, OsOp, Tracer};
 use crate::report::{LimitHit, Usage};
 use crate::sys::{self, Root};
 use crate::Signal;
@@ -77,19 +77,6 @@ pub(crate) struct Hierarchy {
     /// when those are mounted (hybrid systems).
     pub(crate) own_v1_pids: Option<PathBuf>,
     pub(crate) own_v1_memory: Option<PathBuf>,
-}
-
-/// Tree-wide limits asked for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Limits {
-    pub(crate) memory_max: Option<u64>,
-    pub(crate) pids_max: Option<u64>,
-}
-
-impl Limits {
-    pub(crate) fn any(&self) -> bool {
-        self.memory_max.is_some() || self.pids_max.is_some()
-    }
 }
 
 fn read_override(var: &str, default: &str) -> io::Result<String> {

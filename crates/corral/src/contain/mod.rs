@@ -7,7 +7,6 @@
 //! none is sent after release. Platform code lives only below this module
 //! and in `sys`.
 
-use std::fmt;
 use std::io;
 use std::sync::Arc;
 
@@ -30,80 +29,21 @@ pub(crate) mod process_group;
 #[cfg(target_os = "linux")]
 pub(crate) mod subreaper;
 
-#[cfg(target_os = "linux")]
-pub(crate) use cgroup::Limits;
-
-/// Tree-wide limits (cgroup containment only).
-#[cfg(not(target_os = "linux"))]
+/// Tree-wide limits asked for (cgroup containment only).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Limits {
     pub(crate) memory_max: Option<u64>,
     pub(crate) pids_max: Option<u64>,
 }
 
-#[cfg(not(target_os = "linux"))]
 impl Limits {
     pub(crate) fn any(&self) -> bool {
         self.memory_max.is_some() || self.pids_max.is_some()
     }
 }
 
-/// A containment mechanism, as named in reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mechanism {
-    /// A new process group per command (every Unix). Holds every descendant
-    /// that does not call `setsid`/`setpgid`.
-    ProcessGroup,
-    /// A fresh cgroup v2 per command (Linux). Holds every descendant.
-    Cgroup,
-    /// A process group plus corral as child subreaper walking /proc (Linux
-    /// without a writable cgroup).
-    Subreaper,
-    /// A Windows Job Object. Holds every descendant (no breakaway).
-    JobObject,
-    /// A new PID namespace (Linux, as root or unprivileged through a user
-    /// namespace) whose pid 1 is a small init and whose only other first
-    /// process is the command. Holds every descendant; the namespace's end
-    /// is the kernel's proof that the tree is gone.
-    PidNamespace,
-}
-
-impl Mechanism {
-    /// The name used in reports and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mechanism::ProcessGroup => "process_group",
-            Mechanism::Cgroup => "cgroup",
-            Mechanism::Subreaper => "subreaper",
-            Mechanism::JobObject => "job_object",
-            Mechanism::PidNamespace => "pid_namespace",
-        }
-    }
-}
-
-impl std::str::FromStr for Mechanism {
-    type Err = String;
-
-    /// Parses a report name (`pid_namespace`) or a command-line spelling
-    /// (`pid-namespace`).
-    fn from_str(s: &str) -> Result<Mechanism, String> {
-        Ok(match s.replace('-', "_").as_str() {
-            "process_group" => Mechanism::ProcessGroup,
-            "cgroup" => Mechanism::Cgroup,
-            "subreaper" => Mechanism::Subreaper,
-            "job_object" => Mechanism::JobObject,
-            "pid_namespace" => Mechanism::PidNamespace,
-            _ => return Err(format!("unknown containment {s:?}")),
-        })
-    }
-}
-
-impl fmt::Display for Mechanism {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// The mechanisms are named in reports; the type lives with the report.
+pub(crate) use crate::report::Mechanism;
 
 /// Which containment to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

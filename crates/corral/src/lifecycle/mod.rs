@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, Wake};
 use crate::command::{Command, InputKind, Settings, SharedLineCallback};
-use crate::contain::{self, Containment, Mechanism, OsOp, Tracer};
-use crate::report::{CleanupError, Leftovers, Outcome, Report, RootStatus, Timings};
+use crate::contain::{self, Containment, OsOp, Tracer};
+use crate::report::{CleanupError, Leftovers, Mechanism, Outcome, Report, RootStatus, Timings};
 use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
 use crate::{Error, Signal};
 
