@@ -30,17 +30,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, Wake};
-use crate::command::{Command, InputKind, Settings, SharedLineCallback};
+use crate::command::{InputKind, Settings, SharedLineCallback};
 use crate::contain::{self, Containment, OsOp, Tracer};
 use crate::report::{CleanupError, Leftovers, Mechanism, Outcome, Report, RootStatus, Timings};
 use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
 use crate::{Error, Signal};
 
 mod phase;
+mod plan;
 mod relay;
 mod stdio;
 
 use phase::{later, Action, Observed, Phase, Policy, Probe, Reason};
+pub(crate) use plan::Plan;
 use stdio::{watched_outputs, StdinFeed, StreamIo, StreamSettings, Wired};
 
 /// Reads per stream per wake-up, so one chatty stream cannot starve timers.
@@ -143,17 +145,17 @@ pub(crate) struct Life {
     finished: bool,
 }
 
-pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
-    let cancel = cmd.cancel.clone().unwrap_or_default();
+pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
+    let cancel = plan.cancel;
     if cancel.is_cancelled() {
         return Err(Error::CancelledBeforeSpawn);
     }
-    let settings = cmd.settings.clone();
-    if let Some(dir) = &cmd.cwd {
+    let settings = plan.settings;
+    if let Some(dir) = plan.cwd {
         if !dir.is_dir() {
             return Err(Error::Spawn {
                 kind: crate::SpawnErrorKind::Other,
-                program: cmd.program.clone(),
+                program: plan.program.to_owned(),
                 source: io::Error::new(
                     io::ErrorKind::NotFound,
                     format!("working directory {} does not exist", dir.display()),
@@ -164,10 +166,10 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
     let contain::Selected {
         mut tree,
         note: containment_note,
-    } = contain::select(cmd.containment, cmd.limits, cmd.tracer.clone())?;
+    } = contain::select(plan.containment, plan.limits, plan.tracer.clone())?;
     let mechanism = tree.mechanism();
 
-    let io_err = |e: io::Error| Error::spawn(cmd.program.clone(), e);
+    let io_err = |e: io::Error| Error::spawn(plan.program.to_owned(), e);
     let poller = Poller::new().map_err(io_err)?;
     let waker = poller.waker();
 
@@ -178,28 +180,28 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
         feed: stdin,
         streams: [out, err],
     } = stdio::wire(
-        match &cmd.stdin.0 {
+        match &plan.stdin.0 {
             // Bytes stay with the command, which may run again.
             InputKind::Bytes(data) => InputKind::Bytes(data.clone()),
-            _ => std::mem::take(&mut cmd.stdin).0,
+            _ => std::mem::take(plan.stdin).0,
         },
-        std::mem::take(&mut cmd.stdout).0,
-        std::mem::take(&mut cmd.stderr).0,
+        std::mem::take(plan.stdout).0,
+        std::mem::take(plan.stderr).0,
         StreamSettings {
             capture_limit: settings.capture_limit,
             line_limit: settings.line_limit,
-            lines: cmd.on_line.is_some(),
+            lines: plan.on_line.is_some(),
         },
         &waker,
         &io_err,
     )?;
 
     let spec = SpawnSpec {
-        program: &cmd.program,
-        args: &cmd.args,
-        env: &cmd.env,
-        env_clear: cmd.env_clear,
-        cwd: cmd.cwd.as_deref(),
+        program: plan.program,
+        args: plan.args,
+        env: plan.env,
+        env_clear: plan.env_clear,
+        cwd: plan.cwd,
         stdin: stdin_io,
         stdout: stdout_io,
         stderr: stderr_io,
@@ -216,11 +218,11 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
                 reason: e.to_string(),
             })
         }
-        Err(SpawnError::Spawn(e)) => return Err(Error::spawn(cmd.program.clone(), e)),
+        Err(SpawnError::Spawn(e)) => return Err(Error::spawn(plan.program.to_owned(), e)),
     };
     let spawn_time = start.elapsed();
     let pid = root.id();
-    cmd.tracer.record(OsOp::Spawned { pid });
+    plan.tracer.record(OsOp::Spawned { pid });
 
     if let Err(e) = tree.attach(&root) {
         // The root is unreaped, so killing it by pid cannot hit a stranger.
@@ -261,8 +263,8 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
         streams: [out, err],
         stdin,
         cancel,
-        on_line: cmd.on_line.clone(),
-        tracer: cmd.tracer.clone(),
+        on_line: plan.on_line,
+        tracer: plan.tracer,
         root_status: None,
         root_exit_at: None,
         output_closed_at: None,
