@@ -9,7 +9,7 @@
 //! double-forks stays inside. Placement:
 //!
 //! * Born in it: `clone3(CLONE_INTO_CGROUP | CLONE_VFORK | CLONE_VM)` on
-//!   Linux 5.7+ (x86_64, aarch64), see `sys/linux_spawn.rs`; the spawn costs
+//!   Linux 5.7+ (x86_64, aarch64), see `sys/linux_spawn/`; the spawn costs
 //!   what a vfork costs, whatever the size of the parent.
 //! * Fallback: std's fork path with a pre-exec write to `cgroup.procs` (the
 //!   child moves itself before it execs, while the parent is still inside

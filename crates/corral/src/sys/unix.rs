@@ -33,7 +33,7 @@ pub(crate) struct Root {
     exited: Option<RootStatus>,
     reaped: bool,
     /// PID-namespace tier: the root is the namespace's init; the command's
-    /// exit comes through this status pipe (see `linux_pidns`).
+    /// exit comes through this status pipe (see `linux_spawn::pidns`).
     #[cfg(target_os = "linux")]
     ns_status: Option<OwnedFd>,
     /// Crash safety of the process-group and subreaper tiers: the keeper
@@ -55,7 +55,7 @@ impl Root {
         #[cfg(target_os = "linux")]
         let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
         // If this process dies while the root runs, the keeper kills the
-        // root's group (see `linux_keeper`). Best effort: without it the
+        // root's group (see `linux_spawn::keeper`). Best effort: without it the
         // run is only not crash-safe.
         #[cfg(all(
             target_os = "linux",
@@ -269,7 +269,7 @@ fn ns_status_of(st: i32) -> RootStatus {
 }
 
 /// The PID-namespace init's "command exited" message kind (see
-/// `linux_pidns`, which uses this value).
+/// `linux_spawn::pidns`, which uses this value).
 #[cfg(target_os = "linux")]
 pub(crate) const NS_MSG_EXITED: u32 = 4;
 
