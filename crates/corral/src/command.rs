@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::cancel::CancelToken;
 use crate::contain::{ContainmentChoice, Limits, OsOp, Tracer};
-use crate::lifecycle::{self, Running};
+use crate::lifecycle::{self, Plan, Running};
 use crate::{Error, Report, Signal};
 
 /// Which output stream.
@@ -438,7 +438,22 @@ impl Command {
     /// uses the defaults for them); every other setting, stdin bytes and the
     /// line callback included, is kept.
     pub fn spawn(&mut self) -> Result<Running, Error> {
-        lifecycle::spawn(self)
+        lifecycle::spawn(Plan {
+            program: &self.program,
+            args: &self.args,
+            env: &self.env,
+            env_clear: self.env_clear,
+            cwd: self.cwd.as_deref(),
+            stdin: &mut self.stdin,
+            stdout: &mut self.stdout,
+            stderr: &mut self.stderr,
+            settings: self.settings.clone(),
+            containment: self.containment,
+            limits: self.limits,
+            cancel: self.cancel.clone().unwrap_or_default(),
+            on_line: self.on_line.clone(),
+            tracer: self.tracer.clone(),
+        })
     }
 
     /// Spawns and waits.

@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::io;
 
-use crate::contain::Mechanism;
+use crate::report::Mechanism;
 
 /// Why a spawn failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -57,8 +57,10 @@ pub use capture::Captured;
 pub use command::{Command, Input, LeftoverPolicy, LineCallback, Output, Stream};
 #[cfg(target_os = "linux")]
 pub use contain::subreaper::enable_subreaper;
-pub use contain::{ContainmentChoice, Mechanism, OsOp};
+pub use contain::{ContainmentChoice, OsOp};
 pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::Running;
-pub use report::{CleanupError, Leftovers, LimitHit, Outcome, Report, RootStatus, Timings, Usage};
+pub use report::{
+    CleanupError, Leftovers, LimitHit, Mechanism, Outcome, Report, RootStatus, Timings, Usage,
+};
 pub use signal::{Signal, UnknownSignal};

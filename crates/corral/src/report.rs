@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use crate::capture::Captured;
-use crate::contain::Mechanism;
 use crate::Signal;
 
 /// How the root process itself ended, as the OS reported it.
@@ -200,5 +199,62 @@ impl Report {
     /// Total duration from spawn to the end of cleanup.
     pub fn duration(&self) -> Duration {
         self.timings.cleanup_done
+    }
+}
+
+/// A containment mechanism, as named in reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    /// A new process group per command (every Unix). Holds every descendant
+    /// that does not call `setsid`/`setpgid`.
+    ProcessGroup,
+    /// A fresh cgroup v2 per command (Linux). Holds every descendant.
+    Cgroup,
+    /// A process group plus corral as child subreaper walking /proc (Linux
+    /// without a writable cgroup).
+    Subreaper,
+    /// A Windows Job Object. Holds every descendant (no breakaway).
+    JobObject,
+    /// A new PID namespace (Linux, as root or unprivileged through a user
+    /// namespace) whose pid 1 is a small init and whose only other first
+    /// process is the command. Holds every descendant; the namespace's end
+    /// is the kernel's proof that the tree is gone.
+    PidNamespace,
+}
+
+impl Mechanism {
+    /// The name used in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::ProcessGroup => "process_group",
+            Mechanism::Cgroup => "cgroup",
+            Mechanism::Subreaper => "subreaper",
+            Mechanism::JobObject => "job_object",
+            Mechanism::PidNamespace => "pid_namespace",
+        }
+    }
+}
+
+impl std::str::FromStr for Mechanism {
+    type Err = String;
+
+    /// Parses a report name (`pid_namespace`) or a command-line spelling
+    /// (`pid-namespace`).
+    fn from_str(s: &str) -> Result<Mechanism, String> {
+        Ok(match s.replace('-', "_").as_str() {
+            "process_group" => Mechanism::ProcessGroup,
+            "cgroup" => Mechanism::Cgroup,
+            "subreaper" => Mechanism::Subreaper,
+            "job_object" => Mechanism::JobObject,
+            "pid_namespace" => Mechanism::PidNamespace,
+            _ => return Err(format!("unknown containment {s:?}")),
+        })
+    }
+}
+
+impl std::fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }

@@ -1,4 +1,4 @@
-//! The cgroup tier's clone3 spawn (`sys/linux_spawn.rs`): the child is born
+//! The cgroup tier's clone3 spawn (`sys/linux_spawn/`): the child is born
 //! in its cgroup and behaves like a child started by std.
 //!
 //! Every test here runs with `CORRAL_CLONE3=require` (set by `setup`), so a

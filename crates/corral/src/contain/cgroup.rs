@@ -9,7 +9,7 @@
 //! double-forks stays inside. Placement:
 //!
 //! * Born in it: `clone3(CLONE_INTO_CGROUP | CLONE_VFORK | CLONE_VM)` on
-//!   Linux 5.7+ (x86_64, aarch64), see `sys/linux_spawn.rs`; the spawn costs
+//!   Linux 5.7+ (x86_64, aarch64), see `sys/linux_spawn/`; the spawn costs
 //!   what a vfork costs, whatever the size of the parent.
 //! * Fallback: std's fork path with a pre-exec write to `cgroup.procs` (the
 //!   child moves itself before it execs, while the parent is still inside
@@ -50,22 +50,17 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Once, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::{Containment, Mechanism, OsOp, Tracer};
+use super::{Containment, Limits, Mechanism, OsOp, Tracer};
 use crate::report::{LimitHit, Usage};
-use crate::sys::{self, Root, SpawnError};
+use crate::sys::{self, Root};
 use crate::Signal;
-
-/// The errno the child reports when it could not enter its cgroup, so the
-/// parent can tell a containment failure from a spawn failure.
-const PLACEMENT_FAILED: i32 = 131; // ENOTRECOVERABLE
 
 /// Members still listed this long after `cgroup.kill` get a SIGKILL of
 /// their own (a dying tree is normally gone by then; what is left is what
@@ -82,19 +77,6 @@ pub(crate) struct Hierarchy {
     /// when those are mounted (hybrid systems).
     pub(crate) own_v1_pids: Option<PathBuf>,
     pub(crate) own_v1_memory: Option<PathBuf>,
-}
-
-/// Tree-wide limits asked for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Limits {
-    pub(crate) memory_max: Option<u64>,
-    pub(crate) pids_max: Option<u64>,
-}
-
-impl Limits {
-    pub(crate) fn any(&self) -> bool {
-        self.memory_max.is_some() || self.pids_max.is_some()
-    }
 }
 
 fn read_override(var: &str, default: &str) -> io::Result<String> {
@@ -558,12 +540,8 @@ impl Cgroup {
                 .lines()
                 .find_map(|l| l.strip_prefix("0::"))
                 .is_some_and(|p| p.ends_with(&marker) || p.contains(&format!("{marker}/")));
-            let in_group = skip_pgid.is_some_and(|pgid| {
-                fs::read(format!("/proc/{pid}/stat"))
-                    .ok()
-                    .and_then(|b| sys::parse_stat(&b))
-                    .is_some_and(|(_, pgrp)| pgrp == pgid)
-            });
+            let in_group = skip_pgid
+                .is_some_and(|pgid| sys::linux_proc::stat_of(pid).is_some_and(|s| s.pgrp == pgid));
             if inside && !in_group {
                 let _ = rustix::process::pidfd_send_signal(&fd, rsig);
             }
@@ -693,37 +671,19 @@ impl Containment for Cgroup {
         Mechanism::Cgroup
     }
 
-    fn prepare(&mut self, cmd: &mut std::process::Command) -> io::Result<()> {
-        sys::new_process_group(cmd);
-        let mut fds: Vec<i32> = vec![self.procs.as_raw_fd()];
-        fds.extend(self.v1.iter().map(|g| g.procs.as_raw_fd()));
-        // SAFETY: the closure runs in the forked child before exec. It only
-        // calls write(2), which is async-signal-safe, on descriptors that
-        // this Cgroup keeps open until after the spawn; it allocates nothing
-        // (the Vec was built before the fork and is only read).
-        unsafe {
-            cmd.pre_exec(move || {
-                for &fd in &fds {
-                    let bfd = BorrowedFd::borrow_raw(fd);
-                    if rustix::io::write(bfd, b"0").is_err() {
-                        return Err(io::Error::from_raw_os_error(PLACEMENT_FAILED));
-                    }
-                }
-                Ok(())
-            });
-        }
-        Ok(())
-    }
-
-    fn classify_spawn_error(&mut self, e: io::Error) -> SpawnError {
-        if e.raw_os_error() == Some(PLACEMENT_FAILED) {
-            SpawnError::Contain(io::Error::other(format!(
-                "the child could not enter its cgroup {}",
-                self.dir.display()
-            )))
-        } else {
-            SpawnError::Spawn(e)
-        }
+    fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
+        let mut procs = vec![self.procs.as_fd()];
+        procs.extend(self.v1.iter().map(|g| g.procs.as_fd()));
+        Ok(sys::Placement {
+            new_group: true,
+            // Born inside with clone3 where only v2 is used: clone3 cannot
+            // enter v1 groups (see the module documentation), so with those
+            // the child writes itself into every `cgroup.procs` before exec.
+            cgroup_dir: self.v1.is_empty().then(|| self.dir_fd.as_fd()),
+            cgroup_procs: procs,
+            cgroup_path: Some(&self.dir),
+            env: Vec::new(),
+        })
     }
 
     fn attach(&mut self, root: &Root) -> io::Result<()> {
@@ -802,12 +762,6 @@ impl Containment for Cgroup {
     #[cfg(unix)]
     fn wake_fd(&self) -> Option<(BorrowedFd<'_>, super::WakeOn)> {
         Some((self.events.as_fd(), super::WakeOn::Priority))
-    }
-
-    /// Only without v1 groups: clone3 cannot enter those (see the module
-    /// documentation), so then `prepare`'s pre-exec placement is used.
-    fn cgroup_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.v1.is_empty().then(|| self.dir_fd.as_fd())
     }
 
     fn usage(&self) -> Option<(Usage, Vec<LimitHit>)> {

@@ -223,8 +223,10 @@ impl Containment for JobObject {
         Mechanism::JobObject
     }
 
-    fn job_handle(&mut self) -> io::Result<RawHandle> {
-        Ok(self.raw_job()? as RawHandle)
+    fn placement(&mut self) -> io::Result<crate::sys::Placement> {
+        Ok(crate::sys::Placement {
+            job: self.raw_job()? as RawHandle,
+        })
     }
 
     /// Confirms that the root really is in the job (`IsProcessInJob` needs

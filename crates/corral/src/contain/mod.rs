@@ -7,7 +7,6 @@
 //! none is sent after release. Platform code lives only below this module
 //! and in `sys`.
 
-use std::fmt;
 use std::io;
 use std::sync::Arc;
 
@@ -30,80 +29,21 @@ pub(crate) mod process_group;
 #[cfg(target_os = "linux")]
 pub(crate) mod subreaper;
 
-#[cfg(target_os = "linux")]
-pub(crate) use cgroup::Limits;
-
-/// Tree-wide limits (cgroup containment only).
-#[cfg(not(target_os = "linux"))]
+/// Tree-wide limits asked for (cgroup containment only).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Limits {
     pub(crate) memory_max: Option<u64>,
     pub(crate) pids_max: Option<u64>,
 }
 
-#[cfg(not(target_os = "linux"))]
 impl Limits {
     pub(crate) fn any(&self) -> bool {
         self.memory_max.is_some() || self.pids_max.is_some()
     }
 }
 
-/// A containment mechanism, as named in reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mechanism {
-    /// A new process group per command (every Unix). Holds every descendant
-    /// that does not call `setsid`/`setpgid`.
-    ProcessGroup,
-    /// A fresh cgroup v2 per command (Linux). Holds every descendant.
-    Cgroup,
-    /// A process group plus corral as child subreaper walking /proc (Linux
-    /// without a writable cgroup).
-    Subreaper,
-    /// A Windows Job Object. Holds every descendant (no breakaway).
-    JobObject,
-    /// A new PID namespace (Linux, as root or unprivileged through a user
-    /// namespace) whose pid 1 is a small init and whose only other first
-    /// process is the command. Holds every descendant; the namespace's end
-    /// is the kernel's proof that the tree is gone.
-    PidNamespace,
-}
-
-impl Mechanism {
-    /// The name used in reports and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mechanism::ProcessGroup => "process_group",
-            Mechanism::Cgroup => "cgroup",
-            Mechanism::Subreaper => "subreaper",
-            Mechanism::JobObject => "job_object",
-            Mechanism::PidNamespace => "pid_namespace",
-        }
-    }
-}
-
-impl std::str::FromStr for Mechanism {
-    type Err = String;
-
-    /// Parses a report name (`pid_namespace`) or a command-line spelling
-    /// (`pid-namespace`).
-    fn from_str(s: &str) -> Result<Mechanism, String> {
-        Ok(match s.replace('-', "_").as_str() {
-            "process_group" => Mechanism::ProcessGroup,
-            "cgroup" => Mechanism::Cgroup,
-            "subreaper" => Mechanism::Subreaper,
-            "job_object" => Mechanism::JobObject,
-            "pid_namespace" => Mechanism::PidNamespace,
-            _ => return Err(format!("unknown containment {s:?}")),
-        })
-    }
-}
-
-impl fmt::Display for Mechanism {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// The mechanisms are named in reports; the type lives with the report.
+pub(crate) use crate::report::Mechanism;
 
 /// Which containment to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -152,16 +92,8 @@ pub enum OsOp {
     },
 }
 
-/// How a containment's wake descriptor signals a change.
 #[cfg(unix)]
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WakeOn {
-    /// POLLPRI (cgroup.events).
-    Priority,
-    /// POLLIN (an epoll set of pidfds).
-    Readable,
-}
+pub(crate) use crate::sys::WakeOn;
 
 /// The trace hook type.
 pub(crate) type TraceFn = Arc<dyn Fn(&OsOp) + Send + Sync>;
@@ -179,23 +111,19 @@ impl Tracer {
 }
 
 /// The interface every mechanism implements. The lifecycle calls, in order:
-/// `prepare` → (spawn) → `attach` → any number of `signal`/`kill`/`members`
+/// `spawn_root` or `placement` → (spawn) → `attach` → any number of `signal`/`kill`/`members`
 /// → `release` exactly once. Implementations refuse to signal after
 /// `release`.
 pub(crate) trait Containment: Send {
     /// The mechanism, for reports.
     fn mechanism(&self) -> Mechanism;
-    /// Adjusts the spawn so that the child starts inside the container.
+    /// Where the child must be born so that it starts inside the
+    /// container (plain values for `sys::spawn`).
     #[cfg(unix)]
-    fn prepare(&mut self, cmd: &mut std::process::Command) -> io::Result<()>;
+    fn placement(&mut self) -> io::Result<crate::sys::Placement<'_>>;
     /// The job the child must be born in (Windows).
     #[cfg(windows)]
-    fn job_handle(&mut self) -> io::Result<std::os::windows::io::RawHandle>;
-    /// Tells a failed spawn caused by the containment (code it ran in the
-    /// child before exec) from an ordinary spawn failure.
-    fn classify_spawn_error(&mut self, e: io::Error) -> crate::sys::SpawnError {
-        crate::sys::SpawnError::Spawn(e)
-    }
+    fn placement(&mut self) -> io::Result<crate::sys::Placement>;
     /// Takes hold of the tree once the root exists.
     fn attach(&mut self, root: &Root) -> io::Result<()>;
     /// Sends `sig` to every member of the tree (and SIGCONT after it, so that
@@ -217,15 +145,6 @@ pub(crate) trait Containment: Send {
     fn count_kept(&mut self, root: &mut Root) -> io::Result<usize> {
         let pid = root.id();
         Ok(self.members()?.into_iter().filter(|&p| p != pid).count())
-    }
-    /// The cgroup v2 directory the child may be born in. When this is
-    /// `Some`, `sys::spawn` may start the child with
-    /// `clone3(CLONE_INTO_CGROUP)` directly inside it, as the leader of a
-    /// new process group, without calling `prepare` (which is then only
-    /// called when that path is not available).
-    #[cfg(target_os = "linux")]
-    fn cgroup_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        None
     }
     /// Starts the root itself instead of `sys::spawn` (the PID-namespace
     /// tier, whose root is the namespace's init). `None`: use the normal

@@ -36,6 +36,8 @@ use std::time::Duration;
 
 use rustix::process::{pidfd_open, waitid, Pid, PidfdFlags, WaitId, WaitIdOptions};
 
+use crate::sys::linux_proc::{self, Stat};
+
 /// How often the thread looks while a zombie it must not reap is present.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -132,27 +134,8 @@ impl Drop for Registration {
     }
 }
 
-/// The fields of `/proc/<pid>/stat` used here.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Stat {
-    state: u8,
-    ppid: u32,
-    pgrp: u32,
-    start: u64,
-}
-
 fn stat(pid: u32) -> Option<Stat> {
-    let buf = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let close = buf.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
-    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // f[0] is field 3 (state), so field N is f[N - 3].
-    Some(Stat {
-        state: f.first()?.as_bytes().first().copied()?,
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        start: f.get(19)?.parse().ok()?,
-    })
+    linux_proc::stat_of(pid)
 }
 
 /// The children of every thread of this process.

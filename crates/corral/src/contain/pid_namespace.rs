@@ -198,8 +198,8 @@ impl Containment for PidNamespace {
         Mechanism::PidNamespace
     }
 
-    fn prepare(&mut self, _cmd: &mut std::process::Command) -> io::Result<()> {
-        // `spawn_root` always answers; std's path is never taken.
+    fn placement(&mut self) -> io::Result<crate::sys::Placement<'_>> {
+        // `spawn_root` always answers; `sys::spawn` is never used.
         Err(io::Error::other(
             "the PID namespace tier spawns its own root",
         ))

@@ -79,9 +79,11 @@ impl Containment for ProcessGroup {
         Mechanism::ProcessGroup
     }
 
-    fn prepare(&mut self, cmd: &mut std::process::Command) -> io::Result<()> {
-        sys::new_process_group(cmd);
-        Ok(())
+    fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
+        Ok(sys::Placement {
+            new_group: true,
+            ..sys::Placement::default()
+        })
     }
 
     fn attach(&mut self, root: &Root) -> io::Result<()> {

@@ -85,7 +85,7 @@ use rustix::process::{
 };
 
 use super::{Containment, Mechanism, OsOp, Tracer};
-use crate::sys::{self, Root};
+use crate::sys::{self, linux_proc, Root};
 use crate::Signal;
 
 /// The environment variable that carries the tree cookies.
@@ -146,27 +146,18 @@ impl Stat {
     }
 }
 
-/// Parses a stat line; fields are counted from the last `)` because the
-/// command name may contain spaces and parentheses.
-fn parse_stat(buf: &[u8]) -> Option<Stat> {
-    let close = buf.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
-    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // f[0] is field 3 (state), so field N is f[N - 3].
-    Some(Stat {
-        state: f.first()?.as_bytes().first().copied()?,
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        session: f.get(3)?.parse().ok()?,
-        start: f.get(19)?.parse().ok()?,
-        threads_alive: false,
-    })
-}
-
 fn stat(pid: u32) -> Option<Stat> {
-    let mut s = parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)?;
+    let st = linux_proc::stat_of(pid)?;
+    let mut s = Stat {
+        state: st.state,
+        ppid: st.ppid,
+        pgrp: st.pgrp,
+        session: st.session,
+        start: st.start,
+        threads_alive: false,
+    };
     if s.dead() {
-        s.threads_alive = crate::sys::linux_proc::thread_group_alive(pid);
+        s.threads_alive = linux_proc::thread_group_alive(pid);
     }
     Some(s)
 }
@@ -500,16 +491,18 @@ impl Containment for Subreaper {
         Mechanism::Subreaper
     }
 
-    fn prepare(&mut self, cmd: &mut std::process::Command) -> io::Result<()> {
-        sys::new_process_group(cmd);
+    fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
         let mut value = OsString::new();
         if let Some(outer) = std::env::var_os(COOKIE_VAR).filter(|v| !v.is_empty()) {
             value.push(outer);
             value.push(",");
         }
         value.push(&self.cookie);
-        cmd.env(COOKIE_VAR, value);
-        Ok(())
+        Ok(sys::Placement {
+            new_group: true,
+            env: vec![(COOKIE_VAR.into(), value)],
+            ..sys::Placement::default()
+        })
     }
 
     fn attach(&mut self, root: &Root) -> io::Result<()> {
@@ -720,18 +713,6 @@ mod keeper {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_stat_fields() {
-        let line = b"1234 (a b) c)) S 1 777 778 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 98765 0 0";
-        let s = parse_stat(line).unwrap();
-        assert_eq!(s.state, b'S');
-        assert_eq!(s.ppid, 1);
-        assert_eq!(s.pgrp, 777);
-        assert_eq!(s.session, 778);
-        assert_eq!(s.start, 98765);
-        assert!(parse_stat(b"garbage").is_none());
-    }
 
     #[test]
     fn own_stat_is_readable() {

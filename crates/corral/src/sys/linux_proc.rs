@@ -9,13 +9,24 @@ use std::os::fd::OwnedFd;
 
 use rustix::fs::{openat, Mode, OFlags};
 
-/// One line of `/proc/<pid>/stat`, the fields corral uses.
+/// One line of `/proc/<pid>/stat`, the fields corral uses. The one parser
+/// of that file in the library: the scans, the subreaper, the orphan
+/// watch and the keeper (which must not allocate) all read it through
+/// [`parse_stat`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stat {
     pub(crate) pid: u32,
+    /// Field 3: `R`, `S`, `D`, `Z`, `T`, ...
     pub(crate) state: u8,
+    /// Field 4.
     pub(crate) ppid: u32,
+    /// Field 5: the process group.
     pub(crate) pgrp: u32,
+    /// Field 6: the session.
+    pub(crate) session: u32,
+    /// Field 22: start time after boot, in clock ticks. With the pid, it
+    /// names one process for good (a reused pid starts later).
+    pub(crate) start: u64,
 }
 
 impl Stat {
@@ -25,20 +36,48 @@ impl Stat {
     }
 }
 
-/// Parses `state`, `ppid` and `pgrp` out of a stat line. The command name may
-/// contain spaces and parentheses, so fields are counted from the last `)`.
+/// Parses a stat line. The command name may contain spaces and
+/// parentheses, so fields are counted from the last `)`. Allocates nothing
+/// and cannot panic: the keeper calls it between raw system calls.
 pub(crate) fn parse_stat(pid: u32, buf: &[u8]) -> Option<Stat> {
-    let close = buf.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?.as_bytes().first().copied()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgrp = fields.next()?.parse().ok()?;
+    let mut close = None;
+    for (i, &b) in buf.iter().enumerate() {
+        if b == b')' {
+            close = Some(i);
+        }
+    }
+    let rest = buf.get(close? + 1..)?;
+    // Field number of each space-separated word after the `)`: 3, 4, ...
+    let mut fields = rest
+        .split(|&b| b == b' ' || b == b'\n')
+        .filter(|w| !w.is_empty());
+    let state = *fields.next()?.first()?;
+    let ppid = number(fields.next()?)?;
+    let pgrp = number(fields.next()?)?;
+    let session = number(fields.next()?)?;
+    // Fields 7 to 21 are not used.
+    let start = number(fields.nth(15)?)?;
     Some(Stat {
         pid,
         state,
-        ppid,
-        pgrp,
+        ppid: u32::try_from(ppid).ok()?,
+        pgrp: u32::try_from(pgrp).ok()?,
+        session: u32::try_from(session).ok()?,
+        start,
+    })
+}
+
+/// A decimal number made of ASCII digits only.
+fn number(word: &[u8]) -> Option<u64> {
+    if word.is_empty() {
+        return None;
+    }
+    word.iter().try_fold(0u64, |n, &c| {
+        if c.is_ascii_digit() {
+            n.checked_mul(10)?.checked_add(u64::from(c - b'0'))
+        } else {
+            None
+        }
     })
 }
 
@@ -211,17 +250,36 @@ mod tests {
 
     #[test]
     fn parses_stat_with_odd_names() {
-        let line = b"1234 (a) b (c)) S 1 777 777 0 -1 4194560";
+        let line = b"1234 (a) b (c)) S 1 777 778 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 98765 0 0\n";
         assert_eq!(
             parse_stat(1234, line),
             Some(Stat {
                 pid: 1234,
                 state: b'S',
                 ppid: 1,
-                pgrp: 777
+                pgrp: 777,
+                session: 778,
+                start: 98765,
             })
         );
         assert_eq!(parse_stat(1, b"garbage"), None);
+        // Cut before the start time, or a field that is not a number.
+        assert_eq!(parse_stat(1, b"1 (x) S 1 2 3 0 -1"), None);
+        assert_eq!(
+            parse_stat(1, b"1 (x) S 1 -2 3 0 -1 4 1 2 3 4 5 6 7 8 20 0 1 0 5"),
+            None
+        );
+    }
+
+    #[test]
+    fn own_stat_is_readable() {
+        let s = stat_of(std::process::id()).unwrap();
+        assert!(!s.is_dead());
+        assert!(s.start > 0);
+        assert_eq!(
+            s.pgrp,
+            rustix::process::getpgrp().as_raw_nonzero().get() as u32
+        );
     }
 
     #[test]

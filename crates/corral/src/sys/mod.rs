@@ -25,6 +25,64 @@ mod windows;
 #[cfg(windows)]
 pub(crate) use windows::*;
 
+/// What one wait of the [`Poller`] sleeps on besides its waker and the
+/// root's exit: the run's own pipe ends and, while a termination waits for
+/// the tree to empty, the containment's descriptor. Plain values handed
+/// down by the lifecycle; the platform layer never asks the containment.
+pub(crate) struct Interest<'a> {
+    /// The captured outputs worth reading now.
+    pub(crate) outputs: [Option<&'a PipeEnd>; 2],
+    /// The stdin pipe while bytes are left to write.
+    pub(crate) stdin: Option<&'a PipeEnd>,
+    /// A descriptor that fires when the tree's population changes.
+    #[cfg(unix)]
+    pub(crate) tree: Option<(std::os::fd::BorrowedFd<'a>, WakeOn)>,
+}
+
+/// How a containment's wake descriptor signals a change.
+#[cfg(unix)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WakeOn {
+    /// POLLPRI (cgroup.events).
+    Priority,
+    /// POLLIN (an epoll set of pidfds, a pidfd).
+    Readable,
+}
+
+/// Where the root is born, computed by the containment before the spawn
+/// and handed down as plain values: the platform layer never calls back
+/// into the containment.
+#[cfg(unix)]
+#[derive(Default)]
+pub(crate) struct Placement<'a> {
+    /// Start the root as the leader of a new process group.
+    pub(crate) new_group: bool,
+    /// A cgroup v2 directory the root may be born in with
+    /// `clone3(CLONE_INTO_CGROUP)`, as the leader of a new process group.
+    #[cfg(target_os = "linux")]
+    pub(crate) cgroup_dir: Option<std::os::fd::BorrowedFd<'a>>,
+    /// `cgroup.procs` files the child writes itself into before exec when
+    /// it is not born in `cgroup_dir` (the fallback path; v1 hierarchies).
+    #[cfg(target_os = "linux")]
+    pub(crate) cgroup_procs: Vec<std::os::fd::BorrowedFd<'a>>,
+    /// The cgroup's path, for the error when the child cannot enter it.
+    #[cfg(target_os = "linux")]
+    pub(crate) cgroup_path: Option<&'a Path>,
+    /// Variables added to the child's environment after the command's own
+    /// (the subreaper tier's tree cookie).
+    pub(crate) env: Vec<(OsString, OsString)>,
+    /// Elsewhere nothing is borrowed from the containment.
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) _borrows: std::marker::PhantomData<&'a ()>,
+}
+
+/// Where the root is born (Windows): the job it is created in.
+#[cfg(windows)]
+pub(crate) struct Placement {
+    pub(crate) job: std::os::windows::io::RawHandle,
+}
+
 /// One of the child's standard streams.
 pub(crate) enum ChildIo {
     /// The null device.

@@ -12,9 +12,8 @@ use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
 use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
 
-use super::{ChildIo, SpawnError, SpawnSpec};
+use super::{ChildIo, Interest, Placement, SpawnError, SpawnSpec, WakeOn};
 use crate::cancel::Wake;
-use crate::contain::Containment;
 use crate::report::RootStatus;
 use crate::Signal;
 
@@ -34,7 +33,7 @@ pub(crate) struct Root {
     exited: Option<RootStatus>,
     reaped: bool,
     /// PID-namespace tier: the root is the namespace's init; the command's
-    /// exit comes through this status pipe (see `linux_pidns`).
+    /// exit comes through this status pipe (see `linux_spawn::pidns`).
     #[cfg(target_os = "linux")]
     ns_status: Option<OwnedFd>,
     /// Crash safety of the process-group and subreaper tiers: the keeper
@@ -56,7 +55,7 @@ impl Root {
         #[cfg(target_os = "linux")]
         let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
         // If this process dies while the root runs, the keeper kills the
-        // root's group (see `linux_keeper`). Best effort: without it the
+        // root's group (see `linux_spawn::keeper`). Best effort: without it the
         // run is only not crash-safe.
         #[cfg(all(
             target_os = "linux",
@@ -270,14 +269,14 @@ fn ns_status_of(st: i32) -> RootStatus {
 }
 
 /// The PID-namespace init's "command exited" message kind (see
-/// `linux_pidns`, which uses this value).
+/// `linux_spawn::pidns`, which uses this value).
 #[cfg(target_os = "linux")]
 pub(crate) const NS_MSG_EXITED: u32 = 4;
 
 /// Applies process-group placement to a std command: the child becomes the
 /// leader of a new group whose id is its pid. std keeps its
 /// posix_spawn/vfork path for this.
-pub(crate) fn new_process_group(cmd: &mut std::process::Command) {
+fn new_process_group(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     cmd.process_group(0);
 }
@@ -313,11 +312,6 @@ pub(crate) fn signal_group(pgid: u32, sig: Signal) -> io::Result<()> {
 
 #[cfg(target_os = "linux")]
 pub(crate) use super::linux_proc::group_members;
-
-#[cfg(target_os = "linux")]
-pub(crate) fn parse_stat(buf: &[u8]) -> Option<(u8, u32)> {
-    super::linux_proc::parse_stat(0, buf).map(|s| (s.state, s.pgrp))
-}
 
 /// Live members of process group `pgid`, from `ps` (macOS and the BSDs have
 /// no /proc; this tier only needs to be correct, not fast).
@@ -427,12 +421,7 @@ fn stdio(io: ChildIo) -> Stdio {
 /// path unless the containment needs code in the child before exec. Every
 /// descriptor corral opens is close-on-exec, so only the three standard
 /// streams are inherited.
-pub(crate) fn spawn(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<Root, SpawnError> {
-    // A containment that starts the root itself (PID namespace).
-    #[cfg(target_os = "linux")]
-    if let Some(root) = tree.spawn_root(&spec) {
-        return root;
-    }
+pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Root, SpawnError> {
     // A cgroup containment: be born in it through clone3 (vfork speed),
     // unless that is not available in this process (then std's path below,
     // with the containment's pre-exec placement).
@@ -440,7 +429,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<R
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64")
     ))]
-    if let Some(cgroup) = tree.cgroup_fd() {
+    if let Some(cgroup) = placement.cgroup_dir.filter(|_| placement.env.is_empty()) {
         use super::linux_spawn::{self, Clone3Error};
         if linux_spawn::usable() {
             // `spec` is borrowed: its descriptors are closed when it drops
@@ -484,13 +473,65 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<R
     cmd.stdin(stdio(spec.stdin))
         .stdout(stdio(spec.stdout))
         .stderr(stdio(spec.stderr));
-    tree.prepare(&mut cmd).map_err(SpawnError::Contain)?;
+    for (k, v) in &placement.env {
+        cmd.env(k, v);
+    }
+    if placement.new_group {
+        new_process_group(&mut cmd);
+    }
+    #[cfg(target_os = "linux")]
+    if !placement.cgroup_procs.is_empty() {
+        enter_cgroups_before_exec(&mut cmd, &placement.cgroup_procs);
+    }
     let child = cmd.spawn();
     // Close the parent's copies of the child's ends now.
     drop(cmd);
     match child {
         Ok(child) => Ok(Root::new(child)),
-        Err(e) => Err(tree.classify_spawn_error(e)),
+        #[cfg(target_os = "linux")]
+        Err(e)
+            if e.raw_os_error() == Some(PLACEMENT_FAILED) && !placement.cgroup_procs.is_empty() =>
+        {
+            Err(SpawnError::Contain(io::Error::other(format!(
+                "the child could not enter its cgroup {}",
+                placement
+                    .cgroup_path
+                    .unwrap_or(std::path::Path::new("?"))
+                    .display()
+            ))))
+        }
+        Err(e) => Err(SpawnError::Spawn(e)),
+    }
+}
+
+/// The errno the child reports when it could not enter its cgroup, so the
+/// parent can tell a containment failure from a spawn failure.
+#[cfg(target_os = "linux")]
+const PLACEMENT_FAILED: i32 = 131; // ENOTRECOVERABLE
+
+/// Makes the child write itself into each `cgroup.procs` before exec.
+#[cfg(target_os = "linux")]
+fn enter_cgroups_before_exec(
+    cmd: &mut std::process::Command,
+    procs: &[std::os::fd::BorrowedFd<'_>],
+) {
+    use std::os::unix::process::CommandExt;
+    let fds: Vec<i32> = procs.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
+    // SAFETY: the closure runs in the forked child before exec. It only
+    // calls write(2), which is async-signal-safe, on descriptors that the
+    // containment keeps open until after the spawn (the placement borrows
+    // them); it allocates nothing (the Vec was built before the fork and is
+    // only read).
+    unsafe {
+        cmd.pre_exec(move || {
+            for &fd in &fds {
+                let bfd = std::os::fd::BorrowedFd::borrow_raw(fd);
+                if rustix::io::write(bfd, b"0").is_err() {
+                    return Err(io::Error::from_raw_os_error(PLACEMENT_FAILED));
+                }
+            }
+            Ok(())
+        });
     }
 }
 
@@ -573,12 +614,14 @@ impl Poller {
     pub(crate) fn wait(
         &mut self,
         root: &Root,
-        outputs: [Option<&PipeEnd>; 2],
-        stdin: Option<&PipeEnd>,
-        tree: &dyn Containment,
-        watch_tree: bool,
+        interest: Interest<'_>,
         timeout: Option<Duration>,
     ) -> io::Result<Ready> {
+        let Interest {
+            outputs,
+            stdin,
+            tree,
+        } = interest;
         let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
         fds.push(PollFd::new(&self.wake_rx.0, PollFlags::IN));
         #[cfg(target_os = "linux")]
@@ -603,15 +646,13 @@ impl Poller {
         let ns_slot = (root.exited.is_none() && root.ns_status.is_some() && root.pidfd.is_some())
             .then_some(2);
         let mut slots = [usize::MAX; 4];
-        if watch_tree {
-            if let Some((fd, on)) = tree.wake_fd() {
-                slots[3] = fds.len();
-                let flags = match on {
-                    crate::contain::WakeOn::Priority => PollFlags::PRI,
-                    crate::contain::WakeOn::Readable => PollFlags::IN,
-                };
-                fds.push(PollFd::from_borrowed_fd(fd, flags));
-            }
+        if let Some((fd, on)) = tree {
+            slots[3] = fds.len();
+            let flags = match on {
+                WakeOn::Priority => PollFlags::PRI,
+                WakeOn::Readable => PollFlags::IN,
+            };
+            fds.push(PollFd::from_borrowed_fd(fd, flags));
         }
         for (i, o) in outputs.iter().enumerate() {
             if let Some(o) = o {

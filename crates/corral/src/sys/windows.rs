@@ -46,9 +46,8 @@ use windows_sys::Win32::System::Threading::{
     STARTUPINFOEXW,
 };
 
-use super::{ChildIo, SpawnError, SpawnSpec};
+use super::{ChildIo, Interest, Placement, SpawnError, SpawnSpec};
 use crate::cancel::Wake;
-use crate::contain::Containment;
 use crate::report::RootStatus;
 use crate::Signal;
 
@@ -687,8 +686,8 @@ impl Drop for AttrList {
 }
 
 /// Starts the root inside the containment's job (see the module docs).
-pub(crate) fn spawn(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<Root, SpawnError> {
-    let job = tree.job_handle().map_err(SpawnError::Contain)? as HANDLE;
+pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement) -> Result<Root, SpawnError> {
+    let job = placement.job as HANDLE;
     let env = environment(&spec);
     let app = resolve(spec.program, &env, spec.cwd).map_err(SpawnError::Spawn)?;
     let mut cmdline = command_line(spec.program, spec.args);
@@ -798,7 +797,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<R
                 via_job_list = false;
                 try_create(false, &mut cmdline, &mut block).map_err(SpawnError::Spawn)?
             }
-            Err(e) => return Err(tree.classify_spawn_error(e)),
+            Err(e) => return Err(SpawnError::Spawn(e)),
         }
     } else {
         try_create(false, &mut cmdline, &mut block).map_err(SpawnError::Spawn)?
@@ -887,12 +886,10 @@ impl Poller {
     pub(crate) fn wait(
         &mut self,
         root: &Root,
-        outputs: [Option<&PipeEnd>; 2],
-        stdin: Option<&PipeEnd>,
-        _tree: &dyn Containment,
-        _watch_tree: bool,
+        interest: Interest<'_>,
         timeout: Option<Duration>,
     ) -> io::Result<Ready> {
+        let Interest { outputs, stdin } = interest;
         let mut hs: Vec<HANDLE> = Vec::with_capacity(5);
         hs.push(raw(&self.waker.0));
         if root.exited.is_none() {

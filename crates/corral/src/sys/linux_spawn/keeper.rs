@@ -34,8 +34,9 @@ const PR_SET_NAME: usize = 15;
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 
-use super::pidns::syscall6;
-use super::{errno_of, set_sigmask, syscall4, Stack};
+use super::raw::{clone3_with, errno_of, set_sigmask, syscall4, syscall6};
+use super::stack::Stack;
+use crate::sys::linux_proc::parse_stat;
 
 /// Runs held at once.
 const SLOTS: usize = 512;
@@ -273,7 +274,7 @@ fn start() -> io::Result<Conn> {
     // `stack` and of `args`, with every signal blocked and every handler
     // reset, and never returns.
     let ret = unsafe {
-        super::pidns::clone3_with(
+        clone3_with(
             &mut cargs,
             keeper_main,
             &args as *const KeeperArgs as *const std::ffi::c_void,
@@ -594,7 +595,7 @@ unsafe fn kill_root(pidfd: c_int, pid: u32) {
             0,
         );
         if fd >= 0 {
-            let mut buf = [0u8; 512];
+            let mut buf = [0u8; 1024];
             let r = syscall4(
                 k::__NR_read,
                 fd as usize,
@@ -605,31 +606,8 @@ unsafe fn kill_root(pidfd: c_int, pid: u32) {
             syscall4(k::__NR_close, fd as usize, 0, 0, 0);
             if r > 0 {
                 let len = (r as usize).min(buf.len());
-                // After the last ')': " S ppid pgrp ...".
-                let mut close = len;
-                let mut i = 0;
-                while i < len {
-                    if buf[i] == b')' {
-                        close = i;
-                    }
-                    i += 1;
-                }
-                let mut field = 0;
-                let mut pgrp: u64 = 0;
-                let mut i = close + 1;
-                while i < len {
-                    let c = buf[i];
-                    if c == b' ' {
-                        field += 1;
-                        if field > 3 {
-                            break;
-                        }
-                    } else if field == 3 && c.is_ascii_digit() {
-                        pgrp = pgrp * 10 + (c - b'0') as u64;
-                    }
-                    i += 1;
-                }
-                leads = pgrp == pid as u64;
+                // The shared parser allocates nothing.
+                leads = parse_stat(pid, &buf[..len]).is_some_and(|s| s.pgrp == pid);
             }
         }
         if leads {

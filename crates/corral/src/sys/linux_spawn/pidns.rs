@@ -1,6 +1,7 @@
 //! Spawn into a new PID namespace behind a small init (Linux, x86_64 and
 //! aarch64). A child module of `linux_spawn`: it shares the description
-//! ([`Prepared`]), the standard-stream plumbing and the raw-syscall helpers.
+//! ([`Prepared`]), the standard-stream plumbing ([`child_fd`]), the exec
+//! search ([`step`]) and the raw-syscall layer ([`super::raw`]).
 //!
 //! `clone3(CLONE_VM | CLONE_NEWPID | CLONE_NEWNS [| CLONE_NEWUSER] |
 //! CLONE_PIDFD | CLONE_CLEAR_SIGHAND)` without `CLONE_VFORK`: the child
@@ -57,8 +58,11 @@ use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 use rustix::process::Pid;
 
-use super::{child_fd, errno_of, set_sigmask, syscall4, KernelSigaction, Prepared, Stack};
-use super::{exhausted_errno, step, Step, SIGSET_SIZE, SIG_DFL};
+use super::child::{exhausted_errno, step, Step};
+use super::parent::{child_fd, Prepared};
+use super::raw::{clone3_with, errno_of, exit_now, set_sigmask, syscall4, syscall6};
+use super::raw::{KernelSigaction, SIGSET_SIZE, SIG_DFL};
+use super::stack::Stack;
 use crate::sys::SpawnSpec;
 
 /// Status-pipe message kinds (init → corral): 8 bytes, kind then value.
@@ -433,137 +437,6 @@ fn write_maps(pid: Pid) -> io::Result<()> {
     std::fs::write(format!("/proc/{p}/setgroups"), "deny")?;
     std::fs::write(format!("/proc/{p}/gid_map"), format!("{gid} {gid} 1\n"))?;
     Ok(())
-}
-
-// ---------------------------------------------------------------------------
-// The init. Raw syscalls only.
-
-/// # Safety
-/// Arguments valid for syscall `nr`.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-pub(super) unsafe fn syscall6(nr: u32, a: [usize; 6]) -> isize {
-    let ret: isize;
-    // SAFETY: the x86_64 syscall convention (rdi, rsi, rdx, r10, r8, r9);
-    // rcx and r11 clobbered; memory effects are the syscall's.
-    unsafe {
-        core::arch::asm!(
-            "syscall",
-            inlateout("rax") nr as isize => ret,
-            in("rdi") a[0],
-            in("rsi") a[1],
-            in("rdx") a[2],
-            in("r10") a[3],
-            in("r8") a[4],
-            in("r9") a[5],
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack, preserves_flags),
-        );
-    }
-    ret
-}
-
-/// # Safety
-/// Arguments valid for syscall `nr`.
-#[cfg(target_arch = "aarch64")]
-#[inline(always)]
-pub(super) unsafe fn syscall6(nr: u32, a: [usize; 6]) -> isize {
-    let ret: isize;
-    // SAFETY: the aarch64 syscall convention (x8, x0..x5, result in x0).
-    unsafe {
-        core::arch::asm!(
-            "svc 0",
-            in("x8") nr as usize,
-            inlateout("x0") a[0] => ret,
-            in("x1") a[1],
-            in("x2") a[2],
-            in("x3") a[3],
-            in("x4") a[4],
-            in("x5") a[5],
-            options(nostack, preserves_flags),
-        );
-    }
-    ret
-}
-
-/// clone3 without CLONE_VM: the child starts on `args.stack` and calls
-/// `entry(arg)`, which must never return. Returns the child's pid or -errno in the parent.
-///
-/// # Safety
-/// `args` must not request CLONE_VM and must name a mapped stack.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn clone3_with(
-    args: &mut k::clone_args,
-    entry: extern "C" fn(*const c_void) -> !,
-    arg: *const c_void,
-) -> isize {
-    let ret: isize;
-    // SAFETY: as `clone3_vfork` in the parent module: in the child (rax ==
-    // 0) rsp is the top of the new stack; the frame pointer is cleared, the
-    // stack aligned, and `init_main` never returns.
-    unsafe {
-        core::arch::asm!(
-            "syscall",
-            "test rax, rax",
-            "jnz 2f",
-            "xor ebp, ebp",
-            "mov rdi, {arg}",
-            "and rsp, -16",
-            "call {entry}",
-            "ud2",
-            "2:",
-            entry = in(reg) entry,
-            arg = in(reg) arg,
-            inlateout("rax") k::__NR_clone3 as isize => ret,
-            in("rdi") args as *mut k::clone_args,
-            in("rsi") std::mem::size_of::<k::clone_args>(),
-            out("rcx") _,
-            out("r11") _,
-        );
-    }
-    ret
-}
-
-/// As the x86_64 version.
-///
-/// # Safety
-/// As the x86_64 version.
-#[cfg(target_arch = "aarch64")]
-pub(super) unsafe fn clone3_with(
-    args: &mut k::clone_args,
-    entry: extern "C" fn(*const c_void) -> !,
-    arg: *const c_void,
-) -> isize {
-    let ret: isize;
-    // SAFETY: as `clone3_vfork` in the parent module.
-    unsafe {
-        core::arch::asm!(
-            "svc 0",
-            "cbnz x0, 2f",
-            "mov x29, xzr",
-            "mov x0, {arg}",
-            "blr {entry}",
-            "brk #1",
-            "2:",
-            entry = in(reg) entry,
-            arg = in(reg) arg,
-            in("x8") k::__NR_clone3 as usize,
-            inlateout("x0") args as *mut k::clone_args as usize => ret,
-            in("x1") std::mem::size_of::<k::clone_args>(),
-        );
-    }
-    ret
-}
-
-#[inline(always)]
-unsafe fn exit_now(code: usize) -> ! {
-    loop {
-        // SAFETY: exit_group takes no pointer.
-        unsafe {
-            syscall4(k::__NR_exit_group, code, 0, 0, 0);
-        }
-    }
 }
 
 /// Writes one 8-byte message (ignoring failures: corral may be gone).

@@ -1,0 +1,756 @@
+//! The lifecycle, written once for every platform:
+//!
+//! ```text
+//! spawn ─► contain ─► wait/drain ─► classify ─► clean up ─► release
+//! ```
+//!
+//! * **spawn**: check cancellation, let the containment place the spawn
+//!   (a `sys::Placement`, or the root started by the containment itself),
+//!   start the root with only its own pipe ends inherited.
+//! * **contain**: the containment takes hold of the tree's identity.
+//! * **wait/drain**: one loop sleeps in the platform poller until output
+//!   arrives, stdin can be written, the root exits, a waker fires (cancel,
+//!   relay back-pressure) or the next timer (deadline, end of wait delay,
+//!   end of grace, confirm tick) is due.
+//! * **classify** and **clean up** are the [`phase`] machine
+//!   (`Supervising → Grace → Confirming → Over`): a pure decision from what
+//!   was observed and the clock to the next phase and the actions (signals,
+//!   counting kept leftovers, reporting survivors), which [`Life::apply`]
+//!   carries out.
+//! * **release**: reap the root and let go of the identity, exactly once,
+//!   after the last signal ([`Life::finish`], or `Drop` after a panic).
+//!
+//! Reading this file top to bottom: the public handle ([`Running`]), the
+//! run's state ([`Life`]), the spawn, the step ([`Life::advance`]: observe,
+//! decide, apply), the effects, the report.
+
+use std::collections::HashSet;
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::cancel::{CancelToken, Wake};
+use crate::command::{InputKind, Settings, SharedLineCallback};
+use crate::contain::{self, Containment, OsOp, Tracer};
+use crate::report::{CleanupError, Leftovers, Mechanism, Outcome, Report, RootStatus, Timings};
+use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
+use crate::{Error, Signal};
+
+mod phase;
+mod plan;
+mod relay;
+mod stdio;
+
+use phase::{later, Action, Observed, Phase, Policy, Probe, Reason};
+pub(crate) use plan::Plan;
+use stdio::{watched_outputs, StdinFeed, StreamIo, StreamSettings, Wired};
+
+/// Reads per stream per wake-up, so one chatty stream cannot starve timers.
+const READS_PER_WAKE: usize = 16;
+/// When the root's exit does not wake the poller (no pidfd), poll this often.
+const EXIT_POLL: Duration = Duration::from_millis(5);
+/// A running command. Supervision happens in [`Running::wait`]; dropping the
+/// handle without waiting cancels the run and cleans up (bounded by the
+/// grace and the confirm window).
+pub struct Running {
+    life: Option<Box<Life>>,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running").field("id", &self.id()).finish()
+    }
+}
+
+impl Running {
+    /// Hands the lifecycle to another driver (the async one).
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn into_life(mut self) -> Box<Life> {
+        self.life.take().expect("Running holds its lifecycle")
+    }
+
+    /// The root's process id.
+    pub fn id(&self) -> u32 {
+        self.life.as_ref().map_or(0, |l| l.pid)
+    }
+
+    /// Cancels the run (idempotent; any thread may use
+    /// [`cancel_token`](Self::cancel_token) for that).
+    pub fn cancel(&self) {
+        if let Some(l) = &self.life {
+            l.cancel.cancel();
+        }
+    }
+
+    /// A token that cancels this run from any thread.
+    pub fn cancel_token(&self) -> CancelToken {
+        self.life
+            .as_ref()
+            .map(|l| l.cancel.clone())
+            .unwrap_or_default()
+    }
+
+    /// Supervises the run to its end and reports what happened. Returns in
+    /// bounded time: at most the deadline (or root exit plus the wait delay,
+    /// plus up to 1 s to drain output that nothing holds any more but is
+    /// still being relayed), plus the grace, plus the confirm window.
+    pub fn wait(mut self) -> Report {
+        let life = self
+            .life
+            .take()
+            .expect("Running holds its lifecycle until wait");
+        life.run()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(life) = self.life.take() {
+            life.cancel.cancel();
+            let _ = life.run();
+        }
+    }
+}
+
+/// Everything one run owns while it is supervised.
+pub(crate) struct Life {
+    settings: Settings,
+    pid: u32,
+    start: Instant,
+    spawn_time: Duration,
+    root: Root,
+    tree: Box<dyn Containment>,
+    mechanism: Mechanism,
+    containment_note: Option<String>,
+    poller: Poller,
+    waker: Arc<dyn Wake>,
+    streams: [Option<StreamIo>; 2],
+    stdin: Option<StdinFeed>,
+    cancel: CancelToken,
+    on_line: Option<SharedLineCallback>,
+    tracer: Tracer,
+    // What was learned on the way.
+    root_status: Option<RootStatus>,
+    root_exit_at: Option<Instant>,
+    output_closed_at: Option<Instant>,
+    signals_sent: Vec<Signal>,
+    seen_members: HashSet<u32>,
+    cleanup_error: Option<CleanupError>,
+    kept: usize,
+    /// Where the run is (see [`phase`]).
+    phase: Phase,
+    /// What the decisions depend on.
+    policy: Policy,
+    /// `finish` ran: the identity was released and the report built.
+    finished: bool,
+}
+
+pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
+    let cancel = plan.cancel;
+    if cancel.is_cancelled() {
+        return Err(Error::CancelledBeforeSpawn);
+    }
+    let settings = plan.settings;
+    if let Some(dir) = plan.cwd {
+        if !dir.is_dir() {
+            return Err(Error::Spawn {
+                kind: crate::SpawnErrorKind::Other,
+                program: plan.program.to_owned(),
+                source: io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("working directory {} does not exist", dir.display()),
+                ),
+            });
+        }
+    }
+    let contain::Selected {
+        mut tree,
+        note: containment_note,
+    } = contain::select(plan.containment, plan.limits, plan.tracer.clone())?;
+    let mechanism = tree.mechanism();
+
+    let io_err = |e: io::Error| Error::spawn(plan.program.to_owned(), e);
+    let poller = Poller::new().map_err(io_err)?;
+    let waker = poller.waker();
+
+    let Wired {
+        stdin: stdin_io,
+        stdout: stdout_io,
+        stderr: stderr_io,
+        feed: stdin,
+        streams: [out, err],
+    } = stdio::wire(
+        match &plan.stdin.0 {
+            // Bytes stay with the command, which may run again.
+            InputKind::Bytes(data) => InputKind::Bytes(data.clone()),
+            _ => std::mem::take(plan.stdin).0,
+        },
+        std::mem::take(plan.stdout).0,
+        std::mem::take(plan.stderr).0,
+        StreamSettings {
+            capture_limit: settings.capture_limit,
+            line_limit: settings.line_limit,
+            lines: plan.on_line.is_some(),
+        },
+        &waker,
+        &io_err,
+    )?;
+
+    let spec = SpawnSpec {
+        program: plan.program,
+        args: plan.args,
+        env: plan.env,
+        env_clear: plan.env_clear,
+        cwd: plan.cwd,
+        stdin: stdin_io,
+        stdout: stdout_io,
+        stderr: stderr_io,
+    };
+    let start = Instant::now();
+    // `spec` is consumed: the parent's copies of the child's pipe ends are
+    // closed once the child has them, so end of file can be seen once the
+    // tree lets go of them.
+    let mut root = match start_root(spec, tree.as_mut()) {
+        Ok(root) => root,
+        Err(SpawnError::Contain(e)) => {
+            return Err(Error::Containment {
+                mechanism,
+                reason: e.to_string(),
+            })
+        }
+        Err(SpawnError::Spawn(e)) => return Err(Error::spawn(plan.program.to_owned(), e)),
+    };
+    let spawn_time = start.elapsed();
+    let pid = root.id();
+    plan.tracer.record(OsOp::Spawned { pid });
+
+    if let Err(e) = tree.attach(&root) {
+        // The root is unreaped, so killing it by pid cannot hit a stranger.
+        root.kill();
+        let _ = tree.release(&mut root);
+        return Err(Error::Containment {
+            mechanism,
+            reason: format!("could not take hold of the tree: {e}"),
+        });
+    }
+
+    let deadline = [
+        settings.timeout.and_then(|t| start.checked_add(t)),
+        settings.deadline,
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+
+    let policy = Policy {
+        deadline,
+        wait_delay: settings.wait_delay,
+        grace: settings.grace,
+        signal: settings.signal,
+        confirm_window: settings.confirm_window,
+        leftovers: settings.leftovers,
+    };
+    let life = Life {
+        pid,
+        start,
+        spawn_time,
+        root,
+        tree,
+        mechanism,
+        containment_note,
+        poller,
+        waker,
+        streams: [out, err],
+        stdin,
+        cancel,
+        on_line: plan.on_line,
+        tracer: plan.tracer,
+        root_status: None,
+        root_exit_at: None,
+        output_closed_at: None,
+        signals_sent: Vec::new(),
+        seen_members: HashSet::new(),
+        cleanup_error: None,
+        kept: 0,
+        phase: Phase::START,
+        policy,
+        finished: false,
+        settings,
+    };
+    // Registered after the spawn: a cancel that raced the spawn is seen by
+    // the first loop iteration through `cancel.state()`.
+    life.cancel.register(&life.waker);
+    Ok(Running {
+        life: Some(Box::new(life)),
+    })
+}
+
+impl Life {
+    /// The synchronous driver: sleep in the platform poller between steps.
+    fn run(mut self: Box<Self>) -> Report {
+        while !self.advance() {
+            let timeout = self.next_wake(Instant::now());
+            let interest = interest(&self.phase, &self.streams, &self.stdin, self.tree.as_ref());
+            match self.poller.wait(&self.root, interest, timeout) {
+                Ok(ready) => {
+                    if ready.stdin_closed {
+                        self.stdin_closed();
+                    } else if ready.stdin_writable {
+                        self.feed_stdin();
+                    }
+                    if ready.tree_event {
+                        self.tree_event();
+                    }
+                }
+                Err(e) => {
+                    self.wait_failed(e);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        self.into_report()
+    }
+
+    /// One step of the state machine with what can be seen now: read the
+    /// output that is there, look at the root, classify, move a termination
+    /// on. Never blocks on the tree. Returns true when the run is over (then
+    /// call [`into_report`](Self::into_report)).
+    pub(crate) fn advance(&mut self) -> bool {
+        if self.phase.is_over() {
+            return true;
+        }
+        let now = Instant::now();
+        self.pump_outputs();
+        self.observe_root(now);
+        let open = self.outputs_open();
+        if open == 0 && self.output_closed_at.is_none() && self.streams.iter().any(Option::is_some)
+        {
+            self.output_closed_at = Some(now);
+        }
+        let seen = Observed {
+            root: self.root_status,
+            root_exit_at: self.root_exit_at,
+            open,
+            cancel: self.cancel.state(),
+        };
+        let policy = self.policy;
+        let step = phase::decide(self.phase, &seen, self, now, &policy);
+        self.apply(step);
+        self.phase.is_over()
+    }
+
+    /// Carries out a decision: the actions in order, then the new phase.
+    fn apply(&mut self, (next, actions): (Phase, Vec<Action>)) {
+        for action in actions {
+            match action {
+                Action::Signal(sig) => self.send(sig),
+                Action::CountKept => self.count_kept(),
+                Action::Survivors(pids) => self.note_cleanup(CleanupError::Survivors { pids }),
+            }
+        }
+        self.phase = next;
+    }
+
+    /// The child closed its stdin: writing now would raise SIGPIPE in a host
+    /// that does not ignore it, so stop feeding.
+    pub(crate) fn stdin_closed(&mut self) {
+        self.stdin = None;
+    }
+
+    /// The synchronous driver to the end (used when an async run is dropped
+    /// outside a runtime).
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn run_to_end(self: Box<Self>) -> Report {
+        self.run()
+    }
+
+    /// The run's owner went away (a dropped future): the tree must be dead,
+    /// or at least have been sent SIGKILL, before this returns, because
+    /// nothing guarantees that anything runs after it (the host may return
+    /// from `main`). So: SIGKILL to the whole tree at once (no grace:
+    /// nobody waits for it; a termination in its grace is escalated), then
+    /// one membership check, which also signals what appeared since (the
+    /// subreaper tier's "until none is left", the cgroup tier's
+    /// stragglers). No output is read here (no user callback runs inside a
+    /// drop). Bounded: a few system calls and at most two scans of `/proc`.
+    /// Confirming and releasing are left to the caller's continuation.
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn kill_now(&mut self) {
+        if self.phase.is_over() {
+            return;
+        }
+        let policy = self.policy;
+        let step = phase::kill_now(self.phase, self, Instant::now(), &policy);
+        self.apply(step);
+        self.cancel.cancel();
+        let _ = self.tree_members();
+    }
+
+    /// One zero-timeout look at every descriptor, applied like the
+    /// synchronous driver applies a wait. Returns whether anything was
+    /// ready (then step again before sleeping).
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn poll_now(&mut self) -> bool {
+        let interest = interest(&self.phase, &self.streams, &self.stdin, self.tree.as_ref());
+        match self.poller.wait(&self.root, interest, Some(Duration::ZERO)) {
+            Ok(ready) => {
+                let any = ready.readable.iter().any(|&r| r)
+                    || ready.stdin_writable
+                    || ready.stdin_closed
+                    || ready.tree_event
+                    || ready.woken
+                    || self.root.exit_pending();
+                if ready.stdin_closed {
+                    self.stdin_closed();
+                } else if ready.stdin_writable {
+                    self.feed_stdin();
+                }
+                if ready.tree_event {
+                    self.tree_event();
+                }
+                any
+            }
+            Err(e) => {
+                self.wait_failed(e);
+                true
+            }
+        }
+    }
+
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.poller.wake_fd()
+    }
+
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn root_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.root.exit_fd()
+    }
+
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn output_fd(&self, i: usize) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.streams[i]
+            .as_ref()?
+            .pipe
+            .as_ref()
+            .map(std::os::fd::AsFd::as_fd)
+    }
+
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn stdin_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.stdin
+            .as_ref()
+            .map(|f| std::os::fd::AsFd::as_fd(&f.pipe))
+    }
+
+    /// The containment's descriptor fired: check the tree now.
+    pub(crate) fn tree_event(&mut self) {
+        self.phase.check_now(Instant::now());
+    }
+
+    /// The driver could not wait: do not spin, do not hang. Terminate the
+    /// tree and report the failure.
+    pub(crate) fn wait_failed(&mut self, e: io::Error) {
+        self.note_cleanup(CleanupError::Signal(format!("waiting failed: {e}")));
+        let policy = self.policy;
+        let step = phase::wait_failed(self.phase, self, Instant::now(), &policy);
+        self.apply(step);
+    }
+
+    /// Builds the report once [`advance`](Self::advance) said the run is
+    /// over: final drain, release.
+    pub(crate) fn into_report(self: Box<Self>) -> Report {
+        let outcome = match self.phase.reason() {
+            Some(Reason::TimedOut) => Outcome::TimedOut,
+            Some(Reason::Cancelled) => Outcome::Cancelled,
+            Some(Reason::OutputHeld) => Outcome::OutputHeld,
+            Some(Reason::Leftovers) | None => match self.root_status {
+                Some(RootStatus::Exited(c)) => Outcome::Exited(c),
+                Some(RootStatus::Signaled(s)) => Outcome::Signaled(s),
+                // The loop only ends without a termination once the root exited.
+                None => Outcome::Cancelled,
+            },
+        };
+        self.finish(outcome)
+    }
+
+    /// The root exited cleanly and its leftovers are kept: count them.
+    fn count_kept(&mut self) {
+        self.kept = match self.tree.count_kept(&mut self.root) {
+            Ok(n) => n,
+            Err(e) => {
+                self.note_cleanup(CleanupError::Release(format!(
+                    "could not count the processes left running: {e}"
+                )));
+                0
+            }
+        };
+    }
+
+    /// The inodes of the output pipes that still have a writer (Linux).
+    #[cfg(target_os = "linux")]
+    fn held_inodes(&self) -> Vec<u64> {
+        self.streams
+            .iter()
+            .flatten()
+            .filter(|s| s.is_open() && !s.writers_gone())
+            .filter_map(StreamIo::inode)
+            .collect()
+    }
+
+    fn send(&mut self, sig: Signal) {
+        self.signals_sent.push(sig);
+        if let Err(e) = self.tree.signal(sig) {
+            self.note_cleanup(CleanupError::Signal(e.to_string()));
+        }
+    }
+
+    /// Live members other than the root, remembered for the killed count.
+    fn tree_members(&mut self) -> Vec<u32> {
+        match self.tree.members() {
+            Ok(m) => {
+                let pid = self.pid;
+                let others: Vec<u32> = m.into_iter().filter(|&p| p != pid).collect();
+                self.seen_members.extend(others.iter().copied());
+                let mut all = others;
+                if self.root_status.is_none() {
+                    // The root is alive (or dying) and still a member.
+                    all.push(pid);
+                }
+                all
+            }
+            Err(e) => {
+                self.note_cleanup(CleanupError::Signal(format!(
+                    "could not list the tree's members: {e}"
+                )));
+                Vec::new()
+            }
+        }
+    }
+
+    fn note_cleanup(&mut self, e: CleanupError) {
+        if self.cleanup_error.is_none() {
+            self.cleanup_error = Some(e);
+        }
+    }
+
+    fn observe_root(&mut self, now: Instant) {
+        if self.root_status.is_some() {
+            return;
+        }
+        match self.root.peek_exit() {
+            Ok(Some(st)) => {
+                self.root_status = Some(st);
+                self.root_exit_at = Some(now);
+                // A termination waits for the root too: check at once.
+                self.phase.check_now(now);
+                self.tracer.record(OsOp::RootExited { pid: self.pid });
+                // Output written just before the exit is usually already in
+                // the pipe: take it now so a prompt EOF is seen at once.
+                self.pump_outputs();
+            }
+            Ok(None) => {}
+            Err(e) => self.note_cleanup(CleanupError::Release(format!(
+                "could not observe the root's exit: {e}"
+            ))),
+        }
+    }
+
+    fn outputs_open(&self) -> usize {
+        self.streams
+            .iter()
+            .flatten()
+            .filter(|s| s.is_open())
+            .count()
+    }
+
+    /// How long a driver may sleep before the next timer is due.
+    pub(crate) fn next_wake(&self, now: Instant) -> Option<Duration> {
+        let at = self.phase.next_timer(self.root_exit_at, &self.policy);
+        let mut d = at.map(|t| t.saturating_duration_since(now));
+        if self.root_status.is_none() && !Poller::root_exit_wakes(&self.root) {
+            d = Some(d.map_or(EXIT_POLL, |d| d.min(EXIT_POLL)));
+        }
+        d
+    }
+
+    /// Reads whatever the captured streams have now, without blocking.
+    fn pump_outputs(&mut self) {
+        for i in 0..2 {
+            self.pump_stream(i, READS_PER_WAKE);
+        }
+    }
+
+    fn pump_stream(&mut self, i: usize, max_reads: usize) {
+        if let Some(s) = self.streams[i].as_mut() {
+            s.pump(self.on_line.as_ref(), max_reads);
+        }
+    }
+
+    fn feed_stdin(&mut self) {
+        if self.stdin.as_mut().is_some_and(StdinFeed::feed) {
+            self.stdin = None; // closing our end gives the child EOF
+        }
+    }
+
+    /// Final drain, line flush, relay flush, release; builds the report.
+    fn finish(mut self: Box<Self>, outcome: Outcome) -> Report {
+        self.finished = true;
+        self.stdin = None;
+        // Keep what the tree wrote before it died; a holder outside the tree
+        // cannot keep us here (bounded number of reads, then close).
+        for i in 0..2 {
+            self.pump_stream(i, 64);
+            if let Some(s) = self.streams[i].as_mut() {
+                s.close(self.on_line.as_ref());
+            }
+        }
+        let flush_until = later(
+            Instant::now(),
+            self.settings.wait_delay.max(Duration::from_millis(100)),
+        );
+        for s in self.streams.iter_mut().flatten() {
+            s.finish_relay(flush_until);
+        }
+        let (usage, limits_hit) = match self.tree.usage() {
+            Some((u, hits)) => (Some(u), hits),
+            None => (None, Vec::new()),
+        };
+        if let Err(e) = self.tree.release(&mut self.root) {
+            self.note_cleanup(CleanupError::Release(e.to_string()));
+        }
+        let killed = if self.signals_sent.is_empty() {
+            0
+        } else {
+            self.seen_members.len()
+        };
+        let at = |i: Option<Instant>| i.map(|t| t.saturating_duration_since(self.start));
+        let [out, err] = std::mem::take(&mut self.streams);
+        Report {
+            outcome,
+            root: self.root_status,
+            pid: self.pid,
+            containment: self.mechanism,
+            containment_note: self.containment_note.take(),
+            leftovers: Leftovers {
+                killed,
+                kept: self.kept,
+            },
+            signals_sent: std::mem::take(&mut self.signals_sent),
+            cleanup_error: self.cleanup_error.take(),
+            stdout: out.map(|s| s.capture).unwrap_or_default(),
+            stderr: err.map(|s| s.capture).unwrap_or_default(),
+            timings: Timings {
+                spawn: self.spawn_time,
+                root_exit: at(self.root_exit_at),
+                output_closed: at(self.output_closed_at),
+                cleanup_done: self.start.elapsed(),
+            },
+            usage,
+            limits_hit,
+        }
+    }
+}
+
+/// The decision's questions, answered with the real tree and pipes.
+impl Probe for Life {
+    fn members(&mut self) -> Vec<u32> {
+        self.tree_members()
+    }
+
+    /// Whether some captured stream still has a writer.
+    fn output_held(&mut self) -> bool {
+        self.streams
+            .iter()
+            .flatten()
+            .any(|s| s.is_open() && !s.writers_gone())
+    }
+
+    /// Whether a live member of the tree has an output pipe that still has
+    /// a writer (Linux: their `/proc/PID/fd`; elsewhere: any live member).
+    fn tree_holds_output(&mut self) -> bool {
+        let members = self.tree_members();
+        #[cfg(target_os = "linux")]
+        {
+            let inodes = self.held_inodes();
+            if inodes.is_empty() {
+                return !members.is_empty();
+            }
+            members
+                .iter()
+                .any(|&pid| sys::linux_proc::holds_pipe(pid, &inodes))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            !members.is_empty()
+        }
+    }
+
+    /// Whether a holder outside the tree is a fork of this process that
+    /// has not exec'd yet (it lets go by itself). Where holders cannot be
+    /// seen (not Linux), any holder outside the tree might be one.
+    fn host_fork_holds_output(&mut self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            sys::linux_proc::child_holds_pipe(&self.held_inodes())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            true
+        }
+    }
+}
+
+/// Starts the root where the containment places it: a containment that
+/// starts it itself (the PID-namespace init), or `sys::spawn` with the
+/// placement the containment computed.
+fn start_root(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<Root, SpawnError> {
+    #[cfg(target_os = "linux")]
+    if let Some(root) = tree.spawn_root(&spec) {
+        return root;
+    }
+    let placement = tree.placement().map_err(SpawnError::Contain)?;
+    sys::spawn(spec, placement)
+}
+
+/// What the next wait sleeps on: the captured pipes worth reading, stdin
+/// while bytes are left, and the containment's descriptor while a
+/// termination waits for the tree to empty.
+fn interest<'a>(
+    phase: &Phase,
+    streams: &'a [Option<StreamIo>; 2],
+    stdin: &'a Option<StdinFeed>,
+    tree: &'a dyn Containment,
+) -> Interest<'a> {
+    #[cfg(windows)]
+    let _ = (phase, tree);
+    Interest {
+        outputs: watched_outputs(streams),
+        stdin: stdin.as_ref().map(|f| &f.pipe),
+        #[cfg(unix)]
+        tree: phase.is_terminating().then(|| tree.wake_fd()).flatten(),
+    }
+}
+
+impl Drop for Life {
+    /// A lifecycle dropped before it finished (a panic in a line callback or
+    /// writer unwinding through `wait`) still leaves nothing behind: SIGKILL
+    /// to the tree through its identity, a bounded wait for it to empty, and
+    /// the release (which reaps the root).
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let _ = self.tree.signal(Signal::KILL);
+        let until = later(Instant::now(), self.settings.confirm_window);
+        while Instant::now() < until {
+            let gone = self.tree.members().map(|m| m.is_empty()).unwrap_or(true);
+            if gone {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = self.tree.release(&mut self.root);
+    }
+}

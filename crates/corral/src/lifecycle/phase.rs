@@ -1,0 +1,1015 @@
+//! The phases of a run and the decision that moves between them.
+//!
+//! ```text
+//! Supervising ──deadline, cancel, output held, leftovers to kill──┐
+//!     │                                              first signal │
+//!     │ clean exit                         ┌─── with a grace ◄────┤
+//!     ▼                                    ▼                      │ SIGKILL first
+//!   Over ◄── tree empty ── Grace ──kill_at: SIGKILL──► Confirming ◄┘
+//!     ▲                                                   │
+//!     └──────────── tree empty, or window over: survivors ┘
+//! ```
+//!
+//! [`decide`] is pure: from the phase, what was observed, the clock and
+//! the run's [`Policy`] it computes the next phase and the [`Action`]s to
+//! take. It sends nothing itself. What is expensive or has to be asked of
+//! the containment (the members, who holds the output) it asks through
+//! [`Probe`], only when the decision needs the answer, in the order the
+//! effects must happen (a membership check comes before the signal it
+//! decides). The lifecycle ([`super::Life`]) gathers the observations,
+//! answers the probe with the real tree and carries the actions out; the
+//! unit tests below answer it with fakes and drive the clock by hand.
+
+use std::time::{Duration, Instant};
+
+use crate::report::RootStatus;
+use crate::{LeftoverPolicy, Signal};
+
+/// First and longest interval between membership checks while terminating.
+pub(super) const CHECK_FIRST: Duration = Duration::from_micros(500);
+pub(super) const CHECK_MAX: Duration = Duration::from_millis(10);
+/// After the wait delay, output still has a writer, no process of the tree
+/// holds it, but a fork of the host does (another thread's spawn between
+/// `fork` and `exec` holds a copy of every descriptor for a moment): it is
+/// given this long to let go before the output counts as held. (Where the
+/// holders cannot be seen, not on Linux, any holder outside the tree is.)
+pub(super) const FOREIGN_HOLD: Duration = Duration::from_millis(200);
+/// After the wait delay, with every writer of the output gone (nothing
+/// holds it: what is left is output already written, still being read or
+/// relayed), how long corral keeps draining before it ends the run anyway
+/// (a relay consumer that does not read must not hold the return).
+pub(super) const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+
+/// Why the tree is being terminated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reason {
+    TimedOut,
+    Cancelled,
+    OutputHeld,
+    /// The root exited cleanly; the policy says its leftovers die.
+    Leftovers,
+}
+
+/// When the tree is looked at next while terminating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Check {
+    pub(super) next: Instant,
+    pub(super) interval: Duration,
+}
+
+impl Check {
+    fn first(now: Instant) -> Check {
+        Check {
+            next: now + CHECK_FIRST,
+            interval: CHECK_FIRST,
+        }
+    }
+
+    /// The next check after one at `now`: the interval doubles up to
+    /// `CHECK_MAX`.
+    fn after(self, now: Instant) -> Check {
+        Check {
+            next: now + self.interval,
+            interval: (self.interval * 2).min(CHECK_MAX),
+        }
+    }
+}
+
+/// Where a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// No termination decided: reading output, waiting for the root, the
+    /// deadline, a cancellation or the end of the wait delay.
+    Supervising {
+        /// The wait delay ended with output open but no writer left:
+        /// draining since then (bounded by `DRAIN_LIMIT`).
+        draining_since: Option<Instant>,
+        /// The wait delay ended with output held by a fork of the host, not
+        /// by the tree: it counts as held from this time on.
+        foreign_hold_until: Option<Instant>,
+    },
+    /// The first signal was sent; SIGKILL is due at `kill_at` unless the
+    /// tree is empty first.
+    Grace {
+        reason: Reason,
+        kill_at: Instant,
+        check: Check,
+    },
+    /// SIGKILL was sent; the tree must be empty by `until`, else the
+    /// survivors are reported.
+    Confirming {
+        reason: Reason,
+        until: Instant,
+        check: Check,
+    },
+    /// Nothing more to decide: release and report. `reason` is `None` for
+    /// a clean exit whose leftovers (if any) were kept.
+    Over { reason: Option<Reason> },
+}
+
+impl Phase {
+    pub(super) const START: Phase = Phase::Supervising {
+        draining_since: None,
+        foreign_hold_until: None,
+    };
+
+    pub(super) fn is_over(&self) -> bool {
+        matches!(self, Phase::Over { .. })
+    }
+
+    /// Windows has no tree descriptor to watch while terminating.
+    #[cfg_attr(windows, allow(dead_code))]
+    pub(super) fn is_terminating(&self) -> bool {
+        matches!(self, Phase::Grace { .. } | Phase::Confirming { .. })
+    }
+
+    /// Why the tree was (or is being) terminated, if it was.
+    pub(super) fn reason(&self) -> Option<Reason> {
+        match *self {
+            Phase::Supervising { .. } => None,
+            Phase::Grace { reason, .. } | Phase::Confirming { reason, .. } => Some(reason),
+            Phase::Over { reason } => reason,
+        }
+    }
+
+    /// Something happened to the tree (its descriptor fired, the root
+    /// exited): a termination looks at it at once.
+    pub(super) fn check_now(&mut self, now: Instant) {
+        if let Phase::Grace { check, .. } | Phase::Confirming { check, .. } = self {
+            check.next = now;
+        }
+    }
+
+    /// When the decision may change with no event: the next timer.
+    pub(super) fn next_timer(
+        &self,
+        root_exit_at: Option<Instant>,
+        policy: &Policy,
+    ) -> Option<Instant> {
+        match *self {
+            Phase::Grace { check, .. } | Phase::Confirming { check, .. } => Some(check.next),
+            Phase::Over { .. } => None,
+            Phase::Supervising {
+                draining_since,
+                foreign_hold_until,
+            } => {
+                let wait = match (draining_since, foreign_hold_until) {
+                    (Some(d), _) => Some(later(d, DRAIN_LIMIT)),
+                    (None, Some(f)) => Some(f),
+                    (None, None) => root_exit_at.map(|e| later(e, policy.wait_delay)),
+                };
+                [policy.deadline, wait].into_iter().flatten().min()
+            }
+        }
+    }
+}
+
+/// The settings the decision depends on, fixed for the run.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Policy {
+    pub(super) deadline: Option<Instant>,
+    pub(super) wait_delay: Duration,
+    pub(super) grace: Duration,
+    pub(super) signal: Signal,
+    pub(super) confirm_window: Duration,
+    pub(super) leftovers: LeftoverPolicy,
+}
+
+/// What the lifecycle saw this step (cheap to gather).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Observed {
+    /// How the root ended, once it did.
+    pub(super) root: Option<RootStatus>,
+    /// When its exit was seen.
+    pub(super) root_exit_at: Option<Instant>,
+    /// Captured streams still open on corral's side.
+    pub(super) open: usize,
+    /// `Some(first signal)` once the run was cancelled.
+    pub(super) cancel: Option<Option<Signal>>,
+}
+
+/// The questions the decision may ask about the tree and the output;
+/// asked only when the answer matters.
+pub(super) trait Probe {
+    /// The live members, the root included while it has not exited (a
+    /// membership check: it may signal what appeared since a termination
+    /// started, as the containment does).
+    fn members(&mut self) -> Vec<u32>;
+    /// Whether some captured stream still has a writer.
+    fn output_held(&mut self) -> bool;
+    /// Whether a live member of the tree has such a stream open.
+    fn tree_holds_output(&mut self) -> bool;
+    /// Whether a fork of the host that has not exec'd yet holds it.
+    fn host_fork_holds_output(&mut self) -> bool;
+}
+
+/// An effect the decision asks for, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Action {
+    /// Send this signal to the whole tree.
+    Signal(Signal),
+    /// The root exited cleanly and its leftovers are kept: count them.
+    CountKept,
+    /// The confirm window is over with these processes alive (sorted).
+    Survivors(Vec<u32>),
+}
+
+/// One step of the state machine: the next phase and what to do.
+pub(super) fn decide(
+    phase: Phase,
+    seen: &Observed,
+    probe: &mut dyn Probe,
+    now: Instant,
+    policy: &Policy,
+) -> (Phase, Vec<Action>) {
+    match phase {
+        Phase::Supervising {
+            draining_since,
+            foreign_hold_until,
+        } => supervise(draining_since, foreign_hold_until, seen, probe, now, policy),
+        Phase::Grace { check, .. } | Phase::Confirming { check, .. } if now < check.next => {
+            (phase, Vec::new())
+        }
+        Phase::Grace {
+            reason,
+            kill_at,
+            check,
+        } => {
+            if tree_gone(seen, probe) {
+                return over(reason);
+            }
+            if now < kill_at {
+                let check = check.after(now);
+                return (
+                    Phase::Grace {
+                        reason,
+                        kill_at,
+                        check,
+                    },
+                    Vec::new(),
+                );
+            }
+            // Escalation is decided by the whole tree, not the root.
+            let check = Check {
+                next: now,
+                interval: CHECK_FIRST,
+            }
+            .after(now);
+            (
+                Phase::Confirming {
+                    reason,
+                    until: later(now, policy.confirm_window),
+                    check,
+                },
+                vec![Action::Signal(Signal::KILL)],
+            )
+        }
+        Phase::Confirming {
+            reason,
+            until,
+            check,
+        } => {
+            let mut members = probe.members();
+            if members.is_empty() && seen.root.is_some() {
+                return over(reason);
+            }
+            if now >= until {
+                members.sort_unstable();
+                return (
+                    Phase::Over {
+                        reason: Some(reason),
+                    },
+                    vec![Action::Survivors(members)],
+                );
+            }
+            let check = check.after(now);
+            (
+                Phase::Confirming {
+                    reason,
+                    until,
+                    check,
+                },
+                Vec::new(),
+            )
+        }
+        Phase::Over { .. } => (phase, Vec::new()),
+    }
+}
+
+/// The driver's owner went away: SIGKILL to the whole tree now (a
+/// termination in its grace is escalated; one past SIGKILL stays as it is).
+#[cfg_attr(not(all(feature = "tokio", unix)), allow(dead_code))]
+pub(super) fn kill_now(
+    phase: Phase,
+    probe: &mut dyn Probe,
+    now: Instant,
+    policy: &Policy,
+) -> (Phase, Vec<Action>) {
+    match phase {
+        Phase::Supervising { .. } => {
+            start(Reason::Cancelled, Some(Signal::KILL), probe, now, policy)
+        }
+        Phase::Grace { reason, .. } => (
+            Phase::Confirming {
+                reason,
+                until: later(now, policy.confirm_window),
+                check: Check {
+                    next: now,
+                    interval: CHECK_FIRST,
+                },
+            },
+            vec![Action::Signal(Signal::KILL)],
+        ),
+        Phase::Confirming { .. } | Phase::Over { .. } => (phase, Vec::new()),
+    }
+}
+
+/// Waiting failed (the driver cannot sleep on the tree): terminate as a
+/// cancellation, unless a termination is under way or the run is over.
+pub(super) fn wait_failed(
+    phase: Phase,
+    probe: &mut dyn Probe,
+    now: Instant,
+    policy: &Policy,
+) -> (Phase, Vec<Action>) {
+    match phase {
+        Phase::Supervising { .. } => start(Reason::Cancelled, None, probe, now, policy),
+        _ => (phase, Vec::new()),
+    }
+}
+
+/// The tree is empty and the root has exited: the termination is over.
+/// (A root that exited while members run, a zombie leader's group, is not
+/// the end.)
+fn tree_gone(seen: &Observed, probe: &mut dyn Probe) -> bool {
+    probe.members().is_empty() && seen.root.is_some()
+}
+
+fn over(reason: Reason) -> (Phase, Vec<Action>) {
+    (
+        Phase::Over {
+            reason: Some(reason),
+        },
+        Vec::new(),
+    )
+}
+
+/// Decides whether the run must now be terminated: the first of clean exit
+/// (root exited, every captured stream at end of file), cancellation,
+/// deadline, wait delay over with output held.
+fn supervise(
+    draining_since: Option<Instant>,
+    foreign_hold_until: Option<Instant>,
+    seen: &Observed,
+    probe: &mut dyn Probe,
+    now: Instant,
+    policy: &Policy,
+) -> (Phase, Vec<Action>) {
+    let stay = |draining_since, foreign_hold_until| {
+        (
+            Phase::Supervising {
+                draining_since,
+                foreign_hold_until,
+            },
+            Vec::new(),
+        )
+    };
+    // Output that nothing holds but that could not be drained in time (a
+    // relay consumer that does not read) ends like end of file.
+    let drained_out = draining_since.is_some_and(|d| now >= later(d, DRAIN_LIMIT));
+    let open = if drained_out { 0 } else { seen.open };
+    if let Some(status) = seen.root {
+        if open == 0 {
+            // Clean exit: the leftovers policy decides.
+            let kill = match policy.leftovers {
+                LeftoverPolicy::Kill => true,
+                LeftoverPolicy::Keep => false,
+                LeftoverPolicy::KeepOnSuccess => status != RootStatus::Exited(0),
+            };
+            if !kill {
+                return (Phase::Over { reason: None }, vec![Action::CountKept]);
+            }
+            if probe.members().is_empty() {
+                return (Phase::Over { reason: None }, Vec::new());
+            }
+            return start(Reason::Leftovers, None, probe, now, policy);
+        }
+    }
+    if let Some(sig) = seen.cancel {
+        return start(Reason::Cancelled, sig, probe, now, policy);
+    }
+    if policy.deadline.is_some_and(|d| now >= d) {
+        return start(Reason::TimedOut, None, probe, now, policy);
+    }
+    if let Some(exit_at) = seen.root_exit_at {
+        if draining_since.is_none() && now >= later(exit_at, policy.wait_delay) {
+            // The wait delay is the grace for holders, not a deadline for
+            // reading: output is held only while a descendant still has it
+            // open. With every writer gone, what is left is already
+            // written; it is drained (the pipes or the relay wake the
+            // loop), and the run ends cleanly at end of file.
+            if !probe.output_held() {
+                return stay(Some(now), foreign_hold_until);
+            }
+            // Held by the tree, or by a process the tier cannot see (a
+            // setsid escaper of a process group): at once. Held only by a
+            // fork of the host that has not exec'd yet: once it had
+            // `FOREIGN_HOLD` to let go.
+            let foreign_hold_until = if probe.tree_holds_output() {
+                foreign_hold_until
+            } else {
+                let until = foreign_hold_until.unwrap_or_else(|| later(now, FOREIGN_HOLD));
+                if now < until && probe.host_fork_holds_output() {
+                    return stay(None, Some(until));
+                }
+                Some(until)
+            };
+            if !probe.output_held() {
+                // Let go in the meantime.
+                return stay(Some(now), foreign_hold_until);
+            }
+            return start(Reason::OutputHeld, None, probe, now, policy);
+        }
+    }
+    stay(draining_since, foreign_hold_until)
+}
+
+/// Starts a termination: SIGKILL at once, or the first signal and a grace.
+/// The members are looked at first (the killed count remembers them).
+fn start(
+    reason: Reason,
+    sig: Option<Signal>,
+    probe: &mut dyn Probe,
+    now: Instant,
+    policy: &Policy,
+) -> (Phase, Vec<Action>) {
+    let first = sig.unwrap_or(policy.signal);
+    let graceful = !policy.grace.is_zero() && first != Signal::KILL;
+    let _ = probe.members();
+    let check = Check::first(now);
+    if graceful {
+        (
+            Phase::Grace {
+                reason,
+                kill_at: later(now, policy.grace),
+                check,
+            },
+            vec![Action::Signal(first)],
+        )
+    } else {
+        (
+            Phase::Confirming {
+                reason,
+                until: later(now, policy.confirm_window),
+                check,
+            },
+            vec![Action::Signal(Signal::KILL)],
+        )
+    }
+}
+
+/// `t + d`, where a duration too large for the clock (`Duration::MAX` for
+/// "forever") means a time so far away that it never comes.
+pub(super) fn later(t: Instant, d: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    t.checked_add(d.min(FAR))
+        .or_else(|| t.checked_add(FAR))
+        .unwrap_or(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answers the decision's questions from a script and records which
+    /// were asked, in order.
+    #[derive(Default)]
+    struct Fake {
+        members: Vec<u32>,
+        held: bool,
+        tree_holds: bool,
+        fork_holds: bool,
+        asked: Vec<&'static str>,
+    }
+
+    impl Probe for Fake {
+        fn members(&mut self) -> Vec<u32> {
+            self.asked.push("members");
+            self.members.clone()
+        }
+        fn output_held(&mut self) -> bool {
+            self.asked.push("held");
+            self.held
+        }
+        fn tree_holds_output(&mut self) -> bool {
+            self.asked.push("tree_holds");
+            self.tree_holds
+        }
+        fn host_fork_holds_output(&mut self) -> bool {
+            self.asked.push("fork_holds");
+            self.fork_holds
+        }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A fake clock: every time is `t0 + offset`, chosen by the test.
+    struct Clock(Instant);
+
+    impl Clock {
+        fn at(&self, d: Duration) -> Instant {
+            self.0 + d
+        }
+    }
+
+    fn policy(
+        c: &Clock,
+        timeout: Option<Duration>,
+        grace: Duration,
+        wait_delay: Duration,
+    ) -> Policy {
+        Policy {
+            deadline: timeout.map(|t| c.at(t)),
+            wait_delay,
+            grace,
+            signal: Signal::TERM,
+            confirm_window: ms(1000),
+            leftovers: LeftoverPolicy::KeepOnSuccess,
+        }
+    }
+
+    fn running(open: usize) -> Observed {
+        Observed {
+            root: None,
+            root_exit_at: None,
+            open,
+            cancel: None,
+        }
+    }
+
+    fn exited(c: &Clock, code: i32, at: Duration, open: usize) -> Observed {
+        Observed {
+            root: Some(RootStatus::Exited(code)),
+            root_exit_at: Some(c.at(at)),
+            open,
+            cancel: None,
+        }
+    }
+
+    fn confirming(reason: Reason, until: Instant, next: Instant) -> Phase {
+        Phase::Confirming {
+            reason,
+            until,
+            check: Check {
+                next,
+                interval: CHECK_FIRST,
+            },
+        }
+    }
+
+    /// The first decision of a run in each starting situation.
+    #[test]
+    fn supervising_table() {
+        let c = Clock(Instant::now());
+        let now = c.at(ms(5000));
+        struct Case {
+            name: &'static str,
+            policy: Policy,
+            seen: Observed,
+            fake: Fake,
+            /// Where the run starts.
+            phase: Phase,
+            reason: Option<Reason>,
+            actions: Vec<Action>,
+            asked: Vec<&'static str>,
+        }
+        let kill_seen = |reason| {
+            (
+                Some(reason),
+                vec![Action::Signal(Signal::KILL)],
+                vec!["members"],
+            )
+        };
+        let mut cases = Vec::new();
+        let mut case = |name, policy, seen, fake, phase, (reason, actions, asked)| {
+            cases.push(Case {
+                name,
+                policy,
+                seen,
+                fake,
+                phase,
+                reason,
+                actions,
+                asked,
+            })
+        };
+        case(
+            "nothing due",
+            policy(&c, Some(ms(6000)), ms(0), ms(100)),
+            running(2),
+            Fake::default(),
+            Phase::START,
+            (None, vec![], vec![]),
+        );
+        case(
+            "timeout without grace: SIGKILL at once",
+            policy(&c, Some(ms(5000)), ms(0), ms(100)),
+            running(2),
+            Fake::default(),
+            Phase::START,
+            kill_seen(Reason::TimedOut),
+        );
+        case(
+            "timeout with grace: the first signal",
+            policy(&c, Some(ms(4000)), ms(300), ms(100)),
+            running(2),
+            Fake::default(),
+            Phase::START,
+            (
+                Some(Reason::TimedOut),
+                vec![Action::Signal(Signal::TERM)],
+                vec!["members"],
+            ),
+        );
+        case(
+            "output held at the wait delay by the tree",
+            policy(&c, None, ms(300), ms(100)),
+            exited(&c, 0, ms(4900), 1),
+            Fake {
+                held: true,
+                tree_holds: true,
+                members: vec![7],
+                ..Fake::default()
+            },
+            Phase::START,
+            (
+                Some(Reason::OutputHeld),
+                vec![Action::Signal(Signal::TERM)],
+                vec!["held", "tree_holds", "held", "members"],
+            ),
+        );
+        case(
+            "output open before the wait delay is over",
+            policy(&c, None, ms(300), ms(100)),
+            exited(&c, 0, ms(4950), 1),
+            Fake {
+                held: true,
+                ..Fake::default()
+            },
+            Phase::START,
+            (None, vec![], vec![]),
+        );
+        case(
+            "wait delay 0 with a writer: held at once",
+            policy(&c, None, ms(0), ms(0)),
+            exited(&c, 0, ms(5000), 1),
+            Fake {
+                held: true,
+                tree_holds: true,
+                ..Fake::default()
+            },
+            Phase::START,
+            (
+                Some(Reason::OutputHeld),
+                vec![Action::Signal(Signal::KILL)],
+                vec!["held", "tree_holds", "held", "members"],
+            ),
+        );
+        case(
+            "wait delay 0 without a writer: drain",
+            policy(&c, None, ms(0), ms(0)),
+            exited(&c, 0, ms(5000), 1),
+            Fake::default(),
+            Phase::START,
+            (None, vec![], vec!["held"]),
+        );
+        case(
+            "held by a fork of the host only: wait for it",
+            policy(&c, None, ms(0), ms(0)),
+            exited(&c, 0, ms(5000), 1),
+            Fake {
+                held: true,
+                fork_holds: true,
+                ..Fake::default()
+            },
+            Phase::START,
+            (None, vec![], vec!["held", "tree_holds", "fork_holds"]),
+        );
+        case(
+            "cancel racing a clean exit: the exit wins, leftovers kept",
+            policy(&c, None, ms(0), ms(100)),
+            Observed {
+                cancel: Some(None),
+                ..exited(&c, 0, ms(4999), 0)
+            },
+            Fake {
+                members: vec![9],
+                ..Fake::default()
+            },
+            Phase::START,
+            (None, vec![Action::CountKept], vec![]),
+        );
+        case(
+            "cancel racing an exit with output open: cancelled",
+            policy(&c, None, ms(300), ms(100)),
+            Observed {
+                cancel: Some(None),
+                ..exited(&c, 0, ms(4999), 1)
+            },
+            Fake::default(),
+            Phase::START,
+            (
+                Some(Reason::Cancelled),
+                vec![Action::Signal(Signal::TERM)],
+                vec!["members"],
+            ),
+        );
+        case(
+            "cancel with SIGKILL skips the grace",
+            policy(&c, None, ms(300), ms(100)),
+            Observed {
+                cancel: Some(Some(Signal::KILL)),
+                ..running(2)
+            },
+            Fake::default(),
+            Phase::START,
+            kill_seen(Reason::Cancelled),
+        );
+        case(
+            "nonzero exit with a zombie leader's members alive: kill them",
+            policy(&c, None, ms(0), ms(100)),
+            exited(&c, 3, ms(4999), 0),
+            Fake {
+                members: vec![11, 12],
+                ..Fake::default()
+            },
+            Phase::START,
+            (
+                Some(Reason::Leftovers),
+                vec![Action::Signal(Signal::KILL)],
+                vec!["members", "members"],
+            ),
+        );
+        case(
+            "nonzero exit, nothing left: over",
+            policy(&c, None, ms(0), ms(100)),
+            exited(&c, 3, ms(4999), 0),
+            Fake::default(),
+            Phase::START,
+            (None, vec![], vec!["members"]),
+        );
+        case(
+            "a drain past its limit ends like end of file",
+            policy(&c, None, ms(0), ms(0)),
+            exited(&c, 0, ms(3000), 1),
+            Fake::default(),
+            Phase::Supervising {
+                draining_since: Some(now - DRAIN_LIMIT),
+                foreign_hold_until: None,
+            },
+            (None, vec![Action::CountKept], vec![]),
+        );
+        for mut case in cases {
+            let (next, actions) = decide(case.phase, &case.seen, &mut case.fake, now, &case.policy);
+            assert_eq!(next.reason(), case.reason, "{}: reason", case.name);
+            assert_eq!(actions, case.actions, "{}: actions", case.name);
+            assert_eq!(case.fake.asked, case.asked, "{}: questions", case.name);
+            match case.actions.first() {
+                Some(Action::Signal(Signal::KILL)) => assert!(
+                    matches!(next, Phase::Confirming { until, .. } if until == now + ms(1000)),
+                    "{}: {next:?}",
+                    case.name
+                ),
+                Some(Action::Signal(_)) => assert!(
+                    matches!(next, Phase::Grace { kill_at, .. } if kill_at == now + ms(300)),
+                    "{}: {next:?}",
+                    case.name
+                ),
+                _ => {}
+            }
+        }
+    }
+
+    /// The expected phases for the cases that stay or end.
+    #[test]
+    fn supervising_next_phases() {
+        let c = Clock(Instant::now());
+        let now = c.at(ms(5000));
+        let p = policy(&c, None, ms(0), ms(0));
+        let mut fake = Fake::default();
+        let (next, _) = decide(
+            Phase::START,
+            &exited(&c, 0, ms(5000), 1),
+            &mut fake,
+            now,
+            &p,
+        );
+        assert_eq!(
+            next,
+            Phase::Supervising {
+                draining_since: Some(now),
+                foreign_hold_until: None
+            }
+        );
+        // Draining: the next wake is the drain limit, and no question is
+        // asked again before it.
+        assert_eq!(next.next_timer(Some(now), &p), Some(now + DRAIN_LIMIT));
+        let mut fake = Fake::default();
+        let (again, actions) = decide(
+            next,
+            &exited(&c, 0, ms(5000), 1),
+            &mut fake,
+            now + ms(10),
+            &p,
+        );
+        assert_eq!((again, actions), (next, vec![]));
+        assert!(fake.asked.is_empty());
+        // End of file while draining: a clean exit.
+        let (end, actions) = decide(
+            next,
+            &exited(&c, 0, ms(5000), 0),
+            &mut fake,
+            now + ms(10),
+            &p,
+        );
+        assert_eq!(end, Phase::Over { reason: None });
+        assert_eq!(actions, vec![Action::CountKept]);
+    }
+
+    /// A fork of the host gets `FOREIGN_HOLD` once, then the output counts
+    /// as held.
+    #[test]
+    fn host_fork_hold_expires() {
+        let c = Clock(Instant::now());
+        let now = c.at(ms(5000));
+        let p = policy(&c, None, ms(0), ms(0));
+        let seen = exited(&c, 0, ms(5000), 1);
+        let mut fake = Fake {
+            held: true,
+            fork_holds: true,
+            ..Fake::default()
+        };
+        let (waiting, _) = decide(Phase::START, &seen, &mut fake, now, &p);
+        assert_eq!(
+            waiting.next_timer(seen.root_exit_at, &p),
+            Some(now + FOREIGN_HOLD)
+        );
+        let (still, _) = decide(waiting, &seen, &mut fake, now + ms(100), &p);
+        assert_eq!(still, waiting);
+        fake.asked.clear();
+        let (held, actions) = decide(still, &seen, &mut fake, now + FOREIGN_HOLD, &p);
+        assert_eq!(held.reason(), Some(Reason::OutputHeld));
+        assert_eq!(actions, vec![Action::Signal(Signal::KILL)]);
+        // Past the hold the fork is not asked about again.
+        assert_eq!(fake.asked, vec!["held", "tree_holds", "held", "members"]);
+    }
+
+    /// SIGKILL at the end of the grace is decided by the whole tree: a
+    /// root that exited does not end the termination while members live.
+    #[test]
+    fn escalation_is_decided_by_the_tree() {
+        let c = Clock(Instant::now());
+        let t0 = c.at(ms(1000));
+        let p = policy(&c, Some(ms(1000)), ms(300), ms(100));
+        let mut fake = Fake {
+            members: vec![4, 5],
+            ..Fake::default()
+        };
+        let (grace, actions) = decide(Phase::START, &running(2), &mut fake, t0, &p);
+        assert_eq!(actions, vec![Action::Signal(Signal::TERM)]);
+        // Not due: nothing asked, nothing changes.
+        fake.asked.clear();
+        let (same, actions) = decide(grace, &running(2), &mut fake, t0, &p);
+        assert_eq!((same, actions), (grace, vec![]));
+        assert!(fake.asked.is_empty());
+        // The root exited in the grace; its group still runs.
+        let gone_root = exited(&c, 143, ms(1100), 0);
+        let (mid, actions) = decide(grace, &gone_root, &mut fake, t0 + ms(100), &p);
+        assert!(matches!(mid, Phase::Grace { .. }), "{mid:?}");
+        assert!(actions.is_empty());
+        let (kill, actions) = decide(mid, &gone_root, &mut fake, t0 + ms(300), &p);
+        assert_eq!(actions, vec![Action::Signal(Signal::KILL)]);
+        assert_eq!(
+            kill,
+            Phase::Confirming {
+                reason: Reason::TimedOut,
+                until: t0 + ms(1300),
+                check: Check {
+                    next: t0 + ms(300) + CHECK_FIRST,
+                    interval: CHECK_FIRST * 2
+                },
+            }
+        );
+        // The tree emptied in the grace: over without SIGKILL.
+        fake.members.clear();
+        let (end, actions) = decide(mid, &gone_root, &mut fake, t0 + ms(200), &p);
+        assert_eq!(
+            end,
+            Phase::Over {
+                reason: Some(Reason::TimedOut)
+            }
+        );
+        assert!(actions.is_empty());
+        // ... but not while the root itself has not been seen to exit.
+        let (wait, _) = decide(mid, &running(0), &mut fake, t0 + ms(200), &p);
+        assert!(matches!(wait, Phase::Grace { .. }), "{wait:?}");
+    }
+
+    /// The confirm window ends with the survivors reported, sorted; the
+    /// check interval backs off up to `CHECK_MAX` until then.
+    #[test]
+    fn confirm_window_expiry_reports_survivors() {
+        let c = Clock(Instant::now());
+        let t0 = c.at(ms(0));
+        let p = policy(&c, None, ms(0), ms(100));
+        let until = t0 + ms(1000);
+        let zombie_leader = exited(&c, 0, ms(0), 0);
+        let mut fake = Fake {
+            members: vec![30, 10, 20],
+            ..Fake::default()
+        };
+        let mut phase = confirming(Reason::Cancelled, until, t0);
+        let mut now = t0;
+        let mut last_interval = Duration::ZERO;
+        while now < until {
+            let (next, actions) = decide(phase, &zombie_leader, &mut fake, now, &p);
+            assert!(actions.is_empty());
+            let Phase::Confirming { check, .. } = next else {
+                panic!("ended early: {next:?}")
+            };
+            assert!(check.interval >= last_interval && check.interval <= CHECK_MAX);
+            last_interval = check.interval;
+            now = check.next;
+            phase = next;
+        }
+        assert_eq!(last_interval, CHECK_MAX);
+        let (end, actions) = decide(phase, &zombie_leader, &mut fake, now, &p);
+        assert_eq!(
+            end,
+            Phase::Over {
+                reason: Some(Reason::Cancelled)
+            }
+        );
+        assert_eq!(actions, vec![Action::Survivors(vec![10, 20, 30])]);
+    }
+
+    /// A dropped run: SIGKILL now, whatever the phase; once only.
+    #[test]
+    fn kill_now_escalates_once() {
+        let c = Clock(Instant::now());
+        let now = c.at(ms(50));
+        let p = policy(&c, None, ms(300), ms(100));
+        let mut fake = Fake::default();
+        let (k, actions) = kill_now(Phase::START, &mut fake, now, &p);
+        assert_eq!(actions, vec![Action::Signal(Signal::KILL)]);
+        assert_eq!(k.reason(), Some(Reason::Cancelled));
+        let grace = Phase::Grace {
+            reason: Reason::TimedOut,
+            kill_at: now + ms(250),
+            check: Check::first(now),
+        };
+        let (k, actions) = kill_now(grace, &mut fake, now, &p);
+        assert_eq!(actions, vec![Action::Signal(Signal::KILL)]);
+        assert_eq!(k, confirming(Reason::TimedOut, now + ms(1000), now));
+        let (same, actions) = kill_now(k, &mut fake, now, &p);
+        assert_eq!((same, actions), (k, vec![]));
+        let over = Phase::Over { reason: None };
+        assert_eq!(kill_now(over, &mut fake, now, &p), (over, vec![]));
+        // A failed wait terminates a supervised run only.
+        let (w, actions) = wait_failed(Phase::START, &mut fake, now, &p);
+        assert_eq!(w.reason(), Some(Reason::Cancelled));
+        assert_eq!(actions, vec![Action::Signal(Signal::TERM)]);
+        assert_eq!(wait_failed(k, &mut fake, now, &p), (k, vec![]));
+    }
+
+    /// The next timer of each phase, and "forever" that never comes.
+    #[test]
+    fn next_timers() {
+        let c = Clock(Instant::now());
+        let t0 = c.at(ms(0));
+        let p = policy(&c, Some(ms(800)), ms(0), ms(100));
+        assert_eq!(Phase::START.next_timer(None, &p), Some(t0 + ms(800)));
+        assert_eq!(
+            Phase::START.next_timer(Some(t0 + ms(10)), &p),
+            Some(t0 + ms(110))
+        );
+        assert_eq!(
+            Phase::START.next_timer(Some(t0 + ms(750)), &p),
+            Some(t0 + ms(800))
+        );
+        let mut phase = confirming(Reason::TimedOut, t0 + ms(1000), t0 + ms(5));
+        assert_eq!(phase.next_timer(None, &p), Some(t0 + ms(5)));
+        phase.check_now(t0 + ms(1));
+        assert_eq!(phase.next_timer(None, &p), Some(t0 + ms(1)));
+        assert_eq!(Phase::Over { reason: None }.next_timer(None, &p), None);
+        let forever = Policy {
+            deadline: None,
+            wait_delay: Duration::MAX,
+            ..p
+        };
+        let far = Phase::START.next_timer(Some(t0), &forever).unwrap();
+        assert!(far > t0 + Duration::from_secs(3600 * 24 * 365));
+    }
+}

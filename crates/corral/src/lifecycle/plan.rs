@@ -1,0 +1,30 @@
+//! What the builder hands the lifecycle for one spawn: plain values (the
+//! program, arguments and environment borrowed, the knobs copied) and the
+//! three streams, which the spawn takes (files, relays) only once it goes
+//! ahead. `Command::spawn` builds it; the lifecycle never reads the
+//! builder.
+
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+
+use crate::cancel::CancelToken;
+use crate::command::{Input, Output, Settings, SharedLineCallback};
+use crate::contain::{ContainmentChoice, Limits, Tracer};
+
+/// One spawn, planned.
+pub(crate) struct Plan<'a> {
+    pub(crate) program: &'a OsStr,
+    pub(crate) args: &'a [OsString],
+    pub(crate) env: &'a [(OsString, Option<OsString>)],
+    pub(crate) env_clear: bool,
+    pub(crate) cwd: Option<&'a Path>,
+    pub(crate) stdin: &'a mut Input,
+    pub(crate) stdout: &'a mut Output,
+    pub(crate) stderr: &'a mut Output,
+    pub(crate) settings: Settings,
+    pub(crate) containment: ContainmentChoice,
+    pub(crate) limits: Limits,
+    pub(crate) cancel: CancelToken,
+    pub(crate) on_line: Option<SharedLineCallback>,
+    pub(crate) tracer: Tracer,
+}

@@ -1,0 +1,301 @@
+//! The standard streams of a run: wiring them before the spawn (what the
+//! child gets, what corral keeps), reading the captured ones without
+//! blocking, feeding stdin.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::relay::Relay;
+use crate::cancel::Wake;
+use crate::capture::{Captured, LineSplitter};
+use crate::command::{InputKind, OutputKind, SharedLineCallback, Stream};
+use crate::sys::{self, ChildIo, PipeEnd, ReadResult};
+use crate::Error;
+
+const READ_CHUNK: usize = 128 * 1024;
+
+/// One captured or relayed output stream: corral's end of the pipe and
+/// what is done with what comes out of it.
+pub(super) struct StreamIo {
+    which: Stream,
+    pub(super) pipe: Option<PipeEnd>,
+    pub(super) capture: Captured,
+    lines: Option<LineSplitter>,
+    relay: Option<Relay>,
+    /// A zero-copy relay thread owns the pipe instead (Linux).
+    #[cfg(target_os = "linux")]
+    splice: Option<sys::linux_splice::SpliceRelay>,
+}
+
+impl StreamIo {
+    /// Whether the child's side may still write to this stream.
+    pub(super) fn is_open(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Some(sp) = &self.splice {
+            return sp.is_open();
+        }
+        self.pipe.is_some()
+    }
+
+    /// Whether nothing can be written to this stream any more (every write
+    /// end of the child's pipe is closed), even if bytes are still in it.
+    pub(super) fn writers_gone(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Some(sp) = &self.splice {
+            return sp.writers_gone();
+        }
+        self.pipe.as_ref().is_none_or(PipeEnd::writers_gone)
+    }
+
+    /// The inode of the child's pipe (Linux), to find who holds it.
+    #[cfg(target_os = "linux")]
+    pub(super) fn inode(&self) -> Option<u64> {
+        if let Some(sp) = &self.splice {
+            return sp.inode();
+        }
+        self.pipe.as_ref().and_then(PipeEnd::inode)
+    }
+
+    /// Closes corral's end and hands the last partial line (if any) to the
+    /// line callback.
+    pub(super) fn close(&mut self, on_line: Option<&SharedLineCallback>) {
+        self.pipe = None;
+        if let (Some(lines), Some(cb)) = (self.lines.as_mut(), on_line) {
+            let which = self.which;
+            let mut cb = cb.lock().unwrap_or_else(|e| e.into_inner());
+            lines.finish(&mut |l| cb(which, l));
+        }
+    }
+
+    /// Lets the relay (or the zero-copy relay) write out what it has,
+    /// until `until` at most.
+    pub(super) fn finish_relay(&mut self, until: Instant) {
+        if let Some(r) = self.relay.take() {
+            r.finish(until);
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(sp) = self.splice.take() {
+            // What the tree wrote before it ended is still relayed.
+            let n = sp.finish(std::time::Duration::from_millis(100), until);
+            self.capture.count_uncaptured(n);
+        }
+    }
+
+    /// Reads what the pipe has now, without blocking: at most `max_reads`
+    /// reads, fewer when the relay is full.
+    pub(super) fn pump(&mut self, on_line: Option<&SharedLineCallback>, max_reads: usize) {
+        let s = self;
+        if s.relay.as_ref().is_some_and(Relay::is_broken) {
+            // The relay's reader went away: close our end too, so the child
+            // sees EPIPE/SIGPIPE exactly as it would in a plain pipeline
+            // instead of being drained forever.
+            s.pipe = None;
+            return;
+        }
+        // One read buffer per thread, shared by every run it supervises: a
+        // thousand runs awaited on one thread do not each hold 128 KiB.
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        BUF.with_borrow_mut(|buf| {
+            if buf.len() < READ_CHUNK {
+                buf.resize(READ_CHUNK, 0);
+            }
+            s.read_into(on_line, buf, max_reads);
+        });
+    }
+
+    fn read_into(
+        &mut self,
+        on_line: Option<&SharedLineCallback>,
+        buf: &mut [u8],
+        max_reads: usize,
+    ) {
+        let s = self;
+        for _ in 0..max_reads {
+            let Some(pipe) = s.pipe.as_ref() else { return };
+            if s.relay.as_ref().is_some_and(|r| r.is_full()) {
+                return;
+            }
+            match pipe.read(buf) {
+                Ok(ReadResult::Data(n)) => {
+                    let data = &buf[..n];
+                    s.capture.push(data);
+                    if let Some(r) = s.relay.as_ref() {
+                        r.push(data);
+                    }
+                    if let (Some(lines), Some(cb)) = (s.lines.as_mut(), on_line) {
+                        let which = s.which;
+                        let mut cb = cb.lock().unwrap_or_else(|e| e.into_inner());
+                        lines.feed(data, &mut |l| cb(which, l));
+                    }
+                    if n < buf.len() {
+                        return;
+                    }
+                }
+                Ok(ReadResult::WouldBlock) => return,
+                Ok(ReadResult::Eof) | Err(_) => {
+                    s.pipe = None;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Bytes given as the child's stdin, written as the pipe takes them.
+pub(super) struct StdinFeed {
+    pub(super) pipe: PipeEnd,
+    data: Arc<[u8]>,
+    pos: usize,
+}
+
+impl StdinFeed {
+    /// Writes what the pipe takes now. Returns true when done (everything
+    /// written, or the child closed its stdin (EPIPE) or it broke): then
+    /// drop the feed, which gives the child end of file.
+    pub(super) fn feed(&mut self) -> bool {
+        match self.pipe.write(&self.data[self.pos..]) {
+            Ok(n) => {
+                self.pos += n;
+                self.pos >= self.data.len()
+            }
+            Err(_) => true,
+        }
+    }
+}
+
+/// What the captured streams keep.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StreamSettings {
+    pub(super) capture_limit: usize,
+    pub(super) line_limit: usize,
+    /// A line callback is set: split the output into lines.
+    pub(super) lines: bool,
+}
+
+/// The streams of one run, wired: the child's ends (moved into the spawn)
+/// and corral's.
+pub(super) struct Wired {
+    pub(super) stdin: ChildIo,
+    pub(super) stdout: ChildIo,
+    pub(super) stderr: ChildIo,
+    pub(super) feed: Option<StdinFeed>,
+    pub(super) streams: [Option<StreamIo>; 2],
+}
+
+/// Wires the three streams: a pipe corral reads (capture, relay) or
+/// writes (bytes as stdin), or a handle given to the child as is.
+pub(super) fn wire(
+    stdin: InputKind,
+    stdout: OutputKind,
+    stderr: OutputKind,
+    settings: StreamSettings,
+    waker: &Arc<dyn Wake>,
+    io_err: &dyn Fn(io::Error) -> Error,
+) -> Result<Wired, Error> {
+    let (stdin_io, stdin) = match stdin {
+        InputKind::Null => (ChildIo::Null, None),
+        InputKind::Inherit => (ChildIo::Inherit, None),
+        InputKind::File(f) => (ChildIo::File(f), None),
+        InputKind::Bytes(data) => {
+            let (ours, theirs) = sys::pipe(false).map_err(io_err)?;
+            let feed = StdinFeed {
+                pipe: ours,
+                data,
+                pos: 0,
+            };
+            (ChildIo::File(theirs), Some(feed))
+        }
+    };
+
+    let limit = settings.capture_limit;
+    let line_limit = settings.line_limit;
+    let new_stream =
+        |which, pipe: Option<PipeEnd>, relay: Option<Box<dyn Write + Send>>| StreamIo {
+            which,
+            pipe,
+            capture: Captured::with_cap(limit),
+            lines: settings.lines.then(|| LineSplitter::new(line_limit)),
+            relay: relay.map(|w| Relay::start(w, waker.clone())),
+            #[cfg(target_os = "linux")]
+            splice: None,
+        };
+    // Wires one output: a pipe we read (capture or relay) or a handle given
+    // to the child as is.
+    let wire = |which: Stream, kind: OutputKind| -> Result<(ChildIo, Option<StreamIo>), Error> {
+        Ok(match kind {
+            OutputKind::Capture => {
+                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+                (
+                    ChildIo::File(theirs),
+                    Some(new_stream(which, Some(ours), None)),
+                )
+            }
+            OutputKind::Relay(w) => {
+                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+                (
+                    ChildIo::File(theirs),
+                    Some(new_stream(which, Some(ours), Some(w))),
+                )
+            }
+            #[cfg(target_os = "linux")]
+            OutputKind::RelayFile(dest) => {
+                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+                let relay = sys::linux_splice::SpliceRelay::start(ours, dest, waker.clone())
+                    .map_err(io_err)?;
+                let mut s = new_stream(which, None, None);
+                s.splice = Some(relay);
+                (ChildIo::File(theirs), Some(s))
+            }
+            #[cfg(not(target_os = "linux"))]
+            OutputKind::RelayFile(dest) => {
+                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+                let w: Box<dyn Write + Send> = Box::new(dest);
+                (
+                    ChildIo::File(theirs),
+                    Some(new_stream(which, Some(ours), Some(w))),
+                )
+            }
+            OutputKind::Inherit => (ChildIo::Inherit, None),
+            OutputKind::Null => (ChildIo::Null, None),
+            OutputKind::File(f) => (ChildIo::File(f), None),
+            OutputKind::MergeWithStdout => {
+                return Err(Error::InvalidInput(
+                    "only stderr can be merged with stdout".into(),
+                ))
+            }
+        })
+    };
+    let (stdout_io, out) = wire(Stream::Stdout, stdout)?;
+    let (stderr_io, err) = match stderr {
+        OutputKind::MergeWithStdout => match (&stdout_io, &out) {
+            (ChildIo::File(f), Some(_)) => (ChildIo::File(f.try_clone().map_err(io_err)?), None),
+            _ => {
+                return Err(Error::InvalidInput(
+                    "stderr can be merged with stdout only when stdout is captured".into(),
+                ))
+            }
+        },
+        kind => wire(Stream::Stderr, kind)?,
+    };
+
+    Ok(Wired {
+        stdin: stdin_io,
+        stdout: stdout_io,
+        stderr: stderr_io,
+        feed: stdin,
+        streams: [out, err],
+    })
+}
+
+/// The captured pipes worth waiting on (not those whose relay is full).
+pub(super) fn watched_outputs(streams: &[Option<StreamIo>; 2]) -> [Option<&PipeEnd>; 2] {
+    [0, 1].map(|i| {
+        streams[i]
+            .as_ref()
+            .filter(|s| s.relay.as_ref().is_none_or(|r| !r.is_full()))
+            .and_then(|s| s.pipe.as_ref())
+    })
+}

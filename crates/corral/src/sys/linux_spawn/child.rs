@@ -1,0 +1,212 @@
+//! The clone3 child's side: runs in the parent's memory, on its own stack,
+//! between clone3 and exec. No allocation, lock, thread-local or panic
+//! path: everything it reads was built by the parent side
+//! ([`super::parent`]) and it only issues raw system calls
+//! ([`super::raw`]).
+
+use std::ffi::c_void;
+use std::os::raw::{c_char, c_int};
+
+use linux_raw_sys::errno as en;
+use linux_raw_sys::general as k;
+
+use super::raw::{errno_of, set_sigmask, syscall4, KernelSigaction, SIGSET_SIZE, SIG_DFL};
+
+/// What the search does after `execve` failed on one candidate with
+/// `errno`, as glibc's `execvp` does.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Step {
+    /// Not there: try the next candidate.
+    Next,
+    /// There but not executable: try the next, and report EACCES if no
+    /// other candidate works.
+    NextDenied,
+    /// A real failure of this program: stop and report it.
+    Stop,
+}
+
+// Runs in the child: no allocation, no panic.
+#[inline(always)]
+pub(super) fn step(errno: i32) -> Step {
+    const ENOENT: i32 = en::ENOENT as i32;
+    const ENOTDIR: i32 = en::ENOTDIR as i32;
+    const ESTALE: i32 = en::ESTALE as i32;
+    const ENODEV: i32 = en::ENODEV as i32;
+    const ETIMEDOUT: i32 = en::ETIMEDOUT as i32;
+    const EACCES: i32 = en::EACCES as i32;
+    match errno {
+        ENOENT | ENOTDIR | ESTALE | ENODEV | ETIMEDOUT => Step::Next,
+        EACCES => Step::NextDenied,
+        _ => Step::Stop,
+    }
+}
+
+/// The errno reported after every candidate failed without a `Stop`.
+#[inline(always)]
+pub(super) fn exhausted_errno(last: i32, denied: bool) -> i32 {
+    if denied {
+        en::EACCES as i32
+    } else {
+        last
+    }
+}
+
+/// What the child reads. Lives on the parent's stack for the whole clone
+/// (the parent thread is suspended until the child exec'd or exited).
+#[repr(C)]
+pub(super) struct ChildArgs {
+    pub(super) argv: *const *const c_char,
+    pub(super) envp: *const *const c_char,
+    pub(super) candidates: *const *const c_char,
+    pub(super) n_candidates: usize,
+    /// NULL: keep the parent's directory.
+    pub(super) cwd: *const c_char,
+    /// Descriptor to install as 0, 1, 2; -1 keeps the inherited one.
+    /// None of them is in 0..=2 unless it is already at its own place.
+    pub(super) stdio: [c_int; 3],
+    /// Write end of the close-on-exec error pipe.
+    pub(super) err_fd: c_int,
+}
+
+/// The child's whole life: runs on its own stack, in the parent's memory,
+/// right after clone3 returned 0. Never returns.
+pub(super) extern "C" fn child_main(args: *const c_void) -> ! {
+    // SAFETY: `args` points to the parent's `ChildArgs`, alive and unchanged
+    // until the child exec's or exits (the parent thread is suspended by
+    // CLONE_VFORK and nothing else knows the address). Every pointer in it
+    // is valid as documented on `ChildArgs`. `child_exec` only issues raw
+    // syscalls and reads that memory.
+    unsafe {
+        let a = &*args.cast::<ChildArgs>();
+        let errno = child_exec(a);
+        let bytes = errno.to_ne_bytes();
+        loop {
+            let r = syscall4(
+                k::__NR_write,
+                a.err_fd as usize,
+                bytes.as_ptr() as usize,
+                bytes.len(),
+                0,
+            );
+            if r != -(en::EINTR as isize) {
+                break;
+            }
+        }
+    }
+    // exit_group does not return; the loop only gives the function its
+    // `!` type without a panic path.
+    loop {
+        // SAFETY: exit_group takes no pointer; it ends this child only (it
+        // is its own thread group: no CLONE_THREAD).
+        unsafe {
+            syscall4(k::__NR_exit_group, 127, 0, 0, 0);
+        }
+    }
+}
+
+/// Sets the child up and execs. Returns the errno to report when it could
+/// not; on success it does not return.
+///
+/// # Safety
+/// Only in the child made by `clone3_with` (from `parent::spawn`), with `a` as described on
+/// [`ChildArgs`].
+#[inline(never)]
+unsafe fn child_exec(a: &ChildArgs) -> i32 {
+    // SAFETY: (the whole body) each syscall gets pointers into `a` (valid, see
+    // `ChildArgs`) or into this frame's locals, with the sizes the kernel
+    // expects. No allocation, lock, TLS access or panic path is used: the
+    // one loop is bounded by a count from `a`, arithmetic is wrapping,
+    // arrays are read through raw pointers or iterators.
+    unsafe {
+        // 1. Signal dispositions. CLONE_CLEAR_SIGHAND already reset every
+        //    caught signal to the default in the child's own copy of the
+        //    table (the parent's handlers are untouched), so no handler of
+        //    the parent can ever run here. Ignored signals stay ignored
+        //    across exec, except SIGPIPE, which Rust programs ignore and std
+        //    resets for the child.
+        let dfl = KernelSigaction {
+            handler: SIG_DFL,
+            flags: 0,
+            restorer: 0,
+            mask: 0,
+        };
+        let r = syscall4(
+            k::__NR_rt_sigaction,
+            k::SIGPIPE as usize,
+            &dfl as *const KernelSigaction as usize,
+            0,
+            SIGSET_SIZE,
+        );
+        if r < 0 {
+            return errno_of(r);
+        }
+
+        // 2. Leader of a new process group (pgid = pid).
+        let r = syscall4(k::__NR_setpgid, 0, 0, 0, 0);
+        if r < 0 {
+            return errno_of(r);
+        }
+
+        // 3. Working directory.
+        if !a.cwd.is_null() {
+            let r = syscall4(k::__NR_chdir, a.cwd as usize, 0, 0, 0);
+            if r < 0 {
+                return errno_of(r);
+            }
+        }
+
+        // 4. Standard streams. A source already at its place only loses
+        //    close-on-exec; the parent moved any other source out of 0..=2,
+        //    so no dup3 here overwrites a source still to be installed.
+        for (target, &src) in a.stdio.iter().enumerate() {
+            if src < 0 {
+                continue;
+            }
+            let r = if src as usize == target {
+                syscall4(k::__NR_fcntl, src as usize, k::F_SETFD as usize, 0, 0)
+            } else {
+                syscall4(k::__NR_dup3, src as usize, target, 0, 0)
+            };
+            if r < 0 {
+                return errno_of(r);
+            }
+        }
+
+        // 5. An empty signal mask for the program: a caller thread that
+        //    blocks SIGTERM must not hand that on to a tree that corral will
+        //    signal. Dispositions are all default or ignore now, so a signal
+        //    that arrives from here on is handled by the kernel alone.
+        let empty: u64 = 0;
+        let r = set_sigmask(&empty, std::ptr::null_mut());
+        if r < 0 {
+            return errno_of(r);
+        }
+
+        // 6. Exec, trying each candidate as execvp does.
+        let mut last = en::ENOENT as i32;
+        let mut denied = false;
+        let mut i: usize = 0;
+        while i < a.n_candidates {
+            let path = *a.candidates.add(i);
+            let r = syscall4(
+                k::__NR_execve,
+                path as usize,
+                a.argv as usize,
+                a.envp as usize,
+                0,
+            );
+            // execve returned: it failed.
+            let e = errno_of(r);
+            match step(e) {
+                Step::Next => last = e,
+                Step::NextDenied => {
+                    last = e;
+                    denied = true;
+                }
+                Step::Stop => return e,
+            }
+            i = i.wrapping_add(1);
+        }
+        exhausted_errno(last, denied)
+    }
+}

@@ -1,0 +1,519 @@
+//! The parent side of the clone3 spawn: ordinary Rust that builds
+//! everything the child reads ([`Prepared`], [`ChildArgs`]), blocks
+//! signals, issues the clone3 and reads the child's report.
+
+use std::ffi::{c_void, CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::raw::{c_char, c_int};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::Ordering;
+
+use linux_raw_sys::errno as en;
+use linux_raw_sys::general as k;
+use rustix::process::Pid;
+
+use super::child::{child_main, ChildArgs};
+use super::raw::{clone3_with, errno_of, set_sigmask};
+use super::stack::Stack;
+use super::{mode, Clone3Error, Mode, DEFAULT_PATH, UNSUPPORTED};
+use crate::sys::{ChildIo, SpawnSpec};
+
+fn cstring(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("nul byte found in provided data: {s:?}"),
+        )
+    })
+}
+
+/// The child's environment: the parent's (unless cleared) with the changes
+/// applied in order. A changed variable keeps its place; a new one is added
+/// at the end.
+fn child_env(
+    env_clear: bool,
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
+    changes: &[(OsString, Option<OsString>)],
+) -> Vec<(OsString, OsString)> {
+    let mut vars: Vec<(OsString, OsString)> = if env_clear {
+        Vec::new()
+    } else {
+        parent.into_iter().collect()
+    };
+    for (key, value) in changes {
+        match value {
+            Some(v) => match vars.iter_mut().find(|(k, _)| k == key) {
+                Some(slot) => slot.1 = v.clone(),
+                None => vars.push((key.clone(), v.clone())),
+            },
+            None => vars.retain(|(k, _)| k != key),
+        }
+    }
+    vars
+}
+
+/// `KEY=VALUE` strings for `envp`.
+fn env_block(vars: &[(OsString, OsString)]) -> io::Result<Vec<CString>> {
+    vars.iter()
+        .map(|(k, v)| {
+            let mut kv = Vec::with_capacity(k.len() + v.len() + 1);
+            kv.extend_from_slice(k.as_bytes());
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            cstring(OsStr::from_bytes(&kv))
+        })
+        .collect()
+}
+
+/// The paths `execve` is tried on, in order, as `execvp` does: the program
+/// itself when it contains a `/`; otherwise the program in each `PATH`
+/// entry (an empty entry is the current directory). `path` is the child's
+/// `PATH` (its environment is what `execvp` searches); `None` uses the
+/// default. An empty program name has no candidate (ENOENT).
+fn path_candidates(program: &OsStr, path: Option<&OsStr>) -> Vec<OsString> {
+    let name = program.as_bytes();
+    if name.is_empty() {
+        return Vec::new();
+    }
+    if name.contains(&b'/') {
+        return vec![program.to_owned()];
+    }
+    let path = path.map_or(DEFAULT_PATH.as_bytes(), OsStr::as_bytes);
+    path.split(|&b| b == b':')
+        .map(|dir| {
+            if dir.is_empty() {
+                program.to_owned()
+            } else {
+                let mut p = Vec::with_capacity(dir.len() + name.len() + 1);
+                p.extend_from_slice(dir);
+                if !dir.ends_with(b"/") {
+                    p.push(b'/');
+                }
+                p.extend_from_slice(name);
+                OsString::from(OsStr::from_bytes(&p))
+            }
+        })
+        .collect()
+}
+
+/// Everything the child needs, as C strings and NULL-terminated pointer
+/// arrays. The pointer arrays point into the `CString`s owned here (their
+/// heap buffers do not move when the struct does).
+pub(super) struct Prepared {
+    pub(super) _argv: Vec<CString>,
+    pub(super) argv: Vec<*const c_char>,
+    pub(super) _envp: Vec<CString>,
+    pub(super) envp: Vec<*const c_char>,
+    pub(super) _candidates: Vec<CString>,
+    pub(super) candidates: Vec<*const c_char>,
+    pub(super) cwd: Option<CString>,
+}
+
+fn pointers(strings: &[CString]) -> Vec<*const c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+impl Prepared {
+    pub(super) fn new(
+        spec: &SpawnSpec<'_>,
+        parent_env: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> io::Result<Prepared> {
+        let mut argv = Vec::with_capacity(spec.args.len() + 1);
+        argv.push(cstring(spec.program)?);
+        for a in spec.args {
+            argv.push(cstring(a)?);
+        }
+        let vars = child_env(spec.env_clear, parent_env, spec.env);
+        let envp = env_block(&vars)?;
+        let path = vars
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_os_str());
+        let candidates = path_candidates(spec.program, path)
+            .iter()
+            .map(|c| cstring(c))
+            .collect::<io::Result<Vec<_>>>()?;
+        let candidates = skip_missing(candidates);
+        let cwd = spec.cwd.map(|d| cstring(d.as_os_str())).transpose()?;
+        Ok(Prepared {
+            argv: pointers(&argv),
+            _argv: argv,
+            envp: pointers(&envp),
+            _envp: envp,
+            // The child walks `candidates` by count; the NULL at the end is
+            // never read but keeps the shape of the other arrays.
+            candidates: pointers(&candidates),
+            _candidates: candidates,
+            cwd,
+        })
+    }
+}
+
+/// Drops absolute candidates that do not exist. A failed `execve` in the
+/// child costs far more than an `access(2)` here, and a PATH can be long.
+/// Relative candidates are kept (they resolve against the child's working
+/// directory), and so is everything when nothing would be left, so the
+/// child still reports the error `execvp` would.
+fn skip_missing(candidates: Vec<CString>) -> Vec<CString> {
+    if candidates.len() < 2 {
+        return candidates;
+    }
+    // Only "does not exist" drops a candidate: any other error (a symlink
+    // loop, a name too long, a denied directory) is what execvp would stop
+    // at or remember, so the child must still meet it. Checked with the
+    // effective ids, as execve uses.
+    let exists = |c: &CString| {
+        !c.as_bytes().starts_with(b"/")
+            || !matches!(
+                rustix::fs::accessat(
+                    rustix::fs::CWD,
+                    c.as_c_str(),
+                    rustix::fs::Access::EXISTS,
+                    rustix::fs::AtFlags::EACCESS,
+                ),
+                Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR)
+            )
+    };
+    if !candidates.iter().any(exists) {
+        return candidates;
+    }
+    candidates.into_iter().filter(exists).collect()
+}
+
+/// The descriptor the child installs as `target`, or -1 to inherit.
+/// Opens /dev/null for `Null`; moves a source that sits in 0..=2 at another
+/// place above 2 (it could be overwritten by an earlier dup3 otherwise).
+/// Descriptors made here are pushed to `keep` (closed after the clone).
+pub(super) fn child_fd(io: &ChildIo, target: i32, keep: &mut Vec<OwnedFd>) -> io::Result<c_int> {
+    let fd = match io {
+        ChildIo::Inherit => return Ok(-1),
+        ChildIo::Null => {
+            use rustix::fs::{Mode, OFlags};
+            let null =
+                rustix::fs::open("/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())?;
+            let raw = null.as_raw_fd();
+            keep.push(null);
+            raw
+        }
+        ChildIo::File(f) => f.as_raw_fd(),
+    };
+    if (0..=2).contains(&fd) && fd != target {
+        // SAFETY: `fd` is open for the duration of this call (owned by the
+        // spec or by `keep`).
+        let src = unsafe { BorrowedFd::borrow_raw(fd) };
+        let moved = rustix::io::fcntl_dupfd_cloexec(src, 3)?;
+        let raw = moved.as_raw_fd();
+        keep.push(moved);
+        return Ok(raw);
+    }
+    Ok(fd)
+}
+
+/// Errnos that mean "clone3 (or CLONE_INTO_CGROUP, CLONE_CLEAR_SIGHAND) is
+/// not available to this process": kernel before 5.3 (ENOSYS) or 5.7
+/// (E2BIG/EINVAL for the larger struct or an unknown flag), or a seccomp
+/// filter (ENOSYS, EPERM).
+fn means_unsupported(errno: i32) -> bool {
+    [en::ENOSYS, en::EPERM, en::EINVAL, en::E2BIG]
+        .iter()
+        .any(|&e| e as i32 == errno)
+}
+
+/// Starts the program of `spec` inside the cgroup whose directory is
+/// `cgroup`, as the leader of a new process group. Returns its pid and a
+/// pidfd (close-on-exec). The caller keeps ownership of the spec's
+/// descriptors (close them after a success; reuse them after
+/// `Unsupported`).
+pub(crate) fn spawn(
+    spec: &SpawnSpec<'_>,
+    cgroup: BorrowedFd<'_>,
+) -> Result<(Pid, OwnedFd), Clone3Error> {
+    let prepared = Prepared::new(spec, std::env::vars_os()).map_err(Clone3Error::Setup)?;
+    let mut keep = Vec::new();
+    let stdio = [
+        child_fd(&spec.stdin, 0, &mut keep).map_err(Clone3Error::Setup)?,
+        child_fd(&spec.stdout, 1, &mut keep).map_err(Clone3Error::Setup)?,
+        child_fd(&spec.stderr, 2, &mut keep).map_err(Clone3Error::Setup)?,
+    ];
+    // Non-blocking: with CLONE_VFORK the child has exec'd or exited by the
+    // time clone3 returns, so its report (if any) is already in the pipe. A
+    // process that another thread forked meanwhile may hold a copy of the
+    // write end; waiting for end of file would wait for that process.
+    let (err_r, mut err_w) = rustix::pipe::pipe_with(
+        rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+    )
+    .map_err(|e| Clone3Error::Setup(e.into()))?;
+    if err_w.as_raw_fd() <= 2 {
+        // Only when this process runs with 0, 1 or 2 closed: keep the
+        // report channel out of the way of the dup3 onto 0..=2.
+        err_w =
+            rustix::io::fcntl_dupfd_cloexec(&err_w, 3).map_err(|e| Clone3Error::Setup(e.into()))?;
+    }
+    let stack = Stack::new().map_err(Clone3Error::Setup)?;
+    let (stack_low, stack_size) = stack.usable();
+
+    let child_args = ChildArgs {
+        argv: prepared.argv.as_ptr(),
+        envp: prepared.envp.as_ptr(),
+        candidates: prepared.candidates.as_ptr(),
+        n_candidates: prepared.candidates.len() - 1,
+        cwd: prepared
+            .cwd
+            .as_ref()
+            .map_or(std::ptr::null(), |c| c.as_ptr()),
+        stdio,
+        err_fd: err_w.as_raw_fd(),
+    };
+    let mut pidfd: c_int = -1;
+    let mut args = k::clone_args {
+        flags: (k::CLONE_VM | k::CLONE_VFORK | k::CLONE_PIDFD) as u64
+            | k::CLONE_CLEAR_SIGHAND
+            | k::CLONE_INTO_CGROUP,
+        pidfd: &mut pidfd as *mut c_int as u64,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: k::SIGCHLD as u64,
+        stack: stack_low,
+        stack_size,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: cgroup.as_raw_fd() as u64,
+    };
+
+    let all: u64 = !0;
+    let mut old_mask: u64 = 0;
+    // SAFETY: `old_mask` is a writable 8-byte sigset. Blocking everything in
+    // this thread only delays delivery; the mask is restored below on every
+    // path (nothing between here and there can panic or return).
+    let r = unsafe { set_sigmask(&all, &mut old_mask) };
+    if r < 0 {
+        return Err(Clone3Error::Setup(io::Error::from_raw_os_error(errno_of(
+            r,
+        ))));
+    }
+    // SAFETY: `args` asks for CLONE_VM | CLONE_VFORK with the stack of
+    // `stack` (mapped, unused, unmapped only after this returns); the child
+    // reads `child_args` and what it points to (`prepared`, `stdio`
+    // descriptors in `spec` and `keep`, `err_w`), all alive until the end
+    // of this function, and this thread is suspended until the child exec'd
+    // or exited. All signals are blocked in this thread, so the child starts
+    // with them blocked and no handler can run on its stack before it
+    // resets the dispositions.
+    let ret = unsafe {
+        clone3_with(
+            &mut args,
+            child_main,
+            (&child_args as *const ChildArgs).cast::<c_void>(),
+        )
+    };
+    // SAFETY: restores the mask saved above (a valid sigset).
+    unsafe {
+        set_sigmask(&old_mask, std::ptr::null_mut());
+    }
+    // The child is done with all of these (exec'd or exited).
+    drop(err_w);
+    drop(stack);
+    drop(keep);
+
+    if ret < 0 {
+        let errno = errno_of(ret);
+        if means_unsupported(errno) && mode() != Mode::Require {
+            // Only a kernel without clone3 (ENOSYS) or without these
+            // clone_args (E2BIG) is a property of the process; EPERM (an
+            // LSM, seccomp) and EINVAL (e.g. a thread that unshared its pid
+            // namespace) may concern this call only: fall back for it alone.
+            if errno == en::ENOSYS as i32 || errno == en::E2BIG as i32 {
+                UNSUPPORTED.store(true, Ordering::Relaxed);
+            }
+            return Err(Clone3Error::Unsupported);
+        }
+        return Err(Clone3Error::Clone(io::Error::from_raw_os_error(errno)));
+    }
+    // SAFETY: clone3 succeeded with CLONE_PIDFD, so the kernel stored a new
+    // close-on-exec pidfd that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    let pid = Pid::from_raw(ret as i32).ok_or_else(|| {
+        Clone3Error::Setup(io::Error::other("clone3 returned pid 0 in the parent"))
+    })?;
+
+    // End of file: the child exec'd (its copy of the write end was closed
+    // on exec) or died without a word; either way it is running or a
+    // zombie we own. Four bytes: the errno of the step that failed.
+    let mut buf = [0u8; 4];
+    let mut got = 0;
+    let failure = loop {
+        match rustix::io::read(&err_r, &mut buf[got..]) {
+            Ok(0) => break None,
+            Ok(n) => {
+                got += n;
+                if got == buf.len() {
+                    break Some(io::Error::from_raw_os_error(i32::from_ne_bytes(buf)));
+                }
+            }
+            Err(rustix::io::Errno::INTR) => continue,
+            // Nothing there (and a foreign fork still holds the write end):
+            // the child exec'd.
+            Err(rustix::io::Errno::AGAIN) if got == 0 => break None,
+            Err(e) => {
+                break Some(io::Error::other(format!(
+                    "reading the spawn error pipe: {e}"
+                )))
+            }
+        }
+    };
+    match failure {
+        None if got == 0 => Ok((pid, pidfd)),
+        failure => {
+            let e = failure.unwrap_or_else(|| io::Error::other("short spawn error report"));
+            // The child exits by itself after reporting; kill it in case it
+            // did not report (short read), then reap it: it is ours.
+            if got != buf.len() {
+                let _ = rustix::process::pidfd_send_signal(
+                    pidfd.as_fd(),
+                    rustix::process::Signal::KILL,
+                );
+            }
+            let _ = rustix::process::waitid(
+                rustix::process::WaitId::Pid(pid),
+                rustix::process::WaitIdOptions::EXITED,
+            );
+            Err(Clone3Error::Exec(e))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::child::{exhausted_errno, step, Step};
+    use super::*;
+    use std::path::Path;
+
+    fn os(s: &str) -> OsString {
+        OsString::from(s)
+    }
+
+    #[test]
+    fn env_changes_apply_in_order_and_keep_places() {
+        let parent = vec![(os("A"), os("1")), (os("B"), os("2")), (os("C"), os("3"))];
+        let changes = vec![
+            (os("B"), Some(os("two"))),
+            (os("D"), Some(os("4"))),
+            (os("A"), None),
+            (os("D"), Some(os("four"))),
+            (os("E"), None),
+        ];
+        let got = child_env(false, parent.clone(), &changes);
+        assert_eq!(
+            got,
+            vec![
+                (os("B"), os("two")),
+                (os("C"), os("3")),
+                (os("D"), os("four"))
+            ]
+        );
+        let cleared = child_env(true, parent, &[(os("X"), Some(os("y")))]);
+        assert_eq!(cleared, vec![(os("X"), os("y"))]);
+    }
+
+    #[test]
+    fn env_block_is_key_equals_value_and_rejects_nul() {
+        let b = env_block(&[(os("K"), os("v=w")), (os("E"), os(""))]).unwrap();
+        assert_eq!(b[0].as_bytes(), b"K=v=w");
+        assert_eq!(b[1].as_bytes(), b"E=");
+        let bad = env_block(&[(os("K"), os("a\0b"))]).unwrap_err();
+        assert_eq!(bad.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn path_search_order_matches_execvp() {
+        let c = path_candidates(OsStr::new("ls"), Some(OsStr::new("/a:/b/::rel")));
+        assert_eq!(c, vec![os("/a/ls"), os("/b/ls"), os("ls"), os("rel/ls")]);
+        // A slash anywhere: no search.
+        assert_eq!(
+            path_candidates(OsStr::new("./x"), Some(OsStr::new("/a"))),
+            vec![os("./x")]
+        );
+        assert_eq!(path_candidates(OsStr::new("d/x"), None), vec![os("d/x")]);
+        // No PATH: glibc's default.
+        assert_eq!(
+            path_candidates(OsStr::new("sh"), None),
+            vec![os("/bin/sh"), os("/usr/bin/sh")]
+        );
+        // An empty PATH is one empty entry: the current directory.
+        assert_eq!(
+            path_candidates(OsStr::new("sh"), Some(OsStr::new(""))),
+            vec![os("sh")]
+        );
+        assert!(path_candidates(OsStr::new(""), None).is_empty());
+    }
+
+    #[test]
+    fn exec_errors_map_like_execvp() {
+        assert_eq!(step(en::ENOENT as i32), Step::Next);
+        assert_eq!(step(en::ENOTDIR as i32), Step::Next);
+        assert_eq!(step(en::EACCES as i32), Step::NextDenied);
+        assert_eq!(step(en::ENOEXEC as i32), Step::Stop);
+        assert_eq!(step(en::E2BIG as i32), Step::Stop);
+        assert_eq!(exhausted_errno(en::ENOENT as i32, true), en::EACCES as i32);
+        assert_eq!(exhausted_errno(en::ENOENT as i32, false), en::ENOENT as i32);
+        assert!(means_unsupported(en::ENOSYS as i32));
+        assert!(means_unsupported(en::E2BIG as i32));
+        assert!(!means_unsupported(en::EAGAIN as i32));
+        assert!(!means_unsupported(en::EACCES as i32));
+    }
+
+    #[test]
+    fn prepared_description_is_nul_terminated_and_uses_the_child_path() {
+        let args = [os("a b"), OsString::from_vec(vec![0xff, b'x'])];
+        let env = [(os("PATH"), Some(os("/p1:/p2")))];
+        let spec = SpawnSpec {
+            program: OsStr::new("prog"),
+            args: &args,
+            env: &env,
+            env_clear: true,
+            cwd: Some(Path::new("/tmp")),
+            stdin: ChildIo::Null,
+            stdout: ChildIo::Null,
+            stderr: ChildIo::Null,
+        };
+        let p = Prepared::new(&spec, Vec::new()).unwrap();
+        assert_eq!(p.argv.len(), 4);
+        assert!(p.argv[3].is_null());
+        assert_eq!(p._argv[0].as_bytes(), b"prog");
+        assert_eq!(p._argv[2].as_bytes(), &[0xff, b'x']);
+        assert_eq!(p.envp.len(), 2);
+        assert_eq!(p._envp[0].as_bytes(), b"PATH=/p1:/p2");
+        assert_eq!(p._candidates[0].as_bytes(), b"/p1/prog");
+        assert_eq!(p._candidates[1].as_bytes(), b"/p2/prog");
+        assert!(p.candidates[2].is_null());
+        assert_eq!(p.cwd.as_ref().unwrap().as_bytes(), b"/tmp");
+
+        let nul = [os("a\0b")];
+        let spec = SpawnSpec { args: &nul, ..spec };
+        let e = Prepared::new(&spec, Vec::new()).err().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    use std::os::unix::ffi::OsStringExt;
+
+    #[test]
+    fn missing_absolute_candidates_are_skipped_but_never_all() {
+        let c = |v: &[&str]| {
+            v.iter()
+                .map(|s| CString::new(*s).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            skip_missing(c(&["/nonexistent-corral/x", "rel/x", "/bin/sh"])),
+            c(&["rel/x", "/bin/sh"])
+        );
+        let none = c(&["/nonexistent-corral/a", "/nonexistent-corral/b"]);
+        assert_eq!(skip_missing(none.clone()), none);
+    }
+}
