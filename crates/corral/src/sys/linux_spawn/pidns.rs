@@ -271,10 +271,11 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     if r < 0 {
         return Err(NsError::Setup(io::Error::from_raw_os_error(errno_of(r))));
     }
-    // SAFETY: no CLONE_VM: the child runs on its own copy of memory, on the
-    // (copied) stack of `stack`, and calls `init_main(&init_args)`, which
-    // reads only its copy of `init_args` and what it points to (copied
-    // too) and never returns. Every signal is blocked in this thread, so the
+    // SAFETY: CLONE_VM: the child shares this process's memory and runs on
+    // `stack` (kept mapped until the init has exited, see
+    // `PidNamespace::release_stacks`); `init_main` copies `init_args` onto
+    // that stack before anything else, while this thread waits for
+    // MSG_STARTED below, and never returns. Every signal is blocked in this thread, so the
     // child starts with all signals blocked and CLONE_CLEAR_SIGHAND reset
     // every handler: no host code can run in it.
     let ret = unsafe {
@@ -498,28 +499,28 @@ unsafe fn close_others(keep: &[c_int; MAX_KEEP], n: usize) {
 
 /// The init's whole life. Never returns.
 extern "C" fn init_main(arg: *const c_void) -> ! {
-    // SAFETY: `arg` points to this process's own copy of the parent's
-    // `InitArgs` (fork semantics: the memory was copied at clone time and
-    // nothing else writes it here). Every pointer inside points into that
-    // copy too. Only raw syscalls follow; see `init`.
+    // SAFETY: `arg` points to the host's `InitArgs`, in the spawning
+    // thread's frame (CLONE_VM: shared memory), valid until the host has
+    // read MSG_STARTED; the host is blocked reading the status pipe until
+    // then. The volatile read copies it onto the init's own stack *here*:
+    // a reference to the host's frame passed down would let the compiler
+    // defer its loads (a `&T` argument is assumed valid and unchanged for
+    // the whole call, and `init` never returns) until after MSG_STARTED,
+    // when the frame holds something else. Only raw syscalls follow.
     unsafe {
-        let a = &*(arg as *const InitArgs);
-        init(a)
+        let copy: InitArgs = std::ptr::read_volatile(arg as *const InitArgs);
+        init(&copy)
     }
 }
 
 /// # Safety
 /// Only in the child made by `clone3_with`, with `a` as described there.
 #[inline(never)]
-unsafe fn init(args: &InitArgs) -> ! {
-    // The init shares the host's memory (CLONE_VM): `args` lives in the
-    // spawning thread's frame, valid until the host has read MSG_STARTED
-    // (or killed and reaped the init). Everything needed later is copied
-    // onto the init's own stack now; the pointers inside (argv, envp,
-    // candidates, cwd) are only used by the command before its exec, which
+unsafe fn init(a: &InitArgs) -> ! {
+    // `a` is the init's own copy (on its stack, see `init_main`). The
+    // pointers inside (argv, envp, candidates, cwd) point into the host's
+    // memory and are only used by the command before its exec, which
     // happens before MSG_STARTED.
-    let copy = *args;
-    let a = &copy;
     // SAFETY: (the whole body) raw syscalls with pointers to `a`'s memory or
     // this frame's locals, of the sizes the kernel expects; no allocation,
     // lock, TLS or panic path (indexing is bounded by constants).
