@@ -49,8 +49,10 @@ impl Limits {
 }
 
 /// A containment mechanism, as named in reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum Mechanism {
     /// A new process group per command (every Unix). Holds every descendant
     /// that does not call `setsid`/`setpgid`.
@@ -107,6 +109,7 @@ impl fmt::Display for Mechanism {
 
 /// Which containment to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ContainmentChoice {
     /// The strongest mechanism this platform and this process can have; the
     /// report says which one was used and why a stronger one was not.
@@ -120,6 +123,7 @@ pub enum ContainmentChoice {
 /// a [`Command::trace_ops`](crate::Command::trace_ops) hook. Tests use the
 /// record to prove ordering invariants without relying on PID reuse luck.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OsOp {
     /// The root was spawned with this pid.
     Spawned {
@@ -265,8 +269,7 @@ pub(crate) fn select(
     limits: Limits,
     tracer: Tracer,
 ) -> Result<Selected, crate::Error> {
-    let fail =
-        |mechanism: Mechanism, reason: String| crate::Error::Containment { mechanism, reason };
+    let fail = |mechanism: Mechanism, reason: String| crate::Error::containment(mechanism, reason);
     #[cfg(target_os = "linux")]
     {
         let want_cgroup = matches!(
