@@ -492,3 +492,65 @@ mod json {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn cleanup_errors_name_the_step_and_keep_the_os_error() {
+        let cases = [
+            (
+                CleanupError::signal(io::Error::from(io::ErrorKind::PermissionDenied)),
+                "could not signal the process tree: ",
+            ),
+            (
+                CleanupError::members(io::Error::from(io::ErrorKind::NotFound)),
+                "could not list the process tree's members: ",
+            ),
+            (
+                CleanupError::wait(io::Error::from(io::ErrorKind::Interrupted)),
+                "waiting on the run failed: ",
+            ),
+            (
+                CleanupError::release(io::Error::from(io::ErrorKind::Other)),
+                "could not release the process tree: ",
+            ),
+        ];
+        for (e, prefix) in cases {
+            let shown = e.to_string();
+            assert!(shown.starts_with(prefix), "{shown}");
+            let io = e.io_error().expect("an OS error");
+            assert!(shown.ends_with(&io.to_string()), "{shown}");
+            let src = e.source().expect("a source");
+            assert!(
+                src.downcast_ref::<Arc<io::Error>>().is_some()
+                    || src.downcast_ref::<io::Error>().is_some()
+            );
+            assert!(e.survivors().is_empty());
+            // A report with it is not clean, whatever the outcome.
+            let mut r = Report::synthetic(Outcome::Exited(0), Mechanism::ProcessGroup);
+            r.cleanup_error = Some(e.clone());
+            assert_eq!(r.exit_code(), None);
+            assert_eq!(r.outcome_name(), "cleanup_failed");
+            assert_eq!(r.error_message(), Some(shown));
+            assert!(r.check().is_err());
+        }
+    }
+
+    #[test]
+    fn run_error_says_what_happened() {
+        let r = |o| Report::synthetic(o, Mechanism::ProcessGroup);
+        assert!(r(Outcome::Exited(0)).check().is_ok());
+        let msg = |o| r(o).check().unwrap_err().to_string();
+        assert_eq!(msg(Outcome::Exited(1)), "the command exited with code 1");
+        assert_eq!(
+            msg(Outcome::Signaled(Signal::KILL)),
+            "the command was killed by SIGKILL (signal 9)"
+        );
+        assert_eq!(msg(Outcome::TimedOut), "the command timed out");
+        assert_eq!(msg(Outcome::Cancelled), "the run was cancelled");
+        assert!(msg(Outcome::OutputHeld).contains("wait delay"));
+    }
+}
