@@ -114,18 +114,17 @@ fn signal_reaches_the_tree_through_the_held_identity() {
 fn a_non_terminating_signal_leaves_the_run_going() {
     let s = Scratch::new();
     let mut cmd =
-        s.sh(r#"trap 'echo got-usr1; exit 4' USR1; echo ready; while :; do sleep 0.02; done"#);
+        s.sh(r#"trap 'echo got-usr1; exit 4' USR1; : > "$CORRAL_TEST_DIR/trapped"; while :; do sleep 0.02; done"#);
     cmd.containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
         .timeout(20 * SEC);
     let ops = traced(&mut cmd);
-    let lines = Arc::new(Mutex::new(Vec::<Vec<u8>>::new()));
-    let l = lines.clone();
-    cmd.on_line(move |_, line| l.lock().unwrap().push(line.to_vec()));
     let mut running = cmd.spawn().unwrap();
     let pid = running.id();
-    // The trap is set once `ready` is printed; the line is only seen by
-    // `wait`, so give the shell time instead (it traps before echoing).
-    std::thread::sleep(Duration::from_millis(300));
+    // The trap is set once the marker exists.
+    assert!(
+        s.wait_file("trapped", 10 * SEC),
+        "the shell never set its trap"
+    );
     running.signal(Signal::from_raw(10).unwrap()).unwrap();
     let r = running.wait();
     assert_eq!(r.outcome, Outcome::Exited(4), "the trap ran: {r:?}");
@@ -142,14 +141,19 @@ fn async_signal_is_carried_out_by_the_driver_before_the_release() {
         .enable_all()
         .build()
         .unwrap();
-    let mut cmd = s.sh(r#"trap 'exit 5' USR1; echo ready; while :; do sleep 0.02; done"#);
+    let mut cmd =
+        s.sh(r#"trap 'exit 5' USR1; : > "$CORRAL_TEST_DIR/trapped"; while :; do sleep 0.02; done"#);
     cmd.containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
         .timeout(20 * SEC);
     let ops = traced(&mut cmd);
     let r = rt.block_on(async {
         let running = cmd.spawn_async().unwrap();
         let pid = running.id();
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let end = Instant::now() + 10 * SEC;
+        while !s.path("trapped").exists() {
+            assert!(Instant::now() < end, "the shell never set its trap");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         running.signal(Signal::from_raw(10).unwrap());
         (running.await, pid)
     });
