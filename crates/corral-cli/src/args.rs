@@ -32,6 +32,18 @@ pub enum Cmd {
     /// whole manifest: 0, 1 or 2; 125 when the reports do not fit together
     /// or cannot be read or written.
     Merge(MergeOpts),
+    /// Print a shell completion script for SHELL to stdout (for example
+    /// `corral completions bash > /etc/bash_completion.d/corral`).
+    #[command(hide = true)]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to stdout (for example `corral man >
+    /// corral.1; man ./corral.1`).
+    #[command(hide = true)]
+    Man,
 }
 
 #[derive(Args, Debug)]

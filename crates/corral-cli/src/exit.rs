@@ -25,10 +25,11 @@ pub fn for_run(report: &Report, received: Option<i32>, preserve_status: bool) ->
         return 128 + sig;
     }
     if preserve_status && matches!(report.outcome, Outcome::TimedOut | Outcome::OutputHeld) {
-        match report.root {
-            Some(RootStatus::Exited(c)) => return c,
-            Some(RootStatus::Signaled(s)) => return 128 + s.as_raw(),
-            None => {}
+        if let Some(c) = report.root.and_then(RootStatus::code) {
+            return c;
+        }
+        if let Some(s) = report.root.and_then(RootStatus::signal) {
+            return 128 + s.as_raw();
         }
     }
     match report.outcome {
@@ -36,7 +37,8 @@ pub fn for_run(report: &Report, received: Option<i32>, preserve_status: bool) ->
         Outcome::Signaled(sig) => 128 + sig.as_raw(),
         Outcome::TimedOut => TIMED_OUT,
         Outcome::OutputHeld => OUTPUT_HELD,
-        Outcome::Cancelled => CORRAL_FAILED,
+        // Cancelled, and any outcome a later corral adds: corral's failure.
+        _ => CORRAL_FAILED,
     }
 }
 

@@ -1,46 +1,47 @@
-//! The JSON report: one object per run.
+//! The JSON report: one object per run, of the schema in
+//! docs/report-schema.json. A run's fields come from the library's own
+//! serialisation of [`Report`] (feature `serde`); the command line adds what
+//! only it knows: `output`, `received_signal`, `corral_exit`.
 
 use serde::Serialize;
+use serde_json::{Map, Value};
 
-use corral::{Error, Report, RootStatus};
+use corral::{Error, Report};
 
+/// The report's fields, in the order they are written (the schema's).
+const FIELDS: &[&str] = &[
+    "outcome",
+    "exit_code",
+    "signal",
+    "signal_name",
+    "containment",
+    "containment_note",
+    "killed",
+    "kept",
+    "duration_ms",
+    "stdout_bytes",
+    "stderr_bytes",
+    "output",
+    "error",
+    "pid",
+    "signals_sent",
+    "received_signal",
+    "survivors",
+    "timings_ms",
+    "usage",
+    "limits_hit",
+    "corral_exit",
+];
+
+/// One run's report, ready to be written.
 #[derive(Serialize)]
-pub struct JsonReport {
-    pub outcome: &'static str,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub signal_name: Option<String>,
-    pub containment: Option<&'static str>,
-    pub containment_note: Option<String>,
-    pub killed: usize,
-    pub kept: usize,
-    pub duration_ms: f64,
-    /// Null when the stream was passed through (a terminal or a file):
-    /// corral does not see those bytes.
-    pub stdout_bytes: Option<u64>,
-    pub stderr_bytes: Option<u64>,
-    pub output: Option<OutputPaths>,
-    pub error: Option<String>,
-    pub pid: Option<u32>,
-    pub signals_sent: Vec<i32>,
-    pub received_signal: Option<i32>,
-    pub survivors: Vec<u32>,
-    pub timings_ms: Option<Timings>,
-    pub usage: Option<Usage>,
-    pub limits_hit: Vec<&'static str>,
-    pub corral_exit: i32,
-}
+#[serde(transparent)]
+pub struct JsonReport(Map<String, Value>);
 
 /// How each of corral's streams reached the program: `relayed` (a pipe or
 /// socket: counted, holders waited for at most the wait delay) or
 /// `passed_through` (a terminal or file: written directly, not counted, not
 /// waited for; leftovers policy only).
-#[derive(Serialize)]
-pub struct OutputPaths {
-    pub stdout: &'static str,
-    pub stderr: &'static str,
-}
-
 fn path_name(relayed: bool) -> &'static str {
     if relayed {
         "relayed"
@@ -49,137 +50,95 @@ fn path_name(relayed: bool) -> &'static str {
     }
 }
 
-#[derive(Serialize)]
-pub struct Usage {
-    pub cpu_user_ms: Option<f64>,
-    pub cpu_system_ms: Option<f64>,
-    pub memory_peak: Option<u64>,
-    pub pids_peak: Option<u64>,
-}
-
-#[derive(Serialize)]
-pub struct Timings {
-    pub spawn: f64,
-    pub root_exit: Option<f64>,
-    pub output_closed: Option<f64>,
-    pub cleanup_done: f64,
-}
-
 fn ms(d: std::time::Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
 
 impl JsonReport {
+    /// In the schema's order, every field present.
+    fn ordered(mut m: Map<String, Value>) -> Self {
+        let mut out = Map::new();
+        for &k in FIELDS {
+            out.insert(k.to_owned(), m.remove(k).unwrap_or(Value::Null));
+        }
+        JsonReport(out)
+    }
+
     /// The report of a `corral run`: `relayed` says which of corral's
     /// streams went through corral (counted); the others were passed through
     /// to the program and their counts are null.
     pub fn from_run(r: &Report, received: Option<i32>, exit: i32, relayed: [bool; 2]) -> Self {
-        let mut j = Self::from_report(r, received, exit, relayed);
-        if !relayed[0] {
-            j.stdout_bytes = None;
+        let mut j = Self::from_report(r, received, exit);
+        for (i, key) in ["stdout_bytes", "stderr_bytes"].into_iter().enumerate() {
+            if !relayed[i] {
+                j.0.insert(key.into(), Value::Null);
+            }
         }
-        if !relayed[1] {
-            j.stderr_bytes = None;
-        }
-        j.output = Some(OutputPaths {
-            stdout: path_name(relayed[0]),
-            stderr: path_name(relayed[1]),
-        });
+        j.0.insert(
+            "output".into(),
+            serde_json::json!({
+                "stdout": path_name(relayed[0]),
+                "stderr": path_name(relayed[1]),
+            }),
+        );
         j
     }
 
     /// A report whose output was captured (every byte counted).
-    pub fn from_report(r: &Report, received: Option<i32>, exit: i32, _relayed: [bool; 2]) -> Self {
-        let (exit_code, signal) = match r.root {
-            Some(RootStatus::Exited(c)) => (Some(c), None),
-            Some(RootStatus::Signaled(s)) => (None, Some(s.as_raw())),
-            None => (None, None),
+    pub fn from_report(r: &Report, received: Option<i32>, exit: i32) -> Self {
+        let mut m = match serde_json::to_value(r) {
+            Ok(Value::Object(m)) => m,
+            // Serialising a report into a value cannot fail; keep the
+            // outcome if it ever did.
+            _ => Map::from_iter([("outcome".to_owned(), r.outcome_name().into())]),
         };
-        let survivors = match &r.cleanup_error {
-            Some(corral::CleanupError::Survivors { pids }) => pids.clone(),
-            _ => Vec::new(),
-        };
-        let error = match (&r.cleanup_error, r.outcome) {
-            (Some(e), _) => Some(e.to_string()),
-            (None, corral::Outcome::TimedOut) => Some("timed out".into()),
-            (None, corral::Outcome::Cancelled) => Some(match received {
-                Some(s) => format!("cancelled by signal {s}"),
-                None => "cancelled".into(),
-            }),
-            (None, corral::Outcome::OutputHeld) => Some(format!(
-                "output still held open by a descendant when the wait delay ended; {} holder(s) killed",
-                r.leftovers.killed
-            )),
-            _ => None,
-        };
-        JsonReport {
-            outcome: r.outcome_name(),
-            exit_code,
-            signal,
-            signal_name: signal
-                .and_then(corral::Signal::from_raw)
-                .map(|s| s.to_string()),
-            containment: Some(r.containment.name()),
-            containment_note: r.containment_note.clone(),
-            killed: r.leftovers.killed,
-            kept: r.leftovers.kept,
-            duration_ms: ms(r.duration()),
-            stdout_bytes: Some(r.stdout.total_bytes()),
-            stderr_bytes: Some(r.stderr.total_bytes()),
-            output: None,
-            error,
-            pid: Some(r.pid),
-            signals_sent: r.signals_sent.iter().map(|s| s.as_raw()).collect(),
-            received_signal: received,
-            survivors,
-            timings_ms: Some(Timings {
-                spawn: ms(r.timings.spawn),
-                root_exit: r.timings.root_exit.map(ms),
-                output_closed: r.timings.output_closed.map(ms),
-                cleanup_done: ms(r.timings.cleanup_done),
-            }),
-            usage: r.usage.map(|u| Usage {
-                cpu_user_ms: u.cpu_user.map(ms),
-                cpu_system_ms: u.cpu_system.map(ms),
-                memory_peak: u.memory_peak,
-                pids_peak: u.pids_peak,
-            }),
-            limits_hit: r.limits_hit.iter().map(|l| l.name()).collect(),
-            corral_exit: exit,
+        if let (Some(s), corral::Outcome::Cancelled, None) = (received, r.outcome, &r.cleanup_error)
+        {
+            m.insert("error".into(), format!("cancelled by signal {s}").into());
         }
+        m.insert("received_signal".into(), received.into());
+        m.insert("corral_exit".into(), exit.into());
+        let mut j = Self::ordered(m);
+        for key in ["signals_sent", "survivors", "limits_hit"] {
+            if j.0[key].is_null() {
+                j.0[key] = Value::Array(Vec::new());
+            }
+        }
+        j
     }
 
+    /// The report of a run that could not start.
     pub fn from_error(
         e: &Error,
         received: Option<i32>,
         exit: i32,
         elapsed: std::time::Duration,
     ) -> Self {
-        JsonReport {
-            outcome: e.outcome_name(),
-            exit_code: None,
-            signal: None,
-            signal_name: None,
-            containment: match e {
-                Error::Containment { mechanism, .. } => Some(mechanism.name()),
-                _ => None,
-            },
-            containment_note: None,
-            killed: 0,
-            kept: 0,
-            duration_ms: ms(elapsed),
-            stdout_bytes: None,
-            stderr_bytes: None,
-            output: None,
-            error: Some(e.to_string()),
-            pid: None,
-            signals_sent: Vec::new(),
-            received_signal: received,
-            survivors: Vec::new(),
-            timings_ms: None,
-            usage: None,
-            limits_hit: Vec::new(),
-            corral_exit: exit,
+        let containment = match e {
+            Error::Containment { mechanism, .. } => Some(mechanism.name()),
+            _ => None,
+        };
+        let m = serde_json::json!({
+            "outcome": e.outcome_name(),
+            "containment": containment,
+            "killed": 0,
+            "kept": 0,
+            "duration_ms": ms(elapsed),
+            "error": e.to_string(),
+            "signals_sent": [],
+            "received_signal": received,
+            "survivors": [],
+            "limits_hit": [],
+            "corral_exit": exit,
+        });
+        match m {
+            Value::Object(m) => Self::ordered(m),
+            _ => unreachable!("a JSON object literal"),
         }
+    }
+
+    /// The report as a JSON value (batch embeds it in each run).
+    pub fn into_value(self) -> Value {
+        Value::Object(self.0)
     }
 }

@@ -5,6 +5,7 @@
 mod args;
 mod batch;
 mod exit;
+mod generate;
 mod json;
 mod run;
 mod tty;
@@ -30,6 +31,8 @@ fn main() {
         args::Cmd::Run(opts) => run::run(opts),
         args::Cmd::Batch(opts) => batch::main(opts),
         args::Cmd::Merge(opts) => batch::merge::main(opts),
+        args::Cmd::Completions { shell } => generate::completions(shell),
+        args::Cmd::Man => generate::man(),
     };
     std::process::exit(code);
 }

@@ -146,6 +146,7 @@ fn verbose_line(r: &Report, received: Option<i32>, wait_delay: Duration) -> Opti
             Some(s) => format!("received {s} after {took}, passed it on to the tree"),
             None => format!("cancelled after {took}"),
         },
+        other => format!("{} after {took}", other.name()),
     };
     let mut line = what;
     if !r.signals_sent.is_empty() {

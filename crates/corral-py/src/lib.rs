@@ -650,11 +650,8 @@ fn report_dict(py: Python<'_>, r: Report) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("outcome", r.outcome_name())?;
     d.set_item("returncode", r.exit_code())?;
-    let (exit_code, signal) = match r.root {
-        Some(RootStatus::Exited(c)) => (Some(c), None),
-        Some(RootStatus::Signaled(s)) => (None, Some(s.as_raw())),
-        None => (None, None),
-    };
+    let exit_code = r.root.and_then(RootStatus::code);
+    let signal = r.root.and_then(RootStatus::signal).map(|s| s.as_raw());
     d.set_item("exit_code", exit_code)?;
     d.set_item("signal", signal)?;
     d.set_item("pid", r.pid)?;
@@ -674,10 +671,10 @@ fn report_dict(py: Python<'_>, r: Report) -> PyResult<Bound<'_, PyDict>> {
         "cleanup_error",
         r.cleanup_error.as_ref().map(|e| e.to_string()),
     )?;
-    let survivors: Vec<u32> = match &r.cleanup_error {
-        Some(corral::CleanupError::Survivors { pids }) => pids.clone(),
-        _ => Vec::new(),
-    };
+    let survivors: Vec<u32> = r
+        .cleanup_error
+        .as_ref()
+        .map_or_else(Vec::new, |e| e.survivors().to_vec());
     d.set_item("survivors", survivors)?;
     d.set_item("duration", dur(r.duration()))?;
     let t = PyDict::new(py);

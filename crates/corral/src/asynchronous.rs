@@ -29,9 +29,11 @@ use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use crate::cancel::CancelToken;
-use crate::lifecycle::Life;
-use crate::{Command, Error, Report};
+use std::sync::Arc;
+
+use crate::cancel::{CancelToken, Wake};
+use crate::lifecycle::{Life, SignalRequests};
+use crate::{Command, Error, Report, Signal};
 
 impl Command {
     /// Starts the command for the async API. The deadline counts from now.
@@ -41,9 +43,12 @@ impl Command {
         let id = running.id();
         let cancel = running.cancel_token();
         let life = running.into_life();
+        let (signals, waker) = life.signal_requests();
         Ok(AsyncRunning {
             id,
             cancel,
+            signals,
+            waker,
             fut: Box::pin(drive(Guard {
                 life: Some(life),
                 background: false,
@@ -62,9 +67,12 @@ impl Command {
 /// Dropping it before it completes cancels the run: the whole tree is sent
 /// SIGKILL before the drop returns (without the grace), and its death is
 /// confirmed and the root reaped in the background.
+#[must_use = "dropping an AsyncRunning cancels the run and kills its whole tree; await it"]
 pub struct AsyncRunning {
     id: u32,
     cancel: CancelToken,
+    signals: SignalRequests,
+    waker: Arc<dyn Wake>,
     fut: Pin<Box<dyn Future<Output = Report> + Send>>,
 }
 
@@ -90,6 +98,17 @@ impl AsyncRunning {
     /// A token that cancels this run from anywhere.
     pub fn cancel_token(&self) -> CancelToken {
         self.cancel.clone()
+    }
+
+    /// Asks for `sig` to be sent to the whole tree through the containment's
+    /// identity, as [`Running::signal`](crate::Running::signal) does. The
+    /// future carries it out at its next step (it is woken for it), while
+    /// the identity is held; a request that arrives once the run has ended
+    /// is dropped, never sent after the release. An OS error sending it is
+    /// reported as the report's cleanup error.
+    pub fn signal(&self, sig: Signal) {
+        self.signals.push(sig);
+        self.waker.wake();
     }
 }
 

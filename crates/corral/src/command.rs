@@ -138,10 +138,92 @@ impl Output {
     }
 }
 
+/// Conversions like std's `Stdio`: an open file, descriptor or pipe end is
+/// handed to the child as is ([`Input::file`], [`Output::file`]).
+macro_rules! from_handle {
+    ($($(#[$m:meta])* $t:ty),* $(,)?) => {$(
+        $(#[$m])*
+        impl From<$t> for Input {
+            /// Reads from it ([`Input::file`]).
+            fn from(h: $t) -> Input {
+                Input::file(File::from(OwnedIo::from(h)))
+            }
+        }
+        $(#[$m])*
+        impl From<$t> for Output {
+            /// Writes to it directly ([`Output::file`]): not captured.
+            fn from(h: $t) -> Output {
+                Output::file(File::from(OwnedIo::from(h)))
+            }
+        }
+    )*};
+}
+
+#[cfg(unix)]
+type OwnedIo = std::os::fd::OwnedFd;
+#[cfg(windows)]
+type OwnedIo = std::os::windows::io::OwnedHandle;
+
+impl From<File> for Input {
+    /// Reads from the file ([`Input::file`]).
+    fn from(f: File) -> Input {
+        Input::file(f)
+    }
+}
+
+impl From<File> for Output {
+    /// Writes to the file directly ([`Output::file`]): not captured.
+    fn from(f: File) -> Output {
+        Output::file(f)
+    }
+}
+
+from_handle!(
+    #[cfg(unix)]
+    std::os::fd::OwnedFd,
+    #[cfg(windows)]
+    std::os::windows::io::OwnedHandle,
+    std::io::PipeReader,
+    std::io::PipeWriter,
+    std::process::ChildStdout,
+    std::process::ChildStderr,
+    std::process::ChildStdin,
+);
+
+impl From<Vec<u8>> for Input {
+    /// These bytes, then end of file ([`Input::bytes`]).
+    fn from(b: Vec<u8>) -> Input {
+        Input::bytes(b)
+    }
+}
+
+impl From<&[u8]> for Input {
+    /// These bytes, then end of file ([`Input::bytes`]).
+    fn from(b: &[u8]) -> Input {
+        Input::bytes(b)
+    }
+}
+
+impl From<String> for Input {
+    /// This text, then end of file ([`Input::bytes`]).
+    fn from(s: String) -> Input {
+        Input::bytes(s)
+    }
+}
+
+impl From<&str> for Input {
+    /// This text, then end of file ([`Input::bytes`]).
+    fn from(s: &str) -> Input {
+        Input::bytes(s)
+    }
+}
+
 /// What happens to processes of the tree that are still running when the
 /// root has exited and its output was drained.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
+#[non_exhaustive]
 pub enum LeftoverPolicy {
     /// Keep them after a clean exit 0; kill them after any other ending.
     #[default]
@@ -313,20 +395,22 @@ impl Command {
     }
 
     /// Sets standard input (default: the null device).
-    pub fn stdin(&mut self, i: Input) -> &mut Command {
-        self.stdin = i;
+    /// Anything convertible works: `cmd.stdin(file)`, `cmd.stdin("text")`.
+    pub fn stdin(&mut self, i: impl Into<Input>) -> &mut Command {
+        self.stdin = i.into();
         self
     }
 
     /// Sets standard output (default: captured).
-    pub fn stdout(&mut self, o: Output) -> &mut Command {
-        self.stdout = o;
+    /// A file or descriptor converts into [`Output::file`].
+    pub fn stdout(&mut self, o: impl Into<Output>) -> &mut Command {
+        self.stdout = o.into();
         self
     }
 
     /// Sets standard error (default: captured).
-    pub fn stderr(&mut self, o: Output) -> &mut Command {
-        self.stderr = o;
+    pub fn stderr(&mut self, o: impl Into<Output>) -> &mut Command {
+        self.stderr = o.into();
         self
     }
 

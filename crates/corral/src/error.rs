@@ -7,6 +7,7 @@ use crate::report::Mechanism;
 
 /// Why a spawn failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SpawnErrorKind {
     /// The program was not found (exit 127 in the CLI).
     NotFound,
@@ -34,12 +35,16 @@ pub enum Error {
     },
     /// The requested containment could not be set up; the command was not
     /// run (or was killed before it could run any code).
-    #[error("containment {mechanism} is not available: {reason}")]
+    #[error("containment {mechanism} is not available: {reason}{}", source.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
     Containment {
         /// The mechanism that failed.
         mechanism: Mechanism,
-        /// Why.
+        /// Why, in words (the step that failed, or what is missing).
         reason: String,
+        /// The OS error, when an OS operation failed (none when the
+        /// mechanism is simply not there, for example no cgroup v2 mount).
+        #[source]
+        source: Option<io::Error>,
     },
     /// The run was cancelled before the command was started; nothing was
     /// spawned.
@@ -66,6 +71,28 @@ impl Error {
             Error::Spawn { .. } | Error::InvalidInput(_) => "spawn_failed",
             Error::Containment { .. } => "containment_failed",
             Error::CancelledBeforeSpawn => "cancelled",
+        }
+    }
+
+    /// A containment failure without an OS error behind it.
+    pub(crate) fn containment(mechanism: Mechanism, reason: impl Into<String>) -> Error {
+        Error::Containment {
+            mechanism,
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// A containment failure: `step` failed with the OS error `source`.
+    pub(crate) fn containment_io(
+        mechanism: Mechanism,
+        step: impl Into<String>,
+        source: io::Error,
+    ) -> Error {
+        Error::Containment {
+            mechanism,
+            reason: step.into(),
+            source: Some(source),
         }
     }
 

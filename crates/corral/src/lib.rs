@@ -31,6 +31,15 @@
 //! # Ok::<(), corral::Error>(())
 //! ```
 //!
+//! [`Report::check`] turns a run into a `Result` for `?` (`Ok` only for a
+//! clean exit 0); [`Running::signal`] signals the whole tree while the run
+//! is held.
+//!
+//! Features: `tokio` (Unix) adds `Command::spawn_async`; `serde` makes
+//! [`Report`] serialise to the documented JSON report (docs/report-schema.json
+//! in the repository) and the small types (`Outcome`, `Signal`, `Mechanism`,
+//! ...) serialise and deserialise.
+//!
 //! The crate is organised as the lifecycle (`lifecycle`, one state machine
 //! for all platforms), the containment mechanisms behind one internal trait
 //! (`contain`), and a thin platform layer (`sys`).
@@ -61,6 +70,7 @@ pub use contain::{ContainmentChoice, OsOp};
 pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::Running;
 pub use report::{
-    CleanupError, Leftovers, LimitHit, Mechanism, Outcome, Report, RootStatus, Timings, Usage,
+    CleanupError, Leftovers, LimitHit, Mechanism, Outcome, Report, RootStatus, RunError, Timings,
+    Usage,
 };
 pub use signal::{Signal, UnknownSignal};

@@ -1,14 +1,18 @@
 //! What happened: the typed outcome of one run and everything measured on
 //! the way.
 
+use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::capture::Captured;
 use crate::Signal;
 
 /// How the root process itself ended, as the OS reported it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum RootStatus {
     /// It exited with this code.
     Exited(i32),
@@ -18,12 +22,37 @@ pub enum RootStatus {
     Signaled(Signal),
 }
 
+impl RootStatus {
+    /// The exit code, when the root exited.
+    pub fn code(self) -> Option<i32> {
+        match self {
+            RootStatus::Exited(c) => Some(c),
+            RootStatus::Signaled(_) => None,
+        }
+    }
+
+    /// The signal, when the root was ended by one.
+    pub fn signal(self) -> Option<Signal> {
+        match self {
+            RootStatus::Signaled(s) => Some(s),
+            RootStatus::Exited(_) => None,
+        }
+    }
+}
+
 /// The one thing that happened to a run. Exactly one of these holds.
 ///
 /// Only [`Outcome::Exited`] is an ordinary result, and only when the
 /// [`Report`] has no [`cleanup_error`](Report::cleanup_error); use
 /// [`Report::exit_code`] to ask that question.
+///
+/// With the `serde` feature it serialises as its [name](Outcome::name)
+/// alone, or with the code or signal number for `exited` and `signaled`:
+/// `"timed_out"`, `{"exited": 3}`, `{"signaled": 9}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum Outcome {
     /// The root exited with this code by itself (corral sent the root no
     /// signal before it exited) and its output was drained. Leftovers may
@@ -31,7 +60,7 @@ pub enum Outcome {
     /// ([`Report::signals_sent`]).
     Exited(i32),
     /// The root was ended by a signal that corral did not send.
-    Signaled(Signal),
+    Signaled(#[cfg_attr(feature = "serde", serde(with = "crate::signal::as_number"))] Signal),
     /// The deadline passed; the tree was terminated.
     TimedOut,
     /// The run was cancelled; the tree was terminated.
@@ -56,7 +85,12 @@ impl Outcome {
 }
 
 /// Why the lifecycle could not end cleanly after the command ran.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// The OS error is kept as the [`source`](std::error::Error::source) (shared,
+/// so that a [`Report`] stays `Clone`); the `Display` form names the step and
+/// includes the OS error, so one line says everything.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum CleanupError {
     /// Processes of the tree were still alive when the confirm window after
     /// the last SIGKILL ended (for example in uninterruptible sleep).
@@ -66,16 +100,88 @@ pub enum CleanupError {
         pids: Vec<u32>,
     },
     /// Signalling the tree failed with an error other than "already gone".
-    #[error("could not signal the process tree: {0}")]
-    Signal(String),
+    #[error("could not signal the process tree: {source}")]
+    Signal {
+        /// The OS error.
+        #[source]
+        source: Arc<io::Error>,
+    },
+    /// Listing the tree's members (to confirm its death, or to count the
+    /// leftovers the policy keeps) failed.
+    #[error("could not list the process tree's members: {source}")]
+    Members {
+        /// The OS error.
+        #[source]
+        source: Arc<io::Error>,
+    },
+    /// Waiting for the run's events (the root's exit, output, the tree)
+    /// failed: the tree was terminated rather than left unsupervised.
+    #[error("waiting on the run failed: {source}")]
+    Wait {
+        /// The OS error.
+        #[source]
+        source: Arc<io::Error>,
+    },
     /// Releasing the tree's identity (reaping the root, removing a cgroup,
     /// closing a job) failed.
-    #[error("could not release the process tree: {0}")]
-    Release(String),
+    #[error("could not release the process tree: {source}")]
+    Release {
+        /// The OS error.
+        #[source]
+        source: Arc<io::Error>,
+    },
+}
+
+impl CleanupError {
+    /// The OS error behind this failure, if there is one (every kind but
+    /// [`Survivors`](CleanupError::Survivors)).
+    pub fn io_error(&self) -> Option<&io::Error> {
+        match self {
+            CleanupError::Survivors { .. } => None,
+            CleanupError::Signal { source }
+            | CleanupError::Members { source }
+            | CleanupError::Wait { source }
+            | CleanupError::Release { source } => Some(source),
+        }
+    }
+
+    /// The processes that survived, for [`Survivors`](CleanupError::Survivors)
+    /// (empty otherwise).
+    pub fn survivors(&self) -> &[u32] {
+        match self {
+            CleanupError::Survivors { pids } => pids,
+            _ => &[],
+        }
+    }
+
+    pub(crate) fn signal(e: io::Error) -> CleanupError {
+        CleanupError::Signal {
+            source: Arc::new(e),
+        }
+    }
+
+    pub(crate) fn members(e: io::Error) -> CleanupError {
+        CleanupError::Members {
+            source: Arc::new(e),
+        }
+    }
+
+    pub(crate) fn wait(e: io::Error) -> CleanupError {
+        CleanupError::Wait {
+            source: Arc::new(e),
+        }
+    }
+
+    pub(crate) fn release(e: io::Error) -> CleanupError {
+        CleanupError::Release {
+            source: Arc::new(e),
+        }
+    }
 }
 
 /// Durations since the run began (just before the spawn).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Timings {
     /// How long the spawn itself took.
     pub spawn: Duration,
@@ -89,6 +195,7 @@ pub struct Timings {
 
 /// Counts of processes left in the tree when the root had gone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Leftovers {
     /// Processes other than the root that were killed by corral.
     pub killed: usize,
@@ -99,6 +206,7 @@ pub struct Leftovers {
 /// Tree-wide resource usage, read from the cgroup (cgroup containment only;
 /// each field is present when the kernel provides it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Usage {
     /// CPU time in user mode, the whole tree.
     pub cpu_user: Option<Duration>,
@@ -112,6 +220,9 @@ pub struct Usage {
 
 /// A tree-wide limit that the tree ran into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum LimitHit {
     /// The memory limit: the OOM killer killed a process of the tree.
     Memory,
@@ -130,7 +241,14 @@ impl LimitHit {
 }
 
 /// Everything about one run.
+///
+/// With the `serde` feature, a `Report` serialises to the run report of the
+/// documented JSON schema (docs/report-schema.json, the object `corral run
+/// --report` writes, without the three fields only the command line knows:
+/// `output`, `received_signal`, `corral_exit`). Captured output is not part
+/// of it (only its byte counts).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Report {
     /// What happened.
     pub outcome: Outcome,
@@ -196,15 +314,251 @@ impl Report {
         }
     }
 
+    /// A report of a run that did not happen: `outcome`, pid 0, containment
+    /// `mechanism`, and every other field empty. For testing code that
+    /// consumes reports (the fields are public and can be set after).
+    pub fn synthetic(outcome: Outcome, mechanism: Mechanism) -> Report {
+        Report {
+            outcome,
+            root: None,
+            pid: 0,
+            containment: mechanism,
+            containment_note: None,
+            leftovers: Leftovers::default(),
+            signals_sent: Vec::new(),
+            cleanup_error: None,
+            stdout: Captured::default(),
+            stderr: Captured::default(),
+            timings: Timings::default(),
+            usage: None,
+            limits_hit: Vec::new(),
+        }
+    }
+
     /// Total duration from spawn to the end of cleanup.
     pub fn duration(&self) -> Duration {
         self.timings.cleanup_done
     }
+
+    /// `Ok(self)` only when the command exited 0 with a clean lifecycle (as
+    /// [`success`](Self::success)); otherwise a [`RunError`] saying what
+    /// happened instead: a nonzero exit, a signal, a timeout, cancellation,
+    /// held output, or a cleanup failure (even after exit 0). For callers
+    /// who want `?`:
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let report = corral::Command::new("make").arg("check").run()?;
+    /// let out = report.check()?.stdout.bytes();
+    /// # let _ = out; Ok(()) }
+    /// ```
+    ///
+    /// A caller for whom a nonzero code is an answer, not a failure, uses
+    /// [`exit_code`](Self::exit_code) instead.
+    pub fn check(&self) -> Result<&Report, RunError> {
+        if self.success() {
+            Ok(self)
+        } else {
+            Err(RunError {
+                outcome: self.outcome,
+                root: self.root,
+                cleanup_error: self.cleanup_error.clone(),
+            })
+        }
+    }
+
+    /// The message the JSON report carries in `error`: the cleanup failure,
+    /// or what kept the run from being an ordinary exit (none for an exit or
+    /// a signal the root died of by itself).
+    pub fn error_message(&self) -> Option<String> {
+        match (&self.cleanup_error, self.outcome) {
+            (Some(e), _) => Some(e.to_string()),
+            (None, Outcome::TimedOut) => Some("timed out".into()),
+            (None, Outcome::Cancelled) => Some("cancelled".into()),
+            (None, Outcome::OutputHeld) => Some(format!(
+                "output still held open by a descendant when the wait delay ended; {} holder(s) killed",
+                self.leftovers.killed
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// A run that did not end in a clean exit 0: the error of [`Report::check`].
+///
+/// Its `Display` says what happened (`the command exited with code 2`,
+/// `the command timed out`, ...); a cleanup failure is its
+/// [`source`](std::error::Error::source).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+#[error("{}", run_error_message(*outcome, cleanup_error.as_ref()))]
+pub struct RunError {
+    /// What happened.
+    pub outcome: Outcome,
+    /// The root's real exit status, when it was observed.
+    pub root: Option<RootStatus>,
+    /// The cleanup failure, when there was one.
+    #[source]
+    pub cleanup_error: Option<CleanupError>,
+}
+
+fn run_error_message(outcome: Outcome, cleanup: Option<&CleanupError>) -> String {
+    if let Some(e) = cleanup {
+        return format!("the run did not end cleanly: {e}");
+    }
+    match outcome {
+        Outcome::Exited(c) => format!("the command exited with code {c}"),
+        Outcome::Signaled(s) => format!("the command was killed by {s} (signal {})", s.as_raw()),
+        Outcome::TimedOut => "the command timed out".into(),
+        Outcome::Cancelled => "the run was cancelled".into(),
+        Outcome::OutputHeld => {
+            "a descendant held the command's output open past the wait delay".into()
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+mod json {
+    //! `Report` as the run report of docs/report-schema.json.
+
+    use serde::ser::{Serialize, SerializeStruct, Serializer};
+
+    use super::{Report, RootStatus};
+
+    /// Milliseconds with microsecond precision, as in the JSON report.
+    fn ms(d: std::time::Duration) -> f64 {
+        (d.as_secs_f64() * 1e6).round() / 1e3
+    }
+
+    struct Timings<'a>(&'a super::Timings);
+
+    impl Serialize for Timings<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let t = self.0;
+            let mut st = s.serialize_struct("Timings", 4)?;
+            st.serialize_field("spawn", &ms(t.spawn))?;
+            st.serialize_field("root_exit", &t.root_exit.map(ms))?;
+            st.serialize_field("output_closed", &t.output_closed.map(ms))?;
+            st.serialize_field("cleanup_done", &ms(t.cleanup_done))?;
+            st.end()
+        }
+    }
+
+    struct Usage<'a>(&'a super::Usage);
+
+    impl Serialize for Usage<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let u = self.0;
+            let mut st = s.serialize_struct("Usage", 4)?;
+            st.serialize_field("cpu_user_ms", &u.cpu_user.map(ms))?;
+            st.serialize_field("cpu_system_ms", &u.cpu_system.map(ms))?;
+            st.serialize_field("memory_peak", &u.memory_peak)?;
+            st.serialize_field("pids_peak", &u.pids_peak)?;
+            st.end()
+        }
+    }
+
+    impl Serialize for Report {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let exit_code = self.root.and_then(RootStatus::code);
+            let signal = self.root.and_then(RootStatus::signal);
+            let sent: Vec<i32> = self.signals_sent.iter().map(|s| s.as_raw()).collect();
+            let survivors = self
+                .cleanup_error
+                .as_ref()
+                .map_or(&[][..], |e| e.survivors());
+            let mut st = s.serialize_struct("Report", 18)?;
+            st.serialize_field("outcome", self.outcome_name())?;
+            st.serialize_field("exit_code", &exit_code)?;
+            st.serialize_field("signal", &signal.map(|s| s.as_raw()))?;
+            st.serialize_field("signal_name", &signal.map(|s| s.to_string()))?;
+            st.serialize_field("containment", self.containment.name())?;
+            st.serialize_field("containment_note", &self.containment_note)?;
+            st.serialize_field("killed", &self.leftovers.killed)?;
+            st.serialize_field("kept", &self.leftovers.kept)?;
+            st.serialize_field("duration_ms", &ms(self.duration()))?;
+            st.serialize_field("stdout_bytes", &self.stdout.total_bytes())?;
+            st.serialize_field("stderr_bytes", &self.stderr.total_bytes())?;
+            st.serialize_field("error", &self.error_message())?;
+            st.serialize_field("pid", &self.pid)?;
+            st.serialize_field("signals_sent", &sent)?;
+            st.serialize_field("survivors", survivors)?;
+            st.serialize_field("timings_ms", &Timings(&self.timings))?;
+            st.serialize_field("usage", &self.usage.as_ref().map(Usage))?;
+            let limits: Vec<&str> = self.limits_hit.iter().map(|l| l.name()).collect();
+            st.serialize_field("limits_hit", &limits)?;
+            st.end()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn cleanup_errors_name_the_step_and_keep_the_os_error() {
+        let cases = [
+            (
+                CleanupError::signal(io::Error::from(io::ErrorKind::PermissionDenied)),
+                "could not signal the process tree: ",
+            ),
+            (
+                CleanupError::members(io::Error::from(io::ErrorKind::NotFound)),
+                "could not list the process tree's members: ",
+            ),
+            (
+                CleanupError::wait(io::Error::from(io::ErrorKind::Interrupted)),
+                "waiting on the run failed: ",
+            ),
+            (
+                CleanupError::release(io::Error::from(io::ErrorKind::Other)),
+                "could not release the process tree: ",
+            ),
+        ];
+        for (e, prefix) in cases {
+            let shown = e.to_string();
+            assert!(shown.starts_with(prefix), "{shown}");
+            let io = e.io_error().expect("an OS error");
+            assert!(shown.ends_with(&io.to_string()), "{shown}");
+            let src = e.source().expect("a source");
+            assert!(
+                src.downcast_ref::<Arc<io::Error>>().is_some()
+                    || src.downcast_ref::<io::Error>().is_some()
+            );
+            assert!(e.survivors().is_empty());
+            // A report with it is not clean, whatever the outcome.
+            let mut r = Report::synthetic(Outcome::Exited(0), Mechanism::ProcessGroup);
+            r.cleanup_error = Some(e.clone());
+            assert_eq!(r.exit_code(), None);
+            assert_eq!(r.outcome_name(), "cleanup_failed");
+            assert_eq!(r.error_message(), Some(shown));
+            assert!(r.check().is_err());
+        }
+    }
+
+    #[test]
+    fn run_error_says_what_happened() {
+        let r = |o| Report::synthetic(o, Mechanism::ProcessGroup);
+        assert!(r(Outcome::Exited(0)).check().is_ok());
+        let msg = |o| r(o).check().unwrap_err().to_string();
+        assert_eq!(msg(Outcome::Exited(1)), "the command exited with code 1");
+        assert_eq!(
+            msg(Outcome::Signaled(Signal::KILL)),
+            "the command was killed by SIGKILL (signal 9)"
+        );
+        assert_eq!(msg(Outcome::TimedOut), "the command timed out");
+        assert_eq!(msg(Outcome::Cancelled), "the run was cancelled");
+        assert!(msg(Outcome::OutputHeld).contains("wait delay"));
+    }
 }
 
 /// A containment mechanism, as named in reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum Mechanism {
     /// A new process group per command (every Unix). Holds every descendant
     /// that does not call `setsid`/`setpgid`.

@@ -13,8 +13,12 @@ use std::str::FromStr;
 /// It is a plain number so that reports can carry it on every platform. On
 /// Windows only [`Signal::TERM`], [`Signal::INT`] and [`Signal::KILL`] have a
 /// meaning (CTRL_BREAK for the first two, TerminateJobObject for the last).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(transparent)]
+///
+/// With the `serde` feature a signal serialises as its `Display` name
+/// (`"SIGTERM"`, `"SIGRTMIN+3"`) when it has one, else as its number (`32`
+/// on Linux); both forms, and every form [`FromStr`] accepts, deserialise.
+/// (The JSON report keeps numbers: `signal` plus `signal_name`.)
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Signal(i32);
 
 const LINUX: bool = cfg!(target_os = "linux");
@@ -196,6 +200,62 @@ impl FromStr for Signal {
     }
 }
 
+#[cfg(feature = "serde")]
+impl serde::Serialize for Signal {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.name().is_some() || self.is_realtime() {
+            s.collect_str(self)
+        } else {
+            s.serialize_i32(self.0)
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for Signal {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Signal, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Signal;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a signal name such as \"SIGTERM\" or a signal number")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Signal, E> {
+                v.parse().map_err(E::custom)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Signal, E> {
+                i32::try_from(v)
+                    .ok()
+                    .and_then(Signal::from_raw)
+                    .ok_or_else(|| E::custom(UnknownSignal(v.to_string())))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Signal, E> {
+                i32::try_from(v)
+                    .ok()
+                    .and_then(Signal::from_raw)
+                    .ok_or_else(|| E::custom(UnknownSignal(v.to_string())))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Serde helpers for a signal as its number (the JSON report's form).
+#[cfg(feature = "serde")]
+pub(crate) mod as_number {
+    use super::Signal;
+
+    pub(crate) fn serialize<S: serde::Serializer>(sig: &Signal, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i32(sig.as_raw())
+    }
+
+    pub(crate) fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Signal, D::Error> {
+        let n = <i32 as serde::Deserialize>::deserialize(d)?;
+        Signal::from_raw(n)
+            .ok_or_else(|| serde::de::Error::custom(super::UnknownSignal(n.to_string())))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,5 +299,26 @@ mod tests {
                 assert_eq!(shown.parse::<Signal>().unwrap(), s, "{shown}");
             }
         }
+    }
+
+    #[cfg(all(feature = "serde", target_os = "linux"))]
+    #[test]
+    fn serde_uses_the_name_or_the_number() {
+        let term = serde_json::to_string(&Signal::TERM).unwrap();
+        assert_eq!(term, "\"SIGTERM\"");
+        let rt = Signal::from_raw(37).unwrap();
+        assert_eq!(serde_json::to_string(&rt).unwrap(), "\"SIGRTMIN+3\"");
+        let unnamed = Signal::from_raw(32).unwrap();
+        assert_eq!(serde_json::to_string(&unnamed).unwrap(), "32");
+        for text in ["\"SIGTERM\"", "\"term\"", "15"] {
+            assert_eq!(serde_json::from_str::<Signal>(text).unwrap(), Signal::TERM);
+        }
+        assert_eq!(
+            serde_json::from_str::<Signal>("\"SIGRTMIN+3\"").unwrap(),
+            rt
+        );
+        assert_eq!(serde_json::from_str::<Signal>("32").unwrap(), unnamed);
+        assert!(serde_json::from_str::<Signal>("0").is_err());
+        assert!(serde_json::from_str::<Signal>("\"NOPE\"").is_err());
     }
 }

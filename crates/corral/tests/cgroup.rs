@@ -282,7 +282,9 @@ fn fallback_child() {
         .containment(cgroup_only())
         .run()
     {
-        Err(Error::Containment { mechanism, reason }) => {
+        Err(Error::Containment {
+            mechanism, reason, ..
+        }) => {
             assert_eq!(mechanism, Mechanism::Cgroup);
             assert!(reason.contains("cannot create a cgroup"), "{reason}");
         }

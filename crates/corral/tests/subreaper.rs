@@ -553,7 +553,9 @@ fn auto_and_only_without_and_with_the_subreaper() {
 fn selection_child() {
     assert!(std::env::var_os("CORRAL_MOUNTINFO").is_some());
     match Command::new("/bin/true").containment(subreaper()).run() {
-        Err(Error::Containment { mechanism, reason }) => {
+        Err(Error::Containment {
+            mechanism, reason, ..
+        }) => {
             assert_eq!(mechanism, Mechanism::Subreaper);
             assert!(reason.contains("enable_subreaper"), "{reason}");
         }

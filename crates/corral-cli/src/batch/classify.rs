@@ -164,7 +164,7 @@ pub fn classify(
             (None, Outcome::Signaled(s)) => {
                 format!("killed by signal {s} (not sent by corral)")
             }
-            (None, Outcome::Exited(_)) => "not a clean exit".into(),
+            (None, _) => "not a clean exit".into(),
         };
         return Verdict::error(why);
     };
@@ -225,24 +225,12 @@ pub fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corral::{Captured, CleanupError, Leftovers, Mechanism, Timings};
+    use corral::{CleanupError, Mechanism};
 
     fn report(outcome: Outcome) -> Result<Report, Error> {
-        Ok(Report {
-            outcome,
-            root: None,
-            pid: 1,
-            containment: Mechanism::ProcessGroup,
-            containment_note: None,
-            leftovers: Leftovers::default(),
-            signals_sent: Vec::new(),
-            cleanup_error: None,
-            stdout: Captured::default(),
-            stderr: Captured::default(),
-            timings: Timings::default(),
-            usage: None,
-            limits_hit: Vec::new(),
-        })
+        let mut r = Report::synthetic(outcome, Mechanism::ProcessGroup);
+        r.pid = 1;
+        Ok(r)
     }
 
     fn rule() -> EventRule {

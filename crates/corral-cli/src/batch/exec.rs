@@ -596,7 +596,7 @@ impl Batch {
             Ok(r) => {
                 let code = exit::for_report(r, received);
                 (
-                    JsonReport::from_report(r, received, code, [false, false]),
+                    JsonReport::from_report(r, received, code),
                     r.stdout.text_lossy(),
                     r.stderr.text_lossy(),
                     stop.is_some() && r.outcome == corral::Outcome::Cancelled,
@@ -612,7 +612,7 @@ impl Batch {
                 )
             }
         };
-        let report = serde_json::to_value(&report).unwrap_or(Value::Null);
+        let report = report.into_value();
         RunRecord {
             job,
             task: j.task,

@@ -277,10 +277,62 @@ pub fn read_report(path: &Path) -> Value {
     v
 }
 
+/// The documented schema of a run report (docs/report-schema.json),
+/// compiled once.
+pub fn report_schema() -> &'static jsonschema::Validator {
+    static SCHEMA: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/report-schema.json");
+        let text = std::fs::read_to_string(path).expect("docs/report-schema.json");
+        let schema: Value = serde_json::from_str(&text).expect("the schema is JSON");
+        jsonschema::draft202012::new(&schema).expect("the schema is a valid draft 2020-12 schema")
+    })
+}
+
+/// The run report's fields of `v` (a batch run embeds them among its own).
+pub fn report_fields(v: &Value) -> Value {
+    let schema: &Value = {
+        static RAW: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+        RAW.get_or_init(|| {
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/report-schema.json");
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+        })
+    };
+    let mut out = serde_json::Map::new();
+    for k in schema["properties"].as_object().unwrap().keys() {
+        if let Some(field) = v.get(k) {
+            out.insert(k.clone(), field.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// Fails with every violation when `v` does not follow the documented
+/// report schema.
+#[track_caller]
+pub fn assert_schema(v: &Value) {
+    let errors: Vec<String> = report_schema()
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report does not follow docs/report-schema.json: {errors:#?}\n{v}"
+    );
+}
+
 /// Checks that every required field is present with the right type, and
-/// that the fields agree with the outcome.
+/// that the fields agree with the outcome (and that the report follows the
+/// documented schema).
 #[track_caller]
 pub fn check_report(v: &Value) {
+    if v.get("task").is_some() {
+        // A batch run: its report fields follow the schema, next to the
+        // batch's own.
+        assert_schema(&report_fields(v));
+    } else {
+        assert_schema(v);
+    }
     let o = v
         .as_object()
         .unwrap_or_else(|| panic!("not an object: {v}"));

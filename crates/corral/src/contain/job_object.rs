@@ -317,9 +317,8 @@ impl Containment for JobObject {
 
 /// Builds the job for one command (the `contain::select` arm on Windows).
 pub(crate) fn select(tracer: Tracer) -> Result<super::Selected, crate::Error> {
-    let tree = JobObject::new(tracer).map_err(|e| crate::Error::Containment {
-        mechanism: Mechanism::JobObject,
-        reason: format!("could not create the job object: {e}"),
+    let tree = JobObject::new(tracer).map_err(|e| {
+        crate::Error::containment_io(Mechanism::JobObject, "could not create the job object", e)
     })?;
     let note = (!has_console()).then(|| {
         "no console: graceful stop (CTRL_BREAK) is unavailable, the grace ends in TerminateJobObject"

@@ -47,6 +47,7 @@ pub(crate) use crate::report::Mechanism;
 
 /// Which containment to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ContainmentChoice {
     /// The strongest mechanism this platform and this process can have; the
     /// report says which one was used and why a stronger one was not.
@@ -60,6 +61,7 @@ pub enum ContainmentChoice {
 /// a [`Command::trace_ops`](crate::Command::trace_ops) hook. Tests use the
 /// record to prove ordering invariants without relying on PID reuse luck.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OsOp {
     /// The root was spawned with this pid.
     Spawned {
@@ -184,8 +186,7 @@ pub(crate) fn select(
     limits: Limits,
     tracer: Tracer,
 ) -> Result<Selected, crate::Error> {
-    let fail =
-        |mechanism: Mechanism, reason: String| crate::Error::Containment { mechanism, reason };
+    let fail = |mechanism: Mechanism, reason: String| crate::Error::containment(mechanism, reason);
     #[cfg(target_os = "linux")]
     {
         let want_cgroup = matches!(

@@ -52,6 +52,7 @@ const EXIT_POLL: Duration = Duration::from_millis(5);
 /// A running command. Supervision happens in [`Running::wait`]; dropping the
 /// handle without waiting cancels the run and cleans up (bounded by the
 /// grace and the confirm window).
+#[must_use = "dropping a Running cancels the run and kills its whole tree; call .wait()"]
 pub struct Running {
     life: Option<Box<Life>>,
 }
@@ -90,6 +91,28 @@ impl Running {
             .unwrap_or_default()
     }
 
+    /// Sends `sig` to the whole tree now, through the containment's identity
+    /// (the process group of the unreaped leader, the cgroup, the pid
+    /// namespace's init, the job), like `kill -SIG` to every process of the
+    /// tree and nothing else. Safe from PID reuse: the identity is held
+    /// until [`wait`](Self::wait) releases it, and `wait` consumes the
+    /// handle, so no signal can follow the release.
+    ///
+    /// This does not end the run or change its deadline: a root that dies of
+    /// the signal is reported as [`Outcome::Signaled`](crate::Outcome::Signaled)
+    /// (the signal is not listed in [`Report::signals_sent`], which holds
+    /// corral's own termination signals). Every signal but SIGKILL is
+    /// followed by SIGCONT where the tier does so for its own signals (a
+    /// stopped process must be able to act on it), so SIGSTOP does not keep
+    /// the tree stopped. On Windows, `TERM` and `INT` are a CTRL_BREAK and
+    /// `KILL` terminates the job.
+    pub fn signal(&mut self, sig: Signal) -> io::Result<()> {
+        match self.life.as_mut() {
+            Some(l) => l.signal_tree(sig),
+            None => Err(io::Error::other("the run is over")),
+        }
+    }
+
     /// Supervises the run to its end and reports what happened. Returns in
     /// bounded time: at most the deadline (or root exit plus the wait delay,
     /// plus up to 1 s to drain output that nothing holds any more but is
@@ -112,6 +135,21 @@ impl Drop for Running {
     }
 }
 
+/// Signals an owner asked for, carried out by the supervising side.
+#[derive(Clone, Default)]
+pub(crate) struct SignalRequests(Arc<std::sync::Mutex<Vec<Signal>>>);
+
+impl SignalRequests {
+    #[cfg_attr(not(all(feature = "tokio", unix)), allow(dead_code))]
+    pub(crate) fn push(&self, sig: Signal) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(sig);
+    }
+
+    fn take(&self) -> Vec<Signal> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 /// Everything one run owns while it is supervised.
 pub(crate) struct Life {
     settings: Settings,
@@ -127,6 +165,9 @@ pub(crate) struct Life {
     streams: [Option<StreamIo>; 2],
     stdin: Option<StdinFeed>,
     cancel: CancelToken,
+    /// Signals asked for by the owner (`AsyncRunning::signal`), sent to the
+    /// tree by the next step while the identity is held.
+    signal_requests: SignalRequests,
     on_line: Option<SharedLineCallback>,
     tracer: Tracer,
     // What was learned on the way.
@@ -213,10 +254,11 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
     let mut root = match start_root(spec, tree.as_mut()) {
         Ok(root) => root,
         Err(SpawnError::Contain(e)) => {
-            return Err(Error::Containment {
+            return Err(Error::containment_io(
                 mechanism,
-                reason: e.to_string(),
-            })
+                "could not place the command in its containment",
+                e,
+            ))
         }
         Err(SpawnError::Spawn(e)) => return Err(Error::spawn(plan.program.to_owned(), e)),
     };
@@ -228,10 +270,11 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         // The root is unreaped, so killing it by pid cannot hit a stranger.
         root.kill();
         let _ = tree.release(&mut root);
-        return Err(Error::Containment {
+        return Err(Error::containment_io(
             mechanism,
-            reason: format!("could not take hold of the tree: {e}"),
-        });
+            "could not take hold of the tree",
+            e,
+        ));
     }
 
     let deadline = [
@@ -263,6 +306,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         streams: [out, err],
         stdin,
         cancel,
+        signal_requests: SignalRequests::default(),
         on_line: plan.on_line,
         tracer: plan.tracer,
         root_status: None,
@@ -318,6 +362,12 @@ impl Life {
     pub(crate) fn advance(&mut self) -> bool {
         if self.phase.is_over() {
             return true;
+        }
+        for sig in self.signal_requests.take() {
+            // The identity is held: the run is not over, nothing is released.
+            if let Err(e) = self.signal_tree(sig) {
+                self.note_cleanup(CleanupError::signal(e));
+            }
         }
         let now = Instant::now();
         self.pump_outputs();
@@ -443,6 +493,22 @@ impl Life {
             .map(|f| std::os::fd::AsFd::as_fd(&f.pipe))
     }
 
+    /// The owner's signal, to the whole tree through the held identity; an
+    /// error once the run is over (the identity may be released).
+    pub(crate) fn signal_tree(&mut self, sig: Signal) -> io::Result<()> {
+        if self.phase.is_over() || self.finished {
+            return Err(io::Error::other("the run is over"));
+        }
+        self.tree.signal(sig)
+    }
+
+    /// The queue through which another driver's owner asks for signals, and
+    /// the waker that gets them carried out.
+    #[cfg(all(feature = "tokio", unix))]
+    pub(crate) fn signal_requests(&self) -> (SignalRequests, Arc<dyn Wake>) {
+        (self.signal_requests.clone(), self.waker.clone())
+    }
+
     /// The containment's descriptor fired: check the tree now.
     pub(crate) fn tree_event(&mut self) {
         self.phase.check_now(Instant::now());
@@ -451,7 +517,7 @@ impl Life {
     /// The driver could not wait: do not spin, do not hang. Terminate the
     /// tree and report the failure.
     pub(crate) fn wait_failed(&mut self, e: io::Error) {
-        self.note_cleanup(CleanupError::Signal(format!("waiting failed: {e}")));
+        self.note_cleanup(CleanupError::wait(e));
         let policy = self.policy;
         let step = phase::wait_failed(self.phase, self, Instant::now(), &policy);
         self.apply(step);
@@ -479,9 +545,7 @@ impl Life {
         self.kept = match self.tree.count_kept(&mut self.root) {
             Ok(n) => n,
             Err(e) => {
-                self.note_cleanup(CleanupError::Release(format!(
-                    "could not count the processes left running: {e}"
-                )));
+                self.note_cleanup(CleanupError::members(e));
                 0
             }
         };
@@ -501,7 +565,7 @@ impl Life {
     fn send(&mut self, sig: Signal) {
         self.signals_sent.push(sig);
         if let Err(e) = self.tree.signal(sig) {
-            self.note_cleanup(CleanupError::Signal(e.to_string()));
+            self.note_cleanup(CleanupError::signal(e));
         }
     }
 
@@ -520,9 +584,7 @@ impl Life {
                 all
             }
             Err(e) => {
-                self.note_cleanup(CleanupError::Signal(format!(
-                    "could not list the tree's members: {e}"
-                )));
+                self.note_cleanup(CleanupError::members(e));
                 Vec::new()
             }
         }
@@ -550,9 +612,7 @@ impl Life {
                 self.pump_outputs();
             }
             Ok(None) => {}
-            Err(e) => self.note_cleanup(CleanupError::Release(format!(
-                "could not observe the root's exit: {e}"
-            ))),
+            Err(e) => self.note_cleanup(CleanupError::wait(e)),
         }
     }
 
@@ -617,7 +677,7 @@ impl Life {
             None => (None, Vec::new()),
         };
         if let Err(e) = self.tree.release(&mut self.root) {
-            self.note_cleanup(CleanupError::Release(e.to_string()));
+            self.note_cleanup(CleanupError::release(e));
         }
         let killed = if self.signals_sent.is_empty() {
             0

@@ -1,0 +1,88 @@
+//! `corral completions SHELL` and `corral man`, generated from the clap
+//! definition.
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_corral");
+
+fn output(args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).output().expect("corral runs");
+    assert!(out.status.success(), "corral {args:?}: {out:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "corral {args:?} wrote to stderr: {out:?}"
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+#[test]
+fn bash_completions_know_the_options_and_subcommands() {
+    let text = output(&["completions", "bash"]);
+    assert!(text.contains("complete -F"), "not a bash completion script");
+    assert!(text.contains("--timeout"), "no --timeout");
+    assert!(text.contains("--wait-delay"), "no --wait-delay");
+    for sub in ["run", "batch", "merge"] {
+        assert!(
+            text.contains(&format!("corral__subcmd__{sub}")),
+            "no subcommand {sub}"
+        );
+    }
+}
+
+#[test]
+fn every_shell_gets_a_script() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let text = output(&["completions", shell]);
+        assert!(text.contains("timeout"), "{shell}: no --timeout");
+        assert!(text.contains("corral"), "{shell}: no corral");
+    }
+    let bad = Command::new(BIN)
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        bad.status.code(),
+        Some(125),
+        "unknown shell is a usage error"
+    );
+}
+
+#[test]
+fn man_page_is_roff_with_every_subcommand() {
+    let text = output(&["man"]);
+    assert!(
+        text.starts_with(".TH corral 1"),
+        "does not start with .TH: {}",
+        &text[..80.min(text.len())]
+    );
+    for section in [
+        ".SH NAME",
+        ".SH SYNOPSIS",
+        ".SH OPTIONS",
+        ".SH \"CORRAL RUN\"",
+        ".SH \"CORRAL BATCH\"",
+        ".SH \"CORRAL MERGE\"",
+    ] {
+        assert!(text.contains(section), "no {section}");
+    }
+    assert!(
+        text.contains("\\-\\-timeout"),
+        "no --timeout in the run options"
+    );
+    // Every line is a roff request/comment or text, never an unescaped
+    // leading quote or period from a help text.
+    for line in text.lines() {
+        if let Some(req) = line.strip_prefix('.') {
+            let name: String = req
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            assert!(
+                !name.is_empty() || req.starts_with('\\'),
+                "bad request line {line:?}"
+            );
+        }
+    }
+    // Hidden from the main help, as generators for packagers.
+    assert!(!output(&["--help"]).contains("completions"));
+}
