@@ -228,15 +228,6 @@ fn host() {
     std::process::exit(0);
 }
 
-macro_rules! need_cgroup {
-    () => {
-        if corral_testkit::writable_cgroup_v2().is_none() {
-            eprintln!("SKIP: no writable cgroup v2 hierarchy here");
-            return;
-        }
-    };
-}
-
 const REPS: usize = 3;
 
 #[test]
@@ -269,20 +260,20 @@ fn subreaper_sync_running() {
     dropped_then_exit(Mechanism::Subreaper, Driver::Sync, 1);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn cgroup_current_thread() {
-    need_cgroup!();
     dropped_then_exit(Mechanism::Cgroup, Driver::CurrentThread, REPS);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn cgroup_multi_thread() {
-    need_cgroup!();
     dropped_then_exit(Mechanism::Cgroup, Driver::MultiThread, REPS);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn cgroup_sync_running() {
-    need_cgroup!();
     dropped_then_exit(Mechanism::Cgroup, Driver::Sync, 1);
 }

@@ -586,8 +586,7 @@ fn selection_child() {
     println!("SELECTION-OK");
 }
 
-#[test]
-fn orphans_are_reaped_during_the_run_but_never_a_child_of_the_host() {
+fn orphans_reaped_never_the_hosts_child(tier: Mechanism) {
     // The host's own child exits and stays a zombie until the host waits
     // for it; meanwhile a run leaves short-lived orphans in every tier. The
     // orphans are reaped while the run goes on, the host's child is not.
@@ -602,47 +601,41 @@ fn orphans_are_reaped_during_the_run_but_never_a_child_of_the_host() {
         assert!(Instant::now() < end, "the host's child never exited");
         std::thread::sleep(ms(5));
     }
-    let mut tiers = vec![Mechanism::ProcessGroup, Mechanism::Subreaper];
-    if corral_testkit::writable_cgroup_v2().is_some() {
-        tiers.push(Mechanism::Cgroup);
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let mut c = s.sh(
+        r#"echo $$ > "$CORRAL_TEST_DIR/root.pid"; for i in $(seq 100); do (sleep 0.01 &); done; touch "$CORRAL_TEST_DIR/burst"; sleep 1"#,
+    );
+    c.containment(ContainmentChoice::Only(tier));
+    let t = Instant::now();
+    let running = c.spawn().unwrap();
+    let end = Instant::now() + 10 * SEC;
+    while !s.path("burst").exists() {
+        assert!(Instant::now() < end, "{tier}: the burst never ended");
+        std::thread::sleep(ms(5));
     }
-    for tier in tiers {
-        let s = Scratch::new();
-        let w = Watch::new(&s);
-        let mut c = s.sh(
-            r#"echo $$ > "$CORRAL_TEST_DIR/root.pid"; for i in $(seq 100); do (sleep 0.01 &); done; touch "$CORRAL_TEST_DIR/burst"; sleep 1"#,
-        );
-        c.containment(ContainmentChoice::Only(tier));
-        let t = Instant::now();
-        let running = c.spawn().unwrap();
-        let end = Instant::now() + 10 * SEC;
-        while !s.path("burst").exists() {
-            assert!(Instant::now() < end, "{tier}: the burst never ended");
-            std::thread::sleep(ms(5));
-        }
-        std::thread::sleep(ms(300));
-        let zombies: Vec<u32> = own_children()
-            .into_iter()
-            .filter(|&(p, st)| st == b'Z' && p != hc)
-            .map(|(p, _)| p)
-            .collect();
-        assert!(w.is_alive("root"), "{tier}: the root ended early");
-        assert!(
-            zombies.is_empty(),
-            "{tier}: orphans not reaped during the run: {zombies:?}"
-        );
-        assert!(
-            own_children().contains(&(hc, b'Z')),
-            "{tier}: the host's child was reaped by corral"
-        );
-        let r = running.wait();
-        assert_between(t.elapsed(), SEC, 10 * SEC);
-        assert_eq!(r.containment, tier);
-        assert_eq!(r.outcome, Outcome::Exited(0), "{tier}: {r:?}");
-        assert!(r.cleanup_error.is_none(), "{tier}: {:?}", r.cleanup_error);
-        assert_dead(&w, &["root"]);
-        assert_no_marked_left(&s);
-    }
+    std::thread::sleep(ms(300));
+    let zombies: Vec<u32> = own_children()
+        .into_iter()
+        .filter(|&(p, st)| st == b'Z' && p != hc)
+        .map(|(p, _)| p)
+        .collect();
+    assert!(w.is_alive("root"), "{tier}: the root ended early");
+    assert!(
+        zombies.is_empty(),
+        "{tier}: orphans not reaped during the run: {zombies:?}"
+    );
+    assert!(
+        own_children().contains(&(hc, b'Z')),
+        "{tier}: the host's child was reaped by corral"
+    );
+    let r = running.wait();
+    assert_between(t.elapsed(), SEC, 10 * SEC);
+    assert_eq!(r.containment, tier);
+    assert_eq!(r.outcome, Outcome::Exited(0), "{tier}: {r:?}");
+    assert!(r.cleanup_error.is_none(), "{tier}: {:?}", r.cleanup_error);
+    assert_dead(&w, &["root"]);
+    assert_no_marked_left(&s);
     let st = host_child
         .wait()
         .expect("the host's child is still the host's");
@@ -651,43 +644,68 @@ fn orphans_are_reaped_during_the_run_but_never_a_child_of_the_host() {
 }
 
 #[test]
-fn concurrent_runs_leaving_orphans_keep_their_roots_until_release() {
+fn orphans_are_reaped_during_the_run_but_never_a_child_of_the_host_process_group() {
+    orphans_reaped_never_the_hosts_child(Mechanism::ProcessGroup);
+}
+
+#[test]
+fn orphans_are_reaped_during_the_run_but_never_a_child_of_the_host_subreaper() {
+    orphans_reaped_never_the_hosts_child(Mechanism::Subreaper);
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn orphans_are_reaped_during_the_run_but_never_a_child_of_the_host_cgroup() {
+    orphans_reaped_never_the_hosts_child(Mechanism::Cgroup);
+}
+
+fn concurrent_runs_leaving_orphans(tier: Mechanism) {
     // Many runs at once, each leaving orphans that die while its root is a
     // zombie waiting for its release: the orphan reaper takes the orphans
     // and never a root, so every run still reads its own root's exit.
     let _g = setup();
-    let mut tiers = vec![Mechanism::ProcessGroup, Mechanism::Subreaper];
-    if corral_testkit::writable_cgroup_v2().is_some() {
-        tiers.push(Mechanism::Cgroup);
-    }
-    for tier in tiers {
-        let s = std::sync::Arc::new(Scratch::new());
-        let t = Instant::now();
-        let threads: Vec<_> = (0..8)
-            .map(|i| {
-                let s = s.clone();
-                std::thread::spawn(move || {
-                    for j in 0..5 {
-                        let code = 3 + (i * 5 + j) % 100;
-                        let r = s
-                            .sh(&format!(
-                                "for k in 1 2 3 4; do (true &); done; (sleep 0.05 &); exit {code}"
-                            ))
-                            .containment(ContainmentChoice::Only(tier))
-                            .run()
-                            .unwrap();
-                        assert_eq!(r.containment, tier);
-                        assert_eq!(r.outcome, Outcome::Exited(code), "{tier}: {r:?}");
-                        assert!(r.cleanup_error.is_none(), "{tier}: {:?}", r.cleanup_error);
-                    }
-                })
+    let s = std::sync::Arc::new(Scratch::new());
+    let t = Instant::now();
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for j in 0..5 {
+                    let code = 3 + (i * 5 + j) % 100;
+                    let r = s
+                        .sh(&format!(
+                            "for k in 1 2 3 4; do (true &); done; (sleep 0.05 &); exit {code}"
+                        ))
+                        .containment(ContainmentChoice::Only(tier))
+                        .run()
+                        .unwrap();
+                    assert_eq!(r.containment, tier);
+                    assert_eq!(r.outcome, Outcome::Exited(code), "{tier}: {r:?}");
+                    assert!(r.cleanup_error.is_none(), "{tier}: {:?}", r.cleanup_error);
+                }
             })
-            .collect();
-        for th in threads {
-            th.join().unwrap();
-        }
-        assert_between(t.elapsed(), Duration::ZERO, 30 * SEC);
-        assert_no_marked_left(&s);
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
     }
+    assert_between(t.elapsed(), Duration::ZERO, 30 * SEC);
+    assert_no_marked_left(&s);
     assert_no_zombie_children();
+}
+
+#[test]
+fn concurrent_runs_leaving_orphans_keep_their_roots_until_release_process_group() {
+    concurrent_runs_leaving_orphans(Mechanism::ProcessGroup);
+}
+
+#[test]
+fn concurrent_runs_leaving_orphans_keep_their_roots_until_release_subreaper() {
+    concurrent_runs_leaving_orphans(Mechanism::Subreaper);
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn concurrent_runs_leaving_orphans_keep_their_roots_until_release_cgroup() {
+    concurrent_runs_leaving_orphans(Mechanism::Cgroup);
 }

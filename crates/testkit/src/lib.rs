@@ -434,23 +434,95 @@ pub fn assert_between(elapsed: Duration, min: Duration, max: Duration) {
 pub use corral_testkit_macros::needs;
 
 /// The run-time half of [`needs`]: fails the test when a requirement that
-/// held where the test was built does not hold here.
+/// held where the test was built does not hold here (the kinds are listed
+/// in [`needs`]'s documentation).
 #[track_caller]
 pub fn require(what: &str) {
-    let ok = match what {
-        "cgroup" => writable_cgroup_v2().is_some(),
-        "script" => std::process::Command::new("script")
-            .arg("--version")
-            .output()
-            .is_ok(),
-        _ => false,
-    };
     assert!(
-        ok,
+        holds(what),
         "this test needs {what}, which was available where the test binary was built \
          but is not here: rebuild the tests as this user (cargo test), or build them with \
          CORRAL_TEST_ASSUME_UNPRIVILEGED=1 to run them unprivileged"
     );
+}
+
+/// Whether requirement `what` of [`needs`] holds for this process now.
+pub fn holds(what: &str) -> bool {
+    match what {
+        "cgroup" => writable_cgroup_v2().is_some(),
+        "limits" => limits_hold(),
+        "pidns" => pidns_holds(),
+        "userns" => userns_holds(),
+        "unshare" | "script" => std::process::Command::new(what)
+            .arg("--version")
+            .output()
+            .is_ok(),
+        #[cfg(unix)]
+        "root" => rustix::process::geteuid().is_root(),
+        _ => false,
+    }
+}
+
+/// corral sets a pids and a memory limit on a cgroup here.
+#[cfg(target_os = "linux")]
+fn limits_hold() -> bool {
+    writable_cgroup_v2().is_some()
+        && corral::Command::new("true")
+            .containment(corral::ContainmentChoice::Only(corral::Mechanism::Cgroup))
+            .pids_max(1024)
+            .memory_max(1 << 30)
+            .run()
+            .is_ok_and(|r| r.exit_code() == Some(0))
+}
+
+/// corral's `pid-namespace` tier works here.
+#[cfg(target_os = "linux")]
+fn pidns_holds() -> bool {
+    corral::Command::new("true")
+        .containment(corral::ContainmentChoice::Only(
+            corral::Mechanism::PidNamespace,
+        ))
+        .run()
+        .is_ok_and(|r| r.exit_code() == Some(0))
+}
+
+/// A child process can make a new user namespace.
+#[cfg(target_os = "linux")]
+fn userns_holds() -> bool {
+    use std::os::unix::process::CommandExt;
+    extern "C" {
+        fn unshare(flags: std::ffi::c_int) -> std::ffi::c_int;
+    }
+    const CLONE_NEWUSER: std::ffi::c_int = 0x1000_0000;
+    let mut cmd = std::process::Command::new("true");
+    // SAFETY: the closure runs in the forked child before exec and makes
+    // one system call without pointers, then reads errno: both
+    // async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if unshare(CLONE_NEWUSER) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    cmd.status().is_ok_and(|s| s.success())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn limits_hold() -> bool {
+    false
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pidns_holds() -> bool {
+    false
+}
+
+#[cfg(not(target_os = "linux"))]
+fn userns_holds() -> bool {
+    false
 }
 
 /// This process's own cgroup v2 directory, if it can create children there
