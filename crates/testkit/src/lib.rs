@@ -35,12 +35,15 @@ exec "$@"
 
 /// Shell text that waits until helper `name` is ready: it has written its
 /// pid file **and** become `sleep` (so whatever its command did before
-/// `exec sleep` — a `trap`, a `setsid` — is done). A root that exits or is
-/// signalled right after starting a helper must wait for this first: the
-/// pid file alone appears before the helper's own command runs.
+/// `exec sleep` — a `trap`, a `setsid` — is done) **and**, when the scratch
+/// has a [`Watch`], the watch has pinned it (`NAME.pinned`). A root that
+/// exits or is signalled right after starting a helper must wait for this
+/// first: the pid file alone appears before the helper's own command runs,
+/// and a helper killed before the watch pinned it cannot be told apart from
+/// one that never started.
 pub fn ready(name: &str) -> String {
     format!(
-        r#"until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ]; do sleep 0.01; done; "#
+        r#"until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/{name}.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; "#
     )
 }
 
@@ -166,6 +169,8 @@ impl Watch {
         let stop = Arc::new(AtomicBool::new(false));
         let dir = scratch.dir.clone();
         let mark = format!("CORRAL_TEST_MARK={}", scratch.mark);
+        // Tells `ready` scripts to wait for the pin too (`NAME.pinned`).
+        std::fs::write(dir.join(".watched"), b"").expect("cannot write to the scratch directory");
         let (p, s) = (pinned.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             let mut missing = HashMap::new();
