@@ -83,7 +83,7 @@ fn setsid_escaper_holding_the_pipe_is_killed() {
     let w = Watch::new(&s);
     let t = Instant::now();
     let r = s
-        .sh(r#"setsid "$H" esc & until [ -e "$CORRAL_TEST_DIR/esc.pid" ]; do sleep 0.01; done; exit 0"#)
+        .sh(r#"setsid "$H" esc & until [ -e "$CORRAL_TEST_DIR/esc.pid" ] && [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/esc.pid")/comm 2>/dev/null)" != H ] && [ -e "$CORRAL_TEST_DIR/esc.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 0"#)
         .containment(cgroup_only())
         .wait_delay(Duration::from_millis(300))
         .run()
@@ -128,7 +128,7 @@ fn setsid_child_that_redirected_output_dies_with_a_nonzero_exit() {
     let s = Scratch::new();
     let w = Watch::new(&s);
     let r = s
-        .sh(r#"setsid "$H" late >/dev/null 2>&1 & until [ -e "$CORRAL_TEST_DIR/late.pid" ]; do sleep 0.01; done; exit 4"#)
+        .sh(r#"setsid "$H" late >/dev/null 2>&1 & until [ -e "$CORRAL_TEST_DIR/late.pid" ] && [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/late.pid")/comm 2>/dev/null)" != H ] && [ -e "$CORRAL_TEST_DIR/late.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 4"#)
         .containment(cgroup_only())
         .run()
         .unwrap();
@@ -145,7 +145,7 @@ fn setsid_child_is_kept_and_released_after_exit_0() {
     let s = Scratch::new();
     let w = Watch::new(&s);
     let r = s
-        .sh(r#"setsid "$H" keep >/dev/null 2>&1 & until [ -e "$CORRAL_TEST_DIR/keep.pid" ]; do sleep 0.01; done; exit 0"#)
+        .sh(r#"setsid "$H" keep >/dev/null 2>&1 & until [ -e "$CORRAL_TEST_DIR/keep.pid" ] && [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/keep.pid")/comm 2>/dev/null)" != H ] && [ -e "$CORRAL_TEST_DIR/keep.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 0"#)
         .containment(cgroup_only())
         .run()
         .unwrap();

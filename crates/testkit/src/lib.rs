@@ -47,6 +47,19 @@ pub fn ready(name: &str) -> String {
     )
 }
 
+/// Shell text that waits until helper `name` has started its own command:
+/// it has written its pid file **and** exec'd its command (it no longer
+/// runs the `H` script, so the `mv` that wrote the pid file is gone, and
+/// the tree is exactly as intended) **and**, when the scratch has a
+/// [`Watch`], the watch has pinned it. For helpers whose command is not
+/// `sleep` (otherwise use [`ready`], which also waits for a `trap` or
+/// `setsid` before the `exec sleep` to be done).
+pub fn started(name: &str) -> String {
+    format!(
+        r#"until [ -e "$CORRAL_TEST_DIR/{name}.pid" ] && [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid")/comm 2>/dev/null)" != H ] && [ -e "$CORRAL_TEST_DIR/{name}.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; "#
+    )
+}
+
 /// A private directory for one test, with the helper script in it and a
 /// unique marker that every helper carries in its environment.
 pub struct Scratch {
