@@ -146,14 +146,18 @@ fn tree(via: Mechanism) -> String {
     format!(r#""$H" a & (trap '' TERM INT HUP; exec "$H" ign) & {esc} exec "$H" root"#)
 }
 
-/// Every helper has written its pid file and become `sleep`.
+/// Every helper has written its pid file, become `sleep`, and been pinned
+/// by the test's Watch (else a helper killed by the drop could not be told
+/// from one that never started: "helper esc never pinned", 1 of 5
+/// unprivileged runs under load).
 fn all_running(names: &[&str]) -> bool {
     let dir = std::env::var("CORRAL_TEST_DIR").unwrap();
     names.iter().chain(["root"].iter()).all(|n| {
-        std::fs::read_to_string(format!("{dir}/{n}.pid"))
-            .ok()
-            .and_then(|p| std::fs::read_to_string(format!("/proc/{}/comm", p.trim())).ok())
-            .is_some_and(|c| c.trim() == "sleep")
+        Path::new(&format!("{dir}/{n}.pinned")).exists()
+            && std::fs::read_to_string(format!("{dir}/{n}.pid"))
+                .ok()
+                .and_then(|p| std::fs::read_to_string(format!("/proc/{}/comm", p.trim())).ok())
+                .is_some_and(|c| c.trim() == "sleep")
     })
 }
 
