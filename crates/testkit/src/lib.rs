@@ -27,6 +27,7 @@ use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 
 const HELPER: &str = r#"#!/bin/sh
 # corral test helper: record my pid, then become COMMAND (default: sleep 30).
+if [ "$1" = --probe ]; then exit 0; fi
 name="$1"; shift
 echo $$ > "$CORRAL_TEST_DIR/$name.tmp" && mv "$CORRAL_TEST_DIR/$name.tmp" "$CORRAL_TEST_DIR/$name.pid"
 if [ $# -eq 0 ]; then exec sleep 30; fi
@@ -89,6 +90,7 @@ impl Scratch {
         std::fs::write(&helper, HELPER).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        executable_now(&helper);
         Scratch { dir, mark }
     }
 
@@ -562,6 +564,32 @@ pub fn writable_cgroup_v2() -> Option<PathBuf> {
     std::fs::create_dir(&probe).ok()?;
     std::fs::remove_dir(&probe).ok()?;
     Some(dir)
+}
+
+/// Waits until `helper` (just written) can be executed. A child that
+/// another thread of this process forked while the file was open for
+/// writing holds that descriptor until it execs (close-on-exec), and until
+/// then the kernel refuses to execute the file (ETXTBSY): a root whose
+/// `"$H" a &` failed so would wait for nothing and exit 0 at once. Once one
+/// run succeeds, none can fail so (no new writer can appear).
+fn executable_now(helper: &Path) {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        match std::process::Command::new(helper)
+            .arg("--probe")
+            .stdin(std::process::Stdio::null())
+            .status()
+        {
+            Ok(st) if st.success() => return,
+            Err(e)
+                if e.raw_os_error() == Some(rustix::io::Errno::TXTBSY.raw_os_error())
+                    && Instant::now() < end =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            other => panic!("the test helper {helper:?} does not run: {other:?}"),
+        }
+    }
 }
 
 impl Scratch {
