@@ -272,10 +272,16 @@ fn exit_0_setsid_survivor_is_kept_and_left_alone() {
     // ...and no later command takes it for one of its own.
     let s2 = Scratch::new();
     let w2 = Watch::new(&s2);
-    let r2 = sr(&s2, r#"setsid "$H" other >/dev/null 2>&1 & sleep 30"#)
-        .timeout(ms(300))
-        .run()
-        .unwrap();
+    let r2 = sr(
+        &s2,
+        &format!(
+            r#"setsid "$H" other >/dev/null 2>&1 & {} sleep 30"#,
+            wait_file("other")
+        ),
+    )
+    .timeout(2 * SEC)
+    .run()
+    .unwrap();
     check_subreaper(&r2);
     assert_eq!(r2.outcome, Outcome::TimedOut);
     assert_dead(&w2, &["other"]);
@@ -308,7 +314,19 @@ fn kept_leftover_forking_after_release_leaves_no_zombie() {
     // k, and maybe its `sleep 0.01` of the moment.
     assert!(r.leftovers.kept >= 1, "{:?}", r.leftovers);
     std::fs::write(s.path("go"), b"").unwrap();
-    assert!(w.pid("late_child", 3 * SEC).is_some());
+    let late = w
+        .pid("late_child", 3 * SEC)
+        .expect("late_child never started");
+    // The scenario is a running late child: wait until it has exec'd its
+    // `sleep`. (Killing k while it was still mid-exec left it a zombie nobody
+    // reaps, 3 of 8 root runs under load: the library's keeper looks for late
+    // orphans once, when a kept process exits, and reads their environment,
+    // which is empty during an exec. Reported as a library race.)
+    let end = Instant::now() + 5 * SEC;
+    while std::fs::read_to_string(format!("/proc/{late}/comm")).is_ok_and(|c| c.trim() != "sleep") {
+        assert!(Instant::now() < end, "late_child never became sleep");
+        std::thread::sleep(ms(2));
+    }
     w.signal("k", rustix::process::Signal::KILL);
     assert!(w.wait_dead("k", 2 * SEC));
     std::thread::sleep(ms(100));
