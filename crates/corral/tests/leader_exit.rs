@@ -138,7 +138,8 @@ fn root_with_exited_leader_is_killed(via: Mechanism) {
     assert_eq!(r.outcome, Outcome::TimedOut);
     assert_eq!(r.root, Some(RootStatus::Signaled(Signal::KILL)), "{r:?}");
     assert_eq!(r.signals_sent, vec![Signal::TERM, Signal::KILL], "{r:?}");
-    assert_between(t.elapsed(), 3 * SEC, 3 * SEC + ms(300) + 3 * SEC);
+    // Slack for a loaded machine: 8.9 s was seen at a load of 24 on 2 cores.
+    assert_between(t.elapsed(), 3 * SEC, 3 * SEC + ms(300) + 8 * SEC);
     assert_dead(&w, "root", pid);
 }
 
