@@ -423,7 +423,10 @@ fn grace_reaches_a_setsid_escaper_before_the_kill() {
         s.path("ready").exists(),
         "the escaper was not ready in time"
     );
-    assert_between(t.elapsed(), ms(1000), ms(2500));
+    // No SIGKILL was needed (the signals sent say so); the time only
+    // bounds the return, with slack for a loaded machine (2.8 s was seen at
+    // a load of 24 on 2 cores against the 2.5 s this was).
+    assert_between(t.elapsed(), ms(1000), 8 * SEC);
     assert_eq!(r.signals_sent, vec![corral::Signal::TERM]);
     assert_dead(&w, &["term"]);
     drop(w);
