@@ -1365,12 +1365,9 @@ fn the_manifest_can_come_from_standard_input() {
     assert_eq!(v["manifest"], "-");
 }
 
+#[corral_testkit::needs(limits)]
 #[test]
 fn per_task_limits_use_the_cgroup_tier() {
-    if corral_testkit::writable_cgroup_v2().is_none() {
-        eprintln!("SKIP: no writable cgroup v2 hierarchy here");
-        return;
-    }
     let s = Scratch::new();
     let m = write_manifest(
         &s,

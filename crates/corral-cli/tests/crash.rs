@@ -18,22 +18,6 @@ use common::*;
 
 const SEC: Duration = Duration::from_secs(1);
 
-/// Whether the tier can be used here (skipped with a message otherwise).
-fn tier_available(tier: &str) -> bool {
-    let ok = match tier {
-        "cgroup" => corral_testkit::writable_cgroup_v2().is_some(),
-        _ => std::process::Command::new(BIN)
-            .args(["run", "--containment", tier, "--", "true"])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success()),
-    };
-    if !ok {
-        eprintln!("SKIPPED ({tier}): not available here");
-    }
-    ok
-}
-
 /// A tree with a plain child, a setsid escaper, a double-forked daemon and
 /// a TERM ignorer, under a 60 s timeout that never fires.
 fn tree_script() -> String {
@@ -51,9 +35,6 @@ fn tree_script() -> String {
 const ALL: [&str; 5] = ["root", "plain", "esc", "daemon", "ign"];
 
 fn sigkill_corral_mid_run(tier: &str) {
-    if !tier_available(tier) {
-        return;
-    }
     let s = Scratch::new();
     if tier == "pid-namespace" {
         s.namespaced();
@@ -171,11 +152,13 @@ fn sigkill_of_corral_kills_the_subreaper_group() {
     sigkill_corral_weak_tier("subreaper");
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn sigkill_of_corral_kills_the_cgroup_tree() {
     sigkill_corral_mid_run("cgroup");
 }
 
+#[corral_testkit::needs(pidns)]
 #[test]
 fn sigkill_of_corral_kills_the_pid_namespace_tree() {
     sigkill_corral_mid_run("pid-namespace");
@@ -183,36 +166,40 @@ fn sigkill_of_corral_kills_the_pid_namespace_tree() {
 
 /// A normal exit of corral keeps what keep-on-success keeps, in the tiers
 /// with a keeper or a watching init.
-#[test]
-fn normal_exit_keeps_kept_leftovers() {
-    for tier in ["cgroup", "pid-namespace"] {
-        if !tier_available(tier) {
-            continue;
-        }
-        let s = Scratch::new();
-        let w = Watch::new(&s);
-        let script = format!(
-            r#"setsid "$H" kept >/dev/null 2>&1 & {} exit 0"#,
-            wait_for("kept")
-        );
-        let d = run(
-            corral(
-                &s,
-                ["run", "--containment", tier, "--", "sh", "-c", &script],
-            ),
-            5 * SEC,
-        );
-        d.assert_code(0);
-        std::thread::sleep(ms(1200));
-        assert_alive(&w, &["kept"]);
-    }
+fn normal_exit_keeps_kept_leftovers(tier: &str) {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let script = format!(
+        r#"setsid "$H" kept >/dev/null 2>&1 & {} exit 0"#,
+        wait_for("kept")
+    );
+    let d = run(
+        corral(
+            &s,
+            ["run", "--containment", tier, "--", "sh", "-c", &script],
+        ),
+        5 * SEC,
+    );
+    d.assert_code(0);
+    std::thread::sleep(ms(1200));
+    assert_alive(&w, &["kept"]);
 }
 
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn normal_exit_keeps_kept_leftovers_cgroup() {
+    normal_exit_keeps_kept_leftovers("cgroup");
+}
+
+#[corral_testkit::needs(pidns)]
+#[test]
+fn normal_exit_keeps_kept_leftovers_pid_namespace() {
+    normal_exit_keeps_kept_leftovers("pid-namespace");
+}
+
+#[corral_testkit::needs(pidns)]
 #[test]
 fn pid_namespace_tier_from_the_cli() {
-    if !tier_available("pid-namespace") {
-        return;
-    }
     let s = Scratch::new();
     s.namespaced();
     let w = Watch::new(&s);
@@ -286,11 +273,9 @@ fn pid_namespace_tier_from_the_cli() {
 
 /// A signal to corral is passed on to the whole namespace (the init sends
 /// it to every process), and corral exits 128+N once the tree is gone.
+#[corral_testkit::needs(pidns)]
 #[test]
 fn sigterm_to_corral_reaches_the_namespace() {
-    if !tier_available("pid-namespace") {
-        return;
-    }
     let s = Scratch::new();
     s.namespaced();
     let w = Watch::new(&s);
@@ -332,6 +317,7 @@ fn sigterm_to_corral_reaches_the_namespace() {
 /// 125 and says what to change, and `auto` is unaffected. Made here with a
 /// user namespace whose `user.max_user_namespaces` is 0 and a corral
 /// without capabilities in it (needs `unshare` and `setpriv`).
+#[corral_testkit::needs(unshare, userns)]
 #[test]
 fn refused_namespace_is_exit_125_with_the_setting_to_change() {
     let script = format!(
@@ -341,17 +327,15 @@ fn refused_namespace_is_exit_125_with_the_setting_to_change() {
     );
     let out = std::process::Command::new("unshare")
         .args(["-Ur", "sh", "-c", &script])
-        .output();
-    let Ok(out) = out else {
-        eprintln!("SKIPPED: no unshare here");
-        return;
-    };
+        .output()
+        .expect("`#[needs(unshare)]` checked that unshare runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() || !stdout.contains("explicit=") {
-        eprintln!("SKIPPED: cannot build a refusing user namespace here: {stdout} {stderr}");
-        return;
-    }
+    assert!(
+        out.status.success() && stdout.contains("explicit="),
+        "cannot build a refusing user namespace: {:?} {stdout} {stderr}",
+        out.status
+    );
     assert!(stdout.contains("explicit=125"), "{stdout} {stderr}");
     assert!(stdout.contains("auto=0"), "{stdout} {stderr}");
     assert!(

@@ -1,8 +1,8 @@
 //! Promise 3 at the edges: a corral never touches another live corral's
 //! cgroup, whatever PID namespace either runs in, and still cleans up the
-//! cgroup of a corral that died. Runs the real binary; skips (with a printed
-//! reason) where no cgroup v2 hierarchy is writable or `unshare` cannot make
-//! a PID namespace.
+//! cgroup of a corral that died. Runs the real binary; compiled as ignored
+//! (`#[needs(...)]`) where no cgroup v2 hierarchy is writable or `unshare`
+//! cannot make a PID namespace.
 
 #![cfg(target_os = "linux")]
 
@@ -25,24 +25,6 @@ fn host_pid_as(name: &str) -> String {
     format!(
         r#"read p _ < /proc/self/stat; echo $p > "$CORRAL_TEST_DIR/{name}.tmp" && mv "$CORRAL_TEST_DIR/{name}.tmp" "$CORRAL_TEST_DIR/{name}.pid"; "#
     )
-}
-
-/// Whether this machine lets us run tests here: a writable cgroup v2 and
-/// `unshare` with PID namespaces (the `args` given).
-fn usable(args: &[&str]) -> bool {
-    if corral_testkit::writable_cgroup_v2().is_none() {
-        eprintln!("SKIP: no writable cgroup v2 hierarchy here");
-        return false;
-    }
-    let ok = Command::new("unshare")
-        .args(args)
-        .arg("true")
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("SKIP: `unshare {}` is not available here", args.join(" "));
-    }
-    ok
 }
 
 /// `[unshare ARGS --] corral run --containment cgroup --report R -- sh -c S`
@@ -138,39 +120,31 @@ fn a_survives_b(a_ns: &[&str], b_ns: &[&str]) {
     assert_dead(&w, &["a", "ac"]);
 }
 
+#[corral_testkit::needs(cgroup, unshare, root, pidns)]
 #[test]
 fn two_corrals_in_two_pid_namespaces_sharing_a_parent_cgroup() {
     // Both corrals are pid 1 of their namespace.
-    if !usable(&["-fp"]) {
-        return;
-    }
     a_survives_b(&["-fp"], &["-fp"]);
 }
 
+#[corral_testkit::needs(cgroup, unshare, root, pidns)]
 #[test]
 fn namespaced_corral_leaves_a_host_corral_alone() {
     // B's private /proc cannot see A's pid at all.
-    if !usable(&["-fp", "--mount-proc"]) {
-        return;
-    }
     a_survives_b(&[], &["-fp", "--mount-proc"]);
 }
 
+#[corral_testkit::needs(cgroup, unshare, root, pidns)]
 #[test]
 fn host_corral_leaves_a_namespaced_corral_alone() {
-    if !usable(&["-fp"]) {
-        return;
-    }
     a_survives_b(&["-fp"], &[]);
 }
 
+#[corral_testkit::needs(cgroup, unshare, pidns, userns)]
 #[test]
 fn unprivileged_user_namespaces_leave_each_other_alone() {
     // `unshare -Urfp`: a user namespace too (root inside maps to the
     // caller), as CI sandboxes make them.
-    if !usable(&["-Urfp"]) {
-        return;
-    }
     a_survives_b(&["-Urfp"], &["-Urfp"]);
 }
 
@@ -185,12 +159,10 @@ fn dirs_of(parent: &Path, pid: u32) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn cgroup_of_a_corral_that_died_is_killed_and_removed_by_the_next() {
-    let Some(parent) = corral_testkit::writable_cgroup_v2() else {
-        eprintln!("SKIP: no writable cgroup v2 hierarchy here");
-        return;
-    };
+    let parent = corral_testkit::writable_cgroup_v2().unwrap();
     let s = Scratch::new();
     let w = Watch::new(&s);
     let ra = s.path("a.json");
@@ -222,16 +194,14 @@ fn cgroup_of_a_corral_that_died_is_killed_and_removed_by_the_next() {
     assert!(!dirs[0].exists(), "abandoned cgroup {:?} left", dirs[0]);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn cgroups_in_doubt_are_left_alone_and_abandoned_ones_are_cleaned() {
     // Next to where corral makes its cgroups: one in an older name form (no
     // lock to tell), one of the current form whose lock a live process (this
     // test) holds, and one of the current form that nobody holds. Only the
     // last is abandoned: its process is killed and it is removed.
-    let Some(parent) = corral_testkit::writable_cgroup_v2() else {
-        eprintln!("SKIP: no writable cgroup v2 hierarchy here");
-        return;
-    };
+    let parent = corral_testkit::writable_cgroup_v2().unwrap();
     let s = Scratch::new();
     let me = std::process::id();
     let nanos = std::time::SystemTime::now()

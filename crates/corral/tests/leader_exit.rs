@@ -138,7 +138,8 @@ fn root_with_exited_leader_is_killed(via: Mechanism) {
     assert_eq!(r.outcome, Outcome::TimedOut);
     assert_eq!(r.root, Some(RootStatus::Signaled(Signal::KILL)), "{r:?}");
     assert_eq!(r.signals_sent, vec![Signal::TERM, Signal::KILL], "{r:?}");
-    assert_between(t.elapsed(), 3 * SEC, 3 * SEC + ms(300) + 3 * SEC);
+    // Slack for a loaded machine: 8.9 s was seen at a load of 24 on 2 cores.
+    assert_between(t.elapsed(), 3 * SEC, 3 * SEC + ms(300) + 8 * SEC);
     assert_dead(&w, "root", pid);
 }
 
@@ -161,30 +162,21 @@ fn process_group_root_whose_leader_exited_is_killed() {
 
 // -------------------------------------------------------------------- cgroup
 
-macro_rules! need_cgroup {
-    () => {
-        if corral_testkit::writable_cgroup_v2().is_none() {
-            eprintln!("SKIP: no writable cgroup v2 hierarchy here");
-            return;
-        }
-    };
-}
-
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn cgroup_timeout_with_grace_kills_a_member_whose_leader_exited() {
-    need_cgroup!();
     timeout_with_grace_escalates(Mechanism::Cgroup, ZL_SETSID);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn cgroup_nonzero_exit_kills_a_member_whose_leader_exited() {
-    need_cgroup!();
     nonzero_exit_kills_the_survivor(Mechanism::Cgroup, ZL_SETSID);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn cgroup_root_whose_leader_exited_is_killed() {
-    need_cgroup!();
     root_with_exited_leader_is_killed(Mechanism::Cgroup);
 }
 
@@ -275,8 +267,8 @@ fn process_group_holder_whose_leader_exited_is_output_held_and_killed() {
     holder_whose_leader_exited_is_killed(Mechanism::ProcessGroup);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn cgroup_holder_whose_leader_exited_is_output_held_and_killed() {
-    need_cgroup!();
     holder_whose_leader_exited_is_killed(Mechanism::Cgroup);
 }

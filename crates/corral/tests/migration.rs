@@ -2,8 +2,8 @@
 //! ancestor's `cgroup.procs` (root here) moves itself out of the per-command
 //! cgroup. No cgroup mechanism can stop that; corral still finds and kills a
 //! migrant that stayed in the root's process group (pinned by the unreaped
-//! root), and reports it while it lives. Runs as root; skips with a printed
-//! reason where no cgroup v2 hierarchy is writable.
+//! root), and reports it while it lives. Runs as root; compiled as ignored
+//! (`#[needs(cgroup)]`) where no cgroup v2 hierarchy is writable.
 #![cfg(target_os = "linux")]
 
 use std::time::{Duration, Instant};
@@ -32,12 +32,10 @@ fn migrant_script(then: &str) -> String {
     )
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn migrant_that_ignores_term_is_killed_on_timeout() {
-    let Some(parent) = corral_testkit::writable_cgroup_v2() else {
-        eprintln!("SKIP: no writable cgroup v2 hierarchy here");
-        return;
-    };
+    let parent = corral_testkit::writable_cgroup_v2().unwrap();
     let s = Scratch::new();
     let w = Watch::new(&s);
     let mut c = s.sh(&migrant_script("sleep 30"));
@@ -67,12 +65,10 @@ fn migrant_that_ignores_term_is_killed_on_timeout() {
     assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
 }
 
+#[corral_testkit::needs(cgroup)]
 #[test]
 fn migrant_left_after_a_nonzero_exit_is_killed() {
-    let Some(parent) = corral_testkit::writable_cgroup_v2() else {
-        eprintln!("SKIP: no writable cgroup v2 hierarchy here");
-        return;
-    };
+    let parent = corral_testkit::writable_cgroup_v2().unwrap();
     let s = Scratch::new();
     let w = Watch::new(&s);
     // The migrant closes its output, so the run ends with the root's exit.

@@ -28,15 +28,6 @@ fn ns() -> ContainmentChoice {
     ContainmentChoice::Only(Mechanism::PidNamespace)
 }
 
-/// Whether this machine gives us a PID namespace (skip otherwise).
-fn available() -> bool {
-    let ok = Command::new("true").containment(ns()).run().is_ok();
-    if !ok {
-        eprintln!("SKIPPED: the kernel refuses a PID namespace here");
-    }
-    ok
-}
-
 fn pn(s: &Scratch, script: &str) -> Command {
     let mut c = s.sh(script);
     c.containment(ns());
@@ -67,11 +58,9 @@ fn assert_dead(w: &Watch, names: &[&str]) {
     }
 }
 
+#[corral_testkit::needs(pidns)]
 #[test]
 fn command_is_pid_2_with_a_private_proc_and_the_same_ids() {
-    if !available() {
-        return;
-    }
     let s = Scratch::new();
     s.namespaced();
     let r = pn(
@@ -92,11 +81,9 @@ fn command_is_pid_2_with_a_private_proc_and_the_same_ids() {
     assert_eq!(lines[4], "1");
 }
 
+#[corral_testkit::needs(pidns)]
 #[test]
 fn exit_codes_and_signals_are_the_commands() {
-    if !available() {
-        return;
-    }
     let s = Scratch::new();
     s.namespaced();
     let r = pn(&s, "exit 7").run().unwrap();
@@ -114,11 +101,9 @@ fn exit_codes_and_signals_are_the_commands() {
     assert!(matches!(e, Error::Spawn { .. }), "{e:?}");
 }
 
+#[corral_testkit::needs(pidns)]
 #[test]
 fn timeout_kills_setsid_escaper_and_term_ignorer() {
-    if !available() {
-        return;
-    }
     let s = Scratch::new();
     s.namespaced();
     let w = Watch::new(&s);
@@ -147,11 +132,9 @@ fn timeout_kills_setsid_escaper_and_term_ignorer() {
     assert!(r.leftovers.killed >= 3, "{:?}", r.leftovers);
 }
 
+#[corral_testkit::needs(pidns)]
 #[test]
 fn output_held_by_a_grandchild_is_bounded() {
-    if !available() {
-        return;
-    }
     let s = Scratch::new();
     s.namespaced();
     let w = Watch::new(&s);
@@ -174,11 +157,9 @@ fn output_held_by_a_grandchild_is_bounded() {
     assert_dead(&w, &["holder"]);
 }
 
+#[corral_testkit::needs(pidns)]
 #[test]
 fn nonzero_exit_kills_survivors_and_exit_0_keeps_them() {
-    if !available() {
-        return;
-    }
     let s = Scratch::new();
     s.namespaced();
     let w = Watch::new(&s);
@@ -220,11 +201,9 @@ fn nonzero_exit_kills_survivors_and_exit_0_keeps_them() {
     // The watch kills it on drop.
 }
 
+#[corral_testkit::needs(pidns)]
 #[test]
 fn cancellation_and_trace_go_through_the_namespace() {
-    if !available() {
-        return;
-    }
     let s = Scratch::new();
     s.namespaced();
     let w = Watch::new(&s);
@@ -268,11 +247,9 @@ fn cancellation_and_trace_go_through_the_namespace() {
     assert!(last_signal < reaped, "{ops:?}");
 }
 
+#[corral_testkit::needs(pidns)]
 #[test]
 fn async_api_in_the_namespace() {
-    if !available() {
-        return;
-    }
     let s = Scratch::new();
     s.namespaced();
     let w = Watch::new(&s);
@@ -289,7 +266,10 @@ fn async_api_in_the_namespace() {
                 wait_file("esc")
             ),
         )
-        .timeout(ms(600))
+        // Long enough for the root to see `esc` pinned (a /proc scan by the
+        // Watch) before the deadline: at 600 ms the deadline came first under
+        // load and nothing was printed (2 of 20 root runs).
+        .timeout(2 * SEC)
         .run_async()
         .await
         .unwrap()
@@ -297,7 +277,7 @@ fn async_api_in_the_namespace() {
     check(&r);
     assert_eq!(r.outcome, Outcome::TimedOut);
     assert_eq!(r.stdout.text_lossy(), "out\n");
-    assert_between(t.elapsed(), ms(600), 4 * SEC);
+    assert_between(t.elapsed(), 2 * SEC, 8 * SEC);
     assert_dead(&w, &["esc"]);
     let r = rt.block_on(async { pn(&s, "exit 5").run_async().await.unwrap() });
     assert_eq!(r.outcome, Outcome::Exited(5));
@@ -330,56 +310,65 @@ fn names_parse() {
 /// Crash safety of a library host: the host (this test binary, re-run in
 /// a child) starts a tree in the tier, the test SIGKILLs the host, and
 /// every process of the tree is gone within 1 s.
-#[test]
-fn library_host_killed_takes_the_tree_along() {
-    if !available() {
-        return;
+fn library_host_killed_takes_the_tree_along(tier: &str, api: &str) {
+    let s = Scratch::new();
+    if tier == "pid_namespace" {
+        s.namespaced();
     }
-    for (tier, api) in [
-        ("pid_namespace", "sync"),
-        ("pid_namespace", "async"),
-        ("cgroup", "sync"),
-        ("cgroup", "async"),
-    ] {
-        if tier == "cgroup" && corral_testkit::writable_cgroup_v2().is_none() {
-            eprintln!("SKIPPED (cgroup part): no writable cgroup v2");
-            continue;
-        }
-        let s = Scratch::new();
-        if tier == "pid_namespace" {
-            s.namespaced();
-        }
-        let w = Watch::new(&s);
-        let mut host = std::process::Command::new(std::env::current_exe().unwrap());
-        host.args(["--exact", "crash_host", "--nocapture", "--ignored"])
-            .env("CORRAL_CRASH_TIER", tier)
-            .env("CORRAL_CRASH_API", api)
-            .envs(s.env())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        let mut child = host.spawn().unwrap();
-        for n in ["esc", "stubborn", "daemon"] {
-            assert!(
-                w.pid(n, 10 * SEC).is_some(),
-                "{tier} {api}: helper {n} never started"
-            );
-        }
-        std::thread::sleep(ms(100));
-        child.kill().unwrap();
-        let t = Instant::now();
-        child.wait().unwrap();
-        for n in ["esc", "stubborn", "daemon"] {
-            assert!(
-                w.wait_dead(n, SEC.saturating_sub(t.elapsed()) + ms(100)),
-                "{tier} {api}: helper {n} survived the host's death"
-            );
-        }
+    let w = Watch::new(&s);
+    let mut host = std::process::Command::new(std::env::current_exe().unwrap());
+    host.args(["--exact", "crash_host", "--nocapture", "--ignored"])
+        .env("CORRAL_CRASH_TIER", tier)
+        .env("CORRAL_CRASH_API", api)
+        .envs(s.env())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = host.spawn().unwrap();
+    for n in ["esc", "stubborn", "daemon"] {
         assert!(
-            t.elapsed() < SEC + ms(200),
-            "{tier} {api}: took {:?}",
-            t.elapsed()
+            w.pid(n, 10 * SEC).is_some(),
+            "{tier} {api}: helper {n} never started"
         );
     }
+    std::thread::sleep(ms(100));
+    child.kill().unwrap();
+    let t = Instant::now();
+    child.wait().unwrap();
+    for n in ["esc", "stubborn", "daemon"] {
+        assert!(
+            w.wait_dead(n, SEC.saturating_sub(t.elapsed()) + ms(100)),
+            "{tier} {api}: helper {n} survived the host's death"
+        );
+    }
+    assert!(
+        t.elapsed() < SEC + ms(200),
+        "{tier} {api}: took {:?}",
+        t.elapsed()
+    );
+}
+
+#[corral_testkit::needs(pidns)]
+#[test]
+fn library_host_killed_takes_the_tree_along_pid_namespace_sync() {
+    library_host_killed_takes_the_tree_along("pid_namespace", "sync");
+}
+
+#[corral_testkit::needs(pidns)]
+#[test]
+fn library_host_killed_takes_the_tree_along_pid_namespace_async() {
+    library_host_killed_takes_the_tree_along("pid_namespace", "async");
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn library_host_killed_takes_the_tree_along_cgroup_sync() {
+    library_host_killed_takes_the_tree_along("cgroup", "sync");
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn library_host_killed_takes_the_tree_along_cgroup_async() {
+    library_host_killed_takes_the_tree_along("cgroup", "async");
 }
 
 /// The host for `library_host_killed_takes_the_tree_along` (run only in
@@ -433,11 +422,9 @@ fn crash_host() {
 /// inside (a deferred read of the host's frame once made the init poll
 /// garbage descriptors and end the namespace at start: `Signaled(KILL)`
 /// with no signal sent, 1 run in 150, 9 in 10 under strace).
+#[corral_testkit::needs(pidns)]
 #[test]
 fn two_hundred_short_timeouts_are_all_timeouts() {
-    if !available() {
-        return;
-    }
     for i in 0..200u64 {
         let t0 = Instant::now();
         let r = Command::new("sh")

@@ -37,7 +37,7 @@ fn a_panicking_line_callback_still_leaves_nothing_behind() {
     let s = Scratch::new();
     let w = Watch::new(&s);
     let mut cmd = s.sh(
-        r#""$H" gc & until [ -e "$CORRAL_TEST_DIR/gc.pid" ]; do sleep 0.01; done; echo boom; wait"#,
+        r#""$H" gc & until [ -e "$CORRAL_TEST_DIR/gc.pid" ] && [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/gc.pid")/comm 2>/dev/null)" != H ] && [ -e "$CORRAL_TEST_DIR/gc.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; echo boom; wait"#,
     );
     pg(&mut cmd).on_line(|_, l| {
         if l == b"boom" {

@@ -135,7 +135,7 @@ fn real_holder(relay_file: bool) {
         let s = Scratch::new();
         let w = Watch::new(&s);
         let mut cmd = s.sh(
-            r#""$H" gc & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/gc.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ]; do sleep 0.01; done; echo started; exit 0"#,
+            r#""$H" gc & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/gc.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/gc.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; echo started; exit 0"#,
         );
         pg(&mut cmd);
         let reader = relay_file.then(|| {
@@ -179,7 +179,7 @@ fn a_holder_that_left_the_process_group_still_holds_the_output() {
         let s = Scratch::new();
         let w = Watch::new(&s);
         let mut cmd = s.sh(
-            r#"setsid "$H" esc & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/esc.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ]; do sleep 0.01; done; echo started; exit 0"#,
+            r#"setsid "$H" esc & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/esc.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/esc.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; echo started; exit 0"#,
         );
         pg(&mut cmd);
         let running = cmd.spawn().unwrap();

@@ -27,6 +27,7 @@ use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
 
 const HELPER: &str = r#"#!/bin/sh
 # corral test helper: record my pid, then become COMMAND (default: sleep 30).
+if [ "$1" = --probe ]; then exit 0; fi
 name="$1"; shift
 echo $$ > "$CORRAL_TEST_DIR/$name.tmp" && mv "$CORRAL_TEST_DIR/$name.tmp" "$CORRAL_TEST_DIR/$name.pid"
 if [ $# -eq 0 ]; then exec sleep 30; fi
@@ -35,12 +36,28 @@ exec "$@"
 
 /// Shell text that waits until helper `name` is ready: it has written its
 /// pid file **and** become `sleep` (so whatever its command did before
-/// `exec sleep` — a `trap`, a `setsid` — is done). A root that exits or is
-/// signalled right after starting a helper must wait for this first: the
-/// pid file alone appears before the helper's own command runs.
+/// `exec sleep` — a `trap`, a `setsid` — is done) **and**, when the scratch
+/// has a [`Watch`], the watch has pinned it (`NAME.pinned`). A root that
+/// exits or is signalled right after starting a helper must wait for this
+/// first: the pid file alone appears before the helper's own command runs,
+/// and a helper killed before the watch pinned it cannot be told apart from
+/// one that never started.
 pub fn ready(name: &str) -> String {
     format!(
-        r#"until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ]; do sleep 0.01; done; "#
+        r#"until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/{name}.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; "#
+    )
+}
+
+/// Shell text that waits until helper `name` has started its own command:
+/// it has written its pid file **and** exec'd its command (it no longer
+/// runs the `H` script, so the `mv` that wrote the pid file is gone, and
+/// the tree is exactly as intended) **and**, when the scratch has a
+/// [`Watch`], the watch has pinned it. For helpers whose command is not
+/// `sleep` (otherwise use [`ready`], which also waits for a `trap` or
+/// `setsid` before the `exec sleep` to be done).
+pub fn started(name: &str) -> String {
+    format!(
+        r#"until [ -e "$CORRAL_TEST_DIR/{name}.pid" ] && [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid")/comm 2>/dev/null)" != H ] && [ -e "$CORRAL_TEST_DIR/{name}.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; "#
     )
 }
 
@@ -184,6 +201,8 @@ impl Watch {
         let stop = Arc::new(AtomicBool::new(false));
         let dir = scratch.dir.clone();
         let mark = format!("CORRAL_TEST_MARK={}", scratch.mark);
+        // Tells `ready` scripts to wait for the pin too (`NAME.pinned`).
+        std::fs::write(dir.join(".watched"), b"").expect("cannot write to the scratch directory");
         let (p, s) = (pinned.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             let mut missing = HashMap::new();
@@ -452,23 +471,95 @@ pub fn assert_between(elapsed: Duration, min: Duration, max: Duration) {
 pub use corral_testkit_macros::needs;
 
 /// The run-time half of [`needs`]: fails the test when a requirement that
-/// held where the test was built does not hold here.
+/// held where the test was built does not hold here (the kinds are listed
+/// in [`needs`]'s documentation).
 #[track_caller]
 pub fn require(what: &str) {
-    let ok = match what {
-        "cgroup" => writable_cgroup_v2().is_some(),
-        "script" => std::process::Command::new("script")
-            .arg("--version")
-            .output()
-            .is_ok(),
-        _ => false,
-    };
     assert!(
-        ok,
+        holds(what),
         "this test needs {what}, which was available where the test binary was built \
          but is not here: rebuild the tests as this user (cargo test), or build them with \
          CORRAL_TEST_ASSUME_UNPRIVILEGED=1 to run them unprivileged"
     );
+}
+
+/// Whether requirement `what` of [`needs`] holds for this process now.
+pub fn holds(what: &str) -> bool {
+    match what {
+        "cgroup" => writable_cgroup_v2().is_some(),
+        "limits" => limits_hold(),
+        "pidns" => pidns_holds(),
+        "userns" => userns_holds(),
+        "unshare" | "script" => std::process::Command::new(what)
+            .arg("--version")
+            .output()
+            .is_ok(),
+        #[cfg(unix)]
+        "root" => rustix::process::geteuid().is_root(),
+        _ => false,
+    }
+}
+
+/// corral sets a pids and a memory limit on a cgroup here.
+#[cfg(target_os = "linux")]
+fn limits_hold() -> bool {
+    writable_cgroup_v2().is_some()
+        && corral::Command::new("true")
+            .containment(corral::ContainmentChoice::Only(corral::Mechanism::Cgroup))
+            .pids_max(1024)
+            .memory_max(1 << 30)
+            .run()
+            .is_ok_and(|r| r.exit_code() == Some(0))
+}
+
+/// corral's `pid-namespace` tier works here.
+#[cfg(target_os = "linux")]
+fn pidns_holds() -> bool {
+    corral::Command::new("true")
+        .containment(corral::ContainmentChoice::Only(
+            corral::Mechanism::PidNamespace,
+        ))
+        .run()
+        .is_ok_and(|r| r.exit_code() == Some(0))
+}
+
+/// A child process can make a new user namespace.
+#[cfg(target_os = "linux")]
+fn userns_holds() -> bool {
+    use std::os::unix::process::CommandExt;
+    extern "C" {
+        fn unshare(flags: std::ffi::c_int) -> std::ffi::c_int;
+    }
+    const CLONE_NEWUSER: std::ffi::c_int = 0x1000_0000;
+    let mut cmd = std::process::Command::new("true");
+    // SAFETY: the closure runs in the forked child before exec and makes
+    // one system call without pointers, then reads errno: both
+    // async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if unshare(CLONE_NEWUSER) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    cmd.status().is_ok_and(|s| s.success())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn limits_hold() -> bool {
+    false
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pidns_holds() -> bool {
+    false
+}
+
+#[cfg(not(target_os = "linux"))]
+fn userns_holds() -> bool {
+    false
 }
 
 /// This process's own cgroup v2 directory, if it can create children there

@@ -31,11 +31,12 @@ const KEEP: usize = 8 << 20;
 pub const ROOT: &str = r#"echo $$ > "$CORRAL_TEST_DIR/root.tmp" && mv "$CORRAL_TEST_DIR/root.tmp" "$CORRAL_TEST_DIR/root.pid"; "#;
 
 /// Shell text that waits until helper `name` has written its pid file and
-/// become `sleep` (its `mv` is gone), so the tree is exactly as intended
-/// before the root moves on.
+/// become `sleep` (its `mv` is gone), and the test's Watch has pinned it,
+/// so the tree is exactly as intended, and watched, before the root moves
+/// on (as `corral_testkit::ready`).
 pub fn wait_for(name: &str) -> String {
     format!(
-        r#"until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ]; do sleep 0.01; done; "#
+        r#"until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/{name}.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; "#
     )
 }
 
