@@ -90,5 +90,7 @@ fn migrant_left_after_a_nonzero_exit_is_killed() {
         "the migrant survived a nonzero exit"
     );
     assert!(r.cleanup_error.is_none(), "{:?}", r.cleanup_error);
-    assert_eq!(r.leftovers.killed, 1, "{:?}", r.leftovers);
+    // At least the migrant: the root exits at once, so the helper's own
+    // short-lived `mv` (recording its pid) may still be alive and counted.
+    assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
 }
