@@ -37,6 +37,15 @@ use crate::{Error, LeftoverPolicy, Signal};
 const READ_CHUNK: usize = 128 * 1024;
 /// Reads per stream per wake-up, so one chatty stream cannot starve timers.
 const READS_PER_WAKE: usize = 16;
+/// Batching of busy captured streams (see `pump_stream`).
+#[cfg(target_os = "linux")]
+const BATCH_AFTER: usize = 1 << 20;
+#[cfg(target_os = "linux")]
+const BATCH_SMALL: usize = 64 * 1024;
+#[cfg(target_os = "linux")]
+const BATCH_PIPE: usize = 1 << 20;
+#[cfg(target_os = "linux")]
+const BATCH_WAIT: Duration = Duration::from_micros(100);
 /// Bytes queued for a relay writer before corral stops reading that stream.
 const RELAY_QUEUE_LIMIT: usize = 1 << 20;
 /// When the root's exit does not wake the poller (no pidfd), poll this often.
@@ -145,6 +154,11 @@ struct StreamIo {
     capture: Captured,
     lines: Option<LineSplitter>,
     relay: Option<Relay>,
+    /// A busy stream in a large pipe is not waited on until then, so that
+    /// a wake reads a batch instead of each small write (see `pump_stream`).
+    rest_until: Option<Instant>,
+    /// The pipe was enlarged for batching (Linux), or could not be.
+    enlarged: Option<bool>,
     /// A zero-copy relay thread owns the pipe instead (Linux).
     #[cfg(target_os = "linux")]
     splice: Option<sys::linux_splice::SpliceRelay>,
@@ -281,6 +295,8 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
                 .on_line
                 .as_ref()
                 .map(|_| LineSplitter::new(settings.line_limit)),
+            rest_until: None,
+            enlarged: None,
             relay: relay.map(|w| Relay::start(w, waker.clone())),
             #[cfg(target_os = "linux")]
             splice: None,
@@ -780,7 +796,10 @@ impl Life {
     ) -> Termination {
         let first = sig.unwrap_or(self.settings.signal);
         let graceful = !self.settings.grace.is_zero() && first != Signal::KILL;
-        let _ = self.tree_members();
+        let kill_first = !graceful && self.tree.count_after_kill();
+        if !kill_first {
+            let _ = self.tree_members();
+        }
         let mut t = Termination {
             reason,
             kill_at: None,
@@ -793,6 +812,10 @@ impl Life {
             t.kill_at = Some(later(now, self.settings.grace));
         } else {
             self.send(Signal::KILL);
+            if kill_first {
+                // Counted (and pinned) while they die: "at least".
+                let _ = self.tree_members();
+            }
             t.confirm_until = Some(later(now, self.settings.confirm_window));
         }
         t.next_check = now + t.interval;
@@ -915,6 +938,9 @@ impl Life {
                 }
             }
         }
+        for s in self.streams.iter().flatten() {
+            consider(s.rest_until);
+        }
         let mut d = at.map(|t| t.saturating_duration_since(now));
         if self.root_status.is_none() && !Poller::root_exit_wakes(&self.root) {
             d = Some(d.map_or(EXIT_POLL, |d| d.min(EXIT_POLL)));
@@ -945,12 +971,34 @@ impl Life {
         thread_local! {
             static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
-        BUF.with_borrow_mut(|buf| {
+        let got = BUF.with_borrow_mut(|buf| {
             if buf.len() < READ_CHUNK {
                 buf.resize(READ_CHUNK, 0);
             }
-            Self::read_into(s, self.on_line.as_ref(), buf, max_reads);
+            Self::read_into(s, self.on_line.as_ref(), buf, max_reads)
         });
+        s.rest_until = None;
+        // Batching for a busy stream (Linux): a writer of small chunks wakes
+        // a reader per chunk, and each wake costs a poll and a read. Once a
+        // stream has carried BATCH_AFTER bytes, its pipe is enlarged, and
+        // after a wake that found little the pipe is left out of the wait
+        // for BATCH_WAIT, so the next wake reads a batch. The root, the tree
+        // and the timers are still waited on; only this pipe's data waits
+        // (at most BATCH_WAIT), and the writer does not block meanwhile.
+        #[cfg(target_os = "linux")]
+        if s.pipe.is_some() && got < BATCH_SMALL && s.capture.total_bytes() >= BATCH_AFTER as u64 {
+            let big = *s.enlarged.get_or_insert_with(|| {
+                s.pipe
+                    .as_ref()
+                    .and_then(|p| p.enlarge(BATCH_PIPE).ok())
+                    .is_some_and(|n| n >= BATCH_PIPE)
+            });
+            if big {
+                s.rest_until = Some(later(Instant::now(), BATCH_WAIT));
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = got;
     }
 
     fn read_into(
@@ -958,16 +1006,29 @@ impl Life {
         on_line: Option<&SharedLineCallback>,
         buf: &mut [u8],
         max_reads: usize,
-    ) {
+    ) -> usize {
+        let mut got = 0;
         for _ in 0..max_reads {
-            let Some(pipe) = s.pipe.as_ref() else { return };
+            let Some(pipe) = s.pipe.as_ref() else {
+                return got;
+            };
             if s.relay.as_ref().is_some_and(|r| r.is_full()) {
-                return;
+                return got;
             }
-            match pipe.read(buf) {
+            // Straight into the capture's head or tail ring where it can
+            // take the read; through the shared buffer otherwise.
+            let (res, asked, direct) = match s.capture.spare(buf.len()) {
+                Some(region) => (pipe.read(region), region.len(), true),
+                None => (pipe.read(buf), buf.len(), false),
+            };
+            match res {
                 Ok(ReadResult::Data(n)) => {
-                    let data = &buf[..n];
-                    s.capture.push(data);
+                    let data = if direct {
+                        s.capture.commit(n)
+                    } else {
+                        s.capture.push(&buf[..n]);
+                        &buf[..n]
+                    };
                     if let Some(r) = s.relay.as_ref() {
                         r.push(data);
                     }
@@ -976,17 +1037,21 @@ impl Life {
                         let mut cb = cb.lock().unwrap_or_else(|e| e.into_inner());
                         lines.feed(data, &mut |l| cb(which, l));
                     }
-                    if n < buf.len() {
-                        return;
+                    // A short read drained the pipe; a full one (of a region
+                    // that may end before the buffer's size) may not have.
+                    got += n;
+                    if n < asked {
+                        return got;
                     }
                 }
-                Ok(ReadResult::WouldBlock) => return,
+                Ok(ReadResult::WouldBlock) => return got,
                 Ok(ReadResult::Eof) | Err(_) => {
                     s.pipe = None;
-                    return;
+                    return got;
                 }
             }
         }
+        got
     }
 
     fn feed_stdin(&mut self) {
@@ -1110,10 +1175,19 @@ fn later(t: Instant, d: Duration) -> Instant {
 
 /// The captured pipes worth waiting on (not those whose relay is full).
 fn watched_outputs(streams: &[Option<StreamIo>; 2]) -> [Option<&PipeEnd>; 2] {
+    let now = streams
+        .iter()
+        .flatten()
+        .any(|s| s.rest_until.is_some())
+        .then(Instant::now);
     [0, 1].map(|i| {
         streams[i]
             .as_ref()
             .filter(|s| s.relay.as_ref().is_none_or(|r| !r.is_full()))
+            .filter(|s| match (s.rest_until, now) {
+                (Some(r), Some(now)) => r <= now,
+                _ => true,
+            })
             .and_then(|s| s.pipe.as_ref())
     })
 }

@@ -204,6 +204,12 @@ pub(crate) trait Containment: Send {
     /// Live members of the tree, the root included while it is alive
     /// (zombies are not members).
     fn members(&mut self) -> io::Result<Vec<u32>>;
+
+    /// Whether a termination that starts with SIGKILL sends it before
+    /// listing the members (then the killed count is a lower bound).
+    fn count_after_kill(&self) -> bool {
+        false
+    }
     /// A descriptor that becomes ready (POLLPRI) when the tree's population
     /// changes, to wake the lifecycle early while it waits for the tree to
     /// empty.
