@@ -57,7 +57,7 @@ pub use capture::Captured;
 pub use command::{Command, Input, LeftoverPolicy, LineCallback, Output, Stream};
 #[cfg(target_os = "linux")]
 pub use contain::subreaper::enable_subreaper;
-pub use contain::{ContainmentChoice, Mechanism, OsOp};
+pub use contain::{release_cgroup_pool, ContainmentChoice, Mechanism, OsOp};
 pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::Running;
 pub use report::{CleanupError, Leftovers, LimitHit, Outcome, Report, RootStatus, Timings, Usage};

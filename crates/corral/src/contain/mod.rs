@@ -33,6 +33,27 @@ pub(crate) mod subreaper;
 #[cfg(target_os = "linux")]
 pub(crate) use cgroup::Limits;
 
+/// Removes the empty cgroups this process keeps for reuse, and returns how
+/// many it removed.
+///
+/// The cgroup tier (Linux) keeps up to 16 empty cgroups of finished runs
+/// (each proven empty, made by this process and locked by it) so that a
+/// later run need not create and remove a directory. They hold three
+/// descriptors each and are removed when this process dies (by the
+/// crash-safety keeper, or by the next corral's cleanup of abandoned
+/// cgroups). Call this to remove them now, for example before a long idle
+/// period. Runs that follow simply create new ones. Elsewhere: returns 0.
+pub fn release_cgroup_pool() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        cgroup::drain_pool()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
 /// Tree-wide limits (cgroup containment only).
 #[cfg(not(target_os = "linux"))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
