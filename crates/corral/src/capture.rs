@@ -72,11 +72,22 @@ impl Captured {
     /// ring's end before it wraps). Call [`Captured::commit`] with the bytes
     /// written there.
     pub(crate) fn spare(&mut self, want: usize) -> Option<&mut [u8]> {
+        self.room(want, false)
+    }
+
+    /// [`Captured::spare`]; `growing` (a push) may allocate the first head
+    /// storage, sized for `want`.
+    fn room(&mut self, want: usize, growing: bool) -> Option<&mut [u8]> {
+        let growing_need = if growing { want } else { 0 };
         if self.head_len < self.head_cap {
+            if self.head.is_empty() && !growing {
+                // Nothing arrived yet: no memory until something does (a
+                // thousand quiet commands hold no buffers).
+                return None;
+            }
             if self.head_len == self.head.len() {
                 let grown = (self.head.len() * 2)
-                    .max(HEAD_START)
-                    .max(self.head_len + want.min(self.head_cap - self.head_len))
+                    .max(HEAD_START.max(growing_need))
                     .min(self.head_cap);
                 self.head.resize(grown, 0);
             }
@@ -86,8 +97,10 @@ impl Captured {
         if self.tail_cap < want || want == 0 {
             return None;
         }
-        if self.tail.len() < self.tail_cap {
-            self.tail.resize(self.tail_cap, 0);
+        if self.tail.is_empty() {
+            // Zeroed pages from the allocator: memory is used as it is
+            // written, not up front.
+            self.tail = vec![0; self.tail_cap];
         }
         let end = self.tail_cap.min(self.tail_pos + want);
         Some(&mut self.tail[self.tail_pos..end])
@@ -115,7 +128,7 @@ impl Captured {
         self.total += data.len() as u64;
         while !data.is_empty() && self.head_len < self.head_cap {
             let region = self
-                .spare(data.len())
+                .room(data.len(), true)
                 .expect("the head has room while it is not full");
             let n = region.len().min(data.len());
             region[..n].copy_from_slice(&data[..n]);
@@ -125,8 +138,8 @@ impl Captured {
         if data.is_empty() || self.tail_cap == 0 {
             return;
         }
-        if self.tail.len() < self.tail_cap {
-            self.tail.resize(self.tail_cap, 0);
+        if self.tail.is_empty() {
+            self.tail = vec![0; self.tail_cap];
         }
         if data.len() >= self.tail_cap {
             let keep = &data[data.len() - self.tail_cap..];

@@ -40,6 +40,10 @@ pub(crate) struct ProcessGroup {
     tracer: Tracer,
     #[cfg(target_os = "linux")]
     pins: pins::Pins,
+    /// The next scan follows a SIGKILL: it also counts the members that
+    /// already died of it (zombies), for the killed count.
+    #[cfg(target_os = "linux")]
+    count_killed: bool,
     /// Prompt reaping of the group's orphans (subreaper processes only).
     #[cfg(target_os = "linux")]
     orphans: Option<super::orphans::Registration>,
@@ -53,6 +57,8 @@ impl ProcessGroup {
             tracer,
             #[cfg(target_os = "linux")]
             pins: pins::Pins::default(),
+            #[cfg(target_os = "linux")]
+            count_killed: false,
             #[cfg(target_os = "linux")]
             orphans: None,
         }
@@ -76,7 +82,9 @@ impl ProcessGroup {
         }
         // Every pinned process is gone: confirm with a full scan (catches
         // members forked after the last scan); it pins what it finds.
-        self.pins.scan(pgid)
+        let found = self.pins.scan(pgid, self.count_killed);
+        self.count_killed = false;
+        found
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -112,6 +120,12 @@ impl Containment for ProcessGroup {
             signal: sig,
         });
         sys::signal_group(pgid, sig)?;
+        #[cfg(target_os = "linux")]
+        if sig == Signal::KILL && self.pins.is_empty() {
+            // Killed before any scan (kill first): the scan that follows
+            // counts what the SIGKILL already ended.
+            self.count_killed = true;
+        }
         if sig != Signal::KILL && sig != sys::SIGCONT {
             // A stopped member cannot act on SIGTERM until it is continued.
             sys::signal_group(pgid, sys::SIGCONT)?;
@@ -220,7 +234,13 @@ mod pins {
         /// Every live member of `pgid` on the machine, pinned (those
         /// already pinned included). See the module docs for the order of
         /// operations that keeps a reused pid out.
-        pub(super) fn scan(&mut self, pgid: u32) -> std::io::Result<Vec<u32>> {
+        pub(super) fn is_empty(&self) -> bool {
+            self.fds.is_empty()
+        }
+
+        /// With `killed`, the result also lists members that have already
+        /// died of SIGKILL (zombies, not pinned): those the kill just ended.
+        pub(super) fn scan(&mut self, pgid: u32, killed: bool) -> std::io::Result<Vec<u32>> {
             let want = Some(pgid);
             let mut out = Vec::new();
             let dir = rustix::fs::open(
@@ -256,8 +276,16 @@ mod pins {
                 let Ok(fd) = pidfd_open(pid, PidfdFlags::empty()) else {
                     continue; // gone
                 };
-                if pgid_of(raw) != want || exited(&fd) {
-                    continue; // reused, or dead (a zombie is no member)
+                if pgid_of(raw) != want {
+                    continue; // reused
+                }
+                if exited(&fd) {
+                    // Dead: a zombie is no member, but one the kill just
+                    // ended counts as killed.
+                    if killed && died_of_sigkill(raw) {
+                        out.push(raw);
+                    }
+                    continue;
                 }
                 self.watch(&fd);
                 self.fds.push((raw, fd));
@@ -316,6 +344,24 @@ mod pins {
             self.fds.clear();
             self.epoll = None;
         }
+    }
+
+    /// Whether zombie `pid` died of SIGKILL (the exit code field of its
+    /// stat; a zombie's stat is read without waiting on anything).
+    fn died_of_sigkill(pid: u32) -> bool {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        let Some(close) = text.rfind(')') else {
+            return false;
+        };
+        // Fields after the command name start at field 3 (state); the exit
+        // code is field 52.
+        text[close + 1..]
+            .split_ascii_whitespace()
+            .nth(52 - 3)
+            .and_then(|v| v.parse::<u32>().ok())
+            .is_some_and(|code| code & 0x7f == 9)
     }
 
     /// Whether the process a pidfd holds has exited (its whole thread
