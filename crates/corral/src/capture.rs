@@ -7,8 +7,8 @@
 
 /// One captured output stream: head and tail kept, the middle counted.
 ///
-/// The reader fills the capture's own storage ([`Captured::spare`] then
-/// [`Captured::commit`]): the head until it is full, then the tail ring at
+/// The reader fills the capture's own storage (`spare` then
+/// `commit`): the head until it is full, then the tail ring at
 /// its write position, so a byte read is copied once (by the kernel) and no
 /// read allocates. The head grows geometrically up to half the cap; the ring
 /// is allocated once, at half the cap, when the head is full.

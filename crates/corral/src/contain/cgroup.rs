@@ -41,6 +41,20 @@
 //!   A held lock, another name form (an older corral), or a file system
 //!   without flock means "in doubt": nothing is signalled or removed. No
 //!   pid, so no PID namespace and no pid reuse, takes part in the decision.
+//! * Pool: a run without limits borrows an empty cgroup that an earlier
+//!   run of this process gave back, so the hot path has no `mkdir`/`rmdir`.
+//!   A cgroup goes back only when nothing can leak from its run into the
+//!   next: no limit was set (a limited run's cgroup and v1 groups are always
+//!   removed), no v2 peak is accounted (`memory.peak`/`pids.peak` cannot be
+//!   read per run; CPU time is reported as a difference from the borrow),
+//!   the root exited by itself and corral never wrote `cgroup.kill` there
+//!   (on Linux 6.18 a child later cloned into such a cgroup is killed at
+//!   birth), it held no kept member, has no nested cgroup, reads
+//!   `populated 0` and not frozen, and the keeper holds it. A borrow reads
+//!   `populated 0` again; one that is not empty is retired, never used.
+//!   While pooled the directory keeps its ownership lock (no other corral
+//!   may take it) and its keeper registration (removed if corral dies); at
+//!   most [`POOL_MAX`]. `corral::release_cgroup_pool` removes them.
 //! * Migration: a member with write access to an ancestor's `cgroup.procs`
 //!   (root, or the owner of a delegated subtree) can move itself out; no
 //!   cgroup mechanism prevents that. One that stays in the root's process
