@@ -250,6 +250,27 @@ struct Slot {
     events: File,
     /// Registration with the crash-safety keeper (dropped: unregistered).
     keeper: Option<KeeperReg>,
+    /// `cpu.stat` and `cgroup.stat`, opened once and re-read in place by
+    /// the runs that reuse the cgroup.
+    cpu_stat: std::sync::OnceLock<Option<File>>,
+    cg_stat: std::sync::OnceLock<Option<File>>,
+}
+
+impl Slot {
+    /// Reads one of the slot's kept files from its start.
+    fn read_kept(&self, which: &std::sync::OnceLock<Option<File>>, name: &str) -> Option<String> {
+        let f = which
+            .get_or_init(|| File::open(self.dir.join(name)).ok())
+            .as_ref()?;
+        let mut buf = [0u8; 1024];
+        let n = f.read_at(&mut buf, 0).ok()?;
+        Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+    }
+
+    fn cpu_stat(&self) -> String {
+        self.read_kept(&self.cpu_stat, "cpu.stat")
+            .unwrap_or_default()
+    }
 }
 
 /// Empty cgroups of this process, made by earlier runs and proven empty
@@ -277,8 +298,8 @@ fn events_of(events: &File) -> io::Result<(bool, bool)> {
 }
 
 /// The cgroup's own cumulative CPU time, (user, system) in microseconds.
-fn cpu_usec(dir: &Path) -> (u64, u64) {
-    let cpu = fs::read_to_string(dir.join("cpu.stat")).unwrap_or_default();
+fn cpu_usec(slot: &Slot) -> (u64, u64) {
+    let cpu = slot.cpu_stat();
     (
         kv(&cpu, "user_usec").unwrap_or(0),
         kv(&cpu, "system_usec").unwrap_or(0),
@@ -412,7 +433,7 @@ impl Cgroup {
         let (v2_memory, v2_pids) = subtree_controllers(&h.own_v2);
         if Self::poolable(limits, v2_memory, v2_pids) {
             if let Some(slot) = Self::borrow() {
-                let cpu_base = cpu_usec(&slot.dir);
+                let cpu_base = cpu_usec(&slot);
                 return Ok(Cgroup {
                     dir: slot.dir.clone(),
                     parent: h.own_v2.clone(),
@@ -481,6 +502,8 @@ impl Cgroup {
                 procs,
                 events,
                 keeper: None,
+                cpu_stat: std::sync::OnceLock::new(),
+                cg_stat: std::sync::OnceLock::new(),
             }),
             cpu_base: (0, 0),
             v1: Vec::new(),
@@ -549,7 +572,10 @@ impl Cgroup {
             && self.slot.as_ref().is_some_and(|s| {
                 s.keeper.is_some() && matches!(events_of(&s.events), Ok((false, false)))
             })
-            && read_kv(&self.dir.join("cgroup.stat"), "nr_descendants") == Some(0);
+            && self.slot.as_ref().is_some_and(|s| {
+                s.read_kept(&s.cg_stat, "cgroup.stat")
+                    .is_some_and(|t| kv(&t, "nr_descendants") == Some(0))
+            });
         if !fit {
             return false;
         }
@@ -977,7 +1003,10 @@ impl Containment for Cgroup {
     }
 
     fn usage(&self) -> Option<(Usage, Vec<LimitHit>)> {
-        let cpu = fs::read_to_string(self.dir.join("cpu.stat")).unwrap_or_default();
+        let cpu = match &self.slot {
+            Some(slot) => slot.cpu_stat(),
+            None => fs::read_to_string(self.dir.join("cpu.stat")).unwrap_or_default(),
+        };
         // This run's share: a pooled cgroup's counters include earlier runs.
         let cpu_field = |key: &str, base: u64| {
             kv(&cpu, key).map(|v| Duration::from_micros(v.saturating_sub(base)))
