@@ -158,6 +158,7 @@ struct StreamIo {
     /// a wake reads a batch instead of each small write (see `pump_stream`).
     rest_until: Option<Instant>,
     /// The pipe was enlarged for batching (Linux), or could not be.
+    #[cfg(target_os = "linux")]
     enlarged: Option<bool>,
     /// A zero-copy relay thread owns the pipe instead (Linux).
     #[cfg(target_os = "linux")]
@@ -296,6 +297,7 @@ pub(crate) fn spawn(cmd: &mut Command) -> Result<Running, Error> {
                 .as_ref()
                 .map(|_| LineSplitter::new(settings.line_limit)),
             rest_until: None,
+            #[cfg(target_os = "linux")]
             enlarged: None,
             relay: relay.map(|w| Relay::start(w, waker.clone())),
             #[cfg(target_os = "linux")]
