@@ -17,6 +17,8 @@ use crate::sys;
 struct ThreadSampler {
     stop: Arc<AtomicBool>,
     peak: Arc<AtomicU64>,
+    /// Peak open descriptors (sampled every 10 ms).
+    fds: Arc<AtomicU64>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -24,28 +26,41 @@ impl ThreadSampler {
     fn start() -> ThreadSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let peak = Arc::new(AtomicU64::new(0));
-        let (s, p) = (stop.clone(), peak.clone());
+        let fds = Arc::new(AtomicU64::new(0));
+        let (s, p, f) = (stop.clone(), peak.clone(), fds.clone());
         let handle = std::thread::spawn(move || {
+            let mut i = 0u64;
             while !s.load(Ordering::Relaxed) {
                 if let Some(n) = sys::self_status("Threads") {
                     p.fetch_max(n, Ordering::Relaxed);
                 }
+                if i.is_multiple_of(10) {
+                    if let Ok(d) = std::fs::read_dir("/proc/self/fd") {
+                        f.fetch_max(d.count() as u64, Ordering::Relaxed);
+                    }
+                }
+                i += 1;
                 std::thread::sleep(Duration::from_millis(1));
             }
         });
         ThreadSampler {
             stop,
             peak,
+            fds,
             handle: Some(handle),
         }
     }
 
-    fn finish(mut self) -> u64 {
+    /// (peak threads but the sampler, peak open descriptors).
+    fn finish(mut self) -> (u64, u64) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
-        self.peak.load(Ordering::Relaxed).saturating_sub(1)
+        (
+            self.peak.load(Ordering::Relaxed).saturating_sub(1),
+            self.fds.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -131,12 +146,12 @@ fn run(args: &[String]) -> Result<String, String> {
                 _ => scale_tokio(n, &secs),
             }?;
             let wall = t1.elapsed();
-            let threads = sampler.finish();
+            let (threads, fds) = sampler.finish();
             if ok != n {
                 return Err(format!("{} of {n} commands succeeded", ok));
             }
             return Ok(format!(
-                "ns={} threads={threads} hwm={} base={base}",
+                "ns={} threads={threads} fds={fds} hwm={} base={base}",
                 wall.as_nanos(),
                 sys::self_status("VmHWM").unwrap_or(0)
             ));
@@ -212,16 +227,35 @@ fn scale_corral(n: usize, secs: &str) -> Result<usize, String> {
                         .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
                         .run_async()
                         .await
-                        .map(|r| r.success())
-                        .unwrap_or(false)
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| {
+                            if r.success() {
+                                Ok(())
+                            } else {
+                                Err(format!("{r:?}"))
+                            }
+                        })
                 })
             })
             .collect();
         let mut ok = 0;
+        let mut first_error = None;
         for t in tasks {
-            if t.await.unwrap_or(false) {
-                ok += 1;
+            match t.await {
+                Ok(Ok(())) => ok += 1,
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e.to_string());
+                }
             }
+        }
+        if let Some(e) = first_error {
+            eprintln!(
+                "corral-bench: scale-corral: {} failed; the first: {e}",
+                n - ok
+            );
         }
         Ok(ok)
     })

@@ -62,9 +62,9 @@ pub struct Config {
     /// Figure 4: bytes through each pipe, and repetitions.
     pub output_bytes: u64,
     pub output_reps: usize,
-    /// Figure 5: concurrent command counts and how long each sleeps.
-    pub scale_sizes: Vec<usize>,
-    pub scale_sleep: &'static str,
+    /// Figure 5: concurrent command counts, each with how long its
+    /// commands sleep (long enough for all to be started at once).
+    pub scale_sizes: Vec<(usize, &'static str)>,
 }
 
 #[cfg(unix)]
@@ -86,8 +86,7 @@ impl Config {
                 holder_secs: "0.3",
                 output_bytes: 64 << 20,
                 output_reps: 1,
-                scale_sizes: vec![1, 20],
-                scale_sleep: "0.2",
+                scale_sizes: vec![(1, "0.2"), (20, "0.2")],
             }
         } else {
             Config {
@@ -103,8 +102,7 @@ impl Config {
                 holder_secs: "1",
                 output_bytes: 1 << 30,
                 output_reps: 5,
-                scale_sizes: vec![1, 100, 1000],
-                scale_sleep: "1",
+                scale_sizes: vec![(1, "1"), (100, "1"), (1000, "1"), (10_000, "5")],
             }
         }
     }

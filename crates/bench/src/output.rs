@@ -17,6 +17,8 @@ pub struct ChildResult {
     pub wall: Duration,
     pub bytes: u64,
     pub threads: u64,
+    /// Peak open descriptors (figure 5).
+    pub fds: u64,
     /// Peak RSS at the end, and before the work began (KiB).
     pub hwm: u64,
     pub base: u64,
@@ -48,6 +50,7 @@ pub fn child(args: &[&str]) -> Result<ChildResult, String> {
             "ns" => r.wall = Duration::from_nanos(v),
             "bytes" => r.bytes = v,
             "threads" => r.threads = v,
+            "fds" => r.fds = v,
             "hwm" => r.hwm = v,
             "base" => r.base = v,
             _ => {}

@@ -91,11 +91,20 @@ fn check(st: io::Result<std::process::ExitStatus>) -> Result<(), String> {
 /// Which corral mechanisms work here; the others are noted and skipped.
 pub fn mechanisms(t: &mut Table) -> Vec<Mechanism> {
     let mut out = Vec::new();
+    // `CORRAL_BENCH_TIERS=process_group,cgroup` measures some tiers only.
+    let only = std::env::var("CORRAL_BENCH_TIERS").ok();
     for m in [
         Mechanism::ProcessGroup,
         Mechanism::Cgroup,
         Mechanism::PidNamespace,
     ] {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|n| n.trim() == m.name()))
+        {
+            t.note(format!("corral[{m}] skipped: not in CORRAL_BENCH_TIERS"));
+            continue;
+        }
         let probe = corral::Command::new("true")
             .containment(ContainmentChoice::Only(m))
             .stdout(Output::null())

@@ -5,17 +5,40 @@
 //! runaway writer costs at most the cap, and a reader still sees how the
 //! output began and how it ended.
 
-use std::collections::VecDeque;
-
 /// One captured output stream: head and tail kept, the middle counted.
-#[derive(Clone, Default, PartialEq, Eq)]
+///
+/// The reader fills the capture's own storage (`spare` then
+/// `commit`): the head until it is full, then the tail ring at
+/// its write position, so a byte read is copied once (by the kernel) and no
+/// read allocates. The head grows geometrically up to half the cap; the ring
+/// is allocated once, at half the cap, when the head is full.
+#[derive(Clone, Default)]
 pub struct Captured {
+    /// Initialized head storage; the kept head is `head[..head_len]`.
     head: Vec<u8>,
-    tail: VecDeque<u8>,
+    head_len: usize,
+    /// The tail ring: `tail_cap` bytes once allocated.
+    tail: Vec<u8>,
+    /// Bytes kept in the ring (at most `tail_cap`).
+    tail_len: usize,
+    /// Where the next byte goes; when the ring is full, also its oldest byte.
+    tail_pos: usize,
     head_cap: usize,
     tail_cap: usize,
     total: u64,
 }
+
+impl PartialEq for Captured {
+    fn eq(&self, other: &Captured) -> bool {
+        self.total == other.total
+            && self.head_cap == other.head_cap
+            && self.tail_cap == other.tail_cap
+            && self.head() == other.head()
+            && self.tail() == other.tail()
+    }
+}
+
+impl Eq for Captured {}
 
 impl std::fmt::Debug for Captured {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -27,38 +50,121 @@ impl std::fmt::Debug for Captured {
     }
 }
 
+/// The head's first allocation, before it doubles towards its cap.
+const HEAD_START: usize = 4096;
+
 impl Captured {
     /// An empty capture that keeps at most `cap` bytes.
     pub(crate) fn with_cap(cap: usize) -> Captured {
         let head_cap = cap - cap / 2;
         Captured {
-            head: Vec::new(),
-            tail: VecDeque::new(),
             head_cap,
             tail_cap: cap / 2,
-            total: 0,
+            ..Captured::default()
         }
     }
 
-    /// Appends bytes the child wrote.
+    /// Room to read up to `want` bytes straight into the kept storage, or
+    /// `None` when a read should go through a scratch buffer and
+    /// [`Captured::push`] instead (the head is full and the tail ring is
+    /// smaller than `want`, so direct reads into it would be short).
+    /// The region may be shorter than `want` (the end of the head, or the
+    /// ring's end before it wraps). Call [`Captured::commit`] with the bytes
+    /// written there.
+    pub(crate) fn spare(&mut self, want: usize) -> Option<&mut [u8]> {
+        self.room(want, false)
+    }
+
+    /// [`Captured::spare`]; `growing` (a push) may allocate the first head
+    /// storage, sized for `want`.
+    fn room(&mut self, want: usize, growing: bool) -> Option<&mut [u8]> {
+        let growing_need = if growing { want } else { 0 };
+        if self.head_len < self.head_cap {
+            if self.head.is_empty() && !growing {
+                // Nothing arrived yet: no memory until something does (a
+                // thousand quiet commands hold no buffers).
+                return None;
+            }
+            if self.head_len == self.head.len() {
+                let grown = (self.head.len() * 2)
+                    .max(HEAD_START.max(growing_need))
+                    .min(self.head_cap);
+                self.head.resize(grown, 0);
+            }
+            let end = self.head.len().min(self.head_len + want);
+            return Some(&mut self.head[self.head_len..end]);
+        }
+        if self.tail_cap < want || want == 0 {
+            return None;
+        }
+        if self.tail.is_empty() {
+            // Zeroed pages from the allocator: memory is used as it is
+            // written, not up front.
+            self.tail = vec![0; self.tail_cap];
+        }
+        let end = self.tail_cap.min(self.tail_pos + want);
+        Some(&mut self.tail[self.tail_pos..end])
+    }
+
+    /// Records that `n` bytes were written at the start of the region the
+    /// last [`Captured::spare`] returned, and returns them.
+    pub(crate) fn commit(&mut self, n: usize) -> &[u8] {
+        self.total += n as u64;
+        if self.head_len < self.head_cap {
+            let at = self.head_len;
+            self.head_len += n;
+            debug_assert!(self.head_len <= self.head.len());
+            return &self.head[at..self.head_len];
+        }
+        let at = self.tail_pos;
+        debug_assert!(at + n <= self.tail_cap);
+        self.tail_len = (self.tail_len + n).min(self.tail_cap);
+        self.tail_pos = (at + n) % self.tail_cap.max(1);
+        &self.tail[at..at + n]
+    }
+
+    /// Appends bytes the child wrote (read elsewhere).
     pub(crate) fn push(&mut self, mut data: &[u8]) {
         self.total += data.len() as u64;
-        if self.head.len() < self.head_cap {
-            let n = data.len().min(self.head_cap - self.head.len());
-            self.head.extend_from_slice(&data[..n]);
+        while !data.is_empty() && self.head_len < self.head_cap {
+            let region = self
+                .room(data.len(), true)
+                .expect("the head has room while it is not full");
+            let n = region.len().min(data.len());
+            region[..n].copy_from_slice(&data[..n]);
+            self.head_len += n;
             data = &data[n..];
         }
         if data.is_empty() || self.tail_cap == 0 {
             return;
         }
+        if self.tail.is_empty() {
+            self.tail = vec![0; self.tail_cap];
+        }
         if data.len() >= self.tail_cap {
-            self.tail.clear();
-            self.tail.extend(&data[data.len() - self.tail_cap..]);
+            let keep = &data[data.len() - self.tail_cap..];
+            self.tail.copy_from_slice(keep);
+            self.tail_pos = 0;
+            self.tail_len = self.tail_cap;
             return;
         }
-        let overflow = (self.tail.len() + data.len()).saturating_sub(self.tail_cap);
-        self.tail.drain(..overflow);
-        self.tail.extend(data);
+        let first = data.len().min(self.tail_cap - self.tail_pos);
+        self.tail[self.tail_pos..self.tail_pos + first].copy_from_slice(&data[..first]);
+        let rest = &data[first..];
+        self.tail[..rest.len()].copy_from_slice(rest);
+        self.tail_pos = (self.tail_pos + data.len()) % self.tail_cap;
+        self.tail_len = (self.tail_len + data.len()).min(self.tail_cap);
+    }
+
+    /// The ring's bytes, oldest first, as at most two slices.
+    fn tail_parts(&self) -> (&[u8], &[u8]) {
+        if self.tail_len < self.tail_cap {
+            // Never wrapped: the bytes start at 0.
+            (&self.tail[..self.tail_len], &[])
+        } else {
+            let (a, b) = self.tail.split_at(self.tail_pos);
+            (b, a)
+        }
     }
 
     /// Counts bytes that went elsewhere (a zero-copy relay) as omitted.
@@ -74,7 +180,7 @@ impl Captured {
 
     /// Bytes written but not kept (between head and tail).
     pub fn omitted(&self) -> u64 {
-        self.total - self.head.len() as u64 - self.tail.len() as u64
+        self.total - self.head_len as u64 - self.tail_len as u64
     }
 
     /// Whether anything was left out.
@@ -84,27 +190,26 @@ impl Captured {
 
     /// The kept head: the first bytes written.
     pub fn head(&self) -> &[u8] {
-        &self.head
+        &self.head[..self.head_len]
     }
 
     /// The kept tail: the last bytes written (empty unless the head is full).
     pub fn tail(&self) -> Vec<u8> {
-        self.tail.iter().copied().collect()
+        let (a, b) = self.tail_parts();
+        [a, b].concat()
     }
 
     /// Head and tail joined. Use [`Captured::omitted`] to learn whether bytes
     /// were left out between them.
     pub fn bytes(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(self.head.len() + self.tail.len());
-        v.extend_from_slice(&self.head);
-        v.extend(self.tail.iter());
-        v
+        let (a, b) = self.tail_parts();
+        [self.head(), a, b].concat()
     }
 
     /// Head and tail as text, with a marker naming the omitted byte count
     /// between them when something was left out.
     pub fn text_lossy(&self) -> String {
-        let mut s = String::from_utf8_lossy(&self.head).into_owned();
+        let mut s = String::from_utf8_lossy(self.head()).into_owned();
         if self.is_truncated() {
             s.push_str(&format!("\n[... {} bytes omitted ...]\n", self.omitted()));
         }
@@ -193,6 +298,48 @@ mod tests {
         assert_eq!(c.head(), b"ab");
         assert_eq!(c.tail(), b"ij");
         assert_eq!(c.omitted(), 6);
+    }
+
+    /// Reads straight into the storage (head, then the ring across its
+    /// wrap) keep exactly what pushes of the same bytes keep.
+    #[test]
+    fn direct_reads_match_pushes() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for cap in [0usize, 1, 7, 64, 1000, 4096, 9999, 10_000, 20_000] {
+            for chunk in [1usize, 3, 100, 512, 5000] {
+                let mut direct = Captured::with_cap(cap);
+                let mut pushed = Captured::with_cap(cap);
+                let mut rest = &data[..];
+                while !rest.is_empty() {
+                    let want = chunk.min(rest.len());
+                    match direct.spare(want) {
+                        Some(region) => {
+                            let n = region.len().min(want);
+                            region[..n].copy_from_slice(&rest[..n]);
+                            assert_eq!(direct.commit(n), &rest[..n]);
+                            rest = &rest[n..];
+                        }
+                        None => {
+                            direct.push(&rest[..want]);
+                            rest = &rest[want..];
+                        }
+                    }
+                }
+                for c in data.chunks(chunk) {
+                    pushed.push(c);
+                }
+                assert_eq!(direct, pushed, "cap {cap} chunk {chunk}");
+                let keep_head = cap - cap / 2;
+                assert_eq!(direct.head(), &data[..keep_head.min(data.len())]);
+                let kept_tail = (cap / 2).min(data.len() - direct.head().len());
+                assert_eq!(direct.tail(), &data[data.len() - kept_tail..]);
+                assert_eq!(direct.total_bytes(), data.len() as u64);
+                assert_eq!(
+                    direct.omitted(),
+                    (data.len() - direct.head().len() - kept_tail) as u64
+                );
+            }
+        }
     }
 
     #[test]

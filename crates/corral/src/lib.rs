@@ -66,7 +66,7 @@ pub use capture::Captured;
 pub use command::{Command, Input, LeftoverPolicy, LineCallback, Output, Stream};
 #[cfg(target_os = "linux")]
 pub use contain::subreaper::enable_subreaper;
-pub use contain::{ContainmentChoice, OsOp};
+pub use contain::{release_cgroup_pool, ContainmentChoice, OsOp};
 pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::Running;
 pub use report::{

@@ -29,17 +29,30 @@ macro_rules! need_cgroup {
     };
 }
 
-/// No `corral-<this pid>-*` directory is left under `dir`.
+/// Empty cgroups this process keeps for reuse (the pool) at most.
+const POOL_MAX: usize = 16;
+
+/// No `corral-<this pid>-*` directory is left under `dir` with a process
+/// in it, and no more empty ones than the pool keeps (plus concurrent runs).
 fn assert_no_cgroup_left(dir: &std::path::Path) {
     let prefix = format!("corral-{}-", std::process::id());
     let end = Instant::now() + SEC;
     loop {
-        let left: Vec<String> = std::fs::read_dir(dir)
+        let mine: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.starts_with(&prefix))
             .collect();
+        let populated = |n: &String| {
+            std::fs::read_to_string(dir.join(n).join("cgroup.events"))
+                .is_ok_and(|e| e.lines().any(|l| l == "populated 1"))
+        };
+        let left: Vec<String> = if mine.len() <= POOL_MAX {
+            mine.into_iter().filter(populated).collect()
+        } else {
+            mine
+        };
         // Other tests of this binary run concurrently: only fail if some
         // directory stays for long.
         if left.is_empty() || Instant::now() >= end {
@@ -221,11 +234,21 @@ fn allocation_past_memory_max_is_stopped() {
 #[test]
 fn many_concurrent_runs_each_get_their_own_cgroup() {
     let dir = need_cgroup!();
+    // Every run waits until all 16 are in their cgroups (a run that ended
+    // gives its cgroup back to the pool, for a later run to reuse).
+    let s = Scratch::new();
+    let gate = s.dir().join("gate");
+    std::fs::create_dir(&gate).unwrap();
     let handles: Vec<_> = (0..16)
-        .map(|_| {
-            std::thread::spawn(|| {
+        .map(|i| {
+            let script = format!(
+                r#"cat /proc/self/cgroup; touch "{g}/{i}"; n=0
+                   until [ "$(ls "{g}" | wc -l)" -ge 16 ] || [ $n -ge 1000 ]; do sleep 0.01; n=$((n+1)); done"#,
+                g = gate.display()
+            );
+            std::thread::spawn(move || {
                 corral::Command::new("/bin/sh")
-                    .args(["-c", "cat /proc/self/cgroup"])
+                    .args(["-c", &script])
                     .containment(cgroup_only())
                     .run()
                     .unwrap()

@@ -41,6 +41,20 @@
 //!   A held lock, another name form (an older corral), or a file system
 //!   without flock means "in doubt": nothing is signalled or removed. No
 //!   pid, so no PID namespace and no pid reuse, takes part in the decision.
+//! * Pool: a run without limits borrows an empty cgroup that an earlier
+//!   run of this process gave back, so the hot path has no `mkdir`/`rmdir`.
+//!   A cgroup goes back only when nothing can leak from its run into the
+//!   next: no limit was set (a limited run's cgroup and v1 groups are always
+//!   removed), no v2 peak is accounted (`memory.peak`/`pids.peak` cannot be
+//!   read per run; CPU time is reported as a difference from the borrow),
+//!   the root exited by itself and corral never wrote `cgroup.kill` there
+//!   (on Linux 6.18 a child later cloned into such a cgroup is killed at
+//!   birth), it held no kept member, has no nested cgroup, reads
+//!   `populated 0` and not frozen, and the keeper holds it. A borrow reads
+//!   `populated 0` again; one that is not empty is retired, never used.
+//!   While pooled the directory keeps its ownership lock (no other corral
+//!   may take it) and its keeper registration (removed if corral dies); at
+//!   most [`POOL_MAX`]. `corral::release_cgroup_pool` removes them.
 //! * Migration: a member with write access to an ancestor's `cgroup.procs`
 //!   (root, or the owner of a delegated subtree) can move itself out; no
 //!   cgroup mechanism prevents that. One that stays in the root's process
@@ -202,13 +216,104 @@ struct V1Group {
     procs: File,
 }
 
-pub(crate) struct Cgroup {
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+type KeeperReg = crate::sys::linux_spawn::keeper::Registration;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+type KeeperReg = ();
+
+/// What a cgroup directory keeps across runs when it goes back to the pool:
+/// its open descriptors (the directory's holds the ownership lock) and its
+/// registration with the keeper.
+struct Slot {
     dir: PathBuf,
-    parent: PathBuf,
-    /// The directory itself, for clone3(CLONE_INTO_CGROUP).
+    /// The directory itself, for clone3(CLONE_INTO_CGROUP); holds the lock.
     dir_fd: File,
     procs: File,
     events: File,
+    /// Registration with the crash-safety keeper (dropped: unregistered).
+    keeper: Option<KeeperReg>,
+    /// `cpu.stat` and `cgroup.stat`, opened once and re-read in place by
+    /// the runs that reuse the cgroup.
+    cpu_stat: std::sync::OnceLock<Option<File>>,
+    cg_stat: std::sync::OnceLock<Option<File>>,
+}
+
+impl Slot {
+    /// Reads one of the slot's kept files from its start.
+    fn read_kept(&self, which: &std::sync::OnceLock<Option<File>>, name: &str) -> Option<String> {
+        let f = which
+            .get_or_init(|| File::open(self.dir.join(name)).ok())
+            .as_ref()?;
+        let mut buf = [0u8; 1024];
+        let n = f.read_at(&mut buf, 0).ok()?;
+        Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+    }
+
+    fn cpu_stat(&self) -> String {
+        self.read_kept(&self.cpu_stat, "cpu.stat")
+            .unwrap_or_default()
+    }
+}
+
+/// Empty cgroups of this process, made by earlier runs and proven empty
+/// when they came back; a run without limits borrows one instead of making
+/// and removing a directory (see the module docs, "Pool").
+static POOL: std::sync::Mutex<Vec<Slot>> = std::sync::Mutex::new(Vec::new());
+
+/// At most this many cgroups wait in the pool (each holds a keeper slot and
+/// three descriptors).
+const POOL_MAX: usize = 16;
+
+fn pool() -> std::sync::MutexGuard<'static, Vec<Slot>> {
+    POOL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Reads `cgroup.events` through its descriptor: (populated, frozen).
+fn events_of(events: &File) -> io::Result<(bool, bool)> {
+    let mut buf = [0u8; 256];
+    let n = events.read_at(&mut buf, 0)?;
+    let text = std::str::from_utf8(&buf[..n]).unwrap_or("");
+    Ok((
+        text.lines().any(|l| l.trim() == "populated 1"),
+        text.lines().any(|l| l.trim() == "frozen 1"),
+    ))
+}
+
+/// The cgroup's own cumulative CPU time, (user, system) in microseconds.
+fn cpu_usec(slot: &Slot) -> (u64, u64) {
+    let cpu = slot.cpu_stat();
+    (
+        kv(&cpu, "user_usec").unwrap_or(0),
+        kv(&cpu, "system_usec").unwrap_or(0),
+    )
+}
+
+/// Removes every pooled cgroup (see [`super::release_cgroup_pool`]).
+pub(crate) fn drain_pool() -> usize {
+    let slots = std::mem::take(&mut *pool());
+    let n = slots.len();
+    for slot in slots {
+        retire(slot);
+    }
+    n
+}
+
+/// Removes a pooled cgroup for good. Only an empty one is removed (rmdir
+/// refuses otherwise); one that something entered while it waited is left
+/// to its lock's release and the next corral's stale pass.
+fn retire(slot: Slot) {
+    let _ = remove_tree(&slot.dir);
+    drop(slot);
+}
+
+pub(crate) struct Cgroup {
+    dir: PathBuf,
+    parent: PathBuf,
+    /// The directory's descriptors; `None` once it went back to the pool.
+    slot: Option<Slot>,
+    /// CPU time the cgroup had used when this run borrowed it (zero for a
+    /// new one): usage is reported as the difference.
+    cpu_base: (u64, u64),
     v1: Vec<V1Group>,
     v1_memory: Option<PathBuf>,
     v1_pids: Option<PathBuf>,
@@ -226,11 +331,6 @@ pub(crate) struct Cgroup {
     orphans: Option<super::orphans::Registration>,
     released: bool,
     tracer: Tracer,
-    /// Registration with the crash-safety keeper (dropped: unregistered).
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    keeper: Option<crate::sys::linux_spawn::keeper::Registration>,
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    keeper: Option<()>,
 }
 
 fn write_file(path: &Path, data: &str) -> io::Result<()> {
@@ -312,6 +412,30 @@ impl Cgroup {
     /// the hierarchy is not writable or a limit cannot be had.
     pub(crate) fn create(h: &Hierarchy, limits: Limits, tracer: Tracer) -> Result<Cgroup, String> {
         STALE.call_once(|| remove_stale(h));
+        let (v2_memory, v2_pids) = subtree_controllers(&h.own_v2);
+        if Self::poolable(limits, v2_memory, v2_pids) {
+            if let Some(slot) = Self::borrow() {
+                let cpu_base = cpu_usec(&slot);
+                return Ok(Cgroup {
+                    dir: slot.dir.clone(),
+                    parent: h.own_v2.clone(),
+                    slot: Some(slot),
+                    cpu_base,
+                    v1: Vec::new(),
+                    v1_memory: None,
+                    v1_pids: None,
+                    limits,
+                    v2_memory,
+                    v2_pids,
+                    pgid: None,
+                    killed_at: None,
+                    stragglers: std::collections::HashSet::new(),
+                    orphans: None,
+                    released: false,
+                    tracer,
+                });
+            }
+        }
         let mut attempt = 0;
         let (name, dir, dir_fd) = loop {
             let name = name_for(SEQ.fetch_add(1, Ordering::Relaxed));
@@ -351,13 +475,19 @@ impl Cgroup {
             .map_err(|e| cleanup(format!("cannot open cgroup.procs: {e}")))?;
         let events = File::open(dir.join("cgroup.events"))
             .map_err(|e| cleanup(format!("cannot open cgroup.events: {e}")))?;
-        let (v2_memory, v2_pids) = subtree_controllers(&h.own_v2);
         let mut cg = Cgroup {
             dir: dir.clone(),
             parent: h.own_v2.clone(),
-            dir_fd,
-            procs,
-            events,
+            slot: Some(Slot {
+                dir: dir.clone(),
+                dir_fd,
+                procs,
+                events,
+                keeper: None,
+                cpu_stat: std::sync::OnceLock::new(),
+                cg_stat: std::sync::OnceLock::new(),
+            }),
+            cpu_base: (0, 0),
             v1: Vec::new(),
             v1_memory: None,
             v1_pids: None,
@@ -370,21 +500,75 @@ impl Cgroup {
             orphans: None,
             released: false,
             tracer,
-            keeper: None,
         };
         // Crash safety: if this process dies before the run ends, the keeper
         // kills the cgroup and removes it. Without it (no clone3, too many
         // runs) the run is only cleaned up by the next corral's stale pass.
         #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-        {
-            cg.keeper =
-                crate::sys::linux_spawn::keeper::register(cg.dir_fd.as_fd(), &h.own_v2, &name).ok();
+        if let Some(slot) = cg.slot.as_mut() {
+            slot.keeper =
+                crate::sys::linux_spawn::keeper::register(slot.dir_fd.as_fd(), &h.own_v2, &name)
+                    .ok();
         }
         if let Err(e) = cg.apply_limits(h, &name) {
             cg.remove_dirs();
             return Err(e);
         }
         Ok(cg)
+    }
+
+    /// Whether a run may use a pooled cgroup: it asks for no limit (a
+    /// limited run gets a new cgroup, removed after it, so no limit can
+    /// reach a later run), and no peak is accounted in v2 (`memory.peak`
+    /// and `pids.peak` cannot be read as a per-run difference; CPU time
+    /// can, and is).
+    fn poolable(limits: Limits, v2_memory: bool, v2_pids: bool) -> bool {
+        !limits.any() && !v2_memory && !v2_pids
+    }
+
+    /// A pooled cgroup proven empty now (`populated 0`, not frozen): one
+    /// that is not is retired.
+    fn borrow() -> Option<Slot> {
+        loop {
+            let slot = pool().pop()?;
+            match events_of(&slot.events) {
+                Ok((false, false)) => return Some(slot),
+                _ => retire(slot),
+            }
+        }
+    }
+
+    /// Puts the cgroup back in the pool if it can serve another run: it was
+    /// poolable, its root exited by itself and corral never killed the tree
+    /// (once `cgroup.kill` was written to a cgroup, Linux 6.18 kills every
+    /// child later cloned into it with `CLONE_INTO_CGROUP` at birth: found
+    /// by trying), the keeper holds it (so it is removed if corral dies), no
+    /// v1 group belongs to it, it is empty and not frozen, the command left
+    /// no nested cgroup, and the pool has room. Otherwise the caller
+    /// removes it.
+    fn give_back(&mut self, clean_exit: bool) -> bool {
+        let fit = Self::poolable(self.limits, self.v2_memory, self.v2_pids)
+            && clean_exit
+            && self.killed_at.is_none()
+            && self.v1.is_empty()
+            && self.slot.as_ref().is_some_and(|s| {
+                s.keeper.is_some() && matches!(events_of(&s.events), Ok((false, false)))
+            })
+            && self.slot.as_ref().is_some_and(|s| {
+                s.read_kept(&s.cg_stat, "cgroup.stat")
+                    .is_some_and(|t| kv(&t, "nr_descendants") == Some(0))
+            });
+        if !fit {
+            return false;
+        }
+        let mut pool = pool();
+        if pool.len() >= POOL_MAX {
+            return false;
+        }
+        if let Some(slot) = self.slot.take() {
+            pool.push(slot);
+        }
+        true
     }
 
     fn v2_has(&self, ctrl: &str) -> bool {
@@ -465,10 +649,11 @@ impl Cgroup {
     /// Whether any process is left in the cgroup (re-arms the POLLPRI
     /// notification by reading through the watched descriptor).
     fn populated(&self) -> io::Result<bool> {
-        let mut buf = [0u8; 256];
-        let n = self.events.read_at(&mut buf, 0)?;
-        let text = std::str::from_utf8(&buf[..n]).unwrap_or("");
-        Ok(text.lines().any(|l| l.trim() == "populated 1"))
+        match &self.slot {
+            Some(s) => events_of(&s.events).map(|(p, _)| p),
+            // Back in the pool: it was proven empty then.
+            None => Ok(false),
+        }
     }
 
     fn procs_of(dir: &Path, out: &mut Vec<u32>) {
@@ -572,7 +757,8 @@ impl Cgroup {
         let _ = self.signal_pids(&new, Signal::KILL, None);
     }
 
-    fn kill_all(&self) -> io::Result<()> {
+    fn kill_all(&mut self) -> io::Result<()> {
+        self.killed_at.get_or_insert_with(Instant::now);
         match write_file(&self.dir.join("cgroup.kill"), "1") {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -672,14 +858,18 @@ impl Containment for Cgroup {
     }
 
     fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
-        let mut procs = vec![self.procs.as_fd()];
+        let slot = self
+            .slot
+            .as_ref()
+            .ok_or_else(|| io::Error::other("cgroup already released"))?;
+        let mut procs = vec![slot.procs.as_fd()];
         procs.extend(self.v1.iter().map(|g| g.procs.as_fd()));
         Ok(sys::Placement {
             new_group: true,
             // Born inside with clone3 where only v2 is used: clone3 cannot
             // enter v1 groups (see the module documentation), so with those
             // the child writes itself into every `cgroup.procs` before exec.
-            cgroup_dir: self.v1.is_empty().then(|| self.dir_fd.as_fd()),
+            cgroup_dir: self.v1.is_empty().then(|| slot.dir_fd.as_fd()),
             cgroup_procs: procs,
             cgroup_path: Some(&self.dir),
             env: Vec::new(),
@@ -761,15 +951,22 @@ impl Containment for Cgroup {
 
     #[cfg(unix)]
     fn wake_fd(&self) -> Option<(BorrowedFd<'_>, super::WakeOn)> {
-        Some((self.events.as_fd(), super::WakeOn::Priority))
+        let slot = self.slot.as_ref()?;
+        Some((slot.events.as_fd(), super::WakeOn::Priority))
     }
 
     fn usage(&self) -> Option<(Usage, Vec<LimitHit>)> {
-        let cpu = fs::read_to_string(self.dir.join("cpu.stat")).unwrap_or_default();
-        let cpu_field = |key: &str| kv(&cpu, key).map(Duration::from_micros);
+        let cpu = match &self.slot {
+            Some(slot) => slot.cpu_stat(),
+            None => fs::read_to_string(self.dir.join("cpu.stat")).unwrap_or_default(),
+        };
+        // This run's share: a pooled cgroup's counters include earlier runs.
+        let cpu_field = |key: &str, base: u64| {
+            kv(&cpu, key).map(|v| Duration::from_micros(v.saturating_sub(base)))
+        };
         let mut usage = Usage {
-            cpu_user: cpu_field("user_usec"),
-            cpu_system: cpu_field("system_usec"),
+            cpu_user: cpu_field("user_usec", self.cpu_base.0),
+            cpu_system: cpu_field("system_usec", self.cpu_base.1),
             memory_peak: None,
             pids_peak: None,
         };
@@ -814,6 +1011,9 @@ impl Containment for Cgroup {
             return Ok(());
         }
         self.released = true;
+        // Only a cgroup that held no kept member goes back to the pool.
+        let was_empty = !self.populated().unwrap_or(true);
+        let clean_exit = matches!(root.peek_exit(), Ok(Some(crate::RootStatus::Exited(_))));
         // Kept (or unkillable) members leave the per-command cgroup so that
         // it can be removed; nothing is signalled from here on.
         self.move_out();
@@ -823,6 +1023,12 @@ impl Containment for Cgroup {
         let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });
+        if was_empty && self.give_back(clean_exit) {
+            self.tracer.record(OsOp::Released {
+                via: Mechanism::Cgroup,
+            });
+            return res;
+        }
         self.remove_dirs();
         self.tracer.record(OsOp::Released {
             via: Mechanism::Cgroup,

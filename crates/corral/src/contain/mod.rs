@@ -29,6 +29,27 @@ pub(crate) mod process_group;
 #[cfg(target_os = "linux")]
 pub(crate) mod subreaper;
 
+/// Removes the empty cgroups this process keeps for reuse, and returns how
+/// many it removed.
+///
+/// The cgroup tier (Linux) keeps up to 16 empty cgroups of finished runs
+/// (each proven empty, made by this process and locked by it) so that a
+/// later run need not create and remove a directory. They hold three
+/// descriptors each and are removed when this process dies (by the
+/// crash-safety keeper, or by the next corral's cleanup of abandoned
+/// cgroups). Call this to remove them now, for example before a long idle
+/// period. Runs that follow simply create new ones. Elsewhere: returns 0.
+pub fn release_cgroup_pool() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        cgroup::drain_pool()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
 /// Tree-wide limits asked for (cgroup containment only).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Limits {
@@ -134,6 +155,12 @@ pub(crate) trait Containment: Send {
     /// Live members of the tree, the root included while it is alive
     /// (zombies are not members).
     fn members(&mut self) -> io::Result<Vec<u32>>;
+
+    /// Whether a termination that starts with SIGKILL sends it before
+    /// listing the members (then the killed count is a lower bound).
+    fn count_after_kill(&self) -> bool {
+        false
+    }
     /// A descriptor that becomes ready (POLLPRI) when the tree's population
     /// changes, to wake the lifecycle early while it waits for the tree to
     /// empty.

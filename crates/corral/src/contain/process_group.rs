@@ -8,9 +8,22 @@
 //! needed.
 //!
 //! Membership is found by scanning /proc (Linux; `ps` elsewhere). On Linux
-//! every member found is pinned with a pidfd, so later checks ("is the tree
-//! empty yet?") look only at the pinned processes, one `poll`, and a full
-//! scan runs again only when all of them are gone, to confirm.
+//! the scan lists /proc and asks the kernel for each pid's group with
+//! `getpgid(2)`, one system call that, unlike reading `/proc/PID/stat`,
+//! never waits on a dying process's memory map; each match is then opened
+//! as a pidfd, its group read again, and its pidfd polled, so a member is
+//! counted only if the process the pidfd holds was alive after its group
+//! was read (no pid reuse can slip in). Every member found stays pinned, so
+//! later checks ("is the tree empty yet?") look only at the pinned
+//! processes, one `poll`, and a full scan runs again only when all of them
+//! are gone, to confirm.
+//!
+//! A termination that starts with SIGKILL (grace 0) kills first and counts
+//! after ([`Containment::count_after_kill`]): `killpg` goes out at once, and
+//! the scan that pins the members runs while they die. A member that was
+//! already gone by then is not counted, so the killed count is a lower
+//! bound ("at least"); survivors are still confirmed by the pinned pidfds
+//! and a final scan.
 //!
 //! What it cannot hold: a descendant that calls `setsid()` or `setpgid()`
 //! leaves the group (cgroup containment closes that hole on Linux).
@@ -27,6 +40,10 @@ pub(crate) struct ProcessGroup {
     tracer: Tracer,
     #[cfg(target_os = "linux")]
     pins: pins::Pins,
+    /// The next scan follows a SIGKILL: it also counts the members that
+    /// already died of it (zombies), for the killed count.
+    #[cfg(target_os = "linux")]
+    count_killed: bool,
     /// Prompt reaping of the group's orphans (subreaper processes only).
     #[cfg(target_os = "linux")]
     orphans: Option<super::orphans::Registration>,
@@ -40,6 +57,8 @@ impl ProcessGroup {
             tracer,
             #[cfg(target_os = "linux")]
             pins: pins::Pins::default(),
+            #[cfg(target_os = "linux")]
+            count_killed: false,
             #[cfg(target_os = "linux")]
             orphans: None,
         }
@@ -62,10 +81,10 @@ impl ProcessGroup {
             return Ok(alive);
         }
         // Every pinned process is gone: confirm with a full scan (catches
-        // members forked after the last scan) and pin what it finds.
-        let found = sys::group_members(pgid)?;
-        self.pins.pin(&found);
-        Ok(found)
+        // members forked after the last scan); it pins what it finds.
+        let found = self.pins.scan(pgid, self.count_killed);
+        self.count_killed = false;
+        found
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -103,11 +122,24 @@ impl Containment for ProcessGroup {
             signal: sig,
         });
         sys::signal_group(pgid, sig)?;
+        #[cfg(target_os = "linux")]
+        if sig == Signal::KILL && self.pins.is_empty() {
+            // Killed before any scan (kill first): the scan that follows
+            // counts what the SIGKILL already ended.
+            self.count_killed = true;
+        }
         if sig != Signal::KILL && sig != sys::SIGCONT {
             // A stopped member cannot act on SIGTERM until it is continued.
             sys::signal_group(pgid, sys::SIGCONT)?;
         }
         Ok(())
+    }
+
+    fn count_after_kill(&self) -> bool {
+        // Kill first, count after (Linux, where the scan after the kill
+        // also counts the members it already ended): a scan of a live tree
+        // before the kill is the slow part of a deadline (module docs).
+        cfg!(target_os = "linux")
     }
 
     fn members(&mut self) -> io::Result<Vec<u32>> {
@@ -173,8 +205,6 @@ mod pins {
     use rustix::event::{epoll, poll, PollFd, PollFlags, Timespec};
     use rustix::process::{pidfd_open, Pid, PidfdFlags};
 
-    use crate::sys::linux_proc;
-
     /// Members pinned by pidfd: a pinned pid cannot be reused while we hold
     /// its descriptor, so "alive" and "member" are answered for the same
     /// process that was found.
@@ -204,26 +234,68 @@ mod pins {
             }
         }
 
-        pub(super) fn pin(&mut self, pids: &[u32]) {
-            self.verified = Some(std::time::Instant::now());
-            for &pid in pids {
-                if self.fds.iter().any(|(p, _)| *p == pid) {
+        /// Every live member of `pgid` on the machine, pinned (those
+        /// already pinned included). See the module docs for the order of
+        /// operations that keeps a reused pid out.
+        pub(super) fn is_empty(&self) -> bool {
+            self.fds.is_empty()
+        }
+
+        /// With `killed`, the result also lists members that have already
+        /// died of SIGKILL (zombies, not pinned): those the kill just ended.
+        pub(super) fn scan(&mut self, pgid: u32, killed: bool) -> std::io::Result<Vec<u32>> {
+            let want = Some(pgid);
+            let mut out = Vec::new();
+            let dir = rustix::fs::open(
+                "/proc",
+                rustix::fs::OFlags::RDONLY
+                    | rustix::fs::OFlags::DIRECTORY
+                    | rustix::fs::OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )?;
+            let mut buf = Vec::with_capacity(16 * 1024);
+            let mut iter = rustix::fs::RawDir::new(&dir, buf.spare_capacity_mut());
+            while let Some(entry) = iter.next() {
+                let Ok(entry) = entry else { break };
+                let Some(raw) = std::str::from_utf8(entry.file_name().to_bytes())
+                    .ok()
+                    .and_then(|s| s.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                // The filter: one system call per process on the machine.
+                if pgid_of(raw) != want {
                     continue;
                 }
-                let Some(p) = Pid::from_raw(pid as i32) else {
+                let Some(pid) = Pid::from_raw(raw as i32) else {
                     continue;
                 };
-                let Ok(fd) = pidfd_open(p, PidfdFlags::empty()) else {
-                    continue; // already gone
+                if self.fds.iter().any(|(p, _)| *p == raw) {
+                    out.push(raw);
+                    continue;
+                }
+                // Pin, re-read the group, then poll: if the pinned process
+                // had not exited after the second read, that read was its.
+                let Ok(fd) = pidfd_open(pid, PidfdFlags::empty()) else {
+                    continue; // gone
                 };
-                // The scan saw `pid` in the group microseconds ago. Pinned
-                // processes are only ever *counted* (signals go to the
-                // group), and `still_members` re-checks the group of every
-                // live pinned process, so a pid reused in between would be
-                // dropped there, not kept.
+                if pgid_of(raw) != want {
+                    continue; // reused
+                }
+                if exited(&fd) {
+                    // Dead: a zombie is no member, but one the kill just
+                    // ended counts as killed.
+                    if killed && died_of_sigkill(raw) {
+                        out.push(raw);
+                    }
+                    continue;
+                }
                 self.watch(&fd);
-                self.fds.push((pid, fd));
+                self.fds.push((raw, fd));
+                out.push(raw);
             }
+            self.verified = Some(std::time::Instant::now());
+            Ok(out)
         }
 
         /// Pinned processes that are alive and still in the group. Exited
@@ -232,7 +304,7 @@ mod pins {
             if self.fds.is_empty() {
                 return Vec::new();
             }
-            let exited: Vec<bool> = {
+            let gone: Vec<bool> = {
                 let mut pfds: Vec<PollFd<'_>> = self
                     .fds
                     .iter()
@@ -249,7 +321,7 @@ mod pins {
             };
             let mut i = 0;
             self.fds.retain(|_| {
-                let keep = !exited[i];
+                let keep = !gone[i];
                 i += 1;
                 keep
             });
@@ -261,9 +333,12 @@ mod pins {
                 .verified
                 .is_none_or(|t| t.elapsed() >= std::time::Duration::from_millis(4));
             if stale {
+                // `getpgid` reads the group without waiting on a dying
+                // process; a pid reused after a pinned exit was dropped
+                // above, or is caught by the next check's poll.
                 self.verified = Some(std::time::Instant::now());
                 self.fds
-                    .retain(|(pid, _)| linux_proc::stat_of(*pid).is_some_and(|s| s.pgrp == pgid));
+                    .retain(|(pid, fd)| pgid_of(*pid) == Some(pgid) && !exited(fd));
             }
             self.fds.iter().map(|(p, _)| *p).collect()
         }
@@ -271,6 +346,95 @@ mod pins {
         pub(super) fn clear(&mut self) {
             self.fds.clear();
             self.epoll = None;
+        }
+    }
+
+    /// Whether zombie `pid` died of SIGKILL (the exit code field of its
+    /// stat; a zombie's stat is read without waiting on anything).
+    fn died_of_sigkill(pid: u32) -> bool {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        let Some(close) = text.rfind(')') else {
+            return false;
+        };
+        // Fields after the command name start at field 3 (state); the exit
+        // code is field 52.
+        text[close + 1..]
+            .split_ascii_whitespace()
+            .nth(52 - 3)
+            .and_then(|v| v.parse::<u32>().ok())
+            .is_some_and(|code| code & 0x7f == 9)
+    }
+
+    /// Whether the process a pidfd holds has exited (its whole thread
+    /// group: a zombie leader with live threads is alive).
+    fn exited(fd: &OwnedFd) -> bool {
+        let mut pfds = [PollFd::new(fd, PollFlags::IN)];
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        matches!(poll(&mut pfds, Some(&zero)), Ok(n) if n > 0)
+    }
+
+    /// The process group of `pid`, from `getpgid(2)`: one system call that,
+    /// unlike reading `/proc/PID/stat`, never waits on the memory map of a
+    /// process that is exiting. `Some(0)` for a kernel thread; `None` when no
+    /// such process exists. (rustix's `getpgid` cannot return a group of 0.)
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn pgid_of(pid: u32) -> Option<u32> {
+        let nr = linux_raw_sys::general::__NR_getpgid as usize;
+        let ret: isize;
+        // SAFETY: getpgid takes one integer argument and touches no memory of
+        // ours; the registers are the kernel's system-call convention for the
+        // architecture (x86_64: rax, rdi; rcx and r11 clobbered).
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            core::arch::asm!(
+                "syscall",
+                inlateout("rax") nr as isize => ret,
+                in("rdi") pid as usize,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+        // SAFETY: as above (aarch64: x8 the number, x0 argument and result).
+        #[cfg(target_arch = "aarch64")]
+        unsafe {
+            core::arch::asm!(
+                "svc 0",
+                in("x8") nr,
+                inlateout("x0") pid as usize => ret,
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+        u32::try_from(ret).ok()
+    }
+
+    /// The process group of `pid` (other architectures: from its stat).
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    fn pgid_of(pid: u32) -> Option<u32> {
+        crate::sys::linux_proc::stat_of(pid).map(|s| s.pgrp)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::pgid_of;
+
+        #[test]
+        fn pgid_of_matches_the_kernel() {
+            let me = std::process::id();
+            let pg = rustix::process::getpgid(None).map(|p| p.as_raw_nonzero().get() as u32);
+            assert_eq!(pgid_of(me), pg.ok());
+            // No process has pid 2^22 + 1 (beyond the largest pid_max).
+            assert_eq!(pgid_of((1 << 22) + 1), None);
+            // kthreadd (pid 2 on the host) is in group 0: no panic, no
+            // invalid value.
+            if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
+                assert_eq!(pgid_of(2), Some(0));
+            }
         }
     }
 }

@@ -292,6 +292,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         signal: settings.signal,
         confirm_window: settings.confirm_window,
         leftovers: settings.leftovers,
+        count_after_kill: tree.count_after_kill(),
     };
     let life = Life {
         pid,
@@ -395,6 +396,9 @@ impl Life {
             match action {
                 Action::Signal(sig) => self.send(sig),
                 Action::CountKept => self.count_kept(),
+                Action::CountMembers => {
+                    let _ = self.tree_members();
+                }
                 Action::Survivors(pids) => self.note_cleanup(CleanupError::Survivors { pids }),
             }
         }
@@ -627,6 +631,14 @@ impl Life {
     /// How long a driver may sleep before the next timer is due.
     pub(crate) fn next_wake(&self, now: Instant) -> Option<Duration> {
         let at = self.phase.next_timer(self.root_exit_at, &self.policy);
+        // A resting stream is read again when its rest ends.
+        let at = self
+            .streams
+            .iter()
+            .flatten()
+            .filter_map(|s| s.rest_until)
+            .chain(at)
+            .min();
         let mut d = at.map(|t| t.saturating_duration_since(now));
         if self.root_status.is_none() && !Poller::root_exit_wakes(&self.root) {
             d = Some(d.map_or(EXIT_POLL, |d| d.min(EXIT_POLL)));

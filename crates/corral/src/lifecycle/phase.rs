@@ -173,6 +173,10 @@ pub(super) struct Policy {
     pub(super) signal: Signal,
     pub(super) confirm_window: Duration,
     pub(super) leftovers: LeftoverPolicy,
+    /// A termination without grace sends SIGKILL first and looks at the
+    /// members after it (the containment can still count those the kill
+    /// already ended: "at least"), saving a look before the kill.
+    pub(super) count_after_kill: bool,
 }
 
 /// What the lifecycle saw this step (cheap to gather).
@@ -210,6 +214,9 @@ pub(super) enum Action {
     Signal(Signal),
     /// The root exited cleanly and its leftovers are kept: count them.
     CountKept,
+    /// Look at the tree's members now (after a kill-first SIGKILL: they are
+    /// counted, and pinned, while they die).
+    CountMembers,
     /// The confirm window is over with these processes alive (sorted).
     Survivors(Vec<u32>),
 }
@@ -445,7 +452,10 @@ fn start(
 ) -> (Phase, Vec<Action>) {
     let first = sig.unwrap_or(policy.signal);
     let graceful = !policy.grace.is_zero() && first != Signal::KILL;
-    let _ = probe.members();
+    let kill_first = !graceful && policy.count_after_kill;
+    if !kill_first {
+        let _ = probe.members();
+    }
     let check = Check::first(now);
     if graceful {
         (
@@ -463,7 +473,11 @@ fn start(
                 until: later(now, policy.confirm_window),
                 check,
             },
-            vec![Action::Signal(Signal::KILL)],
+            if kill_first {
+                vec![Action::Signal(Signal::KILL), Action::CountMembers]
+            } else {
+                vec![Action::Signal(Signal::KILL)]
+            },
         )
     }
 }
@@ -537,6 +551,7 @@ mod tests {
             signal: Signal::TERM,
             confirm_window: ms(1000),
             leftovers: LeftoverPolicy::KeepOnSuccess,
+            count_after_kill: false,
         }
     }
 
@@ -864,6 +879,42 @@ mod tests {
         assert_eq!(actions, vec![Action::Signal(Signal::KILL)]);
         // Past the hold the fork is not asked about again.
         assert_eq!(fake.asked, vec!["held", "tree_holds", "held", "members"]);
+    }
+
+    /// Where the containment counts after a kill, a termination without
+    /// grace sends SIGKILL first and looks at the members only after it;
+    /// with a grace (or elsewhere) the members are looked at first.
+    #[test]
+    fn kill_first_counts_after_the_kill() {
+        let c = Clock(Instant::now());
+        let t0 = c.at(ms(1000));
+        let plain = policy(&c, Some(ms(1000)), ms(0), ms(100));
+        let first = Policy {
+            count_after_kill: true,
+            ..plain
+        };
+        let mut fake = Fake {
+            members: vec![4, 5],
+            ..Fake::default()
+        };
+        let (phase, actions) = decide(Phase::START, &running(2), &mut fake, t0, &first);
+        assert_eq!(phase.reason(), Some(Reason::TimedOut));
+        assert_eq!(
+            actions,
+            vec![Action::Signal(Signal::KILL), Action::CountMembers]
+        );
+        assert!(fake.asked.is_empty(), "{:?}", fake.asked);
+        let (_, actions) = decide(Phase::START, &running(2), &mut fake, t0, &plain);
+        assert_eq!(actions, vec![Action::Signal(Signal::KILL)]);
+        assert_eq!(fake.asked, vec!["members"]);
+        fake.asked.clear();
+        let graceful = Policy {
+            grace: ms(300),
+            ..first
+        };
+        let (_, actions) = decide(Phase::START, &running(2), &mut fake, t0, &graceful);
+        assert_eq!(actions, vec![Action::Signal(Signal::TERM)]);
+        assert_eq!(fake.asked, vec!["members"]);
     }
 
     /// SIGKILL at the end of the grace is decided by the whole tree: a

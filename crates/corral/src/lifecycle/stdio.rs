@@ -14,6 +14,15 @@ use crate::sys::{self, ChildIo, PipeEnd, ReadResult};
 use crate::Error;
 
 const READ_CHUNK: usize = 128 * 1024;
+/// Batching of busy captured streams (see `StreamIo::pump`).
+#[cfg(target_os = "linux")]
+const BATCH_AFTER: usize = 1 << 20;
+#[cfg(target_os = "linux")]
+const BATCH_SMALL: usize = 64 * 1024;
+#[cfg(target_os = "linux")]
+const BATCH_PIPE: usize = 1 << 20;
+#[cfg(target_os = "linux")]
+const BATCH_WAIT: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// One captured or relayed output stream: corral's end of the pipe and
 /// what is done with what comes out of it.
@@ -23,6 +32,12 @@ pub(super) struct StreamIo {
     pub(super) capture: Captured,
     lines: Option<LineSplitter>,
     relay: Option<Relay>,
+    /// A busy stream in a large pipe is not waited on until then, so that
+    /// a wake reads a batch instead of each small write (see `pump`).
+    pub(super) rest_until: Option<Instant>,
+    /// The pipe was enlarged for batching (Linux), or could not be.
+    #[cfg(target_os = "linux")]
+    enlarged: Option<bool>,
     /// A zero-copy relay thread owns the pipe instead (Linux).
     #[cfg(target_os = "linux")]
     splice: Option<sys::linux_splice::SpliceRelay>,
@@ -98,12 +113,34 @@ impl StreamIo {
         thread_local! {
             static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
-        BUF.with_borrow_mut(|buf| {
+        let got = BUF.with_borrow_mut(|buf| {
             if buf.len() < READ_CHUNK {
                 buf.resize(READ_CHUNK, 0);
             }
-            s.read_into(on_line, buf, max_reads);
+            s.read_into(on_line, buf, max_reads)
         });
+        s.rest_until = None;
+        // Batching for a busy stream (Linux): a writer of small chunks wakes
+        // a reader per chunk, and each wake costs a poll and a read. Once a
+        // stream has carried BATCH_AFTER bytes, its pipe is enlarged, and
+        // after a wake that found little the pipe is left out of the wait
+        // for BATCH_WAIT, so the next wake reads a batch. The root, the tree
+        // and the timers are still waited on; only this pipe's data waits
+        // (at most BATCH_WAIT), and the writer does not block meanwhile.
+        #[cfg(target_os = "linux")]
+        if s.pipe.is_some() && got < BATCH_SMALL && s.capture.total_bytes() >= BATCH_AFTER as u64 {
+            let big = *s.enlarged.get_or_insert_with(|| {
+                s.pipe
+                    .as_ref()
+                    .and_then(|p| p.enlarge(BATCH_PIPE).ok())
+                    .is_some_and(|n| n >= BATCH_PIPE)
+            });
+            if big {
+                s.rest_until = Some(super::phase::later(Instant::now(), BATCH_WAIT));
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = got;
     }
 
     fn read_into(
@@ -111,17 +148,30 @@ impl StreamIo {
         on_line: Option<&SharedLineCallback>,
         buf: &mut [u8],
         max_reads: usize,
-    ) {
+    ) -> usize {
         let s = self;
+        let mut got = 0;
         for _ in 0..max_reads {
-            let Some(pipe) = s.pipe.as_ref() else { return };
+            let Some(pipe) = s.pipe.as_ref() else {
+                return got;
+            };
             if s.relay.as_ref().is_some_and(|r| r.is_full()) {
-                return;
+                return got;
             }
-            match pipe.read(buf) {
+            // Straight into the capture's head or tail ring where it can
+            // take the read; through the shared buffer otherwise.
+            let (res, asked, direct) = match s.capture.spare(buf.len()) {
+                Some(region) => (pipe.read(region), region.len(), true),
+                None => (pipe.read(buf), buf.len(), false),
+            };
+            match res {
                 Ok(ReadResult::Data(n)) => {
-                    let data = &buf[..n];
-                    s.capture.push(data);
+                    let data = if direct {
+                        s.capture.commit(n)
+                    } else {
+                        s.capture.push(&buf[..n]);
+                        &buf[..n]
+                    };
                     if let Some(r) = s.relay.as_ref() {
                         r.push(data);
                     }
@@ -130,17 +180,21 @@ impl StreamIo {
                         let mut cb = cb.lock().unwrap_or_else(|e| e.into_inner());
                         lines.feed(data, &mut |l| cb(which, l));
                     }
-                    if n < buf.len() {
-                        return;
+                    // A short read drained the pipe; a full one (of a region
+                    // that may end before the buffer's size) may not have.
+                    got += n;
+                    if n < asked {
+                        return got;
                     }
                 }
-                Ok(ReadResult::WouldBlock) => return,
+                Ok(ReadResult::WouldBlock) => return got,
                 Ok(ReadResult::Eof) | Err(_) => {
                     s.pipe = None;
-                    return;
+                    return got;
                 }
             }
         }
+        got
     }
 }
 
@@ -219,6 +273,9 @@ pub(super) fn wire(
             capture: Captured::with_cap(limit),
             lines: settings.lines.then(|| LineSplitter::new(line_limit)),
             relay: relay.map(|w| Relay::start(w, waker.clone())),
+            rest_until: None,
+            #[cfg(target_os = "linux")]
+            enlarged: None,
             #[cfg(target_os = "linux")]
             splice: None,
         };
@@ -292,10 +349,19 @@ pub(super) fn wire(
 
 /// The captured pipes worth waiting on (not those whose relay is full).
 pub(super) fn watched_outputs(streams: &[Option<StreamIo>; 2]) -> [Option<&PipeEnd>; 2] {
+    let now = streams
+        .iter()
+        .flatten()
+        .any(|s| s.rest_until.is_some())
+        .then(Instant::now);
     [0, 1].map(|i| {
         streams[i]
             .as_ref()
             .filter(|s| s.relay.as_ref().is_none_or(|r| !r.is_full()))
+            .filter(|s| match (s.rest_until, now) {
+                (Some(r), Some(now)) => r <= now,
+                _ => true,
+            })
             .and_then(|s| s.pipe.as_ref())
     })
 }

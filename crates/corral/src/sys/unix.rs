@@ -346,6 +346,14 @@ pub(crate) enum ReadResult {
 }
 
 impl PipeEnd {
+    /// Asks the kernel for a pipe buffer of `bytes` (Linux); returns the
+    /// size it gave. Fails past `/proc/sys/fs/pipe-max-size`, or for an
+    /// unprivileged user over `pipe-user-pages-soft`.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn enlarge(&self, bytes: usize) -> io::Result<usize> {
+        Ok(rustix::pipe::fcntl_setpipe_size(&self.0, bytes)?)
+    }
+
     fn nonblocking(fd: OwnedFd) -> io::Result<PipeEnd> {
         let fl = fcntl_getfl(&fd)?;
         fcntl_setfl(&fd, fl | OFlags::NONBLOCK)?;
