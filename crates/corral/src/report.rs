@@ -197,7 +197,11 @@ pub struct Timings {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Leftovers {
-    /// Processes other than the root that were killed by corral.
+    /// Processes other than the root that were killed by corral. In the
+    /// process-group tier without a grace (SIGKILL first, counted after, so
+    /// that the kill is not delayed by a scan) this is *at least* the
+    /// number killed: a member that died and was reaped before the count
+    /// is not in it. Survivors are always confirmed.
     pub killed: usize,
     /// Processes other than the root left running by the leftovers policy.
     pub kept: usize,
