@@ -183,30 +183,54 @@ unsafe fn child_exec(a: &ChildArgs) -> i32 {
         }
 
         // 6. Exec, trying each candidate as execvp does.
-        let mut last = en::ENOENT as i32;
-        let mut denied = false;
-        let mut i: usize = 0;
-        while i < a.n_candidates {
-            let path = *a.candidates.add(i);
-            let r = syscall4(
+        exec_candidates(a.argv, a.envp, a.candidates, a.n_candidates)
+    }
+}
+
+/// Execs each of the `n` candidate paths in turn with `argv` and `envp`,
+/// as execvp does, and returns the errno to report when none could be
+/// executed (on success it does not return). Raw system calls only: no
+/// allocation, lock, TLS or panic path. Shared by the clone3 child and the
+/// PID-namespace init's command.
+///
+/// # Safety
+/// Only in a freshly cloned child about to exec; `argv`, `envp` and the
+/// `n` entries of `candidates` are NUL-terminated arrays / strings that
+/// stay valid until the exec.
+#[inline(always)]
+pub(super) unsafe fn exec_candidates(
+    argv: *const *const std::os::raw::c_char,
+    envp: *const *const std::os::raw::c_char,
+    candidates: *const *const std::os::raw::c_char,
+    n: usize,
+) -> i32 {
+    let mut last = en::ENOENT as i32;
+    let mut denied = false;
+    let mut i: usize = 0;
+    while i < n {
+        // SAFETY: `i < n`, so the entry is in bounds; the pointers are
+        // valid as the caller promises, and execve only reads them.
+        let r = unsafe {
+            let path = *candidates.add(i);
+            syscall4(
                 k::__NR_execve,
                 path as usize,
-                a.argv as usize,
-                a.envp as usize,
+                argv as usize,
+                envp as usize,
                 0,
-            );
-            // execve returned: it failed.
-            let e = errno_of(r);
-            match step(e) {
-                Step::Next => last = e,
-                Step::NextDenied => {
-                    last = e;
-                    denied = true;
-                }
-                Step::Stop => return e,
+            )
+        };
+        // execve returned: it failed.
+        let e = errno_of(r);
+        match step(e) {
+            Step::Next => last = e,
+            Step::NextDenied => {
+                last = e;
+                denied = true;
             }
-            i = i.wrapping_add(1);
+            Step::Stop => return e,
         }
-        exhausted_errno(last, denied)
+        i = i.wrapping_add(1);
     }
+    exhausted_errno(last, denied)
 }

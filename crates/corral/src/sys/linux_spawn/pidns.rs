@@ -58,7 +58,7 @@ use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 use rustix::process::Pid;
 
-use super::child::{exhausted_errno, step, Step};
+use super::child::exec_candidates;
 use super::parent::{child_fd, Prepared};
 use super::raw::{clone3_with, errno_of, exit_now, set_sigmask, syscall4, syscall6};
 use super::raw::{KernelSigaction, SIGSET_SIZE, SIG_DFL};
@@ -869,29 +869,6 @@ unsafe fn command_exec(a: &InitArgs) -> i32 {
         if r < 0 {
             return errno_of(r);
         }
-        let mut last = en::ENOENT as i32;
-        let mut denied = false;
-        let mut i: usize = 0;
-        while i < a.n_candidates {
-            let path = *a.candidates.add(i);
-            let r = syscall4(
-                k::__NR_execve,
-                path as usize,
-                a.argv as usize,
-                a.envp as usize,
-                0,
-            );
-            let e = errno_of(r);
-            match step(e) {
-                Step::Next => last = e,
-                Step::NextDenied => {
-                    last = e;
-                    denied = true;
-                }
-                Step::Stop => return e,
-            }
-            i = i.wrapping_add(1);
-        }
-        exhausted_errno(last, denied)
+        exec_candidates(a.argv, a.envp, a.candidates, a.n_candidates)
     }
 }
