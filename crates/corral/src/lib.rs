@@ -72,7 +72,7 @@ pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::Running;
 pub use report::{
     CleanupError, Leftovers, LimitHit, Mechanism, Outcome, Report, RootStatus, RunError, Timings,
-    Usage,
+    UnknownMechanism, Usage,
 };
 pub use signal::{Signal, UnknownSignal};
 pub use spec::{Input, LeftoverPolicy, LineCallback, Output, Stream};
