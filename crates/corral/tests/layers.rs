@@ -27,6 +27,54 @@ const LAYERS: &[&[&str]] = &[
     &["asynchronous"],
 ];
 
+/// Inside a folder: the layers of its files (by module name; the folder's
+/// `mod.rs` is their parent and may use them all). A file may use, by
+/// `super::x` or `crate::folder::x`, only siblings of earlier rows.
+const INNER: &[(&str, &[&[&str]])] = &[
+    (
+        "contain",
+        &[
+            // Reaping during the run, the subreaper switch, tree cookies.
+            &["orphans"],
+            // One file per mechanism: none uses another.
+            &[
+                "cgroup",
+                "job_object",
+                "pid_namespace",
+                "process_group",
+                "subreaper",
+            ],
+        ],
+    ),
+    ("lifecycle", &[&["phase", "plan", "relay"], &["stdio"]]),
+    (
+        "sys",
+        &[
+            &["linux_proc", "linux_splice"],
+            &["linux_spawn"],
+            &["unix", "windows"],
+        ],
+    ),
+    (
+        "sys/linux_spawn",
+        &[
+            &["arch"],
+            &["raw", "stack"],
+            &["child"],
+            &["parent", "keeper"],
+            &["pidns"],
+        ],
+    ),
+];
+
+/// The module a file defines (`#[path]` aliases included).
+fn module_of_file(stem: &str) -> &str {
+    match stem {
+        "arch_x86_64" | "arch_aarch64" => "arch",
+        s => s,
+    }
+}
+
 fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
@@ -231,6 +279,73 @@ fn module_graph_follows_the_layer_table() {
     );
 }
 
+/// The first segment of every path in `code` that starts with `prefix`
+/// (`super::` or `crate::sys::`), groups included.
+fn paths_after(code: &str, prefix: &str) -> Vec<String> {
+    // Reuse the `crate::` scanner on a copy where `prefix` reads `crate::`.
+    let marked = code
+        .replace(prefix, "\u{2}")
+        .replace("crate::", "\u{1}")
+        .replace('\u{2}', " crate::");
+    crate_paths(&marked)
+}
+
+#[test]
+fn files_inside_folders_follow_their_layer_tables() {
+    let src = src_dir();
+    let mut problems = Vec::new();
+    for (folder, layers) in INNER {
+        let dir = src.join(folder);
+        let layer = |m: &str| layers.iter().position(|row| row.contains(&m));
+        let mut files = Vec::new();
+        rs_files(&dir, &mut files);
+        let mut seen = BTreeSet::new();
+        for f in files {
+            let rel = f.strip_prefix(&dir).expect("under the folder");
+            let mut comps = rel.components();
+            let first = comps
+                .next()
+                .expect("component")
+                .as_os_str()
+                .to_string_lossy();
+            let direct = comps.next().is_none();
+            let stem = first.trim_end_matches(".rs");
+            if stem == "mod" {
+                continue;
+            }
+            let from = module_of_file(stem);
+            seen.insert(from.to_owned());
+            let Some(a) = layer(from) else {
+                problems.push(format!(
+                    "{folder}/{first}: not in the INNER table of tests/layers.rs"
+                ));
+                continue;
+            };
+            let code = strip_comments(&std::fs::read_to_string(&f).expect("read source"));
+            let mut used = paths_after(&code, &format!("crate::{}::", folder.replace('/', "::")));
+            if direct {
+                used.extend(paths_after(&code, "super::"));
+            }
+            for to in used {
+                if let Some(b) = layer(&to) {
+                    if to != from && b >= a {
+                        problems.push(format!(
+                            "{folder}/{}: `{from}` uses its sibling `{to}` of the same or a higher layer",
+                            rel.display()
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(seen.len() >= 3, "{folder}: files not found ({seen:?})");
+    }
+    assert!(
+        problems.is_empty(),
+        "layering inside folders broken:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
 /// The scanner itself finds what it must (so the test above can fail).
 #[test]
 fn scanner_sees_grouped_inline_and_reexported_paths() {
@@ -244,6 +359,10 @@ fn scanner_sees_grouped_inline_and_reexported_paths() {
         "use crate::{a::{self, Q}, X};\nlet v = crate::b::f(); // crate::c\n/// [x](crate::d)\n$crate::e\n",
     );
     assert_eq!(crate_paths(&code), ["a", "X", "b"]);
+    let inner =
+        "use super::{raw::f, stack::Stack};\nuse crate::sys::linux_proc;\nuse crate::report::X;\n";
+    assert_eq!(paths_after(inner, "super::"), ["raw", "stack"]);
+    assert_eq!(paths_after(inner, "crate::sys::"), ["linux_proc"]);
 }
 
 /// Printed with `--nocapture`: the current graph, for docs/DESIGN.md.
