@@ -116,3 +116,65 @@ fn is_exec_format_error(e: &io::Error) -> bool {
     // program. coreutils maps it to 126 as well.
     cfg!(unix) && e.raw_os_error() == Some(8)
 }
+
+/// An OS error with the step that failed. `Display` is `step: error` (the
+/// CLI prints one line), `source()` is the OS error itself.
+// Used by the Linux (and Windows) spawn paths only.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+#[derive(Debug, thiserror::Error)]
+#[error("{step}: {source}")]
+struct Step {
+    step: String,
+    #[source]
+    source: io::Error,
+}
+
+/// `source` with the step that failed in words, kept as an `io::Error` (of
+/// the same kind) whose `source()` is the original OS error, so the errno
+/// is not flattened into text.
+// Used by the Linux (and Windows) spawn paths only.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) fn io_context(step: impl Into<String>, source: io::Error) -> io::Error {
+    io::Error::new(
+        source.kind(),
+        Step {
+            step: step.into(),
+            source,
+        },
+    )
+}
+
+/// `e` and its sources, joined by `: ` (for one-line notes).
+// Used by the Linux (and Windows) spawn paths only.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) fn chain_text(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        let part = s.to_string();
+        // A wrapper whose text already ends with its source's adds nothing.
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        next = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn io_context_keeps_kind_errno_and_text() {
+        let e = io_context("opening x", io::Error::from_raw_os_error(2));
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().starts_with("opening x: "), "{e}");
+        let os = e.source().and_then(|s| s.downcast_ref::<io::Error>());
+        assert_eq!(os.and_then(io::Error::raw_os_error), Some(2));
+        // One line: the wrapper's text already holds its source's.
+        assert_eq!(chain_text(&e), e.to_string());
+    }
+}

@@ -57,13 +57,14 @@ mod error;
 mod lifecycle;
 mod report;
 mod signal;
+mod spec;
 mod sys;
 
 #[cfg(all(feature = "tokio", unix))]
 pub use asynchronous::AsyncRunning;
 pub use cancel::CancelToken;
 pub use capture::Captured;
-pub use command::{Command, Input, LeftoverPolicy, LineCallback, Output, Stream};
+pub use command::Command;
 #[cfg(target_os = "linux")]
 pub use contain::subreaper::enable_subreaper;
 pub use contain::{release_cgroup_pool, ContainmentChoice, OsOp};
@@ -71,6 +72,7 @@ pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::Running;
 pub use report::{
     CleanupError, Leftovers, LimitHit, Mechanism, Outcome, Report, RootStatus, RunError, Timings,
-    Usage,
+    UnknownMechanism, Usage,
 };
 pub use signal::{Signal, UnknownSignal};
+pub use spec::{Input, LeftoverPolicy, LineCallback, Output, Stream};

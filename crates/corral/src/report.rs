@@ -594,19 +594,24 @@ impl Mechanism {
     }
 }
 
+/// The error for a containment name that is not known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown containment {0:?}")]
+pub struct UnknownMechanism(pub String);
+
 impl std::str::FromStr for Mechanism {
-    type Err = String;
+    type Err = UnknownMechanism;
 
     /// Parses a report name (`pid_namespace`) or a command-line spelling
     /// (`pid-namespace`).
-    fn from_str(s: &str) -> Result<Mechanism, String> {
+    fn from_str(s: &str) -> Result<Mechanism, UnknownMechanism> {
         Ok(match s.replace('-', "_").as_str() {
             "process_group" => Mechanism::ProcessGroup,
             "cgroup" => Mechanism::Cgroup,
             "subreaper" => Mechanism::Subreaper,
             "job_object" => Mechanism::JobObject,
             "pid_namespace" => Mechanism::PidNamespace,
-            _ => return Err(format!("unknown containment {s:?}")),
+            _ => return Err(UnknownMechanism(s.to_owned())),
         })
     }
 }

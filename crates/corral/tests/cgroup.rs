@@ -297,10 +297,16 @@ fn fallback_child() {
         .run()
     {
         Err(Error::Containment {
-            mechanism, reason, ..
+            mechanism,
+            reason,
+            source,
         }) => {
             assert_eq!(mechanism, Mechanism::Cgroup);
             assert!(reason.contains("cannot create a cgroup"), "{reason}");
+            // The mount point does not exist: the OS error is kept as the
+            // source, not flattened into the reason.
+            let source = source.expect("the OS error behind the reason");
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound, "{source}");
         }
         other => panic!("expected a containment error, got {other:?}"),
     }

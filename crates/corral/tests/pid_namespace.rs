@@ -304,7 +304,9 @@ fn names_parse() {
         Mechanism::PidNamespace
     );
     assert_eq!(Mechanism::PidNamespace.name(), "pid_namespace");
-    assert!("pidns".parse::<Mechanism>().is_err());
+    let e = "pidns".parse::<Mechanism>().unwrap_err();
+    assert_eq!(e, corral::UnknownMechanism("pidns".into()));
+    assert_eq!(e.to_string(), "unknown containment \"pidns\"");
 }
 
 /// Crash safety of a library host: the host (this test binary, re-run in

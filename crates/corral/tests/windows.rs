@@ -301,7 +301,17 @@ fn assignment_failure_is_a_containment_error_and_nothing_ran() {
     std::env::set_var("CORRAL_TEST_FAIL_JOB_ASSIGN", &token);
     let e = cmd(&["touch", &marker, &token]).run().unwrap_err();
     match e {
-        Error::Containment { mechanism, .. } => assert_eq!(mechanism, Mechanism::JobObject),
+        Error::Containment {
+            mechanism, source, ..
+        } => {
+            assert_eq!(mechanism, Mechanism::JobObject);
+            // The OS error stays under the step, not flattened into text.
+            let os = source
+                .as_ref()
+                .and_then(std::error::Error::source)
+                .and_then(|e| e.downcast_ref::<std::io::Error>());
+            assert!(os.is_some_and(|e| e.raw_os_error().is_some()), "{source:?}");
+        }
         e => panic!("expected a containment error, got {e:?}"),
     }
     std::thread::sleep(ms(300));

@@ -93,6 +93,121 @@ pub(crate) struct Hierarchy {
     pub(crate) own_v1_memory: Option<PathBuf>,
 }
 
+/// Why the cgroup tier cannot be had for a run: the step that failed, in
+/// words (`Display`), and the OS error behind it (`source`), if any.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CgroupError {
+    /// Detection could not read a file of /proc.
+    #[error("cannot read {path}")]
+    Read {
+        path: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("no cgroup v2 hierarchy is mounted")]
+    NoV2Mount,
+    #[error("this process has no cgroup v2 membership")]
+    NoV2Membership,
+    /// The per-command directory could not be made.
+    #[error(
+        "cannot create a cgroup under {} (corral needs a writable, delegated cgroup v2 subtree)",
+        parent.display()
+    )]
+    Create {
+        parent: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A v1 group for a limit could not be made.
+    #[error("cannot create {}", dir.display())]
+    CreateV1 {
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot open {}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A limit could not be written.
+    #[error("cannot set {file}")]
+    SetLimit {
+        file: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    /// A limit was asked for a controller that is nowhere.
+    #[error("the {controller} controller is available neither in cgroup v2 nor in a v1 hierarchy")]
+    NoController { controller: &'static str },
+}
+
+impl CgroupError {
+    /// The OS error behind it, taken out.
+    fn into_source(self) -> Option<io::Error> {
+        match self {
+            CgroupError::Read { source, .. }
+            | CgroupError::Create { source, .. }
+            | CgroupError::CreateV1 { source, .. }
+            | CgroupError::Open { source, .. }
+            | CgroupError::SetLimit { source, .. } => Some(source),
+            CgroupError::NoV2Mount
+            | CgroupError::NoV2Membership
+            | CgroupError::NoController { .. } => None,
+        }
+    }
+}
+
+/// Detection's answer is kept for the life of the process and handed out
+/// again: an OS error is copied by its errno (or its kind and text).
+impl Clone for CgroupError {
+    fn clone(&self) -> Self {
+        fn copy(e: &io::Error) -> io::Error {
+            match e.raw_os_error() {
+                Some(code) => io::Error::from_raw_os_error(code),
+                None => io::Error::new(e.kind(), e.to_string()),
+            }
+        }
+        match self {
+            CgroupError::Read { path, source } => CgroupError::Read {
+                path,
+                source: copy(source),
+            },
+            CgroupError::NoV2Mount => CgroupError::NoV2Mount,
+            CgroupError::NoV2Membership => CgroupError::NoV2Membership,
+            CgroupError::Create { parent, source } => CgroupError::Create {
+                parent: parent.clone(),
+                source: copy(source),
+            },
+            CgroupError::CreateV1 { dir, source } => CgroupError::CreateV1 {
+                dir: dir.clone(),
+                source: copy(source),
+            },
+            CgroupError::Open { path, source } => CgroupError::Open {
+                path: path.clone(),
+                source: copy(source),
+            },
+            CgroupError::SetLimit { file, source } => CgroupError::SetLimit {
+                file,
+                source: copy(source),
+            },
+            CgroupError::NoController { controller } => CgroupError::NoController { controller },
+        }
+    }
+}
+
+/// The run's error: the step as the reason, the OS error as the source.
+impl From<CgroupError> for crate::Error {
+    fn from(e: CgroupError) -> crate::Error {
+        let reason = e.to_string();
+        match e.into_source() {
+            Some(source) => crate::Error::containment_io(Mechanism::Cgroup, reason, source),
+            None => crate::Error::containment(Mechanism::Cgroup, reason),
+        }
+    }
+}
+
 fn read_override(var: &str, default: &str) -> io::Result<String> {
     // Hidden test hook: point detection at fake files.
     let path = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
@@ -103,16 +218,25 @@ fn read_override(var: &str, default: &str) -> io::Result<String> {
 /// /proc/self/mountinfo and /proc/self/cgroup. Read once per process (the
 /// test hooks `CORRAL_MOUNTINFO` / `CORRAL_PROC_CGROUP` too); later calls
 /// return the same answer.
-pub(crate) fn detect() -> Result<Hierarchy, String> {
-    static CACHED: OnceLock<Result<Hierarchy, String>> = OnceLock::new();
+pub(crate) fn detect() -> Result<Hierarchy, CgroupError> {
+    static CACHED: OnceLock<Result<Hierarchy, CgroupError>> = OnceLock::new();
     CACHED.get_or_init(detect_now).clone()
 }
 
-fn detect_now() -> Result<Hierarchy, String> {
-    let mountinfo = read_override("CORRAL_MOUNTINFO", "/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read mountinfo: {e}"))?;
-    let cgroup = read_override("CORRAL_PROC_CGROUP", "/proc/self/cgroup")
-        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+fn detect_now() -> Result<Hierarchy, CgroupError> {
+    let mountinfo =
+        read_override("CORRAL_MOUNTINFO", "/proc/self/mountinfo").map_err(|source| {
+            CgroupError::Read {
+                path: "mountinfo",
+                source,
+            }
+        })?;
+    let cgroup = read_override("CORRAL_PROC_CGROUP", "/proc/self/cgroup").map_err(|source| {
+        CgroupError::Read {
+            path: "/proc/self/cgroup",
+            source,
+        }
+    })?;
     detect_from(&mountinfo, &cgroup)
 }
 
@@ -166,16 +290,16 @@ fn join(m: &Mount, path: &str) -> PathBuf {
     m.point.join(rel.trim_start_matches('/'))
 }
 
-pub(crate) fn detect_from(mountinfo: &str, cgroup: &str) -> Result<Hierarchy, String> {
+pub(crate) fn detect_from(mountinfo: &str, cgroup: &str) -> Result<Hierarchy, CgroupError> {
     let ms = mounts(mountinfo);
     let v2 = ms
         .iter()
         .find(|m| m.fstype == "cgroup2")
-        .ok_or("no cgroup v2 hierarchy is mounted")?;
+        .ok_or(CgroupError::NoV2Mount)?;
     let own = cgroup
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
-        .ok_or("this process has no cgroup v2 membership")?;
+        .ok_or(CgroupError::NoV2Membership)?;
     let v1 = |ctrl: &str| -> Option<PathBuf> {
         let m = ms
             .iter()
@@ -410,7 +534,11 @@ fn claim(dir: &Path) -> io::Result<File> {
 impl Cgroup {
     /// Creates the per-command cgroup (and v1 groups for limits). Fails if
     /// the hierarchy is not writable or a limit cannot be had.
-    pub(crate) fn create(h: &Hierarchy, limits: Limits, tracer: Tracer) -> Result<Cgroup, String> {
+    pub(crate) fn create(
+        h: &Hierarchy,
+        limits: Limits,
+        tracer: Tracer,
+    ) -> Result<Cgroup, CgroupError> {
         STALE.call_once(|| remove_stale(h));
         let (v2_memory, v2_pids) = subtree_controllers(&h.own_v2);
         if Self::poolable(limits, v2_memory, v2_pids) {
@@ -457,24 +585,24 @@ impl Cgroup {
                 {
                     attempt += 1;
                 }
-                Err(e) => {
-                    return Err(format!(
-                        "cannot create a cgroup under {}: {e} (corral needs a writable, delegated cgroup v2 subtree)",
-                        h.own_v2.display()
-                    ))
+                Err(source) => {
+                    return Err(CgroupError::Create {
+                        parent: h.own_v2.clone(),
+                        source,
+                    })
                 }
             }
         };
-        let cleanup = |why: String| {
+        let cleanup = |path: PathBuf, source: io::Error| {
             let _ = fs::remove_dir(&dir);
-            why
+            CgroupError::Open { path, source }
         };
         let procs = OpenOptions::new()
             .write(true)
             .open(dir.join("cgroup.procs"))
-            .map_err(|e| cleanup(format!("cannot open cgroup.procs: {e}")))?;
+            .map_err(|e| cleanup(dir.join("cgroup.procs"), e))?;
         let events = File::open(dir.join("cgroup.events"))
-            .map_err(|e| cleanup(format!("cannot open cgroup.events: {e}")))?;
+            .map_err(|e| cleanup(dir.join("cgroup.events"), e))?;
         let mut cg = Cgroup {
             dir: dir.clone(),
             parent: h.own_v2.clone(),
@@ -576,7 +704,7 @@ impl Cgroup {
             .is_ok_and(|s| s.split_whitespace().any(|c| c == ctrl))
     }
 
-    fn apply_limits(&mut self, h: &Hierarchy, name: &str) -> Result<(), String> {
+    fn apply_limits(&mut self, h: &Hierarchy, name: &str) -> Result<(), CgroupError> {
         if !self.limits.any() {
             return Ok(());
         }
@@ -601,16 +729,18 @@ impl Cgroup {
             // limit must be had or the run fails.
             if self.v2_has(ctrl) {
                 if let Some(v) = value {
-                    write_file(&self.dir.join(v2_file), &v.to_string())
-                        .map_err(|e| format!("cannot set {v2_file}: {e}"))?;
+                    write_file(&self.dir.join(v2_file), &v.to_string()).map_err(|source| {
+                        CgroupError::SetLimit {
+                            file: v2_file,
+                            source,
+                        }
+                    })?;
                 }
                 continue;
             }
             let Some(own) = v1_own else {
                 if value.is_some() {
-                    return Err(format!(
-                        "the {ctrl} controller is available neither in cgroup v2 nor in a v1 hierarchy"
-                    ));
+                    return Err(CgroupError::NoController { controller: ctrl });
                 }
                 continue;
             };
@@ -618,15 +748,21 @@ impl Cgroup {
                 continue;
             }
             let dir = own.join(name);
-            fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            fs::create_dir(&dir).map_err(|source| CgroupError::CreateV1 {
+                dir: dir.clone(),
+                source,
+            })?;
             let procs = OpenOptions::new()
                 .write(true)
                 .open(dir.join("cgroup.procs"));
             let procs = match procs {
                 Ok(p) => p,
-                Err(e) => {
+                Err(source) => {
                     let _ = fs::remove_dir(&dir);
-                    return Err(format!("cannot open {}/cgroup.procs: {e}", dir.display()));
+                    return Err(CgroupError::Open {
+                        path: dir.join("cgroup.procs"),
+                        source,
+                    });
                 }
             };
             self.v1.push(V1Group {
@@ -639,8 +775,12 @@ impl Cgroup {
                 self.v1_pids = Some(dir.clone());
             }
             if let Some(v) = value {
-                write_file(&dir.join(v1_file), &v.to_string())
-                    .map_err(|e| format!("cannot set {v1_file}: {e}"))?;
+                write_file(&dir.join(v1_file), &v.to_string()).map_err(|source| {
+                    CgroupError::SetLimit {
+                        file: v1_file,
+                        source,
+                    }
+                })?;
             }
         }
         Ok(())
@@ -1172,8 +1312,57 @@ mod tests {
     #[test]
     fn reports_missing_v2() {
         let mi = "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
-        assert!(detect_from(mi, "4:memory:/\n").is_err());
-        assert!(detect_from(HYBRID, "4:memory:/\n").is_err());
+        assert!(matches!(
+            detect_from(mi, "4:memory:/\n"),
+            Err(CgroupError::NoV2Mount)
+        ));
+        assert!(matches!(
+            detect_from(HYBRID, "4:memory:/\n"),
+            Err(CgroupError::NoV2Membership)
+        ));
+    }
+
+    #[test]
+    fn errors_keep_the_os_error_as_the_source() {
+        use std::error::Error as _;
+        let e = CgroupError::Create {
+            parent: PathBuf::from("/sys/fs/cgroup/x"),
+            source: io::Error::from_raw_os_error(13),
+        };
+        // The cached detection hands out copies: the errno survives.
+        let copy = e.clone();
+        let os = copy.source().and_then(|s| s.downcast_ref::<io::Error>());
+        assert_eq!(os.and_then(io::Error::raw_os_error), Some(13));
+        let note = crate::error::chain_text(&e);
+        assert!(note.starts_with("cannot create a cgroup under /sys/fs/cgroup/x (corral needs a writable, delegated cgroup v2 subtree): "), "{note}");
+        match crate::Error::from(e) {
+            err @ crate::Error::Containment { .. } => {
+                let text = err.to_string();
+                assert!(
+                    text.contains("cannot create a cgroup under /sys/fs/cgroup/x"),
+                    "{text}"
+                );
+                let os = err.source().and_then(|s| s.downcast_ref::<io::Error>());
+                assert_eq!(os.and_then(io::Error::raw_os_error), Some(13));
+                let crate::Error::Containment {
+                    mechanism, reason, ..
+                } = err
+                else {
+                    unreachable!()
+                };
+                assert_eq!(mechanism, Mechanism::Cgroup);
+                assert!(
+                    !reason.contains("os error"),
+                    "the OS error is the source, not the reason: {reason}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let missing = crate::Error::from(CgroupError::NoController { controller: "pids" });
+        assert!(missing.source().is_none());
+        assert!(missing
+            .to_string()
+            .contains("the pids controller is available neither"));
     }
 
     #[test]

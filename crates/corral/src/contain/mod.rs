@@ -231,6 +231,7 @@ pub(crate) fn select(
                     })
                 }
                 Err(why) if choice == ContainmentChoice::Auto && !limits.any() => {
+                    let why = crate::error::chain_text(&why);
                     if subreaper::enabled() {
                         return Ok(Selected {
                             tree: Box::new(subreaper::Subreaper::new(tracer)),
@@ -244,7 +245,7 @@ pub(crate) fn select(
                         )),
                     });
                 }
-                Err(why) => return Err(fail(Mechanism::Cgroup, why)),
+                Err(why) => return Err(why.into()),
             }
         }
     }

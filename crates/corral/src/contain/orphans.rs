@@ -30,7 +30,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -40,6 +40,50 @@ use crate::sys::linux_proc::{self, Stat};
 
 /// How often the thread looks while a zombie it must not reap is present.
 const POLL: Duration = Duration::from_millis(5);
+
+/// The environment variable that carries the subreaper tier's tree cookies.
+pub(super) const COOKIE_VAR: &str = "CORRAL_TREE";
+
+/// Set by [`enable_subreaper`](crate::enable_subreaper). The process-wide
+/// child-subreaper switch lives here, below the tiers that read it.
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+
+/// Notes that this process made itself a child subreaper.
+pub(super) fn note_subreaper() {
+    SUBREAPER.store(true, Ordering::SeqCst);
+}
+
+/// Whether [`enable_subreaper`](crate::enable_subreaper) was called and
+/// the attribute is still set.
+pub(crate) fn enabled() -> bool {
+    SUBREAPER.load(Ordering::SeqCst) && matches!(rustix::process::child_subreaper(), Ok(Some(_)))
+}
+
+/// The tree cookies in `pid`'s environment (empty if unreadable, e.g. a
+/// zombie). A process whose leader thread exited shows an empty
+/// `/proc/PID/environ`; its live threads still show the environment.
+pub(super) fn cookies(pid: u32) -> Vec<String> {
+    let mut env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    if env.is_empty() {
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            env = tasks
+                .flatten()
+                .filter_map(|t| std::fs::read(t.path().join("environ")).ok())
+                .find(|e| !e.is_empty())
+                .unwrap_or_default();
+        }
+    }
+    let prefix = format!("{COOKIE_VAR}=");
+    env.split(|&b| b == 0)
+        .filter_map(|kv| kv.strip_prefix(prefix.as_bytes()))
+        .flat_map(|v| {
+            String::from_utf8_lossy(v)
+                .split(',')
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
 
 /// What makes a zombie child part of a run.
 pub(crate) enum Claim {
@@ -94,7 +138,7 @@ pub(crate) struct Registration {
 /// Registers the run whose unreaped root is `root`, if this process is a
 /// child subreaper (otherwise no orphan ever comes to it: nothing to do).
 pub(crate) fn register(root: u32, claim: Claim) -> Option<Registration> {
-    if !super::subreaper::enabled() {
+    if !enabled() {
         return None;
     }
     let id = IDS.fetch_add(1, Ordering::Relaxed);
@@ -204,7 +248,7 @@ fn pass(reg: &mut Registry, only: Option<u64>) -> usize {
             // while it can still be read (a zombie's cannot).
             if reg.checked.get(&c) != Some(&s.start) {
                 reg.checked.insert(c, s.start);
-                let tags = super::subreaper::cookies(c);
+                let tags = cookies(c);
                 // Still the process whose start time was read.
                 if stat(c).is_some_and(|t| t.start == s.start) {
                     for e in entries.iter_mut() {

@@ -166,8 +166,20 @@ impl PidNamespace {
     }
 }
 
-/// Why the kernel refused, and what to change.
-fn refused_message(e: &io::Error, step: &str) -> String {
+/// The kernel refused a new PID namespace: the step, the OS error (kept as
+/// the source) and what to change.
+#[derive(Debug, thiserror::Error)]
+#[error("the kernel refused a new PID namespace ({step}: {source}); {hint}")]
+struct Refused {
+    step: &'static str,
+    hint: &'static str,
+    #[source]
+    source: io::Error,
+}
+
+/// Why the kernel refused, and what to change, as an error of the same
+/// kind whose source is the OS error.
+fn refused(e: io::Error, step: &'static str) -> io::Error {
     let hint = match e.raw_os_error() {
         Some(libc_enospc) if libc_enospc == linux_raw_sys::errno::ENOSPC as i32 => {
             "the user or PID namespace limit is reached or set to 0: raise the sysctl \
@@ -190,7 +202,14 @@ fn refused_message(e: &io::Error, step: &str) -> String {
         }
         _ => "use --containment cgroup or subreaper instead",
     };
-    format!("the kernel refused a new PID namespace ({step}: {e}); {hint}")
+    io::Error::new(
+        e.kind(),
+        Refused {
+            step,
+            hint,
+            source: e,
+        },
+    )
 }
 
 impl Containment for PidNamespace {
@@ -236,9 +255,7 @@ impl Containment for PidNamespace {
                     }
                 }
             }
-            Err(NsError::Refused(e, step)) => Err(SpawnError::Contain(io::Error::other(
-                refused_message(&e, step),
-            ))),
+            Err(NsError::Refused(e, step)) => Err(SpawnError::Contain(refused(e, step))),
             Err(NsError::Setup(e) | NsError::Exec(e)) => Err(SpawnError::Spawn(e)),
         })
     }

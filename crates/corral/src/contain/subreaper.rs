@@ -76,7 +76,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -84,17 +84,15 @@ use rustix::process::{
     pidfd_open, pidfd_send_signal, waitid, Pid, PidfdFlags, WaitId, WaitIdOptions,
 };
 
+pub(crate) use super::orphans::enabled;
+use super::orphans::{self, cookies, COOKIE_VAR};
 use super::{Containment, Mechanism, OsOp, Tracer};
 use crate::sys::{self, linux_proc, Root};
 use crate::Signal;
 
-/// The environment variable that carries the tree cookies.
-const COOKIE_VAR: &str = "CORRAL_TREE";
-
 /// Scan rounds (walk, then corral's own children again) per scan.
 const ROUNDS: usize = 8;
 
-static ENABLED: AtomicBool = AtomicBool::new(false);
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Commands of this process under subreaper containment, from creation to
@@ -117,13 +115,8 @@ fn live() -> std::sync::MutexGuard<'static, Vec<(u64, Option<u32>)>> {
 /// attribute is not inherited by children and is kept across `exec`).
 pub fn enable_subreaper() -> io::Result<()> {
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
-    ENABLED.store(true, Ordering::SeqCst);
+    orphans::note_subreaper();
     Ok(())
-}
-
-/// Whether [`enable_subreaper`] was called and the attribute is still set.
-pub(crate) fn enabled() -> bool {
-    ENABLED.load(Ordering::SeqCst) && matches!(rustix::process::child_subreaper(), Ok(Some(_)))
 }
 
 /// The fields of `/proc/<pid>/stat` this module uses.
@@ -180,32 +173,6 @@ fn children(pid: u32) -> Vec<u32> {
         }
     }
     out
-}
-
-/// The tree cookies in `pid`'s environment (empty if unreadable, e.g. a
-/// zombie). A process whose leader thread exited shows an empty
-/// `/proc/PID/environ`; its live threads still show the environment.
-pub(super) fn cookies(pid: u32) -> Vec<String> {
-    let mut env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-    if env.is_empty() {
-        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-            env = tasks
-                .flatten()
-                .filter_map(|t| std::fs::read(t.path().join("environ")).ok())
-                .find(|e| !e.is_empty())
-                .unwrap_or_default();
-        }
-    }
-    let prefix = format!("{COOKIE_VAR}=");
-    env.split(|&b| b == 0)
-        .filter_map(|kv| kv.strip_prefix(prefix.as_bytes()))
-        .flat_map(|v| {
-            String::from_utf8_lossy(v)
-                .split(',')
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .collect()
 }
 
 fn cookie_for(seq: u64) -> String {

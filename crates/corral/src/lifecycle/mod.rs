@@ -30,9 +30,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, Wake};
-use crate::command::{InputKind, Settings, SharedLineCallback};
 use crate::contain::{self, Containment, OsOp, Tracer};
 use crate::report::{CleanupError, Leftovers, Mechanism, Outcome, Report, RootStatus, Timings};
+use crate::spec::{InputKind, Settings, SharedLineCallback};
 use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
 use crate::{Error, Signal};
 

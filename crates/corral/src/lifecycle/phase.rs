@@ -23,7 +23,8 @@
 use std::time::{Duration, Instant};
 
 use crate::report::RootStatus;
-use crate::{LeftoverPolicy, Signal};
+use crate::spec::LeftoverPolicy;
+use crate::Signal;
 
 /// First and longest interval between membership checks while terminating.
 pub(super) const CHECK_FIRST: Duration = Duration::from_micros(500);

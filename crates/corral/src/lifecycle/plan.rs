@@ -8,8 +8,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
 use crate::cancel::CancelToken;
-use crate::command::{Input, Output, Settings, SharedLineCallback};
 use crate::contain::{ContainmentChoice, Limits, Tracer};
+use crate::spec::{Input, Output, Settings, SharedLineCallback};
 
 /// One spawn, planned.
 pub(crate) struct Plan<'a> {

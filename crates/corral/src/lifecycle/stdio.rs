@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::relay::Relay;
 use crate::cancel::Wake;
 use crate::capture::{Captured, LineSplitter};
-use crate::command::{InputKind, OutputKind, SharedLineCallback, Stream};
+use crate::spec::{InputKind, OutputKind, SharedLineCallback, Stream};
 use crate::sys::{self, ChildIo, PipeEnd, ReadResult};
 use crate::Error;
 

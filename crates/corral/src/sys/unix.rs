@@ -456,9 +456,10 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
                     return Err(if resources {
                         SpawnError::Spawn(e)
                     } else {
-                        SpawnError::Contain(io::Error::other(format!(
-                            "clone3 could not start the child in its cgroup: {e}"
-                        )))
+                        SpawnError::Contain(crate::error::io_context(
+                            "clone3 could not start the child in its cgroup",
+                            e,
+                        ))
                     });
                 }
             }

@@ -814,9 +814,9 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement) -> Result<Root, S
             unsafe { TerminateProcess(raw(&process), JOB_KILL_EXIT_CODE) };
             // SAFETY: wait (bounded) for it to be gone before returning.
             unsafe { WaitForSingleObject(raw(&process), 5000) };
-            return Err(SpawnError::Contain(io::Error::new(
-                e.kind(),
-                format!("could not assign the suspended child to the job object: {e}"),
+            return Err(SpawnError::Contain(crate::error::io_context(
+                "could not assign the suspended child to the job object",
+                e,
             )));
         }
         // The primary thread, exactly: the one CreateProcessW returned.

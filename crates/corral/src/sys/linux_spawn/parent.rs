@@ -361,9 +361,10 @@ pub(crate) fn spawn(
             // the child exec'd.
             Err(rustix::io::Errno::AGAIN) if got == 0 => break None,
             Err(e) => {
-                break Some(io::Error::other(format!(
-                    "reading the spawn error pipe: {e}"
-                )))
+                break Some(crate::error::io_context(
+                    "reading the spawn error pipe",
+                    e.into(),
+                ))
             }
         }
     };

@@ -377,7 +377,10 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
                 if refused {
                     NsError::Refused(e, what)
                 } else {
-                    NsError::Setup(io::Error::other(format!("namespace init: {what}: {e}")))
+                    NsError::Setup(crate::error::io_context(
+                        format!("namespace init: {what}"),
+                        e,
+                    ))
                 },
             );
         }

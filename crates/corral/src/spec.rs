@@ -1,0 +1,270 @@
+//! What a run is asked to do, as plain values: the stdio kinds, the
+//! leftovers policy, the line callback and the lifecycle's knobs
+//! ([`Settings`]). The builder (`command`) fills them in and the lifecycle
+//! reads them; neither is imported from here, so data flows down.
+
+use std::fs::File;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::signal::Signal;
+
+/// Which output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// What the child's standard input is.
+#[derive(Debug, Default)]
+pub struct Input(pub(crate) InputKind);
+
+#[derive(Debug, Default)]
+pub(crate) enum InputKind {
+    /// `/dev/null` (the default: a command nobody types to must not wait
+    /// for a terminal).
+    #[default]
+    Null,
+    Inherit,
+    Bytes(std::sync::Arc<[u8]>),
+    File(File),
+}
+
+impl Input {
+    /// Read from the null device (the default).
+    pub fn null() -> Input {
+        Input(InputKind::Null)
+    }
+    /// The caller's own standard input.
+    pub fn inherit() -> Input {
+        Input(InputKind::Inherit)
+    }
+    /// These bytes, then end of file. Written without blocking the lifecycle;
+    /// a child that does not read them does not stall the deadline.
+    pub fn bytes(data: impl Into<Vec<u8>>) -> Input {
+        Input(InputKind::Bytes(data.into().into()))
+    }
+    /// An open file.
+    pub fn file(f: File) -> Input {
+        Input(InputKind::File(f))
+    }
+}
+
+/// Where a child's output stream goes.
+#[derive(Default)]
+pub struct Output(pub(crate) OutputKind);
+
+#[derive(Default)]
+pub(crate) enum OutputKind {
+    /// A pipe read by corral into a bounded capture (the default).
+    #[default]
+    Capture,
+    /// A pipe read by corral into a bounded capture and copied, in order, to
+    /// this writer on a writer thread.
+    Relay(Box<dyn Write + Send>),
+    /// A pipe whose bytes are moved to this file, pipe or socket without
+    /// being captured (counted only); zero-copy on Linux.
+    RelayFile(File),
+    /// Handed to the child as is (a terminal stays a terminal). Not captured,
+    /// so the wait delay does not apply to it.
+    Inherit,
+    /// The null device.
+    Null,
+    /// An open file, handed to the child directly.
+    File(File),
+    /// Only for stderr: the same pipe as stdout (order between the two kept).
+    MergeWithStdout,
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match &self.0 {
+            OutputKind::Capture => "Capture",
+            OutputKind::Relay(_) => "Relay",
+            OutputKind::RelayFile(_) => "RelayFile",
+            OutputKind::Inherit => "Inherit",
+            OutputKind::Null => "Null",
+            OutputKind::File(_) => "File",
+            OutputKind::MergeWithStdout => "MergeWithStdout",
+        };
+        f.write_str(name)
+    }
+}
+
+impl Output {
+    /// Capture through a pipe, bounded by [`Command::capture_limit`](crate::Command::capture_limit).
+    pub fn capture() -> Output {
+        Output(OutputKind::Capture)
+    }
+    /// Capture, and copy every byte in order to `w` (for example corral's own
+    /// stdout when it is a pipe). Slow consumers apply back-pressure to the
+    /// child, never to the lifecycle's timers.
+    pub fn relay(w: impl Write + Send + 'static) -> Output {
+        Output(OutputKind::Relay(Box::new(w)))
+    }
+    /// Relay every byte, in order, into `f` (a pipe, socket or file: for
+    /// example a duplicate of corral's own stdout), without capturing it:
+    /// the report counts the bytes. On Linux the bytes are moved by
+    /// `splice(2)` on a relay thread and never copied through user space.
+    /// The wait delay applies as for a captured stream; when `f`'s reader
+    /// goes away, the child's pipe is closed so the child sees EPIPE, as in
+    /// a plain pipeline.
+    pub fn relay_file(f: File) -> Output {
+        Output(OutputKind::RelayFile(f))
+    }
+    /// Hand the caller's own stream to the child.
+    pub fn inherit() -> Output {
+        Output(OutputKind::Inherit)
+    }
+    /// Discard.
+    pub fn null() -> Output {
+        Output(OutputKind::Null)
+    }
+    /// Hand an open file to the child.
+    pub fn file(f: File) -> Output {
+        Output(OutputKind::File(f))
+    }
+    /// For stderr only: share stdout's pipe, so both interleave in one
+    /// capture in the order written.
+    pub fn merge_with_stdout() -> Output {
+        Output(OutputKind::MergeWithStdout)
+    }
+}
+
+/// Conversions like std's `Stdio`: an open file, descriptor or pipe end is
+/// handed to the child as is ([`Input::file`], [`Output::file`]).
+macro_rules! from_handle {
+    ($($(#[$m:meta])* $t:ty),* $(,)?) => {$(
+        $(#[$m])*
+        impl From<$t> for Input {
+            /// Reads from it ([`Input::file`]).
+            fn from(h: $t) -> Input {
+                Input::file(File::from(OwnedIo::from(h)))
+            }
+        }
+        $(#[$m])*
+        impl From<$t> for Output {
+            /// Writes to it directly ([`Output::file`]): not captured.
+            fn from(h: $t) -> Output {
+                Output::file(File::from(OwnedIo::from(h)))
+            }
+        }
+    )*};
+}
+
+#[cfg(unix)]
+type OwnedIo = std::os::fd::OwnedFd;
+#[cfg(windows)]
+type OwnedIo = std::os::windows::io::OwnedHandle;
+
+impl From<File> for Input {
+    /// Reads from the file ([`Input::file`]).
+    fn from(f: File) -> Input {
+        Input::file(f)
+    }
+}
+
+impl From<File> for Output {
+    /// Writes to the file directly ([`Output::file`]): not captured.
+    fn from(f: File) -> Output {
+        Output::file(f)
+    }
+}
+
+from_handle!(
+    #[cfg(unix)]
+    std::os::fd::OwnedFd,
+    #[cfg(windows)]
+    std::os::windows::io::OwnedHandle,
+    std::io::PipeReader,
+    std::io::PipeWriter,
+    std::process::ChildStdout,
+    std::process::ChildStderr,
+    std::process::ChildStdin,
+);
+
+impl From<Vec<u8>> for Input {
+    /// These bytes, then end of file ([`Input::bytes`]).
+    fn from(b: Vec<u8>) -> Input {
+        Input::bytes(b)
+    }
+}
+
+impl From<&[u8]> for Input {
+    /// These bytes, then end of file ([`Input::bytes`]).
+    fn from(b: &[u8]) -> Input {
+        Input::bytes(b)
+    }
+}
+
+impl From<String> for Input {
+    /// This text, then end of file ([`Input::bytes`]).
+    fn from(s: String) -> Input {
+        Input::bytes(s)
+    }
+}
+
+impl From<&str> for Input {
+    /// This text, then end of file ([`Input::bytes`]).
+    fn from(s: &str) -> Input {
+        Input::bytes(s)
+    }
+}
+
+/// What happens to processes of the tree that are still running when the
+/// root has exited and its output was drained.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
+#[non_exhaustive]
+pub enum LeftoverPolicy {
+    /// Keep them after a clean exit 0; kill them after any other ending.
+    #[default]
+    KeepOnSuccess,
+    /// Always kill them.
+    Kill,
+    /// Keep them after any clean root exit (timeouts, cancellation and held
+    /// output still kill the tree).
+    Keep,
+}
+
+/// A callback for each line of output, called on the supervising thread.
+pub type LineCallback = Box<dyn FnMut(Stream, &[u8]) + Send>;
+
+/// The callback as the command keeps it: shared by every spawn of the same
+/// command, like its other settings.
+pub(crate) type SharedLineCallback = Arc<std::sync::Mutex<LineCallback>>;
+
+/// The lifecycle's knobs, copied into the running command.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) wait_delay: Duration,
+    pub(crate) grace: Duration,
+    pub(crate) signal: Signal,
+    pub(crate) leftovers: LeftoverPolicy,
+    pub(crate) capture_limit: usize,
+    pub(crate) confirm_window: Duration,
+    pub(crate) line_limit: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            timeout: None,
+            deadline: None,
+            wait_delay: Duration::from_secs(2),
+            grace: Duration::ZERO,
+            signal: Signal::TERM,
+            leftovers: LeftoverPolicy::KeepOnSuccess,
+            capture_limit: 16 << 20,
+            confirm_window: Duration::from_secs(1),
+            line_limit: 4 << 20,
+        }
+    }
+}
