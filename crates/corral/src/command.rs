@@ -462,6 +462,13 @@ impl Command {
 
     /// How long to wait for the tree to be confirmed empty after the final
     /// SIGKILL before giving up and reporting survivors. Default 1 s.
+    ///
+    /// A tree still dying when the window ends is waited for: each member
+    /// fewer than at the last look starts the window again, and while every
+    /// member left is visibly dying (on Linux: SIGKILL pending, exiting, or
+    /// a zombie awaiting its reaper) the survivors are not reported. Never
+    /// longer than 10 times the window, and at least 5 s, from the SIGKILL,
+    /// so [`Running::wait`](crate::Running::wait) stays bounded.
     pub fn confirm_window(&mut self, d: Duration) -> &mut Command {
         self.settings.confirm_window = d;
         self

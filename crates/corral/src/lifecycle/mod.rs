@@ -116,7 +116,9 @@ impl Running {
     /// Supervises the run to its end and reports what happened. Returns in
     /// bounded time: at most the deadline (or root exit plus the wait delay,
     /// plus up to 1 s to drain output that nothing holds any more but is
-    /// still being relayed), plus the grace, plus the confirm window.
+    /// still being relayed), plus the grace, plus the confirm window (which
+    /// stretches while the tree is still dying, to at most 10 times its
+    /// length or 5 s, whichever is longer).
     pub fn wait(mut self) -> Report {
         let life = self
             .life
@@ -291,6 +293,10 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         grace: settings.grace,
         signal: settings.signal,
         confirm_window: settings.confirm_window,
+        confirm_limit: settings
+            .confirm_window
+            .saturating_mul(phase::CONFIRM_STRETCH)
+            .max(phase::CONFIRM_LIMIT_MIN),
         leftovers: settings.leftovers,
         count_after_kill: tree.count_after_kill(),
     };
@@ -769,6 +775,20 @@ impl Probe for Life {
         #[cfg(not(target_os = "linux"))]
         {
             true
+        }
+    }
+
+    /// Whether every member is visibly dying (Linux: `/proc`; elsewhere
+    /// nothing says so, and only a shrinking tree stretches the window).
+    fn all_dying(&mut self, members: &[u32]) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            members.iter().all(|&pid| sys::linux_proc::is_dying(pid))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = members;
+            false
         }
     }
 }
