@@ -42,6 +42,7 @@ pub fn run(opts: RunOpts) -> i32 {
         .signal(opts.signal.unwrap_or(corral::Signal::TERM))
         .leftovers(opts.leftovers.into())
         .confirm_window(opts.confirm_window)
+        .require_crash_safety(opts.require_crash_safety)
         .containment(match opts.containment {
             ContainmentArg::Auto => ContainmentChoice::Auto,
             ContainmentArg::Cgroup => ContainmentChoice::Only(Mechanism::Cgroup),

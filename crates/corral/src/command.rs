@@ -285,6 +285,7 @@ pub(crate) struct Settings {
     pub(crate) capture_limit: usize,
     pub(crate) confirm_window: Duration,
     pub(crate) line_limit: usize,
+    pub(crate) require_crash_safety: bool,
 }
 
 impl Default for Settings {
@@ -299,6 +300,7 @@ impl Default for Settings {
             capture_limit: 16 << 20,
             confirm_window: Duration::from_secs(1),
             line_limit: 4 << 20,
+            require_crash_safety: false,
         }
     }
 }
@@ -471,6 +473,19 @@ impl Command {
     /// so [`Running::wait`](crate::Running::wait) stays bounded.
     pub fn confirm_window(&mut self, d: Duration) -> &mut Command {
         self.settings.confirm_window = d;
+        self
+    }
+
+    /// Whether a run that would not be crash-safe fails instead (default
+    /// false: it runs, and [`Report::crash_safety`](crate::Report::crash_safety)
+    /// says so). Crash safety is what kills the tree if corral itself dies
+    /// (see [`CrashSafety`](crate::CrashSafety)); when it cannot be had
+    /// (the keeper cannot be started, a platform without one), `spawn`
+    /// returns [`Error::Containment`](crate::Error::Containment) before the
+    /// command starts (or, should only the registration of the started root
+    /// fail, right after the spawn, with the tree killed and released).
+    pub fn require_crash_safety(&mut self, yes: bool) -> &mut Command {
+        self.settings.require_crash_safety = yes;
         self
     }
 

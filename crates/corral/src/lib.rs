@@ -70,7 +70,7 @@ pub use contain::{release_cgroup_pool, ContainmentChoice, OsOp};
 pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::Running;
 pub use report::{
-    CleanupError, Leftovers, LimitHit, Mechanism, Outcome, Report, RootStatus, RunError, Timings,
-    Usage,
+    CleanupError, CrashSafety, Leftovers, LimitHit, Mechanism, Outcome, Report, RootStatus,
+    RunError, Timings, Usage,
 };
 pub use signal::{Signal, UnknownSignal};

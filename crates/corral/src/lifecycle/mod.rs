@@ -32,7 +32,9 @@ use std::time::{Duration, Instant};
 use crate::cancel::{CancelToken, Wake};
 use crate::command::{InputKind, Settings, SharedLineCallback};
 use crate::contain::{self, Containment, OsOp, Tracer};
-use crate::report::{CleanupError, Leftovers, Mechanism, Outcome, Report, RootStatus, Timings};
+use crate::report::{
+    CleanupError, CrashSafety, Leftovers, Mechanism, Outcome, Report, RootStatus, Timings,
+};
 use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
 use crate::{Error, Signal};
 
@@ -162,6 +164,7 @@ pub(crate) struct Life {
     tree: Box<dyn Containment>,
     mechanism: Mechanism,
     containment_note: Option<String>,
+    crash_safety: CrashSafety,
     poller: Poller,
     waker: Arc<dyn Wake>,
     streams: [Option<StreamIo>; 2],
@@ -211,6 +214,11 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         note: containment_note,
     } = contain::select(plan.containment, plan.limits, plan.tracer.clone())?;
     let mechanism = tree.mechanism();
+    if settings.require_crash_safety {
+        sys::crash_safety_ahead(mechanism).map_err(|why| {
+            Error::containment(mechanism, format!("crash safety required: {why}"))
+        })?;
+    }
 
     let io_err = |e: io::Error| Error::spawn(plan.program.to_owned(), e);
     let poller = Poller::new().map_err(io_err)?;
@@ -278,6 +286,17 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
             e,
         ));
     }
+    let crash_safety = tree.crash_safety(&root);
+    if let (true, Some(why)) = (settings.require_crash_safety, crash_safety.note()) {
+        // The root is unreaped: killing its tree cannot hit a stranger.
+        let _ = tree.signal(Signal::KILL);
+        root.kill();
+        let _ = tree.release(&mut root);
+        return Err(Error::containment(
+            mechanism,
+            format!("crash safety required: {why}"),
+        ));
+    }
 
     let deadline = [
         settings.timeout.and_then(|t| start.checked_add(t)),
@@ -308,6 +327,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         tree,
         mechanism,
         containment_note,
+        crash_safety,
         poller,
         waker,
         streams: [out, err],
@@ -710,6 +730,7 @@ impl Life {
             pid: self.pid,
             containment: self.mechanism,
             containment_note: self.containment_note.take(),
+            crash_safety: std::mem::take(&mut self.crash_safety),
             leftovers: Leftovers {
                 killed,
                 kept: self.kept,
