@@ -192,3 +192,93 @@ fn with_sigttou_blocked<T>(f: impl FnOnce() -> T) -> T {
         r
     }
 }
+
+/// Closes the window between the spawn and [`hand_over`]: until then the
+/// tree runs in a group of its own while corral's group still has the
+/// terminal, so a Ctrl-Z typed in that instant would stop corral alone
+/// (the tree running on, unseen). SIGTSTP is blocked from before the
+/// spawn (and before corral starts any thread, so that every thread
+/// inherits the block and the signal can only be taken by this one) until
+/// the hand-over is done; one that came in the meantime is then passed to
+/// the tree, which has the terminal now, so it stops like after any Ctrl-Z
+/// (and corral follows it, see [`JobControl::on_child_changed`]). Without a
+/// hand-over (no terminal, corral in the background) it is simply
+/// unblocked and acts on corral as it always did.
+#[cfg(unix)]
+pub struct TstpHold {
+    old: libc::sigset_t,
+    released: bool,
+}
+
+#[cfg(unix)]
+impl TstpHold {
+    pub fn new() -> TstpHold {
+        // SAFETY: sigset_t is plain data, initialised by sigemptyset before
+        // use; pthread_sigmask only changes this thread's mask (restored by
+        // `release` or on drop).
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTSTP);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            TstpHold {
+                old,
+                released: false,
+            }
+        }
+    }
+
+    /// The hand-over is done (`tree`: the group that has the terminal now,
+    /// if corral gave it one): pass on a Ctrl-Z that came in the meantime,
+    /// and stop blocking SIGTSTP.
+    pub fn release(mut self, tree: Option<u32>) {
+        if let Some(pgid) = tree.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+            if take_pending_tstp() {
+                // The group is pinned: its leader is not reaped before the
+                // wait that follows.
+                let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::TSTP);
+            }
+        }
+        self.unblock();
+    }
+
+    fn unblock(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        // SAFETY: restores the mask saved by `new` in this thread.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        }
+    }
+}
+
+#[cfg(unix)]
+impl Drop for TstpHold {
+    fn drop(&mut self) {
+        self.unblock();
+    }
+}
+
+/// Takes a pending SIGTSTP (blocked in this thread), if there is one.
+#[cfg(unix)]
+fn take_pending_tstp() -> bool {
+    // SAFETY: sigset_t is plain data initialised by sigemptyset; sigpending
+    // and sigwait only read and write these local values, and sigwait does
+    // not block: the signal is pending for this process, blocked in every
+    // thread, and no other thread waits for it.
+    unsafe {
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut pending);
+        if libc::sigpending(&mut pending) != 0 || libc::sigismember(&pending, libc::SIGTSTP) != 1 {
+            return false;
+        }
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTSTP);
+        let mut got = 0;
+        libc::sigwait(&set, &mut got) == 0 && got == libc::SIGTSTP
+    }
+}
