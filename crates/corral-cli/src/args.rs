@@ -256,7 +256,9 @@ pub struct RunOpts {
     pub pids_max: Option<u64>,
 
     /// After the final SIGKILL, how long to wait for the tree to be gone
-    /// before reporting survivors.
+    /// before reporting survivors. A tree still dying then (fewer members
+    /// at each look, or every member left with SIGKILL pending or exiting)
+    /// is waited for, up to 10 times this (at least 5 s).
     #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DURATION")]
     pub confirm_window: Duration,
 
