@@ -338,8 +338,14 @@ mod tests {
         assert!(!kill_pending("garbage"));
     }
 
+    /// Tests of this module that spawn: a fork holds copies of every
+    /// descriptor of the test process until it execs, which
+    /// `a_fork_of_this_process_holds_its_pipes_until_exec` would see.
+    static SPAWNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn dying_processes_are_told_from_live_ones() {
+        let _one = SPAWNS.lock().unwrap_or_else(|e| e.into_inner());
         assert!(!is_dying(std::process::id()));
         let mut child = std::process::Command::new("/bin/sleep")
             .arg("30")
@@ -372,6 +378,7 @@ mod tests {
     #[test]
     fn a_fork_of_this_process_holds_its_pipes_until_exec() {
         use std::os::unix::process::CommandExt;
+        let _one = SPAWNS.lock().unwrap_or_else(|e| e.into_inner());
         let (r, w) = std::io::pipe().unwrap();
         #[allow(clippy::unnecessary_cast)]
         let ino = rustix::fs::fstat(&r).unwrap().st_ino as u64;
