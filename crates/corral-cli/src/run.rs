@@ -68,8 +68,8 @@ pub fn run(opts: RunOpts) -> i32 {
     cmd.cancel_token(&token);
     let received = Arc::new(AtomicI32::new(0));
     let jobs = crate::tty::JobControl::new();
-    // Blocked before any thread starts (they inherit it) until the terminal
-    // is handed over: a Ctrl-Z in between must stop the tree too.
+    // Until the terminal is handed over, a Ctrl-Z is held and then passed
+    // to the tree: it must stop the tree too, not corral alone.
     #[cfg(unix)]
     let tstp = crate::tty::TstpHold::new();
     let _signals = pass_signals_on(&token, &received, &jobs);

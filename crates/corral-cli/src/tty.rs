@@ -196,89 +196,99 @@ fn with_sigttou_blocked<T>(f: impl FnOnce() -> T) -> T {
 /// Closes the window between the spawn and [`hand_over`]: until then the
 /// tree runs in a group of its own while corral's group still has the
 /// terminal, so a Ctrl-Z typed in that instant would stop corral alone
-/// (the tree running on, unseen). SIGTSTP is blocked from before the
-/// spawn (and before corral starts any thread, so that every thread
-/// inherits the block and the signal can only be taken by this one) until
-/// the hand-over is done; one that came in the meantime is then passed to
-/// the tree, which has the terminal now, so it stops like after any Ctrl-Z
-/// (and corral follows it, see [`JobControl::on_child_changed`]). Without a
-/// hand-over (no terminal, corral in the background) it is simply
-/// unblocked and acts on corral as it always did.
+/// (the tree running on, unseen). From before the spawn until the
+/// hand-over is done, SIGTSTP only raises a flag (a handler of our own, not
+/// a blocked mask: a mask would be inherited by the command through
+/// `posix_spawn`, a caught signal is reset to its default by `execve`);
+/// then the default action is back, and a Ctrl-Z that came in the meantime
+/// is passed to the tree, which has the terminal now, so it stops like
+/// after any Ctrl-Z (and corral follows it, see
+/// [`JobControl::on_child_changed`]). Without a hand-over (no terminal,
+/// corral in the background) it is raised again on corral itself, as it
+/// would have acted before.
 #[cfg(unix)]
 pub struct TstpHold {
-    old: libc::sigset_t,
-    released: bool,
+    old: libc::sigaction,
+    installed: bool,
+}
+
+#[cfg(unix)]
+static TSTP_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[cfg(unix)]
+extern "C" fn note_tstp(_: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    TSTP_SEEN.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 #[cfg(unix)]
 impl TstpHold {
     pub fn new() -> TstpHold {
-        // SAFETY: sigset_t is plain data, initialised by sigemptyset before
-        // use; pthread_sigmask only changes this thread's mask (restored by
-        // `release` or on drop).
+        TSTP_SEEN.store(false, std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: sigaction structs are plain data, zeroed then filled; the
+        // handler only stores to an atomic (async-signal-safe); the old
+        // action is saved to be restored by `release` or on drop.
         unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGTSTP);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-            TstpHold {
-                old,
-                released: false,
+            let mut act: libc::sigaction = std::mem::zeroed();
+            let mut old: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = note_tstp as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            act.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut act.sa_mask);
+            let installed = libc::sigaction(libc::SIGTSTP, &act, &mut old) == 0
+                // Ignored (a non-interactive parent's choice): leave it so.
+                && old.sa_sigaction != libc::SIG_IGN;
+            if !installed {
+                libc::sigaction(libc::SIGTSTP, &old, std::ptr::null_mut());
             }
+            TstpHold { old, installed }
         }
     }
 
     /// The hand-over is done (`tree`: the group that has the terminal now,
-    /// if corral gave it one): pass on a Ctrl-Z that came in the meantime,
-    /// and stop blocking SIGTSTP.
+    /// if corral gave it one): SIGTSTP acts as before again, and one that
+    /// came in the meantime goes to the tree (or, without a hand-over, to
+    /// corral itself).
     pub fn release(mut self, tree: Option<u32>) {
-        if let Some(pgid) = tree.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
-            if take_pending_tstp() {
-                // The group is pinned: its leader is not reaped before the
-                // wait that follows.
-                let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::TSTP);
-            }
-        }
-        self.unblock();
-    }
-
-    fn unblock(&mut self) {
-        if self.released {
+        if !self.restore() || !TSTP_SEEN.swap(false, std::sync::atomic::Ordering::SeqCst) {
             return;
         }
-        self.released = true;
-        // SAFETY: restores the mask saved by `new` in this thread.
-        unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        match tree.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+            // The group is pinned: its leader is not reaped before the wait
+            // that follows.
+            Some(pgid) => {
+                let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::TSTP);
+            }
+            None => {
+                let _ = rustix::process::kill_process(
+                    rustix::process::getpid(),
+                    rustix::process::Signal::TSTP,
+                );
+            }
         }
+    }
+
+    /// Puts the old action back; whether ours was installed.
+    fn restore(&mut self) -> bool {
+        if !std::mem::take(&mut self.installed) {
+            return false;
+        }
+        // SAFETY: restores the action saved by `new`.
+        unsafe {
+            libc::sigaction(libc::SIGTSTP, &self.old, std::ptr::null_mut());
+        }
+        true
     }
 }
 
 #[cfg(unix)]
 impl Drop for TstpHold {
     fn drop(&mut self) {
-        self.unblock();
-    }
-}
-
-/// Takes a pending SIGTSTP (blocked in this thread), if there is one.
-#[cfg(unix)]
-fn take_pending_tstp() -> bool {
-    // SAFETY: sigset_t is plain data initialised by sigemptyset; sigpending
-    // and sigwait only read and write these local values, and sigwait does
-    // not block: the signal is pending for this process, blocked in every
-    // thread, and no other thread waits for it.
-    unsafe {
-        let mut pending: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut pending);
-        if libc::sigpending(&mut pending) != 0 || libc::sigismember(&pending, libc::SIGTSTP) != 1 {
-            return false;
+        if self.restore() && TSTP_SEEN.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            // No tree (the spawn failed): the Ctrl-Z was for corral.
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::TSTP,
+            );
         }
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTSTP);
-        let mut got = 0;
-        libc::sigwait(&set, &mut got) == 0 && got == libc::SIGTSTP
     }
 }

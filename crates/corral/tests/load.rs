@@ -95,8 +95,8 @@ fn a_dying_tree_is_no_survivor_process_group() {
     load_tree(Mechanism::ProcessGroup);
 }
 
-#[test]
 #[needs(cgroup)]
+#[test]
 fn a_dying_tree_is_no_survivor_cgroup() {
     load_tree(Mechanism::Cgroup);
 }
