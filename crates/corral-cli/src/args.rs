@@ -256,9 +256,18 @@ pub struct RunOpts {
     pub pids_max: Option<u64>,
 
     /// After the final SIGKILL, how long to wait for the tree to be gone
-    /// before reporting survivors.
+    /// before reporting survivors. A tree still dying then (fewer members
+    /// at each look, or every member left with SIGKILL pending or exiting)
+    /// is waited for, up to 10 times this (at least 5 s).
     #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DURATION")]
     pub confirm_window: Duration,
+
+    /// Fail (exit 125, containment_failed) rather than run without crash
+    /// safety: the tree must be killed even if corral itself is killed
+    /// (the keeper process, the namespace init). Without this the run goes
+    /// ahead and the report says crash_safe false.
+    #[arg(long)]
+    pub require_crash_safety: bool,
 
     /// Write a JSON report of the run to FILE (`-` for stdout, after the
     /// program's own output; as in `corral batch`).
@@ -326,8 +335,9 @@ cancelled, output_held, spawn_failed, containment_failed, cleanup_failed),
 exit_code, signal (the raw number), signal_name, containment, killed, kept,
 duration_ms, stdout_bytes / stderr_bytes (null when passed through), output
 (relayed or passed_through per stream), error, pid, signals_sent,
-received_signal, survivors, timings_ms, containment_note, usage,
-limits_hit, corral_exit.
+received_signal, survivors, timings_ms, containment_note, crash_safe
+(false when the tree would outlive corral's own death: the keeper could not
+be started) with crash_safety_note (why), usage, limits_hit, corral_exit.
 ";
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

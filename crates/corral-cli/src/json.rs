@@ -16,6 +16,8 @@ const FIELDS: &[&str] = &[
     "signal_name",
     "containment",
     "containment_note",
+    "crash_safe",
+    "crash_safety_note",
     "killed",
     "kept",
     "duration_ms",

@@ -42,6 +42,7 @@ pub fn run(opts: RunOpts) -> i32 {
         .signal(opts.signal.unwrap_or(corral::Signal::TERM))
         .leftovers(opts.leftovers.into())
         .confirm_window(opts.confirm_window)
+        .require_crash_safety(opts.require_crash_safety)
         .containment(match opts.containment {
             ContainmentArg::Auto => ContainmentChoice::Auto,
             ContainmentArg::Cgroup => ContainmentChoice::Only(Mechanism::Cgroup),
@@ -67,12 +68,25 @@ pub fn run(opts: RunOpts) -> i32 {
     cmd.cancel_token(&token);
     let received = Arc::new(AtomicI32::new(0));
     let jobs = crate::tty::JobControl::new();
+    // Until the terminal is handed over, a Ctrl-Z is held and then passed
+    // to the tree: it must stop the tree too, not corral alone.
+    #[cfg(unix)]
+    let tstp = crate::tty::TstpHold::new();
     let _signals = pass_signals_on(&token, &received, &jobs);
 
     let result = cmd.spawn().map(|running| {
+        // Test seam: widen the window between the spawn and the hand-over.
+        if let Some(ms) = std::env::var("CORRAL_TEST_HANDOVER_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
         // A terminal stays a terminal: the tree gets the foreground while it
         // runs (only when corral itself has it), and gives it back after.
         let _terminal = crate::tty::hand_over(running.id(), &jobs);
+        #[cfg(unix)]
+        tstp.release(_terminal.as_ref().map(|_| running.id()));
         let report = running.wait();
         // No job-control action after this point (the root is reaped); the
         // terminal is given back when `_terminal` drops, just after.

@@ -192,3 +192,103 @@ fn with_sigttou_blocked<T>(f: impl FnOnce() -> T) -> T {
         r
     }
 }
+
+/// Closes the window between the spawn and [`hand_over`]: until then the
+/// tree runs in a group of its own while corral's group still has the
+/// terminal, so a Ctrl-Z typed in that instant would stop corral alone
+/// (the tree running on, unseen). From before the spawn until the
+/// hand-over is done, SIGTSTP only raises a flag (a handler of our own, not
+/// a blocked mask: a mask would be inherited by the command through
+/// `posix_spawn`, a caught signal is reset to its default by `execve`);
+/// then the default action is back, and a Ctrl-Z that came in the meantime
+/// is passed to the tree, which has the terminal now, so it stops like
+/// after any Ctrl-Z (and corral follows it, see
+/// [`JobControl::on_child_changed`]). Without a hand-over (no terminal,
+/// corral in the background) it is raised again on corral itself, as it
+/// would have acted before.
+#[cfg(unix)]
+pub struct TstpHold {
+    old: libc::sigaction,
+    installed: bool,
+}
+
+#[cfg(unix)]
+static TSTP_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[cfg(unix)]
+extern "C" fn note_tstp(_: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    TSTP_SEEN.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[cfg(unix)]
+impl TstpHold {
+    pub fn new() -> TstpHold {
+        TSTP_SEEN.store(false, std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: sigaction structs are plain data, zeroed then filled; the
+        // handler only stores to an atomic (async-signal-safe); the old
+        // action is saved to be restored by `release` or on drop.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            let mut old: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = note_tstp as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            act.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut act.sa_mask);
+            let installed = libc::sigaction(libc::SIGTSTP, &act, &mut old) == 0
+                // Ignored (a non-interactive parent's choice): leave it so.
+                && old.sa_sigaction != libc::SIG_IGN;
+            if !installed {
+                libc::sigaction(libc::SIGTSTP, &old, std::ptr::null_mut());
+            }
+            TstpHold { old, installed }
+        }
+    }
+
+    /// The hand-over is done (`tree`: the group that has the terminal now,
+    /// if corral gave it one): SIGTSTP acts as before again, and one that
+    /// came in the meantime goes to the tree (or, without a hand-over, to
+    /// corral itself).
+    pub fn release(mut self, tree: Option<u32>) {
+        if !self.restore() || !TSTP_SEEN.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        match tree.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+            // The group is pinned: its leader is not reaped before the wait
+            // that follows.
+            Some(pgid) => {
+                let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::TSTP);
+            }
+            None => {
+                let _ = rustix::process::kill_process(
+                    rustix::process::getpid(),
+                    rustix::process::Signal::TSTP,
+                );
+            }
+        }
+    }
+
+    /// Puts the old action back; whether ours was installed.
+    fn restore(&mut self) -> bool {
+        if !std::mem::take(&mut self.installed) {
+            return false;
+        }
+        // SAFETY: restores the action saved by `new`.
+        unsafe {
+            libc::sigaction(libc::SIGTSTP, &self.old, std::ptr::null_mut());
+        }
+        true
+    }
+}
+
+#[cfg(unix)]
+impl Drop for TstpHold {
+    fn drop(&mut self) {
+        if self.restore() && TSTP_SEEN.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            // No tree (the spawn failed): the Ctrl-Z was for corral.
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::TSTP,
+            );
+        }
+    }
+}

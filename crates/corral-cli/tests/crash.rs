@@ -343,3 +343,114 @@ fn refused_namespace_is_exit_125_with_the_setting_to_change() {
         "the message names the setting: {stderr}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// A keeper that cannot be started: the report says the run is not
+// crash-safe; `--require-crash-safety` refuses to run it.
+// ---------------------------------------------------------------------------
+
+/// `corral run --containment TIER --report FILE -- sh -c SCRIPT`, with the
+/// keeper failing to start when `fail_keeper`.
+fn keeper_run(s: &Scratch, tier: &str, fail_keeper: bool, extra: &[&str], script: &str) -> Done {
+    let report = report_path(s);
+    let mut args = vec!["run", "--containment", tier, "--report", &report];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    let mut c = corral(s, args);
+    if fail_keeper {
+        c.env("CORRAL_TEST_FAIL_KEEPER", "1");
+    }
+    run(c, 10 * SEC)
+}
+
+fn keeper_failure_is_reported(tier: &str) {
+    let s = Scratch::new();
+    // Without the fault: crash-safe.
+    keeper_run(&s, tier, false, &[], "exit 0").assert_code(0);
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(v["crash_safe"], true, "{tier}: {v}");
+    assert!(v["crash_safety_note"].is_null(), "{tier}: {v}");
+    // With it: the run goes ahead (exit 0 stays exit 0), and the report
+    // says that corral's death would have left the tree running.
+    keeper_run(&s, tier, true, &[], "exit 0").assert_code(0);
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(v["outcome"], "exited", "{tier}: {v}");
+    assert_eq!(v["crash_safe"], false, "{tier}: {v}");
+    let note = v["crash_safety_note"].as_str().unwrap_or_default();
+    assert!(note.contains("keeper"), "{tier}: {v}");
+}
+
+#[test]
+fn keeper_failure_is_reported_process_group() {
+    keeper_failure_is_reported("process-group");
+}
+
+#[test]
+fn keeper_failure_is_reported_subreaper() {
+    keeper_failure_is_reported("subreaper");
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn keeper_failure_is_reported_cgroup() {
+    keeper_failure_is_reported("cgroup");
+}
+
+/// The namespace's init, not the keeper, kills the tree when corral dies:
+/// a keeper that cannot start changes nothing there.
+#[corral_testkit::needs(pidns)]
+#[test]
+fn keeper_failure_does_not_concern_the_pid_namespace() {
+    let s = Scratch::new();
+    keeper_run(
+        &s,
+        "pid-namespace",
+        true,
+        &["--require-crash-safety"],
+        "exit 0",
+    )
+    .assert_code(0);
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(v["crash_safe"], true, "{v}");
+}
+
+/// `--require-crash-safety` without a keeper: containment_failed (125)
+/// before the command runs; with one, the run is as usual.
+fn crash_safety_required(tier: &str) {
+    let s = Scratch::new();
+    let d = keeper_run(
+        &s,
+        tier,
+        true,
+        &["--require-crash-safety"],
+        r#"touch "$CORRAL_TEST_DIR/ran""#,
+    );
+    d.assert_code(125);
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(v["outcome"], "containment_failed", "{tier}: {v}");
+    let err = v["error"].as_str().unwrap_or_default();
+    assert!(err.contains("crash safety"), "{tier}: {v}");
+    assert!(!s.path("ran").exists(), "{tier}: the command ran");
+    keeper_run(
+        &s,
+        tier,
+        false,
+        &["--require-crash-safety"],
+        r#"touch "$CORRAL_TEST_DIR/ran""#,
+    )
+    .assert_code(0);
+    assert!(s.path("ran").exists(), "{tier}: the command did not run");
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(v["crash_safe"], true, "{tier}: {v}");
+}
+
+#[test]
+fn crash_safety_required_process_group() {
+    crash_safety_required("process-group");
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn crash_safety_required_cgroup() {
+    crash_safety_required("cgroup");
+}

@@ -265,3 +265,56 @@ fn ctrl_z_stops_corral_too_and_fg_continues_the_tree() {
     sh.type_("echo rc-$((0))-$?\n");
     sh.expect("rc-0-130");
 }
+
+/// A Ctrl-Z typed after the spawn but before corral handed the terminal to
+/// the tree (a window widened here to 1.5 s by a test seam) stops the tree
+/// and corral together, like any Ctrl-Z; it used to stop corral alone
+/// while the tree ran on.
+#[corral_testkit::needs(script)]
+#[test]
+fn ctrl_z_before_the_hand_over_stops_the_tree_too() {
+    let corral = env!("CARGO_BIN_EXE_corral");
+    let mut sh = Shell::start();
+    let bash = sh.bash.id();
+    sh.type_("echo ready-$((20+1))\n");
+    sh.expect("ready-21");
+    sh.type_(&format!(
+        "CORRAL_TEST_HANDOVER_DELAY_MS=1500 {corral} run -- sleep 30\n"
+    ));
+    let mut c = None;
+    wait_until("corral runs", || {
+        c = child_named(bash, "corral");
+        c.is_some()
+    });
+    let c = c.unwrap();
+    let mut sl = None;
+    wait_until("sleep runs", || {
+        sl = child_named(c, "sleep");
+        sl.is_some()
+    });
+    let sl = sl.unwrap();
+    let _guard = KillOnDrop(sl, c);
+    // In the window: the tree runs, corral's group still has the terminal.
+    wait_until("sleep sleeps", || state(sl) == 'S');
+    assert!(!in_foreground(sl), "the terminal was handed over already");
+    assert!(in_foreground(c));
+
+    sh.type_("\x1a");
+    wait_until("sleep is stopped", || state(sl) == 'T');
+    wait_until("corral is stopped", || state(c) == 'T');
+    sh.expect("Stopped");
+    sh.type_("echo back-$((40+2))\n");
+    sh.expect("back-42");
+
+    sh.type_("fg\n");
+    wait_until("sleep continues", || state(sl) == 'S');
+    wait_until("corral continues", || state(c) == 'S');
+    wait_until("the tree has the terminal again", || in_foreground(sl));
+    sh.type_("\x03");
+    wait_until("corral exits after Ctrl-C", || {
+        stat(c).is_none_or(|s| s.1 == 'Z')
+    });
+    wait_until("sleep is gone", || stat(sl).is_none_or(|s| s.0 != c));
+    sh.type_("echo rc-$((0))-$?\n");
+    sh.expect("rc-0-130");
+}

@@ -657,6 +657,8 @@ fn report_dict(py: Python<'_>, r: Report) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("pid", r.pid)?;
     d.set_item("containment", r.containment.name())?;
     d.set_item("containment_note", r.containment_note.as_deref())?;
+    d.set_item("crash_safe", r.crash_safety.is_held())?;
+    d.set_item("crash_safety_note", r.crash_safety.note())?;
     d.set_item("killed", r.leftovers.killed)?;
     d.set_item("kept", r.leftovers.kept)?;
     let sent = PyList::empty(py);

@@ -202,8 +202,28 @@ impl Command {
 
     /// How long to wait for the tree to be confirmed empty after the final
     /// SIGKILL before giving up and reporting survivors. Default 1 s.
+    ///
+    /// A tree still dying when the window ends is waited for: each member
+    /// fewer than at the last look starts the window again, and while every
+    /// member left is visibly dying (on Linux: SIGKILL pending, exiting, or
+    /// a zombie awaiting its reaper) the survivors are not reported. Never
+    /// longer than 10 times the window, and at least 5 s, from the SIGKILL,
+    /// so [`Running::wait`](crate::Running::wait) stays bounded.
     pub fn confirm_window(&mut self, d: Duration) -> &mut Command {
         self.settings.confirm_window = d;
+        self
+    }
+
+    /// Whether a run that would not be crash-safe fails instead (default
+    /// false: it runs, and [`Report::crash_safety`](crate::Report::crash_safety)
+    /// says so). Crash safety is what kills the tree if corral itself dies
+    /// (see [`CrashSafety`](crate::CrashSafety)); when it cannot be had
+    /// (the keeper cannot be started, a platform without one), `spawn`
+    /// returns [`Error::Containment`](crate::Error::Containment) before the
+    /// command starts (or, should only the registration of the started root
+    /// fail, right after the spawn, with the tree killed and released).
+    pub fn require_crash_safety(&mut self, yes: bool) -> &mut Command {
+        self.settings.require_crash_safety = yes;
         self
     }
 

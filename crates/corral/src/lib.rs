@@ -71,8 +71,8 @@ pub use contain::{release_cgroup_pool, ContainmentChoice, OsOp};
 pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::Running;
 pub use report::{
-    CleanupError, Leftovers, LimitHit, Mechanism, Outcome, Report, RootStatus, RunError, Timings,
-    UnknownMechanism, Usage,
+    CleanupError, CrashSafety, Leftovers, LimitHit, Mechanism, Outcome, Report, RootStatus,
+    RunError, Timings, UnknownMechanism, Usage,
 };
 pub use signal::{Signal, UnknownSignal};
 pub use spec::{Input, LeftoverPolicy, LineCallback, Output, Stream};

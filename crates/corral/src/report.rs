@@ -244,6 +244,41 @@ impl LimitHit {
     }
 }
 
+/// Whether the tree is killed if corral itself dies (crashes, is sent
+/// SIGKILL) while the run is going: promise 2 holds even then only when
+/// this is [`Held`](CrashSafety::Held).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CrashSafety {
+    /// Yes: by the crash-safety keeper (a small process per corral process
+    /// that kills the cgroup, or the root's process group, when corral
+    /// dies: the cgroup, process-group and subreaper tiers on Linux), by
+    /// the namespace's init (PID namespace), by closing the job (Windows).
+    #[default]
+    Held,
+    /// No, and why (the keeper could not be started, a platform without
+    /// one). The run itself is contained as usual; only corral's own death
+    /// would leave the tree running. Under
+    /// [`Command::require_crash_safety`](crate::Command::require_crash_safety)
+    /// the run fails with [`Error::Containment`](crate::Error) instead.
+    Lost(String),
+}
+
+impl CrashSafety {
+    /// Whether the tree dies with corral.
+    pub fn is_held(&self) -> bool {
+        matches!(self, CrashSafety::Held)
+    }
+
+    /// Why it does not, when it does not.
+    pub fn note(&self) -> Option<&str> {
+        match self {
+            CrashSafety::Held => None,
+            CrashSafety::Lost(why) => Some(why),
+        }
+    }
+}
+
 /// Everything about one run.
 ///
 /// With the `serde` feature, a `Report` serialises to the run report of the
@@ -265,6 +300,8 @@ pub struct Report {
     pub containment: Mechanism,
     /// Why a better mechanism was not used, when `auto` fell back.
     pub containment_note: Option<String>,
+    /// Whether the tree would have been killed had corral itself died.
+    pub crash_safety: CrashSafety,
     /// Leftover processes killed or kept.
     pub leftovers: Leftovers,
     /// The signals corral sent to the tree, in order.
@@ -328,6 +365,7 @@ impl Report {
             pid: 0,
             containment: mechanism,
             containment_note: None,
+            crash_safety: CrashSafety::Held,
             leftovers: Leftovers::default(),
             signals_sent: Vec::new(),
             cleanup_error: None,
@@ -471,13 +509,15 @@ mod json {
                 .cleanup_error
                 .as_ref()
                 .map_or(&[][..], |e| e.survivors());
-            let mut st = s.serialize_struct("Report", 18)?;
+            let mut st = s.serialize_struct("Report", 20)?;
             st.serialize_field("outcome", self.outcome_name())?;
             st.serialize_field("exit_code", &exit_code)?;
             st.serialize_field("signal", &signal.map(|s| s.as_raw()))?;
             st.serialize_field("signal_name", &signal.map(|s| s.to_string()))?;
             st.serialize_field("containment", self.containment.name())?;
             st.serialize_field("containment_note", &self.containment_note)?;
+            st.serialize_field("crash_safe", &self.crash_safety.is_held())?;
+            st.serialize_field("crash_safety_note", &self.crash_safety.note())?;
             st.serialize_field("killed", &self.leftovers.killed)?;
             st.serialize_field("kept", &self.leftovers.kept)?;
             st.serialize_field("duration_ms", &ms(self.duration()))?;

@@ -251,6 +251,7 @@ pub(crate) struct Settings {
     pub(crate) capture_limit: usize,
     pub(crate) confirm_window: Duration,
     pub(crate) line_limit: usize,
+    pub(crate) require_crash_safety: bool,
 }
 
 impl Default for Settings {
@@ -265,6 +266,7 @@ impl Default for Settings {
             capture_limit: 16 << 20,
             confirm_window: Duration::from_secs(1),
             line_limit: 4 << 20,
+            require_crash_safety: false,
         }
     }
 }

@@ -278,6 +278,8 @@ fn a_report_serialises_to_the_documented_fields() {
         "signal_name",
         "containment",
         "containment_note",
+        "crash_safe",
+        "crash_safety_note",
         "killed",
         "kept",
         "duration_ms",
@@ -293,7 +295,20 @@ fn a_report_serialises_to_the_documented_fields() {
     ] {
         assert!(keys.contains(&k), "{k} missing: {v}");
     }
-    assert_eq!(keys.len(), 18, "{v}");
+    assert_eq!(keys.len(), 20, "{v}");
+    // On Linux x86_64/aarch64 the keeper holds every run; elsewhere the
+    // report says why not.
+    assert_eq!(v["crash_safe"], r.crash_safety.is_held(), "{v}");
+    assert_eq!(
+        v["crash_safety_note"].as_str(),
+        r.crash_safety.note(),
+        "{v}"
+    );
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    assert_eq!(r.crash_safety, corral::CrashSafety::Held, "{v}");
     assert_eq!(v["outcome"], "exited");
     assert_eq!(v["exit_code"], 2);
     assert_eq!(v["stdout_bytes"], 4);

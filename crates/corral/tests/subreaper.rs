@@ -318,10 +318,8 @@ fn kept_leftover_forking_after_release_leaves_no_zombie() {
         .pid("late_child", 3 * SEC)
         .expect("late_child never started");
     // The scenario is a running late child: wait until it has exec'd its
-    // `sleep`. (Killing k while it was still mid-exec left it a zombie nobody
-    // reaps, 3 of 8 root runs under load: the library's keeper looks for late
-    // orphans once, when a kept process exits, and reads their environment,
-    // which is empty during an exec. Reported as a library race.)
+    // `sleep`. (A child mid-exec when k dies is the scenario of
+    // `late_orphan_mid_exec_is_adopted_and_reaped`.)
     let end = Instant::now() + 5 * SEC;
     while std::fs::read_to_string(format!("/proc/{late}/comm")).is_ok_and(|c| c.trim() != "sleep") {
         assert!(Instant::now() < end, "late_child never became sleep");
@@ -761,4 +759,59 @@ fn concurrent_runs_leaving_orphans_keep_their_roots_until_release_subreaper() {
 #[test]
 fn concurrent_runs_leaving_orphans_keep_their_roots_until_release_cgroup() {
     concurrent_runs_leaving_orphans(Mechanism::Cgroup);
+}
+
+/// A late orphan whose environment reads empty when its kept parent dies
+/// (as a process's does for a moment while it is in `execve`) is still
+/// recognised by its cookie once it can be read, adopted and reaped: no
+/// zombie is left until this process exits. (The library's keeper looked
+/// once, when the kept process exited; a child mid-exec then was missed.)
+/// The helper empties what `/proc/PID/environ` shows with `prctl(PR_SET_MM)`
+/// (root only) and restores it 300 ms after it was re-parented.
+#[test]
+#[corral_testkit::needs(root)]
+fn late_orphan_mid_exec_is_adopted_and_reaped() {
+    let _g = setup();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let mut cmd = sr(
+        &s,
+        &format!(
+            r#"setsid "$H" k sh -c 'until [ -e "$CORRAL_TEST_DIR/go" ]; do sleep 0.01; done; "$H" late "$BE" late & until [ -e "$CORRAL_TEST_DIR/late.blank" ] || [ -e "$CORRAL_TEST_DIR/late.failed" ]; do sleep 0.01; done; exit 0' >/dev/null 2>&1 &
+               {} exit 0"#,
+            wait_file("k")
+        ),
+    );
+    cmd.env("BE", corral_testkit::blank_environ());
+    let r = cmd.run().unwrap();
+    check_subreaper(&r);
+    assert_eq!(r.exit_code(), Some(0));
+    assert!(r.leftovers.kept >= 1, "{:?}", r.leftovers);
+    std::fs::write(s.path("go"), b"").unwrap();
+    let late = w.pid("late", 5 * SEC).expect("late never started");
+    // k exits once `late` reads empty; `late` is re-parented to this
+    // process, restores its environment 300 ms later and exits 1 s after.
+    let end = Instant::now() + 10 * SEC;
+    while !s.path("late.restored").exists() {
+        if let Ok(why) = std::fs::read_to_string(s.path("late.failed")) {
+            panic!("the helper could not empty its environment: {why}");
+        }
+        assert!(Instant::now() < end, "late never restored its environment");
+        std::thread::sleep(ms(5));
+    }
+    assert!(w.wait_dead("k", 2 * SEC), "k did not exit");
+    let parent = std::fs::read_to_string(format!("/proc/{late}/stat"))
+        .ok()
+        .and_then(|st| {
+            let rest = st[st.rfind(')')? + 1..].to_owned();
+            rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+        });
+    assert_eq!(
+        parent,
+        Some(std::process::id()),
+        "late was not re-parented here"
+    );
+    assert!(w.wait_dead("late", 5 * SEC), "late did not exit");
+    drop(w);
+    assert_no_zombie_children();
 }

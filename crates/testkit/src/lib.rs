@@ -382,6 +382,16 @@ pub fn zombie_leader() -> PathBuf {
     PathBuf::from(env!("CORRAL_ZOMBIE_LEADER"))
 }
 
+/// The `corral-blank-environ` helper program (built from
+/// `helpers/blank_environ.rs`): run as `"$H" NAME "$BE" NAME`, once pinned
+/// it makes its `/proc/PID/environ` read empty (as a process's does for a
+/// moment while it is in `execve`; needs root) and writes `NAME.blank`
+/// (`NAME.failed` if it could not); once re-parented it waits 300 ms,
+/// restores it (`NAME.restored`) and exits 1 s later.
+pub fn blank_environ() -> PathBuf {
+    PathBuf::from(env!("CORRAL_BLANK_ENVIRON"))
+}
+
 /// Whether any thread of process `pid` is alive (its leader may show `Z`).
 pub fn thread_group_alive(pid: u32) -> bool {
     let Some(raw) = Pid::from_raw(pid as i32) else {

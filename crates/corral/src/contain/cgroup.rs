@@ -1095,6 +1095,21 @@ impl Containment for Cgroup {
         Some((slot.events.as_fd(), super::WakeOn::Priority))
     }
 
+    /// Crash-safe when the keeper holds the cgroup (it kills and removes
+    /// it if this process dies).
+    fn crash_safety(&self, _root: &Root) -> crate::report::CrashSafety {
+        if self.slot.as_ref().is_some_and(|s| s.keeper.is_some()) {
+            crate::report::CrashSafety::Held
+        } else {
+            crate::report::CrashSafety::Lost(
+                "the crash-safety keeper does not hold the cgroup (it could not be started, \
+                 or holds as many runs as it can); the tree would outlive corral's own death \
+                 (the next corral removes the cgroup)"
+                    .into(),
+            )
+        }
+    }
+
     fn usage(&self) -> Option<(Usage, Vec<LimitHit>)> {
         let cpu = match &self.slot {
             Some(slot) => slot.cpu_stat(),

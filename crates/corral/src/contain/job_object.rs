@@ -289,6 +289,11 @@ impl Containment for JobObject {
         }
     }
 
+    /// `KILL_ON_JOB_CLOSE`: the job's handle closes when this process dies.
+    fn crash_safety(&self, _root: &Root) -> crate::report::CrashSafety {
+        crate::report::CrashSafety::Held
+    }
+
     fn release(&mut self, root: &mut Root) -> io::Result<()> {
         if self.released {
             return Ok(());

@@ -63,6 +63,13 @@ pub(crate) fn enabled() -> bool {
 /// zombie). A process whose leader thread exited shows an empty
 /// `/proc/PID/environ`; its live threads still show the environment.
 pub(super) fn cookies(pid: u32) -> Vec<String> {
+    cookies_in(&environ(pid))
+}
+
+/// `pid`'s environment block as `/proc` shows it: empty when unreadable (a
+/// zombie), and for a moment while the process is in `execve` (the new
+/// address space has no environment yet); see the subreaper tier's keeper.
+pub(super) fn environ(pid: u32) -> Vec<u8> {
     let mut env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
     if env.is_empty() {
         if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
@@ -73,6 +80,11 @@ pub(super) fn cookies(pid: u32) -> Vec<String> {
                 .unwrap_or_default();
         }
     }
+    env
+}
+
+/// The tree cookies in an environment block.
+pub(super) fn cookies_in(env: &[u8]) -> Vec<String> {
     let prefix = format!("{COOKIE_VAR}=");
     env.split(|&b| b == 0)
         .filter_map(|kv| kv.strip_prefix(prefix.as_bytes()))

@@ -359,6 +359,11 @@ impl Containment for PidNamespace {
             .map(|i| (i.pidfd.as_fd(), WakeOn::Readable))
     }
 
+    /// The init kills the namespace when this process dies.
+    fn crash_safety(&self, _root: &Root) -> crate::report::CrashSafety {
+        crate::report::CrashSafety::Held
+    }
+
     fn release(&mut self, root: &mut Root) -> io::Result<()> {
         if self.released {
             return Ok(());

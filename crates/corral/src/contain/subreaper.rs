@@ -69,8 +69,9 @@
 //! Processes left alive by the leftovers policy are handed, at release, to a
 //! process-wide keeper thread that reaps them (through pidfds) when they
 //! exit, together with their descendants that are re-parented to corral
-//! later (recognised by a cookie of a finished command). They are never
-//! signalled again.
+//! later (recognised by a cookie of a finished command; one whose
+//! environment reads empty, as during an `execve`, is looked at again for
+//! up to 2 s). They are never signalled again.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -85,7 +86,7 @@ use rustix::process::{
 };
 
 pub(crate) use super::orphans::enabled;
-use super::orphans::{self, cookies, COOKIE_VAR};
+use super::orphans::{self, cookies, cookies_in, environ, COOKIE_VAR};
 use super::{Containment, Mechanism, OsOp, Tracer};
 use crate::sys::{self, linux_proc, Root};
 use crate::Signal;
@@ -565,6 +566,7 @@ impl Containment for Subreaper {
 /// when they exit, never signals them.
 mod keeper {
     use super::*;
+    use std::time::{Duration, Instant};
 
     struct Kept {
         pid: u32,
@@ -605,29 +607,48 @@ mod keeper {
         }
     }
 
+    /// How long children of ours whose environment reads empty are looked
+    /// at again, and how often.
+    const UNDECIDED_FOR: Duration = Duration::from_secs(2);
+    const UNDECIDED_EVERY: Duration = Duration::from_millis(10);
+
     /// Live children of ours that carry a cookie of one of our finished
     /// commands: leftovers re-parented to us after their command ended.
-    fn late_orphans() -> Vec<(u32, u64)> {
+    /// Also whether some child could not be told yet: its environment reads
+    /// empty, as it does for a moment while a process is in `execve` (the
+    /// new address space has no environment yet), so it must be looked at
+    /// again (or it stays a zombie until this process exits).
+    fn late_orphans(known: &HashSet<u32>) -> (Vec<(u32, u64)>, bool) {
         let me = std::process::id();
         let prefix = format!("{me}.");
         let live_seqs: HashSet<u64> = live().iter().map(|e| e.0).collect();
         let live_roots: HashSet<u32> = live().iter().filter_map(|e| e.1).collect();
-        children(me)
+        let mut undecided = false;
+        let late = children(me)
             .into_iter()
-            .filter(|c| !live_roots.contains(c))
+            .filter(|c| !live_roots.contains(c) && !known.contains(c))
             .filter_map(|c| {
                 let s = stat(c).filter(|s| s.ppid == me && !s.dead())?;
-                let finished = cookies(c).iter().any(|k| {
+                let env = environ(c);
+                if env.is_empty() {
+                    undecided = true;
+                    return None;
+                }
+                let finished = cookies_in(&env).iter().any(|k| {
                     k.strip_prefix(&prefix)
                         .and_then(|n| n.parse::<u64>().ok())
                         .is_some_and(|n| !live_seqs.contains(&n))
                 });
                 finished.then_some((c, s.start))
             })
-            .collect()
+            .collect();
+        (late, undecided)
     }
 
     fn run() {
+        // While some child of ours reads as an empty environment: look
+        // again every `UNDECIDED_EVERY` until this time.
+        let mut recheck_until: Option<Instant> = None;
         loop {
             let fds: Vec<OwnedFd> = state()
                 .procs
@@ -636,14 +657,34 @@ mod keeper {
                 .collect();
             let mut pfds: Vec<PollFd<'_>> =
                 fds.iter().map(|f| PollFd::new(f, PollFlags::IN)).collect();
-            let ts = Timespec {
-                tv_sec: 1,
-                tv_nsec: 0,
+            let ts = if recheck_until.is_some() {
+                Timespec {
+                    tv_sec: 0,
+                    tv_nsec: UNDECIDED_EVERY.as_nanos() as i64,
+                }
+            } else {
+                Timespec {
+                    tv_sec: 1,
+                    tv_nsec: 0,
+                }
             };
             let _ = poll(&mut pfds, Some(&ts));
             let any_exit = pfds.iter().any(|p| !p.revents().is_empty());
             drop(pfds);
-            let late = if any_exit { late_orphans() } else { Vec::new() };
+            let late = if any_exit || recheck_until.is_some() {
+                let known: HashSet<u32> = state().procs.iter().map(|k| k.pid).collect();
+                let (late, undecided) = late_orphans(&known);
+                let now = Instant::now();
+                recheck_until = match recheck_until {
+                    _ if !undecided => None,
+                    None => Some(now + UNDECIDED_FOR),
+                    Some(t) if now >= t => None,
+                    keep => keep,
+                };
+                late
+            } else {
+                Vec::new()
+            };
             let mut st = state();
             st.procs.retain(|k| {
                 let opts = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;
@@ -660,7 +701,7 @@ mod keeper {
                 adopt(late.into_iter());
             }
             let mut st = state();
-            if st.procs.is_empty() {
+            if st.procs.is_empty() && recheck_until.is_none() {
                 st.running = false;
                 return;
             }

@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, Wake};
 use crate::contain::{self, Containment, OsOp, Tracer};
-use crate::report::{CleanupError, Leftovers, Mechanism, Outcome, Report, RootStatus, Timings};
+use crate::report::{
+    CleanupError, CrashSafety, Leftovers, Mechanism, Outcome, Report, RootStatus, Timings,
+};
 use crate::spec::{InputKind, Settings, SharedLineCallback};
 use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
 use crate::{Error, Signal};
@@ -116,7 +118,9 @@ impl Running {
     /// Supervises the run to its end and reports what happened. Returns in
     /// bounded time: at most the deadline (or root exit plus the wait delay,
     /// plus up to 1 s to drain output that nothing holds any more but is
-    /// still being relayed), plus the grace, plus the confirm window.
+    /// still being relayed), plus the grace, plus the confirm window (which
+    /// stretches while the tree is still dying, to at most 10 times its
+    /// length or 5 s, whichever is longer).
     pub fn wait(mut self) -> Report {
         let life = self
             .life
@@ -160,6 +164,7 @@ pub(crate) struct Life {
     tree: Box<dyn Containment>,
     mechanism: Mechanism,
     containment_note: Option<String>,
+    crash_safety: CrashSafety,
     poller: Poller,
     waker: Arc<dyn Wake>,
     streams: [Option<StreamIo>; 2],
@@ -209,6 +214,11 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         note: containment_note,
     } = contain::select(plan.containment, plan.limits, plan.tracer.clone())?;
     let mechanism = tree.mechanism();
+    if settings.require_crash_safety {
+        sys::crash_safety_ahead(mechanism).map_err(|why| {
+            Error::containment(mechanism, format!("crash safety required: {why}"))
+        })?;
+    }
 
     let io_err = |e: io::Error| Error::spawn(plan.program.to_owned(), e);
     let poller = Poller::new().map_err(io_err)?;
@@ -276,6 +286,17 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
             e,
         ));
     }
+    let crash_safety = tree.crash_safety(&root);
+    if let (true, Some(why)) = (settings.require_crash_safety, crash_safety.note()) {
+        // The root is unreaped: killing its tree cannot hit a stranger.
+        let _ = tree.signal(Signal::KILL);
+        root.kill();
+        let _ = tree.release(&mut root);
+        return Err(Error::containment(
+            mechanism,
+            format!("crash safety required: {why}"),
+        ));
+    }
 
     let deadline = [
         settings.timeout.and_then(|t| start.checked_add(t)),
@@ -291,6 +312,10 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         grace: settings.grace,
         signal: settings.signal,
         confirm_window: settings.confirm_window,
+        confirm_limit: settings
+            .confirm_window
+            .saturating_mul(phase::CONFIRM_STRETCH)
+            .max(phase::CONFIRM_LIMIT_MIN),
         leftovers: settings.leftovers,
         count_after_kill: tree.count_after_kill(),
     };
@@ -302,6 +327,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         tree,
         mechanism,
         containment_note,
+        crash_safety,
         poller,
         waker,
         streams: [out, err],
@@ -704,6 +730,7 @@ impl Life {
             pid: self.pid,
             containment: self.mechanism,
             containment_note: self.containment_note.take(),
+            crash_safety: std::mem::take(&mut self.crash_safety),
             leftovers: Leftovers {
                 killed,
                 kept: self.kept,
@@ -769,6 +796,20 @@ impl Probe for Life {
         #[cfg(not(target_os = "linux"))]
         {
             true
+        }
+    }
+
+    /// Whether every member is visibly dying (Linux: `/proc`; elsewhere
+    /// nothing says so, and only a shrinking tree stretches the window).
+    fn all_dying(&mut self, members: &[u32]) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            members.iter().all(|&pid| sys::linux_proc::is_dying(pid))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = members;
+            false
         }
     }
 }

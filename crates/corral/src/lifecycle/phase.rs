@@ -6,8 +6,9 @@
 //!     │ clean exit                         ┌─── with a grace ◄────┤
 //!     ▼                                    ▼                      │ SIGKILL first
 //!   Over ◄── tree empty ── Grace ──kill_at: SIGKILL──► Confirming ◄┘
-//!     ▲                                                   │
-//!     └──────────── tree empty, or window over: survivors ┘
+//!     ▲                                                   │ ▲ deaths still
+//!     │                                                   └─┘ happening
+//!     └──── tree empty, or window over with no progress: survivors
 //! ```
 //!
 //! [`decide`] is pure: from the phase, what was observed, the clock and
@@ -40,6 +41,13 @@ pub(super) const FOREIGN_HOLD: Duration = Duration::from_millis(200);
 /// relayed), how long corral keeps draining before it ends the run anyway
 /// (a relay consumer that does not read must not hold the return).
 pub(super) const DRAIN_LIMIT: Duration = Duration::from_secs(1);
+
+/// The confirm window stretches, while the tree is still dying, to at most
+/// this many times its length (from the SIGKILL).
+pub(super) const CONFIRM_STRETCH: u32 = 10;
+/// ... and to at least this (a short window must not turn a tree that dies
+/// slowly on a loaded machine into survivors).
+pub(super) const CONFIRM_LIMIT_MIN: Duration = Duration::from_secs(5);
 
 /// Why the tree is being terminated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,10 +105,16 @@ pub(super) enum Phase {
         check: Check,
     },
     /// SIGKILL was sent; the tree must be empty by `until`, else the
-    /// survivors are reported.
+    /// survivors are reported. While deaths are still happening the window
+    /// stretches (see [`confirm`]), never past `limit`.
     Confirming {
         reason: Reason,
         until: Instant,
+        /// The hard end of the window: the SIGKILL plus
+        /// [`Policy::confirm_limit`].
+        limit: Instant,
+        /// How many members the last look found (`None` before the first).
+        left: Option<usize>,
         check: Check,
     },
     /// Nothing more to decide: release and report. `reason` is `None` for
@@ -173,6 +187,9 @@ pub(super) struct Policy {
     pub(super) grace: Duration,
     pub(super) signal: Signal,
     pub(super) confirm_window: Duration,
+    /// The most the confirm window may stretch to, from the SIGKILL, while
+    /// the tree is still visibly dying (at least `confirm_window`).
+    pub(super) confirm_limit: Duration,
     pub(super) leftovers: LeftoverPolicy,
     /// A termination without grace sends SIGKILL first and looks at the
     /// members after it (the containment can still count those the kill
@@ -206,6 +223,11 @@ pub(super) trait Probe {
     fn tree_holds_output(&mut self) -> bool;
     /// Whether a fork of the host that has not exec'd yet holds it.
     fn host_fork_holds_output(&mut self) -> bool;
+    /// Whether every one of these members is certain to be dying: SIGKILL
+    /// pending, already exiting, or a zombie awaiting its reaper (asked
+    /// only once the confirm window is over, so that a tree that dies
+    /// late under load is not reported as survivors).
+    fn all_dying(&mut self, members: &[u32]) -> bool;
 }
 
 /// An effect the decision asks for, in order.
@@ -264,42 +286,29 @@ pub(super) fn decide(
             }
             .after(now);
             (
-                Phase::Confirming {
-                    reason,
-                    until: later(now, policy.confirm_window),
-                    check,
-                },
+                confirming(reason, now, check, policy),
                 vec![Action::Signal(Signal::KILL)],
             )
         }
         Phase::Confirming {
             reason,
             until,
+            limit,
+            left,
             check,
-        } => {
-            let mut members = probe.members();
-            if members.is_empty() && seen.root.is_some() {
-                return over(reason);
-            }
-            if now >= until {
-                members.sort_unstable();
-                return (
-                    Phase::Over {
-                        reason: Some(reason),
-                    },
-                    vec![Action::Survivors(members)],
-                );
-            }
-            let check = check.after(now);
-            (
-                Phase::Confirming {
-                    reason,
-                    until,
-                    check,
-                },
-                Vec::new(),
-            )
-        }
+        } => confirm(
+            Confirm {
+                reason,
+                until,
+                limit,
+                left,
+                check,
+            },
+            seen,
+            probe,
+            now,
+            policy,
+        ),
         Phase::Over { .. } => (phase, Vec::new()),
     }
 }
@@ -318,14 +327,15 @@ pub(super) fn kill_now(
             start(Reason::Cancelled, Some(Signal::KILL), probe, now, policy)
         }
         Phase::Grace { reason, .. } => (
-            Phase::Confirming {
+            confirming(
                 reason,
-                until: later(now, policy.confirm_window),
-                check: Check {
+                now,
+                Check {
                     next: now,
                     interval: CHECK_FIRST,
                 },
-            },
+                policy,
+            ),
             vec![Action::Signal(Signal::KILL)],
         ),
         Phase::Confirming { .. } | Phase::Over { .. } => (phase, Vec::new()),
@@ -344,6 +354,74 @@ pub(super) fn wait_failed(
         Phase::Supervising { .. } => start(Reason::Cancelled, None, probe, now, policy),
         _ => (phase, Vec::new()),
     }
+}
+
+/// The phase right after a SIGKILL sent at `now`.
+fn confirming(reason: Reason, now: Instant, check: Check, policy: &Policy) -> Phase {
+    Phase::Confirming {
+        reason,
+        until: later(now, policy.confirm_window),
+        limit: later(now, policy.confirm_window.max(policy.confirm_limit)),
+        left: None,
+        check,
+    }
+}
+
+/// The fields of [`Phase::Confirming`].
+struct Confirm {
+    reason: Reason,
+    until: Instant,
+    limit: Instant,
+    left: Option<usize>,
+    check: Check,
+}
+
+/// One look at a tree sent SIGKILL. Over once it is empty (and the root
+/// was seen to exit). Survivors are reported only when the window is over
+/// and no progress is being made; progress is
+///
+/// * a member fewer than at the last look: the window starts again from
+///   now (a tree of hundreds dies over seconds on a loaded machine);
+/// * past the window, every member left visibly dying (SIGKILL pending,
+///   exiting, a zombie): the next look decides again.
+///
+/// Either way never past `limit` (a process stuck in uninterruptible sleep
+/// with SIGKILL pending is reported there), so the return stays bounded.
+fn confirm(
+    c: Confirm,
+    seen: &Observed,
+    probe: &mut dyn Probe,
+    now: Instant,
+    policy: &Policy,
+) -> (Phase, Vec<Action>) {
+    let mut members = probe.members();
+    if members.is_empty() && seen.root.is_some() {
+        return over(c.reason);
+    }
+    let mut until = c.until;
+    if c.left.is_some_and(|n| members.len() < n) {
+        until = until.max(later(now, policy.confirm_window).min(c.limit));
+    }
+    let stay = now < until || (now < c.limit && probe.all_dying(&members));
+    if !stay {
+        members.sort_unstable();
+        return (
+            Phase::Over {
+                reason: Some(c.reason),
+            },
+            vec![Action::Survivors(members)],
+        );
+    }
+    (
+        Phase::Confirming {
+            reason: c.reason,
+            until,
+            limit: c.limit,
+            left: Some(members.len()),
+            check: c.check.after(now),
+        },
+        Vec::new(),
+    )
 }
 
 /// The tree is empty and the root has exited: the termination is over.
@@ -469,11 +547,7 @@ fn start(
         )
     } else {
         (
-            Phase::Confirming {
-                reason,
-                until: later(now, policy.confirm_window),
-                check,
-            },
+            confirming(reason, now, check, policy),
             if kill_first {
                 vec![Action::Signal(Signal::KILL), Action::CountMembers]
             } else {
@@ -504,6 +578,8 @@ mod tests {
         held: bool,
         tree_holds: bool,
         fork_holds: bool,
+        /// The answer to `all_dying`.
+        dying: bool,
         asked: Vec<&'static str>,
     }
 
@@ -523,6 +599,10 @@ mod tests {
         fn host_fork_holds_output(&mut self) -> bool {
             self.asked.push("fork_holds");
             self.fork_holds
+        }
+        fn all_dying(&mut self, _: &[u32]) -> bool {
+            self.asked.push("dying");
+            self.dying
         }
     }
 
@@ -551,6 +631,7 @@ mod tests {
             grace,
             signal: Signal::TERM,
             confirm_window: ms(1000),
+            confirm_limit: ms(10_000),
             leftovers: LeftoverPolicy::KeepOnSuccess,
             count_after_kill: false,
         }
@@ -578,6 +659,8 @@ mod tests {
         Phase::Confirming {
             reason,
             until,
+            limit: until - ms(1000) + ms(10_000),
+            left: None,
             check: Check {
                 next,
                 interval: CHECK_FIRST,
@@ -948,6 +1031,8 @@ mod tests {
             Phase::Confirming {
                 reason: Reason::TimedOut,
                 until: t0 + ms(1300),
+                limit: t0 + ms(10_300),
+                left: None,
                 check: Check {
                     next: t0 + ms(300) + CHECK_FIRST,
                     interval: CHECK_FIRST * 2
@@ -1063,5 +1148,132 @@ mod tests {
         };
         let far = Phase::START.next_timer(Some(t0), &forever).unwrap();
         assert!(far > t0 + Duration::from_secs(3600 * 24 * 365));
+    }
+
+    // ---- The confirm window under load (kept apart for merging). ----
+
+    /// Drives a confirmation from `t0` (the SIGKILL) looking at the tree
+    /// at every check, `members_at(offset)` giving the members and
+    /// `dying` the probe's answer; returns when it ended and how.
+    fn drive_confirm(
+        p: &Policy,
+        t0: Instant,
+        dying: bool,
+        members_at: impl Fn(Duration) -> Vec<u32>,
+    ) -> (Duration, Vec<Action>, Vec<&'static str>) {
+        let seen = Observed {
+            root: Some(RootStatus::Signaled(Signal::KILL)),
+            root_exit_at: Some(t0),
+            open: 0,
+            cancel: None,
+        };
+        let mut phase = confirming(Reason::TimedOut, later(t0, p.confirm_window), t0);
+        if let Phase::Confirming { limit, .. } = &mut phase {
+            *limit = later(t0, p.confirm_limit.max(p.confirm_window));
+        }
+        let mut fake = Fake {
+            dying,
+            ..Fake::default()
+        };
+        let mut now = t0;
+        loop {
+            fake.members = members_at(now - t0);
+            let (next, actions) = decide(phase, &seen, &mut fake, now, p);
+            if next.is_over() {
+                return (now - t0, actions, fake.asked);
+            }
+            assert!(actions.is_empty());
+            let Phase::Confirming { check, .. } = next else {
+                panic!("{next:?}")
+            };
+            now = check.next;
+            phase = next;
+        }
+    }
+
+    /// A tree that keeps dying past the window (one member every 300 ms,
+    /// slower than the window's end) is waited for: no survivors.
+    #[test]
+    fn stretch_while_members_keep_dying() {
+        let c = Clock(Instant::now());
+        let p = policy(&c, None, ms(0), ms(0));
+        let left = |t: Duration| (0..8u32.saturating_sub(t.as_millis() as u32 / 300)).collect();
+        let (took, actions, _) = drive_confirm(&p, c.at(ms(0)), false, left);
+        assert_eq!(actions, vec![]);
+        assert!(took >= ms(2400) && took < ms(2420), "{took:?}");
+    }
+
+    /// Once the deaths stop, the survivors are reported a whole window
+    /// after the last one, not at the limit.
+    #[test]
+    fn survivors_a_window_after_the_last_death() {
+        let c = Clock(Instant::now());
+        let p = policy(&c, None, ms(0), ms(0));
+        let left = |t: Duration| {
+            if t < ms(800) {
+                vec![5, 6, 7]
+            } else {
+                vec![7]
+            }
+        };
+        let (took, actions, asked) = drive_confirm(&p, c.at(ms(0)), false, left);
+        assert_eq!(actions, vec![Action::Survivors(vec![7])]);
+        assert!(took >= ms(1800) && took < ms(1820), "{took:?}");
+        // Asked whether the rest is dying only once, at the end.
+        assert_eq!(asked.iter().filter(|&&q| q == "dying").count(), 1);
+    }
+
+    /// Members that are all dying (SIGKILL pending, exiting, zombies) hold
+    /// the run past the window, but never past the limit.
+    #[test]
+    fn dying_members_hold_until_the_limit() {
+        let c = Clock(Instant::now());
+        let p = policy(&c, None, ms(0), ms(0));
+        let (took, actions, asked) = drive_confirm(&p, c.at(ms(0)), true, |_| vec![3, 1]);
+        assert_eq!(actions, vec![Action::Survivors(vec![1, 3])]);
+        assert!(took >= ms(10_000) && took < ms(10_011), "{took:?}");
+        assert!(asked.contains(&"dying"));
+        // ... and end as soon as the tree is empty.
+        let gone = |t: Duration| if t < ms(1700) { vec![3, 1] } else { vec![] };
+        let (took, actions, _) = drive_confirm(&p, c.at(ms(0)), true, gone);
+        assert_eq!(actions, vec![]);
+        assert!(took >= ms(1700) && took < ms(1720), "{took:?}");
+    }
+
+    /// The live members past the window, nothing dying, nothing shrinking:
+    /// survivors at the window's end, as before; a zero window does not
+    /// stretch at all; the limit is the window times `CONFIRM_STRETCH`.
+    #[test]
+    fn no_progress_means_survivors_at_the_window() {
+        let c = Clock(Instant::now());
+        let p = policy(&c, None, ms(0), ms(0));
+        let (took, actions, _) = drive_confirm(&p, c.at(ms(0)), false, |_| vec![4]);
+        assert_eq!(actions, vec![Action::Survivors(vec![4])]);
+        assert!(took >= ms(1000) && took < ms(1020), "{took:?}");
+        let zero = Policy {
+            confirm_window: Duration::ZERO,
+            confirm_limit: Duration::ZERO,
+            ..p
+        };
+        let shrinking = |t: Duration| (0..(50u32.saturating_sub(t.as_micros() as u32))).collect();
+        let (took, actions, _) = drive_confirm(&zero, c.at(ms(0)), true, shrinking);
+        assert_eq!(took, Duration::ZERO);
+        assert!(matches!(&actions[..], [Action::Survivors(_)]));
+        // The phase entered on SIGKILL carries the limit.
+        let (next, _) = decide(
+            Phase::START,
+            &Observed {
+                cancel: Some(Some(Signal::KILL)),
+                ..running(0)
+            },
+            &mut Fake::default(),
+            c.at(ms(0)),
+            &p,
+        );
+        assert!(
+            matches!(next, Phase::Confirming { until, limit, left: None, .. }
+                if until == c.at(ms(1000)) && limit == c.at(ms(10_000))),
+            "{next:?}"
+        );
     }
 }

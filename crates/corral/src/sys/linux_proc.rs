@@ -24,6 +24,8 @@ pub(crate) struct Stat {
     pub(crate) pgrp: u32,
     /// Field 6: the session.
     pub(crate) session: u32,
+    /// Field 9: the kernel's `PF_*` flags of the leader thread.
+    pub(crate) flags: u32,
     /// Field 22: start time after boot, in clock ticks. With the pid, it
     /// names one process for good (a reused pid starts later).
     pub(crate) start: u64,
@@ -55,14 +57,17 @@ pub(crate) fn parse_stat(pid: u32, buf: &[u8]) -> Option<Stat> {
     let ppid = number(fields.next()?)?;
     let pgrp = number(fields.next()?)?;
     let session = number(fields.next()?)?;
-    // Fields 7 to 21 are not used.
-    let start = number(fields.nth(15)?)?;
+    // Fields 7 and 8 are not used.
+    let flags = number(fields.nth(2)?)?;
+    // Fields 10 to 21 are not used.
+    let start = number(fields.nth(12)?)?;
     Some(Stat {
         pid,
         state,
         ppid: u32::try_from(ppid).ok()?,
         pgrp: u32::try_from(pgrp).ok()?,
         session: u32::try_from(session).ok()?,
+        flags: u32::try_from(flags).ok()?,
         start,
     })
 }
@@ -231,6 +236,42 @@ fn any_thread_alive(pid: u32) -> bool {
     })
 }
 
+/// `PF_EXITING`: the thread is in `do_exit` (it dequeued its fatal signal
+/// and is tearing down; freeing a large address space takes a while).
+const PF_EXITING: u32 = 0x4;
+
+/// Whether process `pid` is certain to be dying: gone, a zombie (awaiting
+/// its reaper), exiting, or with SIGKILL pending (it dies as soon as it is
+/// scheduled, or, in uninterruptible sleep, as soon as that ends). Read
+/// from `/proc/PID/stat` (state, flags), then `/proc/PID/status`
+/// (`SigPnd`, `ShdPnd`), then the stat once more: a thread that dequeues
+/// its SIGKILL (the pending bit goes) sets `PF_EXITING` a few instructions
+/// later, so a read between the two sees neither; the second stat does.
+pub(crate) fn is_dying(pid: u32) -> bool {
+    let dying_stat = || stat_of(pid).is_none_or(|s| s.is_dead() || s.flags & PF_EXITING != 0);
+    if dying_stat() {
+        return true;
+    }
+    let pending = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map(|s| kill_pending(&s))
+        .unwrap_or(false);
+    pending || dying_stat()
+}
+
+/// Whether a `/proc/PID/status` text shows SIGKILL pending, for the thread
+/// (`SigPnd`) or the whole process (`ShdPnd`). The masks are hexadecimal,
+/// bit `n - 1` for signal `n`.
+fn kill_pending(status: &str) -> bool {
+    const KILL: u64 = 1 << (9 - 1);
+    status.lines().any(|l| {
+        let mask = l
+            .strip_prefix("SigPnd:")
+            .or_else(|| l.strip_prefix("ShdPnd:"));
+        mask.and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|m| m & KILL != 0)
+    })
+}
+
 /// The stat of one process, if it exists.
 pub(crate) fn stat_of(pid: u32) -> Option<Stat> {
     let fd = rustix::fs::open(
@@ -259,6 +300,7 @@ mod tests {
                 ppid: 1,
                 pgrp: 777,
                 session: 778,
+                flags: 4194560,
                 start: 98765,
             })
         );
@@ -269,6 +311,57 @@ mod tests {
             parse_stat(1, b"1 (x) S 1 -2 3 0 -1 4 1 2 3 4 5 6 7 8 20 0 1 0 5"),
             None
         );
+    }
+
+    #[test]
+    fn kill_pending_reads_both_masks() {
+        let status = |sig, shd| {
+            format!("Name:\tx\nState:\tR (running)\nSigPnd:\t{sig}\nShdPnd:\t{shd}\nSigBlk:\t0000000000000100\n")
+        };
+        assert!(!kill_pending(&status(
+            "0000000000000000",
+            "0000000000000000"
+        )));
+        assert!(kill_pending(&status(
+            "0000000000000100",
+            "0000000000000000"
+        )));
+        assert!(kill_pending(&status(
+            "0000000000000000",
+            "0000000000004100"
+        )));
+        // SIGTERM (bit 14) and a blocked SIGKILL bit are not a pending kill.
+        assert!(!kill_pending(&status(
+            "0000000000004000",
+            "0000000000004000"
+        )));
+        assert!(!kill_pending("garbage"));
+    }
+
+    /// Tests of this module that spawn: a fork holds copies of every
+    /// descriptor of the test process until it execs, which
+    /// `a_fork_of_this_process_holds_its_pipes_until_exec` would see.
+    static SPAWNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn dying_processes_are_told_from_live_ones() {
+        let _one = SPAWNS.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(!is_dying(std::process::id()));
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(!is_dying(pid));
+        child.kill().unwrap();
+        // Dying or a zombie from the kill on, until reaped.
+        assert!(is_dying(pid));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while stat_of(pid).is_some_and(|s| !s.is_dead()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(is_dying(pid), "an unreaped zombie is dying");
+        child.wait().unwrap();
     }
 
     #[test]
@@ -285,6 +378,7 @@ mod tests {
     #[test]
     fn a_fork_of_this_process_holds_its_pipes_until_exec() {
         use std::os::unix::process::CommandExt;
+        let _one = SPAWNS.lock().unwrap_or_else(|e| e.into_inner());
         let (r, w) = std::io::pipe().unwrap();
         #[allow(clippy::unnecessary_cast)]
         let ino = rustix::fs::fstat(&r).unwrap().st_ino as u64;

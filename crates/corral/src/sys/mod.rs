@@ -25,6 +25,34 @@ mod windows;
 #[cfg(windows)]
 pub(crate) use windows::*;
 
+/// Whether a run of `mechanism` can be crash-safe here, asked before the
+/// spawn when a run requires it (the keeper is started now if it was not).
+/// `Err` says why not.
+pub(crate) fn crash_safety_ahead(mechanism: crate::report::Mechanism) -> Result<(), String> {
+    use crate::report::Mechanism;
+    match mechanism {
+        // The namespace's init, the job: nothing to start.
+        Mechanism::PidNamespace | Mechanism::JobObject => Ok(()),
+        _ => {
+            #[cfg(all(
+                target_os = "linux",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            {
+                linux_spawn::keeper::ensure()
+                    .map_err(|e| format!("the crash-safety keeper could not be started: {e}"))
+            }
+            #[cfg(not(all(
+                target_os = "linux",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            )))]
+            {
+                Err("no crash-safety keeper on this platform".into())
+            }
+        }
+    }
+}
+
 /// What one wait of the [`Poller`] sleeps on besides its waker and the
 /// root's exit: the run's own pipe ends and, while a termination waits for
 /// the tree to empty, the containment's descriptor. Plain values handed

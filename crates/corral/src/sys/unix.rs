@@ -14,7 +14,7 @@ use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
 
 use super::{ChildIo, Interest, Placement, SpawnError, SpawnSpec, WakeOn};
 use crate::cancel::Wake;
-use crate::report::RootStatus;
+use crate::report::{CrashSafety, RootStatus};
 use crate::Signal;
 
 /// The root process. Its exit is observed with `WNOWAIT`, so it stays an
@@ -43,6 +43,8 @@ pub(crate) struct Root {
         any(target_arch = "x86_64", target_arch = "aarch64")
     ))]
     keeper: Option<super::linux_spawn::keeper::Registration>,
+    /// Whether the tree dies with this process (see [`Root::crash_safety`]).
+    crash: crate::report::CrashSafety,
 }
 
 impl Root {
@@ -61,11 +63,40 @@ impl Root {
             target_os = "linux",
             any(target_arch = "x86_64", target_arch = "aarch64")
         ))]
-        let keeper = pidfd.as_ref().and_then(|fd| {
-            use std::os::fd::AsFd;
-            super::linux_spawn::keeper::register_root(fd.as_fd(), pid.as_raw_nonzero().get() as u32)
-                .ok()
-        });
+        let (keeper, crash) = match pidfd.as_ref() {
+            Some(fd) => {
+                use std::os::fd::AsFd;
+                match super::linux_spawn::keeper::register_root(
+                    fd.as_fd(),
+                    pid.as_raw_nonzero().get() as u32,
+                ) {
+                    Ok(reg) => (Some(reg), CrashSafety::Held),
+                    Err(e) => (
+                        None,
+                        CrashSafety::Lost(format!(
+                            "the crash-safety keeper could not take the root: {e}; \
+                             the tree would outlive corral's own death"
+                        )),
+                    ),
+                }
+            }
+            None => (
+                None,
+                CrashSafety::Lost(
+                    "no pidfd for the root, so the crash-safety keeper cannot hold it; \
+                     the tree would outlive corral's own death"
+                        .into(),
+                ),
+            ),
+        };
+        #[cfg(not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )))]
+        let crash = CrashSafety::Lost(
+            "no crash-safety keeper on this platform: the tree would outlive corral's own death"
+                .into(),
+        );
         Root {
             pid,
             #[cfg(target_os = "linux")]
@@ -81,6 +112,7 @@ impl Root {
                 any(target_arch = "x86_64", target_arch = "aarch64")
             ))]
             keeper,
+            crash,
         }
     }
 
@@ -98,6 +130,8 @@ impl Root {
             reaped: false,
             ns_status: None,
             keeper: None,
+            // The cgroup tier registers its cgroup with the keeper.
+            crash: CrashSafety::Held,
         }
     }
 
@@ -116,6 +150,8 @@ impl Root {
             reaped: false,
             ns_status: Some(status),
             keeper: None,
+            // The init kills the namespace when this process dies.
+            crash: CrashSafety::Held,
         }
     }
 
@@ -211,6 +247,13 @@ impl Root {
             }
         }
         Ok(self.exited)
+    }
+
+    /// Whether the root's tree is killed if this process dies: for a root
+    /// started by `std` (the process-group and subreaper tiers), whether the
+    /// keeper took its pidfd.
+    pub(crate) fn crash_safety(&self) -> CrashSafety {
+        self.crash.clone()
     }
 
     /// Reaps the root, which releases its PID (and so its group id). Only

@@ -140,6 +140,27 @@ pub(crate) fn register(
     registered(msg, [dir.as_raw_fd(), parent.as_raw_fd()])
 }
 
+/// Test seam: with this environment variable set (non-empty), the keeper
+/// "cannot be started" in this process, so tests can prove that the report
+/// says the run is not crash-safe (and that a run requiring it fails).
+pub(crate) const FAULT_START_ENV: &str = "CORRAL_TEST_FAIL_KEEPER";
+
+/// Starts this process's keeper if it is not running yet: whether runs
+/// can be made crash-safe here.
+pub(crate) fn ensure() -> io::Result<()> {
+    let mut guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
+    if guard
+        .as_ref()
+        .is_some_and(|c| c.owner != std::process::id())
+    {
+        drop(guard.take());
+    }
+    if guard.is_none() {
+        *guard = Some(start()?);
+    }
+    Ok(())
+}
+
 fn registered(mut msg: [u8; MSG_LEN], fds: [c_int; 2]) -> io::Result<Registration> {
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
     msg[1..9].copy_from_slice(&id.to_ne_bytes());
@@ -222,6 +243,11 @@ fn send(sock: &OwnedFd, msg: &[u8], fds: Option<[c_int; 2]>) -> io::Result<()> {
 
 /// Starts the keeper; returns the host's end of the socket.
 fn start() -> io::Result<Conn> {
+    if std::env::var_os(FAULT_START_ENV).is_some_and(|v| !v.is_empty()) {
+        return Err(io::Error::other(format!(
+            "the keeper could not be started ({FAULT_START_ENV} is set)"
+        )));
+    }
     let mut pair = [0 as c_int; 2];
     // SAFETY: `pair` is two writable ints.
     let r = unsafe {
