@@ -470,6 +470,9 @@ pub fn assert_between(elapsed: Duration, min: Duration, max: Duration) {
 
 pub use corral_testkit_macros::needs;
 
+#[cfg(target_os = "linux")]
+pub mod scenario;
+
 /// The run-time half of [`needs`]: fails the test when a requirement that
 /// held where the test was built does not hold here (the kinds are listed
 /// in [`needs`]'s documentation).
