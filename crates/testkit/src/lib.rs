@@ -173,6 +173,46 @@ impl Drop for Scratch {
     }
 }
 
+impl Scratch {
+    /// Live processes carrying this scratch's marker in their environment:
+    /// its helpers and whatever they started (zombies do not count).
+    pub fn marked_processes(&self) -> Vec<u32> {
+        let needle = format!("CORRAL_TEST_MARK={}", self.mark);
+        let Ok(rd) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        rd.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let dead = stat.rsplit_once(')').is_some_and(|(_, r)| {
+                    matches!(r.trim_start().as_bytes().first(), Some(b'Z' | b'X'))
+                });
+                !dead && env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes())
+            })
+            .collect()
+    }
+
+    /// Asserts that no process with this scratch's marker is alive (waiting
+    /// up to 2 s for the dying).
+    #[track_caller]
+    pub fn assert_none_left(&self) {
+        let end = Instant::now() + Duration::from_secs(2);
+        loop {
+            let left = self.marked_processes();
+            if left.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < end,
+                "processes of the tree survived: {left:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
 /// Re-export so `Scratch::sh` can name corral's command without a cycle in
 /// the docs.
 pub mod corral_command {
