@@ -510,7 +510,6 @@ pub fn assert_between(elapsed: Duration, min: Duration, max: Duration) {
 
 pub use corral_testkit_macros::needs;
 
-#[cfg(target_os = "linux")]
 pub mod scenario;
 
 /// The run-time half of [`needs`]: fails the test when a requirement that

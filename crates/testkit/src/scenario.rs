@@ -168,6 +168,7 @@ impl Tier {
     /// A fresh scratch and watch for a test in `mechanism`. The subreaper
     /// tier makes this process a child subreaper (once, process-wide).
     pub fn new(mechanism: Mechanism) -> Tier {
+        #[cfg(target_os = "linux")]
         if mechanism == Mechanism::Subreaper {
             static ENABLE: std::sync::Once = std::sync::Once::new();
             ENABLE.call_once(|| corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER"));
