@@ -15,7 +15,9 @@ use rustix::process::{kill_process, Pid, Signal};
 
 use common::*;
 use corral::Mechanism;
-use corral_testkit::scenario::{Count::AtLeast, Count::Exactly, Fate::Alive, Fate::AliveIn, Fate::Dead};
+use corral_testkit::scenario::{
+    Count::AtLeast, Count::Exactly, Fate::Alive, Fate::AliveIn, Fate::Dead,
+};
 use serde_json::Value;
 
 const SEC: Duration = Duration::from_secs(1);
@@ -37,17 +39,16 @@ fn exit_0_after_clean_exit() {
 
 #[test]
 fn own_exit_code_is_passed_through() {
-    let s = Scratch::new();
-    let rp = report_path(&s);
-    let d = run(
-        corral(&s, ["run", "--report", &rp, "--", "sh", "-c", "exit 3"]),
-        5 * SEC,
-    );
-    d.assert_code(3);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "exited");
-    assert_eq!(v["exit_code"], 3);
-    assert!(v["signal"].is_null());
+    run_row(&Row {
+        tree: "exit 3".into(),
+        code: Some(3),
+        fields: vec![
+            ("outcome", "exited".into()),
+            ("exit_code", 3.into()),
+            ("signal", Value::Null),
+        ],
+        ..Row::default()
+    });
 }
 
 #[test]
@@ -367,10 +368,7 @@ fn report_dash_is_one_json_object_on_stdout_after_the_programs_output() {
 fn keep_on_success_keeps_a_redirected_leftover() {
     // No wait delay for closed output.
     let ran = run_row(&Row {
-        tree: format!(
-            r#""$H" kept >/dev/null 2>&1 & {}exit 0"#,
-            wait_for("kept")
-        ),
+        tree: format!(r#""$H" kept >/dev/null 2>&1 & {}exit 0"#, wait_for("kept")),
         code: Some(0),
         bound: Some((Duration::ZERO, 3 * SEC)),
         fields: vec![("outcome", "exited".into())],
@@ -386,10 +384,7 @@ fn keep_on_success_keeps_a_redirected_leftover() {
 fn keep_on_success_kills_leftovers_after_nonzero_exit() {
     run_row(&Row {
         opts: opts(&[]),
-        tree: format!(
-            r#""$H" lo >/dev/null 2>&1 & {}exit 3"#,
-            wait_for("lo")
-        ),
+        tree: format!(r#""$H" lo >/dev/null 2>&1 & {}exit 3"#, wait_for("lo")),
         code: Some(3),
         fields: vec![("outcome", "exited".into()), ("exit_code", 3.into())],
         killed: Some(Exactly(1)),
@@ -403,10 +398,7 @@ fn keep_on_success_kills_leftovers_after_nonzero_exit() {
 fn leftovers_kill_kills_after_exit_0() {
     run_row(&Row {
         opts: opts(&["--leftovers", "kill"]),
-        tree: format!(
-            r#""$H" lo >/dev/null 2>&1 & {}exit 0"#,
-            wait_for("lo")
-        ),
+        tree: format!(r#""$H" lo >/dev/null 2>&1 & {}exit 0"#, wait_for("lo")),
         code: Some(0),
         fields: vec![("outcome", "exited".into())],
         killed: Some(Exactly(1)),
@@ -420,10 +412,7 @@ fn leftovers_kill_kills_after_exit_0() {
 fn leftovers_keep_keeps_after_nonzero_exit() {
     run_row(&Row {
         opts: opts(&["--leftovers", "keep"]),
-        tree: format!(
-            r#""$H" lo >/dev/null 2>&1 & {}exit 3"#,
-            wait_for("lo")
-        ),
+        tree: format!(r#""$H" lo >/dev/null 2>&1 & {}exit 3"#, wait_for("lo")),
         code: Some(3),
         fields: vec![],
         killed: Some(Exactly(0)),
@@ -1096,91 +1085,50 @@ fn a_broken_stderr_or_stdout_never_makes_corral_panic() {
 
 #[test]
 fn bytes_not_seen_are_null_not_zero() {
-    let s = Scratch::new();
-    let rp = report_path(&s);
-    let d = start(
-        corral(
-            &s,
-            [
-                "run",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                "echo out; echo err >&2",
-            ],
-        ),
-        Sink::File(s.path("out.txt")),
-        Sink::Pipe,
-    )
-    .finish(5 * SEC);
-    d.assert_code(0);
-    let v = read_report(&s.path("report.json"));
-    assert!(v["stdout_bytes"].is_null(), "{v}");
-    assert_eq!(v["stderr_bytes"], 4, "{v}");
+    let ran = run_row_to(
+        &Row {
+            tree: "echo out; echo err >&2".into(),
+            code: Some(0),
+            fields: vec![("stdout_bytes", Value::Null), ("stderr_bytes", 4.into())],
+            ..Row::default()
+        },
+        |s| (Sink::File(s.path("out.txt")), Sink::Pipe),
+    );
+    let v = &ran.v;
     assert_eq!(v["output"]["stdout"], "passed_through", "{v}");
     assert_eq!(v["output"]["stderr"], "relayed", "{v}");
-    assert_eq!(std::fs::read_to_string(s.path("out.txt")).unwrap(), "out\n");
+    assert_eq!(
+        std::fs::read_to_string(ran.s.path("out.txt")).unwrap(),
+        "out\n"
+    );
 }
 
 #[test]
 fn timeout_zero_means_no_limit() {
-    let s = Scratch::new();
-    let rp = report_path(&s);
     for t in [["-t", "0"], ["--timeout", "0"], ["-t", "0s"]] {
-        let d = run(
-            corral(
-                &s,
-                [
-                    "run",
-                    t[0],
-                    t[1],
-                    "--report",
-                    &rp,
-                    "--",
-                    "sh",
-                    "-c",
-                    "sleep 0.3; exit 3",
-                ],
-            ),
-            5 * SEC,
-        );
-        d.assert_code(3);
-        assert!(d.elapsed() >= ms(300), "{:?}", d.elapsed());
-        let v = read_report(&s.path("report.json"));
-        assert_eq!(v["outcome"], "exited", "{v}");
+        run_row(&Row {
+            opts: opts(&t),
+            tree: "sleep 0.3; exit 3".into(),
+            code: Some(3),
+            bound: Some((ms(300), 5 * SEC)),
+            fields: vec![("outcome", "exited".into())],
+            ..Row::default()
+        });
     }
 }
 
 #[test]
 fn kill_after_is_the_long_name_of_k() {
-    let s = Scratch::new();
-    let rp = report_path(&s);
     // The root and its sleep ignore TERM (the disposition is inherited).
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "-t",
-                "100ms",
-                "--kill-after",
-                "400ms",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                "trap '' TERM; sleep 30",
-            ],
-        ),
-        8 * SEC,
-    );
-    d.assert_code(124);
-    assert_between(d.elapsed(), ms(500), 5 * SEC);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(signals_sent(&v), [15, 9], "{v}");
+    run_row(&Row {
+        opts: opts(&["-t", "100ms", "--kill-after", "400ms"]),
+        tree: "trap '' TERM; sleep 30".into(),
+        hang: Some(8 * SEC),
+        code: Some(124),
+        bound: Some((ms(500), 5 * SEC)),
+        signals: Some(&[15, 9]),
+        ..Row::default()
+    });
 }
 
 #[test]
@@ -1203,60 +1151,29 @@ fn signal_without_kill_after_is_sent_then_sigkill_after_10s() {
     assert_eq!(signals_sent(&v), [10], "{v}");
     assert_eq!(v["signal"], 10, "{v}");
     // An ignorer gets SIGKILL when the default grace ends.
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "-t",
-                "100ms",
-                "-s",
-                "INT",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                "trap '' INT; sleep 60",
-            ],
-        ),
-        20 * SEC,
-    );
-    d.assert_code(124);
-    assert_between(d.elapsed(), ms(10_000), 18 * SEC);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(signals_sent(&v), [2, 9], "{v}");
+    run_row(&Row {
+        opts: opts(&["-t", "100ms", "-s", "INT"]),
+        tree: "trap '' INT; sleep 60".into(),
+        hang: Some(20 * SEC),
+        code: Some(124),
+        bound: Some((ms(10_000), 18 * SEC)),
+        signals: Some(&[2, 9]),
+        ..Row::default()
+    });
 }
 
 #[test]
 fn preserve_status_exits_with_the_programs_own_status() {
-    let s = Scratch::new();
-    let rp = report_path(&s);
     // Timed out, the root exits 7 on TERM: 7 (timed_out in the report).
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "--preserve-status",
-                "-t",
-                "200ms",
-                "-k",
-                "5s",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                "trap 'exit 7' TERM; sleep 30 & wait",
-            ],
-        ),
-        8 * SEC,
-    );
-    d.assert_code(7);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "timed_out", "{v}");
-    assert_eq!(v["corral_exit"], 7, "{v}");
+    let ran = run_row(&Row {
+        opts: opts(&["--preserve-status", "-t", "200ms", "-k", "5s"]),
+        tree: "trap 'exit 7' TERM; sleep 30 & wait".into(),
+        hang: Some(8 * SEC),
+        code: Some(7),
+        fields: vec![("outcome", "timed_out".into()), ("corral_exit", 7.into())],
+        ..Row::default()
+    });
+    let s = ran.s;
     // Timed out and killed: 128+9, as coreutils.
     let d = run(
         corral(
