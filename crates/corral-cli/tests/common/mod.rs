@@ -470,6 +470,8 @@ pub struct Row {
     pub opts: Vec<String>,
     /// The `sh -c` script.
     pub tree: String,
+    /// The command instead of `sh -c TREE`, when not empty.
+    pub argv: Vec<String>,
     /// corral's exit code.
     pub code: Option<i32>,
     /// How long corral may run before the test kills it and fails (a hang
@@ -489,6 +491,11 @@ pub struct Row {
     pub fates: &'static [(&'static str, Fate)],
     /// No helper other than those in `fates` ever ran.
     pub only: bool,
+    /// How long a helper that must die may take to be seen dead (`FATE`
+    /// when not given).
+    pub dead_within: Option<Duration>,
+    /// More environment for corral, made from the scratch.
+    pub env: Option<fn(&Scratch) -> Vec<(std::ffi::OsString, std::ffi::OsString)>>,
 }
 
 /// A row's options (for struct literals).
@@ -515,14 +522,37 @@ pub fn run_row(row: &Row) -> Ran {
 /// asserts it. The scratch and its watch are made before corral starts.
 #[track_caller]
 pub fn run_row_to(row: &Row, sinks: impl FnOnce(&Scratch) -> (Sink, Sink)) -> Ran {
+    run_row_with(row, sinks, |_, _, _| {})
+}
+
+/// Runs `row` with the streams `sinks` makes, runs `during` (given the
+/// scratch, the watch and the running corral) before waiting for corral,
+/// and asserts the row.
+#[track_caller]
+pub fn run_row_with(
+    row: &Row,
+    sinks: impl FnOnce(&Scratch) -> (Sink, Sink),
+    during: impl FnOnce(&Scratch, &Watch, &Run),
+) -> Ran {
     let s = Scratch::new();
     let w = Watch::new(&s);
     let rp = report_path(&s);
     let mut args: Vec<&str> = vec!["run"];
     args.extend(row.opts.iter().map(String::as_str));
-    args.extend(["--report", &rp, "--", "sh", "-c", &row.tree]);
+    args.extend(["--report", &rp, "--"]);
+    if row.argv.is_empty() {
+        args.extend(["sh", "-c", &row.tree]);
+    } else {
+        args.extend(row.argv.iter().map(String::as_str));
+    }
     let (out, err) = sinks(&s);
-    let d = start(corral(&s, args), out, err).finish(row.hang.unwrap_or(Duration::from_secs(5)));
+    let mut c = corral(&s, args);
+    if let Some(env) = row.env {
+        c.envs(env(&s));
+    }
+    let r = start(c, out, err);
+    during(&s, &w, &r);
+    let d = r.finish(row.hang.unwrap_or(Duration::from_secs(5)));
     d.assert_code(row.code.expect("a row states corral's exit code"));
     if let Some((min, max)) = row.bound {
         corral_testkit::assert_between(d.elapsed(), min, max);
@@ -550,7 +580,9 @@ pub fn run_row_to(row: &Row, sinks: impl FnOnce(&Scratch) -> (Sink, Sink)) -> Ra
         if f.alive_in(tier) {
             assert_alive(&w, &[n]);
         } else {
-            assert_dead(&w, &[n]);
+            assert!(w.pid(n, FATE).is_some(), "helper {n} never started");
+            let within = row.dead_within.unwrap_or(FATE);
+            assert!(w.wait_dead(n, within), "helper {n} still alive");
         }
     }
     if row.only {
