@@ -45,14 +45,7 @@ fn run_zl(row: &Row) -> Ran {
 
 fn timeout_with_grace(tier: &str) {
     let ran = run_zl(&Row {
-        opts: opts(&[
-            "--containment",
-            tier,
-            "--timeout",
-            "3s",
-            "--grace",
-            "300ms",
-        ]),
+        opts: opts(&["--containment", tier, "--timeout", "3s", "--grace", "300ms"]),
         tree: format!(r#"{ZL} exec "$H" root"#),
         hang: Some(10 * SEC),
         code: Some(124),

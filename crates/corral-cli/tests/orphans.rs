@@ -281,5 +281,9 @@ fn subreaper_tier_reaps_orphans_that_left_the_group_once_seen_alive() {
         Duration::from_millis(700),
     );
     let left = b.zombies_left();
-    assert!(left <= 5, "{left} zombies left under corral: {:?}", b.settled);
+    assert!(
+        left <= 5,
+        "{left} zombies left under corral: {:?}",
+        b.settled
+    );
 }

@@ -535,6 +535,9 @@ pub fn run_row_with(
     during: impl FnOnce(&Scratch, &Watch, &Run),
 ) -> Ran {
     let s = Scratch::new();
+    if row.opts.iter().any(|o| o == "pid-namespace") {
+        s.namespaced();
+    }
     let w = Watch::new(&s);
     let rp = report_path(&s);
     let mut args: Vec<&str> = vec!["run"];
