@@ -198,17 +198,36 @@ fn usage_error_messages_name_the_bad_value() {
     assert!(d.err().contains("NOPE"), "{}", d.err());
 }
 
+/// A helper `lo` that closed its output, left behind by a root that exits
+/// with `code` once `lo` is ready, under the leftovers options `o`: it is
+/// `kept` (and counted so) or killed (and counted so); no wait delay
+/// applies, since nothing holds the output.
+fn leftover(o: &[&str], code: i32, kept: bool, fields: Vec<(&'static str, Value)>) -> Ran {
+    run_row(&Row {
+        opts: opts(o),
+        tree: format!(r#""$H" lo >/dev/null 2>&1 & {}exit {code}"#, wait_for("lo")),
+        code: Some(code),
+        bound: Some((Duration::ZERO, 3 * SEC)),
+        fields,
+        killed: Some(Exactly(usize::from(!kept))),
+        kept: Some(u64::from(kept)),
+        fates: if kept {
+            &[("lo", Alive)]
+        } else {
+            &[("lo", Dead)]
+        },
+        ..Row::default()
+    })
+}
+
 #[test]
 fn process_group_containment_is_reported() {
-    run_row(&Row {
-        opts: opts(&["--containment", "process-group"]),
-        tree: format!(r#""$H" lo >/dev/null 2>&1 & {}exit 2"#, wait_for("lo")),
-        code: Some(2),
-        fields: vec![("containment", "process_group".into())],
-        killed: Some(Exactly(1)),
-        fates: &[("lo", Dead)],
-        ..Row::default()
-    });
+    leftover(
+        &["--containment", "process-group"],
+        2,
+        false,
+        vec![("containment", "process_group".into())],
+    );
 }
 
 #[test]
@@ -366,60 +385,33 @@ fn report_dash_is_one_json_object_on_stdout_after_the_programs_output() {
 
 #[test]
 fn keep_on_success_keeps_a_redirected_leftover() {
-    // No wait delay for closed output.
-    let ran = run_row(&Row {
-        tree: format!(r#""$H" kept >/dev/null 2>&1 & {}exit 0"#, wait_for("kept")),
-        code: Some(0),
-        bound: Some((Duration::ZERO, 3 * SEC)),
-        fields: vec![("outcome", "exited".into())],
-        kept: Some(1),
-        killed: Some(Exactly(0)),
-        fates: &[("kept", Alive)],
-        ..Row::default()
-    });
+    let ran = leftover(&[], 0, true, vec![("outcome", "exited".into())]);
     drop(ran); // the Watch kills it
 }
 
 #[test]
 fn keep_on_success_kills_leftovers_after_nonzero_exit() {
-    run_row(&Row {
-        opts: opts(&[]),
-        tree: format!(r#""$H" lo >/dev/null 2>&1 & {}exit 3"#, wait_for("lo")),
-        code: Some(3),
-        fields: vec![("outcome", "exited".into()), ("exit_code", 3.into())],
-        killed: Some(Exactly(1)),
-        kept: Some(0),
-        fates: &[("lo", Dead)],
-        ..Row::default()
-    });
+    leftover(
+        &[],
+        3,
+        false,
+        vec![("outcome", "exited".into()), ("exit_code", 3.into())],
+    );
 }
 
 #[test]
 fn leftovers_kill_kills_after_exit_0() {
-    run_row(&Row {
-        opts: opts(&["--leftovers", "kill"]),
-        tree: format!(r#""$H" lo >/dev/null 2>&1 & {}exit 0"#, wait_for("lo")),
-        code: Some(0),
-        fields: vec![("outcome", "exited".into())],
-        killed: Some(Exactly(1)),
-        kept: Some(0),
-        fates: &[("lo", Dead)],
-        ..Row::default()
-    });
+    leftover(
+        &["--leftovers", "kill"],
+        0,
+        false,
+        vec![("outcome", "exited".into())],
+    );
 }
 
 #[test]
 fn leftovers_keep_keeps_after_nonzero_exit() {
-    run_row(&Row {
-        opts: opts(&["--leftovers", "keep"]),
-        tree: format!(r#""$H" lo >/dev/null 2>&1 & {}exit 3"#, wait_for("lo")),
-        code: Some(3),
-        fields: vec![],
-        killed: Some(Exactly(0)),
-        kept: Some(1),
-        fates: &[("lo", Alive)],
-        ..Row::default()
-    });
+    leftover(&["--leftovers", "keep"], 3, true, vec![]);
 }
 
 #[test]

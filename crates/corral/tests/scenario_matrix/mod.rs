@@ -170,69 +170,44 @@ pub fn root_exits_0_without_children(m: Mechanism) {
     assert!(r.success());
 }
 
-/// `"$H" c` detached (output closed), then the root exits with `code`.
-fn detached(code: i32) -> String {
-    format!(r#""$H" c >/dev/null 2>&1 & exit {code}"#)
+/// `"$H" c` detached (output closed), then the root exits with `code` at
+/// once: nothing holds the output, so the 5 s wait delay never applies.
+/// Under `policy`, `c` is kept (no signal sent) or killed (one SIGKILL).
+fn detached(code: i32, policy: Option<LeftoverPolicy>, kept: bool) -> Row {
+    Row {
+        tree: format!(r#""$H" c >/dev/null 2>&1 & exit {code}"#),
+        wait_delay: Some(secs(5)),
+        leftovers: policy,
+        bound: Some((ZERO, SLACK)),
+        outcome: Some(Outcome::Exited(code)),
+        root: Some(RootStatus::Exited(code)),
+        signals: Some(if kept { NONE } else { KILL }.into()),
+        killed: Some(Exactly(usize::from(!kept)).into()),
+        kept: Some(usize::from(kept)),
+        fates: if kept {
+            &[("c", Alive)]
+        } else {
+            &[("c", Dead)]
+        },
+        ..Row::default()
+    }
 }
 
 pub fn exit_0_detached_child_kept_under_keep_on_success(m: Mechanism) {
-    // Well below the 5 s wait delay: nothing holds the output.
-    Tier::new(m).run(&Row {
-        tree: detached(0),
-        wait_delay: Some(secs(5)),
-        bound: Some((ZERO, SLACK)),
-        outcome: Some(Outcome::Exited(0)),
-        signals: Some(NONE.into()),
-        kept: Some(1),
-        killed: Some(Exactly(0).into()),
-        fates: &[("c", Alive)],
-        ..Row::default()
-    });
+    Tier::new(m).run(&detached(0, None, true));
 }
 
 pub fn exit_0_detached_child_killed_under_kill_policy(m: Mechanism) {
-    Tier::new(m).run(&Row {
-        tree: detached(0),
-        wait_delay: Some(secs(5)),
-        leftovers: Some(LeftoverPolicy::Kill),
-        bound: Some((ZERO, SLACK)),
-        outcome: Some(Outcome::Exited(0)),
-        signals: Some(KILL.into()),
-        killed: Some(Exactly(1).into()),
-        kept: Some(0),
-        fates: &[("c", Dead)],
-        ..Row::default()
-    });
+    Tier::new(m).run(&detached(0, Some(LeftoverPolicy::Kill), false));
 }
 
 pub fn exit_3_detached_child_kept_under_keep_policy(m: Mechanism) {
-    Tier::new(m).run(&Row {
-        tree: detached(3),
-        wait_delay: Some(secs(5)),
-        leftovers: Some(LeftoverPolicy::Keep),
-        bound: Some((ZERO, SLACK)),
-        outcome: Some(Outcome::Exited(3)),
-        signals: Some(NONE.into()),
-        kept: Some(1),
-        killed: Some(Exactly(0).into()),
-        fates: &[("c", Alive)],
-        ..Row::default()
-    });
+    Tier::new(m).run(&detached(3, Some(LeftoverPolicy::Keep), true));
 }
 
 pub fn exit_7_detached_child_killed_and_exit_is_clean(m: Mechanism) {
-    Tier::new(m).run(&Row {
-        tree: detached(7),
-        wait_delay: Some(secs(5)),
-        bound: Some((ZERO, SLACK)),
-        outcome: Some(Outcome::Exited(7)),
-        root: Some(RootStatus::Exited(7)),
-        signals: Some(KILL.into()),
-        killed: Some(Exactly(1).into()),
-        kept: Some(0),
-        fates: &[("c", Dead)],
-        ..Row::default()
-    });
+    let r = Tier::new(m).run(&detached(7, None, false));
+    assert!(!r.success());
 }
 
 pub fn exit_7_survivor_ignoring_term_escalates_within_grace(m: Mechanism) {
@@ -817,17 +792,8 @@ pub fn unread_large_stdin_does_not_stall_the_deadline(m: Mechanism) {
 }
 
 pub fn unread_large_stdin_and_prompt_exit_returns_at_once(m: Mechanism) {
-    let row = Row {
-        tree: detached(5),
-        wait_delay: Some(secs(5)),
-        bound: Some((ZERO, SLACK)),
-        outcome: Some(Outcome::Exited(5)),
-        killed: Some(Exactly(1).into()),
-        fates: &[("c", Dead)],
-        ..Row::default()
-    };
     Tier::new(m).run_with(
-        &row,
+        &detached(5, None, false),
         |c| {
             c.stdin(Input::bytes(vec![b'x'; 8 << 20]));
         },
