@@ -8,11 +8,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use corral::{ContainmentChoice, Error, LimitHit, Mechanism, Outcome};
-use corral_testkit::scenario::{
-    ms, tree, Count::AtLeast, Count::Exactly, Fate::Alive, Fate::Dead, Row, Tier,
-};
-use corral_testkit::{started, Scratch, Watch};
+use corral::{ContainmentChoice, Error, LimitHit, Mechanism};
+use corral_testkit::scenario::{escapers, Row, Tier};
+use corral_testkit::{Scratch, Watch};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -87,82 +85,34 @@ fn run_row(row: &Row, after: impl FnOnce(&Tier, &corral::Report)) {
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn setsid_escaper_holding_the_pipe_is_killed() {
-    run_row(
-        &Row {
-            tree: format!(r#"setsid "$H" esc & {}exit 0"#, started("esc")),
-            wait_delay: Some(ms(300)),
-            bound: Some((ms(300), 3 * SEC)),
-            outcome: Some(Outcome::OutputHeld),
-            killed: Some(AtLeast(1).into()),
-            fates: &[("esc", Dead)],
-            ..Row::default()
-        },
-        |_, _| {},
-    );
+    run_row(&escapers::setsid_pipe_holder(), |_, _| {});
 }
 
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn double_forked_daemon_is_killed_on_timeout() {
-    // The daemon detaches twice (subshell + setsid) and redirects its output.
-    run_row(
-        &Row {
-            tree: tree(r#"( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & ) ; sleep 30"#),
-            timeout: Some(ms(500)),
-            bound: Some((ms(500), 3 * SEC)),
-            outcome: Some(Outcome::TimedOut),
-            fates: &[("daemon", Dead)],
-            ..Row::default()
-        },
-        |_, _| {},
-    );
+    run_row(&escapers::double_forked_daemon(), |_, _| {});
 }
 
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn setsid_child_that_redirected_output_dies_with_a_nonzero_exit() {
-    run_row(
-        &Row {
-            tree: format!(
-                r#"setsid "$H" late >/dev/null 2>&1 & {}exit 4"#,
-                started("late")
-            ),
-            bound: Some((Duration::ZERO, 3 * SEC)),
-            outcome: Some(Outcome::Exited(4)),
-            killed: Some(Exactly(1).into()),
-            fates: &[("late", Dead)],
-            ..Row::default()
-        },
-        |_, _| {},
-    );
+    run_row(&escapers::setsid_survivor_of_nonzero_exit(4), |_, _| {});
 }
 
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn setsid_child_is_kept_and_released_after_exit_0() {
-    run_row(
-        &Row {
-            tree: format!(
-                r#"setsid "$H" keep >/dev/null 2>&1 & {}exit 0"#,
-                started("keep")
-            ),
-            bound: Some((Duration::ZERO, 3 * SEC)),
-            outcome: Some(Outcome::Exited(0)),
-            kept: Some(1),
-            fates: &[("keep", Alive)],
-            ..Row::default()
-        },
-        |t, _| {
-            let pid = t.watch.pid("keep", SEC).unwrap();
-            // Released: it now lives in corral's own cgroup, not a
-            // per-command one.
-            let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-            assert!(
-                !cg.contains("corral-"),
-                "kept child still in a corral cgroup: {cg}"
-            );
-        },
-    );
+    run_row(&escapers::setsid_survivor_kept(), |t, _| {
+        let pid = t.watch.pid("keep", SEC).unwrap();
+        // Released: it now lives in corral's own cgroup, not a per-command
+        // one.
+        let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        assert!(
+            !cg.contains("corral-"),
+            "kept child still in a corral cgroup: {cg}"
+        );
+    });
 }
 
 #[corral_testkit::needs(limits)]

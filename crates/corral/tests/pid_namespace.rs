@@ -13,12 +13,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use corral::{
-    Command, ContainmentChoice, Error, LeftoverPolicy, Mechanism, OsOp, Outcome, Report, Signal,
-};
-use corral_testkit::scenario::{
-    Count::AtLeast, Count::Exactly, Fate::Alive, Fate::Dead, Row, Tier,
-};
+use corral::{Command, ContainmentChoice, Error, Mechanism, OsOp, Outcome, Report, Signal};
+use corral_testkit::scenario::{escapers, Count::AtLeast, Fate::Dead, Row, Tier};
 use corral_testkit::{assert_between, Scratch, Watch};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -150,36 +146,13 @@ fn output_held_by_a_grandchild_is_bounded() {
 #[test]
 fn nonzero_exit_kills_survivors_and_exit_0_keeps_them() {
     let t = Tier::new(Mechanism::PidNamespace);
-    t.run(&Row {
-        tree: format!(
-            r#"setsid "$H" late >/dev/null 2>&1 & {} exit 3"#,
-            wait_file("late")
-        ),
-        bound: Some((Duration::ZERO, 3 * SEC)),
-        outcome: Some(Outcome::Exited(3)),
-        killed: Some(Exactly(1).into()),
-        fates: &[("late", Dead)],
-        ..Row::default()
-    });
-
+    t.run(&escapers::setsid_survivor_of_nonzero_exit(3));
     // exit 0 with a detached child that closed its output: kept (the
     // namespace stays alive as long as something runs in it), and corral
     // returns at once.
-    t.run(&Row {
-        tree: format!(
-            r#"setsid "$H" kept >/dev/null 2>&1 & {} exit 0"#,
-            wait_file("kept")
-        ),
-        leftovers: Some(LeftoverPolicy::KeepOnSuccess),
-        bound: Some((Duration::ZERO, 2 * SEC)),
-        outcome: Some(Outcome::Exited(0)),
-        kept: Some(1),
-        signals: Some([].as_slice().into()),
-        fates: &[("kept", Alive)],
-        ..Row::default()
-    });
+    t.run(&escapers::setsid_survivor_kept());
     std::thread::sleep(ms(200));
-    assert!(t.watch.is_alive("kept"), "a kept leftover was killed");
+    assert!(t.watch.is_alive("keep"), "a kept leftover was killed");
     // The watch kills it on drop.
 }
 

@@ -12,8 +12,8 @@
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
-use corral::{Command, ContainmentChoice, Error, LeftoverPolicy, Mechanism, Outcome, Report};
-use corral_testkit::scenario::{tree, Count::AtLeast, Count::Exactly, Fate::Dead, Row, Tier};
+use corral::{Command, ContainmentChoice, Error, Mechanism, Outcome, Report};
+use corral_testkit::scenario::{escapers, tree, Fate::Dead, Row, Tier};
 use corral_testkit::{assert_between, Scratch, Watch};
 
 const TERM: &[corral::Signal] = &[corral::Signal::TERM];
@@ -150,79 +150,27 @@ fn run_row(row: &Row, after: impl FnOnce(&Tier, &Report)) {
 
 #[test]
 fn setsid_escaper_holding_the_pipe_is_killed() {
-    run_row(
-        &Row {
-            tree: format!(r#"setsid "$H" esc & {} exit 0"#, wait_file("esc")),
-            wait_delay: Some(ms(300)),
-            bound: Some((ms(300), 3 * SEC)),
-            outcome: Some(Outcome::OutputHeld),
-            killed: Some(Exactly(1).into()),
-            fates: &[("esc", Dead)],
-            ..Row::default()
-        },
-        |_, _| {},
-    );
+    run_row(&escapers::setsid_pipe_holder(), |_, _| {});
 }
 
 #[test]
 fn double_forked_daemon_is_killed_on_timeout() {
-    // The daemon detaches twice (subshell + setsid) and redirects its output:
-    // it is an orphan of corral before corral ever looks at the tree.
-    run_row(
-        &Row {
-            tree: tree(r#"( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & ) ; sleep 30"#),
-            timeout: Some(ms(500)),
-            bound: Some((ms(500), 3 * SEC)),
-            outcome: Some(Outcome::TimedOut),
-            killed: Some(AtLeast(1).into()),
-            fates: &[("daemon", Dead)],
-            ..Row::default()
-        },
-        |_, _| {},
-    );
+    // It is an orphan of corral before corral ever looks at the tree.
+    run_row(&escapers::double_forked_daemon(), |_, _| {});
 }
 
 #[test]
 fn nonzero_exit_kills_a_setsid_survivor() {
-    // Nothing holds the output: no wait delay, the survivor is killed at once.
-    run_row(
-        &Row {
-            tree: format!(
-                r#"setsid "$H" late >/dev/null 2>&1 & {} exit 4"#,
-                wait_file("late")
-            ),
-            wait_delay: Some(5 * SEC),
-            bound: Some((Duration::ZERO, 2 * SEC)),
-            outcome: Some(Outcome::Exited(4)),
-            killed: Some(Exactly(1).into()),
-            kept: Some(0),
-            fates: &[("late", Dead)],
-            ..Row::default()
-        },
-        |_, _| {},
-    );
+    run_row(&escapers::setsid_survivor_of_nonzero_exit(4), |_, _| {});
 }
 
 #[test]
 fn exit_0_setsid_survivor_is_kept_and_left_alone() {
     let _g = setup();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let r = sr(
-        &s,
-        &format!(
-            r#"setsid "$H" keep >/dev/null 2>&1 & {} exit 0"#,
-            wait_file("keep")
-        ),
-    )
-    .leftovers(LeftoverPolicy::KeepOnSuccess)
-    .run()
-    .unwrap();
+    let t = Tier::new(Mechanism::Subreaper);
+    let r = t.run(&escapers::setsid_survivor_kept());
     check_subreaper(&r);
-    assert_eq!(r.exit_code(), Some(0));
-    assert_eq!(r.leftovers.kept, 1);
-    assert_eq!(r.leftovers.killed, 0);
-    assert!(r.signals_sent.is_empty(), "{:?}", r.signals_sent);
+    let w = &t.watch;
     let kept = w.pid("keep", SEC).unwrap();
     // It is now an orphan of this process (corral is the subreaper)...
     let ppid = std::fs::read_to_string(format!("/proc/{kept}/stat")).unwrap();
@@ -232,7 +180,7 @@ fn exit_0_setsid_survivor_is_kept_and_left_alone() {
         Some(me.as_str())
     );
     std::thread::sleep(ms(200));
-    assert_alive(&w, &["keep"]);
+    assert_alive(w, &["keep"]);
     // ...and no later command takes it for one of its own.
     let s2 = Scratch::new();
     let w2 = Watch::new(&s2);
@@ -249,9 +197,9 @@ fn exit_0_setsid_survivor_is_kept_and_left_alone() {
     check_subreaper(&r2);
     assert_eq!(r2.outcome, Outcome::TimedOut);
     assert_dead(&w2, &["other"]);
-    assert_alive(&w, &["keep"]);
+    assert_alive(w, &["keep"]);
     // When it dies, the keeper reaps it: no zombie is left.
-    drop(w);
+    drop(t);
     drop(w2);
     assert_no_zombie_children();
 }

@@ -339,3 +339,80 @@ impl Tier {
         self.assert_fates(row.fates);
     }
 }
+
+/// Rows for escapers, which every tier but the process group holds: the
+/// cgroup, PID-namespace and subreaper tests run them with their own
+/// checks after.
+pub mod escapers {
+    use super::*;
+    use crate::started;
+
+    /// A `setsid` helper `esc` holding the output pipe; the root exits 0
+    /// once it runs. The run is `output_held` after the 300 ms wait delay,
+    /// and `esc` is killed (the one leftover).
+    pub fn setsid_pipe_holder() -> Row {
+        Row {
+            tree: format!(r#"setsid "$H" esc & {}exit 0"#, started("esc")),
+            wait_delay: Some(ms(300)),
+            bound: Some((ms(300), Duration::from_secs(3))),
+            outcome: Some(Outcome::OutputHeld),
+            killed: Some(Count::Exactly(1).into()),
+            fates: &[("esc", Fate::Dead)],
+            ..Row::default()
+        }
+    }
+
+    /// A daemon that detached twice (subshell + `setsid`) and redirected
+    /// its output, so that it is an orphan before corral looks at the tree;
+    /// killed when the 500 ms timeout ends the run.
+    pub fn double_forked_daemon() -> Row {
+        Row {
+            tree: tree(r#"( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & ) ; sleep 30"#),
+            timeout: Some(ms(500)),
+            bound: Some((ms(500), Duration::from_secs(3))),
+            outcome: Some(Outcome::TimedOut),
+            killed: Some(Count::AtLeast(1).into()),
+            fates: &[("daemon", Fate::Dead)],
+            ..Row::default()
+        }
+    }
+
+    /// A `setsid` helper `late` that closed its output, left by a root that
+    /// exits `code` (not 0) once it runs: nothing holds the output, so the
+    /// 5 s wait delay does not apply, and `late` is killed at once.
+    pub fn setsid_survivor_of_nonzero_exit(code: i32) -> Row {
+        Row {
+            tree: format!(
+                r#"setsid "$H" late >/dev/null 2>&1 & {}exit {code}"#,
+                started("late")
+            ),
+            wait_delay: Some(Duration::from_secs(5)),
+            bound: Some((Duration::ZERO, Duration::from_secs(2))),
+            outcome: Some(Outcome::Exited(code)),
+            killed: Some(Count::Exactly(1).into()),
+            kept: Some(0),
+            fates: &[("late", Fate::Dead)],
+            ..Row::default()
+        }
+    }
+
+    /// A `setsid` helper `keep` that closed its output, left by a root that
+    /// exits 0 once it runs: kept under `KeepOnSuccess` (no signal sent),
+    /// and the run returns at once.
+    pub fn setsid_survivor_kept() -> Row {
+        Row {
+            tree: format!(
+                r#"setsid "$H" keep >/dev/null 2>&1 & {}exit 0"#,
+                started("keep")
+            ),
+            leftovers: Some(LeftoverPolicy::KeepOnSuccess),
+            bound: Some((Duration::ZERO, Duration::from_secs(2))),
+            outcome: Some(Outcome::Exited(0)),
+            signals: Some(PerTier::All(&[])),
+            killed: Some(Count::Exactly(0).into()),
+            kept: Some(1),
+            fates: &[("keep", Fate::Alive)],
+            ..Row::default()
+        }
+    }
+}
