@@ -495,8 +495,11 @@ pub struct Row {
     /// when not given).
     pub dead_within: Option<Duration>,
     /// More environment for corral, made from the scratch.
-    pub env: Option<fn(&Scratch) -> Vec<(std::ffi::OsString, std::ffi::OsString)>>,
+    pub env: Option<EnvFrom>,
 }
+
+/// Environment made from a scratch (`Scratch::fake_readonly_cgroup_env`).
+pub type EnvFrom = fn(&Scratch) -> Vec<(std::ffi::OsString, std::ffi::OsString)>;
 
 /// A row's options (for struct literals).
 pub fn opts(o: &[&str]) -> Vec<String> {
