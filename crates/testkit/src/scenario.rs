@@ -141,6 +141,17 @@ pub struct Row {
     pub fates: &'static [(&'static str, Fate)],
 }
 
+/// The OS operations a command recorded, in order.
+pub type Ops = std::sync::Arc<std::sync::Mutex<Vec<corral::OsOp>>>;
+
+/// Records the OS operations of every run of `cmd` (`Command::trace_ops`).
+pub fn traced(cmd: &mut Command) -> Ops {
+    let ops: Ops = Ops::default();
+    let o = ops.clone();
+    cmd.trace_ops(move |op: &corral::OsOp| o.lock().unwrap().push(op.clone()));
+    ops
+}
+
 /// A row's tree as a `String` (for struct literals).
 pub fn tree(script: &str) -> String {
     script.to_owned()

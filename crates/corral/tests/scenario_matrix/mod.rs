@@ -27,8 +27,8 @@ use corral::{
 };
 use corral_testkit::assert_between;
 use corral_testkit::scenario::{
-    ms, tree, Count::AtLeast, Count::Exactly, Fate::Alive, Fate::AliveIn, Fate::Dead, Row, Tier,
-    SLACK,
+    ms, traced, tree, Count::AtLeast, Count::Exactly, Fate::Alive, Fate::AliveIn, Fate::Dead, Row,
+    Tier, SLACK,
 };
 
 /// Generates one `#[test]` per scenario for each tier given as
@@ -132,13 +132,6 @@ fn wait_stopped(pid: u32) {
         assert!(Instant::now() < end, "helper {pid} never stopped");
         std::thread::sleep(ms(2));
     }
-}
-
-fn traced(cmd: &mut Command) -> Arc<Mutex<Vec<OsOp>>> {
-    let ops: Arc<Mutex<Vec<OsOp>>> = Arc::default();
-    let o = ops.clone();
-    cmd.trace_ops(move |op: &OsOp| o.lock().unwrap().push(op.clone()));
-    ops
 }
 
 fn on_line(cmd: &mut Command) -> Lines {
