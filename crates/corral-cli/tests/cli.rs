@@ -1126,22 +1126,16 @@ fn kill_after_is_the_long_name_of_k() {
 #[test]
 fn signal_without_kill_after_is_sent_then_sigkill_after_10s() {
     // -s alone is never ignored: SIG first, SIGKILL 10 s later.
-    let s = Scratch::new();
-    let rp = report_path(&s);
-    let d = run(
-        corral(
-            &s,
-            [
-                "run", "-t", "100ms", "-s", "USR1", "--report", &rp, "--", "sleep", "30",
-            ],
-        ),
-        8 * SEC,
-    );
-    d.assert_code(124);
-    assert!(d.elapsed() < 3 * SEC, "{:?}", d.elapsed());
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(signals_sent(&v), [10], "{v}");
-    assert_eq!(v["signal"], 10, "{v}");
+    run_row(&Row {
+        opts: opts(&["-t", "100ms", "-s", "USR1"]),
+        argv: opts(&["sleep", "30"]),
+        hang: Some(8 * SEC),
+        code: Some(124),
+        bound: Some((Duration::ZERO, 3 * SEC)),
+        signals: Some(&[10]),
+        fields: vec![("signal", 10.into())],
+        ..Row::default()
+    });
     // An ignorer gets SIGKILL when the default grace ends.
     run_row(&Row {
         opts: opts(&["-t", "100ms", "-s", "INT"]),

@@ -185,37 +185,15 @@ fn pid_namespace_tier_from_the_cli() {
     assert_eq!(ran.d.out().trim(), "2");
     check_report(&ran.v);
 
-    let s = ran.s;
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "--containment",
-                "pid-namespace",
-                "--",
-                "sh",
-                "-c",
-                "exit 9",
-            ],
-        ),
-        5 * SEC,
-    );
-    d.assert_code(9);
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "--containment",
-                "pid-namespace",
-                "--",
-                "/nonexistent/x",
-            ],
-        ),
-        5 * SEC,
-    );
-    d.assert_code(127);
+    for (tree, argv, code) in [("exit 9", vec![], 9), ("", opts(&["/nonexistent/x"]), 127)] {
+        run_row(&Row {
+            opts: opts(&["--containment", "pid-namespace"]),
+            tree: tree.into(),
+            argv,
+            code: Some(code),
+            ..Row::default()
+        });
+    }
 }
 
 /// A signal to corral is passed on to the whole namespace (the init sends
