@@ -10,6 +10,11 @@
 //! alive?" through that pinned identity, and on drop SIGKILLs every helper
 //! still alive. Cleanup therefore never depends on the code under test, and
 //! never kills by name.
+//!
+//! Scenario tests are tables: a [`scenario::Row`] states a tree and what
+//! must come out of it (return bound, outcome, signals, leftovers, output,
+//! the fate of every helper), and [`scenario::Tier`] runs it in one
+//! containment tier and asserts all of it.
 
 #![cfg(unix)]
 
