@@ -14,6 +14,11 @@ use corral_testkit::{assert_between, Scratch, Watch};
 use rustix::process::{kill_process, Pid, Signal};
 
 use common::*;
+use corral::Mechanism;
+use corral_testkit::scenario::{
+    Count::AtLeast, Count::Exactly, Fate::Alive, Fate::AliveIn, Fate::Dead,
+};
+use serde_json::Value;
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -34,17 +39,16 @@ fn exit_0_after_clean_exit() {
 
 #[test]
 fn own_exit_code_is_passed_through() {
-    let s = Scratch::new();
-    let rp = report_path(&s);
-    let d = run(
-        corral(&s, ["run", "--report", &rp, "--", "sh", "-c", "exit 3"]),
-        5 * SEC,
-    );
-    d.assert_code(3);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "exited");
-    assert_eq!(v["exit_code"], 3);
-    assert!(v["signal"].is_null());
+    run_row(&Row {
+        tree: "exit 3".into(),
+        code: Some(3),
+        fields: vec![
+            ("outcome", "exited".into()),
+            ("exit_code", 3.into()),
+            ("signal", Value::Null),
+        ],
+        ..Row::default()
+    });
 }
 
 #[test]
@@ -77,31 +81,19 @@ fn program_without_double_dash_and_its_own_options() {
 
 #[test]
 fn timeout_exits_124_and_kills_the_tree() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let script = format!(r#"{ROOT}"$H" a & {}"$H" b"#, wait_for("a"));
-    let d = run(
-        corral(
-            &s,
-            [
-                "run", "-t", "500ms", "--report", &rp, "--", "sh", "-c", &script,
-            ],
-        ),
-        5 * SEC,
-    );
-    d.assert_code(124);
-    assert_between(d.elapsed(), ms(500), 4 * SEC);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "timed_out");
-    assert_eq!(
-        count(&v, "killed"),
-        2,
-        "a and b killed (root not counted): {v}"
-    );
-    assert_eq!(signals_sent(&v), [9], "no grace: SIGKILL at once");
-    assert_dead(&w, &["root", "a", "b"]);
-    assert_only(&w, &["root", "a", "b"]);
+    run_row(&Row {
+        opts: opts(&["-t", "500ms"]),
+        tree: format!(r#"{ROOT}"$H" a & {}"$H" b"#, wait_for("a")),
+        code: Some(124),
+        bound: Some((ms(500), 4 * SEC)),
+        fields: vec![("outcome", "timed_out".into())],
+        // a and b killed (the root is not counted); no grace: SIGKILL at once.
+        killed: Some(Exactly(2)),
+        signals: Some(&[9]),
+        fates: &[("root", Dead), ("a", Dead), ("b", Dead)],
+        only: true,
+        ..Row::default()
+    });
 }
 
 #[test]
@@ -149,36 +141,20 @@ fn long_duration_syntax_parses() {
 #[test]
 fn held_output_exits_123_and_kills_the_holder() {
     for (exit, json_code) in [("exit 0", 0), ("exit 7", 7)] {
-        let s = Scratch::new();
-        let w = Watch::new(&s);
-        let rp = report_path(&s);
-        let script = format!(
-            r#""$H" gc & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/gc.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/gc.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; {exit}"#
-        );
-        let d = run(
-            corral(
-                &s,
-                [
-                    "run",
-                    "--wait-delay",
-                    "300ms",
-                    "--report",
-                    &rp,
-                    "--",
-                    "sh",
-                    "-c",
-                    &script,
-                ],
-            ),
-            5 * SEC,
-        );
-        d.assert_code(123);
-        assert_between(d.elapsed(), ms(300), 3 * SEC);
-        let v = read_report(&s.path("report.json"));
-        assert_eq!(v["outcome"], "output_held", "{exit}");
-        assert_eq!(v["exit_code"], json_code, "root's own code kept: {v}");
-        assert!(count(&v, "killed") >= 1, "holder counted as killed: {v}");
-        assert_dead(&w, &["gc"]);
+        run_row(&Row {
+            opts: opts(&["--wait-delay", "300ms"]),
+            tree: format!(r#""$H" gc & {}{exit}"#, wait_for("gc")),
+            code: Some(123),
+            bound: Some((ms(300), 3 * SEC)),
+            // The root's own code is kept; the holder counted as killed.
+            fields: vec![
+                ("outcome", "output_held".into()),
+                ("exit_code", json_code.into()),
+            ],
+            killed: Some(AtLeast(1)),
+            fates: &[("gc", Dead)],
+            ..Row::default()
+        });
     }
 }
 
@@ -222,33 +198,36 @@ fn usage_error_messages_name_the_bad_value() {
     assert!(d.err().contains("NOPE"), "{}", d.err());
 }
 
+/// A helper `lo` that closed its output, left behind by a root that exits
+/// with `code` once `lo` is ready, under the leftovers options `o`: it is
+/// `kept` (and counted so) or killed (and counted so); no wait delay
+/// applies, since nothing holds the output.
+fn leftover(o: &[&str], code: i32, kept: bool, fields: Vec<(&'static str, Value)>) -> Ran {
+    run_row(&Row {
+        opts: opts(o),
+        tree: format!(r#""$H" lo >/dev/null 2>&1 & {}exit {code}"#, wait_for("lo")),
+        code: Some(code),
+        bound: Some((Duration::ZERO, 3 * SEC)),
+        fields,
+        killed: Some(Exactly(usize::from(!kept))),
+        kept: Some(u64::from(kept)),
+        fates: if kept {
+            &[("lo", Alive)]
+        } else {
+            &[("lo", Dead)]
+        },
+        ..Row::default()
+    })
+}
+
 #[test]
 fn process_group_containment_is_reported() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "--containment",
-                "process-group",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                r#""$H" lo >/dev/null 2>&1 & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/lo.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/lo.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 2"#,
-            ],
-        ),
-        5 * SEC,
+    leftover(
+        &["--containment", "process-group"],
+        2,
+        false,
+        vec![("containment", "process_group".into())],
     );
-    d.assert_code(2);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["containment"], "process_group");
-    assert_eq!(count(&v, "killed"), 1, "{v}");
-    assert_dead(&w, &["lo"]);
 }
 
 #[test]
@@ -337,24 +316,24 @@ fn not_found_exits_127_with_spawn_failed_report() {
 
 #[test]
 fn root_killed_by_its_own_signal_exits_128_plus_n() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
     // A leftover that closed its output: the run is not a clean exit 0, so
     // keep-on-success kills it.
-    let script = r#""$H" bg >/dev/null 2>&1 & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/bg.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/bg.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; kill -SEGV $$"#;
-    let d = run(
-        corral(&s, ["run", "--report", &rp, "--", "sh", "-c", script]),
-        5 * SEC,
-    );
-    d.assert_code(139);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "signaled");
-    assert_eq!(v["signal"], 11);
-    assert!(v["exit_code"].is_null());
-    assert_eq!(signals_sent(&v), [9], "leftover killed: {v}");
-    assert_eq!(count(&v, "killed"), 1, "{v}");
-    assert_dead(&w, &["bg"]);
+    run_row(&Row {
+        tree: format!(
+            r#""$H" bg >/dev/null 2>&1 & {}kill -SEGV $$"#,
+            wait_for("bg")
+        ),
+        code: Some(139),
+        fields: vec![
+            ("outcome", "signaled".into()),
+            ("signal", 11.into()),
+            ("exit_code", Value::Null),
+        ],
+        signals: Some(&[9]),
+        killed: Some(Exactly(1)),
+        fates: &[("bg", Dead)],
+        ..Row::default()
+    });
 }
 
 #[test]
@@ -406,144 +385,49 @@ fn report_dash_is_one_json_object_on_stdout_after_the_programs_output() {
 
 #[test]
 fn keep_on_success_keeps_a_redirected_leftover() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                r#""$H" kept >/dev/null 2>&1 & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/kept.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/kept.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 0"#,
-            ],
-        ),
-        5 * SEC,
-    );
-    d.assert_code(0);
-    assert!(d.elapsed() < 3 * SEC, "no wait delay for closed output");
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "exited");
-    assert_eq!(count(&v, "kept"), 1, "{v}");
-    assert_eq!(count(&v, "killed"), 0, "{v}");
-    assert_alive(&w, &["kept"]);
-    drop(w); // kills it
+    let ran = leftover(&[], 0, true, vec![("outcome", "exited".into())]);
+    drop(ran); // the Watch kills it
 }
 
 #[test]
 fn keep_on_success_kills_leftovers_after_nonzero_exit() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                r#""$H" lo >/dev/null 2>&1 & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/lo.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/lo.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 3"#,
-            ],
-        ),
-        5 * SEC,
+    leftover(
+        &[],
+        3,
+        false,
+        vec![("outcome", "exited".into()), ("exit_code", 3.into())],
     );
-    d.assert_code(3);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "exited");
-    assert_eq!(v["exit_code"], 3);
-    assert_eq!(count(&v, "killed"), 1, "{v}");
-    assert_eq!(count(&v, "kept"), 0, "{v}");
-    assert_dead(&w, &["lo"]);
 }
 
 #[test]
 fn leftovers_kill_kills_after_exit_0() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "--leftovers",
-                "kill",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                r#""$H" lo >/dev/null 2>&1 & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/lo.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/lo.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 0"#,
-            ],
-        ),
-        5 * SEC,
+    leftover(
+        &["--leftovers", "kill"],
+        0,
+        false,
+        vec![("outcome", "exited".into())],
     );
-    d.assert_code(0);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "exited");
-    assert_eq!(count(&v, "killed"), 1, "{v}");
-    assert_eq!(count(&v, "kept"), 0, "{v}");
-    assert_dead(&w, &["lo"]);
 }
 
 #[test]
 fn leftovers_keep_keeps_after_nonzero_exit() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "--leftovers",
-                "keep",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                r#""$H" lo >/dev/null 2>&1 & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/lo.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/lo.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 3"#,
-            ],
-        ),
-        5 * SEC,
-    );
-    d.assert_code(3);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(count(&v, "kept"), 1, "{v}");
-    assert_eq!(count(&v, "killed"), 0, "{v}");
-    assert_alive(&w, &["lo"]);
+    leftover(&["--leftovers", "keep"], 3, true, vec![]);
 }
 
 #[test]
 fn timeout_with_grace_sends_term_then_kill_to_an_ignorer() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let script = format!(r#"{ROOT}{IGN}{}"$H" a"#, wait_for("ign"));
-    let d = run(
-        corral(
-            &s,
-            [
-                "run", "-t", "300ms", "-k", "300ms", "--report", &rp, "--", "sh", "-c", &script,
-            ],
-        ),
-        6 * SEC,
-    );
-    d.assert_code(124);
-    assert_between(d.elapsed(), ms(600), 4 * SEC);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "timed_out");
-    assert_eq!(signals_sent(&v), [15, 9], "{v}");
-    assert!(count(&v, "killed") >= 2, "{v}");
-    assert_dead(&w, &["root", "ign", "a"]);
+    run_row(&Row {
+        opts: opts(&["-t", "300ms", "-k", "300ms"]),
+        tree: format!(r#"{ROOT}{IGN}{}"$H" a"#, wait_for("ign")),
+        hang: Some(6 * SEC),
+        code: Some(124),
+        bound: Some((ms(600), 4 * SEC)),
+        fields: vec![("outcome", "timed_out".into())],
+        signals: Some(&[15, 9]),
+        killed: Some(AtLeast(2)),
+        fates: &[("root", Dead), ("ign", Dead), ("a", Dead)],
+        ..Row::default()
+    });
 }
 
 #[test]
@@ -553,122 +437,71 @@ fn timeout_with_grace_wakes_a_stopped_grandchild() {
     // long before the 5 s grace. The root stays alive (waiting for its
     // children in its TERM trap), so the group is not orphaned and the
     // kernel's own SIGHUP+SIGCONT to orphaned stopped groups cannot help.
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let script = format!(
-        r#"{ROOT}"$H" st & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/st.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/st.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; kill -STOP $!; trap 'wait; exit 0' TERM; "$H" a & wait"#
-    );
-    let d = run(
-        corral(
-            &s,
-            [
-                "run", "-t", "400ms", "-k", "5s", "--report", &rp, "--", "sh", "-c", &script,
-            ],
+    run_row(&Row {
+        opts: opts(&["-t", "400ms", "-k", "5s"]),
+        tree: format!(
+            r#"{ROOT}"$H" st & {}kill -STOP $!; trap 'wait; exit 0' TERM; "$H" a & wait"#,
+            wait_for("st")
         ),
-        8 * SEC,
-    );
-    d.assert_code(124);
-    assert_between(d.elapsed(), ms(400), ms(4000));
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "timed_out");
-    assert_eq!(signals_sent(&v), [15], "TERM was enough: {v}");
-    assert_dead(&w, &["root", "st", "a"]);
+        hang: Some(8 * SEC),
+        code: Some(124),
+        bound: Some((ms(400), ms(4000))),
+        fields: vec![("outcome", "timed_out".into())],
+        // TERM was enough.
+        signals: Some(&[15]),
+        fates: &[("root", Dead), ("st", Dead), ("a", Dead)],
+        ..Row::default()
+    });
 }
 
 // --------------------------------------------------------------------- relay
 
 #[test]
 fn relay_gives_eof_in_bounded_time_when_a_grandchild_holds_stdout() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let run_ = start(
-        corral(
-            &s,
-            [
-                "run",
-                "--wait-delay",
-                "300ms",
-                "--",
-                "sh",
-                "-c",
-                r#""$H" gc & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/gc.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/gc.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; echo started; exit 0"#,
-            ],
-        ),
-        Sink::Pipe,
-        Sink::Pipe,
-    );
-    let d = run_.finish(5 * SEC);
-    let out = d.stdout.as_ref().unwrap();
-    assert_between(out.eof_at - d.started, ms(300), ms(300) + 3 * SEC);
-    d.assert_code(123);
-    assert_eq!(d.out(), "started\n");
-    assert_dead(&w, &["gc"]);
+    let ran = run_row(&Row {
+        opts: opts(&["--wait-delay", "300ms"]),
+        tree: format!(r#""$H" gc & {}echo started; exit 0"#, wait_for("gc")),
+        code: Some(123),
+        fates: &[("gc", Dead)],
+        ..Row::default()
+    });
+    let out = ran.d.stdout.as_ref().unwrap();
+    assert_between(out.eof_at - ran.d.started, ms(300), ms(300) + 3 * SEC);
+    assert_eq!(ran.d.out(), "started\n");
 }
 
 #[test]
 fn relay_gives_eof_in_bounded_time_when_a_grandchild_holds_stderr() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "--wait-delay",
-                "300ms",
-                "--",
-                "sh",
-                "-c",
-                r#""$H" gc >/dev/null & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/gc.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/gc.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; echo oops >&2; exit 0"#,
-            ],
+    let ran = run_row(&Row {
+        opts: opts(&["--wait-delay", "300ms"]),
+        tree: format!(
+            r#""$H" gc >/dev/null & {}echo oops >&2; exit 0"#,
+            wait_for("gc")
         ),
-        5 * SEC,
-    );
-    let err = d.stderr.as_ref().unwrap();
-    assert_between(err.eof_at - d.started, ms(300), ms(300) + 3 * SEC);
-    d.assert_code(123);
-    assert!(d.err().starts_with("oops\n"), "{:?}", d.err());
-    assert_dead(&w, &["gc"]);
+        code: Some(123),
+        fates: &[("gc", Dead)],
+        ..Row::default()
+    });
+    let err = ran.d.stderr.as_ref().unwrap();
+    assert_between(err.eof_at - ran.d.started, ms(300), ms(300) + 3 * SEC);
+    assert!(ran.d.err().starts_with("oops\n"), "{:?}", ran.d.err());
 }
 
 #[test]
 fn relay_gives_eof_even_when_the_holder_escaped_the_group() {
     // A holder that left the process group (setsid) cannot be killed by
-    // process-group containment, but corral's own pipe must still close.
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "--wait-delay",
-                "300ms",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                r#"setsid "$H" esc & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/esc.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/esc.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 0"#,
-            ],
-        ),
-        5 * SEC,
-    );
-    let out = d.stdout.as_ref().unwrap();
-    assert_between(out.eof_at - d.started, ms(300), ms(300) + 3 * SEC);
-    d.assert_code(123);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "output_held");
-    assert!(w.pid("esc", FATE).is_some(), "esc never started");
-    if v["containment"] == "process_group" {
-        // Documented limit of process groups: the escapee lives on (the
-        // Watch kills it).
-        assert!(w.is_alive("esc"));
-    } else {
-        assert!(w.wait_dead("esc", FATE));
-    }
+    // process-group containment (documented limit: the escapee lives on,
+    // and the Watch kills it), but corral's own pipe must still close.
+    let ran = run_row(&Row {
+        opts: opts(&["--wait-delay", "300ms"]),
+        tree: format!(r#"setsid "$H" esc & {}exit 0"#, wait_for("esc")),
+        code: Some(123),
+        fields: vec![("outcome", "output_held".into())],
+        fates: &[("esc", AliveIn(&[Mechanism::ProcessGroup]))],
+        ..Row::default()
+    });
+    let out = ran.d.stdout.as_ref().unwrap();
+    assert_between(out.eof_at - ran.d.started, ms(300), ms(300) + 3 * SEC);
 }
 
 #[test]
@@ -818,34 +651,20 @@ fn file_outputs_are_not_waited_for() {
     // With files the child writes directly; a backgrounded holder is not
     // holding any pipe of corral's, so there is no wait delay and after
     // exit 0 it is kept.
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let d = start(
-        corral(
-            &s,
-            [
-                "run",
-                "--wait-delay",
-                "3s",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                r#""$H" gc & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/gc.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/gc.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 0"#,
-            ],
-        ),
-        Sink::File(s.path("out.txt")),
-        Sink::File(s.path("err.txt")),
-    )
-    .finish(6 * SEC);
-    d.assert_code(0);
-    assert!(d.elapsed() < ms(2500), "took {:?}", d.elapsed());
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "exited");
-    assert_eq!(count(&v, "kept"), 1, "{v}");
-    assert_alive(&w, &["gc"]);
+    run_row_to(
+        &Row {
+            opts: opts(&["--wait-delay", "3s"]),
+            tree: format!(r#""$H" gc & {}exit 0"#, wait_for("gc")),
+            hang: Some(6 * SEC),
+            code: Some(0),
+            bound: Some((Duration::ZERO, ms(2500))),
+            fields: vec![("outcome", "exited".into())],
+            kept: Some(1),
+            fates: &[("gc", Alive)],
+            ..Row::default()
+        },
+        |s| (Sink::File(s.path("out.txt")), Sink::File(s.path("err.txt"))),
+    );
 }
 
 // ------------------------------------------------------ signal pass-through
@@ -1258,167 +1077,89 @@ fn a_broken_stderr_or_stdout_never_makes_corral_panic() {
 
 #[test]
 fn bytes_not_seen_are_null_not_zero() {
-    let s = Scratch::new();
-    let rp = report_path(&s);
-    let d = start(
-        corral(
-            &s,
-            [
-                "run",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                "echo out; echo err >&2",
-            ],
-        ),
-        Sink::File(s.path("out.txt")),
-        Sink::Pipe,
-    )
-    .finish(5 * SEC);
-    d.assert_code(0);
-    let v = read_report(&s.path("report.json"));
-    assert!(v["stdout_bytes"].is_null(), "{v}");
-    assert_eq!(v["stderr_bytes"], 4, "{v}");
+    let ran = run_row_to(
+        &Row {
+            tree: "echo out; echo err >&2".into(),
+            code: Some(0),
+            fields: vec![("stdout_bytes", Value::Null), ("stderr_bytes", 4.into())],
+            ..Row::default()
+        },
+        |s| (Sink::File(s.path("out.txt")), Sink::Pipe),
+    );
+    let v = &ran.v;
     assert_eq!(v["output"]["stdout"], "passed_through", "{v}");
     assert_eq!(v["output"]["stderr"], "relayed", "{v}");
-    assert_eq!(std::fs::read_to_string(s.path("out.txt")).unwrap(), "out\n");
+    assert_eq!(
+        std::fs::read_to_string(ran.s.path("out.txt")).unwrap(),
+        "out\n"
+    );
 }
 
 #[test]
 fn timeout_zero_means_no_limit() {
-    let s = Scratch::new();
-    let rp = report_path(&s);
     for t in [["-t", "0"], ["--timeout", "0"], ["-t", "0s"]] {
-        let d = run(
-            corral(
-                &s,
-                [
-                    "run",
-                    t[0],
-                    t[1],
-                    "--report",
-                    &rp,
-                    "--",
-                    "sh",
-                    "-c",
-                    "sleep 0.3; exit 3",
-                ],
-            ),
-            5 * SEC,
-        );
-        d.assert_code(3);
-        assert!(d.elapsed() >= ms(300), "{:?}", d.elapsed());
-        let v = read_report(&s.path("report.json"));
-        assert_eq!(v["outcome"], "exited", "{v}");
+        run_row(&Row {
+            opts: opts(&t),
+            tree: "sleep 0.3; exit 3".into(),
+            code: Some(3),
+            bound: Some((ms(300), 5 * SEC)),
+            fields: vec![("outcome", "exited".into())],
+            ..Row::default()
+        });
     }
 }
 
 #[test]
 fn kill_after_is_the_long_name_of_k() {
-    let s = Scratch::new();
-    let rp = report_path(&s);
     // The root and its sleep ignore TERM (the disposition is inherited).
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "-t",
-                "100ms",
-                "--kill-after",
-                "400ms",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                "trap '' TERM; sleep 30",
-            ],
-        ),
-        8 * SEC,
-    );
-    d.assert_code(124);
-    assert_between(d.elapsed(), ms(500), 5 * SEC);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(signals_sent(&v), [15, 9], "{v}");
+    run_row(&Row {
+        opts: opts(&["-t", "100ms", "--kill-after", "400ms"]),
+        tree: "trap '' TERM; sleep 30".into(),
+        hang: Some(8 * SEC),
+        code: Some(124),
+        bound: Some((ms(500), 5 * SEC)),
+        signals: Some(&[15, 9]),
+        ..Row::default()
+    });
 }
 
 #[test]
 fn signal_without_kill_after_is_sent_then_sigkill_after_10s() {
     // -s alone is never ignored: SIG first, SIGKILL 10 s later.
-    let s = Scratch::new();
-    let rp = report_path(&s);
-    let d = run(
-        corral(
-            &s,
-            [
-                "run", "-t", "100ms", "-s", "USR1", "--report", &rp, "--", "sleep", "30",
-            ],
-        ),
-        8 * SEC,
-    );
-    d.assert_code(124);
-    assert!(d.elapsed() < 3 * SEC, "{:?}", d.elapsed());
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(signals_sent(&v), [10], "{v}");
-    assert_eq!(v["signal"], 10, "{v}");
+    run_row(&Row {
+        opts: opts(&["-t", "100ms", "-s", "USR1"]),
+        argv: opts(&["sleep", "30"]),
+        hang: Some(8 * SEC),
+        code: Some(124),
+        bound: Some((Duration::ZERO, 3 * SEC)),
+        signals: Some(&[10]),
+        fields: vec![("signal", 10.into())],
+        ..Row::default()
+    });
     // An ignorer gets SIGKILL when the default grace ends.
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "-t",
-                "100ms",
-                "-s",
-                "INT",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                "trap '' INT; sleep 60",
-            ],
-        ),
-        20 * SEC,
-    );
-    d.assert_code(124);
-    assert_between(d.elapsed(), ms(10_000), 18 * SEC);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(signals_sent(&v), [2, 9], "{v}");
+    run_row(&Row {
+        opts: opts(&["-t", "100ms", "-s", "INT"]),
+        tree: "trap '' INT; sleep 60".into(),
+        hang: Some(20 * SEC),
+        code: Some(124),
+        bound: Some((ms(10_000), 18 * SEC)),
+        signals: Some(&[2, 9]),
+        ..Row::default()
+    });
 }
 
 #[test]
 fn preserve_status_exits_with_the_programs_own_status() {
-    let s = Scratch::new();
-    let rp = report_path(&s);
     // Timed out, the root exits 7 on TERM: 7 (timed_out in the report).
-    let d = run(
-        corral(
-            &s,
-            [
-                "run",
-                "--preserve-status",
-                "-t",
-                "200ms",
-                "-k",
-                "5s",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                "trap 'exit 7' TERM; sleep 30 & wait",
-            ],
-        ),
-        8 * SEC,
-    );
-    d.assert_code(7);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "timed_out", "{v}");
-    assert_eq!(v["corral_exit"], 7, "{v}");
+    let ran = run_row(&Row {
+        opts: opts(&["--preserve-status", "-t", "200ms", "-k", "5s"]),
+        tree: "trap 'exit 7' TERM; sleep 30 & wait".into(),
+        hang: Some(8 * SEC),
+        code: Some(7),
+        fields: vec![("outcome", "timed_out".into()), ("corral_exit", 7.into())],
+        ..Row::default()
+    });
+    let s = ran.s;
     // Timed out and killed: 128+9, as coreutils.
     let d = run(
         corral(

@@ -12,6 +12,8 @@ use std::time::Duration;
 use corral_testkit::{thread_group_alive, Scratch, Watch};
 
 use common::*;
+use corral_testkit::scenario::{Count::AtLeast, Fate::Dead};
+use serde_json::Value;
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -28,79 +30,52 @@ fn ready(s: &Scratch, w: &Watch) -> u32 {
     pid
 }
 
-fn timeout_with_grace(tier: &str) {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let script = format!(r#"{ZL} exec "$H" root"#);
-    let r = start(
-        corral(
-            &s,
-            [
-                "run",
-                "--containment",
-                tier,
-                "--timeout",
-                "3s",
-                "--grace",
-                "300ms",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                &script,
-            ],
-        ),
-        Sink::Pipe,
-        Sink::Pipe,
+/// Runs `row`, pinning `zl` while corral runs and waiting for its leader
+/// to exit; then `zl` (every thread of it) must be gone.
+fn run_zl(row: &Row) -> Ran {
+    let mut pid = 0;
+    let ran = run_row_with(
+        row,
+        |_| (Sink::Pipe, Sink::Pipe),
+        |s, w, _| pid = ready(s, w),
     );
-    let pid = ready(&s, &w);
-    let d = r.finish(10 * SEC);
-    d.assert_code(124);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "timed_out", "{tier}: {v}");
-    assert_eq!(signals_sent(&v), vec![15, 9], "{tier}: {v}");
-    assert_eq!(v["survivors"], serde_json::json!([]), "{tier}: {v}");
-    assert_eq!(v["error"], "timed out", "{tier}: no cleanup error: {v}");
-    assert!(w.wait_dead("zl", 2 * SEC), "{tier}: zl survived");
     assert!(!thread_group_alive(pid));
+    ran
+}
+
+fn timeout_with_grace(tier: &str) {
+    let ran = run_zl(&Row {
+        opts: opts(&["--containment", tier, "--timeout", "3s", "--grace", "300ms"]),
+        tree: format!(r#"{ZL} exec "$H" root"#),
+        hang: Some(10 * SEC),
+        code: Some(124),
+        fields: vec![
+            ("outcome", "timed_out".into()),
+            ("survivors", serde_json::json!([])),
+            // No cleanup error.
+            ("error", "timed out".into()),
+        ],
+        signals: Some(&[15, 9]),
+        fates: &[("zl", Dead)],
+        dead_within: Some(2 * SEC),
+        ..Row::default()
+    });
+    assert_eq!(ran.v["containment"], tier.replace('-', "_"));
 }
 
 fn exit_1_with_leftovers_kill(tier: &str) {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let script = format!("{ZL} exit 1");
-    let r = start(
-        corral(
-            &s,
-            [
-                "run",
-                "--containment",
-                tier,
-                "--leftovers",
-                "kill",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                &script,
-            ],
-        ),
-        Sink::Pipe,
-        Sink::Pipe,
-    );
-    let pid = ready(&s, &w);
-    let d = r.finish(10 * SEC);
-    d.assert_code(1);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["outcome"], "exited", "{tier}: {v}");
-    assert!(count(&v, "killed") >= 1, "{tier}: {v}");
-    assert!(v["error"].is_null(), "{tier}: {v}");
-    assert!(w.wait_dead("zl", 2 * SEC), "{tier}: zl survived");
-    assert!(!thread_group_alive(pid));
+    let ran = run_zl(&Row {
+        opts: opts(&["--containment", tier, "--leftovers", "kill"]),
+        tree: format!("{ZL} exit 1"),
+        hang: Some(10 * SEC),
+        code: Some(1),
+        fields: vec![("outcome", "exited".into()), ("error", Value::Null)],
+        killed: Some(AtLeast(1)),
+        fates: &[("zl", Dead)],
+        dead_within: Some(2 * SEC),
+        ..Row::default()
+    });
+    assert_eq!(ran.v["containment"], tier.replace('-', "_"));
 }
 
 #[test]

@@ -8,9 +8,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use corral_testkit::{assert_between, Scratch, Watch};
+use corral_testkit::{Scratch, Watch};
 
 use common::*;
+use corral_testkit::scenario::Fate::Dead;
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -90,63 +91,86 @@ fn one_burst_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     BURST.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// What a burst of orphans left under corral while the run went on.
+#[derive(Default)]
+struct Burst {
+    /// The most zombies seen under corral during the burst.
+    most: usize,
+    /// corral's children once the burst settled.
+    settled: Vec<(u32, char)>,
+}
+
+impl Burst {
+    fn zombies_left(&self) -> usize {
+        self.settled.iter().filter(|c| c.1 == 'Z').count()
+    }
+}
+
+/// Runs `row` (a burst that touches `burst-done`, then sleeps while the root
+/// stays alive, then prints `finished`), watching corral's zombie children
+/// until the burst is over (within `within`) and again `settle` later;
+/// checks that the root was alive then, that the run exited cleanly, and
+/// that nothing of the tree is left.
+fn run_burst(row: &Row, within: Duration, settle: Duration) -> Burst {
+    let mut burst = Burst::default();
+    let ran = run_row_with(
+        row,
+        |_| (Sink::Pipe, Sink::Pipe),
+        |s, w, run| {
+            let pid = run.pid();
+            let end = Instant::now() + within;
+            let zombies = |pid| child_states(pid).iter().filter(|c| c.1 == 'Z').count();
+            while !s.path("burst-done").exists() && Instant::now() < end {
+                burst.most = burst.most.max(zombies(pid));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            assert!(s.path("burst-done").exists(), "the burst never ended");
+            std::thread::sleep(settle);
+            burst.settled = child_states(pid);
+            assert!(w.is_alive("root"), "the root ended early");
+        },
+    );
+    assert!(ran.d.out().contains("finished"), "{}", ran.d.out());
+    assert!(ran.v["cleanup_error"].is_null(), "{}", ran.v);
+    assert_nothing_marked_left(ran.s.mark());
+    burst
+}
+
 /// 200 short-lived orphans under a running corral: the zombies under corral
 /// stay few while the run goes on, and none is left once the burst is over.
 fn two_hundred_orphans(tier: &str) {
     let _g = one_burst_at_a_time();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let script = format!(
-        r#"{ROOT} for i in $(seq 200); do (sleep 0.01 &); done; touch "$CORRAL_TEST_DIR/burst-done"; sleep 1.5; echo finished"#
-    );
-    let run = start(
-        corral(
-            &s,
-            [
-                "run",
-                "--containment",
-                tier,
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                &script,
-            ],
-        ),
-        Sink::Pipe,
-        Sink::Pipe,
-    );
-    let pid = run.pid();
-    let mut most = 0;
-    let end = Instant::now() + 20 * SEC;
-    let zombies = |pid| child_states(pid).iter().filter(|c| c.1 == 'Z').count();
-    while !s.path("burst-done").exists() && Instant::now() < end {
-        most = most.max(zombies(pid));
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    assert!(s.path("burst-done").exists(), "the burst never ended");
     // Every orphan sleeps 10 ms: after a moment, all are dead and reaped.
-    std::thread::sleep(Duration::from_millis(400));
-    let settled = child_states(pid);
-    let left = settled.iter().filter(|c| c.1 == 'Z').count();
-    assert!(w.is_alive("root"), "the root ended early");
-    let d = run.finish(20 * SEC);
-    d.assert_code(0);
-    assert!(d.out().contains("finished"), "{}", d.out());
-    assert_between(d.elapsed(), Duration::from_millis(1500), 20 * SEC);
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["containment"], tier.replace('-', "_"), "{v}");
-    assert_eq!(v["outcome"], "exited", "{v}");
-    assert!(v["cleanup_error"].is_null(), "{v}");
-    assert!(
-        most <= 60,
-        "{tier}: up to {most} zombies piled up under corral during the run"
+    let b = run_burst(
+        &Row {
+            opts: opts(&["--containment", tier]),
+            tree: format!(
+                r#"{ROOT} for i in $(seq 200); do (sleep 0.01 &); done; touch "$CORRAL_TEST_DIR/burst-done"; sleep 1.5; echo finished"#
+            ),
+            hang: Some(20 * SEC),
+            code: Some(0),
+            bound: Some((Duration::from_millis(1500), 20 * SEC)),
+            fields: vec![
+                ("containment", tier.replace('-', "_").into()),
+                ("outcome", "exited".into()),
+            ],
+            fates: &[("root", Dead)],
+            ..Row::default()
+        },
+        20 * SEC,
+        Duration::from_millis(400),
     );
-    assert_eq!(left, 0, "{tier}: zombies left under corral: {settled:?}");
-    assert_dead(&w, &["root"]);
-    assert_nothing_marked_left(s.mark());
+    assert!(
+        b.most <= 60,
+        "{tier}: up to {} zombies piled up under corral during the run",
+        b.most
+    );
+    assert_eq!(
+        b.zombies_left(),
+        0,
+        "{tier}: zombies left under corral: {:?}",
+        b.settled
+    );
 }
 
 #[corral_testkit::needs(cgroup)]
@@ -238,48 +262,28 @@ fn subreaper_tier_reaps_orphans_that_left_the_group_once_seen_alive() {
     // run. (One that dies before anything looked at it stays a zombie until
     // corral ends: a few at most.)
     let _g = one_burst_at_a_time();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let rp = report_path(&s);
-    let script = format!(
-        r#"{ROOT} for i in $(seq 100); do (setsid sleep 0.2 &); sleep 0.005; done; touch "$CORRAL_TEST_DIR/burst-done"; sleep 1.5; echo finished"#
-    );
-    let run = start(
-        corral(
-            &s,
-            [
-                "run",
-                "--containment",
-                "subreaper",
-                "--report",
-                &rp,
-                "--",
-                "sh",
-                "-c",
-                &script,
+    let b = run_burst(
+        &Row {
+            opts: opts(&["--containment", "subreaper"]),
+            tree: format!(
+                r#"{ROOT} for i in $(seq 100); do (setsid sleep 0.2 &); sleep 0.005; done; touch "$CORRAL_TEST_DIR/burst-done"; sleep 1.5; echo finished"#
+            ),
+            hang: Some(30 * SEC),
+            code: Some(0),
+            fields: vec![
+                ("containment", "subreaper".into()),
+                ("outcome", "exited".into()),
             ],
-        ),
-        Sink::Pipe,
-        Sink::Pipe,
+            fates: &[("root", Dead)],
+            ..Row::default()
+        },
+        30 * SEC,
+        Duration::from_millis(700),
     );
-    let pid = run.pid();
-    let end = Instant::now() + 30 * SEC;
-    while !s.path("burst-done").exists() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(s.path("burst-done").exists(), "the burst never ended");
-    std::thread::sleep(Duration::from_millis(700));
-    let settled = child_states(pid);
-    let left = settled.iter().filter(|c| c.1 == 'Z').count();
-    assert!(w.is_alive("root"), "the root ended early");
-    let d = run.finish(30 * SEC);
-    d.assert_code(0);
-    assert!(d.out().contains("finished"), "{}", d.out());
-    let v = read_report(&s.path("report.json"));
-    assert_eq!(v["containment"], "subreaper", "{v}");
-    assert_eq!(v["outcome"], "exited", "{v}");
-    assert!(v["cleanup_error"].is_null(), "{v}");
-    assert!(left <= 5, "{left} zombies left under corral: {settled:?}");
-    assert_dead(&w, &["root"]);
-    assert_nothing_marked_left(s.mark());
+    let left = b.zombies_left();
+    assert!(
+        left <= 5,
+        "{left} zombies left under corral: {:?}",
+        b.settled
+    );
 }

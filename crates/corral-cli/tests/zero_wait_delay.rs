@@ -11,7 +11,8 @@ mod common;
 
 use std::time::Duration;
 
-use corral_testkit::{assert_between, Scratch, Watch};
+use corral_testkit::scenario::{Count::AtLeast, Count::Exactly, Fate::Dead};
+use corral_testkit::Scratch;
 
 use common::*;
 
@@ -19,31 +20,17 @@ const SEC: Duration = Duration::from_secs(1);
 
 #[test]
 fn echo_through_a_pipe_is_a_clean_exit_every_time() {
-    let s = Scratch::new();
-    let rp = report_path(&s);
     for i in 0..20 {
-        let d = run(
-            corral(
-                &s,
-                [
-                    "run",
-                    "--wait-delay",
-                    "0",
-                    "--report",
-                    &rp,
-                    "--",
-                    "echo",
-                    "hi",
-                ],
-            ),
-            5 * SEC,
-        );
-        let v = read_report(&s.path("report.json"));
-        assert_eq!(d.code(), 0, "run {i}: {v}");
-        assert_eq!(d.out(), "hi\n", "run {i}");
-        assert_eq!(v["outcome"], "exited", "run {i}: {v}");
-        assert_eq!(count(&v, "killed"), 0, "run {i}: {v}");
-        assert!(signals_sent(&v).is_empty(), "run {i}: {v}");
+        let ran = run_row(&Row {
+            opts: opts(&["--wait-delay", "0"]),
+            argv: opts(&["echo", "hi"]),
+            code: Some(0),
+            fields: vec![("outcome", "exited".into())],
+            killed: Some(Exactly(0)),
+            signals: Some(&[]),
+            ..Row::default()
+        });
+        assert_eq!(ran.d.out(), "hi\n", "run {i}");
     }
 }
 
@@ -75,34 +62,17 @@ fn megabytes_through_a_pipe_arrive_whole() {
 #[test]
 fn a_real_holder_is_output_held_and_dies() {
     for i in 0..5 {
-        let s = Scratch::new();
-        let w = Watch::new(&s);
-        let rp = report_path(&s);
-        let script = format!(r#""$H" gc & {} echo started; exit 0"#, wait_for("gc"));
-        let d = run(
-            corral(
-                &s,
-                [
-                    "run",
-                    "--wait-delay",
-                    "0",
-                    "--report",
-                    &rp,
-                    "--",
-                    "sh",
-                    "-c",
-                    &script,
-                ],
-            ),
-            5 * SEC,
-        );
-        d.assert_code(123);
-        assert_between(d.elapsed(), Duration::ZERO, 3 * SEC);
-        assert_eq!(d.out(), "started\n", "run {i}");
-        let v = read_report(&s.path("report.json"));
-        assert_eq!(v["outcome"], "output_held", "run {i}: {v}");
-        assert!(count(&v, "killed") >= 1, "run {i}: the holder counted: {v}");
-        assert!(w.pid("gc", SEC).is_some());
-        assert!(w.wait_dead("gc", 2 * SEC), "run {i}: the holder survived");
+        let ran = run_row(&Row {
+            opts: opts(&["--wait-delay", "0"]),
+            tree: format!(r#""$H" gc & {} echo started; exit 0"#, wait_for("gc")),
+            code: Some(123),
+            bound: Some((Duration::ZERO, 3 * SEC)),
+            fields: vec![("outcome", "output_held".into())],
+            // The holder counted.
+            killed: Some(AtLeast(1)),
+            fates: &[("gc", Dead)],
+            ..Row::default()
+        });
+        assert_eq!(ran.d.out(), "started\n", "run {i}");
     }
 }

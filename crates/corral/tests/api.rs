@@ -6,25 +6,16 @@
 #![cfg(target_os = "linux")]
 
 use std::error::Error as _;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use corral::{
     CleanupError, Command, ContainmentChoice, Error, Input, Mechanism, OsOp, Outcome, Output,
     Report, Signal,
 };
+use corral_testkit::scenario::traced;
 use corral_testkit::{assert_between, ready, Scratch, Watch};
 
 const SEC: Duration = Duration::from_secs(1);
-
-type Ops = Arc<Mutex<Vec<OsOp>>>;
-
-fn traced(cmd: &mut Command) -> Ops {
-    let ops: Ops = Arc::default();
-    let o = ops.clone();
-    cmd.trace_ops(move |op: &OsOp| o.lock().unwrap().push(op.clone()));
-    ops
-}
 
 /// The user's signal went through the tree's identity after the spawn and
 /// before the root was reaped and the identity released, and nothing was

@@ -8,8 +8,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use corral::{ContainmentChoice, Error, LimitHit, Mechanism, Outcome};
-use corral_testkit::{assert_between, Scratch, Watch};
+use corral::{ContainmentChoice, Error, LimitHit, Mechanism};
+use corral_testkit::scenario::{escapers, Row, Tier};
+use corral_testkit::{Scratch, Watch};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -66,113 +67,52 @@ fn assert_no_cgroup_left(dir: &std::path::Path) {
     }
 }
 
-/// Live processes carrying this scratch's marker in their environment.
-fn marked_processes(mark: &str) -> Vec<u32> {
-    let needle = format!("CORRAL_TEST_MARK={mark}");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = stat
-                .rsplit_once(')')
-                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
-            !zombie && env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes())
-        })
-        .collect()
-}
-
 fn cgroup_only() -> ContainmentChoice {
     ContainmentChoice::Only(Mechanism::Cgroup)
+}
+
+/// Runs `row` in the cgroup tier, asserts it, runs `after` on the result,
+/// and checks that no cgroup directory is left.
+#[track_caller]
+fn run_row(row: &Row, after: impl FnOnce(&Tier, &corral::Report)) {
+    let dir = need_cgroup!();
+    let t = Tier::new(Mechanism::Cgroup);
+    let r = t.run(row);
+    after(&t, &r);
+    assert_no_cgroup_left(&dir);
 }
 
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn setsid_escaper_holding_the_pipe_is_killed() {
-    let dir = need_cgroup!();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    let r = s
-        .sh(r#"setsid "$H" esc & until [ -e "$CORRAL_TEST_DIR/esc.pid" ] && [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/esc.pid")/comm 2>/dev/null)" != H ] && [ -e "$CORRAL_TEST_DIR/esc.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 0"#)
-        .containment(cgroup_only())
-        .wait_delay(Duration::from_millis(300))
-        .run()
-        .unwrap();
-    assert_eq!(r.containment, Mechanism::Cgroup);
-    assert_eq!(r.outcome, Outcome::OutputHeld);
-    assert_between(t.elapsed(), Duration::from_millis(300), 3 * SEC);
-    assert!(w.pid("esc", SEC).is_some());
-    assert!(w.wait_dead("esc", 2 * SEC), "setsid escaper survived");
-    assert!(r.leftovers.killed >= 1);
-    assert_no_cgroup_left(&dir);
+    run_row(&escapers::setsid_pipe_holder(), |_, _| {});
 }
 
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn double_forked_daemon_is_killed_on_timeout() {
-    let dir = need_cgroup!();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    // The daemon detaches twice (subshell + setsid) and redirects its output.
-    let r = s
-        .sh(r#"( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & ) ; sleep 30"#)
-        .containment(cgroup_only())
-        .timeout(Duration::from_millis(500))
-        .run()
-        .unwrap();
-    assert_eq!(r.outcome, Outcome::TimedOut);
-    assert_between(t.elapsed(), Duration::from_millis(500), 3 * SEC);
-    assert!(w.pid("daemon", SEC).is_some());
-    assert!(
-        w.wait_dead("daemon", 2 * SEC),
-        "double-forked daemon survived"
-    );
-    assert_no_cgroup_left(&dir);
+    run_row(&escapers::double_forked_daemon(), |_, _| {});
 }
 
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn setsid_child_that_redirected_output_dies_with_a_nonzero_exit() {
-    let dir = need_cgroup!();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let r = s
-        .sh(r#"setsid "$H" late >/dev/null 2>&1 & until [ -e "$CORRAL_TEST_DIR/late.pid" ] && [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/late.pid")/comm 2>/dev/null)" != H ] && [ -e "$CORRAL_TEST_DIR/late.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 4"#)
-        .containment(cgroup_only())
-        .run()
-        .unwrap();
-    assert_eq!(r.exit_code(), Some(4));
-    assert_eq!(r.leftovers.killed, 1);
-    assert!(w.wait_dead("late", 2 * SEC));
-    assert_no_cgroup_left(&dir);
+    run_row(&escapers::setsid_survivor_of_nonzero_exit(4), |_, _| {});
 }
 
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn setsid_child_is_kept_and_released_after_exit_0() {
-    let dir = need_cgroup!();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let r = s
-        .sh(r#"setsid "$H" keep >/dev/null 2>&1 & until [ -e "$CORRAL_TEST_DIR/keep.pid" ] && [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/keep.pid")/comm 2>/dev/null)" != H ] && [ -e "$CORRAL_TEST_DIR/keep.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; exit 0"#)
-        .containment(cgroup_only())
-        .run()
-        .unwrap();
-    assert_eq!(r.exit_code(), Some(0));
-    assert_eq!(r.leftovers.kept, 1);
-    let pid = w.pid("keep", SEC).unwrap();
-    assert!(w.is_alive("keep"), "kept child must live on");
-    // Released: it now lives in corral's own cgroup, not a per-command one.
-    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-    assert!(
-        !cg.contains("corral-"),
-        "kept child still in a corral cgroup: {cg}"
-    );
-    assert_no_cgroup_left(&dir);
+    run_row(&escapers::setsid_survivor_kept(), |t, _| {
+        let pid = t.watch.pid("keep", SEC).unwrap();
+        // Released: it now lives in corral's own cgroup, not a per-command
+        // one.
+        let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        assert!(
+            !cg.contains("corral-"),
+            "kept child still in a corral cgroup: {cg}"
+        );
+    });
 }
 
 #[corral_testkit::needs(limits)]
@@ -196,9 +136,9 @@ fn fork_bomb_stops_at_pids_max() {
     assert!(r.limits_hit.contains(&LimitHit::Pids), "{:?}", r.limits_hit);
     assert_eq!(r.leftovers.kept, 0);
     assert!(
-        marked_processes(s.mark()).is_empty(),
+        s.marked_processes().is_empty(),
         "fork bomb processes survived: {:?}",
-        marked_processes(s.mark())
+        s.marked_processes()
     );
     if let Some(peak) = r.usage.and_then(|u| u.pids_peak) {
         assert!(peak <= 64, "pids peak {peak}");

@@ -234,50 +234,27 @@ fn host() {
 
 const REPS: usize = 3;
 
-#[test]
-fn process_group_current_thread() {
-    dropped_then_exit(Mechanism::ProcessGroup, Driver::CurrentThread, REPS);
+/// One test per tier and driver: `name: Tier, Driver, runs (needs)`.
+macro_rules! dropped_runs {
+    ($($name:ident: $mech:ident, $driver:ident, $reps:expr $(, needs $need:ident)?;)*) => {
+        $(
+            $(#[corral_testkit::needs($need)])?
+            #[test]
+            fn $name() {
+                dropped_then_exit(Mechanism::$mech, Driver::$driver, $reps);
+            }
+        )*
+    };
 }
 
-#[test]
-fn process_group_multi_thread() {
-    dropped_then_exit(Mechanism::ProcessGroup, Driver::MultiThread, REPS);
-}
-
-#[test]
-fn process_group_sync_running() {
-    dropped_then_exit(Mechanism::ProcessGroup, Driver::Sync, 1);
-}
-
-#[test]
-fn subreaper_current_thread() {
-    dropped_then_exit(Mechanism::Subreaper, Driver::CurrentThread, REPS);
-}
-
-#[test]
-fn subreaper_multi_thread() {
-    dropped_then_exit(Mechanism::Subreaper, Driver::MultiThread, REPS);
-}
-
-#[test]
-fn subreaper_sync_running() {
-    dropped_then_exit(Mechanism::Subreaper, Driver::Sync, 1);
-}
-
-#[corral_testkit::needs(cgroup)]
-#[test]
-fn cgroup_current_thread() {
-    dropped_then_exit(Mechanism::Cgroup, Driver::CurrentThread, REPS);
-}
-
-#[corral_testkit::needs(cgroup)]
-#[test]
-fn cgroup_multi_thread() {
-    dropped_then_exit(Mechanism::Cgroup, Driver::MultiThread, REPS);
-}
-
-#[corral_testkit::needs(cgroup)]
-#[test]
-fn cgroup_sync_running() {
-    dropped_then_exit(Mechanism::Cgroup, Driver::Sync, 1);
+dropped_runs! {
+    process_group_current_thread: ProcessGroup, CurrentThread, REPS;
+    process_group_multi_thread: ProcessGroup, MultiThread, REPS;
+    process_group_sync_running: ProcessGroup, Sync, 1;
+    subreaper_current_thread: Subreaper, CurrentThread, REPS;
+    subreaper_multi_thread: Subreaper, MultiThread, REPS;
+    subreaper_sync_running: Subreaper, Sync, 1;
+    cgroup_current_thread: Cgroup, CurrentThread, REPS, needs cgroup;
+    cgroup_multi_thread: Cgroup, MultiThread, REPS, needs cgroup;
+    cgroup_sync_running: Cgroup, Sync, 1, needs cgroup;
 }

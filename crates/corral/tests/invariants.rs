@@ -11,16 +11,17 @@
 
 #![cfg(target_os = "linux")]
 
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use corral::{
     CancelToken, Command, ContainmentChoice, Error, LeftoverPolicy, Mechanism, OsOp, Outcome,
     Report, Signal,
 };
-use corral_testkit::{assert_between, Scratch, Watch};
-
-const SLACK: Duration = Duration::from_millis(1500);
+use corral_testkit::scenario::{
+    traced, tree, Count::Exactly, Fate::Alive, Fate::Dead, Row, Tier, SLACK,
+};
+use corral_testkit::{Scratch, Watch};
 
 /// `sh -c SCRIPT` with the scratch's environment, contained by a process
 /// group (the mechanism these tests are about).
@@ -39,15 +40,6 @@ fn pg_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-type Ops = Arc<Mutex<Vec<OsOp>>>;
-
-fn traced(cmd: &mut Command) -> Ops {
-    let ops: Ops = Arc::default();
-    let o = ops.clone();
-    cmd.trace_ops(move |op: &OsOp| o.lock().unwrap().push(op.clone()));
-    ops
 }
 
 /// Waits for the named helpers to appear and exec their command.
@@ -164,74 +156,72 @@ fn check(ops: &[OsOp], r: &Report) {
     );
 }
 
-/// Builds a command from `script`, lets `setup` configure it, spawns, pins
-/// the helpers, runs `during` (with a cancel token for the run), waits, and
-/// checks the invariants. Returns the report and the elapsed time.
-fn scenario(
-    script: &str,
-    names: &[&str],
-    setup: impl FnOnce(&mut Command),
-    during: impl FnOnce(CancelToken) + Send + 'static,
-) -> (Report, Duration, Vec<OsOp>) {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let mut cmd = sh(&s, script);
-    setup(&mut cmd);
-    let ops = traced(&mut cmd);
-    let t = Instant::now();
-    let running = cmd.spawn().unwrap();
-    pin(&w, names);
-    let token = running.cancel_token();
-    let th = std::thread::spawn(move || during(token));
-    let r = running.wait();
-    let el = t.elapsed();
-    th.join().unwrap();
-    let ops = ops.lock().unwrap().clone();
+/// Runs `row` in the process-group tier with its OS operations traced,
+/// runs `during` on another thread (with a cancel token for the run) once
+/// the helpers are pinned, asserts the row, and checks the invariants on
+/// the record. Returns the report and the record.
+fn scenario(row: Row, during: impl FnOnce(CancelToken) + Send + 'static) -> (Report, Vec<OsOp>) {
+    let t = Tier::new(Mechanism::ProcessGroup);
+    let mut ops = None;
+    let mut th = None;
+    let r = t.run_with(
+        &row,
+        |c| ops = Some(traced(c)),
+        |running, _| {
+            let token = running.cancel_token();
+            th = Some(std::thread::spawn(move || during(token)));
+        },
+    );
+    th.unwrap().join().unwrap();
+    let ops = ops.unwrap().lock().unwrap().clone();
     check(&ops, &r);
-    assert_eq!(r.containment, Mechanism::ProcessGroup);
-    if r.leftovers.kept > 0 {
-        // Kept leftovers keep running (the Watch kills them on drop).
-        std::thread::sleep(ms(50));
-        for n in names {
-            assert!(w.is_alive(n), "kept helper {n} is dead");
-        }
-    } else {
-        assert_all_dead(&w, names);
-    }
-    (r, el, ops)
+    (r, ops)
 }
 
 fn nothing(_: CancelToken) {}
 
+/// Cancels after `after`.
+fn cancel_after(after: Duration) -> impl FnOnce(CancelToken) + Send + 'static {
+    move |t| {
+        std::thread::sleep(after);
+        t.cancel();
+    }
+}
+
+const KILL: &[Signal] = &[Signal::KILL];
+const TERM_KILL: &[Signal] = &[Signal::TERM, Signal::KILL];
+
 #[test]
 fn timeout() {
-    let (r, el, ops) = scenario(
-        r#""$H" a & "$H" b sh -c '"$H" c & while :; do :; done' & wait"#,
-        &["a", "b", "c"],
-        |c| {
-            c.timeout(ms(300));
+    let (_, ops) = scenario(
+        Row {
+            tree: tree(r#""$H" a & "$H" b sh -c '"$H" c & while :; do :; done' & wait"#),
+            timeout: Some(ms(300)),
+            bound: Some((ms(300), ms(300) + SLACK)),
+            outcome: Some(Outcome::TimedOut),
+            signals: Some(KILL.into()),
+            fates: &[("a", Dead), ("b", Dead), ("c", Dead)],
+            ..Row::default()
         },
         nothing,
     );
-    assert_between(el, ms(300), ms(300) + SLACK);
-    assert_eq!(r.outcome, Outcome::TimedOut);
-    assert_eq!(r.signals_sent, vec![Signal::KILL]);
     // The root died of our SIGKILL: its exit was seen before the reap.
     assert!(ops.iter().any(|o| matches!(o, OsOp::RootExited { .. })));
 }
 
 #[test]
 fn held_output() {
-    let (r, el, ops) = scenario(
-        r#""$H" gc & echo x; exit 0"#,
-        &["gc"],
-        |c| {
-            c.wait_delay(ms(250));
+    let (_, ops) = scenario(
+        Row {
+            tree: tree(r#""$H" gc & echo x; exit 0"#),
+            wait_delay: Some(ms(250)),
+            bound: Some((ms(250), ms(250) + SLACK)),
+            outcome: Some(Outcome::OutputHeld),
+            fates: &[("gc", Dead)],
+            ..Row::default()
         },
         nothing,
     );
-    assert_between(el, ms(250), ms(250) + SLACK);
-    assert_eq!(r.outcome, Outcome::OutputHeld);
     // The root had exited before the group was signalled: the signal went
     // to a group pinned by its unreaped (zombie) leader.
     let exited = ops
@@ -247,167 +237,184 @@ fn held_output() {
 
 #[test]
 fn nonzero_exit_with_survivor() {
-    let (r, _, _) = scenario(
-        r#""$H" c >/dev/null 2>&1 & exit 9"#,
-        &["c"],
-        |_| {},
+    scenario(
+        Row {
+            tree: tree(r#""$H" c >/dev/null 2>&1 & exit 9"#),
+            bound: Some((Duration::ZERO, SLACK)),
+            outcome: Some(Outcome::Exited(9)),
+            signals: Some(KILL.into()),
+            killed: Some(Exactly(1).into()),
+            fates: &[("c", Dead)],
+            ..Row::default()
+        },
         nothing,
     );
-    assert_eq!(r.outcome, Outcome::Exited(9));
-    assert_eq!(r.exit_code(), Some(9));
-    assert_eq!(r.signals_sent, vec![Signal::KILL]);
-    assert_eq!(r.leftovers.killed, 1);
 }
 
 #[test]
 fn nonzero_exit_with_term_ignoring_survivor_and_grace() {
-    let (r, el, _) = scenario(
-        &format!(
-            r#""$H" c sh -c 'trap "" TERM; exec sleep 30' >/dev/null 2>&1 & {}exit 9"#,
-            corral_testkit::ready("c")
-        ),
-        &["c"],
-        |c| {
-            c.grace(ms(250));
+    scenario(
+        Row {
+            tree: format!(
+                r#""$H" c sh -c 'trap "" TERM; exec sleep 30' >/dev/null 2>&1 & {}exit 9"#,
+                corral_testkit::ready("c")
+            ),
+            grace: Some(ms(250)),
+            bound: Some((ms(250), ms(250) + SLACK)),
+            outcome: Some(Outcome::Exited(9)),
+            signals: Some(TERM_KILL.into()),
+            fates: &[("c", Dead)],
+            ..Row::default()
         },
         nothing,
     );
-    assert_between(el, ms(250), ms(250) + SLACK);
-    assert_eq!(r.outcome, Outcome::Exited(9));
-    assert_eq!(r.signals_sent, vec![Signal::TERM, Signal::KILL]);
 }
 
 #[test]
 fn cancel() {
-    let (r, el, _) = scenario(
-        r#""$H" a & "$H" b & wait"#,
-        &["a", "b"],
-        |_| {},
-        |t| {
-            std::thread::sleep(ms(150));
-            t.cancel();
+    scenario(
+        Row {
+            tree: tree(r#""$H" a & "$H" b & wait"#),
+            bound: Some((ms(150), ms(150) + SLACK)),
+            outcome: Some(Outcome::Cancelled),
+            signals: Some(KILL.into()),
+            fates: &[("a", Dead), ("b", Dead)],
+            ..Row::default()
         },
+        cancel_after(ms(150)),
     );
-    assert_between(el, ms(150), ms(150) + SLACK);
-    assert_eq!(r.outcome, Outcome::Cancelled);
-    assert_eq!(r.signals_sent, vec![Signal::KILL]);
 }
 
 #[test]
 fn cancel_with_a_signal_override_and_grace() {
     // The CLI passes on the signal it got: INT first, then KILL.
-    let (r, _, _) = scenario(
-        r#"trap "" INT; "$H" a sh -c 'trap "" INT; exec sleep 30' & wait"#,
-        &["a"],
-        |c| {
-            c.grace(ms(200));
+    scenario(
+        Row {
+            tree: tree(r#"trap "" INT; "$H" a sh -c 'trap "" INT; exec sleep 30' & wait"#),
+            grace: Some(ms(200)),
+            bound: Some((ms(300), ms(300) + SLACK)),
+            outcome: Some(Outcome::Cancelled),
+            signals: Some([Signal::INT, Signal::KILL].as_slice().into()),
+            fates: &[("a", Dead)],
+            ..Row::default()
         },
         |t| {
             std::thread::sleep(ms(100));
             t.cancel_with(Signal::INT);
         },
     );
-    assert_eq!(r.outcome, Outcome::Cancelled);
-    assert_eq!(r.signals_sent, vec![Signal::INT, Signal::KILL]);
 }
+
+/// `"$H" c` detached (output closed), then the root exits 0 at once.
+const DETACHED_EXIT_0: &str = r#""$H" c >/dev/null 2>&1 & echo ok"#;
 
 #[test]
 fn clean_exit() {
-    let (r, _, ops) = scenario(
-        r#""$H" c >/dev/null 2>&1 & echo ok"#,
-        &["c"],
-        |c| {
-            c.wait_delay(Duration::from_secs(5));
+    let (_, ops) = scenario(
+        Row {
+            tree: tree(DETACHED_EXIT_0),
+            wait_delay: Some(Duration::from_secs(5)),
+            bound: Some((Duration::ZERO, SLACK)),
+            outcome: Some(Outcome::Exited(0)),
+            signals: Some([].as_slice().into()),
+            kept: Some(1),
+            // Kept leftovers keep running (the Watch kills them on drop).
+            fates: &[("c", Alive)],
+            ..Row::default()
         },
         nothing,
     );
-    assert_eq!(r.outcome, Outcome::Exited(0));
-    assert_eq!(r.leftovers.kept, 1);
-    assert!(r.signals_sent.is_empty());
     assert!(!ops.iter().any(|o| matches!(o, OsOp::SignalTree { .. })));
 }
 
 #[test]
 fn clean_exit_under_kill_policy() {
-    let (r, _, _) = scenario(
-        r#""$H" c >/dev/null 2>&1 & echo ok"#,
-        &["c"],
-        |c| {
-            c.leftovers(LeftoverPolicy::Kill);
+    scenario(
+        Row {
+            tree: tree(DETACHED_EXIT_0),
+            leftovers: Some(LeftoverPolicy::Kill),
+            bound: Some((Duration::ZERO, SLACK)),
+            outcome: Some(Outcome::Exited(0)),
+            signals: Some(KILL.into()),
+            killed: Some(Exactly(1).into()),
+            fates: &[("c", Dead)],
+            ..Row::default()
         },
         nothing,
     );
-    assert_eq!(r.outcome, Outcome::Exited(0));
-    assert_eq!(r.signals_sent, vec![Signal::KILL]);
-    assert_eq!(r.leftovers.killed, 1);
 }
 
 #[test]
 fn grace_with_term_ignorer() {
-    let (r, el, _) = scenario(
-        r#""$H" ign sh -c 'trap "" TERM; exec sleep 30' & "$H" b & wait"#,
-        &["ign", "b"],
-        |c| {
-            c.timeout(ms(200)).grace(ms(300));
+    scenario(
+        Row {
+            tree: tree(r#""$H" ign sh -c 'trap "" TERM; exec sleep 30' & "$H" b & wait"#),
+            timeout: Some(ms(200)),
+            grace: Some(ms(300)),
+            bound: Some((ms(500), ms(500) + SLACK)),
+            outcome: Some(Outcome::TimedOut),
+            signals: Some(TERM_KILL.into()),
+            fates: &[("ign", Dead), ("b", Dead)],
+            ..Row::default()
         },
         nothing,
     );
-    assert_between(el, ms(500), ms(500) + SLACK);
-    assert_eq!(r.outcome, Outcome::TimedOut);
-    assert_eq!(r.signals_sent, vec![Signal::TERM, Signal::KILL]);
 }
 
 #[test]
 fn grace_with_a_tree_that_dies_on_term() {
-    let (r, el, _) = scenario(
-        r#""$H" a & "$H" b & wait"#,
-        &["a", "b"],
-        |c| {
-            c.timeout(ms(200)).grace(Duration::from_secs(5));
+    scenario(
+        Row {
+            tree: tree(r#""$H" a & "$H" b & wait"#),
+            timeout: Some(ms(200)),
+            grace: Some(Duration::from_secs(5)),
+            bound: Some((ms(200), ms(200) + SLACK)),
+            outcome: Some(Outcome::TimedOut),
+            signals: Some([Signal::TERM].as_slice().into()),
+            fates: &[("a", Dead), ("b", Dead)],
+            ..Row::default()
         },
         nothing,
     );
-    assert_between(el, ms(200), ms(200) + SLACK);
-    assert_eq!(r.outcome, Outcome::TimedOut);
-    assert_eq!(r.signals_sent, vec![Signal::TERM]);
 }
 
 #[test]
 fn cancel_during_grace_sends_nothing_more() {
     // Timed out at 200 ms (TERM), cancelled at 300 ms inside the grace: the
     // cancel must not add a signal; SIGKILL comes once, at the grace's end.
-    let (r, el, _) = scenario(
-        r#"trap "" TERM; "$H" ign sh -c 'trap "" TERM; exec sleep 30' & wait"#,
-        &["ign"],
-        |c| {
-            c.timeout(ms(200)).grace(ms(400));
+    scenario(
+        Row {
+            tree: tree(r#"trap "" TERM; "$H" ign sh -c 'trap "" TERM; exec sleep 30' & wait"#),
+            timeout: Some(ms(200)),
+            grace: Some(ms(400)),
+            bound: Some((ms(600), ms(600) + SLACK)),
+            outcome: Some(Outcome::TimedOut),
+            signals: Some(TERM_KILL.into()),
+            fates: &[("ign", Dead)],
+            ..Row::default()
         },
-        |t| {
-            std::thread::sleep(ms(300));
-            t.cancel();
-        },
+        cancel_after(ms(300)),
     );
-    assert_between(el, ms(600), ms(600) + SLACK);
-    assert_eq!(r.outcome, Outcome::TimedOut);
-    assert_eq!(r.signals_sent, vec![Signal::TERM, Signal::KILL]);
 }
 
 #[test]
 fn held_output_with_grace_and_term_ignorer() {
-    let (r, el, _) = scenario(
-        &format!(
-            r#""$H" gc sh -c 'trap "" TERM; exec sleep 30' & {}exit 0"#,
-            corral_testkit::ready("gc")
-        ),
-        &["gc"],
-        |c| {
-            c.wait_delay(ms(200)).grace(ms(300));
+    scenario(
+        Row {
+            tree: format!(
+                r#""$H" gc sh -c 'trap "" TERM; exec sleep 30' & {}exit 0"#,
+                corral_testkit::ready("gc")
+            ),
+            wait_delay: Some(ms(200)),
+            grace: Some(ms(300)),
+            bound: Some((ms(500), ms(500) + SLACK)),
+            outcome: Some(Outcome::OutputHeld),
+            signals: Some(TERM_KILL.into()),
+            fates: &[("gc", Dead)],
+            ..Row::default()
         },
         nothing,
     );
-    assert_between(el, ms(500), ms(500) + SLACK);
-    assert_eq!(r.outcome, Outcome::OutputHeld);
-    assert_eq!(r.signals_sent, vec![Signal::TERM, Signal::KILL]);
 }
 
 #[test]

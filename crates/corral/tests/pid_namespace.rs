@@ -13,9 +13,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use corral::{
-    Command, ContainmentChoice, Error, LeftoverPolicy, Mechanism, OsOp, Outcome, Report, Signal,
-};
+use corral::{Command, ContainmentChoice, Error, Mechanism, OsOp, Outcome, Report, Signal};
+use corral_testkit::scenario::{escapers, Count::AtLeast, Fate::Dead, Row, Tier};
 use corral_testkit::{assert_between, Scratch, Watch};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -104,13 +103,8 @@ fn exit_codes_and_signals_are_the_commands() {
 #[corral_testkit::needs(pidns)]
 #[test]
 fn timeout_kills_setsid_escaper_and_term_ignorer() {
-    let s = Scratch::new();
-    s.namespaced();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    let r = pn(
-        &s,
-        &format!(
+    Tier::new(Mechanism::PidNamespace).run(&Row {
+        tree: format!(
             r#"setsid "$H" esc >/dev/null 2>&1 &
                ( trap '' TERM; "$H" stubborn sh -c 'trap "" TERM; sleep 30' ) &
                ( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & )
@@ -119,85 +113,46 @@ fn timeout_kills_setsid_escaper_and_term_ignorer() {
             wait_file("stubborn"),
             wait_file("daemon")
         ),
-    )
-    .timeout(ms(800))
-    .grace(ms(300))
-    .run()
-    .unwrap();
-    check(&r);
-    assert_eq!(r.outcome, Outcome::TimedOut);
-    assert_between(t.elapsed(), ms(800), 4 * SEC);
-    assert_eq!(r.signals_sent, vec![Signal::TERM, Signal::KILL]);
-    assert_dead(&w, &["esc", "stubborn", "daemon"]);
-    assert!(r.leftovers.killed >= 3, "{:?}", r.leftovers);
+        timeout: Some(ms(800)),
+        grace: Some(ms(300)),
+        bound: Some((ms(800), 4 * SEC)),
+        outcome: Some(Outcome::TimedOut),
+        signals: Some([Signal::TERM, Signal::KILL].as_slice().into()),
+        killed: Some(AtLeast(3).into()),
+        fates: &[("esc", Dead), ("stubborn", Dead), ("daemon", Dead)],
+        ..Row::default()
+    });
 }
 
 #[corral_testkit::needs(pidns)]
 #[test]
 fn output_held_by_a_grandchild_is_bounded() {
-    let s = Scratch::new();
-    s.namespaced();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    let r = pn(
-        &s,
-        &format!(
+    Tier::new(Mechanism::PidNamespace).run(&Row {
+        tree: format!(
             r#"setsid "$H" holder & {} echo done; exit 0"#,
             wait_file("holder")
         ),
-    )
-    .wait_delay(ms(300))
-    .run()
-    .unwrap();
-    check(&r);
-    assert_eq!(r.outcome, Outcome::OutputHeld);
-    assert_eq!(r.root, Some(corral::RootStatus::Exited(0)));
-    assert_eq!(r.stdout.text_lossy(), "done\n");
-    assert_between(t.elapsed(), ms(300), 3 * SEC);
-    assert_dead(&w, &["holder"]);
+        wait_delay: Some(ms(300)),
+        bound: Some((ms(300), 3 * SEC)),
+        outcome: Some(Outcome::OutputHeld),
+        root: Some(corral::RootStatus::Exited(0)),
+        stdout: Some(b"done\n"),
+        fates: &[("holder", Dead)],
+        ..Row::default()
+    });
 }
 
 #[corral_testkit::needs(pidns)]
 #[test]
 fn nonzero_exit_kills_survivors_and_exit_0_keeps_them() {
-    let s = Scratch::new();
-    s.namespaced();
-    let w = Watch::new(&s);
-    let r = pn(
-        &s,
-        &format!(
-            r#"setsid "$H" late >/dev/null 2>&1 & {} exit 3"#,
-            wait_file("late")
-        ),
-    )
-    .run()
-    .unwrap();
-    check(&r);
-    assert_eq!(r.outcome, Outcome::Exited(3));
-    assert_eq!(r.leftovers.killed, 1);
-    assert_dead(&w, &["late"]);
-
+    let t = Tier::new(Mechanism::PidNamespace);
+    t.run(&escapers::setsid_survivor_of_nonzero_exit(3));
     // exit 0 with a detached child that closed its output: kept (the
     // namespace stays alive as long as something runs in it), and corral
     // returns at once.
-    let t = Instant::now();
-    let r = pn(
-        &s,
-        &format!(
-            r#"setsid "$H" kept >/dev/null 2>&1 & {} exit 0"#,
-            wait_file("kept")
-        ),
-    )
-    .leftovers(LeftoverPolicy::KeepOnSuccess)
-    .run()
-    .unwrap();
-    check(&r);
-    assert_eq!(r.outcome, Outcome::Exited(0));
-    assert_eq!(r.leftovers.kept, 1);
-    assert!(r.signals_sent.is_empty());
-    assert_between(t.elapsed(), Duration::ZERO, 2 * SEC);
-    std::thread::sleep(ms(300));
-    assert!(w.is_alive("kept"), "a kept leftover was killed");
+    t.run(&escapers::setsid_survivor_kept());
+    std::thread::sleep(ms(200));
+    assert!(t.watch.is_alive("keep"), "a kept leftover was killed");
     // The watch kills it on drop.
 }
 

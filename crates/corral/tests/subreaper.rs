@@ -12,8 +12,11 @@
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
-use corral::{Command, ContainmentChoice, Error, LeftoverPolicy, Mechanism, Outcome, Report};
+use corral::{Command, ContainmentChoice, Error, Mechanism, Outcome, Report};
+use corral_testkit::scenario::{escapers, tree, Fate::Dead, Row, Tier};
 use corral_testkit::{assert_between, Scratch, Watch};
+
+const TERM: &[corral::Signal] = &[corral::Signal::TERM];
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -99,41 +102,6 @@ fn assert_no_zombie_children() {
     }
 }
 
-/// Live processes carrying this scratch's marker in their environment.
-fn marked_processes(mark: &str) -> Vec<u32> {
-    let needle = format!("CORRAL_TEST_MARK={mark}");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let dead = stat.rsplit_once(')').is_some_and(|(_, r)| {
-                matches!(r.trim_start().as_bytes().first(), Some(b'Z' | b'X'))
-            });
-            !dead && env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes())
-        })
-        .collect()
-}
-
-/// Waits until no process with the marker is alive.
-#[track_caller]
-fn assert_no_marked_left(s: &Scratch) {
-    let end = Instant::now() + 2 * SEC;
-    loop {
-        let left = marked_processes(s.mark());
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < end,
-            "processes of the tree survived: {left:?}"
-        );
-        std::thread::sleep(ms(10));
-    }
-}
-
 #[track_caller]
 fn assert_dead(w: &Watch, names: &[&str]) {
     for n in names {
@@ -164,101 +132,45 @@ fn wait_file(name: &str) -> String {
     corral_testkit::started(name)
 }
 
+/// Runs `row` in the subreaper tier (serialised with the other tests),
+/// asserts it and the tier's report, runs `after` on the result, then
+/// checks that nothing of the tree is left and that the test process has
+/// no zombie child.
+#[track_caller]
+fn run_row(row: &Row, after: impl FnOnce(&Tier, &Report)) {
+    let _g = setup();
+    let t = Tier::new(Mechanism::Subreaper);
+    let r = t.run(row);
+    check_subreaper(&r);
+    after(&t, &r);
+    t.scratch.assert_none_left();
+    drop(t);
+    assert_no_zombie_children();
+}
+
 #[test]
 fn setsid_escaper_holding_the_pipe_is_killed() {
-    let _g = setup();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    let r = sr(
-        &s,
-        &format!(r#"setsid "$H" esc & {} exit 0"#, wait_file("esc")),
-    )
-    .wait_delay(ms(300))
-    .run()
-    .unwrap();
-    check_subreaper(&r);
-    assert_eq!(r.outcome, Outcome::OutputHeld);
-    assert_between(t.elapsed(), ms(300), 3 * SEC);
-    assert_dead(&w, &["esc"]);
-    assert_eq!(r.leftovers.killed, 1);
-    drop(w);
-    assert_no_zombie_children();
+    run_row(&escapers::setsid_pipe_holder(), |_, _| {});
 }
 
 #[test]
 fn double_forked_daemon_is_killed_on_timeout() {
-    let _g = setup();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    // The daemon detaches twice (subshell + setsid) and redirects its output:
-    // it is an orphan of corral before corral ever looks at the tree.
-    let r = sr(
-        &s,
-        r#"( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & ) ; sleep 30"#,
-    )
-    .timeout(ms(500))
-    .run()
-    .unwrap();
-    check_subreaper(&r);
-    assert_eq!(r.outcome, Outcome::TimedOut);
-    assert_between(t.elapsed(), ms(500), 3 * SEC);
-    assert_dead(&w, &["daemon"]);
-    assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
-    assert_no_marked_left(&s);
-    drop(w);
-    assert_no_zombie_children();
+    // It is an orphan of corral before corral ever looks at the tree.
+    run_row(&escapers::double_forked_daemon(), |_, _| {});
 }
 
 #[test]
 fn nonzero_exit_kills_a_setsid_survivor() {
-    let _g = setup();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    let r = sr(
-        &s,
-        &format!(
-            r#"setsid "$H" late >/dev/null 2>&1 & {} exit 4"#,
-            wait_file("late")
-        ),
-    )
-    .wait_delay(5 * SEC)
-    .run()
-    .unwrap();
-    check_subreaper(&r);
-    // Nothing holds the output: no wait delay, the survivor is killed at once.
-    assert_between(t.elapsed(), Duration::ZERO, 2 * SEC);
-    assert_eq!(r.outcome, Outcome::Exited(4));
-    assert_eq!(r.exit_code(), Some(4));
-    assert_eq!(r.leftovers.killed, 1);
-    assert_eq!(r.leftovers.kept, 0);
-    assert_dead(&w, &["late"]);
-    drop(w);
-    assert_no_zombie_children();
+    run_row(&escapers::setsid_survivor_of_nonzero_exit(4), |_, _| {});
 }
 
 #[test]
 fn exit_0_setsid_survivor_is_kept_and_left_alone() {
     let _g = setup();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let r = sr(
-        &s,
-        &format!(
-            r#"setsid "$H" keep >/dev/null 2>&1 & {} exit 0"#,
-            wait_file("keep")
-        ),
-    )
-    .leftovers(LeftoverPolicy::KeepOnSuccess)
-    .run()
-    .unwrap();
+    let t = Tier::new(Mechanism::Subreaper);
+    let r = t.run(&escapers::setsid_survivor_kept());
     check_subreaper(&r);
-    assert_eq!(r.exit_code(), Some(0));
-    assert_eq!(r.leftovers.kept, 1);
-    assert_eq!(r.leftovers.killed, 0);
-    assert!(r.signals_sent.is_empty(), "{:?}", r.signals_sent);
+    let w = &t.watch;
     let kept = w.pid("keep", SEC).unwrap();
     // It is now an orphan of this process (corral is the subreaper)...
     let ppid = std::fs::read_to_string(format!("/proc/{kept}/stat")).unwrap();
@@ -268,7 +180,7 @@ fn exit_0_setsid_survivor_is_kept_and_left_alone() {
         Some(me.as_str())
     );
     std::thread::sleep(ms(200));
-    assert_alive(&w, &["keep"]);
+    assert_alive(w, &["keep"]);
     // ...and no later command takes it for one of its own.
     let s2 = Scratch::new();
     let w2 = Watch::new(&s2);
@@ -285,9 +197,9 @@ fn exit_0_setsid_survivor_is_kept_and_left_alone() {
     check_subreaper(&r2);
     assert_eq!(r2.outcome, Outcome::TimedOut);
     assert_dead(&w2, &["other"]);
-    assert_alive(&w, &["keep"]);
+    assert_alive(w, &["keep"]);
     // When it dies, the keeper reaps it: no zombie is left.
-    drop(w);
+    drop(t);
     drop(w2);
     assert_no_zombie_children();
 }
@@ -334,101 +246,87 @@ fn kept_leftover_forking_after_release_leaves_no_zombie() {
     assert_no_zombie_children();
 }
 
+/// A session of its own that starts a new helper every 10 ms.
+const FORKER: &str = r#"setsid "$H" forker sh -c 'i=0; while :; do i=$((i+1)); "$H" f$i & sleep 0.01; done' >/dev/null 2>&1 &
+           sleep 30"#;
+
+/// Every helper the watch saw is dead.
+#[track_caller]
+fn all_seen_dead(t: &Tier) {
+    let names = t.watch.names();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert_dead(&t.watch, &names);
+}
+
 #[test]
 fn forking_escaper_is_killed_until_none_is_left() {
-    let _g = setup();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    // A session of its own that starts a new helper every 10 ms.
-    let r = sr(
-        &s,
-        r#"setsid "$H" forker sh -c 'i=0; while :; do i=$((i+1)); "$H" f$i & sleep 0.01; done' >/dev/null 2>&1 &
-           sleep 30"#,
-    )
-    .timeout(ms(600))
-    .run()
-    .unwrap();
-    check_subreaper(&r);
-    assert_eq!(r.outcome, Outcome::TimedOut);
-    assert_between(t.elapsed(), ms(600), 4 * SEC);
-    assert!(
-        w.names().len() > 5,
-        "the forker barely ran: {:?}",
-        w.names()
+    run_row(
+        &Row {
+            tree: tree(FORKER),
+            timeout: Some(ms(600)),
+            bound: Some((ms(600), 4 * SEC)),
+            outcome: Some(Outcome::TimedOut),
+            fates: &[("forker", Dead)],
+            ..Row::default()
+        },
+        |t, _| {
+            let names = t.watch.names();
+            assert!(names.len() > 5, "the forker barely ran: {names:?}");
+            all_seen_dead(t);
+        },
     );
-    let names = w.names();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    assert_dead(&w, &names);
-    assert_no_marked_left(&s);
-    drop(w);
-    assert_no_zombie_children();
 }
 
 #[test]
 fn forking_escaper_children_found_during_the_grace_get_the_first_signal() {
-    let _g = setup();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
     // Every process of the escaper's session dies on SIGTERM; the ones it
     // forked just before its death arrive as orphans during the grace.
-    let r = sr(
-        &s,
-        r#"setsid "$H" forker sh -c 'i=0; while :; do i=$((i+1)); "$H" f$i & sleep 0.01; done' >/dev/null 2>&1 &
-           sleep 30"#,
-    )
-    .timeout(ms(500))
-    .grace(3 * SEC)
-    .run()
-    .unwrap();
-    check_subreaper(&r);
-    assert_eq!(r.outcome, Outcome::TimedOut);
-    assert_eq!(r.signals_sent, vec![corral::Signal::TERM]);
-    assert_between(t.elapsed(), ms(500), ms(2500));
-    let names = w.names();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    assert_dead(&w, &names);
-    assert_no_marked_left(&s);
-    drop(w);
-    assert_no_zombie_children();
+    run_row(
+        &Row {
+            tree: tree(FORKER),
+            timeout: Some(ms(500)),
+            grace: Some(3 * SEC),
+            bound: Some((ms(500), ms(2500))),
+            outcome: Some(Outcome::TimedOut),
+            signals: Some(TERM.into()),
+            fates: &[("forker", Dead)],
+            ..Row::default()
+        },
+        |t, _| all_seen_dead(t),
+    );
 }
 
 #[test]
 fn grace_reaches_a_setsid_escaper_before_the_kill() {
-    let _g = setup();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    // The escaper reports SIGTERM by writing a file, then exits.
-    let r = sr(
-        &s,
-        r#"setsid "$H" term sh -c 'trap "touch \"$CORRAL_TEST_DIR/got-term\"; exit 0" TERM; touch "$CORRAL_TEST_DIR/ready"; while :; do sleep 0.01; done' >/dev/null 2>&1 &
+    // The escaper reports SIGTERM by writing a file, then exits. Everything
+    // left at once on SIGTERM: no SIGKILL was needed (the signals sent say
+    // so); the time only bounds the return, with slack for a loaded machine
+    // (2.8 s was seen at a load of 24 on 2 cores against the 2.5 s this was).
+    run_row(
+        &Row {
+            tree: tree(
+                r#"setsid "$H" term sh -c 'trap "touch \"$CORRAL_TEST_DIR/got-term\"; exit 0" TERM; touch "$CORRAL_TEST_DIR/ready"; while :; do sleep 0.01; done' >/dev/null 2>&1 &
            until [ -e "$CORRAL_TEST_DIR/ready" ]; do sleep 0.01; done; sleep 30"#,
-    )
-    .timeout(ms(1000))
-    .grace(2 * SEC)
-    .run()
-    .unwrap();
-    check_subreaper(&r);
-    assert_eq!(r.outcome, Outcome::TimedOut);
-    assert!(
-        s.path("got-term").exists(),
-        "SIGTERM never reached the escaper"
+            ),
+            timeout: Some(ms(1000)),
+            grace: Some(2 * SEC),
+            bound: Some((ms(1000), 8 * SEC)),
+            outcome: Some(Outcome::TimedOut),
+            signals: Some(TERM.into()),
+            fates: &[("term", Dead)],
+            ..Row::default()
+        },
+        |t, _| {
+            assert!(
+                t.scratch.path("got-term").exists(),
+                "SIGTERM never reached the escaper"
+            );
+            assert!(
+                t.scratch.path("ready").exists(),
+                "the escaper was not ready in time"
+            );
+        },
     );
-    // Everything left at once on SIGTERM: no SIGKILL, well before the grace.
-    assert!(
-        s.path("ready").exists(),
-        "the escaper was not ready in time"
-    );
-    // No SIGKILL was needed (the signals sent say so); the time only
-    // bounds the return, with slack for a loaded machine (2.8 s was seen at
-    // a load of 24 on 2 cores against the 2.5 s this was).
-    assert_between(t.elapsed(), ms(1000), 8 * SEC);
-    assert_eq!(r.signals_sent, vec![corral::Signal::TERM]);
-    assert_dead(&w, &["term"]);
-    drop(w);
-    assert_no_zombie_children();
 }
 
 #[test]
@@ -464,7 +362,7 @@ fn concurrent_commands_kill_only_their_own_escapers() {
     assert_eq!(rb.outcome, Outcome::TimedOut);
     assert_between(t.elapsed(), ms(2500), ms(2500) + 2 * SEC);
     assert_dead(&w, &["b_esc", "b_daemon"]);
-    assert_no_marked_left(&s);
+    s.assert_none_left();
     drop(w);
     assert_no_zombie_children();
 }
@@ -686,7 +584,7 @@ fn orphans_reaped_never_the_hosts_child(tier: Mechanism) {
     assert_eq!(r.outcome, Outcome::Exited(0), "{tier}: {r:?}");
     assert!(r.cleanup_error.is_none(), "{tier}: {:?}", r.cleanup_error);
     assert_dead(&w, &["root"]);
-    assert_no_marked_left(&s);
+    s.assert_none_left();
     let st = host_child
         .wait()
         .expect("the host's child is still the host's");
@@ -741,7 +639,7 @@ fn concurrent_runs_leaving_orphans(tier: Mechanism) {
         th.join().unwrap();
     }
     assert_between(t.elapsed(), Duration::ZERO, 30 * SEC);
-    assert_no_marked_left(&s);
+    s.assert_none_left();
     assert_no_zombie_children();
 }
 

@@ -10,6 +10,11 @@
 //! alive?" through that pinned identity, and on drop SIGKILLs every helper
 //! still alive. Cleanup therefore never depends on the code under test, and
 //! never kills by name.
+//!
+//! Scenario tests are tables: a [`scenario::Row`] states a tree and what
+//! must come out of it (return bound, outcome, signals, leftovers, output,
+//! the fate of every helper), and [`scenario::Tier`] runs it in one
+//! containment tier and asserts all of it.
 
 #![cfg(unix)]
 
@@ -170,6 +175,46 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Scratch {
+    /// Live processes carrying this scratch's marker in their environment:
+    /// its helpers and whatever they started (zombies do not count).
+    pub fn marked_processes(&self) -> Vec<u32> {
+        let needle = format!("CORRAL_TEST_MARK={}", self.mark);
+        let Ok(rd) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        rd.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let dead = stat.rsplit_once(')').is_some_and(|(_, r)| {
+                    matches!(r.trim_start().as_bytes().first(), Some(b'Z' | b'X'))
+                });
+                !dead && env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes())
+            })
+            .collect()
+    }
+
+    /// Asserts that no process with this scratch's marker is alive (waiting
+    /// up to 2 s for the dying).
+    #[track_caller]
+    pub fn assert_none_left(&self) {
+        let end = Instant::now() + Duration::from_secs(2);
+        loop {
+            let left = self.marked_processes();
+            if left.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < end,
+                "processes of the tree survived: {left:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 
@@ -479,6 +524,8 @@ pub fn assert_between(elapsed: Duration, min: Duration, max: Duration) {
 }
 
 pub use corral_testkit_macros::needs;
+
+pub mod scenario;
 
 /// The run-time half of [`needs`]: fails the test when a requirement that
 /// held where the test was built does not hold here (the kinds are listed

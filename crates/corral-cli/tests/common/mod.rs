@@ -12,6 +12,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use corral::Mechanism;
+use corral_testkit::scenario::{Count, Fate};
 use corral_testkit::{Scratch, Watch};
 use serde_json::Value;
 
@@ -454,4 +456,147 @@ pub fn assert_only(w: &Watch, expected: &[&str]) {
     for n in w.names() {
         assert!(expected.contains(&n.as_str()), "unexpected helper {n}");
     }
+}
+
+/// One `corral run` scenario as a table row: the options, the tree (an
+/// `sh -c` script of `$H` helpers), and what must come out: corral's exit
+/// code, the bound on its run time, report fields, signals, leftover
+/// counts, and the fate of every helper. Fields left empty are not
+/// asserted; `code` and `fates` must be given (`fates` may be empty only
+/// for a tree without helpers).
+#[derive(Default)]
+pub struct Row {
+    /// Options before `--report FILE -- sh -c TREE`.
+    pub opts: Vec<String>,
+    /// The `sh -c` script.
+    pub tree: String,
+    /// The command instead of `sh -c TREE`, when not empty.
+    pub argv: Vec<String>,
+    /// corral's exit code.
+    pub code: Option<i32>,
+    /// How long corral may run before the test kills it and fails (a hang
+    /// guard, not the promise); 5 s when not given.
+    pub hang: Option<Duration>,
+    /// Bounds on corral's run time (the promise).
+    pub bound: Option<(Duration, Duration)>,
+    /// Report fields that must have exactly these values.
+    pub fields: Vec<(&'static str, Value)>,
+    /// `signals_sent`, as numbers.
+    pub signals: Option<&'static [i64]>,
+    /// `killed`.
+    pub killed: Option<Count>,
+    /// `kept`.
+    pub kept: Option<u64>,
+    /// Every helper, and its fate (by the tier the report names).
+    pub fates: &'static [(&'static str, Fate)],
+    /// No helper other than those in `fates` ever ran.
+    pub only: bool,
+    /// How long a helper that must die may take to be seen dead (`FATE`
+    /// when not given).
+    pub dead_within: Option<Duration>,
+    /// More environment for corral, made from the scratch.
+    pub env: Option<EnvFrom>,
+}
+
+/// Environment made from a scratch (`Scratch::fake_readonly_cgroup_env`).
+pub type EnvFrom = fn(&Scratch) -> Vec<(std::ffi::OsString, std::ffi::OsString)>;
+
+/// A row's options (for struct literals).
+pub fn opts(o: &[&str]) -> Vec<String> {
+    o.iter().map(|s| s.to_string()).collect()
+}
+
+/// The outcome of a row: corral's run, its report, and the helpers' watch
+/// and scratch (the watch kills any helper still alive when dropped).
+pub struct Ran {
+    pub d: Done,
+    pub v: Value,
+    pub w: Watch,
+    pub s: Scratch,
+}
+
+/// Runs `row` with stdout and stderr as pipes, and asserts it.
+#[track_caller]
+pub fn run_row(row: &Row) -> Ran {
+    run_row_to(row, |_| (Sink::Pipe, Sink::Pipe))
+}
+
+/// Runs `row` with the streams `sinks` makes (given the scratch), and
+/// asserts it. The scratch and its watch are made before corral starts.
+#[track_caller]
+pub fn run_row_to(row: &Row, sinks: impl FnOnce(&Scratch) -> (Sink, Sink)) -> Ran {
+    run_row_with(row, sinks, |_, _, _| {})
+}
+
+/// Runs `row` with the streams `sinks` makes, runs `during` (given the
+/// scratch, the watch and the running corral) before waiting for corral,
+/// and asserts the row.
+#[track_caller]
+pub fn run_row_with(
+    row: &Row,
+    sinks: impl FnOnce(&Scratch) -> (Sink, Sink),
+    during: impl FnOnce(&Scratch, &Watch, &Run),
+) -> Ran {
+    let s = Scratch::new();
+    if row.opts.iter().any(|o| o == "pid-namespace") {
+        s.namespaced();
+    }
+    let w = Watch::new(&s);
+    let rp = report_path(&s);
+    let mut args: Vec<&str> = vec!["run"];
+    args.extend(row.opts.iter().map(String::as_str));
+    args.extend(["--report", &rp, "--"]);
+    if row.argv.is_empty() {
+        args.extend(["sh", "-c", &row.tree]);
+    } else {
+        args.extend(row.argv.iter().map(String::as_str));
+    }
+    let (out, err) = sinks(&s);
+    let mut c = corral(&s, args);
+    if let Some(env) = row.env {
+        c.envs(env(&s));
+    }
+    let r = start(c, out, err);
+    during(&s, &w, &r);
+    let d = r.finish(row.hang.unwrap_or(Duration::from_secs(5)));
+    d.assert_code(row.code.expect("a row states corral's exit code"));
+    if let Some((min, max)) = row.bound {
+        corral_testkit::assert_between(d.elapsed(), min, max);
+    }
+    let v = read_report(&s.path("report.json"));
+    for (k, want) in &row.fields {
+        assert_eq!(&v[*k], want, "{k}: {v}");
+    }
+    if let Some(sig) = row.signals {
+        assert_eq!(signals_sent(&v), sig, "{v}");
+    }
+    match row.killed {
+        Some(Count::Exactly(n)) => assert_eq!(count(&v, "killed"), n as u64, "{v}"),
+        Some(Count::AtLeast(n)) => assert!(count(&v, "killed") >= n as u64, "{v}"),
+        None => {}
+    }
+    if let Some(k) = row.kept {
+        assert_eq!(count(&v, "kept"), k, "{v}");
+    }
+    // The tier a fate depends on (a run that spawned nothing names none).
+    let tier = || -> Mechanism {
+        v["containment"]
+            .as_str()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("no containment in {v}"))
+    };
+    for (n, f) in row.fates {
+        if f.alive_in(tier()) {
+            assert_alive(&w, &[n]);
+        } else {
+            assert!(w.pid(n, FATE).is_some(), "helper {n} never started");
+            let within = row.dead_within.unwrap_or(FATE);
+            assert!(w.wait_dead(n, within), "helper {n} still alive");
+        }
+    }
+    if row.only {
+        let names: Vec<&str> = row.fates.iter().map(|(n, _)| *n).collect();
+        assert_only(&w, &names);
+    }
+    Ran { d, v, w, s }
 }

@@ -668,6 +668,37 @@ mod tests {
         }
     }
 
+    /// A probe with these members alive, and the output held (at all, by
+    /// the tree, by a fork of the host) or not.
+    fn fake(members: &[u32], held: bool, tree_holds: bool, fork_holds: bool) -> Fake {
+        Fake {
+            members: members.to_vec(),
+            held,
+            tree_holds,
+            fork_holds,
+            asked: Vec::new(),
+        }
+    }
+
+    /// The questions that find the output held by the tree, then look at
+    /// its members.
+    const HELD_BY_TREE: &[&str] = &["held", "tree_holds", "held", "members"];
+
+    /// What a case expects: the reason the run ends for, the actions and
+    /// the questions asked.
+    type Expect = (Option<Reason>, Vec<Action>, Vec<&'static str>);
+
+    /// Nothing to do yet, after asking `asked`.
+    fn wait(asked: &[&'static str]) -> Expect {
+        (None, vec![], asked.to_vec())
+    }
+
+    /// The termination for `reason` starts with `signal`, after asking
+    /// `asked`.
+    fn terminate(reason: Reason, signal: Signal, asked: &[&'static str]) -> Expect {
+        (Some(reason), vec![Action::Signal(signal)], asked.to_vec())
+    }
+
     /// The first decision of a run in each starting situation.
     #[test]
     fn supervising_table() {
@@ -684,13 +715,6 @@ mod tests {
             actions: Vec<Action>,
             asked: Vec<&'static str>,
         }
-        let kill_seen = |reason| {
-            (
-                Some(reason),
-                vec![Action::Signal(Signal::KILL)],
-                vec!["members"],
-            )
-        };
         let mut cases = Vec::new();
         let mut case = |name, policy, seen, fake, phase, (reason, actions, asked)| {
             cases.push(Case {
@@ -708,93 +732,65 @@ mod tests {
             "nothing due",
             policy(&c, Some(ms(6000)), ms(0), ms(100)),
             running(2),
-            Fake::default(),
+            fake(&[], false, false, false),
             Phase::START,
-            (None, vec![], vec![]),
+            wait(&[]),
         );
         case(
             "timeout without grace: SIGKILL at once",
             policy(&c, Some(ms(5000)), ms(0), ms(100)),
             running(2),
-            Fake::default(),
+            fake(&[], false, false, false),
             Phase::START,
-            kill_seen(Reason::TimedOut),
+            terminate(Reason::TimedOut, Signal::KILL, &["members"]),
         );
         case(
             "timeout with grace: the first signal",
             policy(&c, Some(ms(4000)), ms(300), ms(100)),
             running(2),
-            Fake::default(),
+            fake(&[], false, false, false),
             Phase::START,
-            (
-                Some(Reason::TimedOut),
-                vec![Action::Signal(Signal::TERM)],
-                vec!["members"],
-            ),
+            terminate(Reason::TimedOut, Signal::TERM, &["members"]),
         );
         case(
             "output held at the wait delay by the tree",
             policy(&c, None, ms(300), ms(100)),
             exited(&c, 0, ms(4900), 1),
-            Fake {
-                held: true,
-                tree_holds: true,
-                members: vec![7],
-                ..Fake::default()
-            },
+            fake(&[7], true, true, false),
             Phase::START,
-            (
-                Some(Reason::OutputHeld),
-                vec![Action::Signal(Signal::TERM)],
-                vec!["held", "tree_holds", "held", "members"],
-            ),
+            terminate(Reason::OutputHeld, Signal::TERM, HELD_BY_TREE),
         );
         case(
             "output open before the wait delay is over",
             policy(&c, None, ms(300), ms(100)),
             exited(&c, 0, ms(4950), 1),
-            Fake {
-                held: true,
-                ..Fake::default()
-            },
+            fake(&[], true, false, false),
             Phase::START,
-            (None, vec![], vec![]),
+            wait(&[]),
         );
         case(
             "wait delay 0 with a writer: held at once",
             policy(&c, None, ms(0), ms(0)),
             exited(&c, 0, ms(5000), 1),
-            Fake {
-                held: true,
-                tree_holds: true,
-                ..Fake::default()
-            },
+            fake(&[], true, true, false),
             Phase::START,
-            (
-                Some(Reason::OutputHeld),
-                vec![Action::Signal(Signal::KILL)],
-                vec!["held", "tree_holds", "held", "members"],
-            ),
+            terminate(Reason::OutputHeld, Signal::KILL, HELD_BY_TREE),
         );
         case(
             "wait delay 0 without a writer: drain",
             policy(&c, None, ms(0), ms(0)),
             exited(&c, 0, ms(5000), 1),
-            Fake::default(),
+            fake(&[], false, false, false),
             Phase::START,
-            (None, vec![], vec!["held"]),
+            wait(&["held"]),
         );
         case(
             "held by a fork of the host only: wait for it",
             policy(&c, None, ms(0), ms(0)),
             exited(&c, 0, ms(5000), 1),
-            Fake {
-                held: true,
-                fork_holds: true,
-                ..Fake::default()
-            },
+            fake(&[], true, false, true),
             Phase::START,
-            (None, vec![], vec!["held", "tree_holds", "fork_holds"]),
+            wait(&["held", "tree_holds", "fork_holds"]),
         );
         case(
             "cancel racing a clean exit: the exit wins, leftovers kept",
@@ -803,10 +799,7 @@ mod tests {
                 cancel: Some(None),
                 ..exited(&c, 0, ms(4999), 0)
             },
-            Fake {
-                members: vec![9],
-                ..Fake::default()
-            },
+            fake(&[9], false, false, false),
             Phase::START,
             (None, vec![Action::CountKept], vec![]),
         );
@@ -817,13 +810,9 @@ mod tests {
                 cancel: Some(None),
                 ..exited(&c, 0, ms(4999), 1)
             },
-            Fake::default(),
+            fake(&[], false, false, false),
             Phase::START,
-            (
-                Some(Reason::Cancelled),
-                vec![Action::Signal(Signal::TERM)],
-                vec!["members"],
-            ),
+            terminate(Reason::Cancelled, Signal::TERM, &["members"]),
         );
         case(
             "cancel with SIGKILL skips the grace",
@@ -832,38 +821,31 @@ mod tests {
                 cancel: Some(Some(Signal::KILL)),
                 ..running(2)
             },
-            Fake::default(),
+            fake(&[], false, false, false),
             Phase::START,
-            kill_seen(Reason::Cancelled),
+            terminate(Reason::Cancelled, Signal::KILL, &["members"]),
         );
         case(
             "nonzero exit with a zombie leader's members alive: kill them",
             policy(&c, None, ms(0), ms(100)),
             exited(&c, 3, ms(4999), 0),
-            Fake {
-                members: vec![11, 12],
-                ..Fake::default()
-            },
+            fake(&[11, 12], false, false, false),
             Phase::START,
-            (
-                Some(Reason::Leftovers),
-                vec![Action::Signal(Signal::KILL)],
-                vec!["members", "members"],
-            ),
+            terminate(Reason::Leftovers, Signal::KILL, &["members", "members"]),
         );
         case(
             "nonzero exit, nothing left: over",
             policy(&c, None, ms(0), ms(100)),
             exited(&c, 3, ms(4999), 0),
-            Fake::default(),
+            fake(&[], false, false, false),
             Phase::START,
-            (None, vec![], vec!["members"]),
+            wait(&["members"]),
         );
         case(
             "a drain past its limit ends like end of file",
             policy(&c, None, ms(0), ms(0)),
             exited(&c, 0, ms(3000), 1),
-            Fake::default(),
+            fake(&[], false, false, false),
             Phase::Supervising {
                 draining_since: Some(now - DRAIN_LIMIT),
                 foreign_hold_until: None,
@@ -962,7 +944,7 @@ mod tests {
         assert_eq!(held.reason(), Some(Reason::OutputHeld));
         assert_eq!(actions, vec![Action::Signal(Signal::KILL)]);
         // Past the hold the fork is not asked about again.
-        assert_eq!(fake.asked, vec!["held", "tree_holds", "held", "members"]);
+        assert_eq!(fake.asked, HELD_BY_TREE);
     }
 
     /// Where the containment counts after a kill, a termination without
