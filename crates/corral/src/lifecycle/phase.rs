@@ -676,6 +676,7 @@ mod tests {
             held,
             tree_holds,
             fork_holds,
+            dying: false,
             asked: Vec::new(),
         }
     }
