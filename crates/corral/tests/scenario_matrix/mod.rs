@@ -799,11 +799,15 @@ pub fn unread_large_stdin_and_prompt_exit_returns_at_once(m: Mechanism) {
 // ---------------------------------------------------------------------------
 
 pub fn on_line_receives_lines_in_order_from_both_streams(m: Mechanism) {
+    // Each line is written only once the callback has seen the one before
+    // (it leaves a file `seen-LINE`), so the order across the two pipes is
+    // the program's, not the scheduler's: no sleep to win under load.
     let row = Row {
         tree: tree(concat!(
             r#""$H" c >/dev/null 2>&1 & "#,
-            "echo o1; sleep 0.05; echo e1 >&2; sleep 0.05; ",
-            "echo o2; echo o3; sleep 0.05; echo e2 >&2; sleep 0.05; ",
+            r#"w() { i=0; until [ -e "$CORRAL_TEST_DIR/seen-$1" ] || [ $i -ge 2000 ]; do sleep 0.01; i=$((i+1)); done; }; "#,
+            "echo o1; w o1; echo e1 >&2; w e1; ",
+            "echo o2; echo o3; w o3; echo e2 >&2; w e2; ",
             "printf 'o4-no-newline'"
         )),
         leftovers: Some(LeftoverPolicy::Kill),
@@ -815,9 +819,21 @@ pub fn on_line_receives_lines_in_order_from_both_streams(m: Mechanism) {
         fates: &[("c", Dead)],
         ..Row::default()
     };
-    let mut lines = None;
-    Tier::new(m).run_with(&row, |c| lines = Some(on_line(c)), |_, _| {});
-    let got = lines.unwrap().lock().unwrap().clone();
+    let tier = Tier::new(m);
+    let lines: Lines = Arc::default();
+    let (l, dir) = (lines.clone(), tier.scratch.dir().to_path_buf());
+    tier.run_with(
+        &row,
+        |c| {
+            c.on_line(move |st, line| {
+                let name = format!("seen-{}", String::from_utf8_lossy(line));
+                let _ = std::fs::write(dir.join(name), b"");
+                l.lock().unwrap().push((st, line.to_vec()));
+            });
+        },
+        |_, _| {},
+    );
+    let got = lines.lock().unwrap().clone();
     let want: Vec<(Stream, Vec<u8>)> = [
         (Stream::Stdout, "o1"),
         (Stream::Stderr, "e1"),
