@@ -190,6 +190,13 @@ fn run(args: &[String]) -> Result<String, String> {
             }
             (0, 0)
         }
+        // `fd-census N TIER STDIO`: N async `sleep 2` in tier `auto`,
+        // `cgroup`, `subreaper`, `process_group` (stdio `null` or
+        // `capture`); prints the descriptors they hold, by kind.
+        "fd-census" => {
+            let n: usize = arg(1)?.parse().map_err(|_| "bad count")?;
+            return fd_census(n, &arg(2)?, &arg(3)?);
+        }
         "scan" => {
             let n: usize = arg(1)?.parse().map_err(|_| "bad count")?;
             let mut found = 0;
@@ -317,5 +324,82 @@ fn scale_tokio(n: usize, secs: &str) -> Result<usize, String> {
             }
         }
         Ok(ok)
+    })
+}
+
+/// Descriptors of this process by kind (what `/proc/self/fd/N` links to).
+fn fd_kinds() -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    if let Ok(d) = std::fs::read_dir("/proc/self/fd") {
+        for e in d.flatten() {
+            let t = std::fs::read_link(e.path())
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let kind = if let Some(r) = t.strip_prefix("anon_inode:") {
+                r.to_string()
+            } else if t.starts_with("pipe:") {
+                "pipe".into()
+            } else if t.starts_with("/sys/fs/cgroup") {
+                let name = t.rsplit('/').next().unwrap_or("");
+                if name.starts_with("corral-") {
+                    "cgroup dir".into()
+                } else {
+                    format!("cgroup {name}")
+                }
+            } else {
+                "other".into()
+            };
+            *m.entry(kind).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+fn fd_census(n: usize, tier: &str, stdio: &str) -> Result<String, String> {
+    let choice = match tier {
+        "auto" => ContainmentChoice::Auto,
+        "cgroup" => ContainmentChoice::Only(Mechanism::Cgroup),
+        "subreaper" => ContainmentChoice::Only(Mechanism::Subreaper),
+        "process_group" => ContainmentChoice::Only(Mechanism::ProcessGroup),
+        "pid_namespace" => ContainmentChoice::Only(Mechanism::PidNamespace),
+        _ => return Err(format!("unknown tier {tier}")),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let before = fd_kinds();
+        let mut tasks = Vec::new();
+        for _ in 0..n {
+            let mut c = corral::Command::new("sleep");
+            c.arg("2").containment(choice.clone());
+            if stdio == "null" {
+                c.stdout(Output::null()).stderr(Output::null());
+            }
+            let r = c.spawn_async().map_err(|e| e.to_string())?;
+            tasks.push(tokio::spawn(r));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let during = fd_kinds();
+        let mut line = String::new();
+        let mut total = 0;
+        for (k, v) in &during {
+            let d = v.saturating_sub(before.get(k).copied().unwrap_or(0));
+            if d > 0 {
+                total += d;
+                line.push_str(&format!(" {k}={:.2}", d as f64 / n as f64));
+            }
+        }
+        for t in tasks {
+            let r = t.await.map_err(|e| e.to_string())?;
+            if !r.success() {
+                return Err(format!("{r:?}"));
+            }
+        }
+        Ok(format!(
+            "tier={tier} stdio={stdio} per_command={:.2}{line}",
+            total as f64 / n as f64
+        ))
     })
 }
