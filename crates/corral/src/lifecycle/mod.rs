@@ -209,8 +209,10 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
     // reason to fall back to a weaker tier, nor a containment failure:
     // say what it is.
     #[cfg(target_os = "linux")]
-    if matches!(&selected, Err(Error::Containment { .. }) | Ok(contain::Selected { note: Some(_), .. }))
-        && sys::descriptors_exhausted()
+    if matches!(
+        &selected,
+        Err(Error::Containment { .. }) | Ok(contain::Selected { note: Some(_), .. })
+    ) && sys::descriptors_exhausted()
     {
         return Err(Error::spawn(
             plan.program.to_owned(),
@@ -266,7 +268,9 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
     // tree lets go of them.
     let mut root = match start_root(spec, tree.as_mut()) {
         Ok(root) => root,
-        Err(SpawnError::Contain(e) | SpawnError::Spawn(e)) if crate::error::out_of_descriptors(&e) => {
+        Err(SpawnError::Contain(e) | SpawnError::Spawn(e))
+            if crate::error::out_of_descriptors(&e) =>
+        {
             return Err(Error::spawn(plan.program.to_owned(), e))
         }
         Err(SpawnError::Contain(e)) => {
@@ -512,7 +516,11 @@ impl Life {
 
     #[cfg(all(feature = "tokio", unix))]
     pub(crate) fn output_fd(&self, i: usize) -> Option<&sys::SharedFd> {
-        self.streams[i].as_ref()?.pipe.as_ref().map(sys::PipeEnd::shared)
+        self.streams[i]
+            .as_ref()?
+            .pipe
+            .as_ref()
+            .map(sys::PipeEnd::shared)
     }
 
     #[cfg(all(feature = "tokio", unix))]

@@ -530,9 +530,38 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
     if placement.new_group {
         new_process_group(&mut cmd);
     }
+    // Not born in the cgroup (no clone3 here): the child writes itself
+    // into its `cgroup.procs`, opened through the directory for this spawn.
     #[cfg(target_os = "linux")]
-    if !placement.cgroup_procs.is_empty() {
-        enter_cgroups_before_exec(&mut cmd, &placement.cgroup_procs);
+    let v2_procs = match placement.cgroup_dir {
+        Some(dir) => Some(
+            rustix::fs::openat(
+                dir,
+                "cgroup.procs",
+                OFlags::WRONLY | OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .map_err(|e| {
+                let e = io::Error::from(e);
+                if crate::error::out_of_descriptors(&e) {
+                    SpawnError::Spawn(e)
+                } else {
+                    SpawnError::Contain(io::Error::other(format!("cannot open cgroup.procs: {e}")))
+                }
+            })?,
+        ),
+        None => None,
+    };
+    #[cfg(target_os = "linux")]
+    let procs: Vec<std::os::fd::BorrowedFd<'_>> = {
+        use std::os::fd::AsFd;
+        let mut v = placement.cgroup_procs.clone();
+        v.extend(v2_procs.as_ref().map(|f| f.as_fd()));
+        v
+    };
+    #[cfg(target_os = "linux")]
+    if !procs.is_empty() {
+        enter_cgroups_before_exec(&mut cmd, &procs);
     }
     let child = cmd.spawn();
     // Close the parent's copies of the child's ends now.
@@ -540,9 +569,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
     match child {
         Ok(child) => Ok(Root::new(child)),
         #[cfg(target_os = "linux")]
-        Err(e)
-            if e.raw_os_error() == Some(PLACEMENT_FAILED) && !placement.cgroup_procs.is_empty() =>
-        {
+        Err(e) if e.raw_os_error() == Some(PLACEMENT_FAILED) && !procs.is_empty() => {
             Err(SpawnError::Contain(io::Error::other(format!(
                 "the child could not enter its cgroup {}",
                 placement
