@@ -440,8 +440,16 @@ fn fd_census(n: usize, tier: &str, stdio: &str) -> Result<String, String> {
         let before = fd_kinds();
         let mut tasks = Vec::new();
         for _ in 0..n {
-            let mut c = corral::Command::new("sleep");
-            c.arg("2").containment(choice.clone());
+            let mut c = if std::env::var_os("CENSUS_TREE").is_some() {
+                let mut c = corral::Command::new("sh");
+                c.args(["-c", "sleep 2 & wait"]);
+                c
+            } else {
+                let mut c = corral::Command::new("sleep");
+                c.arg("2");
+                c
+            };
+            c.containment(choice.clone());
             if stdio == "null" {
                 c.stdout(Output::null()).stderr(Output::null());
             }

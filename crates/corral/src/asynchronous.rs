@@ -236,6 +236,11 @@ async fn drive(mut guard: Guard) -> Report {
             sleep: sleep.map(Box::pin),
         }
         .await;
+        // What woke us is looked at before the next step decides: a timer
+        // that fires together with the root's exit must not decide on an
+        // exit not yet seen (the step would count the dead root as alive).
+        let life = guard.life.as_mut().expect("guard holds the lifecycle");
+        life.poll_now();
     }
     drop(regs);
     let life = guard.life.take().expect("guard holds the lifecycle");
