@@ -228,9 +228,10 @@ struct Slot {
     dir: PathBuf,
     /// The directory itself, for clone3(CLONE_INTO_CGROUP); holds the lock.
     dir_fd: File,
-    /// `cgroup.events`, opened when first read (at the end of a run, or
-    /// when a termination waits for the tree): a running command costs its
-    /// cgroup one descriptor, the directory's. (`cgroup.procs` is opened
+    /// `cgroup.events`, kept open only once a termination waits on it
+    /// (POLLPRI) or the cgroup is pooled; other reads open it for the read
+    /// ([`Slot::read_events`]). So a run costs its cgroup one descriptor,
+    /// the directory's, until a termination. (`cgroup.procs` is opened
     /// only by a spawn that is not born in the cgroup: see `placement`.)
     events: OnceLock<File>,
     /// Registration with the crash-safety keeper (dropped: unregistered).
@@ -252,7 +253,15 @@ impl Slot {
         Some(String::from_utf8_lossy(&buf[..n]).into_owned())
     }
 
-    /// `cgroup.events`, opened now if it is not yet.
+    /// (populated, frozen), through the kept descriptor if there is one.
+    fn read_events(&self) -> io::Result<(bool, bool)> {
+        match self.events.get() {
+            Some(f) => events_of(f),
+            None => events_of(&File::open(self.dir.join("cgroup.events"))?),
+        }
+    }
+
+    /// `cgroup.events`, opened now and kept if it is not yet.
     fn events(&self) -> io::Result<&File> {
         if let Some(f) = self.events.get() {
             return Ok(f);
@@ -665,7 +674,7 @@ impl Cgroup {
     /// notification by reading through the watched descriptor).
     fn populated(&self) -> io::Result<bool> {
         match &self.slot {
-            Some(s) => s.events().and_then(events_of).map(|(p, _)| p),
+            Some(s) => s.read_events().map(|(p, _)| p),
             // Back in the pool: it was proven empty then.
             None => Ok(false),
         }
