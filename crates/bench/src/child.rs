@@ -291,7 +291,6 @@ fn scale_corral(
         let tasks: Vec<_> = (0..n)
             .map(|_| {
                 let secs = secs.to_string();
-                let tier = tier.clone();
                 tokio::spawn(async move {
                     let mut c = corral::Command::new("sleep");
                     c.arg(&secs).containment(tier);
@@ -449,7 +448,7 @@ fn fd_census(n: usize, tier: &str, stdio: &str) -> Result<String, String> {
                 c.arg("2");
                 c
             };
-            c.containment(choice.clone());
+            c.containment(choice);
             if stdio == "null" {
                 c.stdout(Output::null()).stderr(Output::null());
             }

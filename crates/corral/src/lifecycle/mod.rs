@@ -342,14 +342,19 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         finished: false,
         settings,
     };
-    let mut life = life;
-    if let Some(e) = life.root.exit_watch_error() {
-        // No descriptor left to watch the root's exit with: undo the spawn
-        // (the drop kills the tree through its identity, waits for it and
-        // releases it) and say so, rather than poll every exit on a timer.
-        drop(life);
-        return Err(Error::spawn(plan.program.to_owned(), e));
-    }
+    #[cfg(unix)]
+    let life = {
+        let mut life = life;
+        if let Some(e) = life.root.exit_watch_error() {
+            // No descriptor left to watch the root's exit with: undo the
+            // spawn (the drop kills the tree through its identity, waits
+            // for it and releases it) and say so, rather than poll every
+            // exit on a timer.
+            drop(life);
+            return Err(Error::spawn(plan.program.to_owned(), e));
+        }
+        life
+    };
     // Registered after the spawn: a cancel that raced the spawn is seen by
     // the first loop iteration through `cancel.state()`.
     life.cancel.register(&life.waker);
