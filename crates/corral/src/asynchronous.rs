@@ -12,7 +12,7 @@
 //!
 //! Descriptors per command: the pidfd, plus one per captured stream (and
 //! stdin's pipe while it is fed), plus the containment's own (the cgroup
-//! tier keeps its directory and two of its files open). Each is registered
+//! tier keeps its directory open). Each is registered
 //! as it is, not duplicated: the lifecycle and the registration share it
 //! (`sys::SharedFd`), so it is closed only once both let go. Order matters
 //! for a reactor: deregistering a number that was closed and reused by
