@@ -30,7 +30,7 @@ pub enum SpawnErrorKind {
 #[non_exhaustive]
 pub enum Error {
     /// The program could not be started.
-    #[error("cannot run {program:?}: {source}")]
+    #[error("cannot run {program:?}: {source}{}", hint(*kind))]
     Spawn {
         /// What kind of spawn failure.
         kind: SpawnErrorKind,
@@ -104,14 +104,8 @@ impl Error {
     }
 
     pub(crate) fn spawn(program: OsString, source: io::Error) -> Error {
-        if out_of_descriptors(&source) {
-            return Error::Spawn {
-                kind: SpawnErrorKind::TooManyOpenFiles,
-                program,
-                source: io::Error::new(source.kind(), NoDescriptors(source)),
-            };
-        }
         let kind = match source.kind() {
+            _ if out_of_descriptors(&source) => SpawnErrorKind::TooManyOpenFiles,
             io::ErrorKind::NotFound => SpawnErrorKind::NotFound,
             io::ErrorKind::PermissionDenied => SpawnErrorKind::PermissionDenied,
             _ if is_exec_format_error(&source) => SpawnErrorKind::PermissionDenied,
@@ -131,34 +125,23 @@ pub(crate) fn out_of_descriptors(e: &io::Error) -> bool {
     cfg!(unix) && matches!(e.raw_os_error(), Some(23 | 24))
 }
 
-/// An EMFILE/ENFILE error with the limit that applies, in words; the OS
-/// error is its source.
-#[derive(Debug)]
-struct NoDescriptors(io::Error);
-
-impl std::fmt::Display for NoDescriptors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        #[cfg(unix)]
-        if self.0.raw_os_error() == Some(24) {
-            let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-            let show = |v: Option<u64>| v.map_or("unlimited".to_string(), |v| v.to_string());
-            write!(
-                f,
-                " (RLIMIT_NOFILE: soft {}, hard {}; every running command holds descriptors \
-                 until it ends; corral::raise_nofile_limit() raises the soft limit to the hard one)",
-                show(lim.current),
-                show(lim.maximum)
-            )?;
-        }
-        Ok(())
+/// What the message of a spawn error adds to the OS error: for
+/// [`SpawnErrorKind::TooManyOpenFiles`], the limit that applies (the OS
+/// error itself, with its errno, stays the source).
+fn hint(kind: SpawnErrorKind) -> String {
+    #[cfg(unix)]
+    if kind == SpawnErrorKind::TooManyOpenFiles {
+        let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        let show = |v: Option<u64>| v.map_or("unlimited".to_string(), |v| v.to_string());
+        return format!(
+            " (RLIMIT_NOFILE: soft {}, hard {}; every running command holds descriptors \
+             until it ends; corral::raise_nofile_limit() raises the soft limit to the hard one)",
+            show(lim.current),
+            show(lim.maximum)
+        );
     }
-}
-
-impl std::error::Error for NoDescriptors {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.0)
-    }
+    let _ = kind;
+    String::new()
 }
 
 /// Raises this process's soft limit on open file descriptors

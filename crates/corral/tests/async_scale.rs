@@ -320,8 +320,10 @@ fn emfile_child() {
                 assert!(started.len() < 64, "no error after 64 runs");
             };
             match &err {
-                corral::Error::Spawn { kind, .. } => {
-                    assert_eq!(*kind, corral::SpawnErrorKind::TooManyOpenFiles, "{err}")
+                corral::Error::Spawn { kind, source, .. } => {
+                    assert_eq!(*kind, corral::SpawnErrorKind::TooManyOpenFiles, "{err}");
+                    // The OS error stays (EMFILE), as `subprocess` users expect.
+                    assert_eq!(source.raw_os_error(), Some(24), "{err}");
                 }
                 other => panic!("expected a spawn error, got {other:?}"),
             }
