@@ -19,15 +19,28 @@ struct ThreadSampler {
     peak: Arc<AtomicU64>,
     /// Peak open descriptors (sampled every 10 ms).
     fds: Arc<AtomicU64>,
+    /// Peak live children (sampled every 10 ms).
+    kids: Arc<AtomicU64>,
+    /// Open descriptors while at least `all` children were alive (the
+    /// steady state of a scale run, before any command ended).
+    fds_all: Arc<AtomicU64>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ThreadSampler {
-    fn start() -> ThreadSampler {
+    fn start_for(all: u64) -> ThreadSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let peak = Arc::new(AtomicU64::new(0));
         let fds = Arc::new(AtomicU64::new(0));
-        let (s, p, f) = (stop.clone(), peak.clone(), fds.clone());
+        let kids = Arc::new(AtomicU64::new(0));
+        let fds_all = Arc::new(AtomicU64::new(0));
+        let (s, p, f, k, fa) = (
+            stop.clone(),
+            peak.clone(),
+            fds.clone(),
+            kids.clone(),
+            fds_all.clone(),
+        );
         let handle = std::thread::spawn(move || {
             let mut i = 0u64;
             while !s.load(Ordering::Relaxed) {
@@ -35,8 +48,12 @@ impl ThreadSampler {
                     p.fetch_max(n, Ordering::Relaxed);
                 }
                 if i.is_multiple_of(10) {
-                    if let Ok(d) = std::fs::read_dir("/proc/self/fd") {
-                        f.fetch_max(d.count() as u64, Ordering::Relaxed);
+                    let now = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
+                    f.fetch_max(now, Ordering::Relaxed);
+                    let live = live_children();
+                    k.fetch_max(live, Ordering::Relaxed);
+                    if live >= all {
+                        fa.fetch_max(now, Ordering::Relaxed);
                     }
                 }
                 i += 1;
@@ -47,12 +64,15 @@ impl ThreadSampler {
             stop,
             peak,
             fds,
+            kids,
+            fds_all,
             handle: Some(handle),
         }
     }
 
-    /// (peak threads but the sampler, peak open descriptors).
-    fn finish(mut self) -> (u64, u64) {
+    /// (peak threads but the sampler, peak open descriptors, peak live
+    /// children, descriptors while all were alive).
+    fn finish(mut self) -> (u64, u64, u64, u64) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
@@ -60,8 +80,25 @@ impl ThreadSampler {
         (
             self.peak.load(Ordering::Relaxed).saturating_sub(1),
             self.fds.load(Ordering::Relaxed),
+            self.kids.load(Ordering::Relaxed),
+            self.fds_all.load(Ordering::Relaxed),
         )
     }
+}
+
+/// Children of this process that have not exited (zombies not counted),
+/// from `/proc/self/task/*/children`.
+fn live_children() -> u64 {
+    let mut n = 0;
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    for t in tasks.flatten() {
+        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+            n += s.split_whitespace().count() as u64;
+        }
+    }
+    n
 }
 
 fn head_args(bytes: &str) -> [String; 3] {
@@ -135,23 +172,35 @@ fn run(args: &[String]) -> Result<String, String> {
             c.wait().map_err(|e| e.to_string())?;
             (total, 0)
         }
+        // `scale-{corral,tokio,std} N SECS [TIER] [null|capture]`: N
+        // concurrent `sleep SECS`, stdout and stderr captured (default) or
+        // sent to /dev/null; corral in TIER (`process_group` by default).
         "scale-corral" | "scale-std" | "scale-tokio" => {
             let n: usize = arg(1)?.parse().map_err(|_| "bad count")?;
             let secs = arg(2)?;
-            let sampler = ThreadSampler::start();
+            let tier = args.get(3).map_or("process_group", String::as_str);
+            let null = args.get(4).is_some_and(|s| s == "null");
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            let fds0 = open_fds();
+            // `n` commands and, in the cgroup tier, corral's keeper.
+            let sampler = ThreadSampler::start_for(n as u64);
             let t1 = Instant::now();
             let ok = match what.as_str() {
-                "scale-corral" => scale_corral(n, &secs),
+                "scale-corral" => scale_corral(&rt, n, &secs, tier_choice(tier)?, null),
                 "scale-std" => scale_std(n, &secs),
-                _ => scale_tokio(n, &secs),
+                _ => scale_tokio(&rt, n, &secs, null),
             }?;
             let wall = t1.elapsed();
-            let (threads, fds) = sampler.finish();
+            let (threads, fds, kids, fds_all) = sampler.finish();
             if ok != n {
                 return Err(format!("{} of {n} commands succeeded", ok));
             }
+            drop(rt);
             return Ok(format!(
-                "ns={} threads={threads} fds={fds} hwm={} base={base}",
+                "ns={} threads={threads} fds={fds} fds0={fds0} kids={kids} fds_all={fds_all} hwm={} base={base}",
                 wall.as_nanos(),
                 sys::self_status("VmHWM").unwrap_or(0)
             ));
@@ -190,6 +239,13 @@ fn run(args: &[String]) -> Result<String, String> {
             }
             (0, 0)
         }
+        // `fd-census N TIER STDIO`: N async `sleep 2` in tier `auto`,
+        // `cgroup`, `subreaper`, `process_group` (stdio `null` or
+        // `capture`); prints the descriptors they hold, by kind.
+        "fd-census" => {
+            let n: usize = arg(1)?.parse().map_err(|_| "bad count")?;
+            return fd_census(n, &arg(2)?, &arg(3)?);
+        }
         "scan" => {
             let n: usize = arg(1)?.parse().map_err(|_| "bad count")?;
             let mut found = 0;
@@ -208,24 +264,40 @@ fn run(args: &[String]) -> Result<String, String> {
     ))
 }
 
-/// One thread per command: corral's sync API supervises on the calling
-/// thread.
-fn scale_corral(n: usize, secs: &str) -> Result<usize, String> {
-    // The async API on the same runtime as the tokio peer: no thread per
-    // command.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+fn open_fds() -> u64 {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64)
+}
+
+fn tier_choice(tier: &str) -> Result<ContainmentChoice, String> {
+    Ok(match tier {
+        "auto" => ContainmentChoice::Auto,
+        "cgroup" => ContainmentChoice::Only(Mechanism::Cgroup),
+        "process_group" => ContainmentChoice::Only(Mechanism::ProcessGroup),
+        "pid_namespace" => ContainmentChoice::Only(Mechanism::PidNamespace),
+        _ => return Err(format!("unknown tier {tier}")),
+    })
+}
+
+/// corral's async API on the same multi-thread runtime as the tokio peer:
+/// no thread per command.
+fn scale_corral(
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+    secs: &str,
+    tier: ContainmentChoice,
+    null: bool,
+) -> Result<usize, String> {
     rt.block_on(async {
         let tasks: Vec<_> = (0..n)
             .map(|_| {
                 let secs = secs.to_string();
                 tokio::spawn(async move {
-                    corral::Command::new("sleep")
-                        .arg(&secs)
-                        .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
-                        .run_async()
+                    let mut c = corral::Command::new("sleep");
+                    c.arg(&secs).containment(tier);
+                    if null {
+                        c.stdout(Output::null()).stderr(Output::null());
+                    }
+                    c.run_async()
                         .await
                         .map_err(|e| e.to_string())
                         .and_then(|r| {
@@ -288,25 +360,34 @@ fn scale_std(n: usize, secs: &str) -> Result<usize, String> {
         .count())
 }
 
-/// Tasks on tokio's multi-thread runtime (one worker per CPU).
-fn scale_tokio(n: usize, secs: &str) -> Result<usize, String> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+/// Tasks on tokio's multi-thread runtime (one worker per CPU):
+/// `output()`, or `status()` with stdout and stderr to /dev/null.
+fn scale_tokio(
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+    secs: &str,
+    null: bool,
+) -> Result<usize, String> {
     rt.block_on(async {
         let tasks: Vec<_> = (0..n)
             .map(|_| {
                 let secs = secs.to_string();
                 tokio::spawn(async move {
-                    tokio::process::Command::new("sleep")
-                        .arg(&secs)
-                        .stdin(Stdio::null())
-                        .kill_on_drop(true)
-                        .output()
-                        .await
-                        .map(|o| o.status.success())
-                        .unwrap_or(false)
+                    let mut c = tokio::process::Command::new("sleep");
+                    c.arg(&secs).stdin(Stdio::null()).kill_on_drop(true);
+                    if null {
+                        c.stdout(Stdio::null())
+                            .stderr(Stdio::null())
+                            .status()
+                            .await
+                            .map(|s| s.success())
+                            .unwrap_or(false)
+                    } else {
+                        c.output()
+                            .await
+                            .map(|o| o.status.success())
+                            .unwrap_or(false)
+                    }
                 })
             })
             .collect();
@@ -317,5 +398,83 @@ fn scale_tokio(n: usize, secs: &str) -> Result<usize, String> {
             }
         }
         Ok(ok)
+    })
+}
+
+/// Descriptors of this process by kind (what `/proc/self/fd/N` links to).
+fn fd_kinds() -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    if let Ok(d) = std::fs::read_dir("/proc/self/fd") {
+        for e in d.flatten() {
+            let t = std::fs::read_link(e.path())
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let kind = if let Some(r) = t.strip_prefix("anon_inode:") {
+                r.to_string()
+            } else if t.starts_with("pipe:") {
+                "pipe".into()
+            } else if t.starts_with("/sys/fs/cgroup") {
+                let name = t.rsplit('/').next().unwrap_or("");
+                if name.starts_with("corral-") {
+                    "cgroup dir".into()
+                } else {
+                    format!("cgroup {name}")
+                }
+            } else {
+                "other".into()
+            };
+            *m.entry(kind).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+fn fd_census(n: usize, tier: &str, stdio: &str) -> Result<String, String> {
+    let choice = tier_choice(tier)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let before = fd_kinds();
+        let mut tasks = Vec::new();
+        for _ in 0..n {
+            let mut c = if std::env::var_os("CENSUS_TREE").is_some() {
+                let mut c = corral::Command::new("sh");
+                c.args(["-c", "sleep 2 & wait"]);
+                c
+            } else {
+                let mut c = corral::Command::new("sleep");
+                c.arg("2");
+                c
+            };
+            c.containment(choice);
+            if stdio == "null" {
+                c.stdout(Output::null()).stderr(Output::null());
+            }
+            let r = c.spawn_async().map_err(|e| e.to_string())?;
+            tasks.push(tokio::spawn(r));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let during = fd_kinds();
+        let mut line = String::new();
+        let mut total = 0;
+        for (k, v) in &during {
+            let d = v.saturating_sub(before.get(k).copied().unwrap_or(0));
+            if d > 0 {
+                total += d;
+                line.push_str(&format!(" {k}={:.2}", d as f64 / n as f64));
+            }
+        }
+        for t in tasks {
+            let r = t.await.map_err(|e| e.to_string())?;
+            if !r.success() {
+                return Err(format!("{r:?}"));
+            }
+        }
+        Ok(format!(
+            "tier={tier} stdio={stdio} per_command={:.2}{line}",
+            total as f64 / n as f64
+        ))
     })
 }

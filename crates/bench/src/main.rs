@@ -65,6 +65,10 @@ pub struct Config {
     /// Figure 5: concurrent command counts, each with how long its
     /// commands sleep (long enough for all to be started at once).
     pub scale_sizes: Vec<(usize, &'static str)>,
+    /// Figure 5's big row (output to /dev/null, three variants): how many
+    /// commands and how long they sleep (longer than it takes to start
+    /// them all, so that all are alive at once).
+    pub scale_big: Option<(usize, &'static str)>,
 }
 
 #[cfg(unix)]
@@ -87,6 +91,7 @@ impl Config {
                 output_bytes: 64 << 20,
                 output_reps: 1,
                 scale_sizes: vec![(1, "0.2"), (20, "0.2")],
+                scale_big: Some((50, "0.5")),
             }
         } else {
             Config {
@@ -102,7 +107,8 @@ impl Config {
                 holder_secs: "1",
                 output_bytes: 1 << 30,
                 output_reps: 5,
-                scale_sizes: vec![(1, "1"), (100, "1"), (1000, "1"), (10_000, "5")],
+                scale_sizes: vec![(1, "1"), (100, "1"), (1000, "1")],
+                scale_big: Some((10_000, "30")),
             }
         }
     }

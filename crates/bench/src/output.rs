@@ -19,6 +19,12 @@ pub struct ChildResult {
     pub threads: u64,
     /// Peak open descriptors (figure 5).
     pub fds: u64,
+    /// Open descriptors before the commands started, and peak live
+    /// children (figure 5).
+    pub fds0: u64,
+    pub kids: u64,
+    /// Open descriptors while every command was alive (0: never seen).
+    pub fds_all: u64,
     /// Peak RSS at the end, and before the work began (KiB).
     pub hwm: u64,
     pub base: u64,
@@ -51,6 +57,9 @@ pub fn child(args: &[&str]) -> Result<ChildResult, String> {
             "bytes" => r.bytes = v,
             "threads" => r.threads = v,
             "fds" => r.fds = v,
+            "fds0" => r.fds0 = v,
+            "kids" => r.kids = v,
+            "fds_all" => r.fds_all = v,
             "hwm" => r.hwm = v,
             "base" => r.base = v,
             _ => {}

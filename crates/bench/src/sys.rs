@@ -110,8 +110,9 @@ pub fn killpg_kill(pgid: u32) {
     }
 }
 
-/// Raises the soft open-files limit to the hard one (1,000 concurrent
-/// commands need a few thousand descriptors).
+/// Raises the open-files limit: a hard limit of [`NOFILE_WANT`] if this
+/// process may (CAP_SYS_RESOURCE), then the soft limit to the hard one
+/// (`corral::raise_nofile_limit`).
 pub fn raise_nofile() {
     let mut r = libc::rlimit {
         rlim_cur: 0,
@@ -119,44 +120,35 @@ pub fn raise_nofile() {
     };
     // SAFETY: `r` is a valid rlimit the kernel fills in / reads.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return;
-        }
-        // 10,000 concurrent commands take about six descriptors each (the
-        // peers about three): ask for a hard limit of 2^18 first (root, or
-        // CAP_SYS_RESOURCE), else raise the soft limit to the hard one.
-        let want = NOFILE_WANT as libc::rlim_t;
-        if r.rlim_max < want {
-            let up = libc::rlimit {
-                rlim_cur: want,
-                rlim_max: want,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &up) == 0 {
-                return;
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 {
+            let want = NOFILE_WANT as libc::rlim_t;
+            if r.rlim_max < want {
+                let up = libc::rlimit {
+                    rlim_cur: want,
+                    rlim_max: want,
+                };
+                libc::setrlimit(libc::RLIMIT_NOFILE, &up);
             }
         }
-        if r.rlim_cur < r.rlim_max {
-            r.rlim_cur = r.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-        }
     }
+    let _ = corral::raise_nofile_limit();
 }
 
 /// The descriptor limit the bench asks for.
 pub const NOFILE_WANT: u64 = 1 << 18;
 
-/// This process's soft descriptor limit.
+/// This process's (soft, hard) descriptor limits.
 #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 everywhere
-pub fn nofile() -> u64 {
+pub fn nofile_limits() -> (u64, u64) {
     let mut r = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: `r` is a valid rlimit the kernel fills in.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
-        r.rlim_cur as u64
+        (r.rlim_cur as u64, r.rlim_max as u64)
     } else {
-        0
+        (0, 0)
     }
 }
 

@@ -4,9 +4,20 @@
 //! returns an [`AsyncRunning`] future. It drives the very same lifecycle
 //! state machine as [`Running::wait`](crate::Running::wait) (`Life::advance`),
 //! only the sleeping differs: instead of one `poll(2)` per command, the
-//! command's descriptors (the root's pidfd, its pipes, its wake pipe) are
-//! registered with the tokio reactor and the timers come from tokio, so any
-//! number of commands costs no thread of its own.
+//! command's descriptors (the root's pidfd, its pipes) are registered with
+//! the tokio reactor and the timers come from tokio, so any number of
+//! commands costs no thread of its own. A wake-up from another thread
+//! (cancel, a signal request, relay back-pressure) wakes the task directly:
+//! no descriptor is made for it.
+//!
+//! Descriptors per command: the pidfd, plus one per captured stream (and
+//! stdin's pipe while it is fed), plus the containment's own (the cgroup
+//! tier keeps its directory open). Each is registered
+//! as it is, not duplicated: the lifecycle and the registration share it
+//! (`sys::SharedFd`), so it is closed only once both let go. Order matters
+//! for a reactor: deregistering a number that was closed and reused by
+//! another registration would silence that one; a shared descriptor cannot
+//! be closed while registered.
 //!
 //! Readiness from the reactor is only a wake-up call: after every wake-up a
 //! zero-timeout `poll(2)` over the command's descriptors says what is really
@@ -21,7 +32,6 @@
 
 use std::future::Future;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -33,6 +43,7 @@ use std::sync::Arc;
 
 use crate::cancel::{CancelToken, Wake};
 use crate::lifecycle::{Life, SignalRequests};
+use crate::sys::SharedFd;
 use crate::{Command, Error, Report, Signal};
 
 impl Command {
@@ -163,35 +174,41 @@ impl Drop for Guard {
     }
 }
 
-/// One registered descriptor: a duplicate, so that the reactor's
-/// registration never outlives or confuses the lifecycle's own descriptor.
+/// One registered descriptor: the lifecycle's own, shared with it (see
+/// the module docs).
 struct Reg {
-    fd: AsyncFd<OwnedFd>,
-    /// Which lifecycle descriptor this mirrors (to drop it when that one is
-    /// closed: a duplicate of a pipe end would keep the pipe open).
+    fd: AsyncFd<SharedFd>,
+    /// Which lifecycle descriptor this is (to let go of it when the
+    /// lifecycle closes it: the shared pipe end would stay open otherwise).
     slot: Slot,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Slot {
-    Wake,
     Root,
     Out(usize),
     Stdin,
 }
 
-fn register(fd: impl AsFd, slot: Slot, interest: Interest) -> io::Result<Reg> {
-    let dup = fd.as_fd().try_clone_to_owned()?;
-    // SAFETY: `dup` is an OwnedFd we just created and move into the AsyncFd:
-    // it stays open, refers to the same file description and returns the
-    // same raw fd for the AsyncFd's whole life, and nothing else closes it.
-    let fd = unsafe { AsyncFd::register_with_interest(dup, interest) }.map_err(io::Error::from)?;
+fn register(fd: &SharedFd, slot: Slot, interest: Interest) -> io::Result<Reg> {
+    // SAFETY: the AsyncFd owns a reference to the descriptor (an
+    // `Arc<OwnedFd>`), so it stays open and refers to the same file
+    // description for the AsyncFd's whole life, whatever the lifecycle does
+    // with its own reference; `as_raw_fd` of an Arc<OwnedFd> always returns
+    // that same number, and nothing closes an OwnedFd but its drop.
+    let fd = unsafe { AsyncFd::register_with_interest(fd.clone(), interest) }
+        .map_err(io::Error::from)?;
     Ok(Reg { fd, slot })
 }
 
 async fn drive(mut guard: Guard) -> Report {
     let mut regs: Vec<Reg> = Vec::new();
     let mut registered = false;
+    let cell = guard
+        .life
+        .as_ref()
+        .expect("guard holds the lifecycle")
+        .wake_cell();
     loop {
         let life = guard.life.as_mut().expect("guard holds the lifecycle");
         if life.advance() {
@@ -204,7 +221,7 @@ async fn drive(mut guard: Guard) -> Report {
                 Err(e) => life.wait_failed(e),
             }
         }
-        // Drop the duplicates of descriptors the lifecycle has closed.
+        // Let go of the descriptors the lifecycle has closed.
         regs.retain(|r| life.slot_open(r.slot));
         // Ground truth, without sleeping: the synchronous driver's poll with
         // a zero timeout.
@@ -214,10 +231,16 @@ async fn drive(mut guard: Guard) -> Report {
         let timeout = life.next_wake(Instant::now());
         let sleep = timeout.map(|d| tokio::time::sleep(d.max(Duration::from_micros(50))));
         WaitAny {
+            woken: &cell,
             regs: &regs,
             sleep: sleep.map(Box::pin),
         }
         .await;
+        // What woke us is looked at before the next step decides: a timer
+        // that fires together with the root's exit must not decide on an
+        // exit not yet seen (the step would count the dead root as alive).
+        let life = guard.life.as_mut().expect("guard holds the lifecycle");
+        life.poll_now();
     }
     drop(regs);
     let life = guard.life.take().expect("guard holds the lifecycle");
@@ -225,7 +248,7 @@ async fn drive(mut guard: Guard) -> Report {
 }
 
 fn register_all(life: &Life) -> io::Result<Vec<Reg>> {
-    let mut regs = vec![register(life.wake_fd(), Slot::Wake, Interest::READABLE)?];
+    let mut regs = Vec::with_capacity(4);
     if let Some(fd) = life.root_fd() {
         regs.push(register(fd, Slot::Root, Interest::READABLE)?);
     }
@@ -240,10 +263,11 @@ fn register_all(life: &Life) -> io::Result<Vec<Reg>> {
     Ok(regs)
 }
 
-/// Completes when any registered descriptor reports readiness or the timer
-/// fires. Readiness is cleared as it is seen: the zero-timeout poll after
-/// the wake-up decides what is really ready.
+/// Completes when a waker fired, any registered descriptor reports
+/// readiness or the timer fires. Readiness is cleared as it is seen: the
+/// zero-timeout poll after the wake-up decides what is really ready.
 struct WaitAny<'a> {
+    woken: &'a crate::sys::WakeCell,
     regs: &'a [Reg],
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
@@ -252,7 +276,7 @@ impl Future for WaitAny<'_> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut woke = false;
+        let mut woke = self.woken.poll_woken(cx);
         for r in self.regs {
             let ready = if r.slot == Slot::Stdin {
                 r.fd.poll_write_ready(cx)
@@ -283,7 +307,6 @@ impl Life {
     /// Whether the lifecycle descriptor mirrored by `slot` is still open.
     fn slot_open(&self, slot: Slot) -> bool {
         match slot {
-            Slot::Wake => true,
             Slot::Root => self.root_fd().is_some(),
             Slot::Out(i) => self.output_fd(i).is_some(),
             Slot::Stdin => self.stdin_fd().is_some(),

@@ -13,6 +13,13 @@ pub enum SpawnErrorKind {
     NotFound,
     /// The program was found but could not be executed (exit 126).
     PermissionDenied,
+    /// This process (EMFILE) or the whole system (ENFILE) has no file
+    /// descriptor left for the run's pipes, pidfd or containment. Nothing
+    /// was left running. The error's message names the process's
+    /// `RLIMIT_NOFILE`; [`raise_nofile_limit`](crate::raise_nofile_limit)
+    /// raises the soft limit to the hard one. See that function for what a
+    /// run holds.
+    TooManyOpenFiles,
     /// Anything else (bad working directory, out of resources, ...).
     Other,
 }
@@ -23,7 +30,7 @@ pub enum SpawnErrorKind {
 #[non_exhaustive]
 pub enum Error {
     /// The program could not be started.
-    #[error("cannot run {program:?}: {source}")]
+    #[error("cannot run {program:?}: {source}{}", hint(*kind))]
     Spawn {
         /// What kind of spawn failure.
         kind: SpawnErrorKind,
@@ -98,6 +105,7 @@ impl Error {
 
     pub(crate) fn spawn(program: OsString, source: io::Error) -> Error {
         let kind = match source.kind() {
+            _ if out_of_descriptors(&source) => SpawnErrorKind::TooManyOpenFiles,
             io::ErrorKind::NotFound => SpawnErrorKind::NotFound,
             io::ErrorKind::PermissionDenied => SpawnErrorKind::PermissionDenied,
             _ if is_exec_format_error(&source) => SpawnErrorKind::PermissionDenied,
@@ -109,6 +117,69 @@ impl Error {
             source,
         }
     }
+}
+
+/// EMFILE (24) or ENFILE (23), the same numbers on every Unix corral
+/// supports.
+pub(crate) fn out_of_descriptors(e: &io::Error) -> bool {
+    cfg!(unix) && matches!(e.raw_os_error(), Some(23 | 24))
+}
+
+/// What the message of a spawn error adds to the OS error: for
+/// [`SpawnErrorKind::TooManyOpenFiles`], the limit that applies (the OS
+/// error itself, with its errno, stays the source).
+fn hint(kind: SpawnErrorKind) -> String {
+    #[cfg(unix)]
+    if kind == SpawnErrorKind::TooManyOpenFiles {
+        let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        let show = |v: Option<u64>| v.map_or("unlimited".to_string(), |v| v.to_string());
+        return format!(
+            " (RLIMIT_NOFILE: soft {}, hard {}; every running command holds descriptors \
+             until it ends; corral::raise_nofile_limit() raises the soft limit to the hard one)",
+            show(lim.current),
+            show(lim.maximum)
+        );
+    }
+    let _ = kind;
+    String::new()
+}
+
+/// Raises this process's soft limit on open file descriptors
+/// (`RLIMIT_NOFILE`) to its hard limit, and returns the new soft limit
+/// (`None`: unlimited).
+///
+/// corral never changes the limit by itself: it is process-wide, and it is
+/// inherited by every program the process starts (some older programs
+/// still use `select(2)`, which cannot handle descriptors past 1023). A
+/// host that runs many commands at once calls this at start, as Go's
+/// runtime does for every Go program. Raising the hard limit needs
+/// `CAP_SYS_RESOURCE` (and stays below `/proc/sys/fs/nr_open` on Linux);
+/// this function does not try. On macOS the soft limit is raised to at most
+/// `OPEN_MAX` (10240), above which `setrlimit` fails there.
+///
+/// What a run holds while it runs (Linux): the root's pidfd; one pipe per
+/// captured stream (and stdin's while bytes are fed); in the cgroup tier
+/// the cgroup's directory and its `cgroup.procs` and `cgroup.events`; a
+/// synchronous [`Running::wait`](crate::Running::wait) also one eventfd.
+/// The async API registers these descriptors with the reactor as they are
+/// (no duplicates) and wakes its task without a descriptor. So with
+/// `Output::null()` streams a process-group run holds one descriptor and a
+/// cgroup run four; with both streams captured, two more. A spawn that
+/// finds no descriptor left fails with
+/// [`SpawnErrorKind::TooManyOpenFiles`] and leaves nothing running.
+#[cfg(unix)]
+pub fn raise_nofile_limit() -> io::Result<Option<u64>> {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut lim = getrlimit(Resource::Nofile);
+    let mut want = lim.maximum;
+    if cfg!(target_vendor = "apple") {
+        want = Some(want.map_or(10240, |h| h.min(10240)));
+    }
+    if lim.current.is_some() && (want.is_none() || want > lim.current) {
+        lim.current = want;
+        setrlimit(Resource::Nofile, lim)?;
+    }
+    Ok(getrlimit(Resource::Nofile).current)
 }
 
 fn is_exec_format_error(e: &io::Error) -> bool {

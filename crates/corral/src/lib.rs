@@ -68,6 +68,8 @@ pub use command::Command;
 #[cfg(target_os = "linux")]
 pub use contain::subreaper::enable_subreaper;
 pub use contain::{release_cgroup_pool, ContainmentChoice, OsOp};
+#[cfg(unix)]
+pub use error::raise_nofile_limit;
 pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::Running;
 pub use report::{

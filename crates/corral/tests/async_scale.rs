@@ -4,6 +4,13 @@
 
 use std::time::{Duration, Instant};
 
+/// The tests of this binary count the whole process's threads, descriptors
+/// and children: one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn threads() -> usize {
     std::fs::read_to_string("/proc/self/status")
         .unwrap()
@@ -13,6 +20,23 @@ fn threads() -> usize {
         .trim()
         .parse()
         .unwrap()
+}
+
+/// This process's descriptors and what they are.
+fn fd_list() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let t = std::fs::read_link(e.path()).unwrap_or_default();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                t.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 fn open_fds() -> usize {
@@ -64,6 +88,7 @@ fn how_many(rt: &tokio::runtime::Runtime) -> usize {
 
 #[test]
 fn hundreds_of_concurrent_commands_use_no_thread_each() {
+    let _serial = serial();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -102,4 +127,236 @@ fn hundreds_of_concurrent_commands_use_no_thread_each() {
         "took {:?}",
         t.elapsed()
     );
+}
+
+/// Children of this process that are alive (not zombies), but corral's
+/// keeper (started once per process by the first cgroup run).
+fn live_children() -> Vec<u32> {
+    let mut v = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        for pid in text
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+        {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rsplit(") ").next().and_then(|r| r.chars().next());
+            let keeper = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "corral-keeper");
+            if !keeper && !matches!(state, Some('Z') | Some('X') | None) {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
+
+/// A real tree: the root (a shell) and a child of it, both alive until the
+/// run is cancelled (at most 120 s: far longer than the test, even on a
+/// loaded machine, so that no tree ends by itself first).
+const TREE: &str = "sleep 120 & wait";
+
+/// Whether `pid` has a child (its tree is up).
+fn has_child(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .is_ok_and(|s| !s.trim().is_empty())
+}
+
+/// Starts `n` trees of the given tier with stdout/stderr captured or not,
+/// waits until every one is up, and returns the descriptors they hold per
+/// run (over what the process held before), then ends them (cancellation:
+/// the whole tree is killed) and checks that every descriptor came back
+/// and nothing is left.
+fn descriptors_per_run(
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+    tier: corral::Mechanism,
+    captured: bool,
+) -> f64 {
+    rt.block_on(async {
+        let before = open_fds();
+        let list_before = fd_list();
+        let kids_before = live_children().len();
+        let threads_before = threads();
+        let mut runs = Vec::new();
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            let mut c = corral::Command::new("/bin/sh");
+            c.args(["-c", TREE])
+                .containment(corral::ContainmentChoice::Only(tier))
+                .timeout(Duration::from_secs(150));
+            if !captured {
+                c.stdout(corral::Output::null())
+                    .stderr(corral::Output::null());
+            }
+            let running = c.spawn_async().unwrap();
+            runs.push((running.id(), running.cancel_token()));
+            tasks.spawn(running);
+        }
+        // Every tree is up: its root and its `sleep` child.
+        let end = Instant::now() + Duration::from_secs(60);
+        while !runs.iter().all(|(pid, _)| has_child(*pid)) {
+            assert!(Instant::now() < end, "the {n} runs did not all start");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let during = open_fds();
+        let peak_threads = threads();
+        for (_, t) in &runs {
+            t.cancel();
+        }
+        while let Some(r) = tasks.join_next().await {
+            let r = r.unwrap();
+            assert_eq!(r.outcome, corral::Outcome::Cancelled, "{r:?}");
+            assert!(r.cleanup_error.is_none(), "{r:?}");
+        }
+        // Pooled cgroups keep their descriptors by design: give them back.
+        corral::release_cgroup_pool();
+        let after = open_fds();
+        assert!(
+            after <= before + 2,
+            "descriptors not given back: {before} before, {after} after: {:?} -> {:?}",
+            list_before,
+            fd_list()
+        );
+        let left = live_children().len();
+        assert!(left <= kids_before, "{} children left", left - kids_before);
+        assert!(
+            peak_threads <= threads_before + 4,
+            "threads went from {threads_before} to {peak_threads}"
+        );
+        during.saturating_sub(before) as f64 / n as f64
+    })
+}
+
+/// How many runs to start: 100, or what fits under the open-file limit
+/// with 8 descriptors per run (far more than any tier holds).
+fn trees_that_fit() -> usize {
+    let limit = raise_nofile();
+    (limit.saturating_sub(open_fds() + 64) / 8).min(100)
+}
+
+/// The async API holds few descriptors per run, in a bound per tier: the
+/// root's pidfd, one pipe per captured stream, and in the cgroup tier the
+/// cgroup's directory. No wake pipe, no duplicates for the reactor. (The
+/// measured values here: 1 and 3 in the process-group tier, 2 and 4 in
+/// the cgroup tier; the bounds leave room for a transient descriptor.)
+#[test]
+fn async_runs_hold_a_bounded_number_of_descriptors_process_group() {
+    let _serial = serial();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let n = trees_that_fit();
+    let null = descriptors_per_run(&rt, n, corral::Mechanism::ProcessGroup, false);
+    let captured = descriptors_per_run(&rt, n, corral::Mechanism::ProcessGroup, true);
+    eprintln!("process group, {n} trees: {null:.2} per run (output to /dev/null), {captured:.2} (captured)");
+    assert!(null <= 1.5, "{null:.2} descriptors per run");
+    assert!(captured <= 3.5, "{captured:.2} descriptors per run");
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn async_runs_hold_a_bounded_number_of_descriptors_cgroup() {
+    let _serial = serial();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let n = trees_that_fit();
+    let null = descriptors_per_run(&rt, n, corral::Mechanism::Cgroup, false);
+    let captured = descriptors_per_run(&rt, n, corral::Mechanism::Cgroup, true);
+    eprintln!(
+        "cgroup, {n} trees: {null:.2} per run (output to /dev/null), {captured:.2} (captured)"
+    );
+    assert!(null <= 2.5, "{null:.2} descriptors per run");
+    assert!(captured <= 4.5, "{captured:.2} descriptors per run");
+}
+
+/// Out of descriptors, a spawn fails with a typed error that names the
+/// limit, and leaves nothing running; the runs already started are
+/// unharmed. In a child process: it lowers its own open-file limit.
+#[test]
+fn out_of_descriptors_is_a_typed_spawn_error_that_leaves_nothing() {
+    let _serial = serial();
+    let text = corral_testkit::run_ignored_test_in_child("emfile_child", &[]);
+    assert!(text.contains("EMFILE-OK"), "{text}");
+}
+
+#[test]
+#[ignore = "helper of out_of_descriptors_is_a_typed_spawn_error_that_leaves_nothing"]
+fn emfile_child() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let _serial = serial();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Room for a few runs only.
+    let mut lim = getrlimit(Resource::Nofile);
+    lim.current = Some(open_fds() as u64 + 12);
+    setrlimit(Resource::Nofile, lim).unwrap();
+    let kids_before = live_children().len();
+    rt.block_on(async {
+        for (tier, captured) in [
+            (corral::Mechanism::ProcessGroup, false),
+            (corral::Mechanism::ProcessGroup, true),
+        ] {
+            let mut started = Vec::new();
+            let err = loop {
+                let mut c = corral::Command::new("/bin/sleep");
+                c.arg("20")
+                    .containment(corral::ContainmentChoice::Only(tier))
+                    .timeout(Duration::from_secs(30));
+                if !captured {
+                    c.stdout(corral::Output::null())
+                        .stderr(corral::Output::null());
+                }
+                match c.spawn_async() {
+                    Ok(r) => started.push(r),
+                    Err(e) => break e,
+                }
+                assert!(started.len() < 64, "no error after 64 runs");
+            };
+            match &err {
+                corral::Error::Spawn { kind, source, .. } => {
+                    assert_eq!(*kind, corral::SpawnErrorKind::TooManyOpenFiles, "{err}");
+                    // The OS error stays (EMFILE), as `subprocess` users expect.
+                    assert_eq!(source.raw_os_error(), Some(24), "{err}");
+                }
+                other => panic!("expected a spawn error, got {other:?}"),
+            }
+            let msg = err.to_string();
+            assert!(msg.contains("RLIMIT_NOFILE"), "{msg}");
+            // The sync API says the same.
+            let sync = corral::Command::new("/bin/true").run();
+            assert!(
+                matches!(
+                    &sync,
+                    Err(corral::Error::Spawn {
+                        kind: corral::SpawnErrorKind::TooManyOpenFiles,
+                        ..
+                    })
+                ),
+                "{sync:?}"
+            );
+            // Nothing of the failed spawns is alive: only the runs started.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let alive = live_children().len() - kids_before;
+            assert_eq!(alive, started.len(), "{tier:?} captured={captured}: {err}");
+            // Dropping the started runs kills their trees.
+            let n = started.len();
+            drop(started);
+            let end = Instant::now() + Duration::from_secs(10);
+            while live_children().len() > kids_before {
+                assert!(Instant::now() < end, "the {n} dropped runs left children");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            // Their background cleanup (reaping) gives the descriptors back.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            eprintln!("{tier:?} captured={captured}: {n} runs fit; then {err}");
+        }
+    });
+    println!("EMFILE-OK");
 }

@@ -352,8 +352,12 @@ struct Slot {
     dir: PathBuf,
     /// The directory itself, for clone3(CLONE_INTO_CGROUP); holds the lock.
     dir_fd: File,
-    procs: File,
-    events: File,
+    /// `cgroup.events`, kept open only once a termination waits on it
+    /// (POLLPRI) or the cgroup is pooled; other reads open it for the read
+    /// ([`Slot::read_events`]). So a run costs its cgroup one descriptor,
+    /// the directory's, until a termination. (`cgroup.procs` is opened
+    /// only by a spawn that is not born in the cgroup: see `placement`.)
+    events: OnceLock<File>,
     /// Registration with the crash-safety keeper (dropped: unregistered).
     keeper: Option<KeeperReg>,
     /// `cpu.stat` and `cgroup.stat`, opened once and re-read in place by
@@ -371,6 +375,23 @@ impl Slot {
         let mut buf = [0u8; 1024];
         let n = f.read_at(&mut buf, 0).ok()?;
         Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+    }
+
+    /// (populated, frozen), through the kept descriptor if there is one.
+    fn read_events(&self) -> io::Result<(bool, bool)> {
+        match self.events.get() {
+            Some(f) => events_of(f),
+            None => events_of(&File::open(self.dir.join("cgroup.events"))?),
+        }
+    }
+
+    /// `cgroup.events`, opened now and kept if it is not yet.
+    fn events(&self) -> io::Result<&File> {
+        if let Some(f) = self.events.get() {
+            return Ok(f);
+        }
+        let f = File::open(self.dir.join("cgroup.events"))?;
+        Ok(self.events.get_or_init(|| f))
     }
 
     fn cpu_stat(&self) -> String {
@@ -439,6 +460,9 @@ pub(crate) struct Cgroup {
     /// new one): usage is reported as the difference.
     cpu_base: (u64, u64),
     v1: Vec<V1Group>,
+    /// The v2 `cgroup.procs`, opened only when v1 groups are used too (the
+    /// child then writes itself into each before exec).
+    v2_procs: Option<File>,
     v1_memory: Option<PathBuf>,
     v1_pids: Option<PathBuf>,
     limits: Limits,
@@ -550,6 +574,7 @@ impl Cgroup {
                     slot: Some(slot),
                     cpu_base,
                     v1: Vec::new(),
+                    v2_procs: None,
                     v1_memory: None,
                     v1_pids: None,
                     limits,
@@ -597,26 +622,25 @@ impl Cgroup {
             let _ = fs::remove_dir(&dir);
             CgroupError::Open { path, source }
         };
-        let procs = OpenOptions::new()
-            .write(true)
-            .open(dir.join("cgroup.procs"))
-            .map_err(|e| cleanup(dir.join("cgroup.procs"), e))?;
-        let events = File::open(dir.join("cgroup.events"))
-            .map_err(|e| cleanup(dir.join("cgroup.events"), e))?;
+        // A cgroup v2 directory has `cgroup.events`; its descriptor is
+        // opened when first needed (see `Slot::events`).
+        if let Err(e) = fs::symlink_metadata(dir.join("cgroup.events")) {
+            return Err(cleanup(dir.join("cgroup.events"), e));
+        }
         let mut cg = Cgroup {
             dir: dir.clone(),
             parent: h.own_v2.clone(),
             slot: Some(Slot {
                 dir: dir.clone(),
                 dir_fd,
-                procs,
-                events,
+                events: OnceLock::new(),
                 keeper: None,
                 cpu_stat: std::sync::OnceLock::new(),
                 cg_stat: std::sync::OnceLock::new(),
             }),
             cpu_base: (0, 0),
             v1: Vec::new(),
+            v2_procs: None,
             v1_memory: None,
             v1_pids: None,
             limits,
@@ -659,7 +683,7 @@ impl Cgroup {
     fn borrow() -> Option<Slot> {
         loop {
             let slot = pool().pop()?;
-            match events_of(&slot.events) {
+            match slot.events().and_then(events_of) {
                 Ok((false, false)) => return Some(slot),
                 _ => retire(slot),
             }
@@ -680,7 +704,7 @@ impl Cgroup {
             && self.killed_at.is_none()
             && self.v1.is_empty()
             && self.slot.as_ref().is_some_and(|s| {
-                s.keeper.is_some() && matches!(events_of(&s.events), Ok((false, false)))
+                s.keeper.is_some() && matches!(s.events().and_then(events_of), Ok((false, false)))
             })
             && self.slot.as_ref().is_some_and(|s| {
                 s.read_kept(&s.cg_stat, "cgroup.stat")
@@ -790,7 +814,7 @@ impl Cgroup {
     /// notification by reading through the watched descriptor).
     fn populated(&self) -> io::Result<bool> {
         match &self.slot {
-            Some(s) => events_of(&s.events).map(|(p, _)| p),
+            Some(s) => s.read_events().map(|(p, _)| p),
             // Back in the pool: it was proven empty then.
             None => Ok(false),
         }
@@ -1002,7 +1026,20 @@ impl Containment for Cgroup {
             .slot
             .as_ref()
             .ok_or_else(|| io::Error::other("cgroup already released"))?;
-        let mut procs = vec![slot.procs.as_fd()];
+        // Only v2: the spawn opens `cgroup.procs` through the directory if
+        // it cannot be born there (no clone3). With v1 groups, every
+        // `cgroup.procs` is written by the child before exec.
+        let mut procs = Vec::new();
+        if !self.v1.is_empty() {
+            if self.v2_procs.is_none() {
+                self.v2_procs = Some(
+                    OpenOptions::new()
+                        .write(true)
+                        .open(self.dir.join("cgroup.procs"))?,
+                );
+            }
+            procs.extend(self.v2_procs.as_ref().map(AsFd::as_fd));
+        }
         procs.extend(self.v1.iter().map(|g| g.procs.as_fd()));
         Ok(sys::Placement {
             new_group: true,
@@ -1092,7 +1129,7 @@ impl Containment for Cgroup {
     #[cfg(unix)]
     fn wake_fd(&self) -> Option<(BorrowedFd<'_>, super::WakeOn)> {
         let slot = self.slot.as_ref()?;
-        Some((slot.events.as_fd(), super::WakeOn::Priority))
+        Some((slot.events().ok()?.as_fd(), super::WakeOn::Priority))
     }
 
     /// Crash-safe when the keeper holds the cgroup (it kills and removes

@@ -209,10 +209,25 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
             });
         }
     }
+    let selected = contain::select(plan.containment, plan.limits, plan.tracer.clone());
+    // A cgroup that could not be made for want of a descriptor is not a
+    // reason to fall back to a weaker tier, nor a containment failure:
+    // say what it is.
+    #[cfg(target_os = "linux")]
+    if matches!(
+        &selected,
+        Err(Error::Containment { .. }) | Ok(contain::Selected { note: Some(_), .. })
+    ) && sys::descriptors_exhausted()
+    {
+        return Err(Error::spawn(
+            plan.program.to_owned(),
+            io::Error::from_raw_os_error(24),
+        ));
+    }
     let contain::Selected {
         mut tree,
         note: containment_note,
-    } = contain::select(plan.containment, plan.limits, plan.tracer.clone())?;
+    } = selected?;
     let mechanism = tree.mechanism();
     if settings.require_crash_safety {
         sys::crash_safety_ahead(mechanism).map_err(|why| {
@@ -263,6 +278,11 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
     // tree lets go of them.
     let mut root = match start_root(spec, tree.as_mut()) {
         Ok(root) => root,
+        Err(SpawnError::Contain(e) | SpawnError::Spawn(e))
+            if crate::error::out_of_descriptors(&e) =>
+        {
+            return Err(Error::spawn(plan.program.to_owned(), e))
+        }
         Err(SpawnError::Contain(e)) => {
             return Err(Error::containment_io(
                 mechanism,
@@ -347,6 +367,19 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         policy,
         finished: false,
         settings,
+    };
+    #[cfg(unix)]
+    let life = {
+        let mut life = life;
+        if let Some(e) = life.root.exit_watch_error() {
+            // No descriptor left to watch the root's exit with: undo the
+            // spawn (the drop kills the tree through its identity, waits
+            // for it and releases it) and say so, rather than poll every
+            // exit on a timer.
+            drop(life);
+            return Err(Error::spawn(plan.program.to_owned(), e));
+        }
+        life
     };
     // Registered after the spawn: a cancel that raced the spawn is seen by
     // the first loop iteration through `cancel.state()`.
@@ -497,30 +530,33 @@ impl Life {
         }
     }
 
+    /// For the async driver: what its wakers fire (no descriptor is
+    /// involved; see `sys::WakeCell::poll_woken`).
     #[cfg(all(feature = "tokio", unix))]
-    pub(crate) fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.poller.wake_fd()
+    pub(crate) fn wake_cell(&self) -> Arc<sys::WakeCell> {
+        self.poller.cell()
     }
 
+    // The descriptors an async driver registers with its reactor, shared
+    // (not duplicated): see `sys::SharedFd`.
+
     #[cfg(all(feature = "tokio", unix))]
-    pub(crate) fn root_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+    pub(crate) fn root_fd(&self) -> Option<&sys::SharedFd> {
         self.root.exit_fd()
     }
 
     #[cfg(all(feature = "tokio", unix))]
-    pub(crate) fn output_fd(&self, i: usize) -> Option<std::os::fd::BorrowedFd<'_>> {
+    pub(crate) fn output_fd(&self, i: usize) -> Option<&sys::SharedFd> {
         self.streams[i]
             .as_ref()?
             .pipe
             .as_ref()
-            .map(std::os::fd::AsFd::as_fd)
+            .map(sys::PipeEnd::shared)
     }
 
     #[cfg(all(feature = "tokio", unix))]
-    pub(crate) fn stdin_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        self.stdin
-            .as_ref()
-            .map(|f| std::os::fd::AsFd::as_fd(&f.pipe))
+    pub(crate) fn stdin_fd(&self) -> Option<&sys::SharedFd> {
+        self.stdin.as_ref().map(|f| f.pipe.shared())
     }
 
     /// The owner's signal, to the whole tree through the held identity; an

@@ -24,8 +24,17 @@ pub(crate) struct Root {
     pid: Pid,
     /// Readable when the root exits (Linux 5.3+); `None` means poll on a
     /// short timer instead.
+    ///
+    /// Shared (`Arc`) so that an async driver can register the very same
+    /// descriptor with its reactor, without a duplicate: the registration
+    /// holds a reference, so the number is never closed (and reused) while
+    /// it is registered, whichever of the two is dropped first.
     #[cfg(target_os = "linux")]
-    pidfd: Option<OwnedFd>,
+    pidfd: Option<SharedFd>,
+    /// `pidfd_open` failed because this process is out of descriptors:
+    /// the spawn is undone and reported (see [`Root::exit_watch_error`]).
+    #[cfg(target_os = "linux")]
+    pidfd_error: Option<io::Error>,
     /// Set when the pidfd was seen readable (or before the first poll), so
     /// `peek_exit` asks the kernel only when there is something to see.
     #[cfg(target_os = "linux")]
@@ -35,7 +44,7 @@ pub(crate) struct Root {
     /// PID-namespace tier: the root is the namespace's init; the command's
     /// exit comes through this status pipe (see `linux_spawn::pidns`).
     #[cfg(target_os = "linux")]
-    ns_status: Option<OwnedFd>,
+    ns_status: Option<SharedFd>,
     /// Crash safety of the process-group and subreaper tiers: the keeper
     /// holds the root's pidfd until the root is reaped.
     #[cfg(all(
@@ -54,8 +63,17 @@ impl Root {
         // to reap.
         drop(child);
         // The child is unreaped, so this pid cannot have been reused.
+        // Without a pidfd (a kernel before 5.3) the exit is polled on a
+        // short timer; out of descriptors, the spawn is undone instead.
         #[cfg(target_os = "linux")]
-        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
+        let (pidfd, pidfd_error) =
+            match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+                Ok(fd) => (Some(Arc::new(fd)), None),
+                Err(e) if e == rustix::io::Errno::MFILE || e == rustix::io::Errno::NFILE => {
+                    (None, Some(io::Error::from(e)))
+                }
+                Err(_) => (None, None),
+            };
         // If this process dies while the root runs, the keeper kills the
         // root's group (see `linux_spawn::keeper`). Best effort: without it the
         // run is only not crash-safe.
@@ -102,6 +120,8 @@ impl Root {
             #[cfg(target_os = "linux")]
             pidfd,
             #[cfg(target_os = "linux")]
+            pidfd_error,
+            #[cfg(target_os = "linux")]
             exit_hint: std::cell::Cell::new(true),
             exited: None,
             reaped: false,
@@ -124,7 +144,8 @@ impl Root {
     pub(crate) fn from_clone3(pid: Pid, pidfd: OwnedFd) -> Root {
         Root {
             pid,
-            pidfd: Some(pidfd),
+            pidfd: Some(Arc::new(pidfd)),
+            pidfd_error: None,
             exit_hint: std::cell::Cell::new(true),
             exited: None,
             reaped: false,
@@ -144,11 +165,12 @@ impl Root {
     pub(crate) fn from_ns_init(pid: Pid, pidfd: OwnedFd, status: OwnedFd) -> Root {
         Root {
             pid,
-            pidfd: Some(pidfd),
+            pidfd: Some(Arc::new(pidfd)),
+            pidfd_error: None,
             exit_hint: std::cell::Cell::new(true),
             exited: None,
             reaped: false,
-            ns_status: Some(status),
+            ns_status: Some(Arc::new(status)),
             keeper: None,
             // The init kills the namespace when this process dies.
             crash: CrashSafety::Held,
@@ -215,6 +237,21 @@ impl Root {
 
     pub(crate) fn id(&self) -> u32 {
         self.pid.as_raw_nonzero().get() as u32
+    }
+
+    /// Why the root's exit cannot be watched, when the reason is that this
+    /// process ran out of descriptors (EMFILE/ENFILE): the caller undoes
+    /// the spawn and reports it. (Other reasons, an old kernel, fall back
+    /// to polling the exit.)
+    pub(crate) fn exit_watch_error(&mut self) -> Option<io::Error> {
+        #[cfg(target_os = "linux")]
+        {
+            self.pidfd_error.take()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
     }
 
     /// The root's exit status if it has exited, without reaping it.
@@ -378,8 +415,14 @@ pub(crate) fn group_members(pgid: u32) -> io::Result<Vec<u32>> {
         .collect())
 }
 
+/// A descriptor the lifecycle owns and an async driver may register with
+/// its reactor as it is (no duplicate): the registration keeps a reference,
+/// so the descriptor is closed only once both let go, and its number can
+/// never be reused (and then deregistered by mistake) while registered.
+pub(crate) type SharedFd = Arc<OwnedFd>;
+
 /// A pipe end that the lifecycle reads or writes without blocking.
-pub(crate) struct PipeEnd(pub(super) OwnedFd);
+pub(crate) struct PipeEnd(pub(super) SharedFd);
 
 /// What a non-blocking read gave.
 pub(crate) enum ReadResult {
@@ -400,7 +443,7 @@ impl PipeEnd {
     fn nonblocking(fd: OwnedFd) -> io::Result<PipeEnd> {
         let fl = fcntl_getfl(&fd)?;
         fcntl_setfl(&fd, fl | OFlags::NONBLOCK)?;
-        Ok(PipeEnd(fd))
+        Ok(PipeEnd(Arc::new(fd)))
     }
 
     pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<ReadResult> {
@@ -495,7 +538,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
                     let resources = matches!(
                         e.kind(),
                         io::ErrorKind::WouldBlock | io::ErrorKind::OutOfMemory
-                    );
+                    ) || crate::error::out_of_descriptors(&e);
                     return Err(if resources {
                         SpawnError::Spawn(e)
                     } else {
@@ -531,9 +574,38 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
     if placement.new_group {
         new_process_group(&mut cmd);
     }
+    // Not born in the cgroup (no clone3 here): the child writes itself
+    // into its `cgroup.procs`, opened through the directory for this spawn.
     #[cfg(target_os = "linux")]
-    if !placement.cgroup_procs.is_empty() {
-        enter_cgroups_before_exec(&mut cmd, &placement.cgroup_procs);
+    let v2_procs = match placement.cgroup_dir {
+        Some(dir) => Some(
+            rustix::fs::openat(
+                dir,
+                "cgroup.procs",
+                OFlags::WRONLY | OFlags::CLOEXEC,
+                rustix::fs::Mode::empty(),
+            )
+            .map_err(|e| {
+                let e = io::Error::from(e);
+                if crate::error::out_of_descriptors(&e) {
+                    SpawnError::Spawn(e)
+                } else {
+                    SpawnError::Contain(io::Error::other(format!("cannot open cgroup.procs: {e}")))
+                }
+            })?,
+        ),
+        None => None,
+    };
+    #[cfg(target_os = "linux")]
+    let procs: Vec<std::os::fd::BorrowedFd<'_>> = {
+        use std::os::fd::AsFd;
+        let mut v = placement.cgroup_procs.clone();
+        v.extend(v2_procs.as_ref().map(|f| f.as_fd()));
+        v
+    };
+    #[cfg(target_os = "linux")]
+    if !procs.is_empty() {
+        enter_cgroups_before_exec(&mut cmd, &procs);
     }
     let child = cmd.spawn();
     // Close the parent's copies of the child's ends now.
@@ -541,9 +613,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
     match child {
         Ok(child) => Ok(Root::new(child)),
         #[cfg(target_os = "linux")]
-        Err(e)
-            if e.raw_os_error() == Some(PLACEMENT_FAILED) && !placement.cgroup_procs.is_empty() =>
-        {
+        Err(e) if e.raw_os_error() == Some(PLACEMENT_FAILED) && !procs.is_empty() => {
             Err(SpawnError::Contain(io::Error::other(format!(
                 "the child could not enter its cgroup {}",
                 placement
@@ -587,15 +657,60 @@ fn enter_cgroups_before_exec(
     }
 }
 
-/// Wakes the poll loop from another thread: a byte into a pipe.
-pub(crate) struct PipeWaker {
-    tx: OwnedFd,
+/// Whether this process has no descriptor left now (a probe, for the
+/// paths whose errors arrive as words).
+#[cfg(target_os = "linux")]
+pub(crate) fn descriptors_exhausted() -> bool {
+    use rustix::fs::{open, Mode, OFlags};
+    match open("/", OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) {
+        Ok(_) => false,
+        Err(e) => e == rustix::io::Errno::MFILE || e == rustix::io::Errno::NFILE,
+    }
 }
 
-impl Wake for PipeWaker {
+/// Wakes the lifecycle from another thread (cancel, a signal request,
+/// relay back-pressure): a flag, plus whatever sleeps on it. The async
+/// driver's task is woken through its `Waker` (no descriptor at all); the
+/// synchronous driver sleeps in `poll(2)`, so on its first sleep an
+/// eventfd (a pipe off Linux) is made and written to from then on.
+pub(crate) struct WakeCell {
+    state: std::sync::Mutex<WakeState>,
+}
+
+#[derive(Default)]
+struct WakeState {
+    /// A wake-up not yet seen by the lifecycle.
+    woken: bool,
+    /// The async driver's task, while it sleeps.
+    #[cfg(feature = "tokio")]
+    task: Option<std::task::Waker>,
+    /// The write side of the synchronous driver's wake descriptor, once
+    /// made (on Linux the same eventfd the poller reads).
+    tx: Option<SharedFd>,
+}
+
+impl WakeCell {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WakeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Wake for WakeCell {
     fn wake(&self) {
-        // A full pipe already holds a wake-up; any error is harmless.
-        let _ = rustix::io::write(&self.tx, &[1]);
+        let mut st = self.lock();
+        st.woken = true;
+        #[cfg(feature = "tokio")]
+        if let Some(t) = st.task.take() {
+            t.wake();
+        }
+        if let Some(tx) = &st.tx {
+            // A full pipe (or a saturated counter) already holds a wake-up;
+            // any error is harmless.
+            #[cfg(target_os = "linux")]
+            let _ = rustix::io::write(tx, &1u64.to_ne_bytes());
+            #[cfg(not(target_os = "linux"))]
+            let _ = rustix::io::write(tx, &[1]);
+        }
     }
 }
 
@@ -615,36 +730,92 @@ pub(crate) struct Ready {
 
 /// The sleeping point of the lifecycle.
 pub(crate) struct Poller {
-    wake_rx: PipeEnd,
-    waker: Arc<PipeWaker>,
+    cell: Arc<WakeCell>,
+    /// The read side of the wake descriptor, made on the first sleep of
+    /// the synchronous driver (never for an async run).
+    rx: Option<SharedFd>,
 }
 
+/// Longest sleep when the wake descriptor could not be made (out of
+/// descriptors): a wake-up is then seen through the flag at the next tick.
+const WAKE_TICK: Duration = Duration::from_millis(5);
+
 impl Poller {
+    /// Costs no descriptor: the synchronous driver makes its wake
+    /// descriptor when it first sleeps, and the async driver never does.
     pub(crate) fn new() -> io::Result<Poller> {
-        #[cfg(target_os = "linux")]
-        let (wake_rx, tx) = {
-            // One system call for both ends, non-blocking and close-on-exec.
-            use rustix::pipe::{pipe_with, PipeFlags};
-            let (r, w) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
-            (PipeEnd(r), w)
-        };
-        #[cfg(not(target_os = "linux"))]
-        let (wake_rx, tx) = {
-            let (r, w) = io::pipe()?;
-            let wake_rx = PipeEnd::nonblocking(r.into())?;
-            let tx: OwnedFd = w.into();
-            let fl = fcntl_getfl(&tx)?;
-            fcntl_setfl(&tx, fl | OFlags::NONBLOCK)?;
-            (wake_rx, tx)
-        };
         Ok(Poller {
-            wake_rx,
-            waker: Arc::new(PipeWaker { tx }),
+            cell: Arc::new(WakeCell {
+                state: std::sync::Mutex::new(WakeState::default()),
+            }),
+            rx: None,
         })
     }
 
+    /// The wake descriptor, made now if it is not yet (`None` if that
+    /// failed: the caller then sleeps in short ticks).
+    fn wake_rx(&mut self) -> Option<&SharedFd> {
+        if self.rx.is_none() {
+            #[cfg(target_os = "linux")]
+            let made = rustix::event::eventfd(
+                0,
+                rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+            )
+            .map(|fd| {
+                let fd = Arc::new(fd);
+                (fd.clone(), fd)
+            });
+            #[cfg(not(target_os = "linux"))]
+            let made = (|| -> io::Result<(SharedFd, SharedFd)> {
+                let (r, w) = io::pipe()?;
+                let rx = PipeEnd::nonblocking(r.into())?.0;
+                let tx: OwnedFd = w.into();
+                let fl = fcntl_getfl(&tx)?;
+                fcntl_setfl(&tx, fl | OFlags::NONBLOCK)?;
+                Ok((rx, Arc::new(tx)))
+            })()
+            .map_err(|_| rustix::io::Errno::MFILE);
+            if let Ok((rx, tx)) = made {
+                self.cell.lock().tx = Some(tx);
+                self.rx = Some(rx);
+            }
+        }
+        self.rx.as_ref()
+    }
+
+    /// Takes a pending wake-up (the flag), if any.
+    fn take_woken(&self) -> bool {
+        std::mem::take(&mut self.cell.lock().woken)
+    }
+
+    /// The wake-up flag, for an async driver to wait on
+    /// ([`WakeCell::poll_woken`]).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn cell(&self) -> Arc<WakeCell> {
+        self.cell.clone()
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl WakeCell {
+    /// For an async driver: whether a wake-up is pending (taking it), else
+    /// remember `cx`'s waker to be woken by the next one.
+    pub(crate) fn poll_woken(&self, cx: &std::task::Context<'_>) -> bool {
+        let mut st = self.lock();
+        if std::mem::take(&mut st.woken) {
+            return true;
+        }
+        match &st.task {
+            Some(t) if t.will_wake(cx.waker()) => {}
+            _ => st.task = Some(cx.waker().clone()),
+        }
+        false
+    }
+}
+
+impl Poller {
     pub(crate) fn waker(&self) -> Arc<dyn Wake> {
-        self.waker.clone()
+        self.cell.clone()
     }
 
     /// Whether the root's exit wakes the poll; if not, the caller must not
@@ -674,8 +845,26 @@ impl Poller {
             stdin,
             tree,
         } = interest;
+        // A sleep needs the wake descriptor (made first, so that a wake-up
+        // from now on writes to it); a zero-timeout look (the async driver)
+        // does not: the flag says it.
+        let mut timeout = timeout;
+        if timeout != Some(Duration::ZERO) {
+            self.wake_rx();
+        }
+        let pending = self.take_woken();
+        if pending {
+            timeout = Some(Duration::ZERO);
+        } else if self.rx.is_none() {
+            timeout = Some(timeout.map_or(WAKE_TICK, |t| t.min(WAKE_TICK)));
+        }
         let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
-        fds.push(PollFd::new(&self.wake_rx.0, PollFlags::IN));
+        let wake_slot = self.rx.as_ref().map(|rx| {
+            fds.push(PollFd::new(rx, PollFlags::IN));
+            0
+        });
+        #[cfg(target_os = "linux")]
+        let base = fds.len();
         #[cfg(target_os = "linux")]
         if root.exited.is_none() {
             if let Some(p) = root.ns_status.as_ref().or(root.pidfd.as_ref()) {
@@ -693,10 +882,10 @@ impl Poller {
         #[cfg(not(target_os = "linux"))]
         let _ = root;
         #[cfg(target_os = "linux")]
-        let root_slot = (root.exited.is_none() && root.pidfd.is_some()).then_some(1);
+        let root_slot = (root.exited.is_none() && root.pidfd.is_some()).then_some(base);
         #[cfg(target_os = "linux")]
         let ns_slot = (root.exited.is_none() && root.ns_status.is_some() && root.pidfd.is_some())
-            .then_some(2);
+            .then_some(base + 1);
         let mut slots = [usize::MAX; 4];
         if let Some((fd, on)) = tree {
             slots[3] = fds.len();
@@ -753,11 +942,17 @@ impl Poller {
                 }
             }
         }
-        if !fds[0].revents().is_empty() {
-            ready.woken = true;
-            let mut b = [0u8; 64];
-            while let Ok(ReadResult::Data(_)) = self.wake_rx.read(&mut b) {}
+        let fired = wake_slot.is_some_and(|i| !fds[i].revents().is_empty());
+        drop(fds);
+        if fired {
+            if let Some(rx) = &self.rx {
+                // An eventfd's counter is reset by one read; a pipe is
+                // drained.
+                let mut b = [0u8; 64];
+                while matches!(rustix::io::read(rx, &mut b), Ok(n) if n > 0) {}
+            }
         }
+        ready.woken = pending || fired || self.take_woken();
         Ok(ready)
     }
 }
@@ -785,29 +980,14 @@ impl Root {
 }
 
 #[cfg(feature = "tokio")]
-impl Poller {
-    /// The wake pipe's read end, for an async driver to watch.
-    pub(crate) fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        use std::os::fd::AsFd;
-        self.wake_rx.0.as_fd()
-    }
-}
-
-#[cfg(feature = "tokio")]
 impl Root {
     /// A descriptor that becomes readable when the root exits (Linux
-    /// pidfd), while its exit has not been seen.
-    pub(crate) fn exit_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+    /// pidfd), while its exit has not been seen: shared, for the async
+    /// driver to register as it is.
+    pub(crate) fn exit_fd(&self) -> Option<&SharedFd> {
         #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsFd;
-            if self.exited.is_none() {
-                return self
-                    .ns_status
-                    .as_ref()
-                    .or(self.pidfd.as_ref())
-                    .map(|p| p.as_fd());
-            }
+        if self.exited.is_none() {
+            return self.ns_status.as_ref().or(self.pidfd.as_ref());
         }
         None
     }
@@ -825,6 +1005,14 @@ impl Root {
         {
             false
         }
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl PipeEnd {
+    /// The descriptor itself, shared, for the async driver's reactor.
+    pub(crate) fn shared(&self) -> &SharedFd {
+        &self.0
     }
 }
 
