@@ -236,6 +236,12 @@ struct Slot {
     /// the runs that reuse the cgroup.
     cpu_stat: std::sync::OnceLock<Option<File>>,
     cg_stat: std::sync::OnceLock<Option<File>>,
+    /// The inotify watch on this cgroup's `cgroup.kill` (see
+    /// [`KillWatch`]); a cgroup without one is never pooled.
+    watch: Option<i32>,
+    /// The pool's epoch when this cgroup was made or borrowed: it goes back
+    /// only if no event was lost since ([`Pool::epoch`]).
+    epoch: u64,
 }
 
 impl Slot {
@@ -258,13 +264,91 @@ impl Slot {
 /// Empty cgroups of this process, made by earlier runs and proven empty
 /// when they came back; a run without limits borrows one instead of making
 /// and removing a directory (see the module docs, "Pool").
-static POOL: std::sync::Mutex<Vec<Slot>> = std::sync::Mutex::new(Vec::new());
+static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(Pool {
+    slots: Vec::new(),
+    killed: std::collections::BTreeSet::new(),
+    epoch: 0,
+});
+
+struct Pool {
+    slots: Vec<Slot>,
+    /// Watches whose `cgroup.kill` was written (read from [`KillWatch`]
+    /// but not yet acted on): such a cgroup is never borrowed or given
+    /// back. An entry goes when its watch is removed (`IN_IGNORED`).
+    killed: std::collections::BTreeSet<i32>,
+    /// Raised when the watch's event queue overflowed: a write may have
+    /// been missed, so every cgroup made or borrowed before is distrusted.
+    epoch: u64,
+}
+
+/// Writes to the `cgroup.kill` of cgroups that may be pooled, seen through
+/// one inotify instance per process (`IN_MODIFY`: a write or a truncating
+/// open). Once `cgroup.kill` was written to a cgroup, Linux 6.18 kills
+/// every child later cloned into it with `CLONE_INTO_CGROUP` at birth
+/// (found by trying), and nothing in the cgroup's files shows that it was:
+/// a command that can write its own cgroup's `cgroup.kill` (the owner of a
+/// delegated subtree, root) would otherwise leave a cgroup in the pool that
+/// kills the next run's root. The check costs one non-blocking `read` per
+/// borrow. Without inotify (its limits reached) nothing is pooled.
+struct KillWatch;
+
+impl KillWatch {
+    fn fd() -> Option<BorrowedFd<'static>> {
+        static FD: OnceLock<Option<std::os::fd::OwnedFd>> = OnceLock::new();
+        FD.get_or_init(|| {
+            use rustix::fs::inotify::{init, CreateFlags};
+            init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()
+        })
+        .as_ref()
+        .map(AsFd::as_fd)
+    }
+
+    /// Starts watching `dir`'s `cgroup.kill`.
+    fn add(dir: &Path) -> Option<i32> {
+        use rustix::fs::inotify::{add_watch, WatchFlags};
+        add_watch(Self::fd()?, dir.join("cgroup.kill"), WatchFlags::MODIFY).ok()
+    }
+
+    /// Stops watching (the cgroup is being removed).
+    fn remove(pool: &mut Pool, wd: i32) {
+        if let Some(fd) = Self::fd() {
+            let _ = rustix::fs::inotify::remove_watch(fd, wd);
+        }
+        // Its IN_IGNORED may still be queued: forget the watch now.
+        pool.killed.remove(&wd);
+    }
+
+    /// Reads every queued event into `pool`.
+    fn drain(pool: &mut Pool) {
+        use rustix::fs::inotify::{ReadFlags, Reader};
+        let Some(fd) = Self::fd() else { return };
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 1024];
+        let mut reader = Reader::new(fd, &mut buf);
+        loop {
+            match reader.next() {
+                Ok(ev) => {
+                    let (wd, flags) = (ev.wd(), ev.events());
+                    if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                        pool.epoch += 1;
+                    } else if flags.contains(ReadFlags::IGNORED) {
+                        pool.killed.remove(&wd);
+                    } else {
+                        pool.killed.insert(wd);
+                    }
+                }
+                Err(rustix::io::Errno::INTR) => continue,
+                // AGAIN: nothing more queued.
+                Err(_) => break,
+            }
+        }
+    }
+}
 
 /// At most this many cgroups wait in the pool (each holds a keeper slot and
 /// three descriptors).
 const POOL_MAX: usize = 16;
 
-fn pool() -> std::sync::MutexGuard<'static, Vec<Slot>> {
+fn pool() -> std::sync::MutexGuard<'static, Pool> {
     POOL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -290,10 +374,11 @@ fn cpu_usec(slot: &Slot) -> (u64, u64) {
 
 /// Removes every pooled cgroup (see [`super::release_cgroup_pool`]).
 pub(crate) fn drain_pool() -> usize {
-    let slots = std::mem::take(&mut *pool());
+    let mut pool = pool();
+    let slots = std::mem::take(&mut pool.slots);
     let n = slots.len();
     for slot in slots {
-        retire(slot);
+        retire(&mut pool, slot);
     }
     n
 }
@@ -301,7 +386,10 @@ pub(crate) fn drain_pool() -> usize {
 /// Removes a pooled cgroup for good. Only an empty one is removed (rmdir
 /// refuses otherwise); one that something entered while it waited is left
 /// to its lock's release and the next corral's stale pass.
-fn retire(slot: Slot) {
+fn retire(pool: &mut Pool, slot: Slot) {
+    if let Some(wd) = slot.watch {
+        KillWatch::remove(pool, wd);
+    }
     let _ = remove_tree(&slot.dir);
     drop(slot);
 }
@@ -475,6 +563,13 @@ impl Cgroup {
             .map_err(|e| cleanup(format!("cannot open cgroup.procs: {e}")))?;
         let events = File::open(dir.join("cgroup.events"))
             .map_err(|e| cleanup(format!("cannot open cgroup.events: {e}")))?;
+        // Watched from before the command runs, if it may be pooled.
+        let (watch, epoch) = if Self::poolable(limits, v2_memory, v2_pids) {
+            let epoch = pool().epoch;
+            (KillWatch::add(&dir), epoch)
+        } else {
+            (None, 0)
+        };
         let mut cg = Cgroup {
             dir: dir.clone(),
             parent: h.own_v2.clone(),
@@ -486,6 +581,8 @@ impl Cgroup {
                 keeper: None,
                 cpu_stat: std::sync::OnceLock::new(),
                 cg_stat: std::sync::OnceLock::new(),
+                watch,
+                epoch,
             }),
             cpu_base: (0, 0),
             v1: Vec::new(),
@@ -526,15 +623,23 @@ impl Cgroup {
         !limits.any() && !v2_memory && !v2_pids
     }
 
-    /// A pooled cgroup proven empty now (`populated 0`, not frozen): one
-    /// that is not is retired.
+    /// A pooled cgroup proven empty now (`populated 0`, not frozen) and
+    /// whose `cgroup.kill` nobody wrote ([`KillWatch`]): one that fails is
+    /// retired.
     fn borrow() -> Option<Slot> {
+        let mut pool = pool();
+        if pool.slots.is_empty() {
+            return None;
+        }
+        KillWatch::drain(&mut pool);
         loop {
-            let slot = pool().pop()?;
-            match events_of(&slot.events) {
-                Ok((false, false)) => return Some(slot),
-                _ => retire(slot),
+            let slot = pool.slots.pop()?;
+            let trusted =
+                slot.epoch == pool.epoch && slot.watch.is_some_and(|wd| !pool.killed.contains(&wd));
+            if trusted && matches!(events_of(&slot.events), Ok((false, false))) {
+                return Some(slot);
             }
+            retire(&mut pool, slot);
         }
     }
 
@@ -542,31 +647,39 @@ impl Cgroup {
     /// poolable, its root exited by itself and corral never killed the tree
     /// (once `cgroup.kill` was written to a cgroup, Linux 6.18 kills every
     /// child later cloned into it with `CLONE_INTO_CGROUP` at birth: found
-    /// by trying), the keeper holds it (so it is removed if corral dies), no
-    /// v1 group belongs to it, it is empty and not frozen, the command left
-    /// no nested cgroup, and the pool has room. Otherwise the caller
-    /// removes it.
-    fn give_back(&mut self, clean_exit: bool) -> bool {
+    /// by trying; a write by anyone else is caught by [`KillWatch`] at the
+    /// next borrow), the keeper holds it (so it is removed if corral dies),
+    /// no v1 group belongs to it, it was empty and not frozen when the run
+    /// ended (`empty_thawed`, read by `release`; the next borrow reads it
+    /// again), the command left no nested cgroup, and the pool has room.
+    /// Otherwise the caller removes it.
+    fn give_back(&mut self, clean_exit: bool, empty_thawed: bool) -> bool {
         let fit = Self::poolable(self.limits, self.v2_memory, self.v2_pids)
             && clean_exit
+            && empty_thawed
             && self.killed_at.is_none()
             && self.v1.is_empty()
             && self.slot.as_ref().is_some_and(|s| {
-                s.keeper.is_some() && matches!(events_of(&s.events), Ok((false, false)))
-            })
-            && self.slot.as_ref().is_some_and(|s| {
-                s.read_kept(&s.cg_stat, "cgroup.stat")
-                    .is_some_and(|t| kv(&t, "nr_descendants") == Some(0))
+                s.keeper.is_some()
+                    && s.watch.is_some()
+                    && s.read_kept(&s.cg_stat, "cgroup.stat")
+                        .is_some_and(|t| kv(&t, "nr_descendants") == Some(0))
             });
         if !fit {
             return false;
         }
         let mut pool = pool();
-        if pool.len() >= POOL_MAX {
+        let Some(slot) = self.slot.as_ref() else {
+            return false;
+        };
+        if pool.slots.len() >= POOL_MAX
+            || slot.epoch != pool.epoch
+            || slot.watch.is_some_and(|wd| pool.killed.contains(&wd))
+        {
             return false;
         }
         if let Some(slot) = self.slot.take() {
-            pool.push(slot);
+            pool.slots.push(slot);
         }
         true
     }
@@ -815,6 +928,9 @@ impl Cgroup {
     }
 
     fn remove_dirs(&mut self) {
+        if let Some(wd) = self.slot.as_mut().and_then(|s| s.watch.take()) {
+            KillWatch::remove(&mut pool(), wd);
+        }
         // The v1 groups first: the ownership lock (on the v2 directory)
         // stays held until everything of this command is gone, so a v1
         // group whose v2 twin is missing was never in use.
@@ -1011,19 +1127,27 @@ impl Containment for Cgroup {
             return Ok(());
         }
         self.released = true;
-        // Only a cgroup that held no kept member goes back to the pool.
-        let was_empty = !self.populated().unwrap_or(true);
+        // Only a cgroup that held no kept member goes back to the pool. One
+        // read: an empty cgroup stays empty unless someone outside the tree
+        // moves a process in, which the next borrow's own read would see.
+        let events = match &self.slot {
+            Some(s) => events_of(&s.events),
+            None => Ok((false, false)),
+        };
+        let was_empty = matches!(events, Ok((false, _)));
         let clean_exit = matches!(root.peek_exit(), Ok(Some(crate::RootStatus::Exited(_))));
         // Kept (or unkillable) members leave the per-command cgroup so that
         // it can be removed; nothing is signalled from here on.
-        self.move_out();
+        if !was_empty {
+            self.move_out();
+        }
         if let Some(o) = self.orphans.take() {
             o.finish();
         }
         let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });
-        if was_empty && self.give_back(clean_exit) {
+        if was_empty && self.give_back(clean_exit, matches!(events, Ok((false, false)))) {
             self.tracer.record(OsOp::Released {
                 via: Mechanism::Cgroup,
             });
