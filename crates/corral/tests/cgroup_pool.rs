@@ -156,8 +156,9 @@ fn a_pooled_cgroup_whose_kill_file_was_written_is_never_borrowed() {
 
 /// The same write made by the command itself, from a process of its tree
 /// that left the cgroup (root may) and writes once the root exited and the
-/// cgroup went back to the pool.
-#[corral_testkit::needs(cgroup)]
+/// cgroup went back to the pool. Root: leaving for corral's own cgroup
+/// needs write access to its `cgroup.procs`.
+#[corral_testkit::needs(cgroup, root)]
 #[test]
 fn a_command_that_writes_its_own_kill_file_does_not_poison_the_next_run() {
     let _g = serial();

@@ -47,9 +47,11 @@
 //!   next: no limit was set (a limited run's cgroup and v1 groups are always
 //!   removed), no v2 peak is accounted (`memory.peak`/`pids.peak` cannot be
 //!   read per run; CPU time is reported as a difference from the borrow),
-//!   the root exited by itself and corral never wrote `cgroup.kill` there
-//!   (on Linux 6.18 a child later cloned into such a cgroup is killed at
-//!   birth), it held no kept member, has no nested cgroup, reads
+//!   the root exited by itself and nobody wrote `cgroup.kill` there (on
+//!   Linux 6.18 a child later cloned into such a cgroup is killed at birth,
+//!   and no file of the cgroup shows it: corral's own writes are known, any
+//!   other is seen by an inotify watch on the file, read at each borrow;
+//!   without the watch nothing is pooled), it held no kept member, has no nested cgroup, reads
 //!   `populated 0` and not frozen, and the keeper holds it. A borrow reads
 //!   `populated 0` again; one that is not empty is retired, never used.
 //!   While pooled the directory keeps its ownership lock (no other corral
