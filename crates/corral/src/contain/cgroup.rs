@@ -270,6 +270,8 @@ static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(Pool {
     slots: Vec::new(),
     killed: std::collections::BTreeSet::new(),
     epoch: 0,
+    owner: 0,
+    inotify: None,
 });
 
 struct Pool {
@@ -281,6 +283,31 @@ struct Pool {
     /// Raised when the watch's event queue overflowed: a write may have
     /// been missed, so every cgroup made or borrowed before is distrusted.
     epoch: u64,
+    /// The process these belong to: a child forked without exec inherits
+    /// a copy of this state, but the cgroups (and the inotify queue, whose
+    /// events a read would take from the parent) stay the parent's.
+    owner: u32,
+    /// The [`KillWatch`] instance of `owner`.
+    inotify: Option<std::os::fd::OwnedFd>,
+}
+
+impl Pool {
+    /// Forgets what this process inherited through a fork: the pooled
+    /// cgroups are the parent's (their descriptors are closed here, nothing
+    /// is removed; a keeper registration is not the child's to end), and
+    /// so is the inotify queue. Cgroups in use by the parent's runs at the
+    /// fork are distrusted (a new epoch).
+    fn adopt(&mut self) -> &mut Pool {
+        let me = std::process::id();
+        if self.owner != me {
+            self.slots.clear();
+            self.killed.clear();
+            self.inotify = None;
+            self.epoch += 1;
+            self.owner = me;
+        }
+        self
+    }
 }
 
 /// Writes to the `cgroup.kill` of cgroups that may be pooled, seen through
@@ -295,25 +322,23 @@ struct Pool {
 struct KillWatch;
 
 impl KillWatch {
-    fn fd() -> Option<BorrowedFd<'static>> {
-        static FD: OnceLock<Option<std::os::fd::OwnedFd>> = OnceLock::new();
-        FD.get_or_init(|| {
-            use rustix::fs::inotify::{init, CreateFlags};
-            init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()
-        })
-        .as_ref()
-        .map(AsFd::as_fd)
+    fn fd(pool: &mut Pool) -> Option<BorrowedFd<'_>> {
+        use rustix::fs::inotify::{init, CreateFlags};
+        if pool.inotify.is_none() {
+            pool.inotify = init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok();
+        }
+        pool.inotify.as_ref().map(AsFd::as_fd)
     }
 
     /// Starts watching `dir`'s `cgroup.kill`.
-    fn add(dir: &Path) -> Option<i32> {
+    fn add(pool: &mut Pool, dir: &Path) -> Option<i32> {
         use rustix::fs::inotify::{add_watch, WatchFlags};
-        add_watch(Self::fd()?, dir.join("cgroup.kill"), WatchFlags::MODIFY).ok()
+        add_watch(Self::fd(pool)?, dir.join("cgroup.kill"), WatchFlags::MODIFY).ok()
     }
 
     /// Stops watching (the cgroup is being removed).
     fn remove(pool: &mut Pool, wd: i32) {
-        if let Some(fd) = Self::fd() {
+        if let Some(fd) = Self::fd(pool) {
             let _ = rustix::fs::inotify::remove_watch(fd, wd);
         }
         // Its IN_IGNORED may still be queued: forget the watch now.
@@ -323,35 +348,41 @@ impl KillWatch {
     /// Reads every queued event into `pool`.
     fn drain(pool: &mut Pool) {
         use rustix::fs::inotify::{ReadFlags, Reader};
-        let Some(fd) = Self::fd() else { return };
+        let Some(fd) = Self::fd(pool) else { return };
         let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 1024];
+        // The events are gathered first: the reader borrows the descriptor
+        // (and so `pool`).
+        let mut seen = Vec::new();
         let mut reader = Reader::new(fd, &mut buf);
         loop {
             match reader.next() {
-                Ok(ev) => {
-                    let (wd, flags) = (ev.wd(), ev.events());
-                    if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
-                        pool.epoch += 1;
-                    } else if flags.contains(ReadFlags::IGNORED) {
-                        pool.killed.remove(&wd);
-                    } else {
-                        pool.killed.insert(wd);
-                    }
-                }
+                Ok(ev) => seen.push((ev.wd(), ev.events())),
                 Err(rustix::io::Errno::INTR) => continue,
                 // AGAIN: nothing more queued.
                 Err(_) => break,
             }
         }
+        for (wd, flags) in seen {
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                pool.epoch += 1;
+            } else if flags.contains(ReadFlags::IGNORED) {
+                pool.killed.remove(&wd);
+            } else {
+                pool.killed.insert(wd);
+            }
+        }
     }
 }
 
-/// At most this many cgroups wait in the pool (each holds a keeper slot and
-/// three descriptors).
+/// At most this many cgroups wait in the pool (each holds a keeper slot, an
+/// inotify watch and four descriptors).
 const POOL_MAX: usize = 16;
 
+/// The pool, as this process's own (see [`Pool::adopt`]).
 fn pool() -> std::sync::MutexGuard<'static, Pool> {
-    POOL.lock().unwrap_or_else(|e| e.into_inner())
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    pool.adopt();
+    pool
 }
 
 /// Reads `cgroup.events` through its descriptor: (populated, frozen).
@@ -567,8 +598,9 @@ impl Cgroup {
             .map_err(|e| cleanup(format!("cannot open cgroup.events: {e}")))?;
         // Watched from before the command runs, if it may be pooled.
         let (watch, epoch) = if Self::poolable(limits, v2_memory, v2_pids) {
-            let epoch = pool().epoch;
-            (KillWatch::add(&dir), epoch)
+            let mut pool = pool();
+            let epoch = pool.epoch;
+            (KillWatch::add(&mut pool, &dir), epoch)
         } else {
             (None, 0)
         };
