@@ -369,3 +369,69 @@ fn two_corrals_never_share_a_pooled_cgroup() {
     drop(c2);
     corral::release_cgroup_pool();
 }
+
+/// A child forked without exec inherits a copy of the pool's state, but
+/// the pooled cgroups stay the parent's (and so do the events of the
+/// parent's inotify queue): the child must make its own cgroups, and the
+/// parent's pool must still serve the parent afterwards.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_forked_child_never_borrows_its_parents_pooled_cgroups() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "fork_child",
+            "--nocapture",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env("CORRAL_FORK_CHILD", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("FORK OK"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+#[ignore = "helper of a_forked_child_never_borrows_its_parents_pooled_cgroups"]
+fn fork_child() {
+    if std::env::var_os("CORRAL_FORK_CHILD").is_none() {
+        return;
+    }
+    let a = cgroup_of_run(&mut cg(SHOW));
+    // SAFETY: this helper runs alone in its own process (one test thread,
+    // no corral thread: its runs relay nothing and the subreaper is off);
+    // the child only runs corral and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let ok = std::panic::catch_unwind(|| {
+            let b = cgroup_of_run(&mut cg(SHOW));
+            let c = cgroup_of_run(&mut cg(SHOW));
+            // Its own cgroup, and its own pool works.
+            b != a && c == b && corral::release_cgroup_pool() == 1
+        })
+        .unwrap_or(false);
+        // SAFETY: ends the forked child without running the parent's
+        // exit handlers or the test harness.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above, with a valid status pointer.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(r, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the forked child borrowed its parent's cgroup or its pool failed: {status:#x}"
+    );
+    let d = cgroup_of_run(&mut cg(SHOW));
+    assert_eq!(a, d, "the parent's pooled cgroup was lost after the fork");
+    corral::release_cgroup_pool();
+    println!("FORK OK");
+}
