@@ -311,8 +311,8 @@ impl Pool {
 }
 
 /// Writes to the `cgroup.kill` of cgroups that may be pooled, seen through
-/// one inotify instance per process (`IN_MODIFY`: a write or a truncating
-/// open). Once `cgroup.kill` was written to a cgroup, Linux 6.18 kills
+/// one inotify instance per process (`IN_MODIFY` on the cgroup's directory
+/// naming `cgroup.kill`: a write or a truncating open). Once `cgroup.kill` was written to a cgroup, Linux 6.18 kills
 /// every child later cloned into it with `CLONE_INTO_CGROUP` at birth
 /// (found by trying), and nothing in the cgroup's files shows that it was:
 /// a command that can write its own cgroup's `cgroup.kill` (the owner of a
@@ -330,10 +330,17 @@ impl KillWatch {
         pool.inotify.as_ref().map(AsFd::as_fd)
     }
 
-    /// Starts watching `dir`'s `cgroup.kill`.
+    /// Starts watching `dir`'s `cgroup.kill`: through the directory, as
+    /// the file itself is write-only (`--w-------`) and a watch needs read
+    /// access, which only root has there; the events name the file.
     fn add(pool: &mut Pool, dir: &Path) -> Option<i32> {
         use rustix::fs::inotify::{add_watch, WatchFlags};
-        add_watch(Self::fd(pool)?, dir.join("cgroup.kill"), WatchFlags::MODIFY).ok()
+        add_watch(
+            Self::fd(pool)?,
+            dir,
+            WatchFlags::MODIFY | WatchFlags::ONLYDIR,
+        )
+        .ok()
     }
 
     /// Stops watching (the cgroup is being removed).
@@ -349,14 +356,23 @@ impl KillWatch {
     fn drain(pool: &mut Pool) {
         use rustix::fs::inotify::{ReadFlags, Reader};
         let Some(fd) = Self::fd(pool) else { return };
-        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 1024];
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
         // The events are gathered first: the reader borrows the descriptor
         // (and so `pool`).
         let mut seen = Vec::new();
         let mut reader = Reader::new(fd, &mut buf);
         loop {
             match reader.next() {
-                Ok(ev) => seen.push((ev.wd(), ev.events())),
+                Ok(ev) => {
+                    // Writes to other files of the cgroup (`cgroup.procs` by
+                    // the fallback placement) do not matter.
+                    let name = ev.file_name().map(std::ffi::CStr::to_bytes);
+                    let kill = name == Some(b"cgroup.kill".as_slice());
+                    let flags = ev.events();
+                    if kill || !flags.contains(ReadFlags::MODIFY) {
+                        seen.push((ev.wd(), flags));
+                    }
+                }
                 Err(rustix::io::Errno::INTR) => continue,
                 // AGAIN: nothing more queued.
                 Err(_) => break,
