@@ -293,16 +293,17 @@ fn emfile_child() {
         .enable_all()
         .build()
         .unwrap();
-    // Room for a few runs only.
-    let mut lim = getrlimit(Resource::Nofile);
-    lim.current = Some(open_fds() as u64 + 12);
-    setrlimit(Resource::Nofile, lim).unwrap();
+    let full = getrlimit(Resource::Nofile);
     let kids_before = live_children().len();
     rt.block_on(async {
         for (tier, captured) in [
             (corral::Mechanism::ProcessGroup, false),
             (corral::Mechanism::ProcessGroup, true),
         ] {
+            // Room for a few runs only.
+            let mut lim = full;
+            lim.current = Some(open_fds() as u64 + 12);
+            setrlimit(Resource::Nofile, lim).unwrap();
             let mut started = Vec::new();
             let err = loop {
                 let mut c = corral::Command::new("/bin/sleep");
@@ -341,6 +342,9 @@ fn emfile_child() {
                 ),
                 "{sync:?}"
             );
+            // The test's own /proc reads need descriptors again (a spawn
+            // that needs none past the last one leaves none free).
+            setrlimit(Resource::Nofile, full).unwrap();
             // Nothing of the failed spawns is alive: only the runs started.
             tokio::time::sleep(Duration::from_millis(200)).await;
             let alive = live_children().len() - kids_before;

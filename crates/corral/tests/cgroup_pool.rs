@@ -131,6 +131,69 @@ fn a_pooled_cgroup_that_is_not_empty_is_never_borrowed() {
     corral::release_cgroup_pool();
 }
 
+/// Once `cgroup.kill` was written to a cgroup, Linux 6.18 kills every child
+/// later cloned into it at birth, and nothing in its files shows it. A
+/// process outside the run (here the test, as one of the tree that moved
+/// itself out could) writes the `cgroup.kill` of a pooled cgroup: the next
+/// run must not be born into it, and must exit by itself.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_pooled_cgroup_whose_kill_file_was_written_is_never_borrowed() {
+    let _g = serial();
+    let dir = root();
+    let a = cgroup_of_run(&mut cg(SHOW));
+    std::fs::write(dir.join(&a).join("cgroup.kill"), "1").unwrap();
+    for _ in 0..3 {
+        let b = cgroup_of_run(&mut cg(SHOW));
+        assert_ne!(a, b, "a cgroup whose cgroup.kill was written was borrowed");
+    }
+    assert!(
+        !dir.join(&a).exists(),
+        "the poisoned cgroup {a} was not removed"
+    );
+    corral::release_cgroup_pool();
+}
+
+/// The same write made by the command itself, from a process of its tree
+/// that left the cgroup (root may) and writes once the root exited and the
+/// cgroup went back to the pool. Root: leaving for corral's own cgroup
+/// needs write access to its `cgroup.procs`.
+#[corral_testkit::needs(cgroup, root)]
+#[test]
+fn a_command_that_writes_its_own_kill_file_does_not_poison_the_next_run() {
+    let _g = serial();
+    let dir = root();
+    let tag = format!(
+        "{}/corral-pool-kill-{}",
+        std::env::temp_dir().display(),
+        std::process::id()
+    );
+    let (ready, wrote) = (format!("{tag}.ready"), format!("{tag}.wrote"));
+    let _ = std::fs::remove_file(&ready);
+    let _ = std::fs::remove_file(&wrote);
+    // The writer leaves the cgroup, says so, and writes `cgroup.kill` 0.3 s
+    // later; the root waits for it to have left, so the cgroup is empty and
+    // goes back to the pool when the root exits.
+    let script = format!(
+        "{SHOW}; d={dir}/$(sed -n 's|^0::.*/||p' /proc/self/cgroup); \
+         sh -c 'echo $$ > {dir}/cgroup.procs; touch {ready}; sleep 0.3; echo 1 > '$d'/cgroup.kill; touch {wrote}' \
+         >/dev/null 2>&1 </dev/null & \
+         while [ ! -e {ready} ]; do sleep 0.01; done",
+        dir = dir.display(),
+    );
+    let a = cgroup_of_run(&mut cg(&script));
+    let end = Instant::now() + 10 * SEC;
+    while !Path::new(&wrote).exists() {
+        assert!(Instant::now() < end, "the writer never wrote");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = std::fs::remove_file(&ready);
+    let _ = std::fs::remove_file(&wrote);
+    let b = cgroup_of_run(&mut cg(SHOW));
+    assert_ne!(a, b, "a cgroup whose cgroup.kill was written was borrowed");
+    corral::release_cgroup_pool();
+}
+
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn limits_of_one_run_never_reach_the_next() {
@@ -305,4 +368,70 @@ fn two_corrals_never_share_a_pooled_cgroup() {
     drop(c1);
     drop(c2);
     corral::release_cgroup_pool();
+}
+
+/// A child forked without exec inherits a copy of the pool's state, but
+/// the pooled cgroups stay the parent's (and so do the events of the
+/// parent's inotify queue): the child must make its own cgroups, and the
+/// parent's pool must still serve the parent afterwards.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_forked_child_never_borrows_its_parents_pooled_cgroups() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "fork_child",
+            "--nocapture",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env("CORRAL_FORK_CHILD", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("FORK OK"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+#[ignore = "helper of a_forked_child_never_borrows_its_parents_pooled_cgroups"]
+fn fork_child() {
+    if std::env::var_os("CORRAL_FORK_CHILD").is_none() {
+        return;
+    }
+    let a = cgroup_of_run(&mut cg(SHOW));
+    // SAFETY: this helper runs alone in its own process (one test thread,
+    // no corral thread: its runs relay nothing and the subreaper is off);
+    // the child only runs corral and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let ok = std::panic::catch_unwind(|| {
+            let b = cgroup_of_run(&mut cg(SHOW));
+            let c = cgroup_of_run(&mut cg(SHOW));
+            // Its own cgroup, and its own pool works.
+            b != a && c == b && corral::release_cgroup_pool() == 1
+        })
+        .unwrap_or(false);
+        // SAFETY: ends the forked child without running the parent's
+        // exit handlers or the test harness.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above, with a valid status pointer.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(r, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the forked child borrowed its parent's cgroup or its pool failed: {status:#x}"
+    );
+    let d = cgroup_of_run(&mut cg(SHOW));
+    assert_eq!(a, d, "the parent's pooled cgroup was lost after the fork");
+    corral::release_cgroup_pool();
+    println!("FORK OK");
 }

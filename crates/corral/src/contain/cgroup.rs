@@ -47,9 +47,11 @@
 //!   next: no limit was set (a limited run's cgroup and v1 groups are always
 //!   removed), no v2 peak is accounted (`memory.peak`/`pids.peak` cannot be
 //!   read per run; CPU time is reported as a difference from the borrow),
-//!   the root exited by itself and corral never wrote `cgroup.kill` there
-//!   (on Linux 6.18 a child later cloned into such a cgroup is killed at
-//!   birth), it held no kept member, has no nested cgroup, reads
+//!   the root exited by itself and nobody wrote `cgroup.kill` there (on
+//!   Linux 6.18 a child later cloned into such a cgroup is killed at birth,
+//!   and no file of the cgroup shows it: corral's own writes are known, any
+//!   other is seen by an inotify watch on the file, read at each borrow;
+//!   without the watch nothing is pooled), it held no kept member, has no nested cgroup, reads
 //!   `populated 0` and not frozen, and the keeper holds it. A borrow reads
 //!   `populated 0` again; one that is not empty is retired, never used.
 //!   While pooled the directory keeps its ownership lock (no other corral
@@ -364,6 +366,12 @@ struct Slot {
     /// the runs that reuse the cgroup.
     cpu_stat: std::sync::OnceLock<Option<File>>,
     cg_stat: std::sync::OnceLock<Option<File>>,
+    /// The inotify watch on this cgroup's `cgroup.kill` (see
+    /// [`KillWatch`]); a cgroup without one is never pooled.
+    watch: Option<i32>,
+    /// The pool's epoch when this cgroup was made or borrowed: it goes back
+    /// only if no event was lost since ([`Pool::epoch`]).
+    epoch: u64,
 }
 
 impl Slot {
@@ -403,14 +411,139 @@ impl Slot {
 /// Empty cgroups of this process, made by earlier runs and proven empty
 /// when they came back; a run without limits borrows one instead of making
 /// and removing a directory (see the module docs, "Pool").
-static POOL: std::sync::Mutex<Vec<Slot>> = std::sync::Mutex::new(Vec::new());
+static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(Pool {
+    slots: Vec::new(),
+    killed: std::collections::BTreeSet::new(),
+    epoch: 0,
+    owner: 0,
+    inotify: None,
+});
 
-/// At most this many cgroups wait in the pool (each holds a keeper slot and
-/// three descriptors).
+struct Pool {
+    slots: Vec<Slot>,
+    /// Watches whose `cgroup.kill` was written (read from [`KillWatch`]
+    /// but not yet acted on): such a cgroup is never borrowed or given
+    /// back. An entry goes when its watch is removed (`IN_IGNORED`).
+    killed: std::collections::BTreeSet<i32>,
+    /// Raised when the watch's event queue overflowed: a write may have
+    /// been missed, so every cgroup made or borrowed before is distrusted.
+    epoch: u64,
+    /// The process these belong to: a child forked without exec inherits
+    /// a copy of this state, but the cgroups (and the inotify queue, whose
+    /// events a read would take from the parent) stay the parent's.
+    owner: u32,
+    /// The [`KillWatch`] instance of `owner`.
+    inotify: Option<std::os::fd::OwnedFd>,
+}
+
+impl Pool {
+    /// Forgets what this process inherited through a fork: the pooled
+    /// cgroups are the parent's (their descriptors are closed here, nothing
+    /// is removed; a keeper registration is not the child's to end), and
+    /// so is the inotify queue. Cgroups in use by the parent's runs at the
+    /// fork are distrusted (a new epoch).
+    fn adopt(&mut self) -> &mut Pool {
+        let me = std::process::id();
+        if self.owner != me {
+            self.slots.clear();
+            self.killed.clear();
+            self.inotify = None;
+            self.epoch += 1;
+            self.owner = me;
+        }
+        self
+    }
+}
+
+/// Writes to the `cgroup.kill` of cgroups that may be pooled, seen through
+/// one inotify instance per process (`IN_MODIFY` on the cgroup's directory
+/// naming `cgroup.kill`: a write or a truncating open). Once `cgroup.kill` was written to a cgroup, Linux 6.18 kills
+/// every child later cloned into it with `CLONE_INTO_CGROUP` at birth
+/// (found by trying), and nothing in the cgroup's files shows that it was:
+/// a command that can write its own cgroup's `cgroup.kill` (the owner of a
+/// delegated subtree, root) would otherwise leave a cgroup in the pool that
+/// kills the next run's root. The check costs one non-blocking `read` per
+/// borrow. Without inotify (its limits reached) nothing is pooled.
+struct KillWatch;
+
+impl KillWatch {
+    fn fd(pool: &mut Pool) -> Option<BorrowedFd<'_>> {
+        use rustix::fs::inotify::{init, CreateFlags};
+        if pool.inotify.is_none() {
+            pool.inotify = init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok();
+        }
+        pool.inotify.as_ref().map(AsFd::as_fd)
+    }
+
+    /// Starts watching `dir`'s `cgroup.kill`: through the directory, as
+    /// the file itself is write-only (`--w-------`) and a watch needs read
+    /// access, which only root has there; the events name the file.
+    fn add(pool: &mut Pool, dir: &Path) -> Option<i32> {
+        use rustix::fs::inotify::{add_watch, WatchFlags};
+        add_watch(
+            Self::fd(pool)?,
+            dir,
+            WatchFlags::MODIFY | WatchFlags::ONLYDIR,
+        )
+        .ok()
+    }
+
+    /// Stops watching (the cgroup is being removed).
+    fn remove(pool: &mut Pool, wd: i32) {
+        if let Some(fd) = Self::fd(pool) {
+            let _ = rustix::fs::inotify::remove_watch(fd, wd);
+        }
+        // Its IN_IGNORED may still be queued: forget the watch now.
+        pool.killed.remove(&wd);
+    }
+
+    /// Reads every queued event into `pool`.
+    fn drain(pool: &mut Pool) {
+        use rustix::fs::inotify::{ReadFlags, Reader};
+        let Some(fd) = Self::fd(pool) else { return };
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        // The events are gathered first: the reader borrows the descriptor
+        // (and so `pool`).
+        let mut seen = Vec::new();
+        let mut reader = Reader::new(fd, &mut buf);
+        loop {
+            match reader.next() {
+                Ok(ev) => {
+                    // Writes to other files of the cgroup (`cgroup.procs` by
+                    // the fallback placement) do not matter.
+                    let name = ev.file_name().map(std::ffi::CStr::to_bytes);
+                    let kill = name == Some(b"cgroup.kill".as_slice());
+                    let flags = ev.events();
+                    if kill || !flags.contains(ReadFlags::MODIFY) {
+                        seen.push((ev.wd(), flags));
+                    }
+                }
+                Err(rustix::io::Errno::INTR) => continue,
+                // AGAIN: nothing more queued.
+                Err(_) => break,
+            }
+        }
+        for (wd, flags) in seen {
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                pool.epoch += 1;
+            } else if flags.contains(ReadFlags::IGNORED) {
+                pool.killed.remove(&wd);
+            } else {
+                pool.killed.insert(wd);
+            }
+        }
+    }
+}
+
+/// At most this many cgroups wait in the pool (each holds a keeper slot, an
+/// inotify watch and four descriptors).
 const POOL_MAX: usize = 16;
 
-fn pool() -> std::sync::MutexGuard<'static, Vec<Slot>> {
-    POOL.lock().unwrap_or_else(|e| e.into_inner())
+/// The pool, as this process's own (see [`Pool::adopt`]).
+fn pool() -> std::sync::MutexGuard<'static, Pool> {
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    pool.adopt();
+    pool
 }
 
 /// Reads `cgroup.events` through its descriptor: (populated, frozen).
@@ -435,10 +568,11 @@ fn cpu_usec(slot: &Slot) -> (u64, u64) {
 
 /// Removes every pooled cgroup (see [`super::release_cgroup_pool`]).
 pub(crate) fn drain_pool() -> usize {
-    let slots = std::mem::take(&mut *pool());
+    let mut pool = pool();
+    let slots = std::mem::take(&mut pool.slots);
     let n = slots.len();
     for slot in slots {
-        retire(slot);
+        retire(&mut pool, slot);
     }
     n
 }
@@ -446,7 +580,10 @@ pub(crate) fn drain_pool() -> usize {
 /// Removes a pooled cgroup for good. Only an empty one is removed (rmdir
 /// refuses otherwise); one that something entered while it waited is left
 /// to its lock's release and the next corral's stale pass.
-fn retire(slot: Slot) {
+fn retire(pool: &mut Pool, slot: Slot) {
+    if let Some(wd) = slot.watch {
+        KillWatch::remove(pool, wd);
+    }
     let _ = remove_tree(&slot.dir);
     drop(slot);
 }
@@ -627,6 +764,14 @@ impl Cgroup {
         if let Err(e) = fs::symlink_metadata(dir.join("cgroup.events")) {
             return Err(cleanup(dir.join("cgroup.events"), e));
         }
+        // Watched from before the command runs, if it may be pooled.
+        let (watch, epoch) = if Self::poolable(limits, v2_memory, v2_pids) {
+            let mut pool = pool();
+            let epoch = pool.epoch;
+            (KillWatch::add(&mut pool, &dir), epoch)
+        } else {
+            (None, 0)
+        };
         let mut cg = Cgroup {
             dir: dir.clone(),
             parent: h.own_v2.clone(),
@@ -637,6 +782,8 @@ impl Cgroup {
                 keeper: None,
                 cpu_stat: std::sync::OnceLock::new(),
                 cg_stat: std::sync::OnceLock::new(),
+                watch,
+                epoch,
             }),
             cpu_base: (0, 0),
             v1: Vec::new(),
@@ -678,15 +825,23 @@ impl Cgroup {
         !limits.any() && !v2_memory && !v2_pids
     }
 
-    /// A pooled cgroup proven empty now (`populated 0`, not frozen): one
-    /// that is not is retired.
+    /// A pooled cgroup proven empty now (`populated 0`, not frozen) and
+    /// whose `cgroup.kill` nobody wrote ([`KillWatch`]): one that fails is
+    /// retired.
     fn borrow() -> Option<Slot> {
+        let mut pool = pool();
+        if pool.slots.is_empty() {
+            return None;
+        }
+        KillWatch::drain(&mut pool);
         loop {
-            let slot = pool().pop()?;
-            match slot.events().and_then(events_of) {
-                Ok((false, false)) => return Some(slot),
-                _ => retire(slot),
+            let slot = pool.slots.pop()?;
+            let trusted =
+                slot.epoch == pool.epoch && slot.watch.is_some_and(|wd| !pool.killed.contains(&wd));
+            if trusted && matches!(slot.events().and_then(events_of), Ok((false, false))) {
+                return Some(slot);
             }
+            retire(&mut pool, slot);
         }
     }
 
@@ -694,31 +849,39 @@ impl Cgroup {
     /// poolable, its root exited by itself and corral never killed the tree
     /// (once `cgroup.kill` was written to a cgroup, Linux 6.18 kills every
     /// child later cloned into it with `CLONE_INTO_CGROUP` at birth: found
-    /// by trying), the keeper holds it (so it is removed if corral dies), no
-    /// v1 group belongs to it, it is empty and not frozen, the command left
-    /// no nested cgroup, and the pool has room. Otherwise the caller
-    /// removes it.
-    fn give_back(&mut self, clean_exit: bool) -> bool {
+    /// by trying; a write by anyone else is caught by [`KillWatch`] at the
+    /// next borrow), the keeper holds it (so it is removed if corral dies),
+    /// no v1 group belongs to it, it was empty and not frozen when the run
+    /// ended (`empty_thawed`, read by `release`; the next borrow reads it
+    /// again), the command left no nested cgroup, and the pool has room.
+    /// Otherwise the caller removes it.
+    fn give_back(&mut self, clean_exit: bool, empty_thawed: bool) -> bool {
         let fit = Self::poolable(self.limits, self.v2_memory, self.v2_pids)
             && clean_exit
+            && empty_thawed
             && self.killed_at.is_none()
             && self.v1.is_empty()
             && self.slot.as_ref().is_some_and(|s| {
-                s.keeper.is_some() && matches!(s.events().and_then(events_of), Ok((false, false)))
-            })
-            && self.slot.as_ref().is_some_and(|s| {
-                s.read_kept(&s.cg_stat, "cgroup.stat")
-                    .is_some_and(|t| kv(&t, "nr_descendants") == Some(0))
+                s.keeper.is_some()
+                    && s.watch.is_some()
+                    && s.read_kept(&s.cg_stat, "cgroup.stat")
+                        .is_some_and(|t| kv(&t, "nr_descendants") == Some(0))
             });
         if !fit {
             return false;
         }
         let mut pool = pool();
-        if pool.len() >= POOL_MAX {
+        let Some(slot) = self.slot.as_ref() else {
+            return false;
+        };
+        if pool.slots.len() >= POOL_MAX
+            || slot.epoch != pool.epoch
+            || slot.watch.is_some_and(|wd| pool.killed.contains(&wd))
+        {
             return false;
         }
         if let Some(slot) = self.slot.take() {
-            pool.push(slot);
+            pool.slots.push(slot);
         }
         true
     }
@@ -979,6 +1142,9 @@ impl Cgroup {
     }
 
     fn remove_dirs(&mut self) {
+        if let Some(wd) = self.slot.as_mut().and_then(|s| s.watch.take()) {
+            KillWatch::remove(&mut pool(), wd);
+        }
         // The v1 groups first: the ownership lock (on the v2 directory)
         // stays held until everything of this command is gone, so a v1
         // group whose v2 twin is missing was never in use.
@@ -1203,19 +1369,27 @@ impl Containment for Cgroup {
             return Ok(());
         }
         self.released = true;
-        // Only a cgroup that held no kept member goes back to the pool.
-        let was_empty = !self.populated().unwrap_or(true);
+        // Only a cgroup that held no kept member goes back to the pool. One
+        // read: an empty cgroup stays empty unless someone outside the tree
+        // moves a process in, which the next borrow's own read would see.
+        let events = match &self.slot {
+            Some(s) => s.read_events(),
+            None => Ok((false, false)),
+        };
+        let was_empty = matches!(events, Ok((false, _)));
         let clean_exit = matches!(root.peek_exit(), Ok(Some(crate::RootStatus::Exited(_))));
         // Kept (or unkillable) members leave the per-command cgroup so that
         // it can be removed; nothing is signalled from here on.
-        self.move_out();
+        if !was_empty {
+            self.move_out();
+        }
         if let Some(o) = self.orphans.take() {
             o.finish();
         }
         let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });
-        if was_empty && self.give_back(clean_exit) {
+        if was_empty && self.give_back(clean_exit, matches!(events, Ok((false, false)))) {
             self.tracer.record(OsOp::Released {
                 via: Mechanism::Cgroup,
             });

@@ -6,6 +6,7 @@
 
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
@@ -64,34 +65,33 @@ pub(super) struct ChildArgs {
     /// Descriptor to install as 0, 1, 2; -1 keeps the inherited one.
     /// None of them is in 0..=2 unless it is already at its own place.
     pub(super) stdio: [c_int; 3],
-    /// Write end of the close-on-exec error pipe.
-    pub(super) err_fd: c_int,
+    /// Where the child stores the errno of the step that failed before it
+    /// exits. It shares the parent's memory (CLONE_VM) and the parent
+    /// thread sleeps until the child exec'd or exited (CLONE_VFORK), so
+    /// the parent reads it once clone3 returned: no pipe is needed.
+    /// [`NO_REPORT`] until then.
+    pub(super) err: AtomicI32,
 }
+
+/// The value of [`ChildArgs::err`] when the child exec'd (or died before it
+/// could say why).
+pub(super) const NO_REPORT: i32 = -1;
 
 /// The child's whole life: runs on its own stack, in the parent's memory,
 /// right after clone3 returned 0. Never returns.
 pub(super) extern "C" fn child_main(args: *const c_void) -> ! {
     // SAFETY: `args` points to the parent's `ChildArgs`, alive and unchanged
-    // until the child exec's or exits (the parent thread is suspended by
-    // CLONE_VFORK and nothing else knows the address). Every pointer in it
-    // is valid as documented on `ChildArgs`. `child_exec` only issues raw
-    // syscalls and reads that memory.
+    // (but for the child's own atomic store to `err`) until the child
+    // exec's or exits (the parent thread is suspended by CLONE_VFORK and
+    // nothing else knows the address). Every pointer in it is valid as
+    // documented on `ChildArgs`. `child_exec` only issues raw syscalls and
+    // reads that memory.
     unsafe {
         let a = &*args.cast::<ChildArgs>();
         let errno = child_exec(a);
-        let bytes = errno.to_ne_bytes();
-        loop {
-            let r = syscall4(
-                k::__NR_write,
-                a.err_fd as usize,
-                bytes.as_ptr() as usize,
-                bytes.len(),
-                0,
-            );
-            if r != -(en::EINTR as isize) {
-                break;
-            }
-        }
+        // An atomic store to memory the parent reads after clone3 returned
+        // (the kernel orders the exit before the parent's wake-up).
+        a.err.store(errno, Ordering::SeqCst);
     }
     // exit_group does not return; the loop only gives the function its
     // `!` type without a panic path.

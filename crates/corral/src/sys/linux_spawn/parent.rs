@@ -4,16 +4,17 @@
 
 use std::ffi::{c_void, CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::raw::{c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
 
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 use rustix::process::Pid;
 
-use super::child::{child_main, ChildArgs};
+use super::child::{child_main, ChildArgs, NO_REPORT};
 use super::raw::{clone3_with, errno_of, set_sigmask};
 use super::stack::Stack;
 use super::{mode, Clone3Error, Mode, DEFAULT_PATH, UNSUPPORTED};
@@ -154,9 +155,13 @@ impl Prepared {
     }
 }
 
-/// Drops absolute candidates that do not exist. A failed `execve` in the
-/// child costs far more than an `access(2)` here, and a PATH can be long.
-/// Relative candidates are kept (they resolve against the child's working
+/// Drops the absolute candidates before the first one that may exist. A
+/// failed `execve` in the child costs far more than an `access(2)` here,
+/// and a PATH can be long. The candidates after it are kept unchecked: the
+/// child tries them only if that one fails, as `execvp` would, and a
+/// missing one then costs one failed `execve` (so one pass of `access`
+/// calls, which stops at the first hit, is all a run pays for). Relative
+/// candidates are kept (they resolve against the child's working
 /// directory), and so is everything when nothing would be left, so the
 /// child still reports the error `execvp` would.
 fn skip_missing(candidates: Vec<CString>) -> Vec<CString> {
@@ -179,10 +184,14 @@ fn skip_missing(candidates: Vec<CString>) -> Vec<CString> {
                 Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR)
             )
     };
-    if !candidates.iter().any(exists) {
-        return candidates;
+    match candidates.iter().position(exists) {
+        Some(first) => {
+            let mut candidates = candidates;
+            candidates.drain(..first);
+            candidates
+        }
+        None => candidates,
     }
-    candidates.into_iter().filter(exists).collect()
 }
 
 /// The descriptor the child installs as `target`, or -1 to inherit.
@@ -214,6 +223,55 @@ pub(super) fn child_fd(io: &ChildIo, target: i32, keep: &mut Vec<OwnedFd>) -> io
     Ok(fd)
 }
 
+/// The three descriptors the child installs as 0, 1 and 2 (see
+/// [`child_fd`]), with one `/dev/null` shared by every `Null` stream (as a
+/// shell's `>/dev/null 2>&1` does; it has no offset or state to share), so
+/// a run with all three null opens it once.
+fn child_stdio(spec: &SpawnSpec<'_>, keep: &mut Vec<OwnedFd>) -> io::Result<[c_int; 3]> {
+    let mut null: Option<c_int> = None;
+    let mut out = [-1; 3];
+    for (target, io) in [&spec.stdin, &spec.stdout, &spec.stderr]
+        .into_iter()
+        .enumerate()
+    {
+        out[target] = match (io, null) {
+            (ChildIo::Null, Some(fd)) => fd,
+            _ => {
+                let fd = child_fd(io, target as i32, keep)?;
+                if matches!(io, ChildIo::Null) {
+                    null = Some(fd);
+                }
+                fd
+            }
+        };
+    }
+    Ok(out)
+}
+
+/// One child stack kept between spawns: a spawn takes it (or maps a new
+/// one) and gives it back once clone3 returned, when the child no longer
+/// uses it (CLONE_VFORK: it exec'd into a new address space or exited). A
+/// run then pays no `mmap`/`mprotect`/`munmap` and no fresh-page faults
+/// for it; concurrent spawns map their own.
+static SPARE_STACK: Mutex<Option<Stack>> = Mutex::new(None);
+
+fn take_stack() -> io::Result<Stack> {
+    let spare = SPARE_STACK.lock().unwrap_or_else(|e| e.into_inner()).take();
+    match spare {
+        Some(s) => Ok(s),
+        None => Stack::new(),
+    }
+}
+
+/// Keeps `stack` for the next spawn if none is kept (else unmaps it).
+/// Only after clone3 returned (see [`SPARE_STACK`]).
+fn spare_stack(stack: Stack) {
+    let mut spare = SPARE_STACK.lock().unwrap_or_else(|e| e.into_inner());
+    if spare.is_none() {
+        *spare = Some(stack);
+    }
+}
+
 /// Errnos that mean "clone3 (or CLONE_INTO_CGROUP, CLONE_CLEAR_SIGHAND) is
 /// not available to this process": kernel before 5.3 (ENOSYS) or 5.7
 /// (E2BIG/EINVAL for the larger struct or an unknown flag), or a seccomp
@@ -235,26 +293,8 @@ pub(crate) fn spawn(
 ) -> Result<(Pid, OwnedFd), Clone3Error> {
     let prepared = Prepared::new(spec, std::env::vars_os()).map_err(Clone3Error::Setup)?;
     let mut keep = Vec::new();
-    let stdio = [
-        child_fd(&spec.stdin, 0, &mut keep).map_err(Clone3Error::Setup)?,
-        child_fd(&spec.stdout, 1, &mut keep).map_err(Clone3Error::Setup)?,
-        child_fd(&spec.stderr, 2, &mut keep).map_err(Clone3Error::Setup)?,
-    ];
-    // Non-blocking: with CLONE_VFORK the child has exec'd or exited by the
-    // time clone3 returns, so its report (if any) is already in the pipe. A
-    // process that another thread forked meanwhile may hold a copy of the
-    // write end; waiting for end of file would wait for that process.
-    let (err_r, mut err_w) = rustix::pipe::pipe_with(
-        rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
-    )
-    .map_err(|e| Clone3Error::Setup(e.into()))?;
-    if err_w.as_raw_fd() <= 2 {
-        // Only when this process runs with 0, 1 or 2 closed: keep the
-        // report channel out of the way of the dup3 onto 0..=2.
-        err_w =
-            rustix::io::fcntl_dupfd_cloexec(&err_w, 3).map_err(|e| Clone3Error::Setup(e.into()))?;
-    }
-    let stack = Stack::new().map_err(Clone3Error::Setup)?;
+    let stdio = child_stdio(spec, &mut keep).map_err(Clone3Error::Setup)?;
+    let stack = take_stack().map_err(Clone3Error::Setup)?;
     let (stack_low, stack_size) = stack.usable();
 
     let child_args = ChildArgs {
@@ -267,7 +307,7 @@ pub(crate) fn spawn(
             .as_ref()
             .map_or(std::ptr::null(), |c| c.as_ptr()),
         stdio,
-        err_fd: err_w.as_raw_fd(),
+        err: AtomicI32::new(NO_REPORT),
     };
     let mut pidfd: c_int = -1;
     let mut args = k::clone_args {
@@ -300,7 +340,8 @@ pub(crate) fn spawn(
     // SAFETY: `args` asks for CLONE_VM | CLONE_VFORK with the stack of
     // `stack` (mapped, unused, unmapped only after this returns); the child
     // reads `child_args` and what it points to (`prepared`, `stdio`
-    // descriptors in `spec` and `keep`, `err_w`), all alive until the end
+    // descriptors in `spec` and `keep`) and stores to `child_args.err`, all
+    // alive until the end
     // of this function, and this thread is suspended until the child exec'd
     // or exited. All signals are blocked in this thread, so the child starts
     // with them blocked and no handler can run on its stack before it
@@ -317,8 +358,7 @@ pub(crate) fn spawn(
         set_sigmask(&old_mask, std::ptr::null_mut());
     }
     // The child is done with all of these (exec'd or exited).
-    drop(err_w);
-    drop(stack);
+    spare_stack(stack);
     drop(keep);
 
     if ret < 0 {
@@ -342,49 +382,18 @@ pub(crate) fn spawn(
         Clone3Error::Setup(io::Error::other("clone3 returned pid 0 in the parent"))
     })?;
 
-    // End of file: the child exec'd (its copy of the write end was closed
-    // on exec) or died without a word; either way it is running or a
-    // zombie we own. Four bytes: the errno of the step that failed.
-    let mut buf = [0u8; 4];
-    let mut got = 0;
-    let failure = loop {
-        match rustix::io::read(&err_r, &mut buf[got..]) {
-            Ok(0) => break None,
-            Ok(n) => {
-                got += n;
-                if got == buf.len() {
-                    break Some(io::Error::from_raw_os_error(i32::from_ne_bytes(buf)));
-                }
-            }
-            Err(rustix::io::Errno::INTR) => continue,
-            // Nothing there (and a foreign fork still holds the write end):
-            // the child exec'd.
-            Err(rustix::io::Errno::AGAIN) if got == 0 => break None,
-            Err(e) => {
-                break Some(crate::error::io_context(
-                    "reading the spawn error pipe",
-                    e.into(),
-                ))
-            }
-        }
-    };
-    match failure {
-        None if got == 0 => Ok((pid, pidfd)),
-        failure => {
-            let e = failure.unwrap_or_else(|| io::Error::other("short spawn error report"));
-            // The child exits by itself after reporting; kill it in case it
-            // did not report (short read), then reap it: it is ours.
-            if got != buf.len() {
-                let _ = rustix::process::pidfd_send_signal(
-                    pidfd.as_fd(),
-                    rustix::process::Signal::KILL,
-                );
-            }
+    // The child exec'd, or stored the errno of the step that failed and
+    // exited (or was killed before it could say why: then it is a zombie
+    // we own, reported as spawned, as its exit status will tell).
+    match child_args.err.load(Ordering::SeqCst) {
+        NO_REPORT => Ok((pid, pidfd)),
+        errno => {
+            // It exits by itself after reporting; reap it: it is ours.
             let _ = rustix::process::waitid(
                 rustix::process::WaitId::Pid(pid),
                 rustix::process::WaitIdOptions::EXITED,
             );
-            Err(Clone3Error::Exec(e))
+            Err(Clone3Error::Exec(io::Error::from_raw_os_error(errno)))
         }
     }
 }
@@ -516,5 +525,15 @@ mod tests {
         );
         let none = c(&["/nonexistent-corral/a", "/nonexistent-corral/b"]);
         assert_eq!(skip_missing(none.clone()), none);
+        // Past the first that exists nothing is checked (the child tries
+        // the rest only if that one fails, as execvp would).
+        assert_eq!(
+            skip_missing(c(&[
+                "/nonexistent-corral/a",
+                "/bin/sh",
+                "/nonexistent-corral/b"
+            ])),
+            c(&["/bin/sh", "/nonexistent-corral/b"])
+        );
     }
 }

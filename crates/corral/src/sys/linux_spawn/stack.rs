@@ -12,6 +12,11 @@ pub(super) struct Stack {
     guard: usize,
 }
 
+// SAFETY: a `Stack` owns its mapping alone (nothing else holds the address
+// once no child runs on it, which its users ensure before they let go of
+// it); moving that ownership to another thread is sound.
+unsafe impl Send for Stack {}
+
 impl Stack {
     pub(super) fn new() -> io::Result<Stack> {
         Stack::with_size(CHILD_STACK)
