@@ -118,6 +118,15 @@ fn a_pooled_cgroup_that_is_not_empty_is_never_borrowed() {
     .unwrap();
     let b = cgroup_of_run(&mut cg(SHOW));
     assert_ne!(a, b, "a populated pooled cgroup was borrowed");
+    // Retired but not removable, it stays locked: no other corral's stale
+    // pass may take it (and kill the intruder) while this process lives.
+    let f = std::fs::File::open(dir.join(&a)).unwrap();
+    assert_eq!(
+        rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive),
+        Err(rustix::io::Errno::WOULDBLOCK),
+        "the retired, occupied cgroup {a} lost its ownership lock"
+    );
+    drop(f);
     // Not corral's to kill: the intruder lives on.
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", intruder.0.id())).unwrap();
     assert!(!stat.contains(") Z "), "the intruder was killed: {stat}");

@@ -413,6 +413,7 @@ impl Slot {
 /// and removing a directory (see the module docs, "Pool").
 static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(Pool {
     slots: Vec::new(),
+    retired: Vec::new(),
     killed: std::collections::BTreeSet::new(),
     epoch: 0,
     owner: 0,
@@ -421,6 +422,12 @@ static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(Pool {
 
 struct Pool {
     slots: Vec<Slot>,
+    /// Retired cgroups that could not be removed yet (something outside
+    /// corral moved a process in while they waited). They keep their
+    /// ownership lock, so no other corral's stale pass kills what is in
+    /// them while this process lives; removal is tried again at the next
+    /// borrow and by [`drain_pool`].
+    retired: Vec<Slot>,
     /// Watches whose `cgroup.kill` was written (read from [`KillWatch`]
     /// but not yet acted on): such a cgroup is never borrowed or given
     /// back. An entry goes when its watch is removed (`IN_IGNORED`).
@@ -446,6 +453,7 @@ impl Pool {
         let me = std::process::id();
         if self.owner != me {
             self.slots.clear();
+            self.retired.clear();
             self.killed.clear();
             self.inotify = None;
             self.epoch += 1;
@@ -574,18 +582,30 @@ pub(crate) fn drain_pool() -> usize {
     for slot in slots {
         retire(&mut pool, slot);
     }
+    retry_retired(&mut pool);
     n
 }
 
 /// Removes a pooled cgroup for good. Only an empty one is removed (rmdir
-/// refuses otherwise); one that something entered while it waited is left
-/// to its lock's release and the next corral's stale pass.
+/// refuses otherwise); one that something entered while it waited stays
+/// in [`Pool::retired`], locked (never killed: what is in it is not a
+/// run's), until it can be removed or this process ends (then the next
+/// corral's stale pass takes it).
 fn retire(pool: &mut Pool, slot: Slot) {
     if let Some(wd) = slot.watch {
         KillWatch::remove(pool, wd);
     }
-    let _ = remove_tree(&slot.dir);
-    drop(slot);
+    if remove_tree(&slot.dir).is_err() && slot.dir.exists() {
+        pool.retired.push(slot);
+    }
+}
+
+/// Tries again to remove the retired cgroups still present.
+fn retry_retired(pool: &mut Pool) {
+    if !pool.retired.is_empty() {
+        pool.retired
+            .retain(|slot| remove_tree(&slot.dir).is_err() && slot.dir.exists());
+    }
 }
 
 pub(crate) struct Cgroup {
@@ -830,6 +850,7 @@ impl Cgroup {
     /// retired.
     fn borrow() -> Option<Slot> {
         let mut pool = pool();
+        retry_retired(&mut pool);
         if pool.slots.is_empty() {
             return None;
         }
