@@ -1052,3 +1052,56 @@ unsafe fn close_range_or_loop(from: usize, to: usize) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::time::Instant;
+
+    /// The keeper's capacity follows its descriptor limit (the hard one,
+    /// which it raises its soft limit to), not a fixed table.
+    #[test]
+    fn capacity_is_the_hard_descriptor_limit_less_a_reserve() {
+        let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .maximum
+            .unwrap_or(u64::MAX);
+        let want = (hard.saturating_sub(2 + RESERVE_FDS) as usize).min(MAX_SLOTS);
+        assert_eq!(capacity().unwrap() as usize, want);
+        assert!(want > 512, "hard limit {hard}");
+    }
+
+    /// Registering and unregistering a root, thousands of times in a row
+    /// (slots are reused; the keeper is never full), and what one costs.
+    #[test]
+    fn registrations_are_reused_and_cheap() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let fd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .unwrap();
+        ensure().unwrap();
+        let n = 5_000;
+        let t = Instant::now();
+        for _ in 0..n {
+            let r = register_root(fd.as_fd(), pid).unwrap();
+            drop(r);
+        }
+        let each = t.elapsed() / n;
+        // Held at once: a few hundred, then all given back.
+        let held: Vec<Registration> = (0..600)
+            .map(|_| register_root(fd.as_fd(), pid).unwrap())
+            .collect();
+        drop(held);
+        eprintln!("register + unregister: {each:?} each");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
