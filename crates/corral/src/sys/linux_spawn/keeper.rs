@@ -350,6 +350,39 @@ fn send(sock: &OwnedFd, msg: &[u8], fd: Option<c_int>) -> io::Result<()> {
     }
 }
 
+/// Lets many registrations wait in the socket for a keeper that is not
+/// scheduled yet (thousands of runs starting at once on a busy machine):
+/// `sendmsg` blocks, under the keeper lock, once the host's send buffer is
+/// full (about 200 messages at the default `wmem_default`; the kernel
+/// charges each its full buffer size). Asks for 8 MiB (`SO_SNDBUFFORCE`
+/// with `CAP_NET_ADMIN`, else `SO_SNDBUF`, which the kernel caps at
+/// `net.core.wmem_max`); best effort. Queued messages are not lost if the
+/// host dies: the keeper reads them all before it acts.
+fn enlarge_send_buffer(sock: &OwnedFd) {
+    const SO_SNDBUF: usize = 7;
+    const SO_SNDBUFFORCE: usize = 32;
+    let want: c_int = 4 << 20; // the kernel doubles it
+    for opt in [SO_SNDBUFFORCE, SO_SNDBUF] {
+        // SAFETY: `want` is an int that outlives the call, its size given.
+        let r = unsafe {
+            syscall6(
+                k::__NR_setsockopt,
+                [
+                    sock.as_raw_fd() as usize,
+                    SOL_SOCKET as usize,
+                    opt,
+                    &want as *const c_int as usize,
+                    std::mem::size_of::<c_int>(),
+                    0,
+                ],
+            )
+        };
+        if r == 0 {
+            return;
+        }
+    }
+}
+
 /// Starts the keeper and waits for it to say it is ready (once per
 /// process); returns the host's end of the socket.
 fn start() -> io::Result<Conn> {
@@ -374,6 +407,7 @@ fn start() -> io::Result<Conn> {
     }
     // SAFETY: socketpair just returned these two descriptors; we own them.
     let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+    enlarge_send_buffer(&ours);
     let host = rustix::process::pidfd_open(
         rustix::process::getpid(),
         rustix::process::PidfdFlags::empty(),
@@ -646,10 +680,10 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
             if r < 0 && r != -(en::EINTR as isize) {
                 break;
             }
-            if fds[1].revents != 0 {
-                break; // the host died
-            }
-            if fds[0].revents == 0 {
+            // The host died. Its registrations still in the socket's queue
+            // are read first: a run that was told it is crash-safe is.
+            let host_gone = fds[1].revents != 0;
+            if fds[0].revents == 0 && !host_gone {
                 continue;
             }
             // Every message waiting, then back to the poll.
@@ -686,6 +720,9 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                     break 'serve; // end of file: the host closed its end (it died)
                 }
                 serve(&mut table, &msg, &control, hdr.controllen);
+            }
+            if host_gone {
+                break;
             }
         }
 
