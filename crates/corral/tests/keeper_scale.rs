@@ -29,8 +29,16 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// The keeper children of this process (`corral-keeper`), alive.
 fn keepers() -> Vec<u32> {
+    keepers_of(std::process::id())
+}
+
+/// The keeper children of process `pid` (of any of its threads).
+fn keepers_of(pid: u32) -> Vec<u32> {
     let mut v = Vec::new();
-    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
         let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
         for pid in text
             .split_whitespace()
@@ -178,16 +186,113 @@ fn sigkill_of_a_host_with_six_hundred_runs_kills_every_tree() {
     s.assert_none_left();
 }
 
-/// The host for `sigkill_of_a_host_with_six_hundred_runs_kills_every_tree`
-/// (run only in that child): starts the runs, each required to be
+/// Registrations still queued in the keeper's socket when the host dies
+/// count: the keeper is stopped (SIGSTOP) while a host registers 50 runs,
+/// the host is SIGKILLed, and only then does the keeper run again. It sees
+/// the host gone and reads the queue before acting: every tree dies. (It
+/// once acted on the host's death first and dropped what was queued.)
+#[test]
+fn registrations_queued_when_the_host_dies_are_honoured() {
+    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+    let _serial = serial();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let mut host = std::process::Command::new(std::env::current_exe().unwrap());
+    host.args(["--exact", "many_runs_host", "--nocapture", "--ignored"])
+        .env("CORRAL_KEEPER_TEST_RUNS", "50")
+        .envs(s.env())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    /// Lets the keeper run again on every path out (it then sees its host
+    /// gone and ends).
+    struct ContOnDrop(Option<rustix::fd::OwnedFd>);
+    impl Drop for ContOnDrop {
+        fn drop(&mut self) {
+            if let Some(fd) = &self.0 {
+                let _ = pidfd_send_signal(fd, Signal::CONT);
+            }
+        }
+    }
+    let mut child = KillOnDrop(host.spawn().unwrap());
+    let host_pid = child.0.id();
+    assert!(
+        s.wait_file("keeper-up", 30 * SEC),
+        "the host did not start its keeper ({:?})",
+        child.0.try_wait()
+    );
+    let keeper = keepers_of(host_pid);
+    assert_eq!(keeper.len(), 1, "the host's keepers: {keeper:?}");
+    let keeper = keeper[0];
+    let kfd = pidfd_open(Pid::from_raw(keeper as i32).unwrap(), PidfdFlags::empty()).unwrap();
+    let mut cont = ContOnDrop(None);
+    pidfd_send_signal(&kfd, Signal::STOP).unwrap();
+    cont.0 = Some(kfd);
+    std::fs::write(s.path("go"), b"").unwrap();
+    let t0 = Instant::now();
+    while !s.path("spawned").exists() {
+        let exited = child.0.try_wait().unwrap();
+        assert!(
+            exited.is_none() && t0.elapsed() < 60 * SEC,
+            "the host did not start its runs (exited: {exited:?})"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let names: Vec<String> = (0..50).map(|i| format!("t{i}")).collect();
+    for n in &names {
+        assert!(w.pid(n, 20 * SEC).is_some(), "helper {n} never started");
+    }
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    drop(cont);
+    let t = Instant::now();
+    for n in &names {
+        assert!(
+            w.wait_dead(n, (5 * SEC).saturating_sub(t.elapsed())),
+            "helper {n} survived the host's death ({:?} after it)",
+            t.elapsed()
+        );
+    }
+    s.assert_none_left();
+}
+
+/// The host for the tests above (run only in a child of them): starts the
+/// runs (`CORRAL_KEEPER_TEST_RUNS`, else 600), each required to be
 /// crash-safe, says so with the file `spawned`, and waits to be killed.
+/// With a count set, it first starts its keeper, says so (`keeper-up`) and
+/// waits for the file `go`.
 #[test]
 #[ignore]
 fn many_runs_host() {
     let _ = corral::raise_nofile_limit();
     let dir = std::env::var_os("CORRAL_TEST_DIR").expect("run by the test only");
+    let dir = std::path::Path::new(&dir);
+    let n = match std::env::var("CORRAL_KEEPER_TEST_RUNS") {
+        Ok(v) => {
+            // A first run starts the keeper.
+            let r = Command::new("true")
+                .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
+                .require_crash_safety(true)
+                .run()
+                .unwrap();
+            assert_eq!(r.exit_code(), Some(0));
+            std::fs::write(dir.join("keeper-up"), b"").unwrap();
+            let end = Instant::now() + 60 * SEC;
+            while !dir.join("go").exists() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            v.parse().unwrap()
+        }
+        Err(_) => RUNS,
+    };
     let mut runs = Vec::new();
-    for i in 0..RUNS {
+    for i in 0..n {
         let mut c = Command::new("/bin/sh");
         c.args(["-c", r#""$H" "$1" & wait"#, "sh", &format!("t{i}")])
             .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
@@ -197,7 +302,7 @@ fn many_runs_host() {
             .timeout(120 * SEC);
         runs.push(c.spawn().unwrap());
     }
-    std::fs::write(std::path::Path::new(&dir).join("spawned"), b"").unwrap();
+    std::fs::write(dir.join("spawned"), b"").unwrap();
     std::thread::sleep(120 * SEC);
     drop(runs);
 }
