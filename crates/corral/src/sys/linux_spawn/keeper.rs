@@ -607,7 +607,7 @@ unsafe fn make_table() -> Table {
                 0,
             ],
         );
-        if p >= 0 || p < -4095 {
+        if !(-4095..0).contains(&p) {
             table.base = p as usize as *mut Slot;
             table.len = len;
         }
