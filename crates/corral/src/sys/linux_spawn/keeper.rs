@@ -553,8 +553,9 @@ impl Table {
 
 /// Raises the keeper's soft descriptor limit to its hard one and maps its
 /// table: one slot per descriptor it can hold beyond the socket, the host's
-/// pidfd and [`RESERVE_FDS`] (at most [`MAX_SLOTS`]). An empty table if the
-/// mapping fails (the host then registers nothing).
+/// pidfd and [`RESERVE_FDS`] (at most [`MAX_SLOTS`]); fewer if the mapping
+/// cannot be made that large, none if it cannot be made at all (the host
+/// then registers nothing, and says so).
 ///
 /// # Safety
 /// In the keeper only.
@@ -593,23 +594,27 @@ unsafe fn make_table() -> Table {
             len: 0,
             high: 0,
         };
-        if len == 0 {
-            return table;
-        }
-        let p = syscall6(
-            k::__NR_mmap,
-            [
-                0,
-                len * std::mem::size_of::<Slot>(),
-                (k::PROT_READ | k::PROT_WRITE) as usize,
-                (k::MAP_PRIVATE | k::MAP_ANONYMOUS | k::MAP_NORESERVE) as usize,
-                usize::MAX, // fd -1
-                0,
-            ],
-        );
-        if !(-4095..0).contains(&p) {
-            table.base = p as usize as *mut Slot;
-            table.len = len;
+        // Where the mapping cannot be reserved (strict overcommit, a low
+        // RLIMIT_AS), a smaller table: half as many slots each time.
+        let mut len = len;
+        while len > 0 {
+            let p = syscall6(
+                k::__NR_mmap,
+                [
+                    0,
+                    len * std::mem::size_of::<Slot>(),
+                    (k::PROT_READ | k::PROT_WRITE) as usize,
+                    (k::MAP_PRIVATE | k::MAP_ANONYMOUS | k::MAP_NORESERVE) as usize,
+                    usize::MAX, // fd -1
+                    0,
+                ],
+            );
+            if !(-4095..0).contains(&p) {
+                table.base = p as usize as *mut Slot;
+                table.len = len;
+                break;
+            }
+            len /= 2;
         }
         table
     }
