@@ -274,6 +274,27 @@ fn async_runs_hold_a_bounded_number_of_descriptors_cgroup() {
     assert!(captured <= 4.5, "{captured:.2} descriptors per run");
 }
 
+/// The PID-namespace tier: the init's pidfd (one, shared by the root and
+/// the containment: it was duplicated), the command's pidfd, the control
+/// socket and the status pipe.
+#[corral_testkit::needs(pidns)]
+#[test]
+fn async_runs_hold_a_bounded_number_of_descriptors_pid_namespace() {
+    let _serial = serial();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let n = trees_that_fit();
+    let null = descriptors_per_run(&rt, n, corral::Mechanism::PidNamespace, false);
+    let captured = descriptors_per_run(&rt, n, corral::Mechanism::PidNamespace, true);
+    eprintln!(
+        "PID namespace, {n} trees: {null:.2} per run (output to /dev/null), {captured:.2} (captured)"
+    );
+    assert!(null <= 4.5, "{null:.2} descriptors per run");
+    assert!(captured <= 6.5, "{captured:.2} descriptors per run");
+}
+
 /// Out of descriptors, a spawn fails with a typed error that names the
 /// limit, and leaves nothing running; the runs already started are
 /// unharmed. In a child process: it lowers its own open-file limit.

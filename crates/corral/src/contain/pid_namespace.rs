@@ -19,6 +19,7 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::linux::fs::MetadataExt;
+use std::sync::Arc;
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
 
@@ -37,7 +38,9 @@ pub(crate) struct PidNamespace {
 
 struct Init {
     pid: Pid,
-    pidfd: OwnedFd,
+    /// The init's pidfd, one descriptor shared with the run's `Root` (it
+    /// stays open, naming the same init, until both let go).
+    pidfd: Arc<OwnedFd>,
     ctl: Option<OwnedFd>,
     ns: u64,
     /// The command (host pid and pidfd): it is the run's root, so it is not
@@ -74,11 +77,7 @@ impl Init {
             drop(stacks);
             return;
         }
-        let Ok(fd) = self.pidfd.try_clone() else {
-            // Cannot watch it: never unmap (a small, bounded leak).
-            std::mem::forget(stacks);
-            return;
-        };
+        let fd = self.pidfd.clone();
         // Shared with the thread, so that a thread that cannot be started
         // does not drop (unmap) them on its way out.
         let shared = std::sync::Arc::new(std::sync::Mutex::new(Some(stacks)));
@@ -232,28 +231,18 @@ impl Containment for PidNamespace {
                     .unwrap_or(0);
                 let init_pid = child.pid.as_raw_nonzero().get() as u32;
                 let command = pin_command(init_pid, child.inner);
-                match child.pidfd.try_clone() {
-                    Ok(pidfd) => {
-                        self.init = Some(Init {
-                            pid: child.pid,
-                            pidfd,
-                            ctl: Some(child.ctl),
-                            ns,
-                            command,
-                            stacks: child.stacks,
-                        });
-                        Ok(Root::from_ns_init(child.pid, child.pidfd, child.status))
-                    }
-                    Err(e) => {
-                        let _ = rustix::process::pidfd_send_signal(
-                            &child.pidfd,
-                            rustix::process::Signal::KILL,
-                        );
-                        let _ =
-                            rustix::process::waitid(WaitId::Pid(child.pid), WaitIdOptions::EXITED);
-                        Err(SpawnError::Spawn(e))
-                    }
-                }
+                // One descriptor for the init, shared (it was duplicated:
+                // one more per command).
+                let pidfd = Arc::new(child.pidfd);
+                self.init = Some(Init {
+                    pid: child.pid,
+                    pidfd: pidfd.clone(),
+                    ctl: Some(child.ctl),
+                    ns,
+                    command,
+                    stacks: child.stacks,
+                });
+                Ok(Root::from_ns_init(child.pid, pidfd, child.status))
             }
             Err(NsError::Refused(e, step)) => Err(SpawnError::Contain(refused(e, step))),
             Err(NsError::Setup(e) | NsError::Exec(e)) => Err(SpawnError::Spawn(e)),

@@ -162,10 +162,10 @@ impl Root {
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64")
     ))]
-    pub(crate) fn from_ns_init(pid: Pid, pidfd: OwnedFd, status: OwnedFd) -> Root {
+    pub(crate) fn from_ns_init(pid: Pid, pidfd: Arc<OwnedFd>, status: OwnedFd) -> Root {
         Root {
             pid,
-            pidfd: Some(Arc::new(pidfd)),
+            pidfd: Some(pidfd),
             pidfd_error: None,
             exit_hint: std::cell::Cell::new(true),
             exited: None,

@@ -1,15 +1,17 @@
-//! The keeper: crash safety for the cgroup tier (Linux, x86_64 and
-//! aarch64). A child module of `linux_spawn` (raw-syscall helpers).
+//! The keeper: crash safety for the cgroup, subreaper and process-group
+//! tiers (Linux, x86_64 and aarch64). A child module of `linux_spawn`
+//! (raw-syscall helpers).
 //!
-//! One small process per corral process, started on the first cgroup run:
-//! a fork (clone3 without `CLONE_VM`, on a stack of its own, all signals
+//! One small process per corral process, started on the first run that
+//! needs it: a fork (clone3 without `CLONE_VM`, on a stack of its own, all signals
 //! blocked, every handler reset) that never execs and issues only raw
 //! system calls (no allocation, lock or TLS: it is a fork of a possibly
 //! multithreaded host). It starts its own session (a `kill` of corral's
 //! process group does not take it along), closes every descriptor but two —
 //! a `SOCK_SEQPACKET` socket to the host and a pidfd of the host — and holds,
-//! for every live cgroup run, the cgroup's directory descriptor and its
-//! parent's, received with `SCM_RIGHTS`.
+//! for every live cgroup run, the cgroup's directory descriptor (and, once,
+//! the directory it is in), and for every process-group or subreaper run
+//! the root's pidfd, received with `SCM_RIGHTS`.
 //!
 //! When the host dies, by any cause (the pidfd becomes readable; the socket
 //! reaching end of file is a second witness), the keeper writes `1` to
@@ -19,12 +21,21 @@
 //! first, retried for up to 2 s while the kill completes), and exits. A run
 //! that ends normally unregisters (its descriptors are closed) before the
 //! host moves kept leftovers out: a kept process is never killed by the
-//! keeper. Up to [`SLOTS`] runs at once are held; a run beyond that is not
-//! crash-safe (the registration says so).
+//! keeper.
+//!
+//! The table is an anonymous mapping the keeper makes at its start, one
+//! 88-byte slot per descriptor it can hold (its soft descriptor limit raised
+//! to the hard one, less a reserve; at most [`MAX_SLOTS`]), reserved and not
+//! committed; it tells the host its capacity in its first message. The host
+//! picks the slot of each registration (a free list), so adding and removing
+//! cost the keeper O(1); every run costs it one descriptor (a cgroup's
+//! parent directory is sent once). A run past the capacity is not crash-safe
+//! (the registration says so).
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -38,17 +49,34 @@ use super::raw::{clone3_with, errno_of, set_sigmask, syscall4, syscall6};
 use super::stack::Stack;
 use crate::sys::linux_proc::parse_stat;
 
-/// Runs held at once.
-const SLOTS: usize = 512;
+/// Most runs one keeper holds, whatever its descriptor limit (the table is
+/// reserved, not committed, at this size: 88 bytes a slot).
+const MAX_SLOTS: usize = 1 << 20;
+/// Descriptors the keeper keeps free for its own work after the host died
+/// (`cgroup.kill`, `/proc/<pid>/stat`, the removal walk: at most 11 at
+/// once), beyond the socket and the host's pidfd.
+const RESERVE_FDS: u64 = 16;
 /// Longest cgroup name carried.
 const NAME_MAX: usize = 64;
+/// A cgroup: its directory, the slot of the directory it is in, its name.
 const OP_ADD: u8 = 1;
+/// Unregisters the slot (when the id matches).
 const OP_DEL: u8 = 2;
 /// A process-group or subreaper root: its pidfd, and its pid in the name
 /// bytes (4 bytes).
 const OP_ADD_ROOT: u8 = 3;
-/// op, id (8 bytes), name length, name.
-const MSG_LEN: usize = 1 + 8 + 1 + NAME_MAX;
+/// A directory cgroups are in (sent once per directory, held until the
+/// keeper ends).
+const OP_PARENT: u8 = 4;
+/// Keeper to host, once, when it is ready: how many slots it has.
+const OP_HELLO: u8 = 5;
+/// op, id (8 bytes), slot (4), parent slot (4), name length, name.
+const MSG_LEN: usize = 1 + 8 + 4 + 4 + 1 + NAME_MAX;
+const AT_ID: usize = 1;
+const AT_SLOT: usize = 9;
+const AT_PARENT: usize = 13;
+const AT_NAME_LEN: usize = 17;
+const AT_NAME: usize = 18;
 
 #[repr(C)]
 struct Iovec {
@@ -72,40 +100,79 @@ const SOCK_SEQPACKET: usize = 5;
 const SOL_SOCKET: c_int = 1;
 const SCM_RIGHTS: c_int = 1;
 const MSG_NOSIGNAL: usize = 0x4000;
+const MSG_DONTWAIT: usize = 0x40;
 const MSG_CMSG_CLOEXEC: usize = 0x4000_0000;
-/// cmsghdr (len, level, type) then two descriptors.
+/// cmsghdr (len, level, type) then one descriptor.
 const CMSG_HDR: usize = 16;
-const CMSG_LEN2: usize = CMSG_HDR + 8;
+const CMSG_LEN1: usize = CMSG_HDR + 4;
 
 struct Conn {
     sock: OwnedFd,
     /// The process that started this keeper: a fork of the host inherits
     /// the connection but must have a keeper of its own.
     owner: u32,
-    /// Registrations this keeper holds now (at most [`SLOTS`]): a run past
-    /// that is told at once that it is not crash-safe, and costs the
-    /// keeper nothing (with 10,000 concurrent runs, sending every one to a
-    /// keeper that can only drop it made the spawns wait on the keeper).
-    live: usize,
+    /// Which keeper of this process this is: a registration with an
+    /// earlier one (that died) must not free a slot of this one.
+    generation: u64,
+    /// Slots the keeper has (it told us when it started): every slot holds
+    /// one descriptor, and the keeper has room for all of them.
+    capacity: u32,
+    /// Slots below this were handed out at least once.
+    fresh: u32,
+    /// Slots handed out and given back (reused before fresh ones).
+    free: Vec<u32>,
+    /// Directories cgroups are in, each sent once, with its slot.
+    parents: Vec<(PathBuf, u32)>,
+}
+
+impl Conn {
+    /// A free slot, or why there is none. A run past the keeper's capacity
+    /// is told at once that it is not crash-safe, and costs the keeper
+    /// nothing.
+    fn take_slot(&mut self) -> io::Result<u32> {
+        if let Some(s) = self.free.pop() {
+            return Ok(s);
+        }
+        if self.fresh < self.capacity {
+            self.fresh += 1;
+            return Ok(self.fresh - 1);
+        }
+        Err(io::Error::other(format!(
+            "the keeper already holds {} runs (its descriptor limit; \
+             `corral::raise_nofile_limit` raises it for keepers started later): \
+             this one is not crash-safe",
+            self.capacity
+        )))
+    }
 }
 
 static KEEPER: Mutex<Option<Conn>> = Mutex::new(None);
 static NEXT: AtomicU64 = AtomicU64::new(1);
+static GENERATION: AtomicU64 = AtomicU64::new(1);
 
-/// A cgroup registered with the keeper; dropping it unregisters.
+/// A run registered with the keeper; dropping it unregisters.
 pub(crate) struct Registration {
     id: u64,
+    slot: u32,
+    generation: u64,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
         let mut msg = [0u8; MSG_LEN];
         msg[0] = OP_DEL;
-        msg[1..9].copy_from_slice(&self.id.to_ne_bytes());
+        msg[AT_ID..AT_ID + 8].copy_from_slice(&self.id.to_ne_bytes());
+        msg[AT_SLOT..AT_SLOT + 4].copy_from_slice(&self.slot.to_ne_bytes());
         let mut guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = guard.as_mut().filter(|c| c.owner == std::process::id()) {
+        if let Some(c) = guard
+            .as_mut()
+            .filter(|c| c.owner == std::process::id() && c.generation == self.generation)
+        {
+            // Sent before the slot can be handed out again: the socket
+            // keeps the order, so the keeper never sees the next run's
+            // registration before this removal.
             let _ = send(&c.sock, &msg, None);
-            c.live = c.live.saturating_sub(1);
+            c.free.push(self.slot);
         }
     }
 }
@@ -118,32 +185,75 @@ impl Drop for Registration {
 pub(crate) fn register_root(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Registration> {
     let mut msg = [0u8; MSG_LEN];
     msg[0] = OP_ADD_ROOT;
-    msg[9] = 4;
-    msg[10..14].copy_from_slice(&pid.to_ne_bytes());
-    registered(msg, [pidfd.as_raw_fd(), -1])
+    msg[AT_NAME_LEN] = 4;
+    msg[AT_NAME..AT_NAME + 4].copy_from_slice(&pid.to_ne_bytes());
+    with_keeper(|c| add(c, &mut msg, pidfd.as_raw_fd()))
 }
 
 /// Hands the keeper a cgroup to kill and remove if this process dies
 /// before the run ends. `dir` is the cgroup's directory, `parent` the
-/// directory it is in, `name` its name there.
-pub(crate) fn register(
-    dir: BorrowedFd<'_>,
-    parent: &std::path::Path,
-    name: &str,
-) -> io::Result<Registration> {
+/// directory it is in, `name` its name there. The parent directory is
+/// opened and sent once per keeper: a run costs one `sendmsg` with one
+/// descriptor, and the keeper one descriptor.
+pub(crate) fn register(dir: BorrowedFd<'_>, parent: &Path, name: &str) -> io::Result<Registration> {
     if name.len() > NAME_MAX {
         return Err(io::Error::other("cgroup name too long for the keeper"));
     }
-    let parent = rustix::fs::open(
+    let mut msg = [0u8; MSG_LEN];
+    msg[0] = OP_ADD;
+    msg[AT_NAME_LEN] = name.len() as u8;
+    msg[AT_NAME..AT_NAME + name.len()].copy_from_slice(name.as_bytes());
+    with_keeper(|c| {
+        let parent_slot = parent_slot(c, parent)?;
+        msg[AT_PARENT..AT_PARENT + 4].copy_from_slice(&parent_slot.to_ne_bytes());
+        add(c, &mut msg, dir.as_raw_fd())
+    })
+}
+
+/// The keeper's slot for the directory `parent`, sent to it now if it was
+/// not before.
+fn parent_slot(c: &mut Conn, parent: &Path) -> io::Result<u32> {
+    if let Some((_, s)) = c.parents.iter().find(|(p, _)| p == parent) {
+        return Ok(*s);
+    }
+    let fd = rustix::fs::open(
         parent,
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )?;
+    let slot = c.take_slot()?;
     let mut msg = [0u8; MSG_LEN];
-    msg[0] = OP_ADD;
-    msg[9] = name.len() as u8;
-    msg[10..10 + name.len()].copy_from_slice(name.as_bytes());
-    registered(msg, [dir.as_raw_fd(), parent.as_raw_fd()])
+    msg[0] = OP_PARENT;
+    msg[AT_SLOT..AT_SLOT + 4].copy_from_slice(&slot.to_ne_bytes());
+    match send(&c.sock, &msg, Some(fd.as_raw_fd())) {
+        Ok(()) => {
+            c.parents.push((parent.to_path_buf(), slot));
+            Ok(slot)
+        }
+        Err(e) => {
+            c.free.push(slot);
+            Err(e)
+        }
+    }
+}
+
+/// Sends `msg` (an add) with `fd` in a free slot.
+fn add(c: &mut Conn, msg: &mut [u8; MSG_LEN], fd: c_int) -> io::Result<Registration> {
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    let slot = c.take_slot()?;
+    msg[AT_ID..AT_ID + 8].copy_from_slice(&id.to_ne_bytes());
+    msg[AT_SLOT..AT_SLOT + 4].copy_from_slice(&slot.to_ne_bytes());
+    match send(&c.sock, msg, Some(fd)) {
+        Ok(()) => Ok(Registration {
+            id,
+            slot,
+            generation: c.generation,
+        }),
+        Err(e) => {
+            c.free.push(slot);
+            Err(e)
+        }
+    }
 }
 
 /// Test seam: with this environment variable set (non-empty), the keeper
@@ -154,22 +264,19 @@ pub(crate) const FAULT_START_ENV: &str = "CORRAL_TEST_FAIL_KEEPER";
 /// Starts this process's keeper if it is not running yet: whether runs
 /// can be made crash-safe here.
 pub(crate) fn ensure() -> io::Result<()> {
-    let mut guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
-    if guard
-        .as_ref()
-        .is_some_and(|c| c.owner != std::process::id())
-    {
-        drop(guard.take());
-    }
-    if guard.is_none() {
-        *guard = Some(start()?);
-    }
-    Ok(())
+    with_keeper(|_| Ok(()))
 }
 
-fn registered(mut msg: [u8; MSG_LEN], fds: [c_int; 2]) -> io::Result<Registration> {
-    let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    msg[1..9].copy_from_slice(&id.to_ne_bytes());
+/// How many runs this process's keeper can hold at once (starting it if
+/// it is not running yet).
+#[cfg(test)]
+pub(crate) fn capacity() -> io::Result<u32> {
+    with_keeper(|c| Ok(c.capacity))
+}
+
+/// Runs `f` on this process's keeper connection, under the lock, starting
+/// the keeper first if needed (and once more if it turns out to be gone).
+fn with_keeper<T>(mut f: impl FnMut(&mut Conn) -> io::Result<T>) -> io::Result<T> {
     let mut guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
     if guard
         .as_ref()
@@ -178,21 +285,12 @@ fn registered(mut msg: [u8; MSG_LEN], fds: [c_int; 2]) -> io::Result<Registratio
         // Inherited through a fork: the parent's keeper, not ours.
         drop(guard.take());
     }
-    if guard.as_ref().is_some_and(|c| c.live >= SLOTS) {
-        return Err(io::Error::other(format!(
-            "the keeper already holds {SLOTS} runs: this one is not crash-safe"
-        )));
-    }
     for _ in 0..2 {
         if guard.is_none() {
             *guard = Some(start()?);
         }
         if let Some(c) = guard.as_mut() {
-            match send(&c.sock, &msg, Some(fds)) {
-                Ok(()) => {
-                    c.live += 1;
-                    return Ok(Registration { id });
-                }
+            match f(c) {
                 // The keeper is gone (it should not be): start another.
                 Err(e)
                     if e.raw_os_error() == Some(en::EPIPE as i32)
@@ -200,19 +298,20 @@ fn registered(mut msg: [u8; MSG_LEN], fds: [c_int; 2]) -> io::Result<Registratio
                 {
                     *guard = None;
                 }
-                Err(e) => return Err(e),
+                r => return r,
             }
         }
     }
     Err(io::Error::other("the keeper could not be started"))
 }
 
-fn send(sock: &OwnedFd, msg: &[u8], fds: Option<[c_int; 2]>) -> io::Result<()> {
+fn send(sock: &OwnedFd, msg: &[u8], fd: Option<c_int>) -> io::Result<()> {
     let mut iov = Iovec {
         base: msg.as_ptr() as usize,
         len: msg.len(),
     };
-    let mut control = [0u8; CMSG_LEN2];
+    // CMSG_SPACE(4): the length rounded up to 8.
+    let mut control = [0u8; CMSG_LEN1.div_ceil(8) * 8];
     let mut hdr = Msghdr {
         name: 0,
         namelen: 0,
@@ -222,17 +321,13 @@ fn send(sock: &OwnedFd, msg: &[u8], fds: Option<[c_int; 2]>) -> io::Result<()> {
         controllen: 0,
         flags: 0,
     };
-    if let Some(fds) = fds {
-        let n = if fds[1] < 0 { 1 } else { 2 };
-        let len = CMSG_HDR + 4 * n;
-        control[0..8].copy_from_slice(&(len as u64).to_ne_bytes());
+    if let Some(fd) = fd {
+        control[0..8].copy_from_slice(&(CMSG_LEN1 as u64).to_ne_bytes());
         control[8..12].copy_from_slice(&SOL_SOCKET.to_ne_bytes());
         control[12..16].copy_from_slice(&SCM_RIGHTS.to_ne_bytes());
-        control[16..20].copy_from_slice(&fds[0].to_ne_bytes());
-        control[20..24].copy_from_slice(&fds[1].to_ne_bytes());
+        control[16..20].copy_from_slice(&fd.to_ne_bytes());
         hdr.control = control.as_mut_ptr();
-        // CMSG_SPACE: the length rounded up to 8.
-        hdr.controllen = len.div_ceil(8) * 8;
+        hdr.controllen = control.len();
     }
     loop {
         // SAFETY: `hdr` describes `msg` and `control`, both alive and of
@@ -255,7 +350,41 @@ fn send(sock: &OwnedFd, msg: &[u8], fds: Option<[c_int; 2]>) -> io::Result<()> {
     }
 }
 
-/// Starts the keeper; returns the host's end of the socket.
+/// Lets many registrations wait in the socket for a keeper that is not
+/// scheduled yet (thousands of runs starting at once on a busy machine):
+/// `sendmsg` blocks, under the keeper lock, once the host's send buffer is
+/// full (about 200 messages at the default `wmem_default`; the kernel
+/// charges each its full buffer size). Asks for 8 MiB (`SO_SNDBUFFORCE`
+/// with `CAP_NET_ADMIN`, else `SO_SNDBUF`, which the kernel caps at
+/// `net.core.wmem_max`); best effort. Queued messages are not lost if the
+/// host dies: the keeper reads them all before it acts.
+fn enlarge_send_buffer(sock: &OwnedFd) {
+    const SO_SNDBUF: usize = 7;
+    const SO_SNDBUFFORCE: usize = 32;
+    let want: c_int = 4 << 20; // the kernel doubles it
+    for opt in [SO_SNDBUFFORCE, SO_SNDBUF] {
+        // SAFETY: `want` is an int that outlives the call, its size given.
+        let r = unsafe {
+            syscall6(
+                k::__NR_setsockopt,
+                [
+                    sock.as_raw_fd() as usize,
+                    SOL_SOCKET as usize,
+                    opt,
+                    &want as *const c_int as usize,
+                    std::mem::size_of::<c_int>(),
+                    0,
+                ],
+            )
+        };
+        if r == 0 {
+            return;
+        }
+    }
+}
+
+/// Starts the keeper and waits for it to say it is ready (once per
+/// process); returns the host's end of the socket.
 fn start() -> io::Result<Conn> {
     if std::env::var_os(FAULT_START_ENV).is_some_and(|v| !v.is_empty()) {
         return Err(io::Error::other(format!(
@@ -278,6 +407,7 @@ fn start() -> io::Result<Conn> {
     }
     // SAFETY: socketpair just returned these two descriptors; we own them.
     let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+    enlarge_send_buffer(&ours);
     let host = rustix::process::pidfd_open(
         rustix::process::getpid(),
         rustix::process::PidfdFlags::empty(),
@@ -330,10 +460,34 @@ fn start() -> io::Result<Conn> {
     if ret < 0 {
         return Err(io::Error::from_raw_os_error(errno_of(ret)));
     }
+    // The keeper's first message: its capacity. End of file instead: it
+    // died before it was ready (it holds the only other end).
+    let mut hello = [0u8; MSG_LEN];
+    let n = loop {
+        match rustix::io::read(&ours, &mut hello) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r?,
+        }
+    };
+    if n < AT_SLOT + 4 || hello[0] != OP_HELLO {
+        return Err(io::Error::other(
+            "the keeper ended before it was ready".to_string(),
+        ));
+    }
+    let capacity = u32::from_ne_bytes([
+        hello[AT_SLOT],
+        hello[AT_SLOT + 1],
+        hello[AT_SLOT + 2],
+        hello[AT_SLOT + 3],
+    ]);
     Ok(Conn {
         sock: ours,
         owner: std::process::id(),
-        live: 0,
+        generation: GENERATION.fetch_add(1, Ordering::Relaxed),
+        capacity,
+        fresh: 0,
+        free: Vec::new(),
+        parents: Vec::new(),
     })
 }
 
@@ -343,20 +497,127 @@ struct KeeperArgs {
     host: c_int,
 }
 
-#[derive(Clone, Copy)]
+/// What a slot of the keeper's table holds (0: nothing, so a fresh
+/// anonymous mapping is an empty table).
+const EMPTY: u8 = 0;
+/// A cgroup: `fd` is its directory, `parent` the slot of the directory it
+/// is in, `name` its name there.
+const CGROUP: u8 = 1;
+/// A root: `fd` is its pidfd, its pid in `name[0..4]`.
+const ROOT: u8 = 2;
+/// A directory cgroups are in: `fd`.
+const PARENT: u8 = 3;
+
+#[repr(C)]
 struct Slot {
     id: u64,
-    dir: c_int,
-    parent: c_int,
-    name_len: usize,
+    fd: c_int,
+    parent: u32,
+    kind: u8,
     name: [u8; NAME_MAX + 1],
-    /// `dir` is a root's pidfd (its pid in `name[0..4]`), not a cgroup.
-    root: bool,
 }
+
+const _: () = assert!(std::mem::size_of::<Slot>() == 88);
 
 extern "C" fn keeper_main(arg: *const std::ffi::c_void) -> ! {
     // SAFETY: `arg` points to this process's own copy of `KeeperArgs`.
     unsafe { keeper(&*(arg as *const KeeperArgs)) }
+}
+
+/// The keeper's table: `len` slots at `base`, an anonymous mapping made by
+/// the keeper itself (reserved, not committed: a page is only used once a
+/// slot in it is). `high` is one past the highest slot ever filled.
+struct Table {
+    base: *mut Slot,
+    len: usize,
+    high: usize,
+}
+
+impl Table {
+    /// The slot at `i`, if there is one.
+    ///
+    /// # Safety
+    /// In the keeper only; no other reference to the slot is alive.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn at(&self, i: usize) -> Option<&mut Slot> {
+        if i < self.len {
+            // SAFETY: `i` is within the mapping, which is readable and
+            // writable and zero-filled (a valid `Slot`); the keeper is one
+            // thread and the caller holds no other reference to it.
+            Some(unsafe { &mut *self.base.add(i) })
+        } else {
+            None
+        }
+    }
+}
+
+/// Raises the keeper's soft descriptor limit to its hard one and maps its
+/// table: one slot per descriptor it can hold beyond the socket, the host's
+/// pidfd and [`RESERVE_FDS`] (at most [`MAX_SLOTS`]); fewer if the mapping
+/// cannot be made that large, none if it cannot be made at all (the host
+/// then registers nothing, and says so).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn make_table() -> Table {
+    // SAFETY: prlimit64 and mmap on this frame's buffers; no pointer is
+    // kept but the new mapping's.
+    unsafe {
+        let mut lim = [0u64; 2];
+        let mut usable = 0u64;
+        if syscall4(
+            k::__NR_prlimit64,
+            0,
+            k::RLIMIT_NOFILE as usize,
+            0,
+            lim.as_mut_ptr() as usize,
+        ) == 0
+        {
+            usable = lim[0];
+            if lim[1] > lim[0] {
+                let raised = [lim[1], lim[1]];
+                if syscall4(
+                    k::__NR_prlimit64,
+                    0,
+                    k::RLIMIT_NOFILE as usize,
+                    raised.as_ptr() as usize,
+                    0,
+                ) == 0
+                {
+                    usable = lim[1];
+                }
+            }
+        }
+        let len = (usable.saturating_sub(2 + RESERVE_FDS) as usize).min(MAX_SLOTS);
+        let mut table = Table {
+            base: std::ptr::null_mut(),
+            len: 0,
+            high: 0,
+        };
+        // Where the mapping cannot be reserved (strict overcommit, a low
+        // RLIMIT_AS), a smaller table: half as many slots each time.
+        let mut len = len;
+        while len > 0 {
+            let p = syscall6(
+                k::__NR_mmap,
+                [
+                    0,
+                    len * std::mem::size_of::<Slot>(),
+                    (k::PROT_READ | k::PROT_WRITE) as usize,
+                    (k::MAP_PRIVATE | k::MAP_ANONYMOUS | k::MAP_NORESERVE) as usize,
+                    usize::MAX, // fd -1
+                    0,
+                ],
+            );
+            if !(-4095..0).contains(&p) {
+                table.base = p as usize as *mut Slot;
+                table.len = len;
+                break;
+            }
+            len /= 2;
+        }
+        table
+    }
 }
 
 /// # Safety
@@ -365,7 +626,7 @@ extern "C" fn keeper_main(arg: *const std::ffi::c_void) -> ! {
 unsafe fn keeper(a: &KeeperArgs) -> ! {
     // SAFETY: (the whole body) raw syscalls on this process's own memory, with
     // sizes the kernel expects; no allocation, lock, TLS or panic path
-    // (every index is checked against a constant bound).
+    // (every slot index is checked against the table's length).
     unsafe {
         let name = b"corral-keeper\0";
         syscall4(k::__NR_prctl, PR_SET_NAME, name.as_ptr() as usize, 0, 0);
@@ -384,22 +645,30 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
         }
         close_range_or_loop(hi as usize + 1, u32::MAX as usize);
 
-        let empty = Slot {
-            id: 0,
-            dir: -1,
-            parent: -1,
-            name_len: 0,
-            name: [0; NAME_MAX + 1],
-            root: false,
-        };
-        let mut slots = [empty; SLOTS];
+        let mut table = make_table();
+        let mut hello = [0u8; MSG_LEN];
+        hello[0] = OP_HELLO;
+        let cap = (table.len as u32).to_ne_bytes();
+        hello[AT_SLOT..AT_SLOT + 4].copy_from_slice(&cap);
+        syscall6(
+            k::__NR_sendto,
+            [
+                a.sock as usize,
+                hello.as_ptr() as usize,
+                MSG_LEN,
+                MSG_NOSIGNAL,
+                0,
+                0,
+            ],
+        );
+
         #[repr(C)]
         struct PollFd {
             fd: c_int,
             events: i16,
             revents: i16,
         }
-        loop {
+        'serve: loop {
             let mut fds = [
                 PollFd {
                     fd: a.sock,
@@ -416,134 +685,81 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
             if r < 0 && r != -(en::EINTR as isize) {
                 break;
             }
-            if fds[1].revents != 0 {
-                break; // the host died
-            }
-            if fds[0].revents == 0 {
+            // The host died. Its registrations still in the socket's queue
+            // are read first: a run that was told it is crash-safe is.
+            let host_gone = fds[1].revents != 0;
+            if fds[0].revents == 0 && !host_gone {
                 continue;
             }
-            let mut msg = [0u8; MSG_LEN];
-            let mut control = [0u8; 64];
-            let mut iov = Iovec {
-                base: msg.as_mut_ptr() as usize,
-                len: MSG_LEN,
-            };
-            let mut hdr = Msghdr {
-                name: 0,
-                namelen: 0,
-                iov: &mut iov,
-                iovlen: 1,
-                control: control.as_mut_ptr(),
-                controllen: control.len(),
-                flags: 0,
-            };
-            let n = syscall4(
-                k::__NR_recvmsg,
-                a.sock as usize,
-                &mut hdr as *mut Msghdr as usize,
-                MSG_CMSG_CLOEXEC,
-                0,
-            );
-            if n == -(en::EINTR as isize) || n == -(en::EAGAIN as isize) {
-                continue;
-            }
-            if n <= 0 {
-                break; // end of file: the host closed its end (it died)
-            }
-            // Descriptors that came with the message.
-            let mut got = [-1 as c_int; 2];
-            if hdr.controllen >= CMSG_LEN2 {
-                let level = i32::from_ne_bytes([control[8], control[9], control[10], control[11]]);
-                let typ = i32::from_ne_bytes([control[12], control[13], control[14], control[15]]);
-                if level == SOL_SOCKET && typ == SCM_RIGHTS {
-                    got[0] =
-                        i32::from_ne_bytes([control[16], control[17], control[18], control[19]]);
-                    got[1] =
-                        i32::from_ne_bytes([control[20], control[21], control[22], control[23]]);
+            // Every message waiting, then back to the poll.
+            loop {
+                let mut msg = [0u8; MSG_LEN];
+                let mut control = [0u8; 64];
+                let mut iov = Iovec {
+                    base: msg.as_mut_ptr() as usize,
+                    len: MSG_LEN,
+                };
+                let mut hdr = Msghdr {
+                    name: 0,
+                    namelen: 0,
+                    iov: &mut iov,
+                    iovlen: 1,
+                    control: control.as_mut_ptr(),
+                    controllen: control.len(),
+                    flags: 0,
+                };
+                let n = syscall4(
+                    k::__NR_recvmsg,
+                    a.sock as usize,
+                    &mut hdr as *mut Msghdr as usize,
+                    MSG_CMSG_CLOEXEC | MSG_DONTWAIT,
+                    0,
+                );
+                if n == -(en::EINTR as isize) {
+                    continue;
                 }
+                if n == -(en::EAGAIN as isize) {
+                    break;
+                }
+                if n <= 0 {
+                    break 'serve; // end of file: the host closed its end (it died)
+                }
+                serve(&mut table, &msg, &control, hdr.controllen);
             }
-            let id = u64::from_ne_bytes([
-                msg[1], msg[2], msg[3], msg[4], msg[5], msg[6], msg[7], msg[8],
-            ]);
-            let mut placed = false;
-            let complete = got[0] >= 0 && (got[1] >= 0 || msg[0] == OP_ADD_ROOT);
-            if (msg[0] == OP_ADD || msg[0] == OP_ADD_ROOT) && complete {
-                let mut i = 0;
-                while i < SLOTS {
-                    if slots[i].dir < 0 {
-                        let len = (msg[9] as usize).min(NAME_MAX);
-                        let mut j = 0;
-                        while j < len {
-                            slots[i].name[j] = msg[10 + j];
-                            j += 1;
-                        }
-                        slots[i].name[len] = 0;
-                        slots[i].name_len = len;
-                        slots[i].id = id;
-                        slots[i].dir = got[0];
-                        slots[i].parent = got[1];
-                        slots[i].root = msg[0] == OP_ADD_ROOT;
-                        placed = true;
-                        break;
-                    }
-                    i += 1;
-                }
-            } else if msg[0] == OP_DEL {
-                let mut i = 0;
-                while i < SLOTS {
-                    if slots[i].dir >= 0 && slots[i].id == id {
-                        syscall4(k::__NR_close, slots[i].dir as usize, 0, 0, 0);
-                        if slots[i].parent >= 0 {
-                            syscall4(k::__NR_close, slots[i].parent as usize, 0, 0, 0);
-                        }
-                        slots[i].dir = -1;
-                        slots[i].parent = -1;
-                        break;
-                    }
-                    i += 1;
-                }
-            }
-            if !placed {
-                let mut j = 0;
-                while j < 2 {
-                    if got[j] >= 0 {
-                        syscall4(k::__NR_close, got[j] as usize, 0, 0, 0);
-                    }
-                    j += 1;
-                }
+            if host_gone {
+                break;
             }
         }
 
         // The host is gone: kill every held tree, then remove the cgroups.
         let mut i = 0;
-        while i < SLOTS {
-            if slots[i].dir >= 0 && slots[i].root {
-                let pid = u32::from_ne_bytes([
-                    slots[i].name[0],
-                    slots[i].name[1],
-                    slots[i].name[2],
-                    slots[i].name[3],
-                ]);
-                kill_root(slots[i].dir, pid);
-                slots[i].dir = -1;
+        while i < table.high {
+            if let Some(s) = table.at(i) {
+                if s.kind == ROOT {
+                    let pid = u32::from_ne_bytes([s.name[0], s.name[1], s.name[2], s.name[3]]);
+                    kill_root(s.fd, pid);
+                    s.kind = EMPTY;
+                }
             }
             i += 1;
         }
         let kill = b"cgroup.kill\0";
         let mut i = 0;
-        while i < SLOTS {
-            if slots[i].dir >= 0 {
-                let fd = syscall4(
-                    k::__NR_openat,
-                    slots[i].dir as usize,
-                    kill.as_ptr() as usize,
-                    (k::O_WRONLY | k::O_CLOEXEC) as usize,
-                    0,
-                );
-                if fd >= 0 {
-                    let one = b"1";
-                    syscall4(k::__NR_write, fd as usize, one.as_ptr() as usize, 1, 0);
-                    syscall4(k::__NR_close, fd as usize, 0, 0, 0);
+        while i < table.high {
+            if let Some(s) = table.at(i) {
+                if s.kind == CGROUP {
+                    let fd = syscall4(
+                        k::__NR_openat,
+                        s.fd as usize,
+                        kill.as_ptr() as usize,
+                        (k::O_WRONLY | k::O_CLOEXEC) as usize,
+                        0,
+                    );
+                    if fd >= 0 {
+                        let one = b"1";
+                        syscall4(k::__NR_write, fd as usize, one.as_ptr() as usize, 1, 0);
+                        syscall4(k::__NR_close, fd as usize, 0, 0, 0);
+                    }
                 }
             }
             i += 1;
@@ -554,18 +770,31 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
         while round < 1000 {
             let mut left = false;
             let mut i = 0;
-            while i < SLOTS {
-                if slots[i].dir >= 0 {
-                    remove_below(slots[i].dir, 0);
-                    let r = syscall4(
-                        k::__NR_unlinkat,
-                        slots[i].parent as usize,
-                        slots[i].name.as_ptr() as usize,
-                        k::AT_REMOVEDIR as usize,
-                        0,
-                    );
-                    if r == 0 || r == -(en::ENOENT as isize) {
-                        slots[i].dir = -1;
+            while i < table.high {
+                let (kind, fd, parent) = match table.at(i) {
+                    Some(s) => (s.kind, s.fd, s.parent as usize),
+                    None => break,
+                };
+                if kind == CGROUP {
+                    remove_below(fd, 0);
+                    let pfd = match table.at(parent) {
+                        Some(p) if p.kind == PARENT => p.fd,
+                        _ => -1,
+                    };
+                    let r = match table.at(i) {
+                        Some(s) => syscall4(
+                            k::__NR_unlinkat,
+                            pfd as isize as usize,
+                            s.name.as_ptr() as usize,
+                            k::AT_REMOVEDIR as usize,
+                            0,
+                        ),
+                        None => 0,
+                    };
+                    if r == 0 || r == -(en::ENOENT as isize) || pfd < 0 {
+                        if let Some(s) = table.at(i) {
+                            s.kind = EMPTY;
+                        }
                     } else {
                         left = true;
                     }
@@ -581,6 +810,107 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
         }
         loop {
             syscall4(k::__NR_exit_group, 0, 0, 0, 0);
+        }
+    }
+}
+
+/// Applies one message from the host to the table: the descriptor that
+/// came with it is held in the slot the host chose, or closed.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn serve(table: &mut Table, msg: &[u8; MSG_LEN], control: &[u8; 64], controllen: usize) {
+    // SAFETY: raw close on descriptors this process received; slots
+    // reached through `Table::at` (bounds-checked).
+    unsafe {
+        // The descriptors that came with the message (the host sends at
+        // most one; any other is closed).
+        let mut got: c_int = -1;
+        if controllen >= CMSG_LEN1 {
+            let len = u64::from_ne_bytes([
+                control[0], control[1], control[2], control[3], control[4], control[5], control[6],
+                control[7],
+            ]) as usize;
+            let level = i32::from_ne_bytes([control[8], control[9], control[10], control[11]]);
+            let typ = i32::from_ne_bytes([control[12], control[13], control[14], control[15]]);
+            if level == SOL_SOCKET && typ == SCM_RIGHTS {
+                let mut off = CMSG_HDR;
+                while off + 4 <= len.min(controllen).min(control.len()) {
+                    let fd = i32::from_ne_bytes([
+                        control[off],
+                        control[off + 1],
+                        control[off + 2],
+                        control[off + 3],
+                    ]);
+                    if got < 0 {
+                        got = fd;
+                    } else {
+                        syscall4(k::__NR_close, fd as usize, 0, 0, 0);
+                    }
+                    off += 4;
+                }
+            }
+        }
+        let id = u64::from_ne_bytes([
+            msg[AT_ID],
+            msg[AT_ID + 1],
+            msg[AT_ID + 2],
+            msg[AT_ID + 3],
+            msg[AT_ID + 4],
+            msg[AT_ID + 5],
+            msg[AT_ID + 6],
+            msg[AT_ID + 7],
+        ]);
+        let slot = u32::from_ne_bytes([
+            msg[AT_SLOT],
+            msg[AT_SLOT + 1],
+            msg[AT_SLOT + 2],
+            msg[AT_SLOT + 3],
+        ]) as usize;
+        let parent = u32::from_ne_bytes([
+            msg[AT_PARENT],
+            msg[AT_PARENT + 1],
+            msg[AT_PARENT + 2],
+            msg[AT_PARENT + 3],
+        ]);
+        let kind = match msg[0] {
+            OP_ADD => CGROUP,
+            OP_ADD_ROOT => ROOT,
+            OP_PARENT => PARENT,
+            _ => EMPTY,
+        };
+        if msg[0] == OP_DEL {
+            if let Some(s) = table.at(slot) {
+                if (s.kind == CGROUP || s.kind == ROOT) && s.id == id {
+                    syscall4(k::__NR_close, s.fd as usize, 0, 0, 0);
+                    s.kind = EMPTY;
+                }
+            }
+        } else if kind != EMPTY && got >= 0 {
+            if let Some(s) = table.at(slot) {
+                if s.kind != EMPTY {
+                    // Not given back first (the host never does this).
+                    syscall4(k::__NR_close, s.fd as usize, 0, 0, 0);
+                }
+                let len = (msg[AT_NAME_LEN] as usize).min(NAME_MAX);
+                let mut j = 0;
+                while j < len {
+                    s.name[j] = msg[AT_NAME + j];
+                    j += 1;
+                }
+                s.name[len] = 0;
+                s.id = id;
+                s.fd = got;
+                s.parent = parent;
+                s.kind = kind;
+                got = -1;
+                if slot >= table.high {
+                    table.high = slot + 1;
+                }
+            }
+        }
+        if got >= 0 {
+            syscall4(k::__NR_close, got as usize, 0, 0, 0);
         }
     }
 }
@@ -762,5 +1092,58 @@ unsafe fn close_range_or_loop(from: usize, to: usize) {
                 f += 1;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::time::Instant;
+
+    /// The keeper's capacity follows its descriptor limit (the hard one,
+    /// which it raises its soft limit to), not a fixed table.
+    #[test]
+    fn capacity_is_the_hard_descriptor_limit_less_a_reserve() {
+        let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .maximum
+            .unwrap_or(u64::MAX);
+        let want = (hard.saturating_sub(2 + RESERVE_FDS) as usize).min(MAX_SLOTS);
+        assert_eq!(capacity().unwrap() as usize, want);
+        assert!(want > 512, "hard limit {hard}");
+    }
+
+    /// Registering and unregistering a root, thousands of times in a row
+    /// (slots are reused; the keeper is never full), and what one costs.
+    #[test]
+    fn registrations_are_reused_and_cheap() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let fd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .unwrap();
+        ensure().unwrap();
+        let n = 5_000;
+        let t = Instant::now();
+        for _ in 0..n {
+            let r = register_root(fd.as_fd(), pid).unwrap();
+            drop(r);
+        }
+        let each = t.elapsed() / n;
+        // Held at once: a few hundred, then all given back.
+        let held: Vec<Registration> = (0..600)
+            .map(|_| register_root(fd.as_fd(), pid).unwrap())
+            .collect();
+        drop(held);
+        eprintln!("register + unregister: {each:?} each");
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
