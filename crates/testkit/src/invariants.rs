@@ -1,0 +1,759 @@
+//! The checker of promise 3 ("never the wrong process") over one run's
+//! recorded OS operations (`Command::trace_ops`), for every containment
+//! tier. Each rule has a name, printed in brackets at the start of its
+//! message; the unit tests below show that a trace breaking each rule is
+//! rejected.
+//!
+//! The tree's *identity* is what its signals go through: the process group
+//! whose id is the root's pid (process group, subreaper), the namespace's
+//! init, which is the root (PID namespace), or the cgroup directory's inode
+//! (cgroup). The rules:
+//!
+//! * `spawned-first`: `Spawned` comes first, once, with the report's pid.
+//! * `reaped-once`: exactly one `Reaped`, of that pid. Until then the root
+//!   (group leader, init) is an unreaped zombie at worst: its pid, and the
+//!   group id, cannot be reused.
+//! * `released-once`: exactly one `Released`, by the tier, and it is the last
+//!   operation.
+//! * `signal-while-held`: every signal (`SignalTree`, `SignalMember`,
+//!   `KillAgain`) comes after `Spawned` and before `Reaped`, by the tier.
+//! * `identity`: every `SignalTree` and `KillAgain` goes through the tree's
+//!   identity (cgroup: one inode for the whole run, the one removed or
+//!   pooled at release).
+//! * `one-kill`: at most one `SignalTree` SIGKILL, and no `SignalTree` after
+//!   it.
+//! * `member-follows-tree`: a `SignalMember` carries the latest tree signal
+//!   (or the SIGCONT that follows a graceful one); after the tree's SIGKILL,
+//!   SIGKILL only, at most once per member.
+//! * `kill-again-after-kill`: `KillAgain` only after the tree's SIGKILL.
+//! * `root-exit`: `RootExited` at most once, of the root, before `Reaped`.
+//! * `report`: the tree signals recorded are the report's `signals_sent`.
+//! * `cgroup-release`: in the cgroup tier the directory is released exactly
+//!   once, by removal or by return to the pool, between `Reaped` and
+//!   `Released` (so after the last signal); a cgroup that was ever sent
+//!   SIGKILL is never pooled (a later run would be born into a cgroup that
+//!   was killed). No other tier records a cgroup release.
+
+use corral::{Mechanism, OsOp, Signal};
+
+/// Checks one run's record `ops` for a run in `tier` whose root had pid
+/// `pid`. `signals` is the report's `signals_sent` (`None` when there is no
+/// report, e.g. a `Running` dropped without `wait`). Returns the first rule
+/// broken, with the record.
+pub fn check(
+    tier: Mechanism,
+    ops: &[OsOp],
+    pid: u32,
+    signals: Option<&[Signal]>,
+) -> Result<(), String> {
+    rules(tier, ops, pid, signals).map_err(|e| format!("{e}\ntier: {tier:?}\nops: {ops:?}"))
+}
+
+/// [`check`], as an assertion.
+#[track_caller]
+pub fn assert_ok(tier: Mechanism, ops: &[OsOp], pid: u32, signals: Option<&[Signal]>) {
+    if let Err(e) = check(tier, ops, pid, signals) {
+        panic!("{e}");
+    }
+}
+
+fn rules(
+    tier: Mechanism,
+    ops: &[OsOp],
+    pid: u32,
+    signals: Option<&[Signal]>,
+) -> Result<(), String> {
+    let count = |f: &dyn Fn(&OsOp) -> bool| ops.iter().filter(|o| f(o)).count();
+    let fail = |rule: &str, what: String| Err(format!("[{rule}] {what}"));
+
+    // spawned-first
+    if !matches!(ops.first(), Some(OsOp::Spawned { pid: p }) if *p == pid) {
+        return fail(
+            "spawned-first",
+            format!("Spawned {{ pid: {pid} }} must come first"),
+        );
+    }
+    if count(&|o| matches!(o, OsOp::Spawned { .. })) != 1 {
+        return fail("spawned-first", "Spawned more than once".into());
+    }
+    // reaped-once
+    let reaped: Vec<usize> = positions(ops, |o| matches!(o, OsOp::Reaped { .. }));
+    let [reaped] = reaped[..] else {
+        return fail("reaped-once", format!("{} Reaped, not one", reaped.len()));
+    };
+    if ops[reaped] != (OsOp::Reaped { pid }) {
+        return fail("reaped-once", format!("Reaped is not of the root {pid}"));
+    }
+    // released-once
+    if count(&|o| matches!(o, OsOp::Released { .. })) != 1 {
+        return fail("released-once", "Released not exactly once".into());
+    }
+    if ops.last() != Some(&OsOp::Released { via: tier }) {
+        return fail(
+            "released-once",
+            format!("Released {{ via: {tier:?} }} must come last"),
+        );
+    }
+
+    // cgroup-release (first: the cgroup's identity is the inode it names)
+    let gone: Vec<usize> = positions(ops, |o| {
+        matches!(o, OsOp::CgroupPooled { .. } | OsOp::CgroupRemoved { .. })
+    });
+    let identity = if tier == Mechanism::Cgroup {
+        let [g] = gone[..] else {
+            return fail(
+                "cgroup-release",
+                format!(
+                    "{} cgroup releases (pooled or removed), not one",
+                    gone.len()
+                ),
+            );
+        };
+        if !(reaped < g && g == ops.len() - 2) {
+            return fail(
+                "cgroup-release",
+                "the cgroup must be pooled or removed after Reaped, just before Released".into(),
+            );
+        }
+        let killed = ops.iter().any(|o| {
+            matches!(
+                o,
+                OsOp::SignalTree {
+                    signal: Signal::KILL,
+                    ..
+                } | OsOp::SignalMember {
+                    signal: Signal::KILL,
+                    ..
+                } | OsOp::KillAgain { .. }
+            )
+        });
+        match ops[g] {
+            OsOp::CgroupPooled { .. } if killed => {
+                return fail(
+                    "cgroup-release",
+                    "a cgroup sent SIGKILL went back to the pool".into(),
+                )
+            }
+            OsOp::CgroupPooled { inode } | OsOp::CgroupRemoved { inode } => inode,
+            _ => unreachable!(),
+        }
+    } else {
+        if !gone.is_empty() {
+            return fail(
+                "cgroup-release",
+                format!("a cgroup release in the {tier:?} tier"),
+            );
+        }
+        pid as u64
+    };
+
+    let mut tree_signals = Vec::new();
+    let mut last_tree: Option<Signal> = None;
+    let mut member_kills = std::collections::HashSet::new();
+    let mut exits = 0;
+    for (i, op) in ops.iter().enumerate() {
+        let inside = 0 < i && i < reaped;
+        match *op {
+            OsOp::SignalTree {
+                via,
+                target,
+                signal,
+            } => {
+                if !inside || via != tier {
+                    return fail(
+                        "signal-while-held",
+                        format!("tree signal at {i} by {via:?} outside (Spawned, Reaped) or not by the tier"),
+                    );
+                }
+                if target != identity {
+                    return fail(
+                        "identity",
+                        format!("tree signal at {i} to {target}, not to the tree's {identity}"),
+                    );
+                }
+                if last_tree == Some(Signal::KILL) {
+                    return fail(
+                        "one-kill",
+                        format!("tree signal {signal:?} at {i} after SIGKILL"),
+                    );
+                }
+                last_tree = Some(signal);
+                tree_signals.push(signal);
+            }
+            OsOp::SignalMember {
+                via,
+                pid: m,
+                signal,
+            } => {
+                if !inside || via != tier {
+                    return fail(
+                        "signal-while-held",
+                        format!("member signal at {i} by {via:?} outside (Spawned, Reaped) or not by the tier"),
+                    );
+                }
+                let fits = match last_tree {
+                    None => false,
+                    Some(Signal::KILL) => signal == Signal::KILL,
+                    Some(t) => signal == t || signal == Signal::CONT,
+                };
+                if !fits {
+                    return fail(
+                        "member-follows-tree",
+                        format!(
+                            "member {m} sent {signal:?} at {i} after tree signal {last_tree:?}"
+                        ),
+                    );
+                }
+                if signal == Signal::KILL && !member_kills.insert(m) {
+                    return fail(
+                        "member-follows-tree",
+                        format!("member {m} sent SIGKILL twice"),
+                    );
+                }
+            }
+            OsOp::KillAgain { via, target } => {
+                if !inside || via != tier {
+                    return fail(
+                        "signal-while-held",
+                        format!("kill again at {i} by {via:?} outside (Spawned, Reaped) or not by the tier"),
+                    );
+                }
+                if target != identity {
+                    return fail(
+                        "identity",
+                        format!("kill again at {i} to {target}, not to the tree's {identity}"),
+                    );
+                }
+                if last_tree != Some(Signal::KILL) {
+                    return fail(
+                        "kill-again-after-kill",
+                        format!("kill again at {i} before the tree's SIGKILL"),
+                    );
+                }
+            }
+            OsOp::RootExited { pid: p } => {
+                exits += 1;
+                if p != pid || i > reaped || exits > 1 {
+                    return fail("root-exit", format!("RootExited {{ pid: {p} }} at {i}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(sent) = signals {
+        if tree_signals != sent {
+            return fail(
+                "report",
+                format!("recorded tree signals {tree_signals:?}, report {sent:?}"),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn positions(ops: &[OsOp], f: impl Fn(&OsOp) -> bool) -> Vec<usize> {
+    ops.iter()
+        .enumerate()
+        .filter(|(_, o)| f(o))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use OsOp::*;
+
+    const PID: u32 = 4242;
+    const INODE: u64 = 777;
+    const PG: Mechanism = Mechanism::ProcessGroup;
+    const CG: Mechanism = Mechanism::Cgroup;
+    const SR: Mechanism = Mechanism::Subreaper;
+    const NS: Mechanism = Mechanism::PidNamespace;
+
+    fn tree(via: Mechanism, signal: Signal) -> OsOp {
+        let target = if via == CG { INODE } else { PID as u64 };
+        SignalTree {
+            via,
+            target,
+            signal,
+        }
+    }
+
+    fn member(via: Mechanism, pid: u32, signal: Signal) -> OsOp {
+        SignalMember { via, pid, signal }
+    }
+
+    /// A well-formed timed-out run with a grace in `via`: TERM (and CONT to
+    /// a member), then KILL, members and a kill again where the tier has
+    /// them, the root's exit, the reap, the release.
+    fn good(via: Mechanism) -> Vec<OsOp> {
+        let mut ops = vec![Spawned { pid: PID }, tree(via, Signal::TERM)];
+        if via == SR || via == CG {
+            ops.push(member(via, 10, Signal::TERM));
+            ops.push(member(via, 10, Signal::CONT));
+        }
+        ops.push(tree(via, Signal::KILL));
+        if via == SR || via == CG {
+            ops.push(member(via, 11, Signal::KILL));
+        }
+        if via == SR {
+            ops.push(KillAgain {
+                via,
+                target: PID as u64,
+            });
+        }
+        ops.push(RootExited { pid: PID });
+        ops.push(Reaped { pid: PID });
+        if via == CG {
+            ops.push(CgroupRemoved { inode: INODE });
+        }
+        ops.push(Released { via });
+        ops
+    }
+
+    const SENT: &[Signal] = &[Signal::TERM, Signal::KILL];
+
+    fn rejected(via: Mechanism, ops: &[OsOp], sent: Option<&[Signal]>, rule: &str) {
+        match check(via, ops, PID, sent) {
+            Ok(()) => panic!("accepted a trace breaking [{rule}]: {ops:?}"),
+            Err(e) => assert!(
+                e.starts_with(&format!("[{rule}]")),
+                "wanted [{rule}], got {e}"
+            ),
+        }
+    }
+
+    /// `good(via)` with `f` applied.
+    fn bad(via: Mechanism, f: impl FnOnce(&mut Vec<OsOp>)) -> Vec<OsOp> {
+        let mut ops = good(via);
+        f(&mut ops);
+        ops
+    }
+
+    fn at(ops: &[OsOp], f: impl Fn(&OsOp) -> bool) -> usize {
+        ops.iter().position(f).unwrap()
+    }
+
+    fn reaped_at(ops: &[OsOp]) -> usize {
+        at(ops, |o| matches!(o, Reaped { .. }))
+    }
+
+    #[test]
+    fn well_formed_traces_pass_in_every_tier() {
+        for via in [PG, CG, SR, NS] {
+            check(via, &good(via), PID, Some(SENT)).unwrap();
+        }
+        // A clean run: no signal; a cgroup goes back to the pool.
+        let clean = vec![
+            Spawned { pid: PID },
+            RootExited { pid: PID },
+            Reaped { pid: PID },
+            CgroupPooled { inode: INODE },
+            Released { via: CG },
+        ];
+        check(CG, &clean, PID, Some(&[])).unwrap();
+        // No report (dropped run).
+        check(PG, &good(PG), PID, None).unwrap();
+    }
+
+    #[test]
+    fn spawned_first() {
+        for via in [PG, CG, SR, NS] {
+            rejected(
+                via,
+                &bad(via, |o| o.swap(0, 1)),
+                Some(SENT),
+                "spawned-first",
+            );
+            rejected(
+                via,
+                &bad(via, |o| o[0] = Spawned { pid: PID + 1 }),
+                Some(SENT),
+                "spawned-first",
+            );
+            rejected(
+                via,
+                &bad(via, |o| o.insert(1, Spawned { pid: PID })),
+                Some(SENT),
+                "spawned-first",
+            );
+        }
+    }
+
+    #[test]
+    fn reaped_once() {
+        for via in [PG, CG, SR, NS] {
+            rejected(
+                via,
+                &bad(via, |o| {
+                    let r = reaped_at(o);
+                    o.remove(r);
+                }),
+                Some(SENT),
+                "reaped-once",
+            );
+            rejected(
+                via,
+                &bad(via, |o| {
+                    let r = reaped_at(o);
+                    o.insert(r, Reaped { pid: PID });
+                }),
+                Some(SENT),
+                "reaped-once",
+            );
+            rejected(
+                via,
+                &bad(via, |o| {
+                    let r = reaped_at(o);
+                    o[r] = Reaped { pid: PID + 1 };
+                }),
+                Some(SENT),
+                "reaped-once",
+            );
+        }
+    }
+
+    #[test]
+    fn released_once_and_last() {
+        for via in [PG, CG, SR, NS] {
+            // Released twice (a second release).
+            rejected(
+                via,
+                &bad(via, |o| o.push(Released { via })),
+                Some(SENT),
+                "released-once",
+            );
+            // Never released.
+            rejected(
+                via,
+                &bad(via, |o| {
+                    o.pop();
+                }),
+                Some(SENT),
+                "released-once",
+            );
+            // Released by another tier.
+            let other = if via == PG { CG } else { PG };
+            rejected(
+                via,
+                &bad(via, |o| *o.last_mut().unwrap() = Released { via: other }),
+                Some(SENT),
+                "released-once",
+            );
+            // Released, then something else.
+            rejected(
+                via,
+                &bad(via, |o| o.push(RootExited { pid: PID })),
+                Some(SENT),
+                "released-once",
+            );
+        }
+    }
+
+    #[test]
+    fn no_signal_after_the_reap_or_release() {
+        for via in [PG, CG, SR, NS] {
+            // A tree signal after the reap (the pid may be reused by then).
+            let late_tree = bad(via, |o| {
+                let r = reaped_at(o);
+                o.insert(r + 1, tree(via, Signal::TERM));
+            });
+            rejected(via, &late_tree, Some(SENT), "signal-while-held");
+            // A member signal after the reap.
+            rejected(
+                via,
+                &bad(via, |o| {
+                    let r = reaped_at(o);
+                    o.insert(r + 1, member(via, 12, Signal::KILL));
+                }),
+                Some(SENT),
+                "signal-while-held",
+            );
+            // A signal by another mechanism.
+            let other = if via == PG { CG } else { PG };
+            rejected(
+                via,
+                &bad(via, |o| {
+                    o.insert(
+                        1,
+                        SignalTree {
+                            via: other,
+                            target: PID as u64,
+                            signal: Signal::TERM,
+                        },
+                    )
+                }),
+                Some(SENT),
+                "signal-while-held",
+            );
+        }
+        // Kill again after the reap.
+        rejected(
+            SR,
+            &bad(SR, |o| {
+                let k = at(o, |x| matches!(x, KillAgain { .. }));
+                let s = o.remove(k);
+                let r = reaped_at(o);
+                o.insert(r + 1, s);
+            }),
+            Some(SENT),
+            "signal-while-held",
+        );
+    }
+
+    #[test]
+    fn signals_go_through_the_identity() {
+        for via in [PG, CG, SR, NS] {
+            rejected(
+                via,
+                &bad(via, |o| {
+                    if let SignalTree { target, .. } = &mut o[1] {
+                        *target += 1;
+                    }
+                }),
+                Some(SENT),
+                "identity",
+            );
+        }
+        // cgroup: the inode signalled is the one released.
+        rejected(
+            CG,
+            &bad(CG, |o| {
+                let n = o.len();
+                o[n - 2] = CgroupRemoved { inode: INODE + 1 };
+            }),
+            Some(SENT),
+            "identity",
+        );
+        rejected(
+            SR,
+            &bad(SR, |o| {
+                let k = at(o, |x| matches!(x, KillAgain { .. }));
+                o[k] = KillAgain { via: SR, target: 1 };
+            }),
+            Some(SENT),
+            "identity",
+        );
+    }
+
+    #[test]
+    fn one_kill() {
+        for via in [PG, CG, SR, NS] {
+            // A second SIGKILL.
+            rejected(
+                via,
+                &bad(via, |o| {
+                    let k = at(o, |x| {
+                        matches!(
+                            x,
+                            SignalTree {
+                                signal: Signal::KILL,
+                                ..
+                            }
+                        )
+                    });
+                    o.insert(k + 1, tree(via, Signal::KILL));
+                }),
+                Some(&[Signal::TERM, Signal::KILL, Signal::KILL]),
+                "one-kill",
+            );
+            // A graceful signal after SIGKILL.
+            rejected(
+                via,
+                &bad(via, |o| {
+                    let k = at(o, |x| {
+                        matches!(
+                            x,
+                            SignalTree {
+                                signal: Signal::KILL,
+                                ..
+                            }
+                        )
+                    });
+                    o.insert(k + 1, tree(via, Signal::TERM));
+                }),
+                Some(&[Signal::TERM, Signal::KILL, Signal::TERM]),
+                "one-kill",
+            );
+        }
+    }
+
+    #[test]
+    fn member_signals_follow_the_tree() {
+        for via in [CG, SR] {
+            // A member signalled before any tree signal.
+            rejected(
+                via,
+                &bad(via, |o| o.insert(1, member(via, 9, Signal::TERM))),
+                Some(SENT),
+                "member-follows-tree",
+            );
+            // A member sent another signal than the tree's.
+            rejected(
+                via,
+                &bad(via, |o| o.insert(2, member(via, 9, Signal::INT))),
+                Some(SENT),
+                "member-follows-tree",
+            );
+            // A member sent a graceful signal after the tree's SIGKILL.
+            rejected(
+                via,
+                &bad(via, |o| {
+                    let k = at(o, |x| {
+                        matches!(
+                            x,
+                            SignalTree {
+                                signal: Signal::KILL,
+                                ..
+                            }
+                        )
+                    });
+                    o.insert(k + 1, member(via, 9, Signal::CONT));
+                }),
+                Some(SENT),
+                "member-follows-tree",
+            );
+            // A member killed twice.
+            rejected(
+                via,
+                &bad(via, |o| {
+                    let k = at(o, |x| {
+                        matches!(
+                            x,
+                            SignalMember {
+                                signal: Signal::KILL,
+                                ..
+                            }
+                        )
+                    });
+                    o.insert(k + 1, member(via, 11, Signal::KILL));
+                }),
+                Some(SENT),
+                "member-follows-tree",
+            );
+        }
+    }
+
+    #[test]
+    fn kill_again_only_after_the_kill() {
+        rejected(
+            SR,
+            &bad(SR, |o| {
+                o.insert(
+                    1,
+                    KillAgain {
+                        via: SR,
+                        target: PID as u64,
+                    },
+                )
+            }),
+            Some(SENT),
+            "kill-again-after-kill",
+        );
+    }
+
+    #[test]
+    fn root_exit() {
+        for via in [PG, CG, SR, NS] {
+            rejected(
+                via,
+                &bad(via, |o| o.insert(1, RootExited { pid: PID })),
+                Some(SENT),
+                "root-exit",
+            );
+            rejected(
+                via,
+                &bad(via, |o| {
+                    let e = at(o, |x| matches!(x, RootExited { .. }));
+                    o[e] = RootExited { pid: PID + 1 };
+                }),
+                Some(SENT),
+                "root-exit",
+            );
+            rejected(
+                via,
+                &bad(via, |o| {
+                    let e = at(o, |x| matches!(x, RootExited { .. }));
+                    let x = o.remove(e);
+                    let r = reaped_at(o);
+                    o.insert(r + 1, x);
+                }),
+                Some(SENT),
+                "root-exit",
+            );
+        }
+    }
+
+    #[test]
+    fn recorded_signals_are_the_reports() {
+        for via in [PG, CG, SR, NS] {
+            rejected(via, &good(via), Some(&[Signal::KILL]), "report");
+            rejected(via, &good(via), Some(&[]), "report");
+            rejected(
+                via,
+                &good(via),
+                Some(&[Signal::TERM, Signal::KILL, Signal::KILL]),
+                "report",
+            );
+        }
+    }
+
+    #[test]
+    fn cgroup_released_once_and_never_pooled_after_a_kill() {
+        // Neither removed nor pooled.
+        rejected(
+            CG,
+            &bad(CG, |o| {
+                let n = o.len();
+                o.remove(n - 2);
+            }),
+            Some(SENT),
+            "cgroup-release",
+        );
+        // Removed and pooled.
+        rejected(
+            CG,
+            &bad(CG, |o| {
+                let n = o.len();
+                o.insert(n - 1, CgroupPooled { inode: INODE });
+            }),
+            Some(SENT),
+            "cgroup-release",
+        );
+        // Removed before the reap (the identity let go while it may still
+        // be signalled).
+        rejected(
+            CG,
+            &bad(CG, |o| {
+                let n = o.len();
+                let g = o.remove(n - 2);
+                o.insert(2, g);
+            }),
+            Some(SENT),
+            "cgroup-release",
+        );
+        // Pooled after a SIGKILL.
+        rejected(
+            CG,
+            &bad(CG, |o| {
+                let n = o.len();
+                o[n - 2] = CgroupPooled { inode: INODE };
+            }),
+            Some(SENT),
+            "cgroup-release",
+        );
+        // A cgroup release in another tier.
+        for via in [PG, SR, NS] {
+            rejected(
+                via,
+                &bad(via, |o| {
+                    let n = o.len();
+                    o.insert(n - 1, CgroupRemoved { inode: INODE });
+                }),
+                Some(SENT),
+                "cgroup-release",
+            );
+        }
+    }
+}
