@@ -270,6 +270,8 @@ mod tests {
     const CG: Mechanism = Mechanism::Cgroup;
     const SR: Mechanism = Mechanism::Subreaper;
     const NS: Mechanism = Mechanism::PidNamespace;
+    const ALL: [Mechanism; 4] = [PG, CG, SR, NS];
+    const SENT: &[Signal] = &[Signal::TERM, Signal::KILL];
 
     fn tree(via: Mechanism, signal: Signal) -> OsOp {
         let target = if via == CG { INODE } else { PID as u64 };
@@ -282,6 +284,22 @@ mod tests {
 
     fn member(via: Mechanism, pid: u32, signal: Signal) -> OsOp {
         SignalMember { via, pid, signal }
+    }
+
+    fn again(via: Mechanism) -> OsOp {
+        KillAgain {
+            via,
+            target: PID as u64,
+        }
+    }
+
+    /// A tier other than `via`.
+    fn other(via: Mechanism) -> Mechanism {
+        if via == PG {
+            CG
+        } else {
+            PG
+        }
     }
 
     /// A well-formed timed-out run with a grace in `via`: TERM (and CONT to
@@ -298,10 +316,7 @@ mod tests {
             ops.push(member(via, 11, Signal::KILL));
         }
         if via == SR {
-            ops.push(KillAgain {
-                via,
-                target: PID as u64,
-            });
+            ops.push(again(via));
         }
         ops.push(RootExited { pid: PID });
         ops.push(Reaped { pid: PID });
@@ -312,10 +327,9 @@ mod tests {
         ops
     }
 
-    const SENT: &[Signal] = &[Signal::TERM, Signal::KILL];
-
-    fn rejected(via: Mechanism, ops: &[OsOp], sent: Option<&[Signal]>, rule: &str) {
-        match check(via, ops, PID, sent) {
+    #[track_caller]
+    fn rejected(via: Mechanism, ops: &[OsOp], sent: &[Signal], rule: &str) {
+        match check(via, ops, PID, Some(sent)) {
             Ok(()) => panic!("accepted a trace breaking [{rule}]: {ops:?}"),
             Err(e) => assert!(
                 e.starts_with(&format!("[{rule}]")),
@@ -324,11 +338,18 @@ mod tests {
         }
     }
 
-    /// `good(via)` with `f` applied.
-    fn bad(via: Mechanism, f: impl FnOnce(&mut Vec<OsOp>)) -> Vec<OsOp> {
+    /// Asserts that `good(via)` changed by `f` breaks `rule`.
+    #[track_caller]
+    fn rejects(via: Mechanism, rule: &str, f: impl FnOnce(&mut Vec<OsOp>)) {
+        rejects_with(via, SENT, rule, f);
+    }
+
+    /// [`rejects`], for a report that sent `sent`.
+    #[track_caller]
+    fn rejects_with(via: Mechanism, sent: &[Signal], rule: &str, f: impl FnOnce(&mut Vec<OsOp>)) {
         let mut ops = good(via);
         f(&mut ops);
-        ops
+        rejected(via, &ops, sent, rule);
     }
 
     fn at(ops: &[OsOp], f: impl Fn(&OsOp) -> bool) -> usize {
@@ -339,9 +360,34 @@ mod tests {
         at(ops, |o| matches!(o, Reaped { .. }))
     }
 
+    fn kill_at(ops: &[OsOp]) -> usize {
+        at(ops, |o| {
+            matches!(
+                o,
+                SignalTree {
+                    signal: Signal::KILL,
+                    ..
+                }
+            )
+        })
+    }
+
+    /// Moves the first op that `f` matches to just after `Reaped`.
+    fn move_after_reap(ops: &mut Vec<OsOp>, f: impl Fn(&OsOp) -> bool) {
+        let x = ops.remove(at(ops, f));
+        let r = reaped_at(ops);
+        ops.insert(r + 1, x);
+    }
+
+    /// Replaces the cgroup's release (just before `Released`) by `op`.
+    fn set_cgroup_release(ops: &mut [OsOp], op: OsOp) {
+        let n = ops.len();
+        ops[n - 2] = op;
+    }
+
     #[test]
     fn well_formed_traces_pass_in_every_tier() {
-        for via in [PG, CG, SR, NS] {
+        for via in ALL {
             check(via, &good(via), PID, Some(SENT)).unwrap();
         }
         // A clean run: no signal; a cgroup goes back to the pool.
@@ -359,223 +405,105 @@ mod tests {
 
     #[test]
     fn spawned_first() {
-        for via in [PG, CG, SR, NS] {
-            rejected(
-                via,
-                &bad(via, |o| o.swap(0, 1)),
-                Some(SENT),
-                "spawned-first",
-            );
-            rejected(
-                via,
-                &bad(via, |o| o[0] = Spawned { pid: PID + 1 }),
-                Some(SENT),
-                "spawned-first",
-            );
-            rejected(
-                via,
-                &bad(via, |o| o.insert(1, Spawned { pid: PID })),
-                Some(SENT),
-                "spawned-first",
-            );
+        for via in ALL {
+            rejects(via, "spawned-first", |o| o.swap(0, 1));
+            rejects(via, "spawned-first", |o| o[0] = Spawned { pid: PID + 1 });
+            rejects(via, "spawned-first", |o| o.insert(1, Spawned { pid: PID }));
         }
     }
 
     #[test]
     fn reaped_once() {
-        for via in [PG, CG, SR, NS] {
-            rejected(
-                via,
-                &bad(via, |o| {
-                    let r = reaped_at(o);
-                    o.remove(r);
-                }),
-                Some(SENT),
-                "reaped-once",
-            );
-            rejected(
-                via,
-                &bad(via, |o| {
-                    let r = reaped_at(o);
-                    o.insert(r, Reaped { pid: PID });
-                }),
-                Some(SENT),
-                "reaped-once",
-            );
-            rejected(
-                via,
-                &bad(via, |o| {
-                    let r = reaped_at(o);
-                    o[r] = Reaped { pid: PID + 1 };
-                }),
-                Some(SENT),
-                "reaped-once",
-            );
+        for via in ALL {
+            rejects(via, "reaped-once", |o| {
+                o.remove(reaped_at(o));
+            });
+            rejects(via, "reaped-once", |o| {
+                o.insert(reaped_at(o), Reaped { pid: PID })
+            });
+            rejects(via, "reaped-once", |o| {
+                let r = reaped_at(o);
+                o[r] = Reaped { pid: PID + 1 };
+            });
         }
     }
 
     #[test]
     fn released_once_and_last() {
-        for via in [PG, CG, SR, NS] {
-            // Released twice (a second release).
-            rejected(
-                via,
-                &bad(via, |o| o.push(Released { via })),
-                Some(SENT),
-                "released-once",
-            );
+        for via in ALL {
+            // A second release.
+            rejects(via, "released-once", |o| o.push(Released { via }));
             // Never released.
-            rejected(
-                via,
-                &bad(via, |o| {
-                    o.pop();
-                }),
-                Some(SENT),
-                "released-once",
-            );
+            rejects(via, "released-once", |o| {
+                o.pop();
+            });
             // Released by another tier.
-            let other = if via == PG { CG } else { PG };
-            rejected(
-                via,
-                &bad(via, |o| *o.last_mut().unwrap() = Released { via: other }),
-                Some(SENT),
-                "released-once",
-            );
+            rejects(via, "released-once", |o| {
+                *o.last_mut().unwrap() = Released { via: other(via) }
+            });
             // Released, then something else.
-            rejected(
-                via,
-                &bad(via, |o| o.push(RootExited { pid: PID })),
-                Some(SENT),
-                "released-once",
-            );
+            rejects(via, "released-once", |o| o.push(RootExited { pid: PID }));
         }
     }
 
     #[test]
     fn no_signal_after_the_reap_or_release() {
-        for via in [PG, CG, SR, NS] {
+        for via in ALL {
             // A tree signal after the reap (the pid may be reused by then).
-            let late_tree = bad(via, |o| {
-                let r = reaped_at(o);
-                o.insert(r + 1, tree(via, Signal::TERM));
+            rejects(via, "signal-while-held", |o| {
+                o.insert(reaped_at(o) + 1, tree(via, Signal::TERM))
             });
-            rejected(via, &late_tree, Some(SENT), "signal-while-held");
             // A member signal after the reap.
-            rejected(
-                via,
-                &bad(via, |o| {
-                    let r = reaped_at(o);
-                    o.insert(r + 1, member(via, 12, Signal::KILL));
-                }),
-                Some(SENT),
-                "signal-while-held",
-            );
+            rejects(via, "signal-while-held", |o| {
+                o.insert(reaped_at(o) + 1, member(via, 12, Signal::KILL))
+            });
             // A signal by another mechanism.
-            let other = if via == PG { CG } else { PG };
-            rejected(
-                via,
-                &bad(via, |o| {
-                    o.insert(
-                        1,
-                        SignalTree {
-                            via: other,
-                            target: PID as u64,
-                            signal: Signal::TERM,
-                        },
-                    )
-                }),
-                Some(SENT),
-                "signal-while-held",
-            );
+            rejects(via, "signal-while-held", |o| {
+                let mut s = tree(via, Signal::TERM);
+                if let SignalTree { via: v, .. } = &mut s {
+                    *v = other(via);
+                }
+                o.insert(1, s)
+            });
         }
         // Kill again after the reap.
-        rejected(
-            SR,
-            &bad(SR, |o| {
-                let k = at(o, |x| matches!(x, KillAgain { .. }));
-                let s = o.remove(k);
-                let r = reaped_at(o);
-                o.insert(r + 1, s);
-            }),
-            Some(SENT),
-            "signal-while-held",
-        );
+        rejects(SR, "signal-while-held", |o| {
+            move_after_reap(o, |x| matches!(x, KillAgain { .. }))
+        });
     }
 
     #[test]
     fn signals_go_through_the_identity() {
-        for via in [PG, CG, SR, NS] {
-            rejected(
-                via,
-                &bad(via, |o| {
-                    if let SignalTree { target, .. } = &mut o[1] {
-                        *target += 1;
-                    }
-                }),
-                Some(SENT),
-                "identity",
-            );
+        for via in ALL {
+            rejects(via, "identity", |o| {
+                if let SignalTree { target, .. } = &mut o[1] {
+                    *target += 1;
+                }
+            });
         }
         // cgroup: the inode signalled is the one released.
-        rejected(
-            CG,
-            &bad(CG, |o| {
-                let n = o.len();
-                o[n - 2] = CgroupRemoved { inode: INODE + 1 };
-            }),
-            Some(SENT),
-            "identity",
-        );
-        rejected(
-            SR,
-            &bad(SR, |o| {
-                let k = at(o, |x| matches!(x, KillAgain { .. }));
-                o[k] = KillAgain { via: SR, target: 1 };
-            }),
-            Some(SENT),
-            "identity",
-        );
+        rejects(CG, "identity", |o| {
+            set_cgroup_release(o, CgroupRemoved { inode: INODE + 1 })
+        });
+        rejects(SR, "identity", |o| {
+            let k = at(o, |x| matches!(x, KillAgain { .. }));
+            o[k] = KillAgain { via: SR, target: 1 };
+        });
     }
 
     #[test]
     fn one_kill() {
-        for via in [PG, CG, SR, NS] {
-            // A second SIGKILL.
-            rejected(
-                via,
-                &bad(via, |o| {
-                    let k = at(o, |x| {
-                        matches!(
-                            x,
-                            SignalTree {
-                                signal: Signal::KILL,
-                                ..
-                            }
-                        )
-                    });
-                    o.insert(k + 1, tree(via, Signal::KILL));
-                }),
-                Some(&[Signal::TERM, Signal::KILL, Signal::KILL]),
-                "one-kill",
-            );
-            // A graceful signal after SIGKILL.
-            rejected(
-                via,
-                &bad(via, |o| {
-                    let k = at(o, |x| {
-                        matches!(
-                            x,
-                            SignalTree {
-                                signal: Signal::KILL,
-                                ..
-                            }
-                        )
-                    });
-                    o.insert(k + 1, tree(via, Signal::TERM));
-                }),
-                Some(&[Signal::TERM, Signal::KILL, Signal::TERM]),
-                "one-kill",
-            );
+        for via in ALL {
+            for (sig, sent) in [
+                // A second SIGKILL.
+                (Signal::KILL, [Signal::TERM, Signal::KILL, Signal::KILL]),
+                // A graceful signal after SIGKILL.
+                (Signal::TERM, [Signal::TERM, Signal::KILL, Signal::TERM]),
+            ] {
+                rejects_with(via, &sent, "one-kill", |o| {
+                    o.insert(kill_at(o) + 1, tree(via, sig))
+                });
+            }
         }
     }
 
@@ -583,177 +511,91 @@ mod tests {
     fn member_signals_follow_the_tree() {
         for via in [CG, SR] {
             // A member signalled before any tree signal.
-            rejected(
-                via,
-                &bad(via, |o| o.insert(1, member(via, 9, Signal::TERM))),
-                Some(SENT),
-                "member-follows-tree",
-            );
+            rejects(via, "member-follows-tree", |o| {
+                o.insert(1, member(via, 9, Signal::TERM))
+            });
             // A member sent another signal than the tree's.
-            rejected(
-                via,
-                &bad(via, |o| o.insert(2, member(via, 9, Signal::INT))),
-                Some(SENT),
-                "member-follows-tree",
-            );
+            rejects(via, "member-follows-tree", |o| {
+                o.insert(2, member(via, 9, Signal::INT))
+            });
             // A member sent a graceful signal after the tree's SIGKILL.
-            rejected(
-                via,
-                &bad(via, |o| {
-                    let k = at(o, |x| {
-                        matches!(
-                            x,
-                            SignalTree {
-                                signal: Signal::KILL,
-                                ..
-                            }
-                        )
-                    });
-                    o.insert(k + 1, member(via, 9, Signal::CONT));
-                }),
-                Some(SENT),
-                "member-follows-tree",
-            );
+            rejects(via, "member-follows-tree", |o| {
+                o.insert(kill_at(o) + 1, member(via, 9, Signal::CONT))
+            });
             // A member killed twice.
-            rejected(
-                via,
-                &bad(via, |o| {
-                    let k = at(o, |x| {
-                        matches!(
-                            x,
-                            SignalMember {
-                                signal: Signal::KILL,
-                                ..
-                            }
-                        )
-                    });
-                    o.insert(k + 1, member(via, 11, Signal::KILL));
-                }),
-                Some(SENT),
-                "member-follows-tree",
-            );
+            rejects(via, "member-follows-tree", |o| {
+                let k = at(o, |x| {
+                    matches!(
+                        x,
+                        SignalMember {
+                            signal: Signal::KILL,
+                            ..
+                        }
+                    )
+                });
+                o.insert(k + 1, member(via, 11, Signal::KILL));
+            });
         }
     }
 
     #[test]
     fn kill_again_only_after_the_kill() {
-        rejected(
-            SR,
-            &bad(SR, |o| {
-                o.insert(
-                    1,
-                    KillAgain {
-                        via: SR,
-                        target: PID as u64,
-                    },
-                )
-            }),
-            Some(SENT),
-            "kill-again-after-kill",
-        );
+        rejects(SR, "kill-again-after-kill", |o| o.insert(1, again(SR)));
     }
 
     #[test]
     fn root_exit() {
-        for via in [PG, CG, SR, NS] {
-            rejected(
-                via,
-                &bad(via, |o| o.insert(1, RootExited { pid: PID })),
-                Some(SENT),
-                "root-exit",
-            );
-            rejected(
-                via,
-                &bad(via, |o| {
-                    let e = at(o, |x| matches!(x, RootExited { .. }));
-                    o[e] = RootExited { pid: PID + 1 };
-                }),
-                Some(SENT),
-                "root-exit",
-            );
-            rejected(
-                via,
-                &bad(via, |o| {
-                    let e = at(o, |x| matches!(x, RootExited { .. }));
-                    let x = o.remove(e);
-                    let r = reaped_at(o);
-                    o.insert(r + 1, x);
-                }),
-                Some(SENT),
-                "root-exit",
-            );
+        let exit_at = |o: &[OsOp]| at(o, |x| matches!(x, RootExited { .. }));
+        for via in ALL {
+            rejects(via, "root-exit", |o| o.insert(1, RootExited { pid: PID }));
+            rejects(via, "root-exit", |o| {
+                let e = exit_at(o);
+                o[e] = RootExited { pid: PID + 1 };
+            });
+            rejects(via, "root-exit", |o| {
+                move_after_reap(o, |x| matches!(x, RootExited { .. }))
+            });
         }
     }
 
     #[test]
     fn recorded_signals_are_the_reports() {
-        for via in [PG, CG, SR, NS] {
-            rejected(via, &good(via), Some(&[Signal::KILL]), "report");
-            rejected(via, &good(via), Some(&[]), "report");
-            rejected(
-                via,
-                &good(via),
-                Some(&[Signal::TERM, Signal::KILL, Signal::KILL]),
-                "report",
-            );
+        for via in ALL {
+            for sent in [
+                &[Signal::KILL][..],
+                &[],
+                &[Signal::TERM, Signal::KILL, Signal::KILL],
+            ] {
+                rejected(via, &good(via), sent, "report");
+            }
         }
     }
 
     #[test]
     fn cgroup_released_once_and_never_pooled_after_a_kill() {
         // Neither removed nor pooled.
-        rejected(
-            CG,
-            &bad(CG, |o| {
-                let n = o.len();
-                o.remove(n - 2);
-            }),
-            Some(SENT),
-            "cgroup-release",
-        );
+        rejects(CG, "cgroup-release", |o| {
+            o.remove(o.len() - 2);
+        });
         // Removed and pooled.
-        rejected(
-            CG,
-            &bad(CG, |o| {
-                let n = o.len();
-                o.insert(n - 1, CgroupPooled { inode: INODE });
-            }),
-            Some(SENT),
-            "cgroup-release",
-        );
+        rejects(CG, "cgroup-release", |o| {
+            o.insert(o.len() - 1, CgroupPooled { inode: INODE })
+        });
         // Removed before the reap (the identity let go while it may still
         // be signalled).
-        rejected(
-            CG,
-            &bad(CG, |o| {
-                let n = o.len();
-                let g = o.remove(n - 2);
-                o.insert(2, g);
-            }),
-            Some(SENT),
-            "cgroup-release",
-        );
+        rejects(CG, "cgroup-release", |o| {
+            let g = o.remove(o.len() - 2);
+            o.insert(2, g);
+        });
         // Pooled after a SIGKILL.
-        rejected(
-            CG,
-            &bad(CG, |o| {
-                let n = o.len();
-                o[n - 2] = CgroupPooled { inode: INODE };
-            }),
-            Some(SENT),
-            "cgroup-release",
-        );
+        rejects(CG, "cgroup-release", |o| {
+            set_cgroup_release(o, CgroupPooled { inode: INODE })
+        });
         // A cgroup release in another tier.
         for via in [PG, SR, NS] {
-            rejected(
-                via,
-                &bad(via, |o| {
-                    let n = o.len();
-                    o.insert(n - 1, CgroupRemoved { inode: INODE });
-                }),
-                Some(SENT),
-                "cgroup-release",
-            );
+            rejects(via, "cgroup-release", |o| {
+                o.insert(o.len() - 1, CgroupRemoved { inode: INODE })
+            });
         }
     }
 }
