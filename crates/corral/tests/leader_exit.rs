@@ -143,99 +143,6 @@ fn root_with_exited_leader_is_killed(via: Mechanism) {
     assert_dead(&w, "root", pid);
 }
 
-// ------------------------------------------------------------- process group
-
-#[test]
-fn process_group_timeout_with_grace_kills_a_member_whose_leader_exited() {
-    timeout_with_grace_escalates(Mechanism::ProcessGroup, ZL_BG);
-}
-
-#[test]
-fn process_group_nonzero_exit_kills_a_member_whose_leader_exited() {
-    nonzero_exit_kills_the_survivor(Mechanism::ProcessGroup, ZL_BG);
-}
-
-#[test]
-fn process_group_root_whose_leader_exited_is_killed() {
-    root_with_exited_leader_is_killed(Mechanism::ProcessGroup);
-}
-
-// -------------------------------------------------------------------- cgroup
-
-#[corral_testkit::needs(cgroup)]
-#[test]
-fn cgroup_timeout_with_grace_kills_a_member_whose_leader_exited() {
-    timeout_with_grace_escalates(Mechanism::Cgroup, ZL_SETSID);
-}
-
-#[corral_testkit::needs(cgroup)]
-#[test]
-fn cgroup_nonzero_exit_kills_a_member_whose_leader_exited() {
-    nonzero_exit_kills_the_survivor(Mechanism::Cgroup, ZL_SETSID);
-}
-
-#[corral_testkit::needs(cgroup)]
-#[test]
-fn cgroup_root_whose_leader_exited_is_killed() {
-    root_with_exited_leader_is_killed(Mechanism::Cgroup);
-}
-
-// ----------------------------------------------------------------- subreaper
-
-/// Runs `name` (an ignored test below) in a child process of this binary,
-/// where the subreaper is enabled.
-fn in_subreaper_child(name: &str) {
-    let out = corral_testkit::run_ignored_test_in_child(name, &[]);
-    assert!(out.contains("SUBREAPER-OK"), "{out}");
-}
-
-fn enable_subreaper() {
-    corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER");
-}
-
-#[test]
-fn subreaper_timeout_with_grace_kills_a_member_whose_leader_exited() {
-    in_subreaper_child("subreaper_timeout_child");
-}
-
-#[test]
-fn subreaper_nonzero_exit_kills_a_member_whose_leader_exited() {
-    in_subreaper_child("subreaper_nonzero_exit_child");
-}
-
-#[test]
-fn subreaper_root_whose_leader_exited_is_killed() {
-    in_subreaper_child("subreaper_root_child");
-}
-
-#[test]
-#[ignore = "run by subreaper_timeout_with_grace_kills_a_member_whose_leader_exited"]
-fn subreaper_timeout_child() {
-    enable_subreaper();
-    timeout_with_grace_escalates(Mechanism::Subreaper, ZL_BG);
-    timeout_with_grace_escalates(Mechanism::Subreaper, ZL_SETSID);
-    println!("SUBREAPER-OK");
-}
-
-#[test]
-#[ignore = "run by subreaper_nonzero_exit_kills_a_member_whose_leader_exited"]
-fn subreaper_nonzero_exit_child() {
-    enable_subreaper();
-    nonzero_exit_kills_the_survivor(Mechanism::Subreaper, ZL_BG);
-    nonzero_exit_kills_the_survivor(Mechanism::Subreaper, ZL_SETSID);
-    println!("SUBREAPER-OK");
-}
-
-#[test]
-#[ignore = "run by subreaper_root_whose_leader_exited_is_killed"]
-fn subreaper_root_child() {
-    enable_subreaper();
-    root_with_exited_leader_is_killed(Mechanism::Subreaper);
-    println!("SUBREAPER-OK");
-}
-
-// ------------------------------------------------------------- held output
-
 /// The helper keeps the root's stdout open after its leader exited (its
 /// descriptors are listed only under its live thread): held output, found
 /// as the tree's own holder, killed.
@@ -262,13 +169,106 @@ fn holder_whose_leader_exited_is_killed(via: Mechanism) {
     assert_dead(&w, "zl", pid);
 }
 
-#[test]
-fn process_group_holder_whose_leader_exited_is_output_held_and_killed() {
-    holder_whose_leader_exited_is_killed(Mechanism::ProcessGroup);
+// --------------------------------------------------------------- the tiers
+
+/// One `#[test]` per scenario in a tier run in this process, in a module
+/// named after the tier: `module => Mechanism, the helper's script prefix
+/// (, needs)`.
+macro_rules! in_process_tier {
+    ($module:ident => $mech:ident, $prefix:ident $(, $needs:ident)?) => {
+        mod $module {
+            use super::*;
+            const VIA: Mechanism = Mechanism::$mech;
+
+            $(#[corral_testkit::needs($needs)])?
+            #[test]
+            fn timeout_with_grace_kills_a_member_whose_leader_exited() {
+                timeout_with_grace_escalates(VIA, $prefix);
+            }
+
+            $(#[corral_testkit::needs($needs)])?
+            #[test]
+            fn nonzero_exit_kills_a_member_whose_leader_exited() {
+                nonzero_exit_kills_the_survivor(VIA, $prefix);
+            }
+
+            $(#[corral_testkit::needs($needs)])?
+            #[test]
+            fn root_whose_leader_exited_is_killed() {
+                root_with_exited_leader_is_killed(VIA);
+            }
+
+            $(#[corral_testkit::needs($needs)])?
+            #[test]
+            fn holder_whose_leader_exited_is_output_held_and_killed() {
+                holder_whose_leader_exited_is_killed(VIA);
+            }
+        }
+    };
 }
 
-#[corral_testkit::needs(cgroup)]
-#[test]
-fn cgroup_holder_whose_leader_exited_is_output_held_and_killed() {
-    holder_whose_leader_exited_is_killed(Mechanism::Cgroup);
+in_process_tier!(process_group => ProcessGroup, ZL_BG);
+in_process_tier!(cgroup => Cgroup, ZL_SETSID, cgroup);
+
+/// The subreaper tier, in a child process of this binary
+/// (`enable_subreaper` changes the whole process): each test runs its
+/// `child::` twin there, with the helper both in and out of the root's
+/// group.
+mod subreaper {
+    /// Runs `child::NAME` (an ignored test) in a child process.
+    fn in_child(name: &str) {
+        let out =
+            corral_testkit::run_ignored_test_in_child(&format!("subreaper::child::{name}"), &[]);
+        assert!(out.contains("SUBREAPER-OK"), "{out}");
+    }
+
+    #[test]
+    fn timeout_with_grace_kills_a_member_whose_leader_exited() {
+        in_child("timeout");
+    }
+
+    #[test]
+    fn nonzero_exit_kills_a_member_whose_leader_exited() {
+        in_child("nonzero_exit");
+    }
+
+    #[test]
+    fn root_whose_leader_exited_is_killed() {
+        in_child("root");
+    }
+
+    mod child {
+        use super::super::*;
+        const VIA: Mechanism = Mechanism::Subreaper;
+
+        fn enable_subreaper() {
+            corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER");
+        }
+
+        #[test]
+        #[ignore = "run by subreaper::timeout_with_grace_kills_a_member_whose_leader_exited"]
+        fn timeout() {
+            enable_subreaper();
+            timeout_with_grace_escalates(VIA, ZL_BG);
+            timeout_with_grace_escalates(VIA, ZL_SETSID);
+            println!("SUBREAPER-OK");
+        }
+
+        #[test]
+        #[ignore = "run by subreaper::nonzero_exit_kills_a_member_whose_leader_exited"]
+        fn nonzero_exit() {
+            enable_subreaper();
+            nonzero_exit_kills_the_survivor(VIA, ZL_BG);
+            nonzero_exit_kills_the_survivor(VIA, ZL_SETSID);
+            println!("SUBREAPER-OK");
+        }
+
+        #[test]
+        #[ignore = "run by subreaper::root_whose_leader_exited_is_killed"]
+        fn root() {
+            enable_subreaper();
+            root_with_exited_leader_is_killed(VIA);
+            println!("SUBREAPER-OK");
+        }
+    }
 }
