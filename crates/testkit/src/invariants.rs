@@ -152,25 +152,29 @@ fn rules(
     let mut member_kills = std::collections::HashSet::new();
     let mut exits = 0;
     for (i, op) in ops.iter().enumerate() {
-        let inside = 0 < i && i < reaped;
+        // signal-while-held and identity, for every kind of signal.
+        let (what, via, target): (Option<&str>, _, _) = match *op {
+            OsOp::SignalTree { via, target, .. } => (Some("tree signal"), via, Some(target)),
+            OsOp::SignalMember { via, .. } => (Some("member signal"), via, None),
+            OsOp::KillAgain { via, target } => (Some("kill again"), via, Some(target)),
+            _ => (None, tier, None),
+        };
+        let held = 0 < i && i < reaped && via == tier;
+        if let Some(what) = what.filter(|_| !held) {
+            return fail(
+                "signal-while-held",
+                format!("{what} at {i} by {via:?} outside (Spawned, Reaped) or not by the tier"),
+            );
+        }
+        if let Some(target) = target.filter(|t| *t != identity) {
+            let what = what.unwrap_or_default();
+            return fail(
+                "identity",
+                format!("{what} at {i} to {target}, not to the tree's {identity}"),
+            );
+        }
         match *op {
-            OsOp::SignalTree {
-                via,
-                target,
-                signal,
-            } => {
-                if !inside || via != tier {
-                    return fail(
-                        "signal-while-held",
-                        format!("tree signal at {i} by {via:?} outside (Spawned, Reaped) or not by the tier"),
-                    );
-                }
-                if target != identity {
-                    return fail(
-                        "identity",
-                        format!("tree signal at {i} to {target}, not to the tree's {identity}"),
-                    );
-                }
+            OsOp::SignalTree { signal, .. } => {
                 if last_tree == Some(Signal::KILL) {
                     return fail(
                         "one-kill",
@@ -180,17 +184,7 @@ fn rules(
                 last_tree = Some(signal);
                 tree_signals.push(signal);
             }
-            OsOp::SignalMember {
-                via,
-                pid: m,
-                signal,
-            } => {
-                if !inside || via != tier {
-                    return fail(
-                        "signal-while-held",
-                        format!("member signal at {i} by {via:?} outside (Spawned, Reaped) or not by the tier"),
-                    );
-                }
+            OsOp::SignalMember { pid: m, signal, .. } => {
                 let fits = match last_tree {
                     None => false,
                     Some(Signal::KILL) => signal == Signal::KILL,
@@ -211,25 +205,11 @@ fn rules(
                     );
                 }
             }
-            OsOp::KillAgain { via, target } => {
-                if !inside || via != tier {
-                    return fail(
-                        "signal-while-held",
-                        format!("kill again at {i} by {via:?} outside (Spawned, Reaped) or not by the tier"),
-                    );
-                }
-                if target != identity {
-                    return fail(
-                        "identity",
-                        format!("kill again at {i} to {target}, not to the tree's {identity}"),
-                    );
-                }
-                if last_tree != Some(Signal::KILL) {
-                    return fail(
-                        "kill-again-after-kill",
-                        format!("kill again at {i} before the tree's SIGKILL"),
-                    );
-                }
+            OsOp::KillAgain { .. } if last_tree != Some(Signal::KILL) => {
+                return fail(
+                    "kill-again-after-kill",
+                    format!("kill again at {i} before the tree's SIGKILL"),
+                );
             }
             OsOp::RootExited { pid: p } => {
                 exits += 1;
