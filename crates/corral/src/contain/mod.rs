@@ -164,6 +164,7 @@ impl Tracer {
     }
 
     /// Whether a hook is installed (to skip work done only for a record).
+    #[cfg(target_os = "linux")]
     pub(crate) fn enabled(&self) -> bool {
         self.0.is_some()
     }
