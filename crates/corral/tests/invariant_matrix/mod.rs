@@ -20,7 +20,8 @@ use std::time::Duration;
 use corral::{CancelToken, Error, LeftoverPolicy, Mechanism, OsOp, Outcome, Report, Signal};
 use corral_testkit::invariants;
 use corral_testkit::scenario::{
-    ms, traced, tree, Count::Exactly, Fate::Alive, Fate::Dead, Row, Tier, SLACK,
+    ms, traced, tree, Count::Exactly, Fate::Alive, Fate::AliveIn, Fate::Dead, PerTier, Row, Tier,
+    SLACK,
 };
 
 /// Generates one `#[test]` per row for each tier given as
@@ -397,11 +398,9 @@ pub fn escaper_outside_the_group(m: Mechanism) {
     // A TERM-ignoring member in a session of its own (outside the root's
     // group) holding the output: the tiers that hold it (cgroup, subreaper,
     // PID namespace) reach it through their own identity or a verified
-    // pidfd, never by a bare pid; a process group cannot, so the row runs
-    // only where it is held.
-    if m == Mechanism::ProcessGroup {
-        return;
-    }
+    // pidfd, never by a bare pid. A process group cannot reach it: only the
+    // group is signalled (it empties at SIGTERM), and the escaper lives on.
+    let pg = m == Mechanism::ProcessGroup;
     let (_, ops) = scenario(
         m,
         Row {
@@ -411,10 +410,18 @@ pub fn escaper_outside_the_group(m: Mechanism) {
             ),
             wait_delay: Some(ms(200)),
             grace: Some(ms(300)),
-            bound: Some((ms(500), ms(500) + SLACK)),
+            bound: Some(if pg {
+                (ms(200), ms(200) + SLACK)
+            } else {
+                (ms(500), ms(500) + SLACK)
+            }),
             outcome: Some(Outcome::OutputHeld),
-            signals: Some(TERM_KILL.into()),
-            fates: &[("esc", Dead)],
+            signals: Some(PerTier::In(
+                &[Mechanism::ProcessGroup],
+                &[Signal::TERM],
+                TERM_KILL,
+            )),
+            fates: &[("esc", AliveIn(&[Mechanism::ProcessGroup]))],
             ..Row::default()
         },
         nothing,
