@@ -27,6 +27,19 @@ fn host_pid_as(name: &str) -> String {
     )
 }
 
+/// Asserts that the abandoned cgroup `dir` is gone (or goes within 3 s).
+#[track_caller]
+fn assert_removed(dir: &Path) {
+    let end = Instant::now() + 3 * SEC;
+    while dir.exists() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !dir.exists(),
+        "the abandoned cgroup {dir:?} was not removed"
+    );
+}
+
 /// `[unshare ARGS --] corral run --containment cgroup --report R -- sh -c S`
 /// with the scratch environment.
 fn corral_in(s: &Scratch, ns: &[&str], report: &Path, script: &str) -> Command {
@@ -187,11 +200,7 @@ fn cgroup_of_a_corral_that_died_is_killed_and_removed_by_the_next() {
         w.wait_dead("left", FATE),
         "the abandoned tree was not killed"
     );
-    let end = Instant::now() + 3 * SEC;
-    while dirs[0].exists() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(!dirs[0].exists(), "abandoned cgroup {:?} left", dirs[0]);
+    assert_removed(&dirs[0]);
 }
 
 #[corral_testkit::needs(cgroup)]
@@ -266,11 +275,7 @@ fn cgroups_in_doubt_are_left_alone_and_abandoned_ones_are_cleaned() {
         w.wait_dead("free", FATE),
         "the abandoned cgroup's process lives"
     );
-    let end = Instant::now() + 3 * SEC;
-    while free.exists() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(!free.exists(), "the abandoned cgroup was not removed");
+    assert_removed(&free);
     assert_alive(&w, &["old", "held"]);
     assert!(old.exists() && held.exists());
     drop(w); // kills the helpers

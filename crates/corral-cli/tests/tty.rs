@@ -213,15 +213,14 @@ impl Drop for KillOnDrop {
     }
 }
 
-#[corral_testkit::needs(script)]
-#[test]
-fn ctrl_z_stops_corral_too_and_fg_continues_the_tree() {
-    let corral = env!("CARGO_BIN_EXE_corral");
-    let mut sh = Shell::start();
+/// Types `line` (corral running `sleep 30`) into the shell once it is
+/// ready; returns corral's pid, sleep's pid and a guard that kills the
+/// sleep.
+fn corral_running_sleep(sh: &mut Shell, line: &str) -> (u32, u32, KillOnDrop) {
     let bash = sh.bash.id();
     sh.type_("echo ready-$((20+1))\n");
     sh.expect("ready-21");
-    sh.type_(&format!("{corral} run -- sleep 30\n"));
+    sh.type_(line);
     let mut c = None;
     wait_until("corral runs", || {
         c = child_named(bash, "corral");
@@ -234,14 +233,13 @@ fn ctrl_z_stops_corral_too_and_fg_continues_the_tree() {
         sl.is_some()
     });
     let sl = sl.unwrap();
-    let _guard = KillOnDrop(sl, c);
-    // Ready only once corral has handed the terminal to the tree: a
-    // Ctrl-Z before that reaches corral's own group, not the tree.
-    wait_until("sleep sleeps in the foreground", || {
-        state(sl) == 'S' && in_foreground(sl)
-    });
+    (c, sl, KillOnDrop(sl, c))
+}
 
-    // Ctrl-Z: the tree stops, corral stops, the shell is back.
+/// Ctrl-Z: the tree (`sl`) and corral (`c`) stop, the shell is back; fg:
+/// both continue and the tree has the terminal again; Ctrl-C: the tree
+/// ends and corral exits 130.
+fn stop_continue_and_interrupt(sh: &mut Shell, c: u32, sl: u32) {
     sh.type_("\x1a");
     wait_until("sleep is stopped", || state(sl) == 'T');
     wait_until("corral is stopped", || state(c) == 'T');
@@ -249,7 +247,6 @@ fn ctrl_z_stops_corral_too_and_fg_continues_the_tree() {
     sh.type_("echo back-$((40+2))\n");
     sh.expect("back-42");
 
-    // fg: both continue, the tree has the terminal again.
     sh.type_("fg\n");
     wait_until("sleep continues", || state(sl) == 'S');
     wait_until("corral continues", || state(c) == 'S');
@@ -266,6 +263,20 @@ fn ctrl_z_stops_corral_too_and_fg_continues_the_tree() {
     sh.expect("rc-0-130");
 }
 
+#[corral_testkit::needs(script)]
+#[test]
+fn ctrl_z_stops_corral_too_and_fg_continues_the_tree() {
+    let corral = env!("CARGO_BIN_EXE_corral");
+    let mut sh = Shell::start();
+    let (c, sl, _guard) = corral_running_sleep(&mut sh, &format!("{corral} run -- sleep 30\n"));
+    // Ready only once corral has handed the terminal to the tree: a
+    // Ctrl-Z before that reaches corral's own group, not the tree.
+    wait_until("sleep sleeps in the foreground", || {
+        state(sl) == 'S' && in_foreground(sl)
+    });
+    stop_continue_and_interrupt(&mut sh, c, sl);
+}
+
 /// A Ctrl-Z typed after the spawn but before corral handed the terminal to
 /// the tree (a window widened here to 1.5 s by a test seam) stops the tree
 /// and corral together, like any Ctrl-Z; it used to stop corral alone
@@ -275,46 +286,13 @@ fn ctrl_z_stops_corral_too_and_fg_continues_the_tree() {
 fn ctrl_z_before_the_hand_over_stops_the_tree_too() {
     let corral = env!("CARGO_BIN_EXE_corral");
     let mut sh = Shell::start();
-    let bash = sh.bash.id();
-    sh.type_("echo ready-$((20+1))\n");
-    sh.expect("ready-21");
-    sh.type_(&format!(
-        "CORRAL_TEST_HANDOVER_DELAY_MS=1500 {corral} run -- sleep 30\n"
-    ));
-    let mut c = None;
-    wait_until("corral runs", || {
-        c = child_named(bash, "corral");
-        c.is_some()
-    });
-    let c = c.unwrap();
-    let mut sl = None;
-    wait_until("sleep runs", || {
-        sl = child_named(c, "sleep");
-        sl.is_some()
-    });
-    let sl = sl.unwrap();
-    let _guard = KillOnDrop(sl, c);
+    let (c, sl, _guard) = corral_running_sleep(
+        &mut sh,
+        &format!("CORRAL_TEST_HANDOVER_DELAY_MS=1500 {corral} run -- sleep 30\n"),
+    );
     // In the window: the tree runs, corral's group still has the terminal.
     wait_until("sleep sleeps", || state(sl) == 'S');
     assert!(!in_foreground(sl), "the terminal was handed over already");
     assert!(in_foreground(c));
-
-    sh.type_("\x1a");
-    wait_until("sleep is stopped", || state(sl) == 'T');
-    wait_until("corral is stopped", || state(c) == 'T');
-    sh.expect("Stopped");
-    sh.type_("echo back-$((40+2))\n");
-    sh.expect("back-42");
-
-    sh.type_("fg\n");
-    wait_until("sleep continues", || state(sl) == 'S');
-    wait_until("corral continues", || state(c) == 'S');
-    wait_until("the tree has the terminal again", || in_foreground(sl));
-    sh.type_("\x03");
-    wait_until("corral exits after Ctrl-C", || {
-        stat(c).is_none_or(|s| s.1 == 'Z')
-    });
-    wait_until("sleep is gone", || stat(sl).is_none_or(|s| s.0 != c));
-    sh.type_("echo rc-$((0))-$?\n");
-    sh.expect("rc-0-130");
+    stop_continue_and_interrupt(&mut sh, c, sl);
 }

@@ -1,14 +1,59 @@
 //! The async API (feature `tokio`): the same lifecycle, awaited. Real trees,
-//! the same assertions as the sync scenarios: bound, outcome, every
-//! descendant's fate.
+//! the same assertions as the sync scenarios (testkit `Row`s: bound,
+//! outcome, signals, output, every descendant's fate), in the
+//! process-group, cgroup and PID-namespace tiers: one test per scenario and
+//! tier, named `<tier>::<scenario>`.
 #![cfg(all(feature = "tokio", target_os = "linux"))]
 
 use std::time::{Duration, Instant};
 
-use corral::{ContainmentChoice, Input, Mechanism, Outcome};
-use corral_testkit::{assert_between, Scratch, Watch};
+use corral::{Command, Input, Mechanism, Outcome, Report, Signal};
+use corral_testkit::scenario::{ms, tree, Fate::Dead, Row, Tier, SLACK};
 
 const SEC: Duration = Duration::from_secs(1);
+
+/// One `#[test]` per scenario for each tier given as
+/// `module => Mechanism (needs)`.
+macro_rules! tiers {
+    ($($module:ident => $mech:ident $needs:tt;)*) => {
+        $(
+            mod $module {
+                tiers!(@tests $mech $needs
+                    exit_code_and_output_are_reported
+                    stdin_bytes_and_lines_flow_through
+                    held_output_is_bounded_and_the_holder_dies
+                    timeout_kills_the_tree
+                    cancel_token_cancels
+                    dropping_the_future_kills_and_reaps_the_tree
+                    dropped_outside_any_runtime_still_cleans_up
+                );
+            }
+        )*
+    };
+    (@tests $mech:ident () $($name:ident)*) => {
+        $(
+            #[test]
+            fn $name() {
+                super::$name(corral::Mechanism::$mech)
+            }
+        )*
+    };
+    (@tests $mech:ident $needs:tt $($name:ident)*) => {
+        $(
+            #[corral_testkit::needs $needs]
+            #[test]
+            fn $name() {
+                super::$name(corral::Mechanism::$mech)
+            }
+        )*
+    };
+}
+
+tiers! {
+    process_group => ProcessGroup ();
+    cgroup => Cgroup (cgroup);
+    pid_namespace => PidNamespace (pidns);
+}
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -17,128 +62,141 @@ fn rt() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn pg(c: &mut corral::Command) -> &mut corral::Command {
-    c.containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
+/// Runs `row` in tier `m` with `run_async` (extra settings by
+/// `configure`), pinning its helpers between the spawn and the first poll
+/// of the run, and asserts all the row states.
+fn run_async(m: Mechanism, row: &Row, configure: impl FnOnce(&mut Command)) -> Report {
+    let t = Tier::new(m);
+    let mut cmd = t.command_for(row);
+    configure(&mut cmd);
+    let names: Vec<&str> = row.fates.iter().map(|(n, _)| *n).collect();
+    let start = Instant::now();
+    let r = rt().block_on(async {
+        let running = cmd.spawn_async().expect("spawn");
+        t.pin(&names);
+        running.await
+    });
+    t.check(row, &r, start.elapsed());
+    r
 }
 
-#[test]
-fn exit_code_and_output_are_reported() {
-    let s = Scratch::new();
-    let r = rt()
-        .block_on(pg(&mut s.sh("echo out; echo err >&2; exit 3")).run_async())
-        .unwrap();
-    assert_eq!(r.exit_code(), Some(3));
-    assert_eq!(r.stdout.bytes(), b"out\n");
-    assert_eq!(r.stderr.bytes(), b"err\n");
+fn exit_code_and_output_are_reported(m: Mechanism) {
+    run_async(
+        m,
+        &Row {
+            // A helper that ends by itself before the output is written.
+            tree: tree(r#""$H" c sleep 0.2; echo out; echo err >&2; exit 3"#),
+            bound: Some((Duration::ZERO, SLACK)),
+            outcome: Some(Outcome::Exited(3)),
+            signals: Some([].as_slice().into()),
+            stdout: Some(b"out\n"),
+            stderr: Some(b"err\n"),
+            fates: &[("c", Dead)],
+            ..Row::default()
+        },
+        |_| {},
+    );
 }
 
-#[test]
-fn stdin_bytes_and_lines_flow_through() {
-    let s = Scratch::new();
+fn stdin_bytes_and_lines_flow_through(m: Mechanism) {
     let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let l2 = lines.clone();
     let data: Vec<u8> = (0..200_000)
         .flat_map(|i: u32| format!("{i}\n").into_bytes())
         .collect();
-    let r = rt()
-        .block_on(
-            pg(&mut s.sh("cat"))
-                .stdin(Input::bytes(data.clone()))
-                .on_line(move |_, l| l2.lock().unwrap().push(l.len()))
-                .run_async(),
-        )
-        .unwrap();
-    assert_eq!(r.exit_code(), Some(0));
+    let r = run_async(
+        m,
+        &Row {
+            tree: tree(r#""$H" c sleep 0.2; cat"#),
+            bound: Some((Duration::ZERO, 10 * SEC)),
+            outcome: Some(Outcome::Exited(0)),
+            fates: &[("c", Dead)],
+            ..Row::default()
+        },
+        |c| {
+            c.stdin(Input::bytes(data.clone()))
+                .on_line(move |_, l| l2.lock().unwrap().push(l.len()));
+        },
+    );
     assert_eq!(r.stdout.total_bytes(), data.len() as u64);
     assert_eq!(lines.lock().unwrap().len(), 200_000);
 }
 
-#[test]
-fn held_output_is_bounded_and_the_holder_dies() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    let r = rt()
-        .block_on(
-            pg(&mut s.sh(r#""$H" gc & echo hi; exit 0"#))
-                .wait_delay(Duration::from_millis(300))
-                .run_async(),
-        )
-        .unwrap();
-    assert_eq!(r.outcome, Outcome::OutputHeld);
-    assert_between(t.elapsed(), Duration::from_millis(300), 2 * SEC);
-    assert!(w.pid("gc", SEC).is_some());
-    assert!(w.wait_dead("gc", 2 * SEC));
+fn held_output_is_bounded_and_the_holder_dies(m: Mechanism) {
+    run_async(
+        m,
+        &Row {
+            tree: tree(r#""$H" gc & echo hi; exit 0"#),
+            wait_delay: Some(ms(300)),
+            bound: Some((ms(300), ms(300) + SLACK)),
+            outcome: Some(Outcome::OutputHeld),
+            stdout: Some(b"hi\n"),
+            fates: &[("gc", Dead)],
+            ..Row::default()
+        },
+        |_| {},
+    );
 }
 
-#[test]
-fn timeout_kills_the_tree() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    let r = rt()
-        .block_on(
-            pg(&mut s.sh(r#""$H" a & "$H" b sh -c 'trap "" TERM; exec sleep 30' & wait"#))
-                .timeout(Duration::from_millis(400))
-                .grace(Duration::from_millis(200))
-                .run_async(),
-        )
-        .unwrap();
-    assert_eq!(r.outcome, Outcome::TimedOut);
-    assert_between(t.elapsed(), Duration::from_millis(600), 3 * SEC);
-    for n in ["a", "b"] {
-        assert!(w.pid(n, SEC).is_some());
-        assert!(w.wait_dead(n, 2 * SEC), "{n} survived");
-    }
+fn timeout_kills_the_tree(m: Mechanism) {
+    run_async(
+        m,
+        &Row {
+            tree: tree(r#""$H" a & "$H" b sh -c 'trap "" TERM; exec sleep 30' & wait"#),
+            timeout: Some(ms(400)),
+            grace: Some(ms(200)),
+            bound: Some((ms(600), ms(600) + SLACK)),
+            outcome: Some(Outcome::TimedOut),
+            signals: Some([Signal::TERM, Signal::KILL].as_slice().into()),
+            fates: &[("a", Dead), ("b", Dead)],
+            ..Row::default()
+        },
+        |_| {},
+    );
 }
 
-#[test]
-fn cancel_token_cancels() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
+fn cancel_token_cancels(m: Mechanism) {
+    let t = Tier::new(m);
     let r = rt().block_on(async {
-        let running = pg(&mut s.sh(r#""$H" a & wait"#)).spawn_async().unwrap();
+        let running = t.sh(r#""$H" a & wait"#).spawn_async().unwrap();
         let token = running.cancel_token();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(ms(200)).await;
             token.cancel();
         });
         running.await
     });
     assert_eq!(r.outcome, Outcome::Cancelled);
-    assert!(w.wait_dead("a", 2 * SEC));
+    t.assert_dead(&["a"]);
 }
 
-#[test]
-fn dropping_the_future_kills_and_reaps_the_tree() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
+fn dropping_the_future_kills_and_reaps_the_tree(m: Mechanism) {
+    let t = Tier::new(m);
     let runtime = rt();
     runtime.block_on(async {
-        let running = pg(&mut s.sh(r#""$H" a & "$H" b & wait"#))
-            .spawn_async()
-            .unwrap();
+        let running = t.sh(r#""$H" a & "$H" b & wait"#).spawn_async().unwrap();
         // Poll it for a while, then drop it (as a select! that lost would).
-        let _ = tokio::time::timeout(Duration::from_millis(300), running).await;
+        let _ = tokio::time::timeout(ms(300), running).await;
         // Give the background cleanup task time to run on this runtime.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(ms(300)).await;
     });
     for n in ["a", "b"] {
-        assert!(w.pid(n, SEC).is_some(), "{n} never started");
-        assert!(w.wait_dead(n, 2 * SEC), "{n} survived the dropped future");
+        assert!(t.watch.pid(n, SEC).is_some(), "{n} never started");
+        assert!(
+            t.watch.wait_dead(n, 2 * SEC),
+            "{n} survived the dropped future"
+        );
     }
 }
 
-#[test]
-fn dropped_outside_any_runtime_still_cleans_up() {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
+fn dropped_outside_any_runtime_still_cleans_up(m: Mechanism) {
+    let t = Tier::new(m);
     let running = {
         let runtime = rt();
         let _g = runtime.enter();
-        pg(&mut s.sh(r#""$H" a & wait"#)).spawn_async().unwrap()
+        t.sh(r#""$H" a & wait"#).spawn_async().unwrap()
     };
-    assert!(w.pid("a", 2 * SEC).is_some());
+    assert!(t.watch.pid("a", 2 * SEC).is_some());
     drop(running); // no runtime here: a thread finishes the cleanup
-    assert!(w.wait_dead("a", 3 * SEC));
+    assert!(t.watch.wait_dead("a", 3 * SEC));
 }

@@ -78,197 +78,207 @@ fn assert_clean(r: &Report, via: Mechanism) {
     assert!(r.cleanup_error.is_none(), "{:?}", r.cleanup_error);
 }
 
-/// Timeout with a grace: the helper ignores SIGTERM and looks dead in
-/// `/proc/PID/stat`; SIGKILL must follow at the end of the grace.
-fn timeout_with_grace_escalates(via: Mechanism, script_prefix: &str) {
+/// One run whose helper `name`'s leader exited: the report, how long the
+/// run took (spawn to the end of wait), the watch and the helper's pid.
+struct ZlRun {
+    r: Report,
+    took: Duration,
+    pid: u32,
+    /// Declared before the scratch: dropped first, it kills what is left.
+    w: Watch,
+    _s: Scratch,
+}
+
+/// Runs `script` in tier `via` (settings by `configure`), waits (before
+/// the code under test can act) until helper `name`'s leader is a zombie,
+/// and asserts a clean lifecycle.
+fn run_zl(via: Mechanism, script: &str, name: &str, configure: impl FnOnce(&mut Command)) -> ZlRun {
     let s = Scratch::new();
     let w = Watch::new(&s);
     let t = Instant::now();
-    let running = cmd(&s, via, &format!(r#"{script_prefix} exec "$H" root"#))
-        .timeout(4 * SEC)
-        .grace(ms(300))
-        .spawn()
-        .unwrap();
-    let pid = zombie_leader_ready(&s, &w, "zl");
+    let mut c = cmd(&s, via, script);
+    configure(&mut c);
+    let running = c.spawn().unwrap();
+    let pid = zombie_leader_ready(&s, &w, name);
     let r = running.wait();
+    let took = t.elapsed();
     assert_clean(&r, via);
+    ZlRun {
+        r,
+        took,
+        pid,
+        w,
+        _s: s,
+    }
+}
+
+/// Timeout with a grace: the helper ignores SIGTERM and looks dead in
+/// `/proc/PID/stat`; SIGKILL must follow at the end of the grace.
+fn timeout_with_grace_escalates(via: Mechanism, script_prefix: &str) {
+    let script = format!(r#"{script_prefix} exec "$H" root"#);
+    let z = run_zl(via, &script, "zl", |c| {
+        c.timeout(4 * SEC).grace(ms(300));
+    });
+    let (r, took, pid, w) = (&z.r, z.took, z.pid, &z.w);
     assert_eq!(r.outcome, Outcome::TimedOut);
     assert_eq!(r.signals_sent, vec![Signal::TERM, Signal::KILL], "{r:?}");
-    assert_between(t.elapsed(), 4 * SEC, 4 * SEC + ms(300) + 3 * SEC);
+    assert_between(took, 4 * SEC, 4 * SEC + ms(300) + 3 * SEC);
     assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
-    assert_dead(&w, "zl", pid);
+    assert_dead(w, "zl", pid);
     assert!(w.wait_dead("root", 2 * SEC));
 }
 
 /// The root exits 1 leaving the helper; `LeftoverPolicy::Kill` kills it.
 fn nonzero_exit_kills_the_survivor(via: Mechanism, script_prefix: &str) {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    let running = cmd(&s, via, &format!("{script_prefix} exit 1"))
-        .leftovers(LeftoverPolicy::Kill)
-        .wait_delay(5 * SEC)
-        .spawn()
-        .unwrap();
-    let pid = zombie_leader_ready(&s, &w, "zl");
-    let r = running.wait();
-    assert_clean(&r, via);
+    let script = format!("{script_prefix} exit 1");
+    let z = run_zl(via, &script, "zl", |c| {
+        c.leftovers(LeftoverPolicy::Kill).wait_delay(5 * SEC);
+    });
+    let (r, took, pid, w) = (&z.r, z.took, z.pid, &z.w);
     assert_eq!(r.outcome, Outcome::Exited(1), "{r:?}");
     assert_eq!(r.signals_sent, vec![Signal::KILL], "{r:?}");
     assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
     assert_eq!(r.leftovers.kept, 0);
-    assert!(t.elapsed() < 10 * SEC + 3 * SEC);
-    assert_dead(&w, "zl", pid);
+    assert!(took < 10 * SEC + 3 * SEC);
+    assert_dead(w, "zl", pid);
 }
 
 /// The root itself is the zombie leader: not exited (its exit is not
 /// reported while a thread runs); a timeout with grace ends in SIGKILL.
 fn root_with_exited_leader_is_killed(via: Mechanism) {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    let running = cmd(&s, via, r#"exec "$H" root "$ZL" root"#)
-        .timeout(3 * SEC)
-        .grace(ms(300))
-        .spawn()
-        .unwrap();
-    let pid = zombie_leader_ready(&s, &w, "root");
-    let r = running.wait();
-    assert_clean(&r, via);
+    let z = run_zl(via, r#"exec "$H" root "$ZL" root"#, "root", |c| {
+        c.timeout(3 * SEC).grace(ms(300));
+    });
+    let (r, took, pid, w) = (&z.r, z.took, z.pid, &z.w);
     assert_eq!(r.outcome, Outcome::TimedOut);
     assert_eq!(r.root, Some(RootStatus::Signaled(Signal::KILL)), "{r:?}");
     assert_eq!(r.signals_sent, vec![Signal::TERM, Signal::KILL], "{r:?}");
     // Slack for a loaded machine: 8.9 s was seen at a load of 24 on 2 cores.
-    assert_between(t.elapsed(), 3 * SEC, 3 * SEC + ms(300) + 8 * SEC);
-    assert_dead(&w, "root", pid);
+    assert_between(took, 3 * SEC, 3 * SEC + ms(300) + 8 * SEC);
+    assert_dead(w, "root", pid);
 }
-
-// ------------------------------------------------------------- process group
-
-#[test]
-fn process_group_timeout_with_grace_kills_a_member_whose_leader_exited() {
-    timeout_with_grace_escalates(Mechanism::ProcessGroup, ZL_BG);
-}
-
-#[test]
-fn process_group_nonzero_exit_kills_a_member_whose_leader_exited() {
-    nonzero_exit_kills_the_survivor(Mechanism::ProcessGroup, ZL_BG);
-}
-
-#[test]
-fn process_group_root_whose_leader_exited_is_killed() {
-    root_with_exited_leader_is_killed(Mechanism::ProcessGroup);
-}
-
-// -------------------------------------------------------------------- cgroup
-
-#[corral_testkit::needs(cgroup)]
-#[test]
-fn cgroup_timeout_with_grace_kills_a_member_whose_leader_exited() {
-    timeout_with_grace_escalates(Mechanism::Cgroup, ZL_SETSID);
-}
-
-#[corral_testkit::needs(cgroup)]
-#[test]
-fn cgroup_nonzero_exit_kills_a_member_whose_leader_exited() {
-    nonzero_exit_kills_the_survivor(Mechanism::Cgroup, ZL_SETSID);
-}
-
-#[corral_testkit::needs(cgroup)]
-#[test]
-fn cgroup_root_whose_leader_exited_is_killed() {
-    root_with_exited_leader_is_killed(Mechanism::Cgroup);
-}
-
-// ----------------------------------------------------------------- subreaper
-
-/// Runs `name` (an ignored test below) in a child process of this binary,
-/// where the subreaper is enabled.
-fn in_subreaper_child(name: &str) {
-    let out = corral_testkit::run_ignored_test_in_child(name, &[]);
-    assert!(out.contains("SUBREAPER-OK"), "{out}");
-}
-
-fn enable_subreaper() {
-    corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER");
-}
-
-#[test]
-fn subreaper_timeout_with_grace_kills_a_member_whose_leader_exited() {
-    in_subreaper_child("subreaper_timeout_child");
-}
-
-#[test]
-fn subreaper_nonzero_exit_kills_a_member_whose_leader_exited() {
-    in_subreaper_child("subreaper_nonzero_exit_child");
-}
-
-#[test]
-fn subreaper_root_whose_leader_exited_is_killed() {
-    in_subreaper_child("subreaper_root_child");
-}
-
-#[test]
-#[ignore = "run by subreaper_timeout_with_grace_kills_a_member_whose_leader_exited"]
-fn subreaper_timeout_child() {
-    enable_subreaper();
-    timeout_with_grace_escalates(Mechanism::Subreaper, ZL_BG);
-    timeout_with_grace_escalates(Mechanism::Subreaper, ZL_SETSID);
-    println!("SUBREAPER-OK");
-}
-
-#[test]
-#[ignore = "run by subreaper_nonzero_exit_kills_a_member_whose_leader_exited"]
-fn subreaper_nonzero_exit_child() {
-    enable_subreaper();
-    nonzero_exit_kills_the_survivor(Mechanism::Subreaper, ZL_BG);
-    nonzero_exit_kills_the_survivor(Mechanism::Subreaper, ZL_SETSID);
-    println!("SUBREAPER-OK");
-}
-
-#[test]
-#[ignore = "run by subreaper_root_whose_leader_exited_is_killed"]
-fn subreaper_root_child() {
-    enable_subreaper();
-    root_with_exited_leader_is_killed(Mechanism::Subreaper);
-    println!("SUBREAPER-OK");
-}
-
-// ------------------------------------------------------------- held output
 
 /// The helper keeps the root's stdout open after its leader exited (its
 /// descriptors are listed only under its live thread): held output, found
 /// as the tree's own holder, killed.
 fn holder_whose_leader_exited_is_killed(via: Mechanism) {
-    let s = Scratch::new();
-    let w = Watch::new(&s);
-    let t = Instant::now();
-    let running = cmd(
-        &s,
+    let z = run_zl(
         via,
         r#""$H" zl "$ZL" zl hold & until [ -e "$CORRAL_TEST_DIR/zl.zombie" ]; do sleep 0.01; done; echo started; exit 0"#,
-    )
-    .wait_delay(Duration::ZERO)
-    .spawn()
-    .unwrap();
-    let pid = zombie_leader_ready(&s, &w, "zl");
-    let r = running.wait();
-    assert_clean(&r, via);
+        "zl",
+        |c| {
+            c.wait_delay(Duration::ZERO);
+        },
+    );
+    let (r, took, pid, w) = (&z.r, z.took, z.pid, &z.w);
     assert_eq!(r.outcome, Outcome::OutputHeld, "{r:?}");
     assert_eq!(r.root, Some(RootStatus::Exited(0)));
     assert_eq!(r.stdout.bytes(), b"started\n");
     assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
-    assert!(t.elapsed() < 5 * SEC);
-    assert_dead(&w, "zl", pid);
+    assert!(took < 5 * SEC);
+    assert_dead(w, "zl", pid);
 }
 
-#[test]
-fn process_group_holder_whose_leader_exited_is_output_held_and_killed() {
-    holder_whose_leader_exited_is_killed(Mechanism::ProcessGroup);
+// --------------------------------------------------------------- the tiers
+
+/// One `#[test]` per scenario in a tier run in this process, in a module
+/// named after the tier: `module => Mechanism, the helper's script prefix
+/// (, needs)`.
+macro_rules! in_process_tier {
+    ($module:ident => $mech:ident, $prefix:ident $(, $needs:ident)?) => {
+        mod $module {
+            use super::*;
+            const VIA: Mechanism = Mechanism::$mech;
+
+            $(#[corral_testkit::needs($needs)])?
+            #[test]
+            fn timeout_with_grace_kills_a_member_whose_leader_exited() {
+                timeout_with_grace_escalates(VIA, $prefix);
+            }
+
+            $(#[corral_testkit::needs($needs)])?
+            #[test]
+            fn nonzero_exit_kills_a_member_whose_leader_exited() {
+                nonzero_exit_kills_the_survivor(VIA, $prefix);
+            }
+
+            $(#[corral_testkit::needs($needs)])?
+            #[test]
+            fn root_whose_leader_exited_is_killed() {
+                root_with_exited_leader_is_killed(VIA);
+            }
+
+            $(#[corral_testkit::needs($needs)])?
+            #[test]
+            fn holder_whose_leader_exited_is_output_held_and_killed() {
+                holder_whose_leader_exited_is_killed(VIA);
+            }
+        }
+    };
 }
 
-#[corral_testkit::needs(cgroup)]
-#[test]
-fn cgroup_holder_whose_leader_exited_is_output_held_and_killed() {
-    holder_whose_leader_exited_is_killed(Mechanism::Cgroup);
+in_process_tier!(process_group => ProcessGroup, ZL_BG);
+in_process_tier!(cgroup => Cgroup, ZL_SETSID, cgroup);
+
+/// The subreaper tier, in a child process of this binary
+/// (`enable_subreaper` changes the whole process): each test runs its
+/// `child::` twin there, with the helper both in and out of the root's
+/// group.
+mod subreaper {
+    /// Runs `child::NAME` (an ignored test) in a child process.
+    fn in_child(name: &str) {
+        let out =
+            corral_testkit::run_ignored_test_in_child(&format!("subreaper::child::{name}"), &[]);
+        assert!(out.contains("SUBREAPER-OK"), "{out}");
+    }
+
+    #[test]
+    fn timeout_with_grace_kills_a_member_whose_leader_exited() {
+        in_child("timeout");
+    }
+
+    #[test]
+    fn nonzero_exit_kills_a_member_whose_leader_exited() {
+        in_child("nonzero_exit");
+    }
+
+    #[test]
+    fn root_whose_leader_exited_is_killed() {
+        in_child("root");
+    }
+
+    mod child {
+        use super::super::*;
+        const VIA: Mechanism = Mechanism::Subreaper;
+
+        fn enable_subreaper() {
+            corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER");
+        }
+
+        #[test]
+        #[ignore = "run by subreaper::timeout_with_grace_kills_a_member_whose_leader_exited"]
+        fn timeout() {
+            enable_subreaper();
+            timeout_with_grace_escalates(VIA, ZL_BG);
+            timeout_with_grace_escalates(VIA, ZL_SETSID);
+            println!("SUBREAPER-OK");
+        }
+
+        #[test]
+        #[ignore = "run by subreaper::nonzero_exit_kills_a_member_whose_leader_exited"]
+        fn nonzero_exit() {
+            enable_subreaper();
+            nonzero_exit_kills_the_survivor(VIA, ZL_BG);
+            nonzero_exit_kills_the_survivor(VIA, ZL_SETSID);
+            println!("SUBREAPER-OK");
+        }
+
+        #[test]
+        #[ignore = "run by subreaper::root_whose_leader_exited_is_killed"]
+        fn root() {
+            enable_subreaper();
+            root_with_exited_leader_is_killed(VIA);
+            println!("SUBREAPER-OK");
+        }
+    }
 }

@@ -128,15 +128,22 @@ fn relay_file_of_megabytes_loses_nothing() {
     }
 }
 
+/// A script that starts helper `name` with `launch` (`"$H"`, `setsid
+/// "$H"`), holding the root's output, waits until it sleeps and the watch
+/// (if any) pinned it, prints `started` and exits 0.
+fn holder_then_exit(launch: &str, name: &str) -> String {
+    format!(
+        r#"{launch} {name} & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/{name}.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; echo started; exit 0"#
+    )
+}
+
 /// A grandchild that really holds the pipe: `OutputHeld` at once, and the
 /// holder dies.
 fn real_holder(relay_file: bool) {
     for i in 0..5 {
         let s = Scratch::new();
         let w = Watch::new(&s);
-        let mut cmd = s.sh(
-            r#""$H" gc & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/gc.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/gc.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; echo started; exit 0"#,
-        );
+        let mut cmd = s.sh(&holder_then_exit(r#""$H""#, "gc"));
         pg(&mut cmd);
         let reader = relay_file.then(|| {
             let (f, reader) = pipe_to_reader();
@@ -178,9 +185,7 @@ fn a_holder_that_left_the_process_group_still_holds_the_output() {
     for i in 0..5 {
         let s = Scratch::new();
         let w = Watch::new(&s);
-        let mut cmd = s.sh(
-            r#"setsid "$H" esc & until [ "$(cat /proc/$(cat "$CORRAL_TEST_DIR/esc.pid" 2>/dev/null)/comm 2>/dev/null)" = sleep ] && [ -e "$CORRAL_TEST_DIR/esc.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ]; do sleep 0.01; done; echo started; exit 0"#,
-        );
+        let mut cmd = s.sh(&holder_then_exit(r#"setsid "$H""#, "esc"));
         pg(&mut cmd);
         let running = cmd.spawn().unwrap();
         assert!(w.pid("esc", 5 * SEC).is_some());

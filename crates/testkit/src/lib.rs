@@ -525,6 +525,7 @@ pub fn assert_between(elapsed: Duration, min: Duration, max: Duration) {
 
 pub use corral_testkit_macros::needs;
 
+pub mod invariants;
 pub mod scenario;
 
 /// The run-time half of [`needs`]: fails the test when a requirement that

@@ -266,6 +266,26 @@ impl Tier {
         }
     }
 
+    /// `row`'s tree with the row's settings, forced into this tier (for a
+    /// runner of its own, e.g. an async one; then [`Tier::pin`] the row's
+    /// helpers and [`Tier::check`] the report).
+    pub fn command_for(&self, row: &Row) -> Command {
+        let mut cmd = self.sh(&row.tree);
+        if let Some(d) = row.timeout {
+            cmd.timeout(d);
+        }
+        if let Some(d) = row.grace {
+            cmd.grace(d);
+        }
+        if let Some(d) = row.wait_delay {
+            cmd.wait_delay(d);
+        }
+        if let Some(p) = row.leftovers {
+            cmd.leftovers(p);
+        }
+        cmd
+    }
+
     /// Runs `row` in this tier and asserts all it states.
     #[track_caller]
     pub fn run(&self, row: &Row) -> Report {
@@ -284,19 +304,7 @@ impl Tier {
         configure: impl FnOnce(&mut Command),
         during: impl FnOnce(&Running, &[u32]),
     ) -> Report {
-        let mut cmd = self.sh(&row.tree);
-        if let Some(d) = row.timeout {
-            cmd.timeout(d);
-        }
-        if let Some(d) = row.grace {
-            cmd.grace(d);
-        }
-        if let Some(d) = row.wait_delay {
-            cmd.wait_delay(d);
-        }
-        if let Some(p) = row.leftovers {
-            cmd.leftovers(p);
-        }
+        let mut cmd = self.command_for(row);
         configure(&mut cmd);
         let names: Vec<&str> = row.fates.iter().map(|(n, _)| *n).collect();
         let t = Instant::now();

@@ -67,7 +67,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Once, OnceLock};
@@ -902,6 +902,10 @@ impl Cgroup {
             return false;
         }
         if let Some(slot) = self.slot.take() {
+            if self.tracer.enabled() {
+                let inode = fs::metadata(&self.dir).map_or(0, |m| m.ino());
+                self.tracer.record(OsOp::CgroupPooled { inode });
+            }
             pool.slots.push(slot);
         }
         true
@@ -1076,6 +1080,11 @@ impl Cgroup {
             let in_group = skip_pgid
                 .is_some_and(|pgid| sys::linux_proc::stat_of(pid).is_some_and(|s| s.pgrp == pgid));
             if inside && !in_group {
+                self.tracer.record(OsOp::SignalMember {
+                    via: Mechanism::Cgroup,
+                    pid,
+                    signal: sig,
+                });
                 let _ = rustix::process::pidfd_send_signal(&fd, rsig);
             }
         }
@@ -1128,6 +1137,11 @@ impl Cgroup {
                     // theirs until the SIGKILL below lands.
                     for pid in self.all_procs() {
                         if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                            self.tracer.record(OsOp::SignalMember {
+                                via: Mechanism::Cgroup,
+                                pid,
+                                signal: Signal::KILL,
+                            });
                             let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
                         }
                     }
@@ -1177,10 +1191,19 @@ impl Cgroup {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
+        let inode = self
+            .tracer
+            .enabled()
+            .then(|| fs::metadata(&self.dir).map_or(0, |m| m.ino()));
         for _ in 0..50 {
             // Depth first: the command may have made cgroups of its own.
             match remove_tree(&self.dir) {
-                Ok(()) => break,
+                Ok(()) => {
+                    if let Some(inode) = inode {
+                        self.tracer.record(OsOp::CgroupRemoved { inode });
+                    }
+                    break;
+                }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => break,
                 Err(_) => std::thread::sleep(Duration::from_millis(2)),
             }

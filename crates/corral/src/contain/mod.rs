@@ -113,6 +113,37 @@ pub enum OsOp {
         /// Which mechanism.
         via: Mechanism,
     },
+    /// A signal was sent to one member of the tree through a pidfd, after
+    /// the process that pidfd holds was checked to be that member (its
+    /// cgroup, or the start time remembered for it).
+    SignalMember {
+        /// Which mechanism carried it.
+        via: Mechanism,
+        /// The member's pid.
+        pid: u32,
+        /// The signal.
+        signal: Signal,
+    },
+    /// SIGKILL was sent again through the tree's identity, after the tree's
+    /// SIGKILL, to reach what joined it since (a process that keeps
+    /// forking).
+    KillAgain {
+        /// Which mechanism carried it.
+        via: Mechanism,
+        /// The identity used (as in [`OsOp::SignalTree`]).
+        target: u64,
+    },
+    /// The run's cgroup went back to the pool (empty, never killed), to be
+    /// borrowed by a later run of this process.
+    CgroupPooled {
+        /// The directory's inode.
+        inode: u64,
+    },
+    /// The run's cgroup directory was removed.
+    CgroupRemoved {
+        /// The directory's inode.
+        inode: u64,
+    },
 }
 
 #[cfg(unix)]
@@ -130,6 +161,12 @@ impl Tracer {
         if let Some(f) = &self.0 {
             f(&op);
         }
+    }
+
+    /// Whether a hook is installed (to skip work done only for a record).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn enabled(&self) -> bool {
+        self.0.is_some()
     }
 }
 

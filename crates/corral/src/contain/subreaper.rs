@@ -188,11 +188,16 @@ fn open_verified(pid: u32, start: u64) -> Option<OwnedFd> {
     (stat(pid)?.start == start).then_some(fd)
 }
 
-fn send_verified(pid: u32, start: u64, sig: Signal) {
+fn send_verified(tracer: &Tracer, pid: u32, start: u64, sig: Signal) {
     let Ok(rsig) = sys::to_rustix(sig) else {
         return;
     };
     if let Some(fd) = open_verified(pid, start) {
+        tracer.record(OsOp::SignalMember {
+            via: Mechanism::Subreaper,
+            pid,
+            signal: sig,
+        });
         let _ = pidfd_send_signal(&fd, rsig);
     }
 }
@@ -416,9 +421,9 @@ impl Subreaper {
 
     /// Sends `sig` to every member outside the root's group (the group
     /// itself is signalled by the caller).
-    fn signal_outside(members: &[Member], root: u32, sig: Signal) {
+    fn signal_outside(tracer: &Tracer, members: &[Member], root: u32, sig: Signal) {
         for m in members.iter().filter(|m| m.stat.pgrp != root) {
-            send_verified(m.pid, m.stat.start, sig);
+            send_verified(tracer, m.pid, m.stat.start, sig);
         }
     }
 
@@ -439,9 +444,9 @@ impl Subreaper {
             .filter(|m| sig == Signal::KILL || m.stat.ppid == me)
             .copied()
             .collect();
-        Self::signal_outside(&new, root, sig);
+        Self::signal_outside(&self.tracer, &new, root, sig);
         if sig != Signal::KILL && sig != Signal::CONT {
-            Self::signal_outside(&new, root, Signal::CONT);
+            Self::signal_outside(&self.tracer, &new, root, Signal::CONT);
         }
         self.reached
             .extend(new.iter().map(|m| (m.pid, m.stat.start)));
@@ -499,11 +504,11 @@ impl Containment for Subreaper {
         let members = self.scan(root);
         // The group first: the same delivery order as the process-group tier.
         sys::signal_group(root, sig)?;
-        Self::signal_outside(&members, root, sig);
+        Self::signal_outside(&self.tracer, &members, root, sig);
         if sig != Signal::KILL && sig != Signal::CONT {
             // A stopped member cannot act on the signal until continued.
             sys::signal_group(root, Signal::CONT)?;
-            Self::signal_outside(&members, root, Signal::CONT);
+            Self::signal_outside(&self.tracer, &members, root, Signal::CONT);
         }
         self.last_signal = Some(sig);
         self.reached = members
@@ -524,6 +529,10 @@ impl Containment for Subreaper {
         if self.last_signal == Some(Signal::KILL) {
             // The group is pinned by the root; anything that joined it
             // since dies too.
+            self.tracer.record(OsOp::KillAgain {
+                via: Mechanism::Subreaper,
+                target: root as u64,
+            });
             let _ = sys::signal_group(root, Signal::KILL);
         }
         let mut pids: Vec<u32> = members.iter().map(|m| m.pid).collect();

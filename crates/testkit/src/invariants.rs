@@ -1,0 +1,581 @@
+//! The checker of promise 3 ("never the wrong process") over one run's
+//! recorded OS operations (`Command::trace_ops`), for every containment
+//! tier. Each rule has a name, printed in brackets at the start of its
+//! message; the unit tests below show that a trace breaking each rule is
+//! rejected.
+//!
+//! The tree's *identity* is what its signals go through: the process group
+//! whose id is the root's pid (process group, subreaper), the namespace's
+//! init, which is the root (PID namespace), or the cgroup directory's inode
+//! (cgroup). The rules:
+//!
+//! * `spawned-first`: `Spawned` comes first, once, with the report's pid.
+//! * `reaped-once`: exactly one `Reaped`, of that pid. Until then the root
+//!   (group leader, init) is an unreaped zombie at worst: its pid, and the
+//!   group id, cannot be reused.
+//! * `released-once`: exactly one `Released`, by the tier, and it is the last
+//!   operation.
+//! * `signal-while-held`: every signal (`SignalTree`, `SignalMember`,
+//!   `KillAgain`) comes after `Spawned` and before `Reaped`, by the tier.
+//! * `identity`: every `SignalTree` and `KillAgain` goes through the tree's
+//!   identity (cgroup: one inode for the whole run, the one removed or
+//!   pooled at release).
+//! * `one-kill`: at most one `SignalTree` SIGKILL, and no `SignalTree` after
+//!   it.
+//! * `member-follows-tree`: a `SignalMember` carries the latest tree signal
+//!   (or the SIGCONT that follows a graceful one); after the tree's SIGKILL,
+//!   SIGKILL only, at most once per member.
+//! * `kill-again-after-kill`: `KillAgain` only after the tree's SIGKILL.
+//! * `root-exit`: `RootExited` at most once, of the root, before `Reaped`.
+//! * `report`: the tree signals recorded are the report's `signals_sent`.
+//! * `cgroup-release`: in the cgroup tier the directory is released exactly
+//!   once, by removal or by return to the pool, between `Reaped` and
+//!   `Released` (so after the last signal); a cgroup that was ever sent
+//!   SIGKILL is never pooled (a later run would be born into a cgroup that
+//!   was killed). No other tier records a cgroup release.
+
+use corral::{Mechanism, OsOp, Signal};
+
+/// Checks one run's record `ops` for a run in `tier` whose root had pid
+/// `pid`. `signals` is the report's `signals_sent` (`None` when there is no
+/// report, e.g. a `Running` dropped without `wait`). Returns the first rule
+/// broken, with the record.
+pub fn check(
+    tier: Mechanism,
+    ops: &[OsOp],
+    pid: u32,
+    signals: Option<&[Signal]>,
+) -> Result<(), String> {
+    rules(tier, ops, pid, signals).map_err(|e| format!("{e}\ntier: {tier:?}\nops: {ops:?}"))
+}
+
+/// [`check`], as an assertion.
+#[track_caller]
+pub fn assert_ok(tier: Mechanism, ops: &[OsOp], pid: u32, signals: Option<&[Signal]>) {
+    if let Err(e) = check(tier, ops, pid, signals) {
+        panic!("{e}");
+    }
+}
+
+fn rules(
+    tier: Mechanism,
+    ops: &[OsOp],
+    pid: u32,
+    signals: Option<&[Signal]>,
+) -> Result<(), String> {
+    let count = |f: &dyn Fn(&OsOp) -> bool| ops.iter().filter(|o| f(o)).count();
+    let fail = |rule: &str, what: String| Err(format!("[{rule}] {what}"));
+
+    // spawned-first
+    if !matches!(ops.first(), Some(OsOp::Spawned { pid: p }) if *p == pid) {
+        return fail(
+            "spawned-first",
+            format!("Spawned {{ pid: {pid} }} must come first"),
+        );
+    }
+    if count(&|o| matches!(o, OsOp::Spawned { .. })) != 1 {
+        return fail("spawned-first", "Spawned more than once".into());
+    }
+    // reaped-once
+    let reaped: Vec<usize> = positions(ops, |o| matches!(o, OsOp::Reaped { .. }));
+    let [reaped] = reaped[..] else {
+        return fail("reaped-once", format!("{} Reaped, not one", reaped.len()));
+    };
+    if ops[reaped] != (OsOp::Reaped { pid }) {
+        return fail("reaped-once", format!("Reaped is not of the root {pid}"));
+    }
+    // released-once
+    if count(&|o| matches!(o, OsOp::Released { .. })) != 1 {
+        return fail("released-once", "Released not exactly once".into());
+    }
+    if ops.last() != Some(&OsOp::Released { via: tier }) {
+        return fail(
+            "released-once",
+            format!("Released {{ via: {tier:?} }} must come last"),
+        );
+    }
+
+    // cgroup-release (first: the cgroup's identity is the inode it names)
+    let gone: Vec<usize> = positions(ops, |o| {
+        matches!(o, OsOp::CgroupPooled { .. } | OsOp::CgroupRemoved { .. })
+    });
+    let identity = if tier == Mechanism::Cgroup {
+        let [g] = gone[..] else {
+            return fail(
+                "cgroup-release",
+                format!(
+                    "{} cgroup releases (pooled or removed), not one",
+                    gone.len()
+                ),
+            );
+        };
+        if !(reaped < g && g == ops.len() - 2) {
+            return fail(
+                "cgroup-release",
+                "the cgroup must be pooled or removed after Reaped, just before Released".into(),
+            );
+        }
+        let killed = ops.iter().any(|o| {
+            matches!(
+                o,
+                OsOp::SignalTree {
+                    signal: Signal::KILL,
+                    ..
+                } | OsOp::SignalMember {
+                    signal: Signal::KILL,
+                    ..
+                } | OsOp::KillAgain { .. }
+            )
+        });
+        match ops[g] {
+            OsOp::CgroupPooled { .. } if killed => {
+                return fail(
+                    "cgroup-release",
+                    "a cgroup sent SIGKILL went back to the pool".into(),
+                )
+            }
+            OsOp::CgroupPooled { inode } | OsOp::CgroupRemoved { inode } => inode,
+            _ => unreachable!(),
+        }
+    } else {
+        if !gone.is_empty() {
+            return fail(
+                "cgroup-release",
+                format!("a cgroup release in the {tier:?} tier"),
+            );
+        }
+        pid as u64
+    };
+
+    let mut tree_signals = Vec::new();
+    let mut last_tree: Option<Signal> = None;
+    let mut member_kills = std::collections::HashSet::new();
+    let mut exits = 0;
+    for (i, op) in ops.iter().enumerate() {
+        // signal-while-held and identity, for every kind of signal.
+        let (what, via, target): (Option<&str>, _, _) = match *op {
+            OsOp::SignalTree { via, target, .. } => (Some("tree signal"), via, Some(target)),
+            OsOp::SignalMember { via, .. } => (Some("member signal"), via, None),
+            OsOp::KillAgain { via, target } => (Some("kill again"), via, Some(target)),
+            _ => (None, tier, None),
+        };
+        let held = 0 < i && i < reaped && via == tier;
+        if let Some(what) = what.filter(|_| !held) {
+            return fail(
+                "signal-while-held",
+                format!("{what} at {i} by {via:?} outside (Spawned, Reaped) or not by the tier"),
+            );
+        }
+        if let Some(target) = target.filter(|t| *t != identity) {
+            let what = what.unwrap_or_default();
+            return fail(
+                "identity",
+                format!("{what} at {i} to {target}, not to the tree's {identity}"),
+            );
+        }
+        match *op {
+            OsOp::SignalTree { signal, .. } => {
+                if last_tree == Some(Signal::KILL) {
+                    return fail(
+                        "one-kill",
+                        format!("tree signal {signal:?} at {i} after SIGKILL"),
+                    );
+                }
+                last_tree = Some(signal);
+                tree_signals.push(signal);
+            }
+            OsOp::SignalMember { pid: m, signal, .. } => {
+                let fits = match last_tree {
+                    None => false,
+                    Some(Signal::KILL) => signal == Signal::KILL,
+                    Some(t) => signal == t || signal == Signal::CONT,
+                };
+                if !fits {
+                    return fail(
+                        "member-follows-tree",
+                        format!(
+                            "member {m} sent {signal:?} at {i} after tree signal {last_tree:?}"
+                        ),
+                    );
+                }
+                if signal == Signal::KILL && !member_kills.insert(m) {
+                    return fail(
+                        "member-follows-tree",
+                        format!("member {m} sent SIGKILL twice"),
+                    );
+                }
+            }
+            OsOp::KillAgain { .. } if last_tree != Some(Signal::KILL) => {
+                return fail(
+                    "kill-again-after-kill",
+                    format!("kill again at {i} before the tree's SIGKILL"),
+                );
+            }
+            OsOp::RootExited { pid: p } => {
+                exits += 1;
+                if p != pid || i > reaped || exits > 1 {
+                    return fail("root-exit", format!("RootExited {{ pid: {p} }} at {i}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(sent) = signals {
+        if tree_signals != sent {
+            return fail(
+                "report",
+                format!("recorded tree signals {tree_signals:?}, report {sent:?}"),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn positions(ops: &[OsOp], f: impl Fn(&OsOp) -> bool) -> Vec<usize> {
+    ops.iter()
+        .enumerate()
+        .filter(|(_, o)| f(o))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use OsOp::*;
+
+    const PID: u32 = 4242;
+    const INODE: u64 = 777;
+    const PG: Mechanism = Mechanism::ProcessGroup;
+    const CG: Mechanism = Mechanism::Cgroup;
+    const SR: Mechanism = Mechanism::Subreaper;
+    const NS: Mechanism = Mechanism::PidNamespace;
+    const ALL: [Mechanism; 4] = [PG, CG, SR, NS];
+    const SENT: &[Signal] = &[Signal::TERM, Signal::KILL];
+
+    fn tree(via: Mechanism, signal: Signal) -> OsOp {
+        let target = if via == CG { INODE } else { PID as u64 };
+        SignalTree {
+            via,
+            target,
+            signal,
+        }
+    }
+
+    fn member(via: Mechanism, pid: u32, signal: Signal) -> OsOp {
+        SignalMember { via, pid, signal }
+    }
+
+    fn again(via: Mechanism) -> OsOp {
+        KillAgain {
+            via,
+            target: PID as u64,
+        }
+    }
+
+    /// A tier other than `via`.
+    fn other(via: Mechanism) -> Mechanism {
+        if via == PG {
+            CG
+        } else {
+            PG
+        }
+    }
+
+    /// A well-formed timed-out run with a grace in `via`: TERM (and CONT to
+    /// a member), then KILL, members and a kill again where the tier has
+    /// them, the root's exit, the reap, the release.
+    fn good(via: Mechanism) -> Vec<OsOp> {
+        let mut ops = vec![Spawned { pid: PID }, tree(via, Signal::TERM)];
+        if via == SR || via == CG {
+            ops.push(member(via, 10, Signal::TERM));
+            ops.push(member(via, 10, Signal::CONT));
+        }
+        ops.push(tree(via, Signal::KILL));
+        if via == SR || via == CG {
+            ops.push(member(via, 11, Signal::KILL));
+        }
+        if via == SR {
+            ops.push(again(via));
+        }
+        ops.push(RootExited { pid: PID });
+        ops.push(Reaped { pid: PID });
+        if via == CG {
+            ops.push(CgroupRemoved { inode: INODE });
+        }
+        ops.push(Released { via });
+        ops
+    }
+
+    #[track_caller]
+    fn rejected(via: Mechanism, ops: &[OsOp], sent: &[Signal], rule: &str) {
+        match check(via, ops, PID, Some(sent)) {
+            Ok(()) => panic!("accepted a trace breaking [{rule}]: {ops:?}"),
+            Err(e) => assert!(
+                e.starts_with(&format!("[{rule}]")),
+                "wanted [{rule}], got {e}"
+            ),
+        }
+    }
+
+    /// Asserts that `good(via)` changed by `f` breaks `rule`.
+    #[track_caller]
+    fn rejects(via: Mechanism, rule: &str, f: impl FnOnce(&mut Vec<OsOp>)) {
+        rejects_with(via, SENT, rule, f);
+    }
+
+    /// [`rejects`], for a report that sent `sent`.
+    #[track_caller]
+    fn rejects_with(via: Mechanism, sent: &[Signal], rule: &str, f: impl FnOnce(&mut Vec<OsOp>)) {
+        let mut ops = good(via);
+        f(&mut ops);
+        rejected(via, &ops, sent, rule);
+    }
+
+    fn at(ops: &[OsOp], f: impl Fn(&OsOp) -> bool) -> usize {
+        ops.iter().position(f).unwrap()
+    }
+
+    fn reaped_at(ops: &[OsOp]) -> usize {
+        at(ops, |o| matches!(o, Reaped { .. }))
+    }
+
+    fn kill_at(ops: &[OsOp]) -> usize {
+        at(ops, |o| {
+            matches!(
+                o,
+                SignalTree {
+                    signal: Signal::KILL,
+                    ..
+                }
+            )
+        })
+    }
+
+    /// Moves the first op that `f` matches to just after `Reaped`.
+    fn move_after_reap(ops: &mut Vec<OsOp>, f: impl Fn(&OsOp) -> bool) {
+        let x = ops.remove(at(ops, f));
+        let r = reaped_at(ops);
+        ops.insert(r + 1, x);
+    }
+
+    /// Replaces the cgroup's release (just before `Released`) by `op`.
+    fn set_cgroup_release(ops: &mut [OsOp], op: OsOp) {
+        let n = ops.len();
+        ops[n - 2] = op;
+    }
+
+    #[test]
+    fn well_formed_traces_pass_in_every_tier() {
+        for via in ALL {
+            check(via, &good(via), PID, Some(SENT)).unwrap();
+        }
+        // A clean run: no signal; a cgroup goes back to the pool.
+        let clean = vec![
+            Spawned { pid: PID },
+            RootExited { pid: PID },
+            Reaped { pid: PID },
+            CgroupPooled { inode: INODE },
+            Released { via: CG },
+        ];
+        check(CG, &clean, PID, Some(&[])).unwrap();
+        // No report (dropped run).
+        check(PG, &good(PG), PID, None).unwrap();
+    }
+
+    #[test]
+    fn spawned_first() {
+        for via in ALL {
+            rejects(via, "spawned-first", |o| o.swap(0, 1));
+            rejects(via, "spawned-first", |o| o[0] = Spawned { pid: PID + 1 });
+            rejects(via, "spawned-first", |o| o.insert(1, Spawned { pid: PID }));
+        }
+    }
+
+    #[test]
+    fn reaped_once() {
+        for via in ALL {
+            rejects(via, "reaped-once", |o| {
+                o.remove(reaped_at(o));
+            });
+            rejects(via, "reaped-once", |o| {
+                o.insert(reaped_at(o), Reaped { pid: PID })
+            });
+            rejects(via, "reaped-once", |o| {
+                let r = reaped_at(o);
+                o[r] = Reaped { pid: PID + 1 };
+            });
+        }
+    }
+
+    #[test]
+    fn released_once_and_last() {
+        for via in ALL {
+            // A second release.
+            rejects(via, "released-once", |o| o.push(Released { via }));
+            // Never released.
+            rejects(via, "released-once", |o| {
+                o.pop();
+            });
+            // Released by another tier.
+            rejects(via, "released-once", |o| {
+                *o.last_mut().unwrap() = Released { via: other(via) }
+            });
+            // Released, then something else.
+            rejects(via, "released-once", |o| o.push(RootExited { pid: PID }));
+        }
+    }
+
+    #[test]
+    fn no_signal_after_the_reap_or_release() {
+        for via in ALL {
+            // A tree signal after the reap (the pid may be reused by then).
+            rejects(via, "signal-while-held", |o| {
+                o.insert(reaped_at(o) + 1, tree(via, Signal::TERM))
+            });
+            // A member signal after the reap.
+            rejects(via, "signal-while-held", |o| {
+                o.insert(reaped_at(o) + 1, member(via, 12, Signal::KILL))
+            });
+            // A signal by another mechanism.
+            rejects(via, "signal-while-held", |o| {
+                let mut s = tree(via, Signal::TERM);
+                if let SignalTree { via: v, .. } = &mut s {
+                    *v = other(via);
+                }
+                o.insert(1, s)
+            });
+        }
+        // Kill again after the reap.
+        rejects(SR, "signal-while-held", |o| {
+            move_after_reap(o, |x| matches!(x, KillAgain { .. }))
+        });
+    }
+
+    #[test]
+    fn signals_go_through_the_identity() {
+        for via in ALL {
+            rejects(via, "identity", |o| {
+                if let SignalTree { target, .. } = &mut o[1] {
+                    *target += 1;
+                }
+            });
+        }
+        // cgroup: the inode signalled is the one released.
+        rejects(CG, "identity", |o| {
+            set_cgroup_release(o, CgroupRemoved { inode: INODE + 1 })
+        });
+        rejects(SR, "identity", |o| {
+            let k = at(o, |x| matches!(x, KillAgain { .. }));
+            o[k] = KillAgain { via: SR, target: 1 };
+        });
+    }
+
+    #[test]
+    fn one_kill() {
+        for via in ALL {
+            for (sig, sent) in [
+                // A second SIGKILL.
+                (Signal::KILL, [Signal::TERM, Signal::KILL, Signal::KILL]),
+                // A graceful signal after SIGKILL.
+                (Signal::TERM, [Signal::TERM, Signal::KILL, Signal::TERM]),
+            ] {
+                rejects_with(via, &sent, "one-kill", |o| {
+                    o.insert(kill_at(o) + 1, tree(via, sig))
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn member_signals_follow_the_tree() {
+        for via in [CG, SR] {
+            // A member signalled before any tree signal.
+            rejects(via, "member-follows-tree", |o| {
+                o.insert(1, member(via, 9, Signal::TERM))
+            });
+            // A member sent another signal than the tree's.
+            rejects(via, "member-follows-tree", |o| {
+                o.insert(2, member(via, 9, Signal::INT))
+            });
+            // A member sent a graceful signal after the tree's SIGKILL.
+            rejects(via, "member-follows-tree", |o| {
+                o.insert(kill_at(o) + 1, member(via, 9, Signal::CONT))
+            });
+            // A member killed twice.
+            rejects(via, "member-follows-tree", |o| {
+                let k = at(o, |x| {
+                    matches!(
+                        x,
+                        SignalMember {
+                            signal: Signal::KILL,
+                            ..
+                        }
+                    )
+                });
+                o.insert(k + 1, member(via, 11, Signal::KILL));
+            });
+        }
+    }
+
+    #[test]
+    fn kill_again_only_after_the_kill() {
+        rejects(SR, "kill-again-after-kill", |o| o.insert(1, again(SR)));
+    }
+
+    #[test]
+    fn root_exit() {
+        let exit_at = |o: &[OsOp]| at(o, |x| matches!(x, RootExited { .. }));
+        for via in ALL {
+            rejects(via, "root-exit", |o| o.insert(1, RootExited { pid: PID }));
+            rejects(via, "root-exit", |o| {
+                let e = exit_at(o);
+                o[e] = RootExited { pid: PID + 1 };
+            });
+            rejects(via, "root-exit", |o| {
+                move_after_reap(o, |x| matches!(x, RootExited { .. }))
+            });
+        }
+    }
+
+    #[test]
+    fn recorded_signals_are_the_reports() {
+        for via in ALL {
+            for sent in [
+                &[Signal::KILL][..],
+                &[],
+                &[Signal::TERM, Signal::KILL, Signal::KILL],
+            ] {
+                rejected(via, &good(via), sent, "report");
+            }
+        }
+    }
+
+    #[test]
+    fn cgroup_released_once_and_never_pooled_after_a_kill() {
+        // Neither removed nor pooled.
+        rejects(CG, "cgroup-release", |o| {
+            o.remove(o.len() - 2);
+        });
+        // Removed and pooled.
+        rejects(CG, "cgroup-release", |o| {
+            o.insert(o.len() - 1, CgroupPooled { inode: INODE })
+        });
+        // Removed before the reap (the identity let go while it may still
+        // be signalled).
+        rejects(CG, "cgroup-release", |o| {
+            let g = o.remove(o.len() - 2);
+            o.insert(2, g);
+        });
+        // Pooled after a SIGKILL.
+        rejects(CG, "cgroup-release", |o| {
+            set_cgroup_release(o, CgroupPooled { inode: INODE })
+        });
+        // A cgroup release in another tier.
+        for via in [PG, SR, NS] {
+            rejects(via, "cgroup-release", |o| {
+                o.insert(o.len() - 1, CgroupRemoved { inode: INODE })
+            });
+        }
+    }
+}
