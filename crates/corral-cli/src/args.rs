@@ -326,7 +326,9 @@ Exit status:
   123    the program exited, but a descendant held its output past the wait
          delay (the holders were killed)
   124    timed out (the tree was terminated)
-  125    corral failed: usage, containment, cleanup (survivors), report
+  125    corral failed: usage, containment (also --require-crash-safety when
+         crash safety cannot be had), cleanup (survivors), report, out of
+         file descriptors (EMFILE: the message names RLIMIT_NOFILE)
   126    the program was found but could not be executed
   127    the program was not found
   128+N  the program was killed by signal N that corral did not send, or
