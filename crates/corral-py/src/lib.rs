@@ -512,7 +512,9 @@ fn nofile_hint() -> String {
         )
     }
     #[cfg(not(unix))]
-    String::new()
+    {
+        String::new()
+    }
 }
 
 fn spawn_error(e: Error) -> PyErr {
