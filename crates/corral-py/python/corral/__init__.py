@@ -279,7 +279,7 @@ class ContainmentError(CorralError):
 
 def _error_for(r: Result) -> Optional[CorralError]:
     if r.outcome == "cleanup_failed":
-        return CleanupFailed(r, f"cleanup failed: {r.report['cleanup_error']}")
+        return CleanupFailed(r, f"cleanup failed: {r.cleanup_error}")
     if r.outcome == "timed_out":
         return TimeoutExpired(r, r.args, r.timeout or 0.0)
     if r.outcome == "output_held":
