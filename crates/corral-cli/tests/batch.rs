@@ -73,7 +73,10 @@ fn mixed_manifest_classifies_every_run_and_decides_every_descendant() {
     let manifest = format!(
         r#"
 [defaults]
-timeout = "700ms"
+# Generous: only the two tasks that hang are meant to time out (a tight
+# default made a held-output run time out under load, its root exiting
+# at 694 ms).
+timeout = "20s"
 wait_delay = "300ms"
 
 [[task]]
@@ -91,6 +94,7 @@ expect_exit = 3
 
 [[task]]
 name = "timeout"
+timeout = "700ms"
 shell = {timeout}
 
 [[task]]
@@ -118,6 +122,7 @@ shell = {ev_pass}
 
 [[task]]
 name = "ev-then-hang"
+timeout = "700ms"
 shell = {ev_hang}
 {ev}
 
