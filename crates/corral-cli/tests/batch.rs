@@ -1570,3 +1570,29 @@ shell = 'echo "$CORRAL_ATTEMPT" >> "$CORRAL_TEST_DIR/explicit.ran"'
     );
     assert!(!d.out().contains("not crash-safe"), "{}", d.out());
 }
+
+/// The namespace's init, not the keeper, kills a PID-namespace tree when
+/// corral dies: a task in that tier stays crash-safe (and runs under
+/// `--require-crash-safety`) when the keeper cannot be started.
+#[corral_testkit::needs(pidns)]
+#[test]
+fn a_pid_namespace_task_is_crash_safe_without_a_keeper() {
+    let s = Scratch::new();
+    let m = write_manifest(
+        &s,
+        r#"
+[[task]]
+name = "ns"
+containment = "pid-namespace"
+shell = 'echo "pid $$"'
+"#,
+    );
+    let d = keeper_batch(&s, &m, "0", true, &["--require-crash-safety"]);
+    d.assert_code(0);
+    let runs = runs_by_name(&read_json(&s, "r.json"));
+    let r = &runs["ns#0"];
+    assert_eq!(r["containment"], "pid_namespace", "{r}");
+    assert_eq!(r["crash_safe"], true, "{r}");
+    // The command ran as pid 2, under the namespace's init.
+    assert_eq!(r["stdout_tail"], "pid 2\n", "{r}");
+}
