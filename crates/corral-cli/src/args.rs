@@ -139,6 +139,14 @@ pub struct BatchOpts {
     /// Containment mechanism for every run (see `corral run --help`).
     #[arg(long, value_enum, default_value_t = ContainmentArg::Auto)]
     pub containment: ContainmentArg,
+
+    /// Require crash safety of every run, whatever the manifest says: a run
+    /// whose tree would outlive corral's own death (the keeper could not be
+    /// started) is an error (containment_failed, not retried) and does not
+    /// run. Without it, such a run goes ahead and its report says
+    /// crash_safe false.
+    #[arg(long)]
+    pub require_crash_safety: bool,
 }
 
 const BATCH_AFTER_HELP: &str = "\
@@ -172,12 +180,27 @@ Task keys:
                 { type = \"run_end\", field = \"exitCode\" }: the last JSON
                 line of that type; its field must be 0 (and the exit code
                 expect_exit); read only after a clean lifecycle
+  retries       attempts after a failed or errored run [0] (spawn,
+                containment and cleanup failures are never retried)
+  containment   auto | cgroup | subreaper | process-group | pid-namespace
+                [--containment]
+  memory_max, pids_max
+                cap the tree's memory (\"64M\") or live processes; need a
+                cgroup
+  serial        true: its runs overlap no other run [false]
+  warmup        runs before the measured ones, never counted [0]
+  require_crash_safety
+                true: a run that would outlive corral's own death (the
+                keeper could not be started) is an error and does not run
+                [false; --require-crash-safety sets it for every task]
 Each run gets CORRAL_TASK and CORRAL_RUN in its environment.
 
 Each run ends as passed, failed (clean lifecycle, wrong exit code or a
 nonzero result event) or error (timed out, cancelled, output held, killed by
 a signal corral did not send, spawn/containment/cleanup failure, result
-event missing or malformed).
+event missing or malformed). Each run's report says crash_safe: whether its
+tree would have been killed had corral itself died (false, with
+crash_safety_note, when the keeper could not be started).
 
 Exit status: 0 every run passed; 1 a run failed and none errored; 2 a run
 errored, or a signal stopped the batch; 125 bad manifest or usage, or a
@@ -303,7 +326,9 @@ Exit status:
   123    the program exited, but a descendant held its output past the wait
          delay (the holders were killed)
   124    timed out (the tree was terminated)
-  125    corral failed: usage, containment, cleanup (survivors), report
+  125    corral failed: usage, containment (also --require-crash-safety when
+         crash safety cannot be had), cleanup (survivors), report, out of
+         file descriptors (EMFILE: the message names RLIMIT_NOFILE)
   126    the program was found but could not be executed
   127    the program was not found
   128+N  the program was killed by signal N that corral did not send, or

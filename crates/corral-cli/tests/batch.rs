@@ -73,7 +73,10 @@ fn mixed_manifest_classifies_every_run_and_decides_every_descendant() {
     let manifest = format!(
         r#"
 [defaults]
-timeout = "700ms"
+# Generous: only the two tasks that hang are meant to time out (a tight
+# default made a held-output run time out under load, its root exiting
+# at 694 ms).
+timeout = "20s"
 wait_delay = "300ms"
 
 [[task]]
@@ -91,6 +94,7 @@ expect_exit = 3
 
 [[task]]
 name = "timeout"
+timeout = "700ms"
 shell = {timeout}
 
 [[task]]
@@ -118,6 +122,7 @@ shell = {ev_pass}
 
 [[task]]
 name = "ev-then-hang"
+timeout = "700ms"
 shell = {ev_hang}
 {ev}
 
@@ -1430,4 +1435,164 @@ shell = 'touch "$CORRAL_TEST_DIR/ser.ran"'
     let v = read_json(&s, "r.json");
     assert_eq!(v["not_run"][0]["task"], "ser", "{v}");
     assert_eq!(v["totals"]["not_run"], 1);
+}
+
+/// `corral batch` with the keeper failing to start when `fail_keeper`
+/// (the test seam `CORRAL_TEST_FAIL_KEEPER=1`, in corral's environment).
+/// `round` is `$ROUND` in the runs' environment.
+fn keeper_batch(
+    s: &Scratch,
+    manifest: &str,
+    round: &str,
+    fail_keeper: bool,
+    extra: &[&str],
+) -> Done {
+    let (rp, jp) = (path_str(s, "r.json"), path_str(s, "j.xml"));
+    let mut args = vec![
+        "batch", manifest, "-j", "3", "--report", &rp, "--junit", &jp,
+    ];
+    args.extend_from_slice(extra);
+    let mut c = corral(s, args);
+    c.env("ROUND", round);
+    if fail_keeper {
+        c.env("CORRAL_TEST_FAIL_KEEPER", "1");
+    }
+    run(c, 20 * SEC)
+}
+
+/// Every run's report (JSON and JUnit) says whether it was crash-safe. A
+/// run that requires crash safety (manifest key, `[defaults]`, or
+/// `--require-crash-safety` for all) and cannot have it is a corral failure:
+/// an error, `containment_failed`, never retried, and the command never
+/// ran. A run that does not require it goes ahead, contained as usual.
+#[test]
+fn crash_safety_is_reported_per_run_and_a_required_one_is_refused_not_retried() {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let m = write_manifest(
+        &s,
+        &format!(
+            r#"
+[defaults]
+require_crash_safety = true
+containment = "process-group"
+retries = 2
+
+[[task]]
+name = "optional"
+require_crash_safety = false
+expect_exit = 1
+shell = {optional}
+
+[[task]]
+name = "required"
+shell = 'echo "$CORRAL_ATTEMPT" >> "$CORRAL_TEST_DIR/required.ran"'
+
+[[task]]
+name = "explicit"
+require_crash_safety = true
+shell = 'echo "$CORRAL_ATTEMPT" >> "$CORRAL_TEST_DIR/explicit.ran"'
+"#,
+            optional = lit(&format!(
+                r#""$H" "bg$ROUND" >/dev/null 2>&1 & {}exit 1"#,
+                wait_for("bg$ROUND")
+            )),
+        ),
+    );
+    let ran = |name: &str| std::fs::read_to_string(s.path(name)).unwrap_or_default();
+
+    // The keeper cannot be started: only the run that does not require
+    // crash safety runs.
+    let d = keeper_batch(&s, &m, "1", true, &[]);
+    d.assert_code(2);
+    let v = read_json(&s, "r.json");
+    let runs = runs_by_name(&v);
+    let o = &runs["optional#0"];
+    assert_eq!(o["status"], "passed", "{o}");
+    assert_eq!(o["crash_safe"], false, "{o}");
+    let note = o["crash_safety_note"].as_str().unwrap_or_default();
+    assert!(note.contains("keeper"), "{o}");
+    // Contained as usual: its leftover was killed when it exited 1.
+    assert_dead(&w, &["bg1"]);
+    for n in ["required#0", "explicit#0"] {
+        let r = &runs[n];
+        assert_eq!(r["status"], "error", "{r}");
+        assert_eq!(r["outcome"], "containment_failed", "{r}");
+        assert_eq!(r["corral_exit"], 125, "{r}");
+        assert!(r["crash_safe"].is_null(), "did not start: {r}");
+        let why = r["reason"].as_str().unwrap_or_default();
+        assert!(why.contains("crash safety required"), "{r}");
+        assert_eq!(r["attempts"].as_array().unwrap().len(), 0, "retried: {r}");
+    }
+    assert_eq!(ran("required.ran"), "", "a refused run ran");
+    assert_eq!(ran("explicit.ran"), "", "a refused run ran");
+    let x = std::fs::read_to_string(s.path("j.xml")).unwrap();
+    assert!(
+        x.contains(r#"<property name="crash_safe" value="false"/>"#),
+        "{x}"
+    );
+    assert!(x.contains(r#"name="crash_safety_note""#), "{x}");
+    assert_eq!(x.matches(r#"type="containment_failed""#).count(), 2, "{x}");
+    assert!(d.out().contains("not crash-safe: 1 run(s)"), "{}", d.out());
+
+    // --require-crash-safety requires it of every task, whatever the
+    // manifest says: nothing runs.
+    let d = keeper_batch(&s, &m, "2", true, &["--require-crash-safety"]);
+    d.assert_code(2);
+    let runs = runs_by_name(&read_json(&s, "r.json"));
+    for r in runs.values() {
+        assert_eq!(r["outcome"], "containment_failed", "{r}");
+        assert_eq!(r["attempts"].as_array().unwrap().len(), 0, "retried: {r}");
+    }
+    assert!(w.pid("bg2", ms(500)).is_none(), "a refused run ran");
+    assert_eq!(ran("required.ran") + &ran("explicit.ran"), "");
+
+    // With a keeper: every run is crash-safe, the required ones run once.
+    let d = keeper_batch(&s, &m, "3", false, &["--require-crash-safety"]);
+    d.assert_code(0);
+    let runs = runs_by_name(&read_json(&s, "r.json"));
+    for r in runs.values() {
+        assert_eq!(r["status"], "passed", "{r}");
+        assert_eq!(r["crash_safe"], true, "{r}");
+        assert!(r["crash_safety_note"].is_null(), "{r}");
+    }
+    assert_dead(&w, &["bg3"]);
+    assert_eq!(
+        (ran("required.ran"), ran("explicit.ran")),
+        ("0\n".into(), "0\n".into())
+    );
+    let x = std::fs::read_to_string(s.path("j.xml")).unwrap();
+    assert_eq!(
+        x.matches(r#"<property name="crash_safe" value="true"/>"#)
+            .count(),
+        3,
+        "{x}"
+    );
+    assert!(!d.out().contains("not crash-safe"), "{}", d.out());
+}
+
+/// The namespace's init, not the keeper, kills a PID-namespace tree when
+/// corral dies: a task in that tier stays crash-safe (and runs under
+/// `--require-crash-safety`) when the keeper cannot be started.
+#[corral_testkit::needs(pidns)]
+#[test]
+fn a_pid_namespace_task_is_crash_safe_without_a_keeper() {
+    let s = Scratch::new();
+    let m = write_manifest(
+        &s,
+        r#"
+[[task]]
+name = "ns"
+containment = "pid-namespace"
+shell = 'echo "pid $$"'
+"#,
+    );
+    let d = keeper_batch(&s, &m, "0", true, &["--require-crash-safety"]);
+    d.assert_code(0);
+    let runs = runs_by_name(&read_json(&s, "r.json"));
+    let r = &runs["ns#0"];
+    assert_eq!(r["containment"], "pid_namespace", "{r}");
+    assert_eq!(r["crash_safe"], true, "{r}");
+    // The command ran as pid 2, under the namespace's init.
+    assert_eq!(r["stdout_tail"], "pid 2\n", "{r}");
 }

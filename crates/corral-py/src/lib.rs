@@ -17,7 +17,7 @@
 //! `_shutdown` (called from an `atexit` hook) cancels every live run and waits
 //! for the cleanups, bounded.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, Weak};
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use corral::{
     CancelToken, Captured, Command, ContainmentChoice, Error, Input, LeftoverPolicy, Mechanism,
-    Output, Report, RootStatus, Signal,
+    Output, Report, RootStatus, Signal, SpawnErrorKind,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError, PyRuntimeError, PyValueError};
@@ -180,8 +180,14 @@ mod driver {
         Ok(h)
     }
 
-    pub(super) fn start(cmd: &mut Command, shared: Arc<Shared>) -> Result<u32, Error> {
-        let h = handle().map_err(|e| Error::InvalidInput(format!("no runtime: {e}")))?;
+    pub(super) fn start(
+        cmd: &mut Command,
+        shared: Arc<Shared>,
+        program: &OsStr,
+    ) -> Result<u32, Error> {
+        // The runtime needs descriptors of its own (epoll, a waker): out
+        // of them, this is the spawn's EMFILE, as the library's own steps.
+        let h = handle().map_err(|e| runtime_error(program, e))?;
         let _enter = h.enter();
         let running = cmd.spawn_async()?;
         let pid = running.id();
@@ -200,7 +206,11 @@ mod driver {
     //! No async driver on this platform: one waiting thread per run.
     use super::*;
 
-    pub(super) fn start(cmd: &mut Command, shared: Arc<Shared>) -> Result<u32, Error> {
+    pub(super) fn start(
+        cmd: &mut Command,
+        shared: Arc<Shared>,
+        program: &OsStr,
+    ) -> Result<u32, Error> {
         let running = cmd.spawn()?;
         let pid = running.id();
         let spawned = std::thread::Builder::new()
@@ -209,7 +219,7 @@ mod driver {
         if let Err(e) = spawned {
             // The closure (and the Running inside) was dropped: the run was
             // cancelled and cleaned up by the Running's drop.
-            return Err(Error::InvalidInput(format!("no waiting thread: {e}")));
+            return Err(runtime_error(program, e));
         }
         Ok(pid)
     }
@@ -450,17 +460,88 @@ fn output_of(s: Option<Stdio>, stderr: bool) -> PyResult<Output> {
     })
 }
 
+/// A failure of the binding's own machinery before the command could
+/// start (the runtime, a waiting thread), as a spawn error of `program`:
+/// out of descriptors it is [`SpawnErrorKind::TooManyOpenFiles`], as when
+/// the library's own steps run out.
+fn runtime_error(program: &OsStr, source: std::io::Error) -> Error {
+    let kind = match os_errno(&source) {
+        Some(EMFILE | ENFILE) if cfg!(unix) => SpawnErrorKind::TooManyOpenFiles,
+        _ => SpawnErrorKind::Other,
+    };
+    Error::Spawn {
+        kind,
+        program: program.to_owned(),
+        source,
+    }
+}
+
+/// EMFILE and ENFILE: the same numbers on every Unix (and the errno module's
+/// on Windows, where no spawn step reports them).
+const EMFILE: i32 = 24;
+const ENFILE: i32 = 23;
+
+/// The OS error number behind `e`: its own, or that of the first error in
+/// its source chain that has one (a step's context wraps the OS error).
+fn os_errno(e: &std::io::Error) -> Option<i32> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(x) = cur {
+        if let Some(n) = x
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+        {
+            return Some(n);
+        }
+        cur = x.source();
+    }
+    None
+}
+
+/// What an EMFILE/ENFILE error says beyond the OS's text: the limit that
+/// applies, and what to do about it (in Python's terms).
+fn nofile_hint() -> String {
+    #[cfg(unix)]
+    {
+        let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        let show = |v: Option<u64>| v.map_or_else(|| "unlimited".to_owned(), |v| v.to_string());
+        format!(
+            " (RLIMIT_NOFILE: soft {}, hard {}; every running command holds descriptors until \
+             it ends; corral.raise_nofile_limit() raises the soft limit to the hard one)",
+            show(lim.current),
+            show(lim.maximum)
+        )
+    }
+    #[cfg(not(unix))]
+    {
+        String::new()
+    }
+}
+
 fn spawn_error(e: Error) -> PyErr {
     match e {
         Error::Spawn {
-            program, source, ..
+            kind,
+            program,
+            source,
         } => {
             let program = program.to_string_lossy().into_owned();
-            match source.raw_os_error() {
+            let errno = match (os_errno(&source), kind) {
+                (Some(n), _) => Some(n),
+                // Typed as out of descriptors without an errno in sight:
+                // still the errno `subprocess` users test for.
+                (None, SpawnErrorKind::TooManyOpenFiles) => Some(EMFILE),
+                (None, _) => None,
+            };
+            let mut text = os_strerror(&source);
+            if kind == SpawnErrorKind::TooManyOpenFiles {
+                text.push_str(&nofile_hint());
+            }
+            match errno {
                 // OSError(errno, strerror, filename) becomes FileNotFoundError,
-                // PermissionError, ... as in `subprocess`.
-                Some(errno) => PyOSError::new_err((errno, os_strerror(&source), program)),
-                None => PyOSError::new_err(format!("cannot run {program:?}: {source}")),
+                // PermissionError, ... as in `subprocess`; EMFILE stays a
+                // plain OSError with that errno.
+                Some(errno) => PyOSError::new_err((errno, text, program)),
+                None => PyOSError::new_err(format!("cannot run {program:?}: {text}")),
             }
         }
         Error::Containment { .. } => ContainmentUnavailable::new_err(e.to_string()),
@@ -484,7 +565,7 @@ fn os_strerror(e: &std::io::Error) -> String {
 #[pyo3(signature = (argv, *, cwd=None, env=None, input=None, stdin="null".to_owned(),
     stdin_fd=None, stdout=None, stderr=None, timeout=None, grace=None, wait_delay=None,
     signal=None, leftovers=None, capture_limit=None, containment="auto".to_owned(),
-    confirm_window=None, memory_max=None, pids_max=None))]
+    confirm_window=None, memory_max=None, pids_max=None, require_crash_safety=false))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
@@ -506,6 +587,7 @@ fn start(
     confirm_window: Option<f64>,
     memory_max: Option<u64>,
     pids_max: Option<u64>,
+    require_crash_safety: bool,
 ) -> PyResult<Job> {
     let Some((program, args)) = argv.split_first() else {
         return Err(PyValueError::new_err("args must name a program"));
@@ -567,6 +649,7 @@ fn start(
     if let Some(n) = pids_max {
         cmd.pids_max(n);
     }
+    cmd.require_crash_safety(require_crash_safety);
     let cancel = CancelToken::new();
     cmd.cancel_token(&cancel);
     let shared = Arc::new(Shared {
@@ -578,8 +661,9 @@ fn start(
     });
     lock(&LIVE).push(Arc::downgrade(&shared));
     let for_driver = shared.clone();
+    let program = program.clone();
     let pid = py
-        .detach(move || driver::start(&mut cmd, for_driver))
+        .detach(move || driver::start(&mut cmd, for_driver, &program))
         .map_err(spawn_error)?;
     Ok(Job {
         shared,
@@ -629,6 +713,23 @@ fn enable_subreaper() -> PyResult<()> {
         Err(PyOSError::new_err(
             "the subreaper tier exists only on Linux",
         ))
+    }
+}
+
+/// Raises this process's soft limit on open file descriptors
+/// (`RLIMIT_NOFILE`) to its hard limit and returns the new soft limit
+/// (None: unlimited). corral never changes it by itself (children inherit
+/// it); a host that runs many commands at once calls this at start. On
+/// Windows there is no such limit: returns None.
+#[pyfunction]
+fn raise_nofile_limit() -> PyResult<Option<u64>> {
+    #[cfg(unix)]
+    {
+        corral::raise_nofile_limit().map_err(PyErr::from)
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(None)
     }
 }
 
@@ -717,6 +818,7 @@ fn _corral(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(enable_subreaper, m)?)?;
+    m.add_function(wrap_pyfunction!(raise_nofile_limit, m)?)?;
     m.add_class::<Job>()?;
     m.add(
         "ContainmentUnavailable",

@@ -110,6 +110,9 @@ pub struct RunOptions {
     /// `--retries`: used for tasks without a `retries` key.
     pub retries: Option<u32>,
     pub output_dir: Option<PathBuf>,
+    /// `--require-crash-safety`: required of every run, whatever the
+    /// tasks say.
+    pub require_crash_safety: bool,
 }
 
 /// Everything kept about a finished run.
@@ -424,6 +427,7 @@ impl Batch {
             Some(ContainmentKey::Cgroup) => ContainmentChoice::Only(Mechanism::Cgroup),
             Some(ContainmentKey::Subreaper) => ContainmentChoice::Only(Mechanism::Subreaper),
             Some(ContainmentKey::ProcessGroup) => ContainmentChoice::Only(Mechanism::ProcessGroup),
+            Some(ContainmentKey::PidNamespace) => ContainmentChoice::Only(Mechanism::PidNamespace),
         };
         cmd.args(&t.argv[1..])
             .envs(t.env.iter().map(|(k, v)| (k, v)))
@@ -436,6 +440,7 @@ impl Batch {
             .signal(t.signal)
             .leftovers(t.leftovers)
             .containment(containment)
+            .require_crash_safety(self.opts.require_crash_safety || t.require_crash_safety)
             .capture_limit(self.opts.keep_output)
             .cancel_token(&self.token);
         if let Some(m) = t.memory_max {

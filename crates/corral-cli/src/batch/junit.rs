@@ -6,7 +6,13 @@
 //! success with a `<flakyFailure>`/`<flakyError>` per failed attempt; a
 //! run that failed every attempt carries the earlier ones as
 //! `<rerunFailure>`/`<rerunError>`. Warmup runs are not test cases. Output
-//! is cut to the last [`KEEP`] bytes per stream.
+//! is cut to the last [`KEEP`] bytes per stream. Each run's testcase has
+//! `<properties>`: `containment`, `crash_safe` (`true`/`false`: whether its
+//! tree would have been killed had corral died) and `crash_safety_note`
+//! (why not), each when the run's report has it (a run that never started
+//! has neither crash field).
+
+use quick_junit::Property;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -117,6 +123,7 @@ fn case_for(r: &Value) -> TestCase {
     }
     let mut case = TestCase::new(run_key(r), status);
     case.set_time(dur(&r["wall_ms"]));
+    case.add_properties(properties(r));
     if !text(r, "stdout_tail").is_empty() {
         case.set_system_out(tail(text(r, "stdout_tail")));
     }
@@ -124,6 +131,21 @@ fn case_for(r: &Value) -> TestCase {
         case.set_system_err(tail(text(r, "stderr_tail")));
     }
     case
+}
+
+/// What a run's report says about its containment, as testcase properties.
+fn properties(r: &Value) -> Vec<Property> {
+    let mut p = Vec::new();
+    if let Some(c) = r["containment"].as_str() {
+        p.push(Property::new("containment", c));
+    }
+    if let Some(safe) = r["crash_safe"].as_bool() {
+        p.push(Property::new("crash_safe", safe.to_string()));
+    }
+    if let Some(note) = r["crash_safety_note"].as_str() {
+        p.push(Property::new("crash_safety_note", note));
+    }
+    p
 }
 
 /// The last `KEEP` bytes (on a char boundary), with a note when cut.

@@ -79,6 +79,10 @@ pub struct Task {
     pub pids_max: Option<u64>,
     /// Overrides `--containment`.
     pub containment: Option<ContainmentKey>,
+    /// A run that cannot be crash-safe fails (a containment failure)
+    /// instead of running. `--require-crash-safety` requires it of every
+    /// task whatever this says.
+    pub require_crash_safety: bool,
     /// `cwd` as written (the fingerprint must not depend on where the
     /// manifest sits on a machine).
     pub cwd_raw: Option<String>,
@@ -92,6 +96,7 @@ pub enum ContainmentKey {
     Cgroup,
     Subreaper,
     ProcessGroup,
+    PidNamespace,
 }
 
 impl Task {
@@ -99,8 +104,15 @@ impl Task {
     /// how it is judged (the resolved cwd is left out, its written form is
     /// in).
     fn canonical(&self) -> String {
+        // Keys added later are written only when set, so the fingerprint
+        // of a manifest that does not use them stays what it was.
+        let later = if self.require_crash_safety {
+            " require_crash_safety=true"
+        } else {
+            ""
+        };
         format!(
-            "name={:?} argv={:?} cwd={:?} env={:?} timeout={:?} wait_delay={:?} grace={:?} signal={} leftovers={:?} repeat={} expect_exit={} result_event={:?} retries={} warmup={} serial={} memory_max={:?} pids_max={:?} containment={:?}\n",
+            "name={:?} argv={:?} cwd={:?} env={:?} timeout={:?} wait_delay={:?} grace={:?} signal={} leftovers={:?} repeat={} expect_exit={} result_event={:?} retries={} warmup={} serial={} memory_max={:?} pids_max={:?} containment={:?}{later}\n",
             self.name,
             self.argv,
             self.cwd_raw,
@@ -284,6 +296,7 @@ struct RawDefaults {
     memory_max: Option<Bytes>,
     pids_max: Option<Spanned<u64>>,
     containment: Option<ContainmentKey>,
+    require_crash_safety: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -308,6 +321,7 @@ struct RawTask {
     memory_max: Option<Bytes>,
     pids_max: Option<Spanned<u64>>,
     containment: Option<ContainmentKey>,
+    require_crash_safety: Option<bool>,
 }
 
 /// Reads and checks the manifest at `path`.
@@ -505,6 +519,10 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
             memory_max: t.memory_max.or(defaults.memory_max).map(|b| b.0),
             pids_max,
             containment: t.containment.or(defaults.containment),
+            require_crash_safety: t
+                .require_crash_safety
+                .or(defaults.require_crash_safety)
+                .unwrap_or(false),
             cwd_raw,
         });
     }
@@ -783,6 +801,32 @@ cwd = "sub"
             4,
             "task[0].retries",
             "invalid value",
+        );
+    }
+
+    #[test]
+    fn require_crash_safety_defaults_overrides_and_fingerprint() {
+        let t = p("[defaults]\nrequire_crash_safety = true\n[[task]]\nname = \"a\"\nrun = [\"x\"]\n[[task]]\nname = \"b\"\nrun = [\"x\"]\nrequire_crash_safety = false\ncontainment = \"pid-namespace\"\n[[task]]\nname = \"c\"\nrun = [\"x\"]\n").unwrap();
+        assert!(
+            t[0].require_crash_safety && !t[1].require_crash_safety && t[2].require_crash_safety
+        );
+        assert_eq!(t[1].containment, Some(ContainmentKey::PidNamespace));
+        assert!(!p("[[task]]\nname = \"a\"\nrun = [\"x\"]\n").unwrap()[0].require_crash_safety);
+        // Requiring it changes what runs; leaving it out (or false) keeps
+        // the fingerprint a manifest had before the key existed.
+        let plain = "[[task]]\nname = \"a\"\nrun = [\"x\"]\n";
+        let off = "[[task]]\nname = \"a\"\nrun = [\"x\"]\nrequire_crash_safety = false\n";
+        let on = "[[task]]\nname = \"a\"\nrun = [\"x\"]\nrequire_crash_safety = true\n";
+        let f = |t: &str| fingerprint(&p(t).unwrap());
+        assert_eq!(f(plain), f(off));
+        // FNV-1a of the canonical text as written before the key existed.
+        assert_eq!(f(plain), "adcdc0a49635abce");
+        assert_ne!(f(plain), f(on));
+        bad(
+            "[[task]]\nname = \"a\"\nrun = [\"x\"]\nrequire_crash_safety = \"yes\"\n",
+            4,
+            "task[0].require_crash_safety",
+            "invalid type",
         );
     }
 

@@ -214,6 +214,7 @@ fn run_batch(opts: BatchOpts) -> Result<i32, String> {
             containment,
             retries: opts.retries,
             output_dir: opts.output_dir.clone(),
+            require_crash_safety: opts.require_crash_safety,
         },
     ));
     if opts.list {
@@ -332,6 +333,9 @@ fn run_batch(opts: BatchOpts) -> Result<i32, String> {
             not_run.len()
         ));
     }
+    if let Some(line) = not_crash_safe(&records) {
+        text.push_str(&line);
+    }
     if let Some(p) = partition {
         text.push_str(&format!(
             "shard {}/{} of manifest {}\n",
@@ -366,6 +370,32 @@ fn run_batch(opts: BatchOpts) -> Result<i32, String> {
         code = CORRAL_FAILED;
     }
     Ok(code)
+}
+
+/// A line for the end of the table when runs (warmups and earlier attempts
+/// included) were not crash-safe: they ran, contained, but corral's own
+/// death would have left their trees running.
+fn not_crash_safe(records: &[RunRecord]) -> Option<String> {
+    let mut n = 0;
+    let mut note = None;
+    for r in records
+        .iter()
+        .flat_map(|r| std::iter::once(r).chain(&r.attempts))
+    {
+        if r.report["crash_safe"] == false {
+            n += 1;
+            if note.is_none() {
+                note = r.report["crash_safety_note"].as_str().map(str::to_owned);
+            }
+        }
+    }
+    (n > 0).then(|| {
+        format!(
+            "not crash-safe: {n} run(s) would have outlived corral's own death ({}); \
+             --require-crash-safety refuses to run them\n",
+            note.as_deref().unwrap_or("no reason given")
+        )
+    })
 }
 
 /// The per-task table of this invocation: the tasks with a run here, each

@@ -31,7 +31,7 @@ import locale
 import os
 import subprocess
 import sys
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
 
 from . import _corral
 
@@ -41,6 +41,8 @@ __all__ = [
     "spawn",
     "Process",
     "Result",
+    "Timings",
+    "Usage",
     "CorralError",
     "TimeoutExpired",
     "CalledProcessError",
@@ -50,6 +52,7 @@ __all__ = [
     "CleanupFailed",
     "ContainmentError",
     "enable_subreaper",
+    "raise_nofile_limit",
     "PIPE",
     "STDOUT",
     "DEVNULL",
@@ -65,10 +68,39 @@ DEVNULL = subprocess.DEVNULL
 _CLEANUP_SLACK = 30.0
 
 enable_subreaper = _corral.enable_subreaper
+raise_nofile_limit = _corral.raise_nofile_limit
 
 
 def _text(data: bytes, encoding: str, errors: str) -> str:
     return data.decode(encoding, errors).replace("\r\n", "\n").replace("\r", "\n")
+
+
+class Timings(NamedTuple):
+    """When each lifecycle step was done, in seconds since the run began
+    (just before the spawn); None for a step that did not happen."""
+
+    #: How long the spawn itself took.
+    spawn: float
+    #: When the root's exit was observed.
+    root_exit: Optional[float]
+    #: When every captured stream reached end of file.
+    output_closed: Optional[float]
+    #: When cleanup (signals, death confirmed, identity released) was done.
+    cleanup_done: float
+
+
+class Usage(NamedTuple):
+    """Tree-wide resource usage, read from the cgroup (cgroup containment
+    only; each field None when the kernel does not provide it)."""
+
+    #: CPU time in user mode, the whole tree, seconds.
+    cpu_user: Optional[float]
+    #: CPU time in kernel mode, the whole tree, seconds.
+    cpu_system: Optional[float]
+    #: Peak memory of the whole tree, bytes.
+    memory_peak: Optional[int]
+    #: Most processes alive at once in the tree.
+    pids_peak: Optional[int]
 
 
 class Result:
@@ -81,9 +113,19 @@ class Result:
     (also after a timeout). ``stdout`` / ``stderr``: head and tail of the
     output (bytes, or str with ``text=True``; None for a stream not
     captured, as in ``subprocess``); ``stdout_omitted`` /
-    ``stderr_omitted``: bytes left out between them. ``killed`` / ``kept``:
-    leftover processes. ``duration`` in seconds. ``containment``: the
-    mechanism used. ``report``: everything, as a dict.
+    ``stderr_omitted``: bytes left out between them; ``stdout_bytes`` /
+    ``stderr_bytes``: every byte the command wrote there (None for a stream
+    not captured). ``killed`` / ``kept``: leftover processes. ``duration`` in
+    seconds. ``containment``: the mechanism used; ``containment_note``: why
+    a stronger one was not (or None). ``crash_safe``: whether the tree
+    would have been killed had this process died during the run (False
+    when the keeper could not be started); ``crash_safety_note``: why not
+    (or None). ``signals_sent``: the signals corral sent the tree, in order
+    (names, or numbers for unnamed ones). ``cleanup_error``: why the
+    cleanup failed (or None); ``survivors``: the pids that survived
+    SIGKILL. ``timings``: a :class:`Timings`; ``usage``: a :class:`Usage`
+    (cgroup containment only, else None); ``limits_hit``: ``"memory"``,
+    ``"pids"``. ``report``: everything, as a dict.
     """
 
     __slots__ = (
@@ -97,10 +139,21 @@ class Result:
         "stderr",
         "stdout_omitted",
         "stderr_omitted",
+        "stdout_bytes",
+        "stderr_bytes",
         "killed",
         "kept",
         "duration",
         "containment",
+        "containment_note",
+        "crash_safe",
+        "crash_safety_note",
+        "signals_sent",
+        "cleanup_error",
+        "survivors",
+        "timings",
+        "usage",
+        "limits_hit",
         "pid",
         "timeout",
     )
@@ -114,10 +167,21 @@ class Result:
         self.signal: Optional[int] = report["signal"]
         self.stdout_omitted: int = report["stdout_omitted"]
         self.stderr_omitted: int = report["stderr_omitted"]
+        self.stdout_bytes: Optional[int] = report["stdout_bytes"]
+        self.stderr_bytes: Optional[int] = report["stderr_bytes"]
         self.killed: int = report["killed"]
         self.kept: int = report["kept"]
         self.duration: float = report["duration"]
         self.containment: str = report["containment"]
+        self.containment_note: Optional[str] = report["containment_note"]
+        self.crash_safe: bool = report["crash_safe"]
+        self.crash_safety_note: Optional[str] = report["crash_safety_note"]
+        self.signals_sent: List[Union[str, int]] = list(report["signals_sent"])
+        self.cleanup_error: Optional[str] = report["cleanup_error"]
+        self.survivors: List[int] = list(report["survivors"])
+        self.timings = Timings(**report["timings"])
+        self.usage: Optional[Usage] = Usage(**report["usage"]) if report["usage"] is not None else None
+        self.limits_hit: List[str] = list(report["limits_hit"])
         self.pid: int = report["pid"]
         self.timeout: Optional[float] = None
         out, err = report["stdout"], report["stderr"]
@@ -207,12 +271,15 @@ class CleanupFailed(_ResultError):
 
 
 class ContainmentError(CorralError):
-    """The requested containment could not be set up; nothing was run."""
+    """The requested containment could not be set up, or crash safety was
+    required (``require_crash_safety=True``) and cannot be had; nothing was
+    run (a root already started is killed and released before this is
+    raised)."""
 
 
 def _error_for(r: Result) -> Optional[CorralError]:
     if r.outcome == "cleanup_failed":
-        return CleanupFailed(r, f"cleanup failed: {r.report['cleanup_error']}")
+        return CleanupFailed(r, f"cleanup failed: {r.cleanup_error}")
     if r.outcome == "timed_out":
         return TimeoutExpired(r, r.args, r.timeout or 0.0)
     if r.outcome == "output_held":
@@ -304,6 +371,7 @@ def _start(
     confirm_window: Optional[float] = None,
     memory_max: Optional[int] = None,
     pids_max: Optional[int] = None,
+    require_crash_safety: bool = False,
 ) -> tuple:
     argv = _argv(args, shell, executable)
     if capture_output is not None:
@@ -356,6 +424,7 @@ def _start(
             confirm_window=confirm_window,
             memory_max=memory_max,
             pids_max=pids_max,
+            require_crash_safety=bool(require_crash_safety),
         )
     except _corral.ContainmentUnavailable as e:
         raise ContainmentError(str(e)) from None
@@ -365,17 +434,24 @@ def _start(
 def _result(job_report: Dict[str, Any], meta: tuple) -> Result:
     args, text_mode, encoding, errors, timeout, captured = meta
     r = Result(args, job_report, text_mode, encoding, errors)
-    # As subprocess: None for a stream that was not captured.
+    # As subprocess: None for a stream that was not captured (and its byte
+    # count: corral did not see those bytes, as the CLI's null).
     if not captured[0]:
         r.stdout = None
+        r.stdout_bytes = None
     if not captured[1]:
         r.stderr = None
+        r.stderr_bytes = None
     r.timeout = timeout
     return r
 
 
 def _cleanup_bound(kw: Mapping[str, Any]) -> float:
-    return (kw.get("grace") or 0.0) + (kw.get("confirm_window") or 1.0) + _CLEANUP_SLACK
+    # The confirm window stretches while the tree is visibly dying: up to
+    # 10 times the window, at least 5 s.
+    window = kw.get("confirm_window")
+    window = 1.0 if window is None else window
+    return (kw.get("grace") or 0.0) + max(10 * window, 5.0) + _CLEANUP_SLACK
 
 
 def run(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
@@ -412,7 +488,12 @@ def run(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
     never picked by auto), ``"subreaper"``, ``"process_group"``,
     ``"job_object"``; ``memory_max`` (bytes) and ``pids_max`` cap the tree
     (need a cgroup). ``confirm_window``: how long to wait for the tree to be
-    gone after SIGKILL (default 1).
+    gone after SIGKILL before reporting survivors (default 1; a tree still
+    visibly dying is waited for, up to 10 times the window, at least 5 s).
+    ``require_crash_safety=True``: raise :class:`ContainmentError` (nothing
+    run) rather than run a command whose tree would outlive this process's
+    own death (the keeper that kills it then could not be started); by
+    default the run goes ahead and ``result.crash_safe`` is False.
 
     Unlike ``subprocess.run``, nothing is raised without ``check=True``: a
     timeout is ``result.outcome == "timed_out"`` (``returncode`` None).
@@ -422,7 +503,10 @@ def run(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
     :class:`OutputHeld`, :class:`Signaled`, :class:`Cancelled`,
     :class:`CleanupFailed`, all :class:`CorralError` with ``.result``.
     A program that cannot be started raises ``FileNotFoundError`` /
-    ``PermissionError`` (``OSError``); unavailable containment raises
+    ``PermissionError`` (``OSError``); out of file descriptors, an
+    ``OSError`` with ``errno.EMFILE`` (or ``ENFILE``) whose message names
+    the limit (see :func:`raise_nofile_limit`), nothing left running;
+    unavailable containment (or crash safety, when required) raises
     :class:`ContainmentError`.
 
     The GIL is released while the run is supervised. Ctrl-C

@@ -2,7 +2,7 @@
 
 import os
 import subprocess
-from typing import IO, Any, Dict, Literal, Mapping, Optional, Sequence, Union, overload
+from typing import IO, Any, Dict, List, Literal, Mapping, NamedTuple, Optional, Sequence, Union, overload
 
 _Args = Union[str, bytes, os.PathLike, Sequence[Union[str, bytes, os.PathLike]]]
 _Stream = Union[None, int, IO[Any]]
@@ -15,6 +15,18 @@ PIPE: int
 STDOUT: int
 DEVNULL: int
 
+class Timings(NamedTuple):
+    spawn: float
+    root_exit: Optional[float]
+    output_closed: Optional[float]
+    cleanup_done: float
+
+class Usage(NamedTuple):
+    cpu_user: Optional[float]
+    cpu_system: Optional[float]
+    memory_peak: Optional[int]
+    pids_peak: Optional[int]
+
 class Result:
     args: Any
     report: Dict[str, Any]
@@ -26,10 +38,21 @@ class Result:
     stderr: Union[bytes, str, None]
     stdout_omitted: int
     stderr_omitted: int
+    stdout_bytes: Optional[int]
+    stderr_bytes: Optional[int]
     killed: int
     kept: int
     duration: float
     containment: str
+    containment_note: Optional[str]
+    crash_safe: bool
+    crash_safety_note: Optional[str]
+    signals_sent: List[Union[str, int]]
+    cleanup_error: Optional[str]
+    survivors: List[int]
+    timings: Timings
+    usage: Optional[Usage]
+    limits_hit: List[Literal["memory", "pids"]]
     pid: int
     timeout: Optional[float]
     @property
@@ -78,6 +101,7 @@ def run(
     confirm_window: Optional[float] = ...,
     memory_max: Optional[int] = ...,
     pids_max: Optional[int] = ...,
+    require_crash_safety: bool = ...,
 ) -> Result: ...
 async def run_async(
     args: _Args,
@@ -106,6 +130,7 @@ async def run_async(
     confirm_window: Optional[float] = ...,
     memory_max: Optional[int] = ...,
     pids_max: Optional[int] = ...,
+    require_crash_safety: bool = ...,
 ) -> Result: ...
 
 class Process:
@@ -150,5 +175,7 @@ def spawn(
     confirm_window: Optional[float] = ...,
     memory_max: Optional[int] = ...,
     pids_max: Optional[int] = ...,
+    require_crash_safety: bool = ...,
 ) -> Process: ...
 def enable_subreaper() -> None: ...
+def raise_nofile_limit() -> Optional[int]: ...
