@@ -243,35 +243,13 @@ fn trees_that_fit() -> usize {
 /// the cgroup tier; the bounds leave room for a transient descriptor.)
 #[test]
 fn async_runs_hold_a_bounded_number_of_descriptors_process_group() {
-    let _serial = serial();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let n = trees_that_fit();
-    let null = descriptors_per_run(&rt, n, corral::Mechanism::ProcessGroup, false);
-    let captured = descriptors_per_run(&rt, n, corral::Mechanism::ProcessGroup, true);
-    eprintln!("process group, {n} trees: {null:.2} per run (output to /dev/null), {captured:.2} (captured)");
-    assert!(null <= 1.5, "{null:.2} descriptors per run");
-    assert!(captured <= 3.5, "{captured:.2} descriptors per run");
+    descriptors_within(corral::Mechanism::ProcessGroup, 1.5, 3.5);
 }
 
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn async_runs_hold_a_bounded_number_of_descriptors_cgroup() {
-    let _serial = serial();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let n = trees_that_fit();
-    let null = descriptors_per_run(&rt, n, corral::Mechanism::Cgroup, false);
-    let captured = descriptors_per_run(&rt, n, corral::Mechanism::Cgroup, true);
-    eprintln!(
-        "cgroup, {n} trees: {null:.2} per run (output to /dev/null), {captured:.2} (captured)"
-    );
-    assert!(null <= 2.5, "{null:.2} descriptors per run");
-    assert!(captured <= 4.5, "{captured:.2} descriptors per run");
+    descriptors_within(corral::Mechanism::Cgroup, 2.5, 4.5);
 }
 
 /// The PID-namespace tier: the init's pidfd (one, shared by the root and
@@ -280,19 +258,28 @@ fn async_runs_hold_a_bounded_number_of_descriptors_cgroup() {
 #[corral_testkit::needs(pidns)]
 #[test]
 fn async_runs_hold_a_bounded_number_of_descriptors_pid_namespace() {
+    descriptors_within(corral::Mechanism::PidNamespace, 4.5, 6.5);
+}
+
+/// Runs as many trees as fit in `tier`, output to /dev/null then captured,
+/// and asserts the descriptors each run holds stay within the bounds.
+fn descriptors_within(tier: corral::Mechanism, null_max: f64, captured_max: f64) {
     let _serial = serial();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let n = trees_that_fit();
-    let null = descriptors_per_run(&rt, n, corral::Mechanism::PidNamespace, false);
-    let captured = descriptors_per_run(&rt, n, corral::Mechanism::PidNamespace, true);
+    let null = descriptors_per_run(&rt, n, tier, false);
+    let captured = descriptors_per_run(&rt, n, tier, true);
     eprintln!(
-        "PID namespace, {n} trees: {null:.2} per run (output to /dev/null), {captured:.2} (captured)"
+        "{tier:?}, {n} trees: {null:.2} per run (output to /dev/null), {captured:.2} (captured)"
     );
-    assert!(null <= 4.5, "{null:.2} descriptors per run");
-    assert!(captured <= 6.5, "{captured:.2} descriptors per run");
+    assert!(null <= null_max, "{tier:?}: {null:.2} descriptors per run");
+    assert!(
+        captured <= captured_max,
+        "{tier:?}: {captured:.2} descriptors per run"
+    );
 }
 
 /// Out of descriptors, a spawn fails with a typed error that names the
