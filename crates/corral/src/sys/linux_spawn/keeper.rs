@@ -329,6 +329,11 @@ fn send(sock: &OwnedFd, msg: &[u8], fd: Option<c_int>) -> io::Result<()> {
         hdr.control = control.as_mut_ptr();
         hdr.controllen = control.len();
     }
+    // Descriptors in flight (sent, not yet received) count against the
+    // sender's RLIMIT_NOFILE without CAP_SYS_RESOURCE: past it `sendmsg`
+    // fails with ETOOMANYREFS until the keeper reads its queue, which it
+    // does as soon as it runs. Wait for that, within a bound.
+    let patience = std::time::Instant::now() + std::time::Duration::from_secs(2);
     loop {
         // SAFETY: `hdr` describes `msg` and `control`, both alive and of
         // the lengths given; the socket is ours.
@@ -344,8 +349,13 @@ fn send(sock: &OwnedFd, msg: &[u8], fd: Option<c_int>) -> io::Result<()> {
         if r >= 0 {
             return Ok(());
         }
-        if errno_of(r) != en::EINTR as i32 {
-            return Err(io::Error::from_raw_os_error(errno_of(r)));
+        let e = errno_of(r);
+        if e == en::ETOOMANYREFS as i32 && std::time::Instant::now() < patience {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            continue;
+        }
+        if e != en::EINTR as i32 {
+            return Err(io::Error::from_raw_os_error(e));
         }
     }
 }
