@@ -3,6 +3,12 @@
 //! `splice(2)`, so the bytes never enter user space and the supervising
 //! loop is not woken per chunk.
 //!
+//! Pacing: napping briefly after a small move makes the next one carry
+//! more (fewer wake-ups), but caps the relay at one pipe per nap; moving on
+//! every write has no cap but costs a wake-up per write. Which is faster
+//! depends on the machine and on the pipe size, so [`Pacer`] measures both
+//! and keeps the faster.
+//!
 //! The thread ends at end of file (every holder closed the pipe), when the
 //! destination breaks (its reader went away: the thread closes the child's
 //! pipe so the child sees EPIPE/SIGPIPE, as in a plain pipeline), or when the
