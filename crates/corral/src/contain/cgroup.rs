@@ -470,8 +470,12 @@ impl Pool {
 /// (found by trying), and nothing in the cgroup's files shows that it was:
 /// a command that can write its own cgroup's `cgroup.kill` (the owner of a
 /// delegated subtree, root) would otherwise leave a cgroup in the pool that
-/// kills the next run's root. The check costs one non-blocking `read` per
-/// borrow. Without inotify (its limits reached) nothing is pooled.
+/// kills the next run's root. The same holds for every other interface
+/// file a command can write in its own cgroup (see [`harmless_write`]): a
+/// `cgroup.max.descendants` of 0 would make the next run's `mkdir` of a
+/// nested cgroup fail, a `cgroup.freeze` would freeze it. The check costs
+/// one non-blocking `read` per borrow. Without inotify (its limits reached)
+/// nothing is pooled.
 struct KillWatch;
 
 impl KillWatch {
@@ -517,12 +521,11 @@ impl KillWatch {
         loop {
             match reader.next() {
                 Ok(ev) => {
-                    // Writes to other files of the cgroup (`cgroup.procs` by
-                    // the fallback placement) do not matter.
+                    // A write to any interface file but those that change
+                    // nothing a later run would see taints the cgroup.
                     let name = ev.file_name().map(std::ffi::CStr::to_bytes);
-                    let kill = name == Some(b"cgroup.kill".as_slice());
                     let flags = ev.events();
-                    if kill || !flags.contains(ReadFlags::MODIFY) {
+                    if !name.is_some_and(harmless_write) || !flags.contains(ReadFlags::MODIFY) {
                         seen.push((ev.wd(), flags));
                     }
                 }
@@ -541,6 +544,20 @@ impl KillWatch {
             }
         }
     }
+}
+
+/// Whether a write to this file of a cgroup leaves nothing behind that a
+/// later run in it would see: moving processes in (`cgroup.procs` by the
+/// fallback placement, `cgroup.threads`), and the kernel's own change
+/// notifications (`cgroup.events`, `*.events`, `*.events.local`). Any other
+/// write (`cgroup.kill`; `cgroup.freeze`; a limit the command set on its own
+/// cgroup as root or as the owner of a delegated subtree, such as
+/// `cgroup.max.descendants`, `cgroup.max.depth`, `cgroup.pressure`,
+/// `cgroup.subtree_control`, `cgroup.type`) keeps the cgroup out of the pool.
+fn harmless_write(name: &[u8]) -> bool {
+    matches!(name, b"cgroup.procs" | b"cgroup.threads")
+        || name.ends_with(b".events")
+        || name.ends_with(b".events.local")
 }
 
 /// At most this many cgroups wait in the pool (each holds a keeper slot, an
