@@ -1,0 +1,115 @@
+//! Kill-first counting in the process-group tier (SIGKILL to the group, then
+//! count): a tree that forks continuously while it is killed. Every member
+//! must be dead at return, nothing reported as a survivor that is dead, and
+//! `killed` ("at least") must never exceed the number of processes that
+//! really were in the tree.
+#![cfg(unix)]
+
+use std::time::{Duration, Instant};
+
+use corral::{ContainmentChoice, LeftoverPolicy, Mechanism, Outcome};
+use corral_testkit::Scratch;
+
+/// Spawners that each start up to `per` children as fast as they can; each
+/// child is recorded by its parent right after the fork (one line per
+/// child in `forked`), and sleeps. Bounded: every process exits by itself
+/// within 30 s.
+fn forking_tree(spawners: usize, per: usize) -> String {
+    let one = format!(
+        "i=0; while [ $i -lt {per} ]; do sleep 30 & echo $! >> \"$CORRAL_TEST_DIR/forked\"; i=$((i+1)); done; exec sleep 30"
+    );
+    let mut s = String::new();
+    for _ in 0..spawners {
+        s.push_str(&format!(
+            "sh -c '{one}' & echo $! >> \"$CORRAL_TEST_DIR/forked\"; "
+        ));
+    }
+    s.push_str("sleep 0.2; exec sleep 30");
+    s
+}
+
+fn forked(s: &Scratch) -> usize {
+    std::fs::read_to_string(s.path("forked"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+fn attack(mech: Mechanism, grace: Duration) {
+    let spawners = 4;
+    for round in 0..3 {
+        let s = Scratch::new();
+        let t = Instant::now();
+        let r = s
+            .sh(&forking_tree(spawners, 400))
+            .containment(ContainmentChoice::Only(mech))
+            .grace(grace)
+            .timeout(Duration::from_millis(300 + 100 * round))
+            .run()
+            .unwrap();
+        let el = t.elapsed();
+        assert!(el < Duration::from_secs(8), "took {el:?}");
+        assert_eq!(r.outcome, Outcome::TimedOut, "{r:?}");
+        assert!(r.cleanup_error.is_none(), "{r:?}");
+        // Each spawner may have one child forked but not yet recorded when
+        // the kill came, and the root's own `sleep 0.2` may still run.
+        let real = forked(&s) + spawners + 1;
+        assert!(
+            r.leftovers.killed <= real,
+            "killed {} but at most {real} processes were in the tree",
+            r.leftovers.killed
+        );
+        assert!(r.leftovers.killed >= 1, "{r:?}");
+        s.assert_none_left();
+    }
+}
+
+#[test]
+fn a_tree_forking_while_killed_first_leaves_nothing_and_never_overcounts() {
+    attack(Mechanism::ProcessGroup, Duration::ZERO);
+}
+
+#[test]
+fn a_tree_forking_through_a_grace_leaves_nothing_and_never_overcounts() {
+    attack(Mechanism::ProcessGroup, Duration::from_millis(100));
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_tree_forking_while_killed_in_a_cgroup_leaves_nothing_and_never_overcounts() {
+    attack(Mechanism::Cgroup, Duration::ZERO);
+}
+
+/// Leftovers killed after a clean exit (kill-first too, no grace): a tree
+/// still forking when the root exits.
+#[test]
+fn leftovers_forking_after_a_clean_exit_are_all_killed() {
+    let spawners = 3;
+    for _ in 0..3 {
+        let s = Scratch::new();
+        let mut script = forking_tree(spawners, 300);
+        script = script.replace("sleep 0.2; exec sleep 30", "sleep 0.1; exit 0");
+        let t = Instant::now();
+        let r = s
+            .sh(&script)
+            .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
+            .leftovers(LeftoverPolicy::Kill)
+            .stdout(corral::Output::null())
+            .stderr(corral::Output::null())
+            .timeout(Duration::from_secs(20))
+            .run()
+            .unwrap();
+        assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+        assert_eq!(r.outcome, Outcome::Exited(0), "{r:?}");
+        assert!(r.cleanup_error.is_none(), "{r:?}");
+        // As above; the root's `sleep 0.1` ended before its exit.
+        let real = forked(&s) + spawners;
+        assert!(
+            r.leftovers.killed <= real,
+            "killed {} > {real}",
+            r.leftovers.killed
+        );
+        assert!(r.leftovers.killed >= 1, "{r:?}");
+        s.assert_none_left();
+    }
+}
