@@ -260,3 +260,61 @@ fn cpu_of_a_member_that_exits_last_moment_is_not_charged_to_the_next_run() {
     }
     corral::release_cgroup_pool();
 }
+
+/// The same writes made through another mount of the hierarchy: a command
+/// (root) that enters a cgroup namespace and mounts cgroup2 there sees its
+/// own cgroup as that mount's root, a different superblock from corral's,
+/// so a watch on corral's path of the cgroup does not see the write. The
+/// next run must still see a fresh cgroup's limits, and be born alive after
+/// a `cgroup.kill` written (once the run's cgroup went back to the pool) by
+/// a process of the tree that left the cgroup.
+#[corral_testkit::needs(cgroup, root, unshare)]
+#[test]
+fn writes_through_a_cgroup_namespace_mount_never_reach_the_next_run() {
+    let _g = serial();
+    corral::release_cgroup_pool();
+    let s = Scratch::new();
+    let m = s.path("mnt");
+    std::fs::create_dir(&m).unwrap();
+    let (ready, wrote) = (s.path("ready"), s.path("wrote"));
+    let check = "cat $D/cgroup.max.descendants; mkdir $D/n && rmdir $D/n && echo nested-ok";
+    // A limit, written by the root's own shell through its namespace mount.
+    let (a, out) = run_ok(&mut cg(&format!(
+        "unshare -C -m sh -c 'mount -t cgroup2 none {m} && echo 0 > {m}/cgroup.max.descendants && \
+         echo wrote=$(cat {m}/cgroup.max.descendants); umount {m}' </dev/null",
+        m = m.display()
+    )));
+    assert!(out.contains("wrote=0"), "the limit was not written: {out}");
+    for _ in 0..3 {
+        let (b, next) = run_ok(&mut cg(check));
+        assert!(
+            next.contains("max\nnested-ok"),
+            "{a} limited itself through a namespace mount; the run in {b}: {next}"
+        );
+    }
+    corral::release_cgroup_pool();
+    // A kill: the writer enters the namespace (its root: the run's cgroup),
+    // mounts, leaves the cgroup, and writes 0.3 s after the root exited.
+    let (a, _) = run_ok(&mut cg(&format!(
+        "unshare -C -m sh -c 'mount -t cgroup2 none {m} && echo $$ > {top}/cgroup.procs && \
+         touch {ready}; sleep 0.3; echo 1 > {m}/cgroup.kill; touch {wrote}' >/dev/null 2>&1 </dev/null & \
+         while [ ! -e {ready} ]; do sleep 0.01; done",
+        m = m.display(),
+        top = root().display(),
+        ready = ready.display(),
+        wrote = wrote.display(),
+    )));
+    let end = Instant::now() + Duration::from_secs(10);
+    while !wrote.exists() {
+        assert!(Instant::now() < end, "the writer never wrote");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for _ in 0..3 {
+        let (b, next) = run_ok(&mut cg(check));
+        assert!(
+            next.contains("max\nnested-ok"),
+            "{a} was killed through a namespace mount; the run in {b}: {next}"
+        );
+    }
+    corral::release_cgroup_pool();
+}
