@@ -318,3 +318,92 @@ fn writes_through_a_cgroup_namespace_mount_never_reach_the_next_run() {
     }
     corral::release_cgroup_pool();
 }
+
+/// The host's side of [`a_pooled_cgroup_outliving_its_keeper_is_not_reused_unheld`]:
+/// a cgroup run (its cgroup goes to the pool, registered with the keeper),
+/// then the keeper dies (killed here, as the OOM killer or an admin might),
+/// then a long run that requires crash safety. Prints `SPAWNED` and waits
+/// to be killed.
+#[test]
+#[ignore = "run by a_pooled_cgroup_outliving_its_keeper_is_not_reused_unheld"]
+fn keeper_host() {
+    if std::env::var_os("ADV_KEEPER_HOST").is_none() {
+        return;
+    }
+    let (a, _) = run_ok(&mut cg("true"));
+    // This process's keeper: a child named corral-keeper.
+    let mut kids = String::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        kids += &std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        kids.push(' ');
+    }
+    let keeper = kids
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "corral-keeper")
+        })
+        .expect("no keeper");
+    let fd = rustix::process::pidfd_open(
+        rustix::process::Pid::from_raw(keeper).unwrap(),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .unwrap();
+    rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL).unwrap();
+    let mut p = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    rustix::event::poll(&mut p, None).unwrap();
+    println!("KEEPER-KILLED pooled={a}");
+    let mut c = cg("exec \"$H\" root");
+    c.require_crash_safety(true);
+    let running = c.spawn().unwrap();
+    println!("SPAWNED");
+    std::thread::sleep(Duration::from_secs(30));
+    drop(running);
+}
+
+/// A pooled cgroup stays registered with the keeper that held it when it
+/// was given back. If that keeper died, the cgroup must not be handed to a
+/// run as crash-safe: the host's death must still kill the tree.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_pooled_cgroup_outliving_its_keeper_is_not_reused_unheld() {
+    use std::io::BufRead;
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let mut host = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "keeper_host",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ADV_KEEPER_HOST", "1")
+        .envs(s.env())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(host.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        seen.push(l.clone());
+        if l == "SPAWNED" {
+            break;
+        }
+    }
+    assert!(seen.iter().any(|l| l == "SPAWNED"), "host: {seen:?}");
+    let root = w.pid("root", Duration::from_secs(5));
+    assert!(root.is_some(), "no root: {seen:?}");
+    let _ = host.kill(); // SIGKILL: the host dies with its run held
+    let _ = host.wait();
+    assert!(
+        w.wait_dead("root", Duration::from_secs(3)),
+        "the tree outlived its host (host said {seen:?})"
+    );
+    s.assert_none_left();
+}

@@ -591,6 +591,16 @@ fn cpu_usec(slot: &Slot) -> (u64, u64) {
     )
 }
 
+/// Whether the keeper that holds `slot` is still there (see
+/// `Registration::is_live`): a pooled cgroup whose keeper died is retired,
+/// never lent to a run as crash-safe.
+fn held(slot: &Slot) -> bool {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    return slot.keeper.as_ref().is_some_and(KeeperReg::is_live);
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    return slot.keeper.is_some();
+}
+
 /// Removes every pooled cgroup (see [`super::release_cgroup_pool`]).
 pub(crate) fn drain_pool() -> usize {
     let mut pool = pool();
@@ -874,8 +884,9 @@ impl Cgroup {
         KillWatch::drain(&mut pool);
         loop {
             let slot = pool.slots.pop()?;
-            let trusted =
-                slot.epoch == pool.epoch && slot.watch.is_some_and(|wd| !pool.killed.contains(&wd));
+            let trusted = slot.epoch == pool.epoch
+                && slot.watch.is_some_and(|wd| !pool.killed.contains(&wd))
+                && held(&slot);
             if trusted && matches!(slot.events().and_then(events_of), Ok((false, false))) {
                 return Some(slot);
             }
