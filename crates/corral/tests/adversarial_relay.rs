@@ -295,3 +295,48 @@ fn a_holder_past_the_wait_delay_is_bounded_and_killed() {
     assert_eq!(reader.join().unwrap(), b"first\nsecond\n");
     s.assert_none_left();
 }
+
+/// A consumer that never reads (but keeps its end open): the command fills
+/// both pipes and blocks; the timeout still ends the run in bounded time,
+/// the relay thread is stopped, and the count is what reached the
+/// destination (no more than it can hold).
+#[test]
+fn a_consumer_that_never_reads_cannot_hold_the_return() {
+    for nonblocking in [false, true] {
+        let s = Scratch::new();
+        let (r, wf) = pipe_pair();
+        if nonblocking {
+            set_nonblocking(&wf);
+        }
+        let t = Instant::now();
+        let report = s
+            .sh("exec yes")
+            .containment(pg())
+            .stdout(Output::relay_file(wf))
+            .timeout(Duration::from_millis(300))
+            .run()
+            .unwrap();
+        let el = t.elapsed();
+        assert!(el < Duration::from_secs(3), "took {el:?}");
+        assert_eq!(report.outcome, Outcome::TimedOut, "{report:?}");
+        let n = report.stdout.total_bytes();
+        // The relay enlarges the destination pipe (to 1 MiB where allowed).
+        let cap = rustix::pipe::fcntl_getpipe_size(&r).unwrap();
+        assert!(n > 0 && n <= cap as u64, "{n} bytes, pipe holds {cap}");
+        // Exactly what the destination holds.
+        set_nonblocking(&r);
+        let mut r = r;
+        let mut got = 0u64;
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(k) = r.read(&mut buf) {
+            if k == 0 {
+                break;
+            }
+            got += k as u64;
+        }
+        assert_eq!(
+            got, n,
+            "the report counted {n}, the destination holds {got}"
+        );
+    }
+}
