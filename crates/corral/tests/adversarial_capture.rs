@@ -128,7 +128,8 @@ fn a_line_longer_than_the_cap_reaches_the_callback_whole() {
     let mut all = long.clone();
     all.extend_from_slice(b"\nshort\n\nlast-without-newline");
     std::fs::write(s.path("d"), &all).unwrap();
-    let lines: Arc<Mutex<Vec<(Stream, Vec<u8>)>>> = Arc::default();
+    type Lines = Arc<Mutex<Vec<(Stream, Vec<u8>)>>>;
+    let lines: Lines = Arc::default();
     let l2 = lines.clone();
     let r = s
         .sh("dd if=\"$CORRAL_TEST_DIR/d\" bs=999 status=none")
