@@ -113,3 +113,49 @@ fn leftovers_forking_after_a_clean_exit_are_all_killed() {
         s.assert_none_left();
     }
 }
+
+/// A member that died of someone else's SIGKILL before the timeout and was
+/// never reaped (its parent became `sleep` and reaps nothing): a zombie of
+/// signal 9 in the group. Only the helper alive at the timeout was killed
+/// by corral, and `killed` must say 1.
+fn zombie_of_another_kill(grace: Duration) {
+    use corral_testkit::{ready, Watch};
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let r = s
+        .sh(&format!(
+            "\"$H\" alive sh -c '\"$H\" victim & exec sleep 30' & {ra} {rv} \
+             kill -9 $(cat \"$CORRAL_TEST_DIR/victim.pid\"); \
+             while ! grep -q '^State:.*Z' /proc/$(cat \"$CORRAL_TEST_DIR/victim.pid\")/status; do sleep 0.01; done; \
+             exec sleep 30",
+            rv = ready("victim"),
+            ra = ready("alive"),
+        ))
+        .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
+        .grace(grace)
+        .timeout(Duration::from_millis(500))
+        .run()
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::TimedOut, "{r:?}");
+    assert!(w.wait_dead("alive", Duration::from_secs(2)));
+    assert_eq!(
+        r.leftovers.killed, 1,
+        "grace {grace:?}: only `alive` was killed by corral: {r:?}"
+    );
+    s.assert_none_left();
+}
+
+#[test]
+fn a_zombie_killed_by_someone_else_is_not_counted_as_killed_with_a_grace() {
+    zombie_of_another_kill(Duration::from_millis(100));
+}
+
+/// Kill first (no grace): the scan after the kill counts every zombie of
+/// signal 9 in the group as killed, and cannot tell one that was already
+/// dead before the kill (a pre-kill scan is what kill-first avoids): the
+/// count says 2. Known, reported; kept as the proof.
+#[test]
+#[ignore = "known limit: kill-first counts a member already dead of another SIGKILL and unreaped"]
+fn a_zombie_killed_by_someone_else_is_not_counted_as_killed_kill_first() {
+    zombie_of_another_kill(Duration::ZERO);
+}
