@@ -407,3 +407,29 @@ fn a_pooled_cgroup_outliving_its_keeper_is_not_reused_unheld() {
     );
     s.assert_none_left();
 }
+
+/// Many threads borrow and give back at once: no two runs ever share a
+/// cgroup (each sees only itself and its `cat` in it), and every run exits
+/// by itself.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn concurrent_borrowers_never_share_a_cgroup() {
+    let _g = serial();
+    corral::release_cgroup_pool();
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            std::thread::spawn(|| {
+                for _ in 0..25 {
+                    let (dir, out) = run_ok(&mut cg("sleep 0.01; cat $D/cgroup.procs"));
+                    let pids: Vec<&str> = out.lines().filter(|l| !l.starts_with("cg=")).collect();
+                    // The shell and its `cat`; never another run's.
+                    assert!(pids.len() <= 2, "{dir} held {pids:?}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    corral::release_cgroup_pool();
+}

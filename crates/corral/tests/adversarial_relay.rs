@@ -72,6 +72,17 @@ fn sigpipe_default_host() {
         .run()
         .unwrap();
     println!("HOST-OUTCOME {:?}", report.outcome);
+    // The same through `Output::relay` (a writer on corral's relay thread).
+    let (r, wf) = pipe_pair();
+    drop(r);
+    let report = s
+        .sh("exec yes")
+        .containment(pg())
+        .stdout(Output::relay(wf))
+        .timeout(Duration::from_secs(10))
+        .run()
+        .unwrap();
+    println!("HOST-RELAY {:?}", report.outcome);
 }
 
 /// The relay thread's `splice` into a pipe without readers raises SIGPIPE
@@ -103,6 +114,10 @@ fn a_host_that_keeps_sigpipe_default_survives_a_broken_destination() {
     assert!(
         text.contains("HOST-OUTCOME Signaled(SIGPIPE)"),
         "the command did not get SIGPIPE: {text}"
+    );
+    assert!(
+        text.contains("HOST-RELAY Signaled(SIGPIPE)"),
+        "the command did not get SIGPIPE through a relay: {text}"
     );
 }
 
