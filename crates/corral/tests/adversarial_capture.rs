@@ -187,3 +187,30 @@ fn output_of_a_killed_writer_is_counted_consistently() {
         assert_eq!(c.omitted(), (total - head_len - tail_len) as u64);
     }
 }
+
+/// stderr merged into stdout: one pipe, one capture; the total is both
+/// streams' bytes, stderr's capture is empty, and the tail is the end of
+/// whichever stream wrote last.
+#[test]
+fn merged_streams_count_every_byte_once() {
+    let s = Scratch::new();
+    let d1 = data(100_003, 5);
+    let d2 = data(70_001, 6);
+    std::fs::write(s.path("d1"), &d1).unwrap();
+    std::fs::write(s.path("d2"), &d2).unwrap();
+    for cap in [0usize, 1, 7, 1 << 20] {
+        let r = s
+            .sh("dd if=\"$CORRAL_TEST_DIR/d1\" bs=4099 status=none; dd if=\"$CORRAL_TEST_DIR/d2\" bs=13 status=none >&2")
+            .containment(pg())
+            .capture_limit(cap)
+            .stderr(Output::merge_with_stdout())
+            .timeout(Duration::from_secs(60))
+            .run()
+            .unwrap();
+        assert_eq!(r.outcome, Outcome::Exited(0), "{r:?}");
+        let mut both = d1.clone();
+        both.extend_from_slice(&d2);
+        check(&r.stdout, &both, cap, &format!("merged cap {cap}"));
+        assert_eq!(r.stderr.total_bytes(), 0);
+    }
+}

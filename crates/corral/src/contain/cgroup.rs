@@ -428,9 +428,10 @@ struct Pool {
     /// them while this process lives; removal is tried again at the next
     /// borrow and by [`drain_pool`].
     retired: Vec<Slot>,
-    /// Watches whose `cgroup.kill` was written (read from [`KillWatch`]
-    /// but not yet acted on): such a cgroup is never borrowed or given
-    /// back. An entry goes when its watch is removed (`IN_IGNORED`).
+    /// Watches whose `cgroup.kill` (or another interface file that a later
+    /// run would see: see [`harmless_write`]) was written, read from
+    /// [`KillWatch`] but not yet acted on: such a cgroup is never borrowed
+    /// or given back. An entry goes when its watch is removed (`IN_IGNORED`).
     killed: std::collections::BTreeSet<i32>,
     /// Raised when the watch's event queue overflowed: a write may have
     /// been missed, so every cgroup made or borrowed before is distrusted.
