@@ -133,10 +133,21 @@ fn zombie_of_another_kill(grace: Duration) {
         ))
         .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
         .grace(grace)
-        .timeout(Duration::from_millis(500))
-        .run()
+        .timeout(Duration::from_secs(20))
+        .spawn()
         .unwrap();
-    assert_eq!(r.outcome, Outcome::TimedOut, "{r:?}");
+    // Ended once the root is `sleep`: its loops (and their short-lived
+    // `cat`, `grep`, `sleep`) are over, the tree is exactly the zombie and
+    // `alive`.
+    let comm = format!("/proc/{}/comm", r.id());
+    let end = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&comm).map_or(true, |c| c.trim() != "sleep") {
+        assert!(Instant::now() < end, "the root never became sleep");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    r.cancel();
+    let r = r.wait();
+    assert_eq!(r.outcome, Outcome::Cancelled, "{r:?}");
     assert!(w.wait_dead("alive", Duration::from_secs(2)));
     assert_eq!(
         r.leftovers.killed, 1,
