@@ -428,9 +428,10 @@ struct Pool {
     /// them while this process lives; removal is tried again at the next
     /// borrow and by [`drain_pool`].
     retired: Vec<Slot>,
-    /// Watches whose `cgroup.kill` was written (read from [`KillWatch`]
-    /// but not yet acted on): such a cgroup is never borrowed or given
-    /// back. An entry goes when its watch is removed (`IN_IGNORED`).
+    /// Watches whose `cgroup.kill` (or another interface file that a later
+    /// run would see: see [`harmless_write`]) was written, read from
+    /// [`KillWatch`] but not yet acted on: such a cgroup is never borrowed
+    /// or given back. An entry goes when its watch is removed (`IN_IGNORED`).
     killed: std::collections::BTreeSet<i32>,
     /// Raised when the watch's event queue overflowed: a write may have
     /// been missed, so every cgroup made or borrowed before is distrusted.
@@ -470,8 +471,12 @@ impl Pool {
 /// (found by trying), and nothing in the cgroup's files shows that it was:
 /// a command that can write its own cgroup's `cgroup.kill` (the owner of a
 /// delegated subtree, root) would otherwise leave a cgroup in the pool that
-/// kills the next run's root. The check costs one non-blocking `read` per
-/// borrow. Without inotify (its limits reached) nothing is pooled.
+/// kills the next run's root. The same holds for every other interface
+/// file a command can write in its own cgroup (see [`harmless_write`]): a
+/// `cgroup.max.descendants` of 0 would make the next run's `mkdir` of a
+/// nested cgroup fail, a `cgroup.freeze` would freeze it. The check costs
+/// one non-blocking `read` per borrow. Without inotify (its limits reached)
+/// nothing is pooled.
 struct KillWatch;
 
 impl KillWatch {
@@ -517,12 +522,11 @@ impl KillWatch {
         loop {
             match reader.next() {
                 Ok(ev) => {
-                    // Writes to other files of the cgroup (`cgroup.procs` by
-                    // the fallback placement) do not matter.
+                    // A write to any interface file but those that change
+                    // nothing a later run would see taints the cgroup.
                     let name = ev.file_name().map(std::ffi::CStr::to_bytes);
-                    let kill = name == Some(b"cgroup.kill".as_slice());
                     let flags = ev.events();
-                    if kill || !flags.contains(ReadFlags::MODIFY) {
+                    if !name.is_some_and(harmless_write) || !flags.contains(ReadFlags::MODIFY) {
                         seen.push((ev.wd(), flags));
                     }
                 }
@@ -541,6 +545,20 @@ impl KillWatch {
             }
         }
     }
+}
+
+/// Whether a write to this file of a cgroup leaves nothing behind that a
+/// later run in it would see: moving processes in (`cgroup.procs` by the
+/// fallback placement, `cgroup.threads`), and the kernel's own change
+/// notifications (`cgroup.events`, `*.events`, `*.events.local`). Any other
+/// write (`cgroup.kill`; `cgroup.freeze`; a limit the command set on its own
+/// cgroup as root or as the owner of a delegated subtree, such as
+/// `cgroup.max.descendants`, `cgroup.max.depth`, `cgroup.pressure`,
+/// `cgroup.subtree_control`, `cgroup.type`) keeps the cgroup out of the pool.
+fn harmless_write(name: &[u8]) -> bool {
+    matches!(name, b"cgroup.procs" | b"cgroup.threads")
+        || name.ends_with(b".events")
+        || name.ends_with(b".events.local")
 }
 
 /// At most this many cgroups wait in the pool (each holds a keeper slot, an
@@ -572,6 +590,16 @@ fn cpu_usec(slot: &Slot) -> (u64, u64) {
         kv(&cpu, "user_usec").unwrap_or(0),
         kv(&cpu, "system_usec").unwrap_or(0),
     )
+}
+
+/// Whether the keeper that holds `slot` is still there (see
+/// `Registration::is_live`): a pooled cgroup whose keeper died is retired,
+/// never lent to a run as crash-safe.
+fn held(slot: &Slot) -> bool {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    return slot.keeper.as_ref().is_some_and(KeeperReg::is_live);
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    return slot.keeper.is_some();
 }
 
 /// Removes every pooled cgroup (see [`super::release_cgroup_pool`]).
@@ -857,8 +885,9 @@ impl Cgroup {
         KillWatch::drain(&mut pool);
         loop {
             let slot = pool.slots.pop()?;
-            let trusted =
-                slot.epoch == pool.epoch && slot.watch.is_some_and(|wd| !pool.killed.contains(&wd));
+            let trusted = slot.epoch == pool.epoch
+                && slot.watch.is_some_and(|wd| !pool.killed.contains(&wd))
+                && held(&slot);
             if trusted && matches!(slot.events().and_then(events_of), Ok((false, false))) {
                 return Some(slot);
             }

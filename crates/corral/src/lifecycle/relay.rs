@@ -48,6 +48,12 @@ impl Relay {
         let thread = std::thread::Builder::new()
             .name("corral-relay".into())
             .spawn(move || {
+                // A write to a pipe whose reader went away fails with EPIPE
+                // here (the relay is then broken and the child sees EPIPE in
+                // turn); it must not raise SIGPIPE on a host that keeps it at
+                // its default action.
+                #[cfg(target_os = "linux")]
+                crate::sys::block_sigpipe_in_this_thread();
                 loop {
                     let chunk = {
                         let mut q = sh.q.lock().unwrap_or_else(|e| e.into_inner());

@@ -300,8 +300,13 @@ pub(super) fn wire(
             #[cfg(target_os = "linux")]
             OutputKind::RelayFile(dest) => {
                 let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
-                let relay = sys::linux_splice::SpliceRelay::start(ours, dest, waker.clone())
-                    .map_err(io_err)?;
+                let relay = sys::linux_splice::SpliceRelay::start(
+                    ours,
+                    dest,
+                    waker.clone(),
+                    sys::block_sigpipe_in_this_thread,
+                )
+                .map_err(io_err)?;
                 let mut s = new_stream(which, None, None);
                 s.splice = Some(relay);
                 (ChildIo::File(theirs), Some(s))

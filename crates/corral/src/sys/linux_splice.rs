@@ -61,18 +61,32 @@ pub(crate) struct SpliceRelay {
     /// without keeping it open.
     src: Weak<PipeEnd>,
     stop_tx: OwnedFd,
+    /// The stop pipe's read end, held here too: the thread may have ended
+    /// (and dropped its copy) when [`SpliceRelay::finish`] writes the stop
+    /// byte, and a write to a pipe without readers would raise SIGPIPE in
+    /// the host.
+    _stop_rx: Arc<OwnedFd>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl SpliceRelay {
     /// Starts relaying `src` (the non-blocking read end of the child's pipe)
-    /// into `dest`.
-    pub(crate) fn start(src: PipeEnd, dest: File, waker: Arc<dyn Wake>) -> io::Result<SpliceRelay> {
+    /// into `dest`. The thread first calls `thread_setup` (the caller blocks
+    /// SIGPIPE there: a `splice` into a pipe without readers raises it on
+    /// the calling thread, which must not end the host).
+    pub(crate) fn start(
+        src: PipeEnd,
+        dest: File,
+        waker: Arc<dyn Wake>,
+        thread_setup: fn(),
+    ) -> io::Result<SpliceRelay> {
         // A bigger pipe means fewer, larger moves; failure is harmless.
         let _ = rustix::pipe::fcntl_setpipe_size(&src.0, CHUNK);
         // Same for the destination when it is a pipe (EBADF/EINVAL otherwise).
         let _ = rustix::pipe::fcntl_setpipe_size(&dest, CHUNK);
         let (stop_rx, stop_tx) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let stop_rx = Arc::new(stop_rx);
+        let kept_rx = stop_rx.clone();
         let src = Arc::new(src);
         let weak = Arc::downgrade(&src);
         let shared = Arc::new(Shared {
@@ -83,6 +97,7 @@ impl SpliceRelay {
         let thread = std::thread::Builder::new()
             .name("corral-splice".into())
             .spawn(move || {
+                thread_setup();
                 let broken = run(&src, &dest, &stop_rx, &sh.bytes);
                 if broken {
                     sh.broken.store(true, Ordering::SeqCst);
@@ -96,6 +111,7 @@ impl SpliceRelay {
             shared,
             src: weak,
             stop_tx,
+            _stop_rx: kept_rx,
             thread: Some(thread),
         })
     }

@@ -25,6 +25,17 @@ mod windows;
 #[cfg(windows)]
 pub(crate) use windows::*;
 
+/// Blocks SIGPIPE in the calling thread, for corral's own relay threads:
+/// their write into a destination whose reader went away must fail with
+/// EPIPE, not end a host whose SIGPIPE is at its default action (a C host,
+/// a Rust program that resets it). Where the raw layer is missing (other
+/// architectures) it does nothing.
+#[cfg(target_os = "linux")]
+pub(crate) fn block_sigpipe_in_this_thread() {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    linux_spawn::block_sigpipe_in_this_thread();
+}
+
 /// Whether a run of `mechanism` can be crash-safe here, asked before the
 /// spawn when a run requires it (the keeper is started now if it was not).
 /// `Err` says why not.

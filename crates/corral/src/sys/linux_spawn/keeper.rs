@@ -126,6 +126,19 @@ struct Conn {
 }
 
 impl Conn {
+    /// Whether the keeper is still there. It sends nothing after its
+    /// first message (read at its start), so a readable socket means end of
+    /// file: the keeper died (killed by someone; the OOM killer).
+    fn alive(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let mut p = [PollFd::new(&self.sock, PollFlags::IN)];
+        matches!(poll(&mut p, Some(&zero)), Ok(0))
+    }
+
     /// A free slot, or why there is none. A run past the keeper's capacity
     /// is told at once that it is not crash-safe, and costs the keeper
     /// nothing.
@@ -155,6 +168,19 @@ pub(crate) struct Registration {
     id: u64,
     slot: u32,
     generation: u64,
+}
+
+impl Registration {
+    /// Whether the keeper this run was registered with still holds it: this
+    /// process's keeper, the same one, and alive. A cgroup kept for later
+    /// runs (the pool) holds its registration across runs; once its keeper
+    /// died, nothing would kill its tree at this process's death.
+    pub(crate) fn is_live(&self) -> bool {
+        let guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().is_some_and(|c| {
+            c.owner == std::process::id() && c.generation == self.generation && c.alive()
+        })
+    }
 }
 
 impl Drop for Registration {
@@ -284,6 +310,12 @@ fn with_keeper<T>(mut f: impl FnMut(&mut Conn) -> io::Result<T>) -> io::Result<T
     {
         // Inherited through a fork: the parent's keeper, not ours.
         drop(guard.take());
+    }
+    if guard.as_ref().is_some_and(|c| !c.alive()) {
+        // The keeper died: a registration sent to it now would be lost
+        // without an error (its socket may still take a message), and a
+        // run that requires crash safety must get a keeper that holds it.
+        *guard = None;
     }
     for _ in 0..2 {
         if guard.is_none() {

@@ -59,6 +59,11 @@ mod stack;
 
 pub(crate) use parent::spawn;
 
+/// Blocks SIGPIPE in the calling thread (see [`raw::block_sigpipe`]).
+pub(crate) fn block_sigpipe_in_this_thread() {
+    raw::block_sigpipe();
+}
+
 /// Master switch. With `false`, every cgroup spawn takes std's fork +
 /// pre-exec path.
 const CLONE3_ENABLED: bool = true;

@@ -30,6 +30,25 @@ pub(super) unsafe fn set_sigmask(set: &u64, old: *mut u64) -> isize {
     }
 }
 
+/// Adds SIGPIPE to the calling thread's blocked signals (`SIG_BLOCK`): a
+/// write to a pipe or socket without a reader then fails with EPIPE only,
+/// and the kernel's thread-directed SIGPIPE stays pending on this thread
+/// (dropped when it exits) instead of acting on the whole process.
+pub(super) fn block_sigpipe() {
+    let set: u64 = 1 << (k::SIGPIPE - 1);
+    // SAFETY: `set` is a valid 8-byte sigset, no old mask is asked for;
+    // blocking one signal in the calling thread touches no memory of ours.
+    unsafe {
+        syscall4(
+            k::__NR_rt_sigprocmask,
+            k::SIG_BLOCK as usize,
+            &set as *const u64 as usize,
+            0,
+            SIGSET_SIZE,
+        );
+    }
+}
+
 pub(super) const SIGSET_SIZE: usize = (k::_NSIG / 8) as usize;
 pub(super) const SIG_DFL: usize = 0;
 

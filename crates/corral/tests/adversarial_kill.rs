@@ -1,0 +1,172 @@
+//! Kill-first counting in the process-group tier (SIGKILL to the group, then
+//! count): a tree that forks continuously while it is killed. Every member
+//! must be dead at return, nothing reported as a survivor that is dead, and
+//! `killed` ("at least") must never exceed the number of processes that
+//! really were in the tree.
+#![cfg(unix)]
+
+use std::time::{Duration, Instant};
+
+use corral::{ContainmentChoice, LeftoverPolicy, Mechanism, Outcome};
+use corral_testkit::Scratch;
+
+/// Spawners that each start up to `per` children as fast as they can; each
+/// child is recorded by its parent right after the fork (one line per
+/// child in `forked`), and sleeps. Bounded: every process exits by itself
+/// within 30 s.
+fn forking_tree(spawners: usize, per: usize) -> String {
+    let one = format!(
+        "i=0; while [ $i -lt {per} ]; do sleep 30 & echo $! >> \"$CORRAL_TEST_DIR/forked\"; i=$((i+1)); done; exec sleep 30"
+    );
+    let mut s = String::new();
+    for _ in 0..spawners {
+        s.push_str(&format!(
+            "sh -c '{one}' & echo $! >> \"$CORRAL_TEST_DIR/forked\"; "
+        ));
+    }
+    s.push_str("sleep 0.2; exec sleep 30");
+    s
+}
+
+fn forked(s: &Scratch) -> usize {
+    std::fs::read_to_string(s.path("forked"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+fn attack(mech: Mechanism, grace: Duration) {
+    let spawners = 4;
+    for round in 0..3 {
+        let s = Scratch::new();
+        let t = Instant::now();
+        let r = s
+            .sh(&forking_tree(spawners, 400))
+            .containment(ContainmentChoice::Only(mech))
+            .grace(grace)
+            .timeout(Duration::from_millis(300 + 100 * round))
+            .run()
+            .unwrap();
+        let el = t.elapsed();
+        assert!(el < Duration::from_secs(8), "took {el:?}");
+        assert_eq!(r.outcome, Outcome::TimedOut, "{r:?}");
+        assert!(r.cleanup_error.is_none(), "{r:?}");
+        // Each spawner may have one child forked but not yet recorded when
+        // the kill came, and the root's own `sleep 0.2` may still run.
+        let real = forked(&s) + spawners + 1;
+        assert!(
+            r.leftovers.killed <= real,
+            "killed {} but at most {real} processes were in the tree",
+            r.leftovers.killed
+        );
+        assert!(r.leftovers.killed >= 1, "{r:?}");
+        s.assert_none_left();
+    }
+}
+
+#[test]
+fn a_tree_forking_while_killed_first_leaves_nothing_and_never_overcounts() {
+    attack(Mechanism::ProcessGroup, Duration::ZERO);
+}
+
+#[test]
+fn a_tree_forking_through_a_grace_leaves_nothing_and_never_overcounts() {
+    attack(Mechanism::ProcessGroup, Duration::from_millis(100));
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_tree_forking_while_killed_in_a_cgroup_leaves_nothing_and_never_overcounts() {
+    attack(Mechanism::Cgroup, Duration::ZERO);
+}
+
+/// Leftovers killed after a clean exit (kill-first too, no grace): a tree
+/// still forking when the root exits.
+#[test]
+fn leftovers_forking_after_a_clean_exit_are_all_killed() {
+    let spawners = 3;
+    for _ in 0..3 {
+        let s = Scratch::new();
+        let mut script = forking_tree(spawners, 300);
+        script = script.replace("sleep 0.2; exec sleep 30", "sleep 0.1; exit 0");
+        let t = Instant::now();
+        let r = s
+            .sh(&script)
+            .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
+            .leftovers(LeftoverPolicy::Kill)
+            .stdout(corral::Output::null())
+            .stderr(corral::Output::null())
+            .timeout(Duration::from_secs(20))
+            .run()
+            .unwrap();
+        assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+        assert_eq!(r.outcome, Outcome::Exited(0), "{r:?}");
+        assert!(r.cleanup_error.is_none(), "{r:?}");
+        // As above; the root's `sleep 0.1` ended before its exit.
+        let real = forked(&s) + spawners;
+        assert!(
+            r.leftovers.killed <= real,
+            "killed {} > {real}",
+            r.leftovers.killed
+        );
+        assert!(r.leftovers.killed >= 1, "{r:?}");
+        s.assert_none_left();
+    }
+}
+
+/// A member that died of someone else's SIGKILL before the timeout and was
+/// never reaped (its parent became `sleep` and reaps nothing): a zombie of
+/// signal 9 in the group. Only the helper alive at the timeout was killed
+/// by corral, and `killed` must say 1.
+fn zombie_of_another_kill(grace: Duration) {
+    use corral_testkit::{ready, Watch};
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let r = s
+        .sh(&format!(
+            "\"$H\" alive sh -c '\"$H\" victim & exec sleep 30' & {ra} {rv} \
+             kill -9 $(cat \"$CORRAL_TEST_DIR/victim.pid\"); \
+             while ! grep -q '^State:.*Z' /proc/$(cat \"$CORRAL_TEST_DIR/victim.pid\")/status; do sleep 0.01; done; \
+             exec sleep 30",
+            rv = ready("victim"),
+            ra = ready("alive"),
+        ))
+        .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
+        .grace(grace)
+        .timeout(Duration::from_secs(20))
+        .spawn()
+        .unwrap();
+    // Ended once the root is `sleep`: its loops (and their short-lived
+    // `cat`, `grep`, `sleep`) are over, the tree is exactly the zombie and
+    // `alive`.
+    let comm = format!("/proc/{}/comm", r.id());
+    let end = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&comm).map_or(true, |c| c.trim() != "sleep") {
+        assert!(Instant::now() < end, "the root never became sleep");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    r.cancel();
+    let r = r.wait();
+    assert_eq!(r.outcome, Outcome::Cancelled, "{r:?}");
+    assert!(w.wait_dead("alive", Duration::from_secs(2)));
+    assert_eq!(
+        r.leftovers.killed, 1,
+        "grace {grace:?}: only `alive` was killed by corral: {r:?}"
+    );
+    s.assert_none_left();
+}
+
+#[test]
+fn a_zombie_killed_by_someone_else_is_not_counted_as_killed_with_a_grace() {
+    zombie_of_another_kill(Duration::from_millis(100));
+}
+
+/// Kill first (no grace): the scan after the kill counts every zombie of
+/// signal 9 in the group as killed, and cannot tell one that was already
+/// dead before the kill (a pre-kill scan is what kill-first avoids): the
+/// count says 2. Known, reported; kept as the proof.
+#[test]
+#[ignore = "known limit: kill-first counts a member already dead of another SIGKILL and unreaped"]
+fn a_zombie_killed_by_someone_else_is_not_counted_as_killed_kill_first() {
+    zombie_of_another_kill(Duration::ZERO);
+}
