@@ -130,14 +130,24 @@ pub enum CleanupError {
         #[source]
         source: Arc<io::Error>,
     },
+    /// Crash safety was required
+    /// ([`Command::require_crash_safety`](crate::Command::require_crash_safety))
+    /// and held at the start, but was lost during the run (the keeper
+    /// died): for part of the run the tree would have outlived corral.
+    #[error("crash safety was required but lost during the run: {why}")]
+    CrashSafetyLost {
+        /// What happened (as in [`CrashSafety::Lost`]).
+        why: String,
+    },
 }
 
 impl CleanupError {
     /// The OS error behind this failure, if there is one (every kind but
-    /// [`Survivors`](CleanupError::Survivors)).
+    /// [`Survivors`](CleanupError::Survivors) and
+    /// [`CrashSafetyLost`](CleanupError::CrashSafetyLost)).
     pub fn io_error(&self) -> Option<&io::Error> {
         match self {
-            CleanupError::Survivors { .. } => None,
+            CleanupError::Survivors { .. } | CleanupError::CrashSafetyLost { .. } => None,
             CleanupError::Signal { source }
             | CleanupError::Members { source }
             | CleanupError::Wait { source }

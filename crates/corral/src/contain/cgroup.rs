@@ -1374,7 +1374,16 @@ impl Containment for Cgroup {
     /// Crash-safe when the keeper holds the cgroup (it kills and removes
     /// it if this process dies).
     fn crash_safety(&self, _root: &Root) -> crate::report::CrashSafety {
-        if self.slot.as_ref().is_some_and(|s| s.keeper.is_some()) {
+        let keeper = self.slot.as_ref().and_then(|s| s.keeper.as_ref());
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        if keeper.is_some_and(|k| !k.is_live()) {
+            return crate::report::CrashSafety::Lost(
+                "the crash-safety keeper died during the run; the tree would have \
+                 outlived corral's own death (the next corral removes the cgroup)"
+                    .into(),
+            );
+        }
+        if keeper.is_some() {
             crate::report::CrashSafety::Held
         } else {
             crate::report::CrashSafety::Lost(

@@ -746,6 +746,17 @@ impl Life {
         for s in self.streams.iter_mut().flatten() {
             s.finish_relay(flush_until);
         }
+        // Crash safety held at the start may have been lost since (the
+        // keeper died): the report says so, and a run that required it
+        // did not end cleanly.
+        if self.crash_safety.is_held() {
+            if let CrashSafety::Lost(why) = self.tree.crash_safety(&self.root) {
+                if self.settings.require_crash_safety {
+                    self.note_cleanup(CleanupError::CrashSafetyLost { why: why.clone() });
+                }
+                self.crash_safety = CrashSafety::Lost(why);
+            }
+        }
         let (usage, limits_hit) = match self.tree.usage() {
             Some((u, hits)) => (Some(u), hits),
             None => (None, Vec::new()),

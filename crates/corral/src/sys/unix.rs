@@ -290,6 +290,13 @@ impl Root {
     /// started by `std` (the process-group and subreaper tiers), whether the
     /// keeper took its pidfd.
     pub(crate) fn crash_safety(&self) -> CrashSafety {
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        if self.keeper.as_ref().is_some_and(|k| !k.is_live()) {
+            return keeper_died();
+        }
         self.crash.clone()
     }
 
@@ -303,12 +310,17 @@ impl Root {
         self.reaped = true;
         #[cfg(target_os = "linux")]
         self.exit_hint.set(true);
-        // The keeper lets go of the root before its pid can be reused.
+        // The keeper lets go of the root before its pid can be reused; if
+        // it died meanwhile, the run was not crash-safe to the end.
         #[cfg(all(
             target_os = "linux",
             any(target_arch = "x86_64", target_arch = "aarch64")
         ))]
-        drop(self.keeper.take());
+        if let Some(k) = self.keeper.take() {
+            if !k.is_live() {
+                self.crash = keeper_died();
+            }
+        }
         // A namespace init outlives the command while the namespace holds
         // processes: reap it now only if it has exited.
         #[cfg(target_os = "linux")]
@@ -1020,4 +1032,18 @@ impl std::os::fd::AsFd for PipeEnd {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.0.as_fd()
     }
+}
+
+/// What the report says when the keeper that held the root died during the
+/// run.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn keeper_died() -> CrashSafety {
+    CrashSafety::Lost(
+        "the crash-safety keeper died during the run; \
+         the tree would have outlived corral's own death"
+            .into(),
+    )
 }

@@ -108,6 +108,9 @@ const CMSG_LEN1: usize = CMSG_HDR + 4;
 
 struct Conn {
     sock: OwnedFd,
+    /// The keeper's pid: an unreaped child of `owner` (so never reused
+    /// while this is kept), reaped once it is found dead.
+    pid: i32,
     /// The process that started this keeper: a fork of the host inherits
     /// the connection but must have a keeper of its own.
     owner: u32,
@@ -315,7 +318,7 @@ fn with_keeper<T>(mut f: impl FnMut(&mut Conn) -> io::Result<T>) -> io::Result<T
         // The keeper died: a registration sent to it now would be lost
         // without an error (its socket may still take a message), and a
         // run that requires crash safety must get a keeper that holds it.
-        *guard = None;
+        reap_dead(guard.take());
     }
     for _ in 0..2 {
         if guard.is_none() {
@@ -328,13 +331,44 @@ fn with_keeper<T>(mut f: impl FnMut(&mut Conn) -> io::Result<T>) -> io::Result<T
                     if e.raw_os_error() == Some(en::EPIPE as i32)
                         || e.raw_os_error() == Some(en::ECONNRESET as i32) =>
                 {
-                    *guard = None;
+                    reap_dead(guard.take());
                 }
                 r => return r,
             }
         }
     }
     Err(io::Error::other("the keeper could not be started"))
+}
+
+/// Reaps a keeper of this process found dead (its socket at end of file),
+/// so that it does not stay a zombie child of the host. Its socket closes
+/// while it exits, a moment before it can be reaped: a few tries, bounded
+/// (a keeper that is somehow still there is left alone, never waited for).
+fn reap_dead(conn: Option<Conn>) {
+    let Some(c) = conn else { return };
+    if c.owner != std::process::id() {
+        return; // a fork's inherited keeper is not our child
+    }
+    drop(c.sock);
+    for _ in 0..100 {
+        // SAFETY: wait4 with a null status and rusage pointer: no memory is
+        // written. `c.pid` is this process's unreaped child (nothing else
+        // waits for it: it has no exit signal, and only `__WALL` finds it),
+        // so the pid cannot name another process.
+        let r = unsafe {
+            syscall4(
+                k::__NR_wait4,
+                c.pid as usize,
+                0,
+                (k::WNOHANG | k::__WALL) as usize,
+                0,
+            )
+        };
+        if r != 0 {
+            return; // reaped, or not ours to reap (ECHILD)
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 fn send(sock: &OwnedFd, msg: &[u8], fd: Option<c_int>) -> io::Result<()> {
@@ -524,6 +558,7 @@ fn start() -> io::Result<Conn> {
     ]);
     Ok(Conn {
         sock: ours,
+        pid: ret as i32,
         owner: std::process::id(),
         generation: GENERATION.fetch_add(1, Ordering::Relaxed),
         capacity,

@@ -1,0 +1,133 @@
+//! The crash-safety keeper dies while a run goes on (killed as the OOM
+//! killer or an administrator might): the report must not go on saying the
+//! tree was crash-safe, and a run that required crash safety does not end
+//! cleanly. The keeper is per process, so this binary is its own process and
+//! its tests take turns.
+#![cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use corral::{CleanupError, Command, ContainmentChoice, Mechanism, Outcome, Report};
+use corral_testkit::Scratch;
+
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// This process's keepers, live or dead and unreaped: (pid, zombie).
+fn keepers() -> Vec<(i32, bool)> {
+    let mut kids = String::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        kids += &std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        kids.push(' ');
+    }
+    kids.split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            // "pid (comm) S ...".
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            stat.contains("(corral-keeper)")
+                .then_some((p, matches!(state, 'Z' | 'X')))
+        })
+        .collect()
+}
+
+/// This process's live keeper.
+fn keeper_pid() -> Option<i32> {
+    keepers().into_iter().find(|k| !k.1).map(|k| k.0)
+}
+
+/// Kills this process's keeper through a pidfd and waits for its death.
+fn kill_keeper() {
+    let pid = keeper_pid().expect("no keeper while a run is registered");
+    let fd = rustix::process::pidfd_open(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .unwrap();
+    rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL).unwrap();
+    let mut p = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    rustix::event::poll(&mut p, None).unwrap();
+}
+
+/// A run in `mechanism` that waits for the gate file (at most 30 s), whose
+/// keeper is killed while it waits; returns its report.
+fn run_losing_the_keeper(mechanism: Mechanism, require: bool) -> Report {
+    let s = Scratch::new();
+    let gate = s.dir().join("gate");
+    let mut c = Command::new("/bin/sh");
+    c.arg("-c")
+        .arg(
+            "i=0; while [ ! -e \"$1\" ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; \
+             echo done",
+        )
+        .arg("sh")
+        .arg(&gate)
+        .containment(ContainmentChoice::Only(mechanism))
+        .timeout(Duration::from_secs(60))
+        .require_crash_safety(require);
+    let running = c.spawn().expect("spawn");
+    kill_keeper();
+    std::fs::write(&gate, b"").unwrap();
+    let t = Instant::now();
+    let r = running.wait();
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(r.outcome, Outcome::Exited(0), "{r:?}");
+    assert_eq!(r.stdout.text_lossy().trim(), "done", "{r:?}");
+    r
+}
+
+fn check_tier(mechanism: Mechanism) {
+    let _g = serial();
+    // Not required: the run is an ordinary exit, and the report says the
+    // crash safety it had at the start was lost.
+    let r = run_losing_the_keeper(mechanism, false);
+    let why = r.crash_safety.note().unwrap_or_else(|| panic!("{r:?}"));
+    assert!(why.contains("died during the run"), "{why}");
+    assert!(r.cleanup_error.is_none(), "{r:?}");
+    assert!(r.check().is_ok());
+
+    // A later run gets a new keeper: crash-safe again.
+    let r = Command::new("true")
+        .containment(ContainmentChoice::Only(mechanism))
+        .run()
+        .unwrap();
+    assert!(r.crash_safety.is_held(), "{r:?}");
+    // The dead keeper was reaped when it was replaced: one keeper, alive.
+    let k = keepers();
+    assert!(k.len() == 1 && !k[0].1, "keepers (pid, zombie): {k:?}");
+
+    // Required: held at the start (a new keeper), lost during the run; the
+    // run does not end cleanly.
+    let r = run_losing_the_keeper(mechanism, true);
+    assert!(!r.crash_safety.is_held(), "{r:?}");
+    assert!(
+        matches!(r.cleanup_error, Some(CleanupError::CrashSafetyLost { .. })),
+        "{r:?}"
+    );
+    assert!(r.check().is_err());
+}
+
+#[test]
+fn a_keeper_dying_during_a_process_group_run_is_reported() {
+    check_tier(Mechanism::ProcessGroup);
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_keeper_dying_during_a_cgroup_run_is_reported() {
+    check_tier(Mechanism::Cgroup);
+}
