@@ -867,6 +867,11 @@ impl Probe for Life {
 /// starts it itself (the PID-namespace init), or `sys::spawn` with the
 /// placement the containment computed.
 fn start_root(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<Root, SpawnError> {
+    // From before the fork until the root is known as one (see
+    // `sys::roots`): no zombie child is ever taken for a stray orphan
+    // while it is still becoming a root.
+    #[cfg(target_os = "linux")]
+    let _spawning = sys::roots::spawning();
     #[cfg(target_os = "linux")]
     if let Some(root) = tree.spawn_root(&spec) {
         return root;

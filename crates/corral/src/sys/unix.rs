@@ -115,6 +115,8 @@ impl Root {
             "no crash-safety keeper on this platform: the tree would outlive corral's own death"
                 .into(),
         );
+        #[cfg(target_os = "linux")]
+        roots::started(pid);
         Root {
             pid,
             #[cfg(target_os = "linux")]
@@ -142,6 +144,7 @@ impl Root {
         any(target_arch = "x86_64", target_arch = "aarch64")
     ))]
     pub(crate) fn from_clone3(pid: Pid, pidfd: OwnedFd) -> Root {
+        roots::started(pid);
         Root {
             pid,
             pidfd: Some(Arc::new(pidfd)),
@@ -163,6 +166,7 @@ impl Root {
         any(target_arch = "x86_64", target_arch = "aarch64")
     ))]
     pub(crate) fn from_ns_init(pid: Pid, pidfd: Arc<OwnedFd>, status: OwnedFd) -> Root {
+        roots::started(pid);
         Root {
             pid,
             pidfd: Some(pidfd),
@@ -324,13 +328,18 @@ impl Root {
         #[cfg(not(target_os = "linux"))]
         let exited = self.peek_exit()?.is_some();
         if exited {
-            waitid(WaitId::Pid(self.pid), WaitIdOptions::EXITED)?;
+            let res = waitid(WaitId::Pid(self.pid), WaitIdOptions::EXITED);
+            #[cfg(target_os = "linux")]
+            roots::reaped(self.pid);
+            res?;
         } else {
             let pid = self.pid;
             std::thread::Builder::new()
                 .name("corral-reap".into())
                 .spawn(move || {
                     let _ = waitid(WaitId::Pid(pid), WaitIdOptions::EXITED);
+                    #[cfg(target_os = "linux")]
+                    roots::reaped(pid);
                 })?;
         }
         Ok(())
@@ -1019,5 +1028,67 @@ impl PipeEnd {
 impl std::os::fd::AsFd for PipeEnd {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.0.as_fd()
+    }
+}
+
+/// The roots of this process's runs (every tier) from their spawn until
+/// they are reaped, so that a zombie child of this process can be proven
+/// not to be one: an unreaped root is its run's identity (promise 3), and
+/// only its own `Root::reap` may reap it.
+///
+/// A root is added by its `Root` constructor, while the spawn holds
+/// [`spawning`] (a shared lock); [`quiet`] takes the lock exclusively, so
+/// while it is held no child is between its fork and its entry here: every
+/// child of this process that is a root is in the set it returns.
+#[cfg(target_os = "linux")]
+pub(crate) mod roots {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+    use rustix::process::Pid;
+
+    static SPAWNING: RwLock<()> = RwLock::new(());
+    static LIVE: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+
+    fn live() -> std::sync::MutexGuard<'static, Option<HashSet<u32>>> {
+        LIVE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Held by a spawn from before the fork until its `Root` exists.
+    pub(crate) struct Spawning {
+        _guard: RwLockReadGuard<'static, ()>,
+    }
+
+    pub(crate) fn spawning() -> Spawning {
+        Spawning {
+            _guard: SPAWNING.read().unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+
+    /// No spawn in flight while this is held.
+    pub(crate) struct Quiet {
+        _guard: RwLockWriteGuard<'static, ()>,
+    }
+
+    /// Waits until no spawn is in flight, and returns the unreaped roots
+    /// (valid for as long as the `Quiet` is held and nothing is reaped).
+    pub(crate) fn quiet() -> (Quiet, HashSet<u32>) {
+        let guard = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
+        let set = live().clone().unwrap_or_default();
+        (Quiet { _guard: guard }, set)
+    }
+
+    pub(super) fn started(pid: Pid) {
+        live()
+            .get_or_insert_with(HashSet::new)
+            .insert(pid.as_raw_nonzero().get() as u32);
+    }
+
+    /// After the reap (or an attempt: a root reaped by someone else is no
+    /// zombie of ours either).
+    pub(super) fn reaped(pid: Pid) {
+        if let Some(set) = live().as_mut() {
+            set.remove(&(pid.as_raw_nonzero().get() as u32));
+        }
     }
 }
