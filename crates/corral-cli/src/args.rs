@@ -328,7 +328,8 @@ Exit status:
   124    timed out (the tree was terminated)
   125    corral failed: usage, containment (also --require-crash-safety when
          crash safety cannot be had), cleanup (survivors), report, out of
-         file descriptors (EMFILE: the message names RLIMIT_NOFILE)
+         file descriptors (EMFILE: the message gives the soft and hard
+         open-file limits and the `ulimit -n` that raises the soft one)
   126    the program was found but could not be executed
   127    the program was not found
   128+N  the program was killed by signal N that corral did not send, or

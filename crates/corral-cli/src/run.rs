@@ -109,7 +109,7 @@ pub fn run(opts: RunOpts) -> i32 {
         }
         Err(e) => {
             let code = exit::for_error(e, recv);
-            say(format_args!("{e}"));
+            say(format_args!("{}", exit::error_message(e)));
             (
                 code,
                 JsonReport::from_error(e, recv, code, started.elapsed()),
