@@ -44,10 +44,17 @@ fn a_panicking_line_callback_still_leaves_nothing_behind() {
             panic!("callback bug");
         }
     });
+    let t = Instant::now();
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cmd.run()));
     assert!(res.is_err(), "the panic propagates to the caller");
+    // The tree dies at once: the drop confirms it and returns (it once
+    // waited for the hard limit, 10 s, because it never saw the root exit).
+    assert!(t.elapsed() < 3 * SEC, "took {:?}", t.elapsed());
     assert!(w.pid("gc", SEC).is_some());
-    assert!(w.wait_dead("gc", 2 * SEC), "the tree outlived the panic");
+    assert!(
+        w.wait_dead("gc", Duration::ZERO),
+        "the tree outlived the panic"
+    );
 }
 
 /// The callback panics on the last line, which has no newline: it is

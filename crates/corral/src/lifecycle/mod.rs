@@ -924,6 +924,8 @@ impl Drop for Life {
                 std::thread::sleep(at.saturating_duration_since(now));
             }
             let now = Instant::now();
+            // Nothing polls the root's pidfd here: ask the kernel.
+            self.root.look_for_exit();
             self.peek_root(now);
             let seen = Observed {
                 root: self.root_status,

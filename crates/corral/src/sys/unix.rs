@@ -259,6 +259,14 @@ impl Root {
     }
 
     /// The root's exit status if it has exited, without reaping it.
+    /// Makes the next [`peek_exit`](Self::peek_exit) ask the kernel even
+    /// though no wait saw the pidfd fire (a caller that does not poll: the
+    /// drop of a run after a panic).
+    pub(crate) fn look_for_exit(&self) {
+        #[cfg(target_os = "linux")]
+        self.exit_hint.set(true);
+    }
+
     pub(crate) fn peek_exit(&mut self) -> io::Result<Option<RootStatus>> {
         if self.exited.is_some() {
             return Ok(self.exited);
