@@ -136,7 +136,10 @@ pub struct BatchOpts {
     #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
     pub progress: ProgressArg,
 
-    /// Containment mechanism for every run (see `corral run --help`).
+    /// Containment mechanism for every run (see `corral run --help`). The
+    /// batch becomes a child subreaper only when a run asks for the
+    /// subreaper tier (here, or a task's `containment`); `auto` then falls
+    /// back to it too, and orphans of every tier are reaped.
     #[arg(long, value_enum, default_value_t = ContainmentArg::Auto)]
     pub containment: ContainmentArg,
 
@@ -183,7 +186,8 @@ Task keys:
   retries       attempts after a failed or errored run [0] (spawn,
                 containment and cleanup failures are never retried)
   containment   auto | cgroup | subreaper | process-group | pid-namespace
-                [--containment]
+                [--containment] (subreaper: the batch becomes a child
+                subreaper, see --containment)
   memory_max, pids_max
                 cap the tree's memory (\"64M\") or live processes; need a
                 cgroup
@@ -328,7 +332,8 @@ Exit status:
   124    timed out (the tree was terminated)
   125    corral failed: usage, containment (also --require-crash-safety when
          crash safety cannot be had), cleanup (survivors), report, out of
-         file descriptors (EMFILE: the message names RLIMIT_NOFILE)
+         file descriptors (EMFILE: the message gives the soft and hard
+         open-file limits and the `ulimit -n` that raises the soft one)
   126    the program was found but could not be executed
   127    the program was not found
   128+N  the program was killed by signal N that corral did not send, or

@@ -126,7 +126,7 @@ impl JsonReport {
             "killed": 0,
             "kept": 0,
             "duration_ms": ms(elapsed),
-            "error": e.to_string(),
+            "error": crate::exit::error_message(e),
             "signals_sent": [],
             "received_signal": received,
             "survivors": [],

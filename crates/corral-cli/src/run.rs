@@ -27,9 +27,14 @@ pub fn say(msg: std::fmt::Arguments<'_>) {
 pub fn run(opts: RunOpts) -> i32 {
     let started = Instant::now();
     // corral is the only program in this process: it may always be the
-    // subreaper (auto uses it where no cgroup can be had).
+    // subreaper (auto uses it where no cgroup can be had), and it starts no
+    // child of its own, so every zombie child that is no root is an orphan
+    // it may reap.
     #[cfg(target_os = "linux")]
-    let _ = corral::enable_subreaper();
+    {
+        let _ = corral::enable_subreaper();
+        corral::reap_all_orphans();
+    }
     let Some((program, args)) = opts.command.split_first() else {
         say(format_args!("no program given"));
         return exit::CORRAL_FAILED;
@@ -104,7 +109,7 @@ pub fn run(opts: RunOpts) -> i32 {
         }
         Err(e) => {
             let code = exit::for_error(e, recv);
-            say(format_args!("{e}"));
+            say(format_args!("{}", exit::error_message(e)));
             (
                 code,
                 JsonReport::from_error(e, recv, code, started.elapsed()),

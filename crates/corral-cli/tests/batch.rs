@@ -1596,3 +1596,115 @@ shell = 'echo "pid $$"'
     // The command ran as pid 2, under the namespace's init.
     assert_eq!(r["stdout_tail"], "pid 2\n", "{r}");
 }
+
+/// Checks, as the last run of a batch (serial: nothing else runs), that the
+/// batch process (the root's parent) has no zombie child left: it waits for
+/// the earlier runs' orphans (50 ms sleeps) to be over, then looks for up
+/// to 3 s; exit 1 naming the zombies otherwise.
+const NO_ZOMBIE_CHILDREN: &str = r#"sleep 0.5; n=0
+while :; do
+  z=
+  for t in /proc/$PPID/task/*/children; do
+    for c in $(cat "$t"); do
+      read -r l < /proc/$c/stat || continue
+      case "$l" in *") Z "*) z="$z $c";; esac
+    done
+  done 2>/dev/null
+  [ -z "$z" ] && exit 0
+  n=$((n+1)); [ $n -ge 100 ] && { echo "zombie children of the batch:$z" >&2; exit 1; }
+  sleep 0.03
+done"#;
+
+/// `containment = "subreaper"` in a batch: the batch becomes a child
+/// subreaper for it (it was always `containment_failed`), its runs are
+/// contained (a `setsid` escaper and a double-forked daemon are killed at
+/// the end of the run, under the batch's default `leftovers = "kill"`),
+/// and the orphans that other tiers' trees leave behind, re-parented to the
+/// batch now, do not pile up as zombies: `setsid` grandchildren that
+/// outlive their process-group run and exit later, and grandchildren
+/// killed with their run.
+fn subreaper_tasks_with_other_tiers(other: &[&str]) {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let mut manifest = format!(
+        r#"
+[defaults]
+timeout = "20s"
+wait_delay = "2s"
+
+[[task]]
+name = "sr-escapers"
+containment = "subreaper"
+repeat = 3
+shell = {}
+"#,
+        lit(&format!(
+            r#"setsid "$H" esc$CORRAL_RUN </dev/null >/dev/null 2>&1 &
+               sh -c 'setsid "$H" dbl$CORRAL_RUN </dev/null >/dev/null 2>&1 & exit 0'
+               {} {} exit 0"#,
+            corral_testkit::ready("esc$CORRAL_RUN"),
+            corral_testkit::ready("dbl$CORRAL_RUN")
+        ))
+    );
+    for tier in other {
+        manifest.push_str(&format!(
+            r#"
+[[task]]
+name = "orphans-{tier}"
+containment = "{tier}"
+repeat = 10
+shell = {}
+"#,
+            lit(r#"for i in 1 2 3 4; do setsid sh -c 'sleep 0.05' </dev/null >/dev/null 2>&1 & done; (sleep 0.05 &); (sleep 5 </dev/null >/dev/null 2>&1 &); exit 0"#)
+        ));
+    }
+    manifest.push_str(&format!(
+        r#"
+[[task]]
+name = "no-zombies"
+serial = true
+shell = {}
+"#,
+        lit(NO_ZOMBIE_CHILDREN)
+    ));
+    let m = write_manifest(&s, &manifest);
+    let rp = path_str(&s, "report.json");
+    let d = run(
+        corral(&s, ["batch", &m, "-j", "4", "--report", &rp]),
+        60 * SEC,
+    );
+    let v = read_json(&s, "report.json");
+    let runs = runs_by_name(&v);
+    for i in 0..3 {
+        let r = &runs[&format!("sr-escapers#{i}")];
+        assert_eq!(r["status"], "passed", "{r}");
+        assert_eq!(r["containment"], "subreaper", "{r}");
+        assert!(count(r, "killed") >= 2, "{r}");
+        for n in [format!("esc{i}"), format!("dbl{i}")] {
+            assert!(w.pid(&n, SEC).is_some(), "{n} never started");
+            assert!(w.wait_dead(&n, 2 * SEC), "{n} escaped the subreaper tier");
+        }
+    }
+    for tier in other {
+        for i in 0..10 {
+            let r = &runs[&format!("orphans-{tier}#{i}")];
+            assert_eq!(r["status"], "passed", "{r}");
+            assert_eq!(r["containment"], tier.replace('-', "_"), "{r}");
+        }
+    }
+    let z = &runs["no-zombies#0"];
+    assert_eq!(z["status"], "passed", "{z}");
+    d.assert_code(0);
+    s.assert_none_left();
+}
+
+#[test]
+fn subreaper_tasks_are_contained_and_process_group_orphans_reaped() {
+    subreaper_tasks_with_other_tiers(&["process-group"]);
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn subreaper_tasks_are_contained_and_process_group_and_cgroup_orphans_reaped() {
+    subreaper_tasks_with_other_tiers(&["process-group", "cgroup"]);
+}

@@ -1305,3 +1305,58 @@ fn every_signal_that_would_kill_corral_is_passed_on() {
         assert_dead(&w, &["root", "a"]);
     }
 }
+
+// ------------------------------------------------------- out of descriptors
+
+/// Out of descriptors, `corral run` tells a shell user what to do in the
+/// shell (`ulimit -n`, with the hard limit), not which library function
+/// raises the limit; exit 125 (as `--help` and the README say), the
+/// report's outcome is `spawn_failed` with the same message, and nothing
+/// ran. With the hard limit reached too, it says that raising it needs
+/// root. (corral is started by a shell whose `ulimit` leaves it too few
+/// descriptors for the run's pipes and pidfd.)
+#[test]
+fn out_of_descriptors_tells_a_shell_user_to_raise_ulimit() {
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+    for (ulimit, hard_reached) in [("ulimit -S -n 10", false), ("ulimit -n 10", true)] {
+        let s = Scratch::new();
+        let w = Watch::new(&s);
+        let rp = report_path(&s);
+        let mut c = std::process::Command::new("/bin/sh");
+        c.arg("-c")
+            .arg(format!(r#"{ulimit} && exec "$0" "$@""#))
+            .arg(BIN)
+            .args(["run", "--report", &rp, "--", "sh", "-c", r#""$H" ran"#])
+            .envs(s.env())
+            .current_dir(s.dir())
+            .stdin(std::process::Stdio::null());
+        let d = run(c, 5 * SEC);
+        d.assert_code(125);
+        let err = d.err();
+        assert!(err.contains("Too many open files"), "{ulimit}: {err}");
+        assert!(
+            !err.contains("raise_nofile_limit"),
+            "{ulimit}: a library function named to a shell user: {err}"
+        );
+        assert!(err.contains("soft 10"), "{ulimit}: {err}");
+        if hard_reached {
+            assert!(err.contains("hard 10"), "{ulimit}: {err}");
+            assert!(
+                err.contains("hard limit is reached") && err.contains("as root"),
+                "{ulimit}: {err}"
+            );
+        } else if let Some(h) = hard {
+            assert!(
+                err.contains(&format!("raise it with `ulimit -n {h}`")),
+                "{ulimit}: {err}"
+            );
+        }
+        let v = read_report(s.path("report.json").as_path());
+        assert_eq!(v["outcome"], "spawn_failed");
+        assert_eq!(v["corral_exit"], 125);
+        let line = v["error"].as_str().unwrap_or_default();
+        assert!(err.contains(line) && !line.is_empty(), "{line} / {err}");
+        // Nothing ran.
+        assert!(w.pid("ran", ms(300)).is_none(), "{ulimit}: the command ran");
+    }
+}

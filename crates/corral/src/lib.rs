@@ -66,7 +66,7 @@ pub use cancel::CancelToken;
 pub use capture::Captured;
 pub use command::Command;
 #[cfg(target_os = "linux")]
-pub use contain::subreaper::enable_subreaper;
+pub use contain::subreaper::{enable_subreaper, reap_all_orphans};
 pub use contain::{release_cgroup_pool, ContainmentChoice, OsOp};
 #[cfg(unix)]
 pub use error::raise_nofile_limit;

@@ -44,10 +44,54 @@ fn a_panicking_line_callback_still_leaves_nothing_behind() {
             panic!("callback bug");
         }
     });
+    let t = Instant::now();
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cmd.run()));
     assert!(res.is_err(), "the panic propagates to the caller");
+    // The tree dies at once: the drop confirms it and returns (it once
+    // waited for the hard limit, 10 s, because it never saw the root exit).
+    assert!(t.elapsed() < 3 * SEC, "took {:?}", t.elapsed());
     assert!(w.pid("gc", SEC).is_some());
-    assert!(w.wait_dead("gc", 2 * SEC), "the tree outlived the panic");
+    assert!(
+        w.wait_dead("gc", Duration::ZERO),
+        "the tree outlived the panic"
+    );
+}
+
+/// The callback panics on the last line, which has no newline: it is
+/// delivered by the final flush, after the termination is over and before
+/// the release. The drop still releases: the root is reaped (before, the
+/// drop saw the run as finished and left the root a zombie child of this
+/// process). The helper left behind was killed by the leftovers policy.
+#[test]
+fn a_panic_in_the_last_line_flush_still_releases_the_root() {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let mut cmd = s.sh(&format!(
+        r#""$H" left </dev/null >/dev/null 2>&1 & {} printf boom"#,
+        corral_testkit::ready("left")
+    ));
+    pg(&mut cmd)
+        .leftovers(corral::LeftoverPolicy::Kill)
+        .on_line(|_, l| {
+            if l == b"boom" {
+                std::panic::resume_unwind(Box::new("callback bug in the last flush"));
+            }
+        });
+    let running = cmd.spawn().unwrap();
+    let root = running.id();
+    let t = Instant::now();
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| running.wait()));
+    assert!(res.is_err(), "the panic propagates to the caller");
+    assert!(t.elapsed() < 5 * SEC, "took {:?}", t.elapsed());
+    let stat = std::fs::read_to_string(format!("/proc/{root}/stat")).unwrap_or_default();
+    let zombie_of_ours = stat.rsplit_once(')').is_some_and(|(_, r)| {
+        let mut f = r.split_whitespace();
+        f.next() == Some("Z")
+            && f.next().and_then(|p| p.parse::<u32>().ok()) == Some(std::process::id())
+    });
+    assert!(!zombie_of_ours, "the root {root} was never reaped: {stat}");
+    assert!(w.pid("left", SEC).is_some());
+    assert!(!w.is_alive("left"), "the leftover survived");
 }
 
 /// A writer whose flush blocks far longer than the run may take.

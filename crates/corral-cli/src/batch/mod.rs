@@ -243,9 +243,18 @@ fn run_batch(opts: BatchOpts) -> Result<i32, String> {
         }
     };
     let jobs = fit_fd_limit(jobs);
-    // Not `corral::enable_subreaper()` (as `run` does): a batch lives long
-    // and runs thousands of trees, and orphans reparented to a subreaper
-    // are not reaped by the other tiers (they pile up as zombies).
+    // The subreaper only when a run asks for the subreaper tier: it changes
+    // the whole process (every orphan of every tree, in every tier, comes
+    // here, and `auto` then falls back to the subreaper tier rather than a
+    // process group). A batch lives long and runs thousands of trees, so
+    // their orphans must not pile up as zombies: the batch starts no child
+    // of its own, so every zombie child that is not a run's root is reaped
+    // (`reap_all_orphans`), whatever tier its tree ran in.
+    #[cfg(target_os = "linux")]
+    if wants_subreaper(&batch) {
+        let _ = corral::enable_subreaper();
+        corral::reap_all_orphans();
+    }
     // Before the first spawn: from here on a signal stops the batch and
     // kills every tree instead of killing corral and leaving them.
     let _signals = stop_on_signals(&batch);
@@ -664,6 +673,21 @@ fn fit_fd_limit(jobs: usize) -> usize {
 #[cfg(not(unix))]
 fn fit_fd_limit(jobs: usize) -> usize {
     jobs
+}
+
+/// Whether a run of this batch asks for the subreaper tier: its task's
+/// `containment` key (with `[defaults]` applied), or `--containment` for a
+/// task without one.
+#[cfg(target_os = "linux")]
+fn wants_subreaper(batch: &Batch) -> bool {
+    batch
+        .plan
+        .iter()
+        .any(|j| match batch.tasks[j.task].containment {
+            Some(manifest::ContainmentKey::Subreaper) => true,
+            Some(_) => false,
+            None => batch.opts.containment == ContainmentChoice::Only(Mechanism::Subreaper),
+        })
 }
 
 /// SIGINT, SIGTERM and SIGHUP stop the batch: nothing more starts, and the

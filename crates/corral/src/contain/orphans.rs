@@ -48,9 +48,51 @@ pub(super) const COOKIE_VAR: &str = "CORRAL_TREE";
 /// child-subreaper switch lives here, below the tiers that read it.
 static SUBREAPER: AtomicBool = AtomicBool::new(false);
 
+/// Set by [`reap_all_orphans`]: this process starts no children of its own
+/// other than through corral.
+static ALL_ORPHANS: AtomicBool = AtomicBool::new(false);
+
 /// Notes that this process made itself a child subreaper.
 pub(super) fn note_subreaper() {
     SUBREAPER.store(true, Ordering::SeqCst);
+    if ALL_ORPHANS.load(Ordering::SeqCst) {
+        start_thread(&mut registry());
+    }
+}
+
+/// Declares that this process starts no child processes of its own other
+/// than through corral (the CLI does this), so that every zombie child that
+/// is not the root of a run is an orphan corral may reap, attributed or not.
+///
+/// Without it, a zombie orphan that nothing attributes to a run (one that
+/// left the tree's process group, with `setsid` say, and died before any
+/// look at it saw it alive: its environment, and the tree cookie in it, can
+/// no longer be read) stays a zombie child of this process until the
+/// process exits, because it may as well be a child the host started
+/// itself and will wait for. With it, such zombies are reaped as they
+/// appear, while runs go on and after they ended, in every tier, once
+/// [`enable_subreaper`](crate::enable_subreaper) was called.
+///
+/// Never reaped, whatever is declared: the root of a run, from before its
+/// spawn until its own release reaps it (a zombie root is its run's
+/// identity: promise 3). A zombie child is taken for a stray orphan only
+/// while no spawn is in flight, checked against every root started and not
+/// yet reaped.
+///
+/// Do not call this in a program that waits for children it started by
+/// other means (`std::process::Command`): corral could reap them first, and
+/// their `wait` would fail.
+pub fn reap_all_orphans() {
+    ALL_ORPHANS.store(true, Ordering::SeqCst);
+    if enabled() {
+        start_thread(&mut registry());
+    }
+    // A thread parked for want of runs looks again.
+    WAKE.notify_all();
+}
+
+fn all_orphans() -> bool {
+    ALL_ORPHANS.load(Ordering::SeqCst) && enabled()
 }
 
 /// Whether [`enable_subreaper`](crate::enable_subreaper) was called and
@@ -161,15 +203,20 @@ pub(crate) fn register(root: u32, claim: Claim) -> Option<Registration> {
         claim,
         learned: HashMap::new(),
     });
+    start_thread(&mut reg);
+    drop(reg);
+    WAKE.notify_all();
+    Some(Registration { id })
+}
+
+/// Starts the reaping thread if it is not running.
+fn start_thread(reg: &mut Registry) {
     if !reg.thread {
         reg.thread = std::thread::Builder::new()
             .name("corral-orphans".into())
             .spawn(run)
             .is_ok();
     }
-    drop(reg);
-    WAKE.notify_all();
-    Some(Registration { id })
 }
 
 impl Registration {
@@ -177,7 +224,7 @@ impl Registration {
     /// (the root may be reaped after this).
     pub(crate) fn finish(self) {
         let mut reg = registry();
-        let _ = pass(&mut reg, Some(self.id));
+        let _ = pass(&mut reg, Some(self.id), None);
         reg.entries.retain(|e| e.id != self.id);
         drop(reg);
         std::mem::forget(self);
@@ -236,10 +283,18 @@ fn claimed(e: &Entry, pid: u32, s: &Stat) -> bool {
 /// root is reaped) meanwhile. The roots of registered runs are skipped
 /// without a look: with many runs at once, they are most of the children.
 /// Returns how many it reaped.
-fn pass(reg: &mut Registry, only: Option<u64>) -> usize {
+///
+/// With `unknown_roots` (the roots of every run started and not yet reaped,
+/// taken with no spawn in flight: see `sys::roots`, and held so until this
+/// returns), zombies attributed to no run are reaped too, except those
+/// roots: see [`reap_all_orphans`].
+fn pass(reg: &mut Registry, only: Option<u64>, unknown_roots: Option<&HashSet<u32>>) -> usize {
     let mut reaped = 0;
     let me = std::process::id();
-    let roots: HashSet<u32> = reg.entries.iter().map(|e| e.root).collect();
+    let mut roots: HashSet<u32> = reg.entries.iter().map(|e| e.root).collect();
+    if let Some(r) = unknown_roots {
+        roots.extend(r.iter().copied());
+    }
     let children = own_children();
     let listed: HashSet<u32> = children.iter().copied().collect();
     reg.checked.retain(|p, _| listed.contains(p));
@@ -283,10 +338,13 @@ fn pass(reg: &mut Registry, only: Option<u64>) -> usize {
         let Some(s) = stat(c).filter(|t| *t == s) else {
             continue;
         };
-        let ours = entries
-            .iter()
-            .filter(|e| only.is_none_or(|id| e.id == id))
-            .any(|e| claimed(e, c, &s));
+        // Any zombie child that is no root, when this process starts no
+        // children of its own (the roots are skipped above).
+        let ours = unknown_roots.is_some()
+            || entries
+                .iter()
+                .filter(|e| only.is_none_or(|id| e.id == id))
+                .any(|e| claimed(e, c, &s));
         if !ours {
             continue;
         }
@@ -318,12 +376,22 @@ fn zombie_left() -> bool {
 
 fn run() {
     loop {
-        let reaped = {
+        let reaped = if all_orphans() {
+            // No spawn in flight from here until the pass is done: every
+            // root is in `roots` (lock order: spawns take `roots` first,
+            // then, in `attach`, the registry).
+            let (_quiet, roots) = crate::sys::roots::quiet();
             let mut reg = registry();
-            while reg.entries.is_empty() {
+            pass(&mut reg, None, Some(&roots))
+        } else {
+            let mut reg = registry();
+            while reg.entries.is_empty() && !all_orphans() {
                 reg = WAKE.wait(reg).unwrap_or_else(|e| e.into_inner());
             }
-            pass(&mut reg, None)
+            if all_orphans() {
+                continue;
+            }
+            pass(&mut reg, None, None)
         };
         if zombie_left() {
             // More died while this pass ran: at once again. A zombie that is
@@ -337,7 +405,15 @@ fn run() {
         // Sleeps until a child of this process is a zombie; reaps nothing.
         match waitid(WaitId::All, WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            // No child at all, or no waitid: look again later.
+            // No child at all: nothing can be re-parented here (every
+            // descendant descends from a child) until a run starts one.
+            Err(rustix::io::Errno::CHILD) if all_orphans() => {
+                let reg = registry();
+                let _ = WAKE
+                    .wait_timeout(reg, Duration::from_secs(1))
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+            // No waitid: look again later.
             Err(_) => std::thread::sleep(POLL),
         }
     }

@@ -86,6 +86,7 @@ use rustix::process::{
 };
 
 pub(crate) use super::orphans::enabled;
+pub use super::orphans::reap_all_orphans;
 use super::orphans::{self, cookies, cookies_in, environ, COOKIE_VAR};
 use super::{Containment, Mechanism, OsOp, Tracer};
 use crate::sys::{self, linux_proc, Root};

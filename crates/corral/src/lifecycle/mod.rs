@@ -663,8 +663,18 @@ impl Life {
     }
 
     fn observe_root(&mut self, now: Instant) {
+        if self.peek_root(now) {
+            // Output written just before the exit is usually already in
+            // the pipe: take it now so a prompt EOF is seen at once.
+            self.pump_outputs();
+        }
+    }
+
+    /// Looks at the root (reads no output); true when its exit was seen
+    /// just now.
+    fn peek_root(&mut self, now: Instant) -> bool {
         if self.root_status.is_some() {
-            return;
+            return false;
         }
         match self.root.peek_exit() {
             Ok(Some(st)) => {
@@ -673,12 +683,13 @@ impl Life {
                 // A termination waits for the root too: check at once.
                 self.phase.check_now(now);
                 self.tracer.record(OsOp::RootExited { pid: self.pid });
-                // Output written just before the exit is usually already in
-                // the pipe: take it now so a prompt EOF is seen at once.
-                self.pump_outputs();
+                true
             }
-            Ok(None) => {}
-            Err(e) => self.note_cleanup(CleanupError::wait(e)),
+            Ok(None) => false,
+            Err(e) => {
+                self.note_cleanup(CleanupError::wait(e));
+                false
+            }
         }
     }
 
@@ -729,7 +740,6 @@ impl Life {
 
     /// Final drain, line flush, relay flush, release; builds the report.
     fn finish(mut self: Box<Self>, outcome: Outcome) -> Report {
-        self.finished = true;
         self.stdin = None;
         // Keep what the tree wrote before it died; a holder outside the tree
         // cannot keep us here (bounded number of reads, then close).
@@ -761,6 +771,9 @@ impl Life {
             Some((u, hits)) => (Some(u), hits),
             None => (None, Vec::new()),
         };
+        // Only now: a line callback that panics in the flush above leaves
+        // the release to `Drop`.
+        self.finished = true;
         if let Err(e) = self.tree.release(&mut self.root) {
             self.note_cleanup(CleanupError::release(e));
         }
@@ -865,6 +878,11 @@ impl Probe for Life {
 /// starts it itself (the PID-namespace init), or `sys::spawn` with the
 /// placement the containment computed.
 fn start_root(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<Root, SpawnError> {
+    // From before the fork until the root is known as one (see
+    // `sys::roots`): no zombie child is ever taken for a stray orphan
+    // while it is still becoming a root.
+    #[cfg(target_os = "linux")]
+    let _spawning = sys::roots::spawning();
     #[cfg(target_os = "linux")]
     if let Some(root) = tree.spawn_root(&spec) {
         return root;
@@ -895,21 +913,39 @@ fn interest<'a>(
 impl Drop for Life {
     /// A lifecycle dropped before it finished (a panic in a line callback or
     /// writer unwinding through `wait`) still leaves nothing behind: SIGKILL
-    /// to the tree through its identity, a bounded wait for it to empty, and
-    /// the release (which reaps the root).
+    /// to the tree through its identity, then the normal path's confirm
+    /// rule (`phase::confirm`: the window stretches while the tree shrinks
+    /// or every member left is visibly dying, never past the hard limit),
+    /// and the release (which reaps the root). No user code runs here: the
+    /// line callback is dropped and no output is read.
     fn drop(&mut self) {
         if self.finished {
             return;
         }
         self.finished = true;
-        let _ = self.tree.signal(Signal::KILL);
-        let until = later(Instant::now(), self.settings.confirm_window);
-        while Instant::now() < until {
-            let gone = self.tree.members().map(|m| m.is_empty()).unwrap_or(true);
-            if gone {
-                break;
+        self.on_line = None;
+        let policy = self.policy;
+        if !self.phase.is_over() {
+            let step = phase::kill_now(self.phase, self, Instant::now(), &policy);
+            self.apply(step);
+        }
+        while !self.phase.is_over() {
+            let now = Instant::now();
+            if let Some(at) = self.phase.next_timer(self.root_exit_at, &policy) {
+                std::thread::sleep(at.saturating_duration_since(now));
             }
-            std::thread::sleep(Duration::from_millis(1));
+            let now = Instant::now();
+            // Nothing polls the root's pidfd here: ask the kernel.
+            self.root.look_for_exit();
+            self.peek_root(now);
+            let seen = Observed {
+                root: self.root_status,
+                root_exit_at: self.root_exit_at,
+                open: 0,
+                cancel: Some(Some(Signal::KILL)),
+            };
+            let step = phase::decide(self.phase, &seen, self, now, &policy);
+            self.apply(step);
         }
         let _ = self.tree.release(&mut self.root);
     }

@@ -313,9 +313,10 @@ pub(super) fn decide(
     }
 }
 
-/// The driver's owner went away: SIGKILL to the whole tree now (a
-/// termination in its grace is escalated; one past SIGKILL stays as it is).
-#[cfg_attr(not(all(feature = "tokio", unix)), allow(dead_code))]
+/// The driver's owner went away (a dropped future), or a panic unwinds
+/// through the driver: SIGKILL to the whole tree now (a termination in its
+/// grace is escalated; one past SIGKILL stays as it is). Both then confirm
+/// through [`decide`], by the same rule as every termination.
 pub(super) fn kill_now(
     phase: Phase,
     probe: &mut dyn Probe,

@@ -115,6 +115,8 @@ impl Root {
             "no crash-safety keeper on this platform: the tree would outlive corral's own death"
                 .into(),
         );
+        #[cfg(target_os = "linux")]
+        roots::started(pid);
         Root {
             pid,
             #[cfg(target_os = "linux")]
@@ -142,6 +144,7 @@ impl Root {
         any(target_arch = "x86_64", target_arch = "aarch64")
     ))]
     pub(crate) fn from_clone3(pid: Pid, pidfd: OwnedFd) -> Root {
+        roots::started(pid);
         Root {
             pid,
             pidfd: Some(Arc::new(pidfd)),
@@ -163,6 +166,7 @@ impl Root {
         any(target_arch = "x86_64", target_arch = "aarch64")
     ))]
     pub(crate) fn from_ns_init(pid: Pid, pidfd: Arc<OwnedFd>, status: OwnedFd) -> Root {
+        roots::started(pid);
         Root {
             pid,
             pidfd: Some(pidfd),
@@ -255,6 +259,14 @@ impl Root {
     }
 
     /// The root's exit status if it has exited, without reaping it.
+    /// Makes the next [`peek_exit`](Self::peek_exit) ask the kernel even
+    /// though no wait saw the pidfd fire (a caller that does not poll: the
+    /// drop of a run after a panic).
+    pub(crate) fn look_for_exit(&self) {
+        #[cfg(target_os = "linux")]
+        self.exit_hint.set(true);
+    }
+
     pub(crate) fn peek_exit(&mut self) -> io::Result<Option<RootStatus>> {
         if self.exited.is_some() {
             return Ok(self.exited);
@@ -336,13 +348,18 @@ impl Root {
         #[cfg(not(target_os = "linux"))]
         let exited = self.peek_exit()?.is_some();
         if exited {
-            waitid(WaitId::Pid(self.pid), WaitIdOptions::EXITED)?;
+            let res = waitid(WaitId::Pid(self.pid), WaitIdOptions::EXITED);
+            #[cfg(target_os = "linux")]
+            roots::reaped(self.pid);
+            res?;
         } else {
             let pid = self.pid;
             std::thread::Builder::new()
                 .name("corral-reap".into())
                 .spawn(move || {
                     let _ = waitid(WaitId::Pid(pid), WaitIdOptions::EXITED);
+                    #[cfg(target_os = "linux")]
+                    roots::reaped(pid);
                 })?;
         }
         Ok(())
@@ -1046,4 +1063,79 @@ fn keeper_died() -> CrashSafety {
          the tree would have outlived corral's own death"
             .into(),
     )
+}
+
+/// The roots of this process's runs (every tier) from their spawn until
+/// they are reaped, so that a zombie child of this process can be proven
+/// not to be one: an unreaped root is its run's identity (promise 3), and
+/// only its own `Root::reap` may reap it.
+///
+/// A root is added by its `Root` constructor, while the spawn holds
+/// [`spawning`] (a shared lock); [`quiet`] takes the lock exclusively, so
+/// while it is held no child is between its fork and its entry here: every
+/// child of this process that is a root is in the set it returns.
+#[cfg(target_os = "linux")]
+pub(crate) mod roots {
+    use std::collections::{HashMap, HashSet};
+    use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+    use rustix::process::Pid;
+
+    static SPAWNING: RwLock<()> = RwLock::new(());
+    /// Each root's pid with a count: a root is reaped before it is taken
+    /// out, and a new root may get the same pid in between (another thread
+    /// spawning); counting keeps the new one in.
+    static LIVE: Mutex<Option<HashMap<u32, u32>>> = Mutex::new(None);
+
+    fn live() -> std::sync::MutexGuard<'static, Option<HashMap<u32, u32>>> {
+        LIVE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Held by a spawn from before the fork until its `Root` exists.
+    pub(crate) struct Spawning {
+        _guard: RwLockReadGuard<'static, ()>,
+    }
+
+    pub(crate) fn spawning() -> Spawning {
+        Spawning {
+            _guard: SPAWNING.read().unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+
+    /// No spawn in flight while this is held.
+    pub(crate) struct Quiet {
+        _guard: RwLockWriteGuard<'static, ()>,
+    }
+
+    /// Waits until no spawn is in flight, and returns the unreaped roots
+    /// (valid for as long as the `Quiet` is held and nothing is reaped).
+    pub(crate) fn quiet() -> (Quiet, HashSet<u32>) {
+        let guard = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
+        let set = live()
+            .as_ref()
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default();
+        (Quiet { _guard: guard }, set)
+    }
+
+    pub(super) fn started(pid: Pid) {
+        *live()
+            .get_or_insert_with(HashMap::new)
+            .entry(pid.as_raw_nonzero().get() as u32)
+            .or_insert(0) += 1;
+    }
+
+    /// After the reap (or an attempt: a root reaped by someone else is no
+    /// zombie of ours either).
+    pub(super) fn reaped(pid: Pid) {
+        let key = pid.as_raw_nonzero().get() as u32;
+        if let Some(map) = live().as_mut() {
+            if let Some(n) = map.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(&key);
+                }
+            }
+        }
+    }
 }

@@ -119,6 +119,9 @@ impl Root {
     }
 
     /// The root's exit status if it has exited; the handle stays open.
+    /// As on Unix: nothing to do here (`peek_exit` always asks).
+    pub(crate) fn look_for_exit(&self) {}
+
     pub(crate) fn peek_exit(&mut self) -> io::Result<Option<RootStatus>> {
         if self.exited.is_some() {
             return Ok(self.exited);
