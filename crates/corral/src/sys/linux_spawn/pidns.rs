@@ -731,10 +731,10 @@ unsafe fn init(a: &InitArgs) -> ! {
                 // Cannot wait: do not spin; end the namespace.
                 exit_now(126);
             }
-            if fds[2].revents != 0 && watching {
-                // The host died: the kernel kills the namespace as we go.
-                exit_now(137);
-            }
+            // The control pipe first: a host that sent the detach byte and
+            // then exited (a normal end with kept leftovers) wakes this poll
+            // with both ready when the init runs late (load); the byte was
+            // written before the exit, so it is in the pipe now.
             if fds[1].revents != 0 && watching {
                 let n = syscall4(
                     k::__NR_read,
@@ -760,6 +760,10 @@ unsafe fn init(a: &InitArgs) -> ! {
                     }
                     j += 1;
                 }
+            }
+            if fds[2].revents != 0 && watching {
+                // The host died: the kernel kills the namespace as we go.
+                exit_now(137);
             }
             // Drain the signalfd, then reap everything that exited.
             loop {
