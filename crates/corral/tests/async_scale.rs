@@ -221,6 +221,13 @@ fn descriptors_per_run(
         }
         // Pooled cgroups keep their descriptors by design: give them back.
         corral::release_cgroup_pool();
+        // A namespace init's pidfd is held (by a small thread that then
+        // unmaps its stacks) until the init has exited, which under load can
+        // be a while after the run's report: wait for them, bounded.
+        let end = Instant::now() + Duration::from_secs(20);
+        while open_fds() > before + 2 && Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let after = open_fds();
         assert!(
             after <= before + 2,
