@@ -47,7 +47,6 @@ use linux_raw_sys::general as k;
 
 use super::raw::{clone3_with, errno_of, set_sigmask, syscall4, syscall6};
 use super::stack::Stack;
-use crate::sys::linux_proc::parse_stat;
 
 /// Most runs one keeper holds, whatever its descriptor limit (the table is
 /// reserved, not committed, at this size: 88 bytes a slot).
@@ -207,10 +206,10 @@ impl Drop for Registration {
 }
 
 /// Hands the keeper the root of a process-group or subreaper run: if this
-/// process dies while the root is alive, the keeper kills the root's
+/// process dies while the run is registered, the keeper kills the root's
 /// process group through the root's pidfd (`PIDFD_SIGNAL_PROCESS_GROUP`,
-/// Linux 6.9; the root alone before), and only while the root still leads
-/// its own group. Never a stranger: a reaped root's pidfd signals nothing.
+/// Linux 6.9; the root alone before), also when the root itself was
+/// already reaped. Never a stranger: the pidfd names the root's own group.
 pub(crate) fn register_root(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Registration> {
     let mut msg = [0u8; MSG_LEN];
     msg[0] = OP_ADD_ROOT;
@@ -813,8 +812,7 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
         while i < table.high {
             if let Some(s) = table.at(i) {
                 if s.kind == ROOT {
-                    let pid = u32::from_ne_bytes([s.name[0], s.name[1], s.name[2], s.name[3]]);
-                    kill_root(s.fd, pid);
+                    kill_root(s.fd);
                     s.kind = EMPTY;
                 }
             }
@@ -992,84 +990,38 @@ unsafe fn serve(table: &mut Table, msg: &[u8; MSG_LEN], control: &[u8; 64], cont
     }
 }
 
-/// SIGKILLs a root's process group through its pidfd when the root still
-/// leads its own group, else the root alone. A root that was reaped (its
-/// pid possibly reused, so /proc may describe a stranger) makes the pidfd
-/// signal fail with ESRCH: nothing outside the tree is ever hit.
+/// SIGKILLs a root's process group through its pidfd
+/// (`PIDFD_SIGNAL_PROCESS_GROUP`, Linux 6.9), else the root alone.
+///
+/// The kernel signals every process whose process group is the group the
+/// pidfd's pid names (`PIDTYPE_PGID` of that `struct pid`), whether or not
+/// the root is still alive or was reaped: the pidfd pins the `struct pid`,
+/// and its number stays allocated while any process still has it as its
+/// group id, so no later process can be in that group unless it joined the
+/// root's own group. So the group is killed also when the root was already
+/// reaped by the time the keeper acts — a zombie root re-parented to init
+/// by the host's death is reaped at once, and before, the keeper looked
+/// the root up in `/proc`, found nothing and spared its group. Nothing
+/// outside the tree is hit: a group with no member left is `ESRCH`.
 ///
 /// # Safety
 /// In the keeper only.
-unsafe fn kill_root(pidfd: c_int, pid: u32) {
+unsafe fn kill_root(pidfd: c_int) {
     const PIDFD_SIGNAL_PROCESS_GROUP: usize = 1 << 2;
-    // SAFETY: raw syscalls on this frame's buffers.
+    // SAFETY: raw syscalls with no pointer.
     unsafe {
-        // "/proc/<pid>/stat" without allocation.
-        let mut path = [0u8; 32];
-        let prefix = b"/proc/";
-        let mut n = 0;
-        while n < prefix.len() {
-            path[n] = prefix[n];
-            n += 1;
-        }
-        let mut digits = [0u8; 10];
-        let mut d = 0;
-        let mut v = pid;
-        loop {
-            digits[d] = b'0' + (v % 10) as u8;
-            d += 1;
-            v /= 10;
-            if v == 0 || d >= digits.len() {
-                break;
-            }
-        }
-        while d > 0 {
-            d -= 1;
-            path[n] = digits[d];
-            n += 1;
-        }
-        let suffix = b"/stat\0";
-        let mut j = 0;
-        while j < suffix.len() && n < path.len() {
-            path[n] = suffix[j];
-            n += 1;
-            j += 1;
-        }
-        let mut leads = false;
-        let fd = syscall4(
-            k::__NR_openat,
-            k::AT_FDCWD as isize as usize,
-            path.as_ptr() as usize,
-            (k::O_RDONLY | k::O_CLOEXEC) as usize,
+        let r = syscall4(
+            k::__NR_pidfd_send_signal,
+            pidfd as usize,
+            k::SIGKILL as usize,
             0,
+            PIDFD_SIGNAL_PROCESS_GROUP,
         );
-        if fd >= 0 {
-            let mut buf = [0u8; 1024];
-            let r = syscall4(
-                k::__NR_read,
-                fd as usize,
-                buf.as_mut_ptr() as usize,
-                buf.len(),
-                0,
-            );
-            syscall4(k::__NR_close, fd as usize, 0, 0, 0);
-            if r > 0 {
-                let len = (r as usize).min(buf.len());
-                // The shared parser allocates nothing.
-                leads = parse_stat(pid, &buf[..len]).is_some_and(|s| s.pgrp == pid);
-            }
+        if r == 0 {
+            return;
         }
-        if leads {
-            let r = syscall4(
-                k::__NR_pidfd_send_signal,
-                pidfd as usize,
-                k::SIGKILL as usize,
-                0,
-                PIDFD_SIGNAL_PROCESS_GROUP,
-            );
-            if r == 0 {
-                return;
-            }
-        }
+        // Before 6.9 (EINVAL), or no member left in the group (ESRCH):
+        // the root alone, while it is not reaped.
         syscall4(
             k::__NR_pidfd_send_signal,
             pidfd as usize,
