@@ -411,14 +411,20 @@ impl Slot {
 /// Empty cgroups of this process, made by earlier runs and proven empty
 /// when they came back; a run without limits borrows one instead of making
 /// and removing a directory (see the module docs, "Pool").
-static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(Pool {
-    slots: Vec::new(),
-    retired: Vec::new(),
-    killed: std::collections::BTreeSet::new(),
-    epoch: 0,
-    owner: 0,
-    inotify: None,
-});
+///
+/// Per process (a fork never waits for a lock its parent held at the fork,
+/// see `sys::per_process`): a fork starts with an empty pool of its own,
+/// whose epochs (the pid in the high half) no cgroup of the parent's runs
+/// carries, so none is ever pooled in the fork.
+static POOL: crate::sys::per_process::PerProcess<Pool> =
+    crate::sys::per_process::PerProcess::new(|| Pool {
+        slots: Vec::new(),
+        retired: Vec::new(),
+        killed: std::collections::BTreeSet::new(),
+        epoch: u64::from(std::process::id()) << 32,
+        owner: std::process::id(),
+        inotify: None,
+    });
 
 struct Pool {
     slots: Vec<Slot>,
@@ -567,7 +573,7 @@ const POOL_MAX: usize = 16;
 
 /// The pool, as this process's own (see [`Pool::adopt`]).
 fn pool() -> std::sync::MutexGuard<'static, Pool> {
-    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut pool = POOL.lock();
     pool.adopt();
     pool
 }

@@ -37,7 +37,9 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::MutexGuard;
+
+use crate::sys::per_process::PerProcess;
 
 /// prctl(2) option that names the calling thread.
 const PR_SET_NAME: usize = 15;
@@ -161,7 +163,15 @@ impl Conn {
     }
 }
 
-static KEEPER: Mutex<Option<Conn>> = Mutex::new(None);
+/// This process's keeper connection, under its lock: a fork of the host
+/// makes its own and never waits for a lock its parent held at the fork
+/// (see [`PerProcess`]).
+static KEEPER: PerProcess<Option<Conn>> = PerProcess::new(|| None);
+
+fn keeper_lock() -> MutexGuard<'static, Option<Conn>> {
+    KEEPER.lock()
+}
+
 static NEXT: AtomicU64 = AtomicU64::new(1);
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
@@ -178,7 +188,7 @@ impl Registration {
     /// runs (the pool) holds its registration across runs; once its keeper
     /// died, nothing would kill its tree at this process's death.
     pub(crate) fn is_live(&self) -> bool {
-        let guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = keeper_lock();
         guard.as_ref().is_some_and(|c| {
             c.owner == std::process::id() && c.generation == self.generation && c.alive()
         })
@@ -191,7 +201,7 @@ impl Drop for Registration {
         msg[0] = OP_DEL;
         msg[AT_ID..AT_ID + 8].copy_from_slice(&self.id.to_ne_bytes());
         msg[AT_SLOT..AT_SLOT + 4].copy_from_slice(&self.slot.to_ne_bytes());
-        let mut guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = keeper_lock();
         if let Some(c) = guard
             .as_mut()
             .filter(|c| c.owner == std::process::id() && c.generation == self.generation)
@@ -305,7 +315,7 @@ pub(crate) fn capacity() -> io::Result<u32> {
 /// Runs `f` on this process's keeper connection, under the lock, starting
 /// the keeper first if needed (and once more if it turns out to be gone).
 fn with_keeper<T>(mut f: impl FnMut(&mut Conn) -> io::Result<T>) -> io::Result<T> {
-    let mut guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = keeper_lock();
     if guard
         .as_ref()
         .is_some_and(|c| c.owner != std::process::id())
