@@ -7,10 +7,16 @@
 ))]
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use corral::{Command, ContainmentChoice, Mechanism, Outcome, Output};
+
+/// The keeper is per process: the tests of this binary take turns.
+fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn cmd(m: Mechanism, program: &str) -> Command {
     let mut c = Command::new(program);
@@ -29,6 +35,7 @@ fn cmd(m: Mechanism, program: &str) -> Command {
 /// a keeper of their own): every fork runs a command and exits within a
 /// bound.
 fn fork_while_other_threads_run(m: Mechanism) {
+    let _one = serial();
     let stop = Arc::new(AtomicBool::new(false));
     let busy: Vec<_> = (0..2)
         .map(|_| {
@@ -115,4 +122,68 @@ fn a_fork_taken_while_other_threads_run_commands_can_run_its_own_cgroup() {
 #[test]
 fn a_fork_taken_while_other_threads_run_commands_can_run_its_own_pid_namespace() {
     fork_while_other_threads_run(Mechanism::PidNamespace);
+}
+
+/// This process's live keeper (its child named `corral-keeper`).
+fn keeper_pid() -> Option<i32> {
+    let mut kids = String::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        kids += &std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        kids.push(' ');
+    }
+    kids.split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                s.contains("(corral-keeper)")
+                    && !matches!(
+                        s.rsplit_once(") ").and_then(|x| x.1.chars().next()),
+                        Some('Z' | 'X')
+                    )
+            })
+        })
+}
+
+/// The command stops the keeper (SIGSTOP: same user, no mask blocks it)
+/// and exits 0. Had corral died then, the keeper could not have acted: the
+/// report must not say the run was crash-safe. Once continued, the same
+/// keeper holds the next run.
+fn command_stops_the_keeper(m: Mechanism) {
+    let _one = serial();
+    // Started by a first run.
+    let r = cmd(m, "true").run().unwrap();
+    assert!(r.crash_safety.is_held(), "{r:?}");
+    let keeper = keeper_pid().expect("no keeper");
+    let mut c = cmd(m, "sh");
+    c.args(["-c", &format!("kill -STOP {keeper}")]);
+    let r = c.run().unwrap();
+    let stopped = std::fs::read_to_string(format!("/proc/{keeper}/stat")).unwrap();
+    // Continue it before asserting (it holds the runs of this process).
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &keeper.to_string()])
+        .status();
+    assert!(stopped.contains(") T "), "{stopped}");
+    assert!(matches!(r.outcome, Outcome::Exited(0)), "{r:?}");
+    match &r.crash_safety {
+        corral::CrashSafety::Lost(why) => assert!(why.contains("stopped"), "{why}"),
+        other => panic!("a run whose keeper was stopped said {other:?}"),
+    }
+    let r = cmd(m, "true").run().unwrap();
+    assert!(r.crash_safety.is_held(), "{r:?}");
+    assert_eq!(
+        keeper_pid(),
+        Some(keeper),
+        "the continued keeper was replaced"
+    );
+}
+
+#[test]
+fn a_command_that_stops_the_keeper_is_not_reported_crash_safe_process_group() {
+    command_stops_the_keeper(Mechanism::ProcessGroup);
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_command_that_stops_the_keeper_is_not_reported_crash_safe_cgroup() {
+    command_stops_the_keeper(Mechanism::Cgroup);
 }

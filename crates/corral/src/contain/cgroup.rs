@@ -1384,7 +1384,8 @@ impl Containment for Cgroup {
         #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
         if keeper.is_some_and(|k| !k.is_live()) {
             return crate::report::CrashSafety::Lost(
-                "the crash-safety keeper died during the run; the tree would have \
+                "the crash-safety keeper died or was stopped (SIGSTOP) during the run; \
+                 the tree would have \
                  outlived corral's own death (the next corral removes the cgroup)"
                     .into(),
             );

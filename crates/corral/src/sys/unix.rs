@@ -1042,7 +1042,7 @@ impl std::os::fd::AsFd for PipeEnd {
 ))]
 fn keeper_died() -> CrashSafety {
     CrashSafety::Lost(
-        "the crash-safety keeper died during the run; \
+        "the crash-safety keeper died or was stopped (SIGSTOP) during the run; \
          the tree would have outlived corral's own death"
             .into(),
     )

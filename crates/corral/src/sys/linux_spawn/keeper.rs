@@ -143,6 +143,16 @@ impl Conn {
         matches!(poll(&mut p, Some(&zero)), Ok(0))
     }
 
+    /// Whether the keeper is stopped (`T`, or `t` under a tracer): a
+    /// process of the same user, the command itself included, can send it
+    /// SIGSTOP, which no mask blocks. A stopped keeper cannot act on the
+    /// host's death until it is continued. Its pid is this process's
+    /// unreaped child, so `/proc` describes the keeper and no other.
+    fn stopped(&self) -> bool {
+        crate::sys::linux_proc::stat_of(self.pid as u32)
+            .is_some_and(|s| matches!(s.state, b'T' | b't'))
+    }
+
     /// A free slot, or why there is none. A run past the keeper's capacity
     /// is told at once that it is not crash-safe, and costs the keeper
     /// nothing.
@@ -184,13 +194,18 @@ pub(crate) struct Registration {
 
 impl Registration {
     /// Whether the keeper this run was registered with still holds it: this
-    /// process's keeper, the same one, and alive. A cgroup kept for later
+    /// process's keeper, the same one, alive and not stopped (a stopped
+    /// keeper is kept: continued, it acts again; one stopped when the host
+    /// dies acts only once continued). A cgroup kept for later
     /// runs (the pool) holds its registration across runs; once its keeper
     /// died, nothing would kill its tree at this process's death.
     pub(crate) fn is_live(&self) -> bool {
         let guard = keeper_lock();
         guard.as_ref().is_some_and(|c| {
-            c.owner == std::process::id() && c.generation == self.generation && c.alive()
+            c.owner == std::process::id()
+                && c.generation == self.generation
+                && c.alive()
+                && !c.stopped()
         })
     }
 }
