@@ -155,7 +155,14 @@ fn command_stops_the_keeper(m: Mechanism) {
     assert!(r.crash_safety.is_held(), "{r:?}");
     let keeper = keeper_pid().expect("no keeper");
     let mut c = cmd(m, "sh");
-    c.args(["-c", &format!("kill -STOP {keeper}")]);
+    // Ends once the keeper is stopped (a SIGSTOP takes effect a moment
+    // after `kill` returns).
+    c.args([
+        "-c",
+        &format!(
+            "kill -STOP {keeper}; until grep -q ') T ' /proc/{keeper}/stat; do sleep 0.01; done"
+        ),
+    ]);
     let r = c.run().unwrap();
     let stopped = std::fs::read_to_string(format!("/proc/{keeper}/stat")).unwrap();
     // Continue it before asserting (it holds the runs of this process).
