@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use corral::{Command, ContainmentChoice, Mechanism, Outcome, Output};
+use corral_testkit::{ready, Scratch, Watch};
+
+const SEC: Duration = Duration::from_secs(1);
 
 /// The keeper is per process: the tests of this binary take turns.
 fn serial() -> MutexGuard<'static, ()> {
@@ -193,4 +196,120 @@ fn a_command_that_stops_the_keeper_is_not_reported_crash_safe_process_group() {
 #[test]
 fn a_command_that_stops_the_keeper_is_not_reported_crash_safe_cgroup() {
     command_stops_the_keeper(Mechanism::Cgroup);
+}
+
+/// A host starts a run, then forks (without exec); the fork starts a run of
+/// its own. Then the parent is SIGKILLed: the parent's tree dies (its
+/// keeper, or its namespace's init, watches the parent), the fork's tree
+/// is left alone and its run ends normally, still crash-safe (the fork has
+/// a keeper, or a host pidfd, of its own).
+fn fork_survives_its_parents_death(tier: &str) {
+    let s = Scratch::new();
+    if tier == "pid-namespace" {
+        s.namespaced();
+    }
+    let w = Watch::new(&s);
+    let mut host = std::process::Command::new(std::env::current_exe().unwrap());
+    host.args(["--exact", "fork_host", "--nocapture", "--ignored"])
+        .env("CORRAL_FORK_TIER", tier)
+        .envs(s.env())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut parent = host.spawn().unwrap();
+    for n in ["pa", "cb"] {
+        assert!(
+            w.pid(n, 10 * SEC).is_some(),
+            "{tier}: helper {n} never started"
+        );
+    }
+    parent.kill().unwrap();
+    let t = Instant::now();
+    parent.wait().unwrap();
+    assert!(
+        w.wait_dead("pa", 3 * SEC),
+        "{tier}: the parent's tree survived the parent's death"
+    );
+    assert!(t.elapsed() < 3 * SEC);
+    assert!(
+        w.is_alive("cb"),
+        "{tier}: the fork's tree died with the parent"
+    );
+    std::fs::write(s.path("pa.gone"), b"").unwrap();
+    // The fork's run ends by itself (its command kills cb after 1 s).
+    assert!(
+        s.wait_file("fork.done", 15 * SEC),
+        "{tier}: the fork's run never ended"
+    );
+    let done = std::fs::read_to_string(s.path("fork.done")).unwrap();
+    assert_eq!(done.trim(), "Exited(7) held", "{tier}");
+    assert!(w.wait_dead("cb", SEC));
+}
+
+#[test]
+fn a_fork_survives_its_parents_death_process_group() {
+    fork_survives_its_parents_death("process-group");
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_fork_survives_its_parents_death_cgroup() {
+    fork_survives_its_parents_death("cgroup");
+}
+
+#[corral_testkit::needs(pidns)]
+#[test]
+fn a_fork_survives_its_parents_death_pid_namespace() {
+    fork_survives_its_parents_death("pid-namespace");
+}
+
+/// The host of `fork_survives_its_parents_death` (run only in that child).
+#[test]
+#[ignore]
+fn fork_host() {
+    let Ok(tier) = std::env::var("CORRAL_FORK_TIER") else {
+        return;
+    };
+    let m: Mechanism = tier.replace('-', "_").parse().unwrap();
+    let dir = std::env::var("CORRAL_TEST_DIR").unwrap();
+    let mut a = cmd(m, "/bin/sh");
+    a.args(["-c", &format!(r#""$H" pa & {} wait"#, ready("pa"))])
+        .timeout(60 * SEC);
+    let running = a.spawn().unwrap();
+    // SAFETY: this helper runs alone in its process (one test thread); the
+    // child only runs corral and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let mut b = cmd(m, "/bin/sh");
+        // cb runs until the test saw the parent die and the tree of pa
+        // go; then the command ends it and exits 7. (`/bin/true` first: in
+        // the PID-namespace tier cb is then pid 4 in its namespace, pa pid 3
+        // in the parent's, and the Watch, which finds namespaced helpers
+        // by their inner pid, tells them apart.)
+        b.args([
+            "-c",
+            &format!(
+                r#"/bin/true; "$H" cb & {} until [ -e "$CORRAL_TEST_DIR/pa.gone" ]; do sleep 0.01; done; kill $!; exit 7"#,
+                ready("cb")
+            ),
+        ])
+        .timeout(60 * SEC);
+        let line = match b.run() {
+            Ok(r) => format!(
+                "{:?} {}",
+                r.outcome,
+                if r.crash_safety.is_held() {
+                    "held"
+                } else {
+                    "lost"
+                }
+            ),
+            Err(e) => format!("error {e}"),
+        };
+        let _ = std::fs::write(format!("{dir}/fork.tmp"), line);
+        let _ = std::fs::rename(format!("{dir}/fork.tmp"), format!("{dir}/fork.done"));
+        // SAFETY: ends the fork without the parent's exit handlers.
+        unsafe { libc::_exit(0) };
+    }
+    let _ = running.wait();
 }
