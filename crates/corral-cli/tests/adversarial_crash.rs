@@ -67,6 +67,7 @@ fn sigkill_during_wait_delay(tier: &str) {
     let s = Scratch::new();
     let w = Watch::new(&s);
     let script = format!(r#"{ROOT}"$H" plain & {} exit 0"#, wait_for("plain"));
+    let keeper_tier = tier != "pid-namespace";
     let mut r = start(
         corral(
             &s,
@@ -99,20 +100,19 @@ fn sigkill_during_wait_delay(tier: &str) {
     let root = w.pid("root", SEC).unwrap();
     // The keeper is slow (stopped here, so the order is certain): init
     // reaps the re-parented root before the keeper acts.
-    let keeper = keeper_of(r.child.id());
-    let keeper = signal(keeper, libc_sig::STOP);
+    let keeper = keeper_tier.then(|| signal(keeper_of(r.child.id()), libc_sig::STOP));
     r.child.kill().unwrap();
     let t = Instant::now();
     r.child.wait().unwrap();
     let reaped_by = Instant::now() + 5 * SEC;
-    while std::path::Path::new(&format!("/proc/{root}")).exists() {
+    while keeper_tier && std::path::Path::new(&format!("/proc/{root}")).exists() {
         assert!(
             Instant::now() < reaped_by,
             "{tier}: init never reaped the root"
         );
         std::thread::sleep(ms(5));
     }
-    let _keeper = signal(keeper, libc_sig::CONT);
+    let _keeper = keeper.map(|k| signal(k, libc_sig::CONT));
     assert!(
         w.wait_dead("plain", 3 * SEC),
         "{tier}: the root's group survived corral's death during the wait delay"
@@ -128,4 +128,93 @@ fn sigkill_during_wait_delay_process_group() {
 #[test]
 fn sigkill_during_wait_delay_subreaper() {
     sigkill_during_wait_delay("subreaper");
+}
+
+/// The PID-namespace tier (no keeper: the init watches corral): the same
+/// moment, the command already exited and a holder of its output running.
+#[corral_testkit::needs(pidns)]
+#[test]
+fn sigkill_during_wait_delay_pid_namespace() {
+    sigkill_during_wait_delay("pid-namespace");
+}
+
+/// corral is SIGKILLed during the grace period: the first signal (TERM) was
+/// sent at the timeout, the root and a helper ignore it, SIGKILL is 30 s
+/// away. Every tier kills the tree within the bound.
+fn sigkill_during_grace(tier: &str) {
+    let s = Scratch::new();
+    if tier == "pid-namespace" {
+        s.namespaced();
+    }
+    let w = Watch::new(&s);
+    let script = format!(
+        r#"trap '' TERM; {ROOT}{IGN}{} touch "$CORRAL_TEST_DIR/armed"; sleep 30"#,
+        wait_for("ign")
+    );
+    let mut r = start(
+        corral(
+            &s,
+            [
+                "run",
+                "--containment",
+                tier,
+                "-t",
+                "300ms",
+                "-k",
+                "30s",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        ),
+        Sink::Null,
+        Sink::Null,
+    );
+    for n in ["root", "ign"] {
+        assert!(w.pid(n, 10 * SEC).is_some(), "{tier}: {n} never started");
+    }
+    assert!(s.wait_file("armed", 10 * SEC));
+    // Past the timeout: TERM was sent and ignored.
+    std::thread::sleep(ms(800));
+    assert!(
+        w.is_alive("root") && w.is_alive("ign"),
+        "{tier}: TERM killed the tree"
+    );
+    assert!(
+        r.child.try_wait().unwrap().is_none(),
+        "{tier}: corral ended"
+    );
+    r.child.kill().unwrap();
+    let t = Instant::now();
+    r.child.wait().unwrap();
+    for n in ["root", "ign"] {
+        assert!(
+            w.wait_dead(n, 3 * SEC),
+            "{tier}: {n} survived corral's death during the grace period"
+        );
+    }
+    assert!(t.elapsed() <= 3 * SEC, "{tier}: {:?}", t.elapsed());
+}
+
+#[test]
+fn sigkill_during_grace_process_group() {
+    sigkill_during_grace("process-group");
+}
+
+#[test]
+fn sigkill_during_grace_subreaper() {
+    sigkill_during_grace("subreaper");
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn sigkill_during_grace_cgroup() {
+    sigkill_during_grace("cgroup");
+}
+
+#[corral_testkit::needs(pidns)]
+#[test]
+fn sigkill_during_grace_pid_namespace() {
+    sigkill_during_grace("pid-namespace");
 }
