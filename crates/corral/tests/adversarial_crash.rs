@@ -313,3 +313,96 @@ fn fork_host() {
     }
     let _ = running.wait();
 }
+
+/// One library host, runs in three tiers at once (cgroup, PID namespace,
+/// process group), and earlier runs of each that ended with a kept
+/// leftover (keep-on-success). The host is SIGKILLed: every live tree dies
+/// within the bound, every kept leftover of a finished run lives on.
+#[corral_testkit::needs(cgroup, pidns)]
+#[test]
+fn host_death_with_runs_in_three_tiers_kills_the_live_and_keeps_the_kept() {
+    let s = Scratch::new();
+    s.namespaced();
+    let w = Watch::new(&s);
+    let mut host = std::process::Command::new(std::env::current_exe().unwrap());
+    host.args(["--exact", "three_tier_host", "--nocapture", "--ignored"])
+        .env("CORRAL_THREE_TIER_HOST", "1")
+        .envs(s.env())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut parent = host.spawn().unwrap();
+    let live = ["live_cg", "live_ns", "live_pg"];
+    let kept = ["kept_cg", "kept_ns", "kept_pg"];
+    for n in live.iter().chain(&kept) {
+        assert!(w.pid(n, 15 * SEC).is_some(), "helper {n} never started");
+    }
+    assert!(s.wait_file("all.started", 15 * SEC));
+    parent.kill().unwrap();
+    let t = Instant::now();
+    parent.wait().unwrap();
+    for n in live {
+        assert!(w.wait_dead(n, 3 * SEC), "{n} survived the host's death");
+    }
+    assert!(t.elapsed() < 3 * SEC, "{:?}", t.elapsed());
+    std::thread::sleep(ms(300));
+    for n in kept {
+        assert!(w.is_alive(n), "the kept leftover {n} died with the host");
+    }
+    // The Watch kills the kept ones.
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The host of `host_death_with_runs_in_three_tiers_...` (only in that
+/// child).
+#[test]
+#[ignore]
+fn three_tier_host() {
+    if std::env::var_os("CORRAL_THREE_TIER_HOST").is_none() {
+        return;
+    }
+    let dir = std::env::var("CORRAL_TEST_DIR").unwrap();
+    let tiers = [
+        ("cg", Mechanism::Cgroup),
+        ("ns", Mechanism::PidNamespace),
+        ("pg", Mechanism::ProcessGroup),
+    ];
+    // Finished runs, each keeping a leftover.
+    for (t, m) in tiers {
+        let mut c = cmd(m, "/bin/sh");
+        c.args([
+            "-c",
+            &format!(
+                r#"/bin/true; /bin/true; "$H" kept_{t} & {} exit 0"#,
+                ready(&format!("kept_{t}"))
+            ),
+        ])
+        .leftovers(corral::LeftoverPolicy::KeepOnSuccess);
+        let r = c.run().unwrap();
+        assert!(matches!(r.outcome, Outcome::Exited(0)), "{r:?}");
+    }
+    // Live runs, each with a setsid escaper (a plain child in the process
+    // group tier, which escapers leave by design).
+    let running: Vec<_> = tiers
+        .iter()
+        .map(|(t, m)| {
+            let mut c = cmd(*m, "/bin/sh");
+            let setsid = if *t == "pg" { "" } else { "setsid " };
+            c.args([
+                "-c",
+                &format!(
+                    r#"{setsid}"$H" live_{t} & {} sleep 30"#,
+                    ready(&format!("live_{t}"))
+                ),
+            ])
+            .timeout(60 * SEC);
+            c.spawn().unwrap()
+        })
+        .collect();
+    std::fs::write(format!("{dir}/all.started"), b"").unwrap();
+    for r in running {
+        let _ = r.wait();
+    }
+}
