@@ -1379,10 +1379,19 @@ impl Containment for Cgroup {
 
     /// Crash-safe when the keeper holds the cgroup (it kills and removes
     /// it if this process dies).
-    fn crash_safety(&self, _root: &Root) -> crate::report::CrashSafety {
+    fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
         let keeper = self.slot.as_ref().and_then(|s| s.keeper.as_ref());
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        let _ = root;
+        // Once the run ended, a stopped keeper counts as lost too.
         #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-        if keeper.is_some_and(|k| !k.is_live()) {
+        if keeper.is_some_and(|k| {
+            if root.exit_seen() {
+                !k.is_live_and_running()
+            } else {
+                !k.is_live()
+            }
+        }) {
             return crate::report::CrashSafety::Lost(
                 "the crash-safety keeper died or was stopped (SIGSTOP) during the run; \
                  the tree would have \

@@ -194,19 +194,29 @@ pub(crate) struct Registration {
 
 impl Registration {
     /// Whether the keeper this run was registered with still holds it: this
-    /// process's keeper, the same one, alive and not stopped (a stopped
-    /// keeper is kept: continued, it acts again; one stopped when the host
-    /// dies acts only once continued). A cgroup kept for later
+    /// process's keeper, the same one, and alive. A cgroup kept for later
     /// runs (the pool) holds its registration across runs; once its keeper
     /// died, nothing would kill its tree at this process's death.
     pub(crate) fn is_live(&self) -> bool {
         let guard = keeper_lock();
         guard.as_ref().is_some_and(|c| {
-            c.owner == std::process::id()
-                && c.generation == self.generation
-                && c.alive()
-                && !c.stopped()
+            c.owner == std::process::id() && c.generation == self.generation && c.alive()
         })
+    }
+
+    /// [`Registration::is_live`], and the keeper not stopped: asked when a
+    /// run ends. A process of the same user (the command itself) can stop
+    /// the keeper (SIGSTOP, which no mask blocks); stopped, it cannot act
+    /// on the host's death until it is continued, so a run that ends with
+    /// it stopped was not crash-safe. (At the start a stopped keeper is
+    /// taken as a busy one: what it is sent is queued and honoured once it
+    /// runs.) The connection is kept: continued, it holds the next run.
+    pub(crate) fn is_live_and_running(&self) -> bool {
+        if !self.is_live() {
+            return false;
+        }
+        let guard = keeper_lock();
+        !guard.as_ref().is_some_and(Conn::stopped)
     }
 }
 
