@@ -207,7 +207,7 @@ fn a_command_that_stops_the_keeper_is_not_reported_crash_safe_cgroup() {
 /// keeper, or its namespace's init, watches the parent), the fork's tree
 /// is left alone and its run ends normally, still crash-safe (the fork has
 /// a keeper, or a host pidfd, of its own).
-fn fork_survives_its_parents_death(tier: &str) {
+fn fork_survives_its_parents_death(tier: &str, kill_fork: bool) {
     let s = Scratch::new();
     if tier == "pid-namespace" {
         s.namespaced();
@@ -225,6 +225,36 @@ fn fork_survives_its_parents_death(tier: &str) {
             w.pid(n, 10 * SEC).is_some(),
             "{tier}: helper {n} never started"
         );
+    }
+    if kill_fork {
+        // The other way round: the fork dies, the parent's run goes on.
+        assert!(s.wait_file("fork.pid", 10 * SEC));
+        let fork: i32 = std::fs::read_to_string(s.path("fork.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // The fork is the parent's unreaped child while the parent lives
+        // (the parent only waits for its run): the pid is the fork's.
+        let fd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(fork).unwrap(),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .unwrap();
+        rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL).unwrap();
+        assert!(
+            w.wait_dead("cb", 3 * SEC),
+            "{tier}: the fork's tree survived the fork's death"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            w.is_alive("pa"),
+            "{tier}: the parent's tree died with the fork"
+        );
+        parent.kill().unwrap();
+        parent.wait().unwrap();
+        assert!(w.wait_dead("pa", 3 * SEC), "{tier}: pa survived the parent");
+        return;
     }
     parent.kill().unwrap();
     let t = Instant::now();
@@ -251,19 +281,19 @@ fn fork_survives_its_parents_death(tier: &str) {
 
 #[test]
 fn a_fork_survives_its_parents_death_process_group() {
-    fork_survives_its_parents_death("process-group");
+    fork_survives_its_parents_death("process-group", false);
 }
 
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn a_fork_survives_its_parents_death_cgroup() {
-    fork_survives_its_parents_death("cgroup");
+    fork_survives_its_parents_death("cgroup", false);
 }
 
 #[corral_testkit::needs(pidns)]
 #[test]
 fn a_fork_survives_its_parents_death_pid_namespace() {
-    fork_survives_its_parents_death("pid-namespace");
+    fork_survives_its_parents_death("pid-namespace", false);
 }
 
 /// The host of `fork_survives_its_parents_death` (run only in that child).
@@ -284,6 +314,9 @@ fn fork_host() {
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {
+        let me = std::process::id().to_string();
+        let _ = std::fs::write(format!("{dir}/fork.tmp"), me);
+        let _ = std::fs::rename(format!("{dir}/fork.tmp"), format!("{dir}/fork.pid"));
         let mut b = cmd(m, "/bin/sh");
         // cb runs until the test saw the parent die and the tree of pa
         // go; then the command ends it and exits 7. (`/bin/true` first: in
@@ -446,4 +479,21 @@ fn subreaper_fork_host() {
     corral::enable_subreaper().unwrap();
     fork_while_other_threads_run(Mechanism::Subreaper);
     println!("SUBREAPER FORKS OK");
+}
+
+#[test]
+fn a_parent_survives_its_forks_death_process_group() {
+    fork_survives_its_parents_death("process-group", true);
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_parent_survives_its_forks_death_cgroup() {
+    fork_survives_its_parents_death("cgroup", true);
+}
+
+#[corral_testkit::needs(pidns)]
+#[test]
+fn a_parent_survives_its_forks_death_pid_namespace() {
+    fork_survives_its_parents_death("pid-namespace", true);
 }
