@@ -96,7 +96,10 @@ fn check_tier(mechanism: Mechanism) {
     // crash safety it had at the start was lost.
     let r = run_losing_the_keeper(mechanism, false);
     let why = r.crash_safety.note().unwrap_or_else(|| panic!("{r:?}"));
-    assert!(why.contains("died during the run"), "{why}");
+    assert!(
+        why.contains("died or was stopped (SIGSTOP) during the run"),
+        "{why}"
+    );
     assert!(r.cleanup_error.is_none(), "{r:?}");
     assert!(r.check().is_ok());
 

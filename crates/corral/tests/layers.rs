@@ -50,7 +50,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
     (
         "sys",
         &[
-            &["linux_proc", "linux_splice"],
+            &["linux_proc", "linux_splice", "per_process"],
             &["linux_spawn"],
             &["unix", "windows"],
         ],

@@ -411,14 +411,20 @@ impl Slot {
 /// Empty cgroups of this process, made by earlier runs and proven empty
 /// when they came back; a run without limits borrows one instead of making
 /// and removing a directory (see the module docs, "Pool").
-static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(Pool {
-    slots: Vec::new(),
-    retired: Vec::new(),
-    killed: std::collections::BTreeSet::new(),
-    epoch: 0,
-    owner: 0,
-    inotify: None,
-});
+///
+/// Per process (a fork never waits for a lock its parent held at the fork,
+/// see `sys::per_process`): a fork starts with an empty pool of its own,
+/// whose epochs (the pid in the high half) no cgroup of the parent's runs
+/// carries, so none is ever pooled in the fork.
+static POOL: crate::sys::per_process::PerProcess<Pool> =
+    crate::sys::per_process::PerProcess::new(|| Pool {
+        slots: Vec::new(),
+        retired: Vec::new(),
+        killed: std::collections::BTreeSet::new(),
+        epoch: u64::from(std::process::id()) << 32,
+        owner: std::process::id(),
+        inotify: None,
+    });
 
 struct Pool {
     slots: Vec<Slot>,
@@ -567,7 +573,7 @@ const POOL_MAX: usize = 16;
 
 /// The pool, as this process's own (see [`Pool::adopt`]).
 fn pool() -> std::sync::MutexGuard<'static, Pool> {
-    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut pool = POOL.lock();
     pool.adopt();
     pool
 }
@@ -1373,12 +1379,22 @@ impl Containment for Cgroup {
 
     /// Crash-safe when the keeper holds the cgroup (it kills and removes
     /// it if this process dies).
-    fn crash_safety(&self, _root: &Root) -> crate::report::CrashSafety {
+    fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
         let keeper = self.slot.as_ref().and_then(|s| s.keeper.as_ref());
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        let _ = root;
+        // Once the run ended, a stopped keeper counts as lost too.
         #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-        if keeper.is_some_and(|k| !k.is_live()) {
+        if keeper.is_some_and(|k| {
+            if root.exit_seen() {
+                !k.is_live_and_running()
+            } else {
+                !k.is_live()
+            }
+        }) {
             return crate::report::CrashSafety::Lost(
-                "the crash-safety keeper died during the run; the tree would have \
+                "the crash-safety keeper died or was stopped (SIGSTOP) during the run; \
+                 the tree would have \
                  outlived corral's own death (the next corral removes the cgroup)"
                     .into(),
             );

@@ -16,6 +16,8 @@ pub(crate) mod linux_proc;
 pub(crate) mod linux_spawn;
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_splice;
+#[cfg(target_os = "linux")]
+pub(crate) mod per_process;
 #[cfg(unix)]
 mod unix;
 #[cfg(unix)]

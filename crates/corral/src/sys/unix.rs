@@ -298,6 +298,15 @@ impl Root {
         Ok(self.exited)
     }
 
+    /// Whether the root's exit was seen (the run is ending).
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    pub(crate) fn exit_seen(&self) -> bool {
+        self.exited.is_some()
+    }
+
     /// Whether the root's tree is killed if this process dies: for a root
     /// started by `std` (the process-group and subreaper tiers), whether the
     /// keeper took its pidfd.
@@ -306,7 +315,14 @@ impl Root {
             target_os = "linux",
             any(target_arch = "x86_64", target_arch = "aarch64")
         ))]
-        if self.keeper.as_ref().is_some_and(|k| !k.is_live()) {
+        if self.keeper.as_ref().is_some_and(|k| {
+            // Once the run ended, a stopped keeper counts as lost too.
+            if self.exited.is_some() {
+                !k.is_live_and_running()
+            } else {
+                !k.is_live()
+            }
+        }) {
             return keeper_died();
         }
         self.crash.clone()
@@ -329,7 +345,7 @@ impl Root {
             any(target_arch = "x86_64", target_arch = "aarch64")
         ))]
         if let Some(k) = self.keeper.take() {
-            if !k.is_live() {
+            if !k.is_live_and_running() {
                 self.crash = keeper_died();
             }
         }
@@ -1059,7 +1075,7 @@ impl std::os::fd::AsFd for PipeEnd {
 ))]
 fn keeper_died() -> CrashSafety {
     CrashSafety::Lost(
-        "the crash-safety keeper died during the run; \
+        "the crash-safety keeper died or was stopped (SIGSTOP) during the run; \
          the tree would have outlived corral's own death"
             .into(),
     )

@@ -37,7 +37,9 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::MutexGuard;
+
+use crate::sys::per_process::PerProcess;
 
 /// prctl(2) option that names the calling thread.
 const PR_SET_NAME: usize = 15;
@@ -47,7 +49,6 @@ use linux_raw_sys::general as k;
 
 use super::raw::{clone3_with, errno_of, set_sigmask, syscall4, syscall6};
 use super::stack::Stack;
-use crate::sys::linux_proc::parse_stat;
 
 /// Most runs one keeper holds, whatever its descriptor limit (the table is
 /// reserved, not committed, at this size: 88 bytes a slot).
@@ -142,6 +143,16 @@ impl Conn {
         matches!(poll(&mut p, Some(&zero)), Ok(0))
     }
 
+    /// Whether the keeper is stopped (`T`, or `t` under a tracer): a
+    /// process of the same user, the command itself included, can send it
+    /// SIGSTOP, which no mask blocks. A stopped keeper cannot act on the
+    /// host's death until it is continued. Its pid is this process's
+    /// unreaped child, so `/proc` describes the keeper and no other.
+    fn stopped(&self) -> bool {
+        crate::sys::linux_proc::stat_of(self.pid as u32)
+            .is_some_and(|s| matches!(s.state, b'T' | b't'))
+    }
+
     /// A free slot, or why there is none. A run past the keeper's capacity
     /// is told at once that it is not crash-safe, and costs the keeper
     /// nothing.
@@ -162,7 +173,15 @@ impl Conn {
     }
 }
 
-static KEEPER: Mutex<Option<Conn>> = Mutex::new(None);
+/// This process's keeper connection, under its lock: a fork of the host
+/// makes its own and never waits for a lock its parent held at the fork
+/// (see [`PerProcess`]).
+static KEEPER: PerProcess<Option<Conn>> = PerProcess::new(|| None);
+
+fn keeper_lock() -> MutexGuard<'static, Option<Conn>> {
+    KEEPER.lock()
+}
+
 static NEXT: AtomicU64 = AtomicU64::new(1);
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
@@ -179,10 +198,25 @@ impl Registration {
     /// runs (the pool) holds its registration across runs; once its keeper
     /// died, nothing would kill its tree at this process's death.
     pub(crate) fn is_live(&self) -> bool {
-        let guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = keeper_lock();
         guard.as_ref().is_some_and(|c| {
             c.owner == std::process::id() && c.generation == self.generation && c.alive()
         })
+    }
+
+    /// [`Registration::is_live`], and the keeper not stopped: asked when a
+    /// run ends. A process of the same user (the command itself) can stop
+    /// the keeper (SIGSTOP, which no mask blocks); stopped, it cannot act
+    /// on the host's death until it is continued, so a run that ends with
+    /// it stopped was not crash-safe. (At the start a stopped keeper is
+    /// taken as a busy one: what it is sent is queued and honoured once it
+    /// runs.) The connection is kept: continued, it holds the next run.
+    pub(crate) fn is_live_and_running(&self) -> bool {
+        if !self.is_live() {
+            return false;
+        }
+        let guard = keeper_lock();
+        !guard.as_ref().is_some_and(Conn::stopped)
     }
 }
 
@@ -192,7 +226,7 @@ impl Drop for Registration {
         msg[0] = OP_DEL;
         msg[AT_ID..AT_ID + 8].copy_from_slice(&self.id.to_ne_bytes());
         msg[AT_SLOT..AT_SLOT + 4].copy_from_slice(&self.slot.to_ne_bytes());
-        let mut guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = keeper_lock();
         if let Some(c) = guard
             .as_mut()
             .filter(|c| c.owner == std::process::id() && c.generation == self.generation)
@@ -207,10 +241,10 @@ impl Drop for Registration {
 }
 
 /// Hands the keeper the root of a process-group or subreaper run: if this
-/// process dies while the root is alive, the keeper kills the root's
+/// process dies while the run is registered, the keeper kills the root's
 /// process group through the root's pidfd (`PIDFD_SIGNAL_PROCESS_GROUP`,
-/// Linux 6.9; the root alone before), and only while the root still leads
-/// its own group. Never a stranger: a reaped root's pidfd signals nothing.
+/// Linux 6.9; the root alone before), also when the root itself was
+/// already reaped. Never a stranger: the pidfd names the root's own group.
 pub(crate) fn register_root(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Registration> {
     let mut msg = [0u8; MSG_LEN];
     msg[0] = OP_ADD_ROOT;
@@ -306,7 +340,7 @@ pub(crate) fn capacity() -> io::Result<u32> {
 /// Runs `f` on this process's keeper connection, under the lock, starting
 /// the keeper first if needed (and once more if it turns out to be gone).
 fn with_keeper<T>(mut f: impl FnMut(&mut Conn) -> io::Result<T>) -> io::Result<T> {
-    let mut guard = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = keeper_lock();
     if guard
         .as_ref()
         .is_some_and(|c| c.owner != std::process::id())
@@ -813,8 +847,7 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
         while i < table.high {
             if let Some(s) = table.at(i) {
                 if s.kind == ROOT {
-                    let pid = u32::from_ne_bytes([s.name[0], s.name[1], s.name[2], s.name[3]]);
-                    kill_root(s.fd, pid);
+                    kill_root(s.fd);
                     s.kind = EMPTY;
                 }
             }
@@ -992,84 +1025,38 @@ unsafe fn serve(table: &mut Table, msg: &[u8; MSG_LEN], control: &[u8; 64], cont
     }
 }
 
-/// SIGKILLs a root's process group through its pidfd when the root still
-/// leads its own group, else the root alone. A root that was reaped (its
-/// pid possibly reused, so /proc may describe a stranger) makes the pidfd
-/// signal fail with ESRCH: nothing outside the tree is ever hit.
+/// SIGKILLs a root's process group through its pidfd
+/// (`PIDFD_SIGNAL_PROCESS_GROUP`, Linux 6.9), else the root alone.
+///
+/// The kernel signals every process whose process group is the group the
+/// pidfd's pid names (`PIDTYPE_PGID` of that `struct pid`), whether or not
+/// the root is still alive or was reaped: the pidfd pins the `struct pid`,
+/// and its number stays allocated while any process still has it as its
+/// group id, so no later process can be in that group unless it joined the
+/// root's own group. So the group is killed also when the root was already
+/// reaped by the time the keeper acts — a zombie root re-parented to init
+/// by the host's death is reaped at once, and before, the keeper looked
+/// the root up in `/proc`, found nothing and spared its group. Nothing
+/// outside the tree is hit: a group with no member left is `ESRCH`.
 ///
 /// # Safety
 /// In the keeper only.
-unsafe fn kill_root(pidfd: c_int, pid: u32) {
+unsafe fn kill_root(pidfd: c_int) {
     const PIDFD_SIGNAL_PROCESS_GROUP: usize = 1 << 2;
-    // SAFETY: raw syscalls on this frame's buffers.
+    // SAFETY: raw syscalls with no pointer.
     unsafe {
-        // "/proc/<pid>/stat" without allocation.
-        let mut path = [0u8; 32];
-        let prefix = b"/proc/";
-        let mut n = 0;
-        while n < prefix.len() {
-            path[n] = prefix[n];
-            n += 1;
-        }
-        let mut digits = [0u8; 10];
-        let mut d = 0;
-        let mut v = pid;
-        loop {
-            digits[d] = b'0' + (v % 10) as u8;
-            d += 1;
-            v /= 10;
-            if v == 0 || d >= digits.len() {
-                break;
-            }
-        }
-        while d > 0 {
-            d -= 1;
-            path[n] = digits[d];
-            n += 1;
-        }
-        let suffix = b"/stat\0";
-        let mut j = 0;
-        while j < suffix.len() && n < path.len() {
-            path[n] = suffix[j];
-            n += 1;
-            j += 1;
-        }
-        let mut leads = false;
-        let fd = syscall4(
-            k::__NR_openat,
-            k::AT_FDCWD as isize as usize,
-            path.as_ptr() as usize,
-            (k::O_RDONLY | k::O_CLOEXEC) as usize,
+        let r = syscall4(
+            k::__NR_pidfd_send_signal,
+            pidfd as usize,
+            k::SIGKILL as usize,
             0,
+            PIDFD_SIGNAL_PROCESS_GROUP,
         );
-        if fd >= 0 {
-            let mut buf = [0u8; 1024];
-            let r = syscall4(
-                k::__NR_read,
-                fd as usize,
-                buf.as_mut_ptr() as usize,
-                buf.len(),
-                0,
-            );
-            syscall4(k::__NR_close, fd as usize, 0, 0, 0);
-            if r > 0 {
-                let len = (r as usize).min(buf.len());
-                // The shared parser allocates nothing.
-                leads = parse_stat(pid, &buf[..len]).is_some_and(|s| s.pgrp == pid);
-            }
+        if r == 0 {
+            return;
         }
-        if leads {
-            let r = syscall4(
-                k::__NR_pidfd_send_signal,
-                pidfd as usize,
-                k::SIGKILL as usize,
-                0,
-                PIDFD_SIGNAL_PROCESS_GROUP,
-            );
-            if r == 0 {
-                return;
-            }
-        }
+        // Before 6.9 (EINVAL), or no member left in the group (ESRCH):
+        // the root alone, while it is not reaped.
         syscall4(
             k::__NR_pidfd_send_signal,
             pidfd as usize,

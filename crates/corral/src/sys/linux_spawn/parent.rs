@@ -8,7 +8,6 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::raw::{c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Mutex;
 
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
@@ -253,10 +252,12 @@ fn child_stdio(spec: &SpawnSpec<'_>, keep: &mut Vec<OwnedFd>) -> io::Result<[c_i
 /// uses it (CLONE_VFORK: it exec'd into a new address space or exited). A
 /// run then pays no `mmap`/`mprotect`/`munmap` and no fresh-page faults
 /// for it; concurrent spawns map their own.
-static SPARE_STACK: Mutex<Option<Stack>> = Mutex::new(None);
+/// Per process: a fork never waits for a lock its parent held.
+static SPARE_STACK: crate::sys::per_process::PerProcess<Option<Stack>> =
+    crate::sys::per_process::PerProcess::new(|| None);
 
 fn take_stack() -> io::Result<Stack> {
-    let spare = SPARE_STACK.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let spare = SPARE_STACK.lock().take();
     match spare {
         Some(s) => Ok(s),
         None => Stack::new(),
@@ -266,7 +267,7 @@ fn take_stack() -> io::Result<Stack> {
 /// Keeps `stack` for the next spawn if none is kept (else unmaps it).
 /// Only after clone3 returned (see [`SPARE_STACK`]).
 fn spare_stack(stack: Stack) {
-    let mut spare = SPARE_STACK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut spare = SPARE_STACK.lock();
     if spare.is_none() {
         *spare = Some(stack);
     }

@@ -130,9 +130,11 @@ pub(crate) enum NsError {
 /// forked copy of the host opens its own (it must watch itself, not the
 /// process it was forked from).
 fn host_pidfd() -> Option<c_int> {
-    static FD: std::sync::Mutex<Option<(u32, OwnedFd)>> = std::sync::Mutex::new(None);
+    // Per process: a fork never waits for a lock its parent held.
+    static FD: crate::sys::per_process::PerProcess<Option<(u32, OwnedFd)>> =
+        crate::sys::per_process::PerProcess::new(|| None);
     let me = std::process::id();
-    let mut g = FD.lock().unwrap_or_else(|e| e.into_inner());
+    let mut g = FD.lock();
     if g.as_ref().is_none_or(|(pid, _)| *pid != me) {
         // The inherited one (a fork's) names the parent: close it.
         drop(g.take());
