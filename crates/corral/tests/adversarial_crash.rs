@@ -448,13 +448,11 @@ fn three_tier_host() {
 /// `a_fork_taken_while_other_threads_run_commands_can_run_its_own_*`, in a
 /// child process of its own (the switch is process-wide).
 ///
-/// Fails (about one run in three): the fork hangs in
-/// `contain::orphans::registry()` (`REGISTRY`, a plain static `Mutex`
-/// inherited held when the parent's reaper thread or a run held it at the
-/// fork). The fix is `sys::per_process::PerProcess` there (and for
-/// `contain/subreaper.rs` `LIVE`/`STATE`), in files owned elsewhere.
+/// Failed about one run in three before `contain::orphans`' registry (and
+/// `contain::subreaper`'s `LIVE`/`STATE`, `sys::roots`) became per process:
+/// the fork hung in `orphans::registry()`, a plain static `Mutex` inherited
+/// held when the parent's reaper thread or a run held it at the fork.
 #[test]
-#[ignore = "known bug: contain/orphans.rs REGISTRY is inherited locked by a fork (see the doc)"]
 fn a_fork_taken_while_other_threads_run_commands_can_run_its_own_subreaper() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "subreaper_fork_host", "--nocapture", "--ignored"])

@@ -37,6 +37,7 @@ use std::time::Duration;
 use rustix::process::{pidfd_open, waitid, Pid, PidfdFlags, WaitId, WaitIdOptions};
 
 use crate::sys::linux_proc::{self, Stat};
+use crate::sys::per_process::PerProcess;
 
 /// How often the thread looks while a zombie it must not reap is present.
 const POLL: Duration = Duration::from_millis(5);
@@ -88,7 +89,7 @@ pub fn reap_all_orphans() {
         start_thread(&mut registry());
     }
     // A thread parked for want of runs looks again.
-    WAKE.notify_all();
+    wake();
 }
 
 fn all_orphans() -> bool {
@@ -169,18 +170,29 @@ struct Registry {
     /// (pid → start time), so that it is read once per process.
     checked: BTreeMap<u32, u64>,
     thread: bool,
+    /// Wakes the reaping thread (per process, as the registry's lock).
+    wake: Arc<Condvar>,
 }
 
-static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+/// Per process: a fork of the host starts with its own (empty) registry and
+/// its own reaping thread, never waiting for a lock its parent held at the
+/// fork (`sys::per_process`).
+static REGISTRY: PerProcess<Registry> = PerProcess::new(|| Registry {
     entries: Vec::new(),
     checked: BTreeMap::new(),
     thread: false,
+    wake: Arc::new(Condvar::new()),
 });
-static WAKE: Condvar = Condvar::new();
 static IDS: AtomicU64 = AtomicU64::new(0);
 
 fn registry() -> std::sync::MutexGuard<'static, Registry> {
-    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+    REGISTRY.lock()
+}
+
+/// Wakes the reaping thread.
+fn wake() {
+    let w = registry().wake.clone();
+    w.notify_all();
 }
 
 /// A run registered for prompt reaping; [`finish`](Self::finish) (or drop)
@@ -204,8 +216,9 @@ pub(crate) fn register(root: u32, claim: Claim) -> Option<Registration> {
         learned: HashMap::new(),
     });
     start_thread(&mut reg);
+    let w = reg.wake.clone();
     drop(reg);
-    WAKE.notify_all();
+    w.notify_all();
     Some(Registration { id })
 }
 
@@ -386,7 +399,8 @@ fn run() {
         } else {
             let mut reg = registry();
             while reg.entries.is_empty() && !all_orphans() {
-                reg = WAKE.wait(reg).unwrap_or_else(|e| e.into_inner());
+                let w = reg.wake.clone();
+                reg = w.wait(reg).unwrap_or_else(|e| e.into_inner());
             }
             if all_orphans() {
                 continue;
@@ -409,7 +423,8 @@ fn run() {
             // descendant descends from a child) until a run starts one.
             Err(rustix::io::Errno::CHILD) if all_orphans() => {
                 let reg = registry();
-                let _ = WAKE
+                let w = reg.wake.clone();
+                let _ = w
                     .wait_timeout(reg, Duration::from_secs(1))
                     .unwrap_or_else(|e| e.into_inner());
             }

@@ -98,11 +98,13 @@ const ROUNDS: usize = 8;
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Commands of this process under subreaper containment, from creation to
-/// release: (command number, root pid once attached).
-static LIVE: Mutex<Vec<(u64, Option<u32>)>> = Mutex::new(Vec::new());
+/// release: (command number, root pid once attached). Per process: a fork
+/// has none of its parent's, and never waits for a lock its parent held.
+static LIVE: crate::sys::per_process::PerProcess<Vec<(u64, Option<u32>)>> =
+    crate::sys::per_process::PerProcess::new(Vec::new);
 
 fn live() -> std::sync::MutexGuard<'static, Vec<(u64, Option<u32>)>> {
-    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+    LIVE.lock()
 }
 
 /// Makes this process a child subreaper, so that `auto` containment can use
@@ -588,13 +590,16 @@ mod keeper {
         running: bool,
     }
 
-    static STATE: Mutex<State> = Mutex::new(State {
-        procs: Vec::new(),
-        running: false,
-    });
+    /// Per process: a fork keeps none of its parent's kept processes and
+    /// starts its own thread (`sys::per_process`).
+    static STATE: crate::sys::per_process::PerProcess<State> =
+        crate::sys::per_process::PerProcess::new(|| State {
+            procs: Vec::new(),
+            running: false,
+        });
 
     fn state() -> std::sync::MutexGuard<'static, State> {
-        STATE.lock().unwrap_or_else(|e| e.into_inner())
+        STATE.lock()
     }
 
     /// Starts keeping these processes (pid, start time).

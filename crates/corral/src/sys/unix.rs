@@ -1093,18 +1093,31 @@ fn keeper_died() -> CrashSafety {
 #[cfg(target_os = "linux")]
 pub(crate) mod roots {
     use std::collections::{HashMap, HashSet};
-    use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+    use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
     use rustix::process::Pid;
 
-    static SPAWNING: RwLock<()> = RwLock::new(());
+    use super::super::per_process::PerProcess;
+
+    /// Per process (`super::super::per_process`): a fork of the host never
+    /// waits for a lock its parent held at the fork (a spawn in flight on
+    /// another thread), and its roots are its own (none of its parent's is
+    /// its child).
+    /// (One small lock leaked per process that uses it, so that its
+    /// guards can be `'static`.)
+    static SPAWNING: PerProcess<&'static RwLock<()>> =
+        PerProcess::new(|| Box::leak(Box::new(RwLock::new(()))));
+
+    fn spawning_lock() -> &'static RwLock<()> {
+        *SPAWNING.lock()
+    }
     /// Each root's pid with a count: a root is reaped before it is taken
     /// out, and a new root may get the same pid in between (another thread
     /// spawning); counting keeps the new one in.
-    static LIVE: Mutex<Option<HashMap<u32, u32>>> = Mutex::new(None);
+    static LIVE: PerProcess<Option<HashMap<u32, u32>>> = PerProcess::new(|| None);
 
     fn live() -> std::sync::MutexGuard<'static, Option<HashMap<u32, u32>>> {
-        LIVE.lock().unwrap_or_else(|e| e.into_inner())
+        LIVE.lock()
     }
 
     /// Held by a spawn from before the fork until its `Root` exists.
@@ -1114,7 +1127,7 @@ pub(crate) mod roots {
 
     pub(crate) fn spawning() -> Spawning {
         Spawning {
-            _guard: SPAWNING.read().unwrap_or_else(|e| e.into_inner()),
+            _guard: spawning_lock().read().unwrap_or_else(|e| e.into_inner()),
         }
     }
 
@@ -1126,7 +1139,7 @@ pub(crate) mod roots {
     /// Waits until no spawn is in flight, and returns the unreaped roots
     /// (valid for as long as the `Quiet` is held and nothing is reaped).
     pub(crate) fn quiet() -> (Quiet, HashSet<u32>) {
-        let guard = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
+        let guard = spawning_lock().write().unwrap_or_else(|e| e.into_inner());
         let set = live()
             .as_ref()
             .map(|m| m.keys().copied().collect())
