@@ -14,7 +14,7 @@
 //! free (its descriptors closed: what a fork used to do), else left alone
 //! (never freed: a few descriptors stay open in the fork, close-on-exec).
 
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 struct Inner<T> {
@@ -39,7 +39,7 @@ impl<T: 'static> PerProcess<T> {
 
     /// This process's state, locked (a poisoned lock is taken as it is).
     pub(crate) fn lock(&'static self) -> MutexGuard<'static, T> {
-        let me = std::process::id();
+        let me = pid();
         loop {
             let cur = self.cur.load(Ordering::Acquire);
             // SAFETY: a non-null pointer in `cur` came from Box::into_raw
@@ -81,5 +81,97 @@ impl<T: 'static> PerProcess<T> {
                 drop(inherited);
             }
         }
+    }
+}
+
+/// This process's id, without a system call on every use: cached in a page
+/// the kernel empties in a fork's copy (`MADV_WIPEONFORK`, Linux 4.14), so
+/// a fork reads 0 and asks again. Where that page cannot be had, asked
+/// every time.
+pub(crate) fn pid() -> u32 {
+    static PAGE: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
+    let mut page = PAGE.load(Ordering::Acquire);
+    if page.is_null() {
+        page = map_wipe_on_fork();
+        if page.is_null() {
+            return std::process::id();
+        }
+        if let Err(other) = PAGE.compare_exchange(
+            std::ptr::null_mut(),
+            page,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // Another thread mapped one first: keep that one (this one is
+            // left mapped; it happens at most once per racing thread).
+            page = other;
+        }
+    }
+    // SAFETY: `page` points to a mapped, zero-initialised, never unmapped
+    // page (4096 bytes, aligned), so an `AtomicU32` at its start is valid
+    // for the whole life of the process and of its forks.
+    let cached = unsafe { &*page };
+    match cached.load(Ordering::Relaxed) {
+        0 => {
+            let id = std::process::id();
+            cached.store(id, Ordering::Relaxed);
+            id
+        }
+        id => id,
+    }
+}
+
+/// One anonymous page marked wipe-on-fork, or null.
+fn map_wipe_on_fork() -> *mut AtomicU32 {
+    use rustix::mm::{madvise, mmap_anonymous, munmap, Advice, MapFlags, ProtFlags};
+    const LEN: usize = 4096;
+    // SAFETY: a fresh private anonymous mapping at an address of the
+    // kernel's choosing: no existing memory is affected.
+    let Ok(p) = (unsafe {
+        mmap_anonymous(
+            std::ptr::null_mut(),
+            LEN,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE,
+        )
+    }) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: `p` is the mapping just made, `LEN` bytes long.
+    if unsafe { madvise(p, LEN, Advice::LinuxWipeOnFork) }.is_err() {
+        // SAFETY: unmapping the mapping just made, never handed out.
+        let _ = unsafe { munmap(p, LEN) };
+        return std::ptr::null_mut();
+    }
+    p.cast()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pid;
+
+    #[test]
+    fn pid_is_this_process_and_a_fork_sees_its_own() {
+        assert_eq!(pid(), std::process::id());
+        assert_eq!(pid(), std::process::id());
+        // A fork (no exec) must read its own pid, not the cached parent's.
+        // SAFETY: the child only calls async-signal-safe functions
+        // (getpid, reading a mapped page, write, _exit); no allocation.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0);
+        if child == 0 {
+            // SAFETY: getpid has no preconditions.
+            let ok = pid() == unsafe { libc::getpid() } as u32;
+            // SAFETY: ends the forked child at once, running nothing of
+            // the parent's (no destructors, no atexit handlers).
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for the child just forked.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{status}"
+        );
     }
 }

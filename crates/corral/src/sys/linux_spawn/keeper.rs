@@ -134,23 +134,52 @@ impl Conn {
     /// first message (read at its start), so a readable socket means end of
     /// file: the keeper died (killed by someone; the OOM killer).
     fn alive(&self) -> bool {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        let zero = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        let mut p = [PollFd::new(&self.sock, PollFlags::IN)];
-        matches!(poll(&mut p, Some(&zero)), Ok(0))
+        self.state() != KeeperState::Gone
     }
 
-    /// Whether the keeper is stopped (`T`, or `t` under a tracer): a
-    /// process of the same user, the command itself included, can send it
-    /// SIGSTOP, which no mask blocks. A stopped keeper cannot act on the
-    /// host's death until it is continued. Its pid is this process's
-    /// unreaped child, so `/proc` describes the keeper and no other.
-    fn stopped(&self) -> bool {
-        crate::sys::linux_proc::stat_of(self.pid as u32)
-            .is_some_and(|s| matches!(s.state, b'T' | b't'))
+    /// Whether the keeper runs, is stopped, or is gone, in one `waitid`
+    /// that changes nothing (`WNOWAIT`; `__WALL` because it has no exit
+    /// signal). Its pid is this process's unreaped child, so the answer is
+    /// about the keeper and no other process. Stopped (`T`, or `t` under a
+    /// tracer): a process of the same user, the command itself included,
+    /// can send it SIGSTOP, which no mask blocks; stopped, it cannot act on
+    /// the host's death until it is continued. Gone: it exited (killed by
+    /// someone; the OOM killer), or it is not this process's child (a fork
+    /// never asks: the owner is checked first).
+    fn state(&self) -> KeeperState {
+        // siginfo_t: 128 bytes; si_code at 8, si_pid at 16 (64-bit).
+        let mut info = [0u8; 128];
+        // SAFETY: waitid writes at most a siginfo_t (128 bytes) into
+        // `info`; the rusage pointer is null. WNOHANG: it does not block;
+        // WNOWAIT: the child's state stays as it is.
+        let r = unsafe {
+            syscall6(
+                k::__NR_waitid,
+                [
+                    k::P_PID as usize,
+                    self.pid as usize,
+                    info.as_mut_ptr() as usize,
+                    (k::WEXITED | k::WSTOPPED | k::WNOHANG | k::WNOWAIT | k::__WALL) as usize,
+                    0,
+                    0,
+                ],
+            )
+        };
+        if r == -(en::EINTR as isize) {
+            return self.state();
+        }
+        if r < 0 {
+            return KeeperState::Gone;
+        }
+        let code = i32::from_ne_bytes([info[8], info[9], info[10], info[11]]);
+        let pid = i32::from_ne_bytes([info[16], info[17], info[18], info[19]]);
+        if pid == 0 {
+            KeeperState::Running
+        } else if code == k::CLD_STOPPED as i32 || code == k::CLD_TRAPPED as i32 {
+            KeeperState::Stopped
+        } else {
+            KeeperState::Gone
+        }
     }
 
     /// A free slot, or why there is none. A run past the keeper's capacity
@@ -171,6 +200,14 @@ impl Conn {
             self.capacity
         )))
     }
+}
+
+/// What [`Conn::state`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeeperState {
+    Running,
+    Stopped,
+    Gone,
 }
 
 /// This process's keeper connection, under its lock: a fork of the host
@@ -200,7 +237,9 @@ impl Registration {
     pub(crate) fn is_live(&self) -> bool {
         let guard = keeper_lock();
         guard.as_ref().is_some_and(|c| {
-            c.owner == std::process::id() && c.generation == self.generation && c.alive()
+            c.owner == crate::sys::per_process::pid()
+                && c.generation == self.generation
+                && c.alive()
         })
     }
 
@@ -212,11 +251,12 @@ impl Registration {
     /// taken as a busy one: what it is sent is queued and honoured once it
     /// runs.) The connection is kept: continued, it holds the next run.
     pub(crate) fn is_live_and_running(&self) -> bool {
-        if !self.is_live() {
-            return false;
-        }
         let guard = keeper_lock();
-        !guard.as_ref().is_some_and(Conn::stopped)
+        guard.as_ref().is_some_and(|c| {
+            c.owner == crate::sys::per_process::pid()
+                && c.generation == self.generation
+                && c.state() == KeeperState::Running
+        })
     }
 }
 
@@ -227,10 +267,9 @@ impl Drop for Registration {
         msg[AT_ID..AT_ID + 8].copy_from_slice(&self.id.to_ne_bytes());
         msg[AT_SLOT..AT_SLOT + 4].copy_from_slice(&self.slot.to_ne_bytes());
         let mut guard = keeper_lock();
-        if let Some(c) = guard
-            .as_mut()
-            .filter(|c| c.owner == std::process::id() && c.generation == self.generation)
-        {
+        if let Some(c) = guard.as_mut().filter(|c| {
+            c.owner == crate::sys::per_process::pid() && c.generation == self.generation
+        }) {
             // Sent before the slot can be handed out again: the socket
             // keeps the order, so the keeper never sees the next run's
             // registration before this removal.
@@ -343,7 +382,7 @@ fn with_keeper<T>(mut f: impl FnMut(&mut Conn) -> io::Result<T>) -> io::Result<T
     let mut guard = keeper_lock();
     if guard
         .as_ref()
-        .is_some_and(|c| c.owner != std::process::id())
+        .is_some_and(|c| c.owner != crate::sys::per_process::pid())
     {
         // Inherited through a fork: the parent's keeper, not ours.
         drop(guard.take());
@@ -380,7 +419,7 @@ fn with_keeper<T>(mut f: impl FnMut(&mut Conn) -> io::Result<T>) -> io::Result<T
 /// (a keeper that is somehow still there is left alone, never waited for).
 fn reap_dead(conn: Option<Conn>) {
     let Some(c) = conn else { return };
-    if c.owner != std::process::id() {
+    if c.owner != crate::sys::per_process::pid() {
         return; // a fork's inherited keeper is not our child
     }
     drop(c.sock);
@@ -593,7 +632,7 @@ fn start() -> io::Result<Conn> {
     Ok(Conn {
         sock: ours,
         pid: ret as i32,
-        owner: std::process::id(),
+        owner: crate::sys::per_process::pid(),
         generation: GENERATION.fetch_add(1, Ordering::Relaxed),
         capacity,
         fresh: 0,

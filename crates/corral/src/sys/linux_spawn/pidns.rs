@@ -133,7 +133,7 @@ fn host_pidfd() -> Option<c_int> {
     // Per process: a fork never waits for a lock its parent held.
     static FD: crate::sys::per_process::PerProcess<Option<(u32, OwnedFd)>> =
         crate::sys::per_process::PerProcess::new(|| None);
-    let me = std::process::id();
+    let me = crate::sys::per_process::pid();
     let mut g = FD.lock();
     if g.as_ref().is_none_or(|(pid, _)| *pid != me) {
         // The inherited one (a fork's) names the parent: close it.
