@@ -57,6 +57,8 @@ const MAX_SLOTS: usize = 1 << 20;
 /// (`cgroup.kill`, `/proc/<pid>/stat`, the removal walk: at most 11 at
 /// once), beyond the socket and the host's pidfd.
 const RESERVE_FDS: u64 = 16;
+/// The keeper's nap after reading its queue (see the serve loop).
+const KEEPER_NAP_NS: i64 = 2_000_000;
 /// Longest cgroup name carried.
 const NAME_MAX: usize = 64;
 /// A cgroup: its directory, the slot of the directory it is in, its name.
@@ -879,6 +881,22 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
             if host_gone {
                 break;
             }
+            // A short nap before looking again: a busy host's messages
+            // (two a process-group run) are then read in batches, not with
+            // a wake-up each, which took CPU from the host's next run. A
+            // message waits at most this long; the host's death is seen at
+            // most this late, and its queued messages are still read first.
+            let nap = k::__kernel_timespec {
+                tv_sec: 0,
+                tv_nsec: KEEPER_NAP_NS,
+            };
+            syscall4(
+                k::__NR_nanosleep,
+                &nap as *const k::__kernel_timespec as usize,
+                0,
+                0,
+                0,
+            );
         }
 
         // The host is gone: kill every held tree, then remove the cgroups.
