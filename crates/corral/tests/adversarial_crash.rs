@@ -131,24 +131,9 @@ fn a_fork_taken_while_other_threads_run_commands_can_run_its_own_pid_namespace()
     fork_while_other_threads_run(Mechanism::PidNamespace);
 }
 
-/// This process's live keeper (its child named `corral-keeper`).
+/// This process's live keeper.
 fn keeper_pid() -> Option<i32> {
-    let mut kids = String::new();
-    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        kids += &std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        kids.push(' ');
-    }
-    kids.split_whitespace()
-        .filter_map(|p| p.parse::<i32>().ok())
-        .find(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-                s.contains("(corral-keeper)")
-                    && !matches!(
-                        s.rsplit_once(") ").and_then(|x| x.1.chars().next()),
-                        Some('Z' | 'X')
-                    )
-            })
-        })
+    corral_testkit::keeper::own_keeper()
 }
 
 /// The command stops the keeper (SIGSTOP: same user, no mask blocks it)

@@ -331,31 +331,7 @@ fn keeper_host() {
         return;
     }
     let (a, _) = run_ok(&mut cg("true"));
-    // This process's keeper: a child named corral-keeper.
-    let mut kids = String::new();
-    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        kids += &std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        kids.push(' ');
-    }
-    let keeper = kids
-        .split_whitespace()
-        .filter_map(|p| p.parse::<i32>().ok())
-        .find(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/comm"))
-                .is_ok_and(|c| c.trim() == "corral-keeper")
-        })
-        .expect("no keeper");
-    let fd = rustix::process::pidfd_open(
-        rustix::process::Pid::from_raw(keeper).unwrap(),
-        rustix::process::PidfdFlags::empty(),
-    )
-    .unwrap();
-    rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL).unwrap();
-    let mut p = [rustix::event::PollFd::new(
-        &fd,
-        rustix::event::PollFlags::IN,
-    )];
-    rustix::event::poll(&mut p, None).unwrap();
+    corral_testkit::keeper::kill_keeper(corral_testkit::keeper::own_keeper().expect("no keeper"));
     println!("KEEPER-KILLED pooled={a}");
     let mut c = cg("exec \"$H\" root");
     c.require_crash_safety(true);

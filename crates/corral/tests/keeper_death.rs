@@ -12,51 +12,20 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use corral::{CleanupError, Command, ContainmentChoice, Mechanism, Outcome, Report};
-use corral_testkit::Scratch;
+use corral_testkit::{keeper, Scratch};
 
 fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// This process's keepers, live or dead and unreaped: (pid, zombie).
 fn keepers() -> Vec<(i32, bool)> {
-    let mut kids = String::new();
-    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        kids += &std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        kids.push(' ');
-    }
-    kids.split_whitespace()
-        .filter_map(|p| p.parse::<i32>().ok())
-        .filter_map(|p| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-            // "pid (comm) S ...".
-            let state = stat.rsplit_once(") ")?.1.chars().next()?;
-            stat.contains("(corral-keeper)")
-                .then_some((p, matches!(state, 'Z' | 'X')))
-        })
-        .collect()
+    keeper::keepers_of(std::process::id())
 }
 
-/// This process's live keeper.
-fn keeper_pid() -> Option<i32> {
-    keepers().into_iter().find(|k| !k.1).map(|k| k.0)
-}
-
-/// Kills this process's keeper through a pidfd and waits for its death.
+/// Kills this process's live keeper and waits for its death.
 fn kill_keeper() {
-    let pid = keeper_pid().expect("no keeper while a run is registered");
-    let fd = rustix::process::pidfd_open(
-        rustix::process::Pid::from_raw(pid).unwrap(),
-        rustix::process::PidfdFlags::empty(),
-    )
-    .unwrap();
-    rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL).unwrap();
-    let mut p = [rustix::event::PollFd::new(
-        &fd,
-        rustix::event::PollFlags::IN,
-    )];
-    rustix::event::poll(&mut p, None).unwrap();
+    keeper::kill_keeper(keeper::own_keeper().expect("no keeper while a run is registered"));
 }
 
 /// A run in `mechanism` that waits for the gate file (at most 30 s), whose

@@ -526,6 +526,8 @@ pub fn assert_between(elapsed: Duration, min: Duration, max: Duration) {
 pub use corral_testkit_macros::needs;
 
 pub mod invariants;
+#[cfg(target_os = "linux")]
+pub mod keeper;
 pub mod scenario;
 
 /// The run-time half of [`needs`]: fails the test when a requirement that

@@ -1,0 +1,50 @@
+//! The crash-safety keeper of a process, as tests see it: a child named
+//! `corral-keeper` (one per corral process, started by its first run that
+//! needs it). Found through `/proc`, signalled through a pidfd.
+
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+
+/// The keepers among the children of `parent` (every thread's), live or
+/// dead and unreaped: (pid, zombie).
+pub fn keepers_of(parent: u32) -> Vec<(i32, bool)> {
+    let mut kids = String::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) {
+        for t in tasks.flatten() {
+            kids += &std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            kids.push(' ');
+        }
+    }
+    kids.split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            // "pid (comm) S ...".
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            stat.contains("(corral-keeper)")
+                .then_some((p, matches!(state, 'Z' | 'X')))
+        })
+        .collect()
+}
+
+/// This process's live keeper.
+pub fn own_keeper() -> Option<i32> {
+    keepers_of(std::process::id())
+        .into_iter()
+        .find(|k| !k.1)
+        .map(|k| k.0)
+}
+
+/// SIGKILLs keeper `pid` through a pidfd (opened while it is this
+/// process's unreaped child, so it names the keeper) and waits for its
+/// death.
+pub fn kill_keeper(pid: i32) {
+    let fd = pidfd_open(
+        Pid::from_raw(pid).expect("a keeper pid"),
+        PidfdFlags::empty(),
+    )
+    .expect("pidfd of the keeper");
+    pidfd_send_signal(&fd, Signal::KILL).expect("kill the keeper");
+    let mut p = [PollFd::new(&fd, PollFlags::IN)];
+    poll(&mut p, None).expect("wait for the keeper's death");
+}
