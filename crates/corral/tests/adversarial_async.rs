@@ -16,27 +16,7 @@ fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
-/// Children of this process that are alive (not zombies), but corral's
-/// keeper.
-fn live_children() -> Vec<u32> {
-    let mut v = Vec::new();
-    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        for pid in text
-            .split_whitespace()
-            .filter_map(|p| p.parse::<u32>().ok())
-        {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat.rsplit(") ").next().and_then(|r| r.chars().next());
-            let keeper = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.trim() == "corral-keeper");
-            if !keeper && !matches!(state, Some('Z') | Some('X') | None) {
-                v.push(pid);
-            }
-        }
-    }
-    v
-}
+use corral_testkit::keeper::live_children;
 
 struct Rng(u64);
 

@@ -129,27 +129,7 @@ fn hundreds_of_concurrent_commands_use_no_thread_each() {
     );
 }
 
-/// Children of this process that are alive (not zombies), but corral's
-/// keeper (started once per process by the first cgroup run).
-fn live_children() -> Vec<u32> {
-    let mut v = Vec::new();
-    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        for pid in text
-            .split_whitespace()
-            .filter_map(|p| p.parse::<u32>().ok())
-        {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat.rsplit(") ").next().and_then(|r| r.chars().next());
-            let keeper = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.trim() == "corral-keeper");
-            if !keeper && !matches!(state, Some('Z') | Some('X') | None) {
-                v.push(pid);
-            }
-        }
-    }
-    v
-}
+use corral_testkit::keeper::live_children;
 
 /// A real tree: the root (a shell) and a child of it, both alive until the
 /// run is cancelled (at most 120 s: far longer than the test, even on a

@@ -48,3 +48,25 @@ pub fn kill_keeper(pid: i32) {
     let mut p = [PollFd::new(&fd, PollFlags::IN)];
     poll(&mut p, None).expect("wait for the keeper's death");
 }
+
+/// Children of this process (every thread's) that are alive (not zombies),
+/// but its keeper.
+pub fn live_children() -> Vec<u32> {
+    let me = std::process::id();
+    let keepers: Vec<i32> = keepers_of(me).into_iter().map(|k| k.0).collect();
+    let mut v = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        for pid in text
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+        {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rsplit(") ").next().and_then(|r| r.chars().next());
+            if !keepers.contains(&(pid as i32)) && !matches!(state, Some('Z') | Some('X') | None) {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
