@@ -35,7 +35,16 @@ fn forked(s: &Scratch) -> usize {
         .count()
 }
 
+/// One tree at a time: the forking trees use many descriptors and
+/// processes, and beside each other ran a test out of descriptors at
+/// `ulimit -n 1024` (as the unprivileged CI user).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn attack(mech: Mechanism, grace: Duration) {
+    let _one = serial();
     let spawners = 4;
     for round in 0..3 {
         let s = Scratch::new();
@@ -84,6 +93,7 @@ fn a_tree_forking_while_killed_in_a_cgroup_leaves_nothing_and_never_overcounts()
 /// still forking when the root exits.
 #[test]
 fn leftovers_forking_after_a_clean_exit_are_all_killed() {
+    let _one = serial();
     let spawners = 3;
     for _ in 0..3 {
         let s = Scratch::new();
@@ -119,6 +129,7 @@ fn leftovers_forking_after_a_clean_exit_are_all_killed() {
 /// signal 9 in the group. Only the helper alive at the timeout was killed
 /// by corral, and `killed` must say 1.
 fn zombie_of_another_kill(grace: Duration) {
+    let _one = serial();
     use corral_testkit::{ready, Watch};
     let s = Scratch::new();
     let w = Watch::new(&s);
