@@ -206,9 +206,11 @@ impl Command {
     /// A tree still dying when the window ends is waited for: each member
     /// fewer than at the last look starts the window again, and while every
     /// member left is visibly dying (on Linux: SIGKILL pending, exiting, or
-    /// a zombie awaiting its reaper) the survivors are not reported. Never
-    /// longer than 10 times the window, and at least 5 s, from the SIGKILL,
-    /// so [`Running::wait`](crate::Running::wait) stays bounded.
+    /// a zombie awaiting its reaper) the survivors are not reported until
+    /// the limit: 10 times the window, and at least 5 s, from the SIGKILL,
+    /// or from the last death seen while the tree keeps dying. Never longer
+    /// than 6 limits from the SIGKILL, so
+    /// [`Running::wait`](crate::Running::wait) stays bounded.
     pub fn confirm_window(&mut self, d: Duration) -> &mut Command {
         self.settings.confirm_window = d;
         self

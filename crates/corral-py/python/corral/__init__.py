@@ -447,11 +447,12 @@ def _result(job_report: Dict[str, Any], meta: tuple) -> Result:
 
 
 def _cleanup_bound(kw: Mapping[str, Any]) -> float:
-    # The confirm window stretches while the tree is visibly dying: up to
-    # 10 times the window, at least 5 s.
+    # The confirm window stretches while the tree is visibly dying: its
+    # limit is 10 times the window, at least 5 s, and a tree that keeps
+    # dying is waited for up to 6 such limits from the SIGKILL.
     window = kw.get("confirm_window")
     window = 1.0 if window is None else window
-    return (kw.get("grace") or 0.0) + max(10 * window, 5.0) + _CLEANUP_SLACK
+    return (kw.get("grace") or 0.0) + 6 * max(10 * window, 5.0) + _CLEANUP_SLACK
 
 
 def run(args: Any, *, check: bool = False, **kwargs: Any) -> Result:

@@ -119,8 +119,9 @@ impl Running {
     /// bounded time: at most the deadline (or root exit plus the wait delay,
     /// plus up to 1 s to drain output that nothing holds any more but is
     /// still being relayed), plus the grace, plus the confirm window (which
-    /// stretches while the tree is still dying, to at most 10 times its
-    /// length or 5 s, whichever is longer).
+    /// stretches while the tree is still dying: its limit is 10 times its
+    /// length or 5 s, whichever is longer, counted from the last death
+    /// seen, and never more than 6 such limits from the SIGKILL).
     pub fn wait(mut self) -> Report {
         let life = self
             .life

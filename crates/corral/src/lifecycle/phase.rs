@@ -48,6 +48,17 @@ pub(super) const CONFIRM_STRETCH: u32 = 10;
 /// ... and to at least this (a short window must not turn a tree that dies
 /// slowly on a loaded machine into survivors).
 pub(super) const CONFIRM_LIMIT_MIN: Duration = Duration::from_secs(5);
+/// A tree whose every member is dying and that still loses members is
+/// waited for past the limit: the limit then counts from the last death
+/// seen, up to this many times its length from the SIGKILL (hundreds of
+/// processes sent SIGKILL on two busy cores, or a host that was not
+/// scheduled for seconds, die over more than one limit).
+pub(super) const CONFIRM_CAP: u32 = 6;
+/// A look at a dying tree this much later than it was due (the host was
+/// not scheduled: a stalled VM, an overloaded machine) says nothing about
+/// whether the tree is stuck, since it did not run either: the look after
+/// it decides.
+pub(super) const OVERSLEPT: Duration = Duration::from_millis(250);
 
 /// Why the tree is being terminated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,9 +121,12 @@ pub(super) enum Phase {
     Confirming {
         reason: Reason,
         until: Instant,
-        /// The hard end of the window: the SIGKILL plus
-        /// [`Policy::confirm_limit`].
+        /// The end of the window for a tree that is dying but no longer
+        /// shrinking: the SIGKILL plus [`Policy::confirm_limit`] at first,
+        /// then the last death seen plus that, never past `cap`.
         limit: Instant,
+        /// The hard end: the SIGKILL plus `CONFIRM_CAP` limits.
+        cap: Instant,
         /// How many members the last look found (`None` before the first).
         left: Option<usize>,
         check: Check,
@@ -294,6 +308,7 @@ pub(super) fn decide(
             reason,
             until,
             limit,
+            cap,
             left,
             check,
         } => confirm(
@@ -301,6 +316,7 @@ pub(super) fn decide(
                 reason,
                 until,
                 limit,
+                cap,
                 left,
                 check,
             },
@@ -359,10 +375,12 @@ pub(super) fn wait_failed(
 
 /// The phase right after a SIGKILL sent at `now`.
 fn confirming(reason: Reason, now: Instant, check: Check, policy: &Policy) -> Phase {
+    let limit = policy.confirm_window.max(policy.confirm_limit);
     Phase::Confirming {
         reason,
         until: later(now, policy.confirm_window),
-        limit: later(now, policy.confirm_window.max(policy.confirm_limit)),
+        limit: later(now, limit),
+        cap: later(now, limit.saturating_mul(CONFIRM_CAP)),
         left: None,
         check,
     }
@@ -373,6 +391,7 @@ struct Confirm {
     reason: Reason,
     until: Instant,
     limit: Instant,
+    cap: Instant,
     left: Option<usize>,
     check: Check,
 }
@@ -382,12 +401,16 @@ struct Confirm {
 /// and no progress is being made; progress is
 ///
 /// * a member fewer than at the last look: the window starts again from
-///   now (a tree of hundreds dies over seconds on a loaded machine);
+///   now (a tree of hundreds dies over seconds on a loaded machine), and so
+///   does the limit, up to `cap`;
 /// * past the window, every member left visibly dying (SIGKILL pending,
-///   exiting, a zombie): the next look decides again.
+///   exiting, a zombie): the next look decides again, until the limit;
+/// * a look that came `OVERSLEPT` late at a tree that is all dying (the
+///   host did not run, so neither did the tree): the next look decides.
 ///
-/// Either way never past `limit` (a process stuck in uninterruptible sleep
-/// with SIGKILL pending is reported there), so the return stays bounded.
+/// Either way never past `cap` (a process stuck in uninterruptible sleep
+/// with SIGKILL pending is reported at the limit, a tree that keeps dying
+/// at the cap), so the return stays bounded.
 fn confirm(
     c: Confirm,
     seen: &Observed,
@@ -399,11 +422,15 @@ fn confirm(
     if members.is_empty() && seen.root.is_some() {
         return over(c.reason);
     }
-    let mut until = c.until;
+    let (mut until, mut limit) = (c.until, c.limit);
     if c.left.is_some_and(|n| members.len() < n) {
-        until = until.max(later(now, policy.confirm_window).min(c.limit));
+        let length = policy.confirm_window.max(policy.confirm_limit);
+        limit = limit.max(later(now, length).min(c.cap));
+        until = until.max(later(now, policy.confirm_window).min(limit));
     }
-    let stay = now < until || (now < c.limit && probe.all_dying(&members));
+    let overslept = now.saturating_duration_since(c.check.next) >= OVERSLEPT;
+    let stay =
+        now < until || ((now < limit || (overslept && now < c.cap)) && probe.all_dying(&members));
     if !stay {
         members.sort_unstable();
         return (
@@ -417,7 +444,8 @@ fn confirm(
         Phase::Confirming {
             reason: c.reason,
             until,
-            limit: c.limit,
+            limit,
+            cap: c.cap,
             left: Some(members.len()),
             check: c.check.after(now),
         },
@@ -661,6 +689,7 @@ mod tests {
             reason,
             until,
             limit: until - ms(1000) + ms(10_000),
+            cap: until - ms(1000) + ms(60_000),
             left: None,
             check: Check {
                 next,
@@ -1016,6 +1045,7 @@ mod tests {
                 reason: Reason::TimedOut,
                 until: t0 + ms(1300),
                 limit: t0 + ms(10_300),
+                cap: t0 + ms(60_300),
                 left: None,
                 check: Check {
                     next: t0 + ms(300) + CHECK_FIRST,
@@ -1152,8 +1182,10 @@ mod tests {
             cancel: None,
         };
         let mut phase = confirming(Reason::TimedOut, later(t0, p.confirm_window), t0);
-        if let Phase::Confirming { limit, .. } = &mut phase {
-            *limit = later(t0, p.confirm_limit.max(p.confirm_window));
+        if let Phase::Confirming { limit, cap, .. } = &mut phase {
+            let length = p.confirm_limit.max(p.confirm_window);
+            *limit = later(t0, length);
+            *cap = later(t0, length * CONFIRM_CAP);
         }
         let mut fake = Fake {
             dying,
@@ -1222,6 +1254,79 @@ mod tests {
         let (took, actions, _) = drive_confirm(&p, c.at(ms(0)), true, gone);
         assert_eq!(actions, vec![]);
         assert!(took >= ms(1700) && took < ms(1720), "{took:?}");
+    }
+
+    /// A dying tree that keeps shrinking past the limit (one death every
+    /// 2 s, 25 members: 48 s) is waited for to the end: the limit counts
+    /// from the last death seen. One that keeps shrinking past the cap
+    /// (six limits) is reported there.
+    #[test]
+    fn a_tree_that_keeps_dying_is_waited_for_up_to_the_cap() {
+        let c = Clock(Instant::now());
+        let p = policy(&c, None, ms(0), ms(0));
+        let slow = |t: Duration| (0..25u32.saturating_sub(t.as_millis() as u32 / 2000)).collect();
+        let (took, actions, _) = drive_confirm(&p, c.at(ms(0)), true, slow);
+        assert_eq!(actions, vec![]);
+        assert!(took >= ms(50_000) && took < ms(50_020), "{took:?}");
+        let slower =
+            |t: Duration| (0..100u32.saturating_sub(t.as_millis() as u32 / 2000)).collect();
+        let (took, actions, _) = drive_confirm(&p, c.at(ms(0)), true, slower);
+        assert!(
+            matches!(&actions[..], [Action::Survivors(v)] if v.len() == 70),
+            "{actions:?}"
+        );
+        assert!(took >= ms(60_000) && took < ms(60_011), "{took:?}");
+        // Not dying: the window decides (no death within it), as before.
+        let (took, actions, _) = drive_confirm(&p, c.at(ms(0)), false, slower);
+        assert!(
+            matches!(&actions[..], [Action::Survivors(_)]),
+            "{actions:?}"
+        );
+        assert!(took >= ms(1000) && took < ms(1020), "{took:?}");
+    }
+
+    /// A look far later than it was due (the host stalled past the limit)
+    /// at a tree that is all dying does not decide: the next look, on
+    /// time, does. A tree not dying is reported at once.
+    #[test]
+    fn a_late_look_at_a_dying_tree_looks_again() {
+        let c = Clock(Instant::now());
+        let p = policy(&c, None, ms(0), ms(0));
+        let seen = Observed {
+            root: Some(RootStatus::Signaled(Signal::KILL)),
+            root_exit_at: Some(c.at(ms(0))),
+            open: 0,
+            cancel: None,
+        };
+        let mut phase = confirming(Reason::TimedOut, c.at(ms(1000)), c.at(ms(100)));
+        if let Phase::Confirming { left, .. } = &mut phase {
+            *left = Some(2);
+        }
+        let mut fake = Fake {
+            members: vec![2, 1],
+            dying: true,
+            ..Fake::default()
+        };
+        // Due at 100 ms, looked at 12 s: past the limit (10 s), overslept.
+        let (next, actions) = decide(phase, &seen, &mut fake, c.at(ms(12_000)), &p);
+        assert!(actions.is_empty(), "{actions:?}");
+        let Phase::Confirming { check, .. } = next else {
+            panic!("{next:?}")
+        };
+        // On time, nothing died: survivors.
+        let (end, actions) = decide(next, &seen, &mut fake, check.next, &p);
+        assert!(end.is_over());
+        assert_eq!(actions, vec![Action::Survivors(vec![1, 2])]);
+        // Overslept, but nothing says the tree is dying: survivors at once.
+        fake.dying = false;
+        let (end, actions) = decide(phase, &seen, &mut fake, c.at(ms(12_000)), &p);
+        assert!(end.is_over());
+        assert_eq!(actions, vec![Action::Survivors(vec![1, 2])]);
+        // Overslept past the cap: survivors at once.
+        fake.dying = true;
+        let (end, actions) = decide(phase, &seen, &mut fake, c.at(ms(61_000)), &p);
+        assert!(end.is_over());
+        assert_eq!(actions, vec![Action::Survivors(vec![1, 2])]);
     }
 
     /// The live members past the window, nothing dying, nothing shrinking:
