@@ -22,8 +22,12 @@
 //! after ([`Containment::count_after_kill`]): `killpg` goes out at once, and
 //! the scan that pins the members runs while they die. A member that was
 //! already gone by then is not counted, so the killed count is a lower
-//! bound ("at least"); survivors are still confirmed by the pinned pidfds
-//! and a final scan.
+//! bound ("at least"); survivors are still confirmed by the pinned pidfds.
+//! In that scan a member already dead is told by one read of its stat
+//! (a zombie with no thread left, and whether SIGKILL ended it), not
+//! pinned. After the SIGKILL the group cannot grow (see `live_members`),
+//! so the first whole scan that started after it is the last one: once
+//! the members it pinned are gone, the group is empty.
 //!
 //! What it cannot hold: a descendant that calls `setsid()` or `setpgid()`
 //! leaves the group (cgroup containment closes that hole on Linux).
@@ -44,6 +48,13 @@ pub(crate) struct ProcessGroup {
     /// already died of it (zombies), for the killed count.
     #[cfg(target_os = "linux")]
     count_killed: bool,
+    /// SIGKILL went to the group.
+    #[cfg(target_os = "linux")]
+    kill_sent: bool,
+    /// A whole scan of /proc started after the SIGKILL: it found every
+    /// member there will ever be (see `live_members`).
+    #[cfg(target_os = "linux")]
+    scanned_after_kill: bool,
     /// Prompt reaping of the group's orphans (subreaper processes only).
     #[cfg(target_os = "linux")]
     orphans: Option<super::orphans::Registration>,
@@ -59,6 +70,10 @@ impl ProcessGroup {
             pins: pins::Pins::default(),
             #[cfg(target_os = "linux")]
             count_killed: false,
+            #[cfg(target_os = "linux")]
+            kill_sent: false,
+            #[cfg(target_os = "linux")]
+            scanned_after_kill: false,
             #[cfg(target_os = "linux")]
             orphans: None,
         }
@@ -80,10 +95,23 @@ impl ProcessGroup {
         if !alive.is_empty() {
             return Ok(alive);
         }
+        // After the SIGKILL the group cannot grow: a member with SIGKILL
+        // pending cannot fork, and a fork racing the group signal either
+        // fails or gives a child that has the signal too (`copy_process`
+        // restarts a fork that a group signal interrupted). So one whole
+        // scan started after the SIGKILL found every member there will
+        // be, and once all it pinned are gone the group is empty: no scan
+        // of the machine's processes again to confirm. (A process outside
+        // the tree that joins the group with `setpgid` is outside what the
+        // process-group tier holds, as a member that leaves it is.)
+        if self.scanned_after_kill {
+            return Ok(alive);
+        }
         // Every pinned process is gone: confirm with a full scan (catches
         // members forked after the last scan); it pins what it finds.
         let found = self.pins.scan(pgid, self.count_killed);
         self.count_killed = false;
+        self.scanned_after_kill = self.kill_sent && found.is_ok();
         found
     }
 
@@ -122,6 +150,10 @@ impl Containment for ProcessGroup {
             signal: sig,
         });
         sys::signal_group(pgid, sig)?;
+        #[cfg(target_os = "linux")]
+        if sig == Signal::KILL {
+            self.kill_sent = true;
+        }
         #[cfg(target_os = "linux")]
         if sig == Signal::KILL && self.pins.is_empty() {
             // Killed before any scan (kill first): the scan that follows
@@ -274,6 +306,19 @@ mod pins {
                     out.push(raw);
                     continue;
                 }
+                // Right after a SIGKILL most members are already zombies:
+                // one read of the stat tells (no pin needed for the dead),
+                // and says whether the kill ended it.
+                if killed {
+                    match dead_member(raw, pgid) {
+                        Some(true) => {
+                            out.push(raw);
+                            continue;
+                        }
+                        Some(false) => continue,
+                        None => {}
+                    }
+                }
                 // Pin, re-read the group, then poll: if the pinned process
                 // had not exited after the second read, that read was its.
                 let Ok(fd) = pidfd_open(pid, PidfdFlags::empty()) else {
@@ -352,19 +397,71 @@ mod pins {
     /// Whether zombie `pid` died of SIGKILL (the exit code field of its
     /// stat; a zombie's stat is read without waiting on anything).
     fn died_of_sigkill(pid: u32) -> bool {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            return false;
-        };
-        let Some(close) = text.rfind(')') else {
-            return false;
-        };
-        // Fields after the command name start at field 3 (state); the exit
-        // code is field 52.
-        text[close + 1..]
-            .split_ascii_whitespace()
-            .nth(52 - 3)
-            .and_then(|v| v.parse::<u32>().ok())
-            .is_some_and(|code| code & 0x7f == 9)
+        read_stat(pid, |f| f.exit_code.is_some_and(|code| code & 0x7f == 9)).unwrap_or(false)
+    }
+
+    /// If `pid` is a whole process of group `pgid` that has exited (a
+    /// zombie leader with no thread left: a leader that called
+    /// `pthread_exit` shows `Z` while its threads run, with more than one
+    /// thread counted), whether SIGKILL ended it. `None` when it is alive,
+    /// in another group, gone, or the stat cannot be read: the caller pins
+    /// it and asks its pidfd. One read of one snapshot, so a reused pid
+    /// cannot mix two processes' fields.
+    pub(super) fn dead_member(pid: u32, pgid: u32) -> Option<bool> {
+        read_stat(pid, |f| {
+            let dead = matches!(f.state, b'Z' | b'X') && f.pgrp == pgid && f.threads == 1;
+            dead.then(|| f.exit_code.is_some_and(|code| code & 0x7f == 9))
+        })
+        .flatten()
+    }
+
+    /// The fields of a stat line these checks need.
+    pub(super) struct StatFields {
+        state: u8,
+        pgrp: u32,
+        /// Field 20.
+        threads: u32,
+        /// Field 52 (absent on old kernels).
+        exit_code: Option<u32>,
+    }
+
+    /// Parses the fields after the command name (from the last `)`).
+    pub(super) fn stat_fields(line: &[u8]) -> Option<StatFields> {
+        let close = line.iter().rposition(|&b| b == b')')?;
+        let mut words = line[close + 1..]
+            .split(|&b| b == b' ' || b == b'\n')
+            .filter(|w| !w.is_empty());
+        let num = |w: &[u8]| std::str::from_utf8(w).ok()?.parse::<u32>().ok();
+        // Field 3 is the first after the `)`.
+        let state = *words.next()?.first()?;
+        let pgrp = num(words.nth(1)?)?; // field 5
+        let threads = num(words.nth(14)?)?; // field 20
+        let exit_code = words.nth(31).and_then(num); // field 52
+        Some(StatFields {
+            state,
+            pgrp,
+            threads,
+            exit_code,
+        })
+    }
+
+    /// Reads `/proc/PID/stat` into a buffer on the stack (open, read,
+    /// close: no allocation) and hands its fields to `f`.
+    fn read_stat<T>(pid: u32, f: impl FnOnce(&StatFields) -> T) -> Option<T> {
+        use std::io::Write;
+        let mut path = [0u8; 32];
+        let mut w = &mut path[..];
+        write!(w, "/proc/{pid}/stat\0").ok()?;
+        let path = std::ffi::CStr::from_bytes_until_nul(&path).ok()?;
+        let fd = rustix::fs::open(
+            path,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ok()?;
+        let mut buf = [0u8; 1024];
+        let n = rustix::io::read(&fd, &mut buf).ok()?;
+        stat_fields(&buf[..n]).as_ref().map(f)
     }
 
     /// Whether the process a pidfd holds has exited (its whole thread
@@ -421,7 +518,96 @@ mod pins {
 
     #[cfg(test)]
     mod tests {
-        use super::pgid_of;
+        use super::{dead_member, pgid_of, stat_fields};
+        use std::os::unix::process::CommandExt;
+
+        /// The fields are counted from the last `)`: a name with spaces
+        /// and parentheses does not shift them.
+        #[test]
+        fn stat_fields_are_counted_from_the_name() {
+            let mut line = b"77 (a) b (c)) Z 1 4242 4242 0 -1 4194564".to_vec();
+            // Fields 10 to 19, then 20 (threads) = 1, then 21 to 51, then 52.
+            for f in 10..=51 {
+                line.extend_from_slice(if f == 20 { b" 1" } else { b" 0" });
+            }
+            line.extend_from_slice(b" 9\n");
+            let f = stat_fields(&line).expect("parsed");
+            assert_eq!(
+                (f.state, f.pgrp, f.threads, f.exit_code),
+                (b'Z', 4242, 1, Some(9))
+            );
+            // An old kernel's line without the exit code still parses.
+            let short = &line[..line.len() - 3];
+            let f = stat_fields(short).expect("parsed");
+            assert_eq!((f.threads, f.exit_code), (1, None));
+            assert!(stat_fields(b"77 (x").is_none());
+        }
+
+        /// A zombie of this process's group that SIGKILL ended is dead and
+        /// killed; one that exited by itself is dead, not killed; a live
+        /// process, and a zombie of another group, are left to the pidfd.
+        #[test]
+        fn dead_members_are_told_from_their_stat() {
+            let spawn = |group: bool| {
+                let mut c = std::process::Command::new("sleep");
+                c.arg("30");
+                if group {
+                    c.process_group(0);
+                }
+                c.spawn().expect("sleep")
+            };
+            let me = pgid_of(std::process::id()).expect("my group");
+            let mut live = spawn(false);
+            let pid = live.id();
+            assert_eq!(dead_member(pid, me), None, "alive");
+            live.kill().expect("kill");
+            // A zombie until reaped: wait for it without reaping.
+            let fd = rustix::process::pidfd_open(
+                rustix::process::Pid::from_raw(pid as i32).unwrap(),
+                rustix::process::PidfdFlags::empty(),
+            )
+            .expect("pidfd");
+            let mut pfd = [rustix::event::PollFd::new(
+                &fd,
+                rustix::event::PollFlags::IN,
+            )];
+            rustix::event::poll(&mut pfd, None).expect("poll");
+            assert_eq!(dead_member(pid, me), Some(true), "killed zombie");
+            assert_eq!(dead_member(pid, me + 1), None, "another group");
+            live.wait().expect("reap");
+            assert_eq!(dead_member(pid, me), None, "reaped: gone");
+            let mut done = std::process::Command::new("true").spawn().expect("true");
+            let pid = done.id();
+            let fd = rustix::process::pidfd_open(
+                rustix::process::Pid::from_raw(pid as i32).unwrap(),
+                rustix::process::PidfdFlags::empty(),
+            )
+            .expect("pidfd");
+            let mut pfd = [rustix::event::PollFd::new(
+                &fd,
+                rustix::event::PollFlags::IN,
+            )];
+            rustix::event::poll(&mut pfd, None).expect("poll");
+            assert_eq!(dead_member(pid, me), Some(false), "exited by itself");
+            done.wait().expect("reap");
+            // Its own group: a zombie there is no member of ours.
+            let mut other = spawn(true);
+            let pid = other.id();
+            let fd = rustix::process::pidfd_open(
+                rustix::process::Pid::from_raw(pid as i32).unwrap(),
+                rustix::process::PidfdFlags::empty(),
+            )
+            .expect("pidfd");
+            other.kill().expect("kill");
+            let mut pfd = [rustix::event::PollFd::new(
+                &fd,
+                rustix::event::PollFlags::IN,
+            )];
+            rustix::event::poll(&mut pfd, None).expect("poll");
+            assert_eq!(dead_member(pid, me), None);
+            assert_eq!(dead_member(pid, pid), Some(true));
+            other.wait().expect("reap");
+        }
 
         #[test]
         fn pgid_of_matches_the_kernel() {
