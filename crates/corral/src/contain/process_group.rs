@@ -543,6 +543,20 @@ mod pins {
             assert!(stat_fields(b"77 (x").is_none());
         }
 
+        /// Waits until child `pid` has exited (it stays a zombie: not reaped).
+        fn exited(pid: u32) {
+            let fd = rustix::process::pidfd_open(
+                rustix::process::Pid::from_raw(pid as i32).unwrap(),
+                rustix::process::PidfdFlags::empty(),
+            )
+            .expect("pidfd");
+            let mut pfd = [rustix::event::PollFd::new(
+                &fd,
+                rustix::event::PollFlags::IN,
+            )];
+            rustix::event::poll(&mut pfd, None).expect("poll");
+        }
+
         /// A zombie of this process's group that SIGKILL ended is dead and
         /// killed; one that exited by itself is dead, not killed; a live
         /// process, and a zombie of another group, are left to the pidfd.
