@@ -576,48 +576,21 @@ mod pins {
             assert_eq!(dead_member(pid, me), None, "alive");
             live.kill().expect("kill");
             // A zombie until reaped: wait for it without reaping.
-            let fd = rustix::process::pidfd_open(
-                rustix::process::Pid::from_raw(pid as i32).unwrap(),
-                rustix::process::PidfdFlags::empty(),
-            )
-            .expect("pidfd");
-            let mut pfd = [rustix::event::PollFd::new(
-                &fd,
-                rustix::event::PollFlags::IN,
-            )];
-            rustix::event::poll(&mut pfd, None).expect("poll");
+            exited(pid);
             assert_eq!(dead_member(pid, me), Some(true), "killed zombie");
             assert_eq!(dead_member(pid, me + 1), None, "another group");
             live.wait().expect("reap");
             assert_eq!(dead_member(pid, me), None, "reaped: gone");
             let mut done = std::process::Command::new("true").spawn().expect("true");
             let pid = done.id();
-            let fd = rustix::process::pidfd_open(
-                rustix::process::Pid::from_raw(pid as i32).unwrap(),
-                rustix::process::PidfdFlags::empty(),
-            )
-            .expect("pidfd");
-            let mut pfd = [rustix::event::PollFd::new(
-                &fd,
-                rustix::event::PollFlags::IN,
-            )];
-            rustix::event::poll(&mut pfd, None).expect("poll");
+            exited(pid);
             assert_eq!(dead_member(pid, me), Some(false), "exited by itself");
             done.wait().expect("reap");
             // Its own group: a zombie there is no member of ours.
             let mut other = spawn(true);
             let pid = other.id();
-            let fd = rustix::process::pidfd_open(
-                rustix::process::Pid::from_raw(pid as i32).unwrap(),
-                rustix::process::PidfdFlags::empty(),
-            )
-            .expect("pidfd");
             other.kill().expect("kill");
-            let mut pfd = [rustix::event::PollFd::new(
-                &fd,
-                rustix::event::PollFlags::IN,
-            )];
-            rustix::event::poll(&mut pfd, None).expect("poll");
+            exited(pid);
             assert_eq!(dead_member(pid, me), None);
             assert_eq!(dead_member(pid, pid), Some(true));
             other.wait().expect("reap");
