@@ -3,8 +3,9 @@
 //! A test makes a [`Scratch`] directory, then a [`Watch`] on it **before**
 //! the code under test runs. Scripts start helper processes with the `$H`
 //! script (`"$H" NAME [COMMAND...]`, default `sleep 30`): each helper writes
-//! its pid to `NAME.pid` and then runs COMMAND in place (same pid), so every
-//! helper exits by itself within 30 s. The watch pins each helper as soon as
+//! its pid to `NAME.pid` (in a [`Scratch::namespaced`] one, its PID
+//! namespace to `NAME.ns` first) and then runs COMMAND in place (same pid),
+//! so every helper exits by itself within 30 s. The watch pins each helper as soon as
 //! its pid file appears (a pidfd on Linux, after checking that the process
 //! carries this scratch's unique marker in its environment), answers "is it
 //! alive?" through that pinned identity, and on drop SIGKILLs every helper
@@ -34,6 +35,8 @@ const HELPER: &str = r#"#!/bin/sh
 # corral test helper: record my pid, then become COMMAND (default: sleep 30).
 if [ "$1" = --probe ]; then exit 0; fi
 name="$1"; shift
+# In a PID-namespace test, my namespace first: pids inside namespaces repeat.
+if [ -e "$CORRAL_TEST_DIR/NS" ]; then readlink /proc/self/ns/pid > "$CORRAL_TEST_DIR/$name.ns" 2>/dev/null; fi
 echo $$ > "$CORRAL_TEST_DIR/$name.tmp" && mv "$CORRAL_TEST_DIR/$name.tmp" "$CORRAL_TEST_DIR/$name.pid"
 if [ $# -eq 0 ]; then exec sleep 30; fi
 exec "$@"
@@ -360,11 +363,27 @@ fn scan(
         let Some(raw) = Pid::from_raw(pid as i32) else {
             continue;
         };
-        let Ok(fd) = pidfd_open(raw, PidfdFlags::empty()) else {
+        // The helper's PID namespace (`pid:[INODE]`), when it wrote one.
+        // Pids inside namespaces repeat: pid 4 of one run's namespace and
+        // pid 4 of another's (or of a parent host's run and of its fork's,
+        // both marked) are told apart by it, never by the pid alone.
+        let ns = std::fs::read_to_string(dir.join(format!("{stem}.ns")))
+            .ok()
+            .map(|t| t.trim().to_owned())
+            .filter(|t| t.starts_with("pid:["));
+        let inner = ns.as_deref().is_some_and(|ns| !same_ns("self", ns));
+        let direct = if inner {
+            // A pid inside another namespace: the host pid of that number
+            // is some other process.
+            Err(rustix::io::Errno::SRCH)
+        } else {
+            pidfd_open(raw, PidfdFlags::empty())
+        };
+        let Ok(fd) = direct else {
             // Already gone before we could pin it: record it as dead by
             // pinning nothing; `wait_dead` treats unknown names as gone.
             // (Or a pid from inside a PID namespace: looked up below.)
-            if let Some(p) = pin_namespaced(pid, mark) {
+            if let Some(p) = pin_namespaced(pid, mark, ns.as_deref()) {
                 pinned.lock().unwrap().insert(stem.to_owned(), p);
                 mark_pinned(dir, stem);
             } else if namespaced_scratch(dir) && gone_for(missing, stem) {
@@ -385,7 +404,7 @@ fn scan(
                 .unwrap()
                 .insert(stem.to_owned(), Pinned { pid, fd: Some(fd) });
             mark_pinned(dir, stem);
-        } else if let Some(p) = pin_namespaced(pid, mark) {
+        } else if let Some(p) = pin_namespaced(pid, mark, ns.as_deref()) {
             pinned.lock().unwrap().insert(stem.to_owned(), p);
             mark_pinned(dir, stem);
         } else if namespaced_scratch(dir) && gone_for(missing, stem) {
@@ -467,28 +486,41 @@ fn mark_pinned(dir: &Path, stem: &str) {
     let _ = std::fs::write(dir.join(format!("{stem}.pinned")), b"");
 }
 
+/// Whether process `pid` (or `self`) is in PID namespace `ns` (as
+/// `/proc/PID/ns/pid` reads: `pid:[INODE]`).
+fn same_ns(pid: &str, ns: &str) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|l| l.as_os_str() == ns)
+}
+
 /// A helper that runs in a PID namespace writes its pid *inside* the
-/// namespace. Finds the host process that carries the marker and whose
-/// innermost pid (the last `NSpid` field) is `inner`, and pins it (the
-/// marker is checked again after the pidfd is open).
-fn pin_namespaced(inner: u32, mark: &str) -> Option<Pinned> {
+/// namespace. Finds the host process that carries the marker, whose
+/// innermost pid (the last `NSpid` field) is `inner` and, when the helper
+/// named it, whose PID namespace is `ns`, and pins it (the marker and the
+/// namespace are checked again after the pidfd is open). Without `ns` a
+/// marked process of another namespace with the same inner pid could be
+/// taken for the helper: a parent host's `ready` loop's short-lived `cat`,
+/// pid 4 in its namespace, was pinned as its fork's helper, pid 4 in
+/// another (1 run in 100 of `adversarial_crash::a_fork_survives_its_parents_death_pid_namespace`).
+fn pin_namespaced(inner: u32, mark: &str, ns: Option<&str>) -> Option<Pinned> {
+    let is_it =
+        |pid: u32| carries_mark(pid, mark) && ns.is_none_or(|ns| same_ns(&pid.to_string(), ns));
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let Some(ns) = status.lines().find_map(|l| l.strip_prefix("NSpid:")) else {
+        let Some(nspid) = status.lines().find_map(|l| l.strip_prefix("NSpid:")) else {
             continue;
         };
-        let fields: Vec<&str> = ns.split_whitespace().collect();
+        let fields: Vec<&str> = nspid.split_whitespace().collect();
         if fields.len() < 2 || fields.last() != Some(&inner.to_string().as_str()) {
             continue;
         }
-        if !carries_mark(pid, mark) {
+        if !is_it(pid) {
             continue;
         }
         let fd = pidfd_open(Pid::from_raw(pid as i32)?, PidfdFlags::empty()).ok()?;
-        if carries_mark(pid, mark) {
+        if is_it(pid) {
             return Some(Pinned { pid, fd: Some(fd) });
         }
     }

@@ -38,9 +38,9 @@ pub(crate) fn block_sigpipe_in_this_thread() {
     linux_spawn::block_sigpipe_in_this_thread();
 }
 
-/// Whether a run of `mechanism` can be crash-safe here, asked before the
-/// spawn when a run requires it (the keeper is started now if it was not).
-/// `Err` says why not.
+/// Whether a run of `mechanism` can be crash-safe here, asked before every
+/// spawn (the keeper is started now if it was not: a root must never run
+/// while its keeper is still starting). `Err` says why not.
 pub(crate) fn crash_safety_ahead(mechanism: crate::report::Mechanism) -> Result<(), String> {
     use crate::report::Mechanism;
     match mechanism {
