@@ -785,6 +785,24 @@ pub(crate) struct Poller {
 /// descriptors): a wake-up is then seen through the flag at the next tick.
 const WAKE_TICK: Duration = Duration::from_millis(5);
 
+/// Timeouts at most this long are slept in one `poll`: their lateness is
+/// the thread's timer slack (50 µs by default) anyway.
+const EXACT_SLEEP: Duration = Duration::from_millis(10);
+
+/// How long to ask `poll(2)` to sleep for a timer due in `d`. Linux lets a
+/// `poll` timeout fire late by 0.1 % of its length (0.5 % in a niced
+/// process; at most 100 ms), on top of the wake-up itself
+/// (`select_estimate_accuracy`): a 300 ms deadline fired 0.3-0.5 ms late,
+/// and a 60 s one could fire up to 60 ms late. So a long sleep wakes that
+/// much early, and the driver's next look, finding the timer not yet due,
+/// sleeps the little that is left. One more wake-up per long sleep.
+fn early(d: Duration) -> Duration {
+    if d <= EXACT_SLEEP {
+        return d;
+    }
+    d - (d / 200).min(Duration::from_millis(100))
+}
+
 impl Poller {
     /// Costs no descriptor: the synchronous driver makes its wake
     /// descriptor when it first sleeps, and the async driver never does.
@@ -950,7 +968,7 @@ impl Poller {
             slots[2] = fds.len();
             fds.push(PollFd::new(&s.0, PollFlags::OUT));
         }
-        let ts = timeout.map(|d| Timespec {
+        let ts = timeout.map(early).map(|d| Timespec {
             tv_sec: d.as_secs().min(i64::MAX as u64) as _,
             tv_nsec: d.subsec_nanos() as _,
         });
@@ -1165,6 +1183,29 @@ pub(crate) mod roots {
                     map.remove(&key);
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{early, EXACT_SLEEP};
+    use std::time::Duration;
+
+    /// A long sleep is asked for short by the most poll(2) may add to it
+    /// (0.5 %, at most 100 ms); a short one exactly.
+    #[test]
+    fn long_sleeps_wake_early_by_the_kernels_slack() {
+        let ms = Duration::from_millis;
+        assert_eq!(early(Duration::ZERO), Duration::ZERO);
+        assert_eq!(early(ms(3)), ms(3));
+        assert_eq!(early(EXACT_SLEEP), EXACT_SLEEP);
+        assert_eq!(early(ms(300)), ms(300) - Duration::from_micros(1500));
+        assert_eq!(early(ms(60_000)), ms(59_900));
+        assert_eq!(early(Duration::MAX), Duration::MAX - ms(100));
+        for d in [ms(11), ms(300), ms(5_000), ms(60_000)] {
+            let left = d - early(d);
+            assert!(left > Duration::ZERO && left <= ms(100), "{d:?}: {left:?}");
         }
     }
 }
