@@ -7,7 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use corral::{ContainmentChoice, LeftoverPolicy, Mechanism, Outcome};
+use std::sync::{Arc, Mutex};
+
+use corral::{ContainmentChoice, LeftoverPolicy, Mechanism, OsOp, Outcome, Signal};
 use corral_testkit::Scratch;
 
 /// Spawners that each start up to `per` children as fast as they can; each
@@ -48,9 +50,12 @@ fn attack(mech: Mechanism, grace: Duration) {
     let spawners = 4;
     for round in 0..3 {
         let s = Scratch::new();
+        let ops: Arc<Mutex<Vec<OsOp>>> = Arc::default();
+        let log = ops.clone();
         let t = Instant::now();
         let r = s
             .sh(&forking_tree(spawners, 400))
+            .trace_ops(move |op| log.lock().unwrap().push(op.clone()))
             .containment(ContainmentChoice::Only(mech))
             .grace(grace)
             .timeout(Duration::from_millis(300 + 100 * round))
@@ -70,6 +75,40 @@ fn attack(mech: Mechanism, grace: Duration) {
         );
         assert!(r.leftovers.killed >= 1, "{r:?}");
         s.assert_none_left();
+        if mech == Mechanism::ProcessGroup {
+            one_scan_after_the_kill(&ops.lock().unwrap(), grace);
+        }
+    }
+}
+
+/// The process-group tier scans the machine's processes once after the
+/// SIGKILL, and not again to confirm (the group cannot grow after it:
+/// `assert_none_left` above proves nothing was missed, in a tree forking
+/// as fast as it can when the kill came); killed first, not before it
+/// either.
+fn one_scan_after_the_kill(ops: &[OsOp], grace: Duration) {
+    let kill = ops.iter().position(|op| {
+        matches!(
+            op,
+            OsOp::SignalTree {
+                signal: Signal::KILL,
+                ..
+            }
+        )
+    });
+    let scans = |ops: &[OsOp]| {
+        ops.iter()
+            .filter(|op| matches!(op, OsOp::MembersScanned { .. }))
+            .count()
+    };
+    let Some(kill) = kill else {
+        // Ended in the grace (SIGTERM ends `sleep`): nothing to count.
+        assert!(!grace.is_zero(), "no SIGKILL: {ops:?}");
+        return;
+    };
+    assert_eq!(scans(&ops[kill..]), 1, "{ops:?}");
+    if grace.is_zero() {
+        assert_eq!(scans(&ops[..kill]), 0, "{ops:?}");
     }
 }
 

@@ -124,6 +124,14 @@ pub enum OsOp {
         /// The signal.
         signal: Signal,
     },
+    /// Every process on the machine was looked at to find the tree's
+    /// members (the process-group tier's scan of /proc, linear in the
+    /// machine's processes; the cheaper checks of pinned members are not
+    /// recorded).
+    MembersScanned {
+        /// Which mechanism scanned.
+        via: Mechanism,
+    },
     /// SIGKILL was sent again through the tree's identity, after the tree's
     /// SIGKILL, to reach what joined it since (a process that keeps
     /// forking).

@@ -109,6 +109,9 @@ impl ProcessGroup {
         }
         // Every pinned process is gone: confirm with a full scan (catches
         // members forked after the last scan); it pins what it finds.
+        self.tracer.record(OsOp::MembersScanned {
+            via: Mechanism::ProcessGroup,
+        });
         let found = self.pins.scan(pgid, self.count_killed);
         self.count_killed = false;
         self.scanned_after_kill = self.kill_sent && found.is_ok();
