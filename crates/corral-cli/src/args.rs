@@ -285,7 +285,9 @@ pub struct RunOpts {
     /// After the final SIGKILL, how long to wait for the tree to be gone
     /// before reporting survivors. A tree still dying then (fewer members
     /// at each look, or every member left with SIGKILL pending or exiting)
-    /// is waited for, up to 10 times this (at least 5 s).
+    /// is waited for, up to 10 times this (at least 5 s) from the SIGKILL
+    /// or, while it keeps dying, from its last death; never past 6 such
+    /// limits.
     #[arg(long, value_parser = parse_duration, default_value = "1s", value_name = "DURATION")]
     pub confirm_window: Duration,
 
