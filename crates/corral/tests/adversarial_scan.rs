@@ -425,7 +425,10 @@ fn a_large_tree_cancelled_at_a_random_moment_leaves_nothing() {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let delay = Duration::from_micros(x % 900_000);
+        // Every other round right at the spawn (the root may not have
+        // forked yet), the others while the tree is built or complete.
+        let max = if round % 2 == 0 { 30_000 } else { 900_000 };
+        let delay = Duration::from_micros(x % max);
         let s = Scratch::new();
         let mut c = s.sh(&script);
         let ops = kill_first(&mut c);
@@ -447,11 +450,14 @@ fn a_large_tree_cancelled_at_a_random_moment_leaves_nothing() {
         );
         assert_clean(&r, Outcome::Cancelled);
         // Each spawner may have forked one child not yet recorded, the
-        // root one spawner; and the root.
+        // root one spawner; and the root. No lower bound: a cancel right
+        // at the spawn can come before the root forked anything (seen:
+        // `killed: 0` at 4 µs), and members whose parent died first are
+        // reaped by init, maybe before the scan ("at least").
         let real = recorded(&s) + spawners + 2;
         assert!(
-            r.leftovers.killed <= real && r.leftovers.killed >= 1,
-            "round {round} ({delay:?}): killed {}, at most {real} in the tree",
+            r.leftovers.killed <= real,
+            "round {round} ({delay:?}): killed {}, at most {real} in the tree: {r:?}",
             r.leftovers.killed
         );
         s.assert_none_left();
