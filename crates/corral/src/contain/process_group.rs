@@ -342,9 +342,16 @@ mod pins {
                         // were still dying (adversarial_scan::
                         // members_that_cannot_be_pinned_are_not_taken_for_gone).
                         // Count it as a live member, and have the next
-                        // check scan again (once pins are freed).
-                        self.incomplete = true;
-                        out.push(raw);
+                        // check scan again (once pins are freed). Not the
+                        // leader: the root stays an unreaped zombie until
+                        // the release (its exit is watched through its own
+                        // handle), and taken for alive it would keep the
+                        // group from ever looking empty while descriptors
+                        // stay short.
+                        if raw != pgid {
+                            self.incomplete = true;
+                            out.push(raw);
+                        }
                         continue;
                     }
                 };
