@@ -76,7 +76,7 @@ fn attack(mech: Mechanism, grace: Duration) {
         assert!(r.leftovers.killed >= 1, "{r:?}");
         s.assert_none_left();
         if mech == Mechanism::ProcessGroup {
-            one_scan_after_the_kill(&ops.lock().unwrap(), grace);
+            one_scan_after_the_kill(&ops.lock().unwrap(), grace, real);
         }
     }
 }
@@ -85,8 +85,15 @@ fn attack(mech: Mechanism, grace: Duration) {
 /// SIGKILL, and not again to confirm (the group cannot grow after it:
 /// `assert_none_left` above proves nothing was missed, in a tree forking
 /// as fast as it can when the kill came); killed first, not before it
-/// either.
-fn one_scan_after_the_kill(ops: &[OsOp], grace: Duration) {
+/// either. Unless the tree (up to `members` processes) may not all get a
+/// descriptor under this process's `RLIMIT_NOFILE` (the CI's
+/// `ulimit -n 1024`): the members the scan could not pin make the next
+/// check scan again (see `adversarial_scan::members_that_cannot_be_pinned_are_not_taken_for_gone`).
+fn one_scan_after_the_kill(ops: &[OsOp], grace: Duration, members: usize) {
+    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let fits = (members as u64).saturating_add(128) < nofile;
     let kill = ops.iter().position(|op| {
         matches!(
             op,
@@ -106,7 +113,11 @@ fn one_scan_after_the_kill(ops: &[OsOp], grace: Duration) {
         assert!(!grace.is_zero(), "no SIGKILL: {ops:?}");
         return;
     };
-    assert_eq!(scans(&ops[kill..]), 1, "{ops:?}");
+    if fits {
+        assert_eq!(scans(&ops[kill..]), 1, "{ops:?}");
+    } else {
+        assert!(scans(&ops[kill..]) >= 1, "{ops:?}");
+    }
     if grace.is_zero() {
         assert_eq!(scans(&ops[..kill]), 0, "{ops:?}");
     }

@@ -27,7 +27,9 @@
 //! (a zombie with no thread left, and whether SIGKILL ended it), not
 //! pinned. After the SIGKILL the group cannot grow (see `live_members`),
 //! so the first whole scan that started after it is the last one: once
-//! the members it pinned are gone, the group is empty.
+//! the members it pinned are gone, the group is empty. (Unless that scan
+//! found a live member it could not pin, out of descriptors: then it
+//! counts that member as alive and the next check scans again.)
 //!
 //! What it cannot hold: a descendant that calls `setsid()` or `setpgid()`
 //! leaves the group (cgroup containment closes that hole on Linux).
@@ -108,13 +110,14 @@ impl ProcessGroup {
             return Ok(alive);
         }
         // Every pinned process is gone: confirm with a full scan (catches
-        // members forked after the last scan); it pins what it finds.
+        // members forked after the last scan, and those the last scan
+        // could not pin); it pins what it finds.
         self.tracer.record(OsOp::MembersScanned {
             via: Mechanism::ProcessGroup,
         });
         let found = self.pins.scan(pgid, self.count_killed);
         self.count_killed = false;
-        self.scanned_after_kill = self.kill_sent && found.is_ok();
+        self.scanned_after_kill = self.kill_sent && found.is_ok() && !self.pins.incomplete;
         found
     }
 
@@ -252,6 +255,9 @@ mod pins {
         /// When the group membership of the live pinned processes was last
         /// read from /proc (a scan counts).
         verified: Option<std::time::Instant>,
+        /// The last scan found a live member it could not pin (no
+        /// descriptor left): it must not be the last one.
+        pub(super) incomplete: bool,
     }
 
     impl Pins {
@@ -281,6 +287,7 @@ mod pins {
         pub(super) fn scan(&mut self, pgid: u32, killed: bool) -> std::io::Result<Vec<u32>> {
             let want = Some(pgid);
             let mut out = Vec::new();
+            self.incomplete = false;
             let dir = rustix::fs::open(
                 "/proc",
                 rustix::fs::OFlags::RDONLY
@@ -324,8 +331,29 @@ mod pins {
                 }
                 // Pin, re-read the group, then poll: if the pinned process
                 // had not exited after the second read, that read was its.
-                let Ok(fd) = pidfd_open(pid, PidfdFlags::empty()) else {
-                    continue; // gone
+                let fd = match pidfd_open(pid, PidfdFlags::empty()) {
+                    Ok(fd) => fd,
+                    Err(rustix::io::Errno::SRCH) => continue, // gone
+                    Err(_) => {
+                        // Not pinned, yet not gone: out of descriptors
+                        // (EMFILE, ENFILE) or memory. Skipping it took a
+                        // live member for gone, and after a SIGKILL no
+                        // scan came again: the run returned while members
+                        // were still dying (adversarial_scan::
+                        // members_that_cannot_be_pinned_are_not_taken_for_gone).
+                        // Count it as a live member, and have the next
+                        // check scan again (once pins are freed). Not the
+                        // leader: the root stays an unreaped zombie until
+                        // the release (its exit is watched through its own
+                        // handle), and taken for alive it would keep the
+                        // group from ever looking empty while descriptors
+                        // stay short.
+                        if raw != pgid {
+                            self.incomplete = true;
+                            out.push(raw);
+                        }
+                        continue;
+                    }
                 };
                 if pgid_of(raw) != want {
                     continue; // reused
