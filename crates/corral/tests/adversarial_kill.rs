@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::{Arc, Mutex};
 
-use corral::{ContainmentChoice, LeftoverPolicy, Mechanism, OsOp, Outcome, Signal};
+use corral::{ContainmentChoice, LeftoverPolicy, Mechanism, OsOp, Outcome};
 use corral_testkit::Scratch;
 
 /// Spawners that each start up to `per` children as fast as they can; each
@@ -90,37 +90,12 @@ fn attack(mech: Mechanism, grace: Duration) {
 /// `ulimit -n 1024`): the members the scan could not pin make the next
 /// check scan again (see `adversarial_scan::members_that_cannot_be_pinned_are_not_taken_for_gone`).
 fn one_scan_after_the_kill(ops: &[OsOp], grace: Duration, members: usize) {
-    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .unwrap_or(u64::MAX);
-    let fits = (members as u64).saturating_add(128) < nofile;
-    let kill = ops.iter().position(|op| {
-        matches!(
-            op,
-            OsOp::SignalTree {
-                signal: Signal::KILL,
-                ..
-            }
-        )
-    });
-    let scans = |ops: &[OsOp]| {
-        ops.iter()
-            .filter(|op| matches!(op, OsOp::MembersScanned { .. }))
-            .count()
-    };
-    let Some(kill) = kill else {
+    if corral_testkit::invariants::scans_around_the_kill(ops).is_none() {
         // Ended in the grace (SIGTERM ends `sleep`): nothing to count.
         assert!(!grace.is_zero(), "no SIGKILL: {ops:?}");
         return;
-    };
-    if fits {
-        assert_eq!(scans(&ops[kill..]), 1, "{ops:?}");
-    } else {
-        assert!(scans(&ops[kill..]) >= 1, "{ops:?}");
     }
-    if grace.is_zero() {
-        assert_eq!(scans(&ops[..kill]), 0, "{ops:?}");
-    }
+    corral_testkit::invariants::assert_one_scan_after_the_kill(ops, members, grace.is_zero());
 }
 
 #[test]

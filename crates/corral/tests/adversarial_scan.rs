@@ -50,33 +50,7 @@ fn one_scan_after_the_kill(ops: &[OsOp]) {
 /// next check scan again, so at least one scan after the kill.
 #[track_caller]
 fn scans_after_the_kill(ops: &[OsOp], members: usize) {
-    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .unwrap_or(u64::MAX);
-    let fits = (members as u64).saturating_add(128) < nofile;
-    let kill = ops
-        .iter()
-        .position(|op| {
-            matches!(
-                op,
-                OsOp::SignalTree {
-                    signal: Signal::KILL,
-                    ..
-                }
-            )
-        })
-        .unwrap_or_else(|| panic!("no SIGKILL to the group: {ops:?}"));
-    let scans = |ops: &[OsOp]| {
-        ops.iter()
-            .filter(|op| matches!(op, OsOp::MembersScanned { .. }))
-            .count()
-    };
-    if fits {
-        assert_eq!(scans(&ops[kill..]), 1, "scans after the kill: {ops:?}");
-    } else {
-        assert!(scans(&ops[kill..]) >= 1, "scans after the kill: {ops:?}");
-    }
-    assert_eq!(scans(&ops[..kill]), 0, "scans before the kill: {ops:?}");
+    corral_testkit::invariants::assert_one_scan_after_the_kill(ops, members, true);
 }
 
 #[track_caller]
@@ -524,15 +498,7 @@ fn members_that_cannot_be_pinned_are_not_taken_for_gone() {
     let _one = serial();
     const N: usize = 200;
     let s = Scratch::new();
-    let fifo = s.path("go");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .expect("mkfifo");
+    let fifo = s.fifo("go");
     let script = format!(
         r#"i=0; while [ $i -lt {N} ]; do i=$((i+1)); sh -c 'read x < "$CORRAL_TEST_DIR/go"; while :; do :; done' & echo $! >> "$CORRAL_TEST_DIR/forked"; done; exec sleep 30"#
     );

@@ -47,15 +47,7 @@ enum End {
 fn load_tree(mechanism: Mechanism, end: End) {
     let s = Scratch::new();
     let w = Watch::new(&s);
-    let fifo = s.path("go");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .expect("mkfifo");
+    let fifo = s.fifo("go");
     // Each helper waits for the FIFO's writer to come and go, then spins.
     // In the panic rows the root itself also waits for the FIFO, lets the
     // helpers spin a moment and prints the line the callback panics on.

@@ -56,6 +56,50 @@ pub fn check(
     rules(tier, &identity, pid, signals).map_err(|e| format!("{e}\ntier: {tier:?}\nops: {ops:?}"))
 }
 
+/// How many scans of the machine's processes (`OsOp::MembersScanned`)
+/// came before and after the tree's first SIGKILL; `None` without one.
+pub fn scans_around_the_kill(ops: &[OsOp]) -> Option<(usize, usize)> {
+    let kill = ops.iter().position(|op| {
+        matches!(
+            op,
+            OsOp::SignalTree {
+                signal: Signal::KILL,
+                ..
+            }
+        )
+    })?;
+    let scans = |ops: &[OsOp]| {
+        ops.iter()
+            .filter(|op| matches!(op, OsOp::MembersScanned { .. }))
+            .count()
+    };
+    Some((scans(&ops[..kill]), scans(&ops[kill..])))
+}
+
+/// The process-group tier's rule after a SIGKILL: exactly one scan of the
+/// machine's processes (the group cannot grow after it), or at least one
+/// when a tree of up to `members` processes may not all get a pidfd under
+/// this process's `RLIMIT_NOFILE` (the members the scan could not pin make
+/// the next check scan again); none before it when `killed_first`.
+#[cfg(unix)]
+#[track_caller]
+pub fn assert_one_scan_after_the_kill(ops: &[OsOp], members: usize, killed_first: bool) {
+    let Some((before, after)) = scans_around_the_kill(ops) else {
+        panic!("no SIGKILL to the tree: {ops:?}");
+    };
+    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    if (members as u64).saturating_add(128) < nofile {
+        assert_eq!(after, 1, "scans after the kill: {ops:?}");
+    } else {
+        assert!(after >= 1, "scans after the kill: {ops:?}");
+    }
+    if killed_first {
+        assert_eq!(before, 0, "scans before the kill: {ops:?}");
+    }
+}
+
 /// [`check`], as an assertion.
 #[track_caller]
 pub fn assert_ok(tier: Mechanism, ops: &[OsOp], pid: u32, signals: Option<&[Signal]>) {

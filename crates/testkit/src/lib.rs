@@ -129,6 +129,23 @@ impl Scratch {
         self.dir.join(name)
     }
 
+    /// Makes a FIFO named `name` in the scratch directory (mode 0600) and
+    /// returns its path: helpers that `read x < "$CORRAL_TEST_DIR/NAME"`
+    /// wait until a writer comes and goes.
+    #[cfg(unix)]
+    pub fn fifo(&self, name: &str) -> PathBuf {
+        let path = self.path(name);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+        path
+    }
+
     /// The environment a script needs: `H` (the helper), `ZL` (the
     /// [`zombie_leader`] helper program), `CORRAL_TEST_DIR` and the marker.
     pub fn env(&self) -> Vec<(OsString, OsString)> {
