@@ -243,6 +243,8 @@ mod pins {
     use rustix::event::{epoll, poll, PollFd, PollFlags, Timespec};
     use rustix::process::{pidfd_open, Pid, PidfdFlags};
 
+    use crate::sys::linux_proc::stat_of;
+
     /// Members pinned by pidfd: a pinned pid cannot be reused while we hold
     /// its descriptor, so "alive" and "member" are answered for the same
     /// process that was found.
@@ -428,7 +430,9 @@ mod pins {
     /// Whether zombie `pid` died of SIGKILL (the exit code field of its
     /// stat; a zombie's stat is read without waiting on anything).
     fn died_of_sigkill(pid: u32) -> bool {
-        read_stat(pid, |f| f.exit_code.is_some_and(|code| code & 0x7f == 9)).unwrap_or(false)
+        stat_of(pid)
+            .and_then(|s| s.exit_code)
+            .is_some_and(|code| code & 0x7f == 9)
     }
 
     /// If `pid` is a whole process of group `pgid` that has exited (a
@@ -439,60 +443,9 @@ mod pins {
     /// it and asks its pidfd. One read of one snapshot, so a reused pid
     /// cannot mix two processes' fields.
     pub(super) fn dead_member(pid: u32, pgid: u32) -> Option<bool> {
-        read_stat(pid, |f| {
-            let dead = matches!(f.state, b'Z' | b'X') && f.pgrp == pgid && f.threads == 1;
-            dead.then(|| f.exit_code.is_some_and(|code| code & 0x7f == 9))
-        })
-        .flatten()
-    }
-
-    /// The fields of a stat line these checks need.
-    pub(super) struct StatFields {
-        state: u8,
-        pgrp: u32,
-        /// Field 20.
-        threads: u32,
-        /// Field 52 (absent on old kernels).
-        exit_code: Option<u32>,
-    }
-
-    /// Parses the fields after the command name (from the last `)`).
-    pub(super) fn stat_fields(line: &[u8]) -> Option<StatFields> {
-        let close = line.iter().rposition(|&b| b == b')')?;
-        let mut words = line[close + 1..]
-            .split(|&b| b == b' ' || b == b'\n')
-            .filter(|w| !w.is_empty());
-        let num = |w: &[u8]| std::str::from_utf8(w).ok()?.parse::<u32>().ok();
-        // Field 3 is the first after the `)`.
-        let state = *words.next()?.first()?;
-        let pgrp = num(words.nth(1)?)?; // field 5
-        let threads = num(words.nth(14)?)?; // field 20
-        let exit_code = words.nth(31).and_then(num); // field 52
-        Some(StatFields {
-            state,
-            pgrp,
-            threads,
-            exit_code,
-        })
-    }
-
-    /// Reads `/proc/PID/stat` into a buffer on the stack (open, read,
-    /// close: no allocation) and hands its fields to `f`.
-    fn read_stat<T>(pid: u32, f: impl FnOnce(&StatFields) -> T) -> Option<T> {
-        use std::io::Write;
-        let mut path = [0u8; 32];
-        let mut w = &mut path[..];
-        write!(w, "/proc/{pid}/stat\0").ok()?;
-        let path = std::ffi::CStr::from_bytes_until_nul(&path).ok()?;
-        let fd = rustix::fs::open(
-            path,
-            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .ok()?;
-        let mut buf = [0u8; 1024];
-        let n = rustix::io::read(&fd, &mut buf).ok()?;
-        stat_fields(&buf[..n]).as_ref().map(f)
+        let s = stat_of(pid)?;
+        (s.is_dead() && s.pgrp == pgid && s.threads == 1)
+            .then(|| s.exit_code.is_some_and(|code| code & 0x7f == 9))
     }
 
     /// Whether the process a pidfd holds has exited (its whole thread
@@ -544,35 +497,13 @@ mod pins {
     /// The process group of `pid` (other architectures: from its stat).
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     fn pgid_of(pid: u32) -> Option<u32> {
-        crate::sys::linux_proc::stat_of(pid).map(|s| s.pgrp)
+        stat_of(pid).map(|s| s.pgrp)
     }
 
     #[cfg(test)]
     mod tests {
-        use super::{dead_member, pgid_of, stat_fields};
+        use super::{dead_member, pgid_of};
         use std::os::unix::process::CommandExt;
-
-        /// The fields are counted from the last `)`: a name with spaces
-        /// and parentheses does not shift them.
-        #[test]
-        fn stat_fields_are_counted_from_the_name() {
-            let mut line = b"77 (a) b (c)) Z 1 4242 4242 0 -1 4194564".to_vec();
-            // Fields 10 to 19, then 20 (threads) = 1, then 21 to 51, then 52.
-            for f in 10..=51 {
-                line.extend_from_slice(if f == 20 { b" 1" } else { b" 0" });
-            }
-            line.extend_from_slice(b" 9\n");
-            let f = stat_fields(&line).expect("parsed");
-            assert_eq!(
-                (f.state, f.pgrp, f.threads, f.exit_code),
-                (b'Z', 4242, 1, Some(9))
-            );
-            // An old kernel's line without the exit code still parses.
-            let short = &line[..line.len() - 3];
-            let f = stat_fields(short).expect("parsed");
-            assert_eq!((f.threads, f.exit_code), (1, None));
-            assert!(stat_fields(b"77 (x").is_none());
-        }
 
         /// Waits until child `pid` has exited (it stays a zombie: not reaped).
         fn exited(pid: u32) {

@@ -26,9 +26,15 @@ pub(crate) struct Stat {
     pub(crate) session: u32,
     /// Field 9: the kernel's `PF_*` flags of the leader thread.
     pub(crate) flags: u32,
+    /// Field 20: the threads counted in the process (a zombie leader whose
+    /// other threads still run counts them).
+    pub(crate) threads: u32,
     /// Field 22: start time after boot, in clock ticks. With the pid, it
     /// names one process for good (a reused pid starts later).
     pub(crate) start: u64,
+    /// Field 52: the exit status as `waitpid` reports it, once the process
+    /// exited (0 while it runs; absent before Linux 3.5).
+    pub(crate) exit_code: Option<u32>,
 }
 
 impl Stat {
@@ -59,8 +65,15 @@ pub(crate) fn parse_stat(pid: u32, buf: &[u8]) -> Option<Stat> {
     let session = number(fields.next()?)?;
     // Fields 7 and 8 are not used.
     let flags = number(fields.nth(2)?)?;
-    // Fields 10 to 21 are not used.
-    let start = number(fields.nth(12)?)?;
+    // Fields 10 to 19 are not used.
+    let threads = number(fields.nth(10)?)?;
+    // Field 21 is not used.
+    let start = number(fields.nth(1)?)?;
+    // Fields 23 to 51 are not used.
+    let exit_code = fields
+        .nth(29)
+        .and_then(number)
+        .and_then(|c| u32::try_from(c).ok());
     Some(Stat {
         pid,
         state,
@@ -68,7 +81,9 @@ pub(crate) fn parse_stat(pid: u32, buf: &[u8]) -> Option<Stat> {
         pgrp: u32::try_from(pgrp).ok()?,
         session: u32::try_from(session).ok()?,
         flags: u32::try_from(flags).ok()?,
+        threads: u32::try_from(threads).ok()?,
         start,
+        exit_code,
     })
 }
 
@@ -301,8 +316,25 @@ mod tests {
                 pgrp: 777,
                 session: 778,
                 flags: 4194560,
+                threads: 1,
                 start: 98765,
+                exit_code: None,
             })
+        );
+        // A zombie's line, to field 52 (its exit code: 9, SIGKILL).
+        let mut zombie = b"77 (a) b (c)) Z 1 4242 4242 0 -1 4194564".to_vec();
+        for f in 10..=51 {
+            zombie.extend_from_slice(match f {
+                20 => b" 3",
+                22 => b" 555",
+                _ => b" 0",
+            });
+        }
+        zombie.extend_from_slice(b" 9\n");
+        let z = parse_stat(77, &zombie).expect("parsed");
+        assert_eq!(
+            (z.state, z.pgrp, z.threads, z.start, z.exit_code),
+            (b'Z', 4242, 3, 555, Some(9))
         );
         assert_eq!(parse_stat(1, b"garbage"), None);
         // Cut before the start time, or a field that is not a number.
