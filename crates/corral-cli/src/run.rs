@@ -209,7 +209,7 @@ fn write_report(path: &std::path::Path, json: &JsonReport) -> std::io::Result<()
             r => r,
         }
     } else {
-        std::fs::write(path, text)
+        crate::outfile::write_atomic(path, text.as_bytes())
     }
 }
 

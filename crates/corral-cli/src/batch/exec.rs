@@ -210,34 +210,36 @@ pub fn shard_of(ordinal: usize, count: u32) -> u32 {
     (ordinal % count as usize) as u32 + 1
 }
 
-/// A file-name-safe stem for each task name, unique within the manifest.
-fn file_stems(tasks: &[Task]) -> Vec<String> {
-    let safe: Vec<String> = tasks
+/// The longest stem kept whole, in bytes (a file name is at most 255 on
+/// most file systems; `#w123.retry9.stderr` follows the stem).
+const STEM_MAX: usize = 160;
+
+/// A file-name-safe stem for each task name, unique by construction: the
+/// encoding is one-to-one (ASCII letters, digits, `_`, `-` and a `.` that
+/// is not first stand for themselves; every other byte, `%` included, is
+/// `%XX`), so two names can only share a stem if they are the same name,
+/// and a stem never holds `/`, `#`, or starts with `.` (no `..`, no hidden
+/// file). A stem longer than [`STEM_MAX`] is cut and ends in `~N`, N the
+/// task's place in the manifest (`~` is never part of an encoded name, so
+/// a cut stem cannot meet an uncut one, nor another cut one).
+pub fn file_stems(tasks: &[Task]) -> Vec<String> {
+    tasks
         .iter()
-        .map(|t| {
-            t.name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect::<String>()
-                .trim_start_matches('.')
-                .to_owned()
-        })
-        .collect();
-    safe.iter()
         .enumerate()
-        .map(|(i, s)| {
-            let clash = safe.iter().enumerate().any(|(j, o)| j != i && o == s);
-            if clash || s.is_empty() {
-                format!("{s}-{i}")
-            } else {
-                s.clone()
+        .map(|(i, t)| {
+            let mut s = String::new();
+            for (n, &b) in t.name.as_bytes().iter().enumerate() {
+                if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && n > 0) {
+                    s.push(char::from(b));
+                } else {
+                    s.push_str(&format!("%{b:02X}"));
+                }
             }
+            if s.is_empty() || s.len() > STEM_MAX {
+                s.truncate(STEM_MAX);
+                s.push_str(&format!("~{i}"));
+            }
+            s
         })
         .collect()
 }
@@ -466,7 +468,7 @@ impl Batch {
             }
             for (i, ext) in ["stdout", "stderr"].into_iter().enumerate() {
                 let path = dir.join(format!("{stem}.{ext}"));
-                match std::fs::File::create(&path) {
+                match crate::outfile::create(&path, crate::outfile::Links::Replace) {
                     Ok(f) => {
                         let w = OutputFile {
                             f,

@@ -26,7 +26,7 @@ use super::report::run_key;
 pub const KEEP: usize = 16 << 10;
 
 fn dur(ms: &Value) -> Duration {
-    Duration::from_secs_f64(ms.as_f64().unwrap_or(0.0).max(0.0) / 1e3)
+    super::report::duration_of_ms(ms.as_f64().unwrap_or(0.0))
 }
 
 fn text<'a>(r: &'a Value, k: &str) -> &'a str {
@@ -42,7 +42,7 @@ pub fn render(doc: &Value, title: &str) -> Result<String, quick_junit::Serialize
     for p in &plan {
         let name = p["task"].as_str().unwrap_or("?").to_owned();
         index.insert(name.clone(), suites.len());
-        suites.push(TestSuite::new(name));
+        suites.push(TestSuite::new(xml_safe(&name)));
     }
     let mut cases: Vec<Vec<(u64, TestCase)>> = vec![Vec::new(); suites.len()];
     let mut walls = vec![Duration::ZERO; suites.len()];
@@ -51,8 +51,8 @@ pub fn render(doc: &Value, title: &str) -> Result<String, quick_junit::Serialize
         let task = text(r, "task");
         let Some(&i) = index.get(task) else { continue };
         let mut case = case_for(r);
-        case.set_classname(task.to_owned());
-        walls[i] += dur(&r["wall_ms"]);
+        case.set_classname(xml_safe(task));
+        walls[i] = walls[i].saturating_add(dur(&r["wall_ms"]));
         cases[i].push((r["run"].as_u64().unwrap_or(0), case));
     }
     let stop = doc["stopped"].as_str();
@@ -64,8 +64,8 @@ pub fn render(doc: &Value, title: &str) -> Result<String, quick_junit::Serialize
             Some(s) => format!("not run: {s}"),
             None => "not run".into(),
         });
-        let mut case = TestCase::new(run_key(n), st);
-        case.set_classname(task.to_owned());
+        let mut case = TestCase::new(xml_safe(&run_key(n)), st);
+        case.set_classname(xml_safe(task));
         cases[i].push((n["run"].as_u64().unwrap_or(0), case));
     }
     for ((suite, mut cs), wall) in suites.iter_mut().zip(cases).zip(walls) {
@@ -121,7 +121,7 @@ fn case_for(r: &Value) -> TestCase {
     if let Some(attempts) = r["attempts"].as_array() {
         status.add_reruns(attempts.iter().map(rerun));
     }
-    let mut case = TestCase::new(run_key(r), status);
+    let mut case = TestCase::new(xml_safe(&run_key(r)), status);
     case.set_time(dur(&r["wall_ms"]));
     case.add_properties(properties(r));
     if !text(r, "stdout_tail").is_empty() {
@@ -159,10 +159,18 @@ fn tail(s: &str) -> String {
     if start > 0 {
         out.push_str(&format!("[... {start} bytes cut ...]\n"));
     }
-    out.extend(s[start..].chars().map(|c| match c {
-        '\t' | '\n' | '\r' => c,
-        c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => '\u{fffd}',
-        c => c,
-    }));
+    out.push_str(&xml_safe(&s[start..]));
     out
+}
+
+/// Text XML 1.0 can hold: control characters it cannot are U+FFFD (a
+/// task name from a hostile shard report, a run's output).
+fn xml_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\t' | '\n' | '\r' => c,
+            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => '\u{fffd}',
+            c => c,
+        })
+        .collect()
 }

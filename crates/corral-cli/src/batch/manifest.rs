@@ -417,6 +417,17 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
             }
         };
         let name_span = t.name.as_ref().map(Spanned::span);
+        if let Some((at, c)) = name.char_indices().find(|(_, c)| c.is_control()) {
+            return Err(err_at(
+                name_span,
+                Some(here("name")),
+                format!(
+                    "task name {name:?} holds the control character U+{:04X} (at byte {at}); \
+                     names are shown in tables, reports and file names: use printable characters",
+                    c as u32
+                ),
+            ));
+        }
         if let Some(first) = names.insert(name.clone(), i) {
             return Err(err_at(
                 name_span,
@@ -453,6 +464,20 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
             }
             (None, Some(sh)) => vec![SHELL.into(), "-c".into(), sh.get_ref().clone()],
         };
+        if let Some(k) = argv.iter().position(|a| a.contains('\0')) {
+            let key = if t.run.is_some() {
+                format!("run[{k}]")
+            } else {
+                "shell".into()
+            };
+            let span = t.run.as_ref().map(Spanned::span);
+            let span = span.or(t.shell.as_ref().map(Spanned::span));
+            return Err(err_at(
+                span,
+                Some(here(&key)),
+                "holds a NUL byte, which no program argument can hold".into(),
+            ));
+        }
         let repeat = match &t.repeat {
             Some(r) if *r.get_ref() == 0 => {
                 return Err(err_at(
@@ -464,9 +489,37 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
             Some(r) => *r.get_ref(),
             None => defaults.repeat.as_ref().map_or(1, |r| *r.get_ref()),
         };
+        let own_env = t.env.unwrap_or_default();
+        for (table, vars) in [
+            ("defaults.env".to_owned(), defaults.env.as_ref()),
+            (here("env"), Some(&own_env)),
+        ] {
+            for (k, v) in vars.into_iter().flatten() {
+                if let Some(why) = bad_env(k, v) {
+                    return Err(err_at(
+                        name_span.or(Some(span.clone())),
+                        Some(format!("{table}.{k:?}")),
+                        why,
+                    ));
+                }
+            }
+        }
         let mut env = defaults.env.clone().unwrap_or_default();
-        env.extend(t.env.unwrap_or_default());
+        env.extend(own_env);
+        let cwd_key = if t.cwd.is_some() {
+            here("cwd")
+        } else {
+            "defaults.cwd".into()
+        };
         let cwd_raw = t.cwd.or_else(|| defaults.cwd.clone());
+        if cwd_raw.as_ref().is_some_and(|c| c.contains('\0')) {
+            let key = cwd_key;
+            return Err(err_at(
+                name_span.or(Some(span.clone())),
+                Some(key),
+                "holds a NUL byte, which no path can hold".into(),
+            ));
+        }
         let cwd = cwd_raw.as_ref().map(|c| base.join(c));
         let pids_max = t.pids_max.as_ref().or(defaults.pids_max.as_ref());
         if let Some(p) = pids_max {
@@ -499,7 +552,12 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
             argv,
             cwd,
             env: env.into_iter().collect(),
-            timeout: t.timeout.or(defaults.timeout).map(|d| d.0),
+            // 0 is no limit, as `corral run -t 0` (and coreutils `timeout 0`).
+            timeout: t
+                .timeout
+                .or(defaults.timeout)
+                .map(|d| d.0)
+                .filter(|d| !d.is_zero()),
             wait_delay: t
                 .wait_delay
                 .or(defaults.wait_delay)
@@ -527,6 +585,26 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
         });
     }
     Ok(tasks)
+}
+
+/// Why an `env` entry cannot be passed to a program: a name that is empty
+/// or holds `=` (the environment is `NAME=VALUE` strings: `A=B` = `x` would
+/// silently set `A` to `B=x`), or a NUL byte in the name or the value.
+fn bad_env(k: &str, v: &str) -> Option<String> {
+    if k.is_empty() {
+        Some("an environment variable's name must not be empty".into())
+    } else if k.contains('=') {
+        Some(format!(
+            "the environment variable name {k:?} holds `=`, which ends a name (it would set {:?} instead)",
+            k.split('=').next().unwrap_or("")
+        ))
+    } else if k.contains('\0') || v.contains('\0') {
+        Some(format!(
+            "the environment variable {k:?} holds a NUL byte, which the environment cannot hold"
+        ))
+    } else {
+        None
+    }
 }
 
 fn first_line(msg: &str) -> String {

@@ -13,10 +13,11 @@ use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::exec::shard_of;
-use super::report::{self, run_key};
+use super::report;
 use crate::args::MergeOpts;
 use crate::exit::CORRAL_FAILED;
 
@@ -58,9 +59,7 @@ pub fn main(opts: MergeOpts) -> i32 {
     doc["tasks"] = serde_json::to_value(&summary).unwrap_or(Value::Null);
     doc["totals"] = report::totals(&summary);
     let code = doc["exit_code"].as_i64().unwrap_or(2) as i32;
-    let wall = std::time::Duration::from_secs_f64(
-        doc["duration_ms"].as_f64().unwrap_or(0.0).max(0.0) / 1e3,
-    );
+    let wall = report::duration_of_ms(doc["duration_ms"].as_f64().unwrap_or(0.0));
     let mut text = report::table(&summary, wall);
     text.push_str(&format!(
         "merged {} shard report(s) of manifest {}\n",
@@ -106,182 +105,435 @@ fn read_all(paths: &[PathBuf]) -> Result<Vec<(String, Value)>, String> {
     Ok(out)
 }
 
+/// The largest time a report may hold, in milliseconds (about 317 years):
+/// beyond it a number is no measurement, and converting it would overflow.
+pub const MAX_MS: f64 = 1e13;
+
+/// One planned task of a report's `plan`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct PlanEntry {
+    task: String,
+    runs: u32,
+    warmup: u32,
+}
+
+/// A shard's `partition`: the K-th (1-based) of N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Part {
+    index: u32,
+    count: u32,
+}
+
+/// A run (or a run not run) of a report: its place in the plan, and the
+/// whole object as the report holds it, every field merge reads checked.
+struct Entry {
+    task: String,
+    run: u32,
+    doc: Value,
+}
+
+/// A shard report, every field the merge reads checked and typed before
+/// anything is built from it.
+struct Shard {
+    name: String,
+    manifest: String,
+    fingerprint: String,
+    partition: Option<Part>,
+    filters: Vec<String>,
+    plan: Vec<PlanEntry>,
+    exit_code: i32,
+    stopped: Option<String>,
+    received_signal: Option<i32>,
+    duration_ms: f64,
+    runs: Vec<Entry>,
+    not_run: Vec<Entry>,
+    warmups: Vec<Value>,
+}
+
+/// Reads field `key` of `v` as a `T`; the error names the field (`path`)
+/// and says what it should be.
+fn field<T: DeserializeOwned>(v: &Value, key: &str, path: &str, what: &str) -> Result<T, String> {
+    let x = v.get(key).unwrap_or(&Value::Null);
+    T::deserialize(x).map_err(|_| format!("field `{path}` is {}, not {what}", shown(x)))
+}
+
+/// A value as an error message shows it (cut when long).
+fn shown(v: &Value) -> String {
+    if v.is_null() {
+        return "missing or null".into();
+    }
+    let s = v.to_string();
+    if s.chars().count() > 60 {
+        format!("{}...", s.chars().take(60).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// A time in milliseconds: a finite number from 0 to [`MAX_MS`].
+fn ms_field(v: &Value, key: &str, path: &str, required: bool) -> Result<Option<f64>, String> {
+    let x = v.get(key).unwrap_or(&Value::Null);
+    if x.is_null() && !required {
+        return Ok(None);
+    }
+    match x.as_f64() {
+        Some(f) if f.is_finite() && (0.0..=MAX_MS).contains(&f) => Ok(Some(f)),
+        _ => Err(format!(
+            "field `{path}` is {}, not a time (a number of milliseconds from 0 to {MAX_MS:e})",
+            shown(x)
+        )),
+    }
+}
+
+const STATUS: &str = "\"passed\", \"failed\" or \"error\"";
+
+/// Checks the fields of a run object that the merge, the table, the
+/// statistics and the JUnit and Markdown writers read.
+fn check_run(r: &Value, path: &str, depth: u32) -> Result<(String, u32), String> {
+    if !r.is_object() {
+        return Err(format!("`{path}` is {}, not a run object", shown(r)));
+    }
+    let p = |k: &str| format!("{path}.{k}");
+    let task: String = field(r, "task", &p("task"), "a task name (a string)")?;
+    let run: u32 = field(r, "run", &p("run"), "a run index (an integer from 0)")?;
+    let status: String = field(r, "status", &p("status"), STATUS)?;
+    if !["passed", "failed", "error"].contains(&status.as_str()) {
+        return Err(format!(
+            "field `{}` is {status:?}, not {STATUS}",
+            p("status")
+        ));
+    }
+    ms_field(r, "wall_ms", &p("wall_ms"), true)?;
+    ms_field(r, "started_ms", &p("started_ms"), false)?;
+    for k in ["flaky", "cancelled_by_stop", "warmup"] {
+        field::<Option<bool>>(r, k, &p(k), "true or false")?;
+    }
+    for k in [
+        "reason",
+        "outcome",
+        "stdout_tail",
+        "stderr_tail",
+        "containment",
+    ] {
+        field::<Option<String>>(r, k, &p(k), "a string")?;
+    }
+    if let Some(u) = r.get("usage").filter(|u| !u.is_null()) {
+        let up = p("usage");
+        if !u.is_object() {
+            return Err(format!("field `{up}` is {}, not an object", shown(u)));
+        }
+        for k in ["cpu_user_ms", "cpu_system_ms"] {
+            ms_field(u, k, &format!("{up}.{k}"), false)?;
+        }
+        field::<Option<u64>>(
+            u,
+            "memory_peak",
+            &format!("{up}.memory_peak"),
+            "a byte count",
+        )?;
+    }
+    let attempts: Option<Vec<Value>> = field(r, "attempts", &p("attempts"), "a list of runs")?;
+    if let Some(a) = attempts {
+        if depth > 0 && !a.is_empty() {
+            return Err(format!(
+                "field `{}`: an attempt has attempts of its own",
+                p("attempts")
+            ));
+        }
+        for (i, x) in a.iter().enumerate() {
+            check_run(x, &format!("{path}.attempts[{i}]"), depth + 1)?;
+        }
+    }
+    Ok((task, run))
+}
+
+/// A shard report, checked field by field (types, ranges, the
+/// fingerprint's form) before the merge uses any of it.
+fn shard(name: &str, d: &Value) -> Result<Shard, String> {
+    let at = |e: String| format!("{name}: {e}");
+    let fingerprint: String = field(
+        d,
+        "manifest_fingerprint",
+        "manifest_fingerprint",
+        "a fingerprint",
+    )
+    .map_err(at)?;
+    if fingerprint.len() != 16 || !fingerprint.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(at(format!(
+            "field `manifest_fingerprint` is {fingerprint:?}, not a manifest fingerprint (16 hex digits)"
+        )));
+    }
+    let partition: Option<Part> = field(
+        d,
+        "partition",
+        "partition",
+        "null or {\"index\": K, \"count\": N} (integers, 1 <= K <= N <= 4294967295)",
+    )
+    .map_err(at)?;
+    if let Some(p) = partition {
+        if p.count == 0 || p.index == 0 || p.index > p.count {
+            return Err(at(format!(
+                "field `partition` is shard {}/{}, not K/N with 1 <= K <= N",
+                p.index, p.count
+            )));
+        }
+    }
+    let runs: Vec<Value> = field(d, "runs", "runs", "a list of runs").map_err(at)?;
+    let not_run: Vec<Value> = field(d, "not_run", "not_run", "a list of runs").map_err(at)?;
+    let warmups: Option<Vec<Value>> =
+        field(d, "warmup_runs", "warmup_runs", "a list of runs").map_err(at)?;
+    let warmups = warmups.unwrap_or_default();
+    let mut entries = Vec::with_capacity(runs.len());
+    for (i, r) in runs.into_iter().enumerate() {
+        let (task, run) = check_run(&r, &format!("runs[{i}]"), 0).map_err(at)?;
+        entries.push(Entry { task, run, doc: r });
+    }
+    let mut skipped = Vec::with_capacity(not_run.len());
+    for (i, r) in not_run.into_iter().enumerate() {
+        let p = format!("not_run[{i}]");
+        let task: String = field(&r, "task", &format!("{p}.task"), "a task name").map_err(at)?;
+        let run: u32 = field(
+            &r,
+            "run",
+            &format!("{p}.run"),
+            "a run index (an integer from 0)",
+        )
+        .map_err(at)?;
+        skipped.push(Entry { task, run, doc: r });
+    }
+    for (i, r) in warmups.iter().enumerate() {
+        check_run(r, &format!("warmup_runs[{i}]"), 0).map_err(at)?;
+    }
+    let signal: Option<i32> = field(
+        d,
+        "received_signal",
+        "received_signal",
+        "null or a signal number",
+    )
+    .map_err(at)?;
+    if signal.is_some_and(|s| !(1..=128).contains(&s)) {
+        return Err(at(format!(
+            "field `received_signal` is {}, not a signal number",
+            signal.unwrap_or(0)
+        )));
+    }
+    let manifest: Option<String> =
+        field(d, "manifest", "manifest", "the manifest's path").map_err(at)?;
+    Ok(Shard {
+        name: name.to_owned(),
+        manifest: manifest.unwrap_or_default(),
+        fingerprint,
+        partition,
+        filters: field(d, "task_filters", "task_filters", "a list of strings").map_err(at)?,
+        plan: field(
+            d,
+            "plan",
+            "plan",
+            "a list of {\"task\", \"runs\", \"warmup\"} (runs and warmup integers from 0 to 4294967295)",
+        )
+        .map_err(at)?,
+        exit_code: field(d, "exit_code", "exit_code", "an exit code (an integer)").map_err(at)?,
+        stopped: field(d, "stopped", "stopped", "null or a string").map_err(at)?,
+        received_signal: signal,
+        duration_ms: ms_field(d, "duration_ms", "duration_ms", true)
+            .map_err(at)?
+            .unwrap_or(0.0),
+        runs: entries,
+        not_run: skipped,
+        warmups,
+    })
+}
+
+fn describe(p: Option<Part>) -> String {
+    match p {
+        Some(p) => format!("shard {}/{}", p.index, p.count),
+        None => "not a shard (no --partition)".into(),
+    }
+}
+
 /// The merged document (`tasks` and `totals` are filled by the caller).
+/// Every report is checked whole before anything is built, and the work
+/// is bounded by what the reports hold (never by a count they claim).
 pub fn merge(docs: &[(String, Value)]) -> Result<Value, String> {
-    let (first_name, first) = &docs[0];
-    let count = first["partition"]["count"].as_u64();
+    let shards: Vec<Shard> = docs
+        .iter()
+        .map(|(name, d)| shard(name, d))
+        .collect::<Result<_, _>>()?;
+    let Some(first) = shards.first() else {
+        return Err("no report given".into());
+    };
+    let first_name = &first.name;
     // Same manifest, filters, plan and shard count everywhere.
-    for (name, d) in &docs[1..] {
-        if d["manifest_fingerprint"] != first["manifest_fingerprint"] {
+    for d in &shards[1..] {
+        let name = &d.name;
+        if d.fingerprint != first.fingerprint {
             return Err(format!(
-                "{name} comes from a different manifest than {first_name} (fingerprint {} vs {})",
-                d["manifest_fingerprint"], first["manifest_fingerprint"]
+                "{name} comes from a different manifest than {first_name} (fingerprint {:?} vs {:?})",
+                d.fingerprint, first.fingerprint
             ));
         }
-        if d["task_filters"] != first["task_filters"] {
+        if d.filters != first.filters {
             return Err(format!(
-                "{name} ran with --task filters {} but {first_name} with {}",
-                d["task_filters"], first["task_filters"]
+                "{name} ran with --task filters {:?} but {first_name} with {:?}",
+                d.filters, first.filters
             ));
         }
-        if d["plan"] != first["plan"] {
+        if d.plan != first.plan {
             return Err(format!(
                 "{name} has a different plan (tasks, repeats, warmups) than {first_name}"
             ));
         }
-        if d["partition"]["count"].as_u64() != count {
+        if d.partition.map(|p| p.count) != first.partition.map(|p| p.count) {
             return Err(format!(
                 "{name} is {} but {first_name} is {}",
-                describe(&d["partition"]),
-                describe(&first["partition"])
+                describe(d.partition),
+                describe(first.partition)
             ));
         }
     }
-    let count = match count {
-        Some(c) if c >= 1 => c as u32,
-        _ if docs.len() == 1 => 1,
-        _ => {
+    let count = match first.partition {
+        Some(p) => p.count,
+        None if shards.len() == 1 => 1,
+        None => {
             return Err(format!(
             "{first_name} is not a shard (it ran without --partition), and {} reports were given",
-            docs.len()
+            shards.len()
         ))
         }
     };
+    let index = |d: &Shard| d.partition.map_or(1, |p| p.index);
     // Each shard exactly once.
     let mut by_shard: HashMap<u32, &str> = HashMap::new();
-    for (name, d) in docs {
-        let k = d["partition"]["index"].as_u64().unwrap_or(1) as u32;
-        if k == 0 || k > count {
-            return Err(format!("{name}: shard {k}/{count} is out of range"));
-        }
-        if let Some(other) = by_shard.insert(k, name) {
+    for d in &shards {
+        let k = index(d);
+        if let Some(other) = by_shard.insert(k, &d.name) {
             return Err(format!(
-                "shard {k}/{count} is given twice: {other} and {name}"
+                "shard {k}/{count} is given twice: {other} and {}",
+                d.name
             ));
         }
     }
+    // At most as many steps as reports were given (each shard is there
+    // once, so the first one missing is among the first len+1).
     if let Some(k) = (1..=count).find(|k| !by_shard.contains_key(k)) {
         return Err(format!(
             "shard {k}/{count} is missing (its report was not given)"
         ));
     }
-    // Every planned run exactly once, in the shard the rule gives it.
-    let plan = first["plan"].as_array().cloned().unwrap_or_default();
-    let mut expect: HashMap<RunKey, (usize, u32)> = HashMap::new();
-    let mut ordinal = 0usize;
-    for (ti, p) in plan.iter().enumerate() {
-        let task = p["task"].as_str().unwrap_or("?").to_owned();
-        for run in 0..p["runs"].as_u64().unwrap_or(0) {
-            expect.insert((task.clone(), run), (ti, shard_of(ordinal, count)));
-            ordinal += 1;
+    // The plan: each task once, with the ordinal of its first run.
+    let mut tasks: HashMap<&str, (usize, u32, u64)> = HashMap::new();
+    let mut total: u64 = 0;
+    for (ti, p) in first.plan.iter().enumerate() {
+        if tasks.insert(&p.task, (ti, p.runs, total)).is_some() {
+            return Err(format!(
+                "{first_name}: field `plan[{ti}].task`: task {:?} is planned twice",
+                p.task
+            ));
         }
+        total += u64::from(p.runs);
     }
+    let shard_of_ordinal = |o: u64| (o % u64::from(count)) as u32 + 1;
+    // Every present run in the plan, in the shard the rule gives it, once.
     let mut seen: HashMap<RunKey, &str> = HashMap::new();
-    let mut runs: Vec<(usize, u64, Value)> = Vec::new();
-    let mut not_run: Vec<(usize, u64, Value)> = Vec::new();
+    let mut runs: Vec<(usize, u32, Value)> = Vec::new();
+    let mut not_run: Vec<(usize, u32, Value)> = Vec::new();
     let mut warmups: Vec<Value> = Vec::new();
-    for (name, d) in docs {
-        let k = d["partition"]["index"].as_u64().unwrap_or(1) as u32;
-        let empty = Vec::new();
-        let items = d["runs"]
-            .as_array()
-            .unwrap_or(&empty)
+    for d in &shards {
+        let (name, k) = (&d.name, index(d));
+        let items = d
+            .runs
             .iter()
             .map(|r| (true, r))
-            .chain(
-                d["not_run"]
-                    .as_array()
-                    .unwrap_or(&empty)
-                    .iter()
-                    .map(|r| (false, r)),
-            );
-        for (ran, r) in items {
-            let key = (
-                r["task"].as_str().unwrap_or("?").to_owned(),
-                r["run"].as_u64().unwrap_or(u64::MAX),
-            );
-            let Some(&(ti, shard)) = expect.get(&key) else {
-                return Err(format!(
-                    "{name}: run {} is not in the manifest's plan",
-                    run_key(r)
-                ));
+            .chain(d.not_run.iter().map(|r| (false, r)));
+        for (ran, e) in items {
+            let label = format!("{}#{}", e.task, e.run);
+            let Some(&(ti, planned, first_ordinal)) = tasks
+                .get(e.task.as_str())
+                .filter(|(_, planned, _)| e.run < *planned)
+            else {
+                return Err(format!("{name}: run {label} is not in the manifest's plan"));
             };
+            let _ = planned;
+            let shard = shard_of_ordinal(first_ordinal + u64::from(e.run));
             if shard != k {
                 return Err(format!(
-                    "{name} (shard {k}/{count}) has run {}, which belongs to shard {shard}/{count}",
-                    run_key(r)
+                    "{name} (shard {k}/{count}) has run {label}, which belongs to shard {shard}/{count}"
                 ));
             }
-            if let Some(other) = seen.insert(key.clone(), name) {
+            if let Some(other) = seen.insert((e.task.clone(), u64::from(e.run)), name) {
                 return Err(format!(
-                    "run {} appears twice: in {other} and in {name}",
-                    run_key(r)
+                    "run {label} appears twice: in {other} and in {name}"
                 ));
             }
             if ran {
-                runs.push((ti, key.1, r.clone()));
+                runs.push((ti, e.run, e.doc.clone()));
             } else {
-                not_run.push((ti, key.1, r.clone()));
+                not_run.push((ti, e.run, e.doc.clone()));
             }
         }
-        warmups.extend(d["warmup_runs"].as_array().cloned().unwrap_or_default());
+        warmups.extend(d.warmups.iter().cloned());
     }
-    let mut missing: Vec<(&RunKey, &(usize, u32))> = expect
-        .iter()
-        .filter(|(k, _)| !seen.contains_key(*k))
-        .collect();
-    missing.sort_by_key(|(k, v)| (v.0, k.1));
-    if let Some(((task, run), (_, shard))) = missing.first() {
-        return Err(format!(
-            "run {task}#{run} (shard {shard}/{count}) is missing from {}{}",
-            by_shard[shard],
-            if missing.len() > 1 {
-                format!(" ({} runs missing in all)", missing.len())
-            } else {
-                String::new()
-            }
-        ));
+    let missing = total - seen.len() as u64;
+    if missing > 0 {
+        // The first planned run not seen: within seen.len() + 1 steps.
+        let first_missing = first
+            .plan
+            .iter()
+            .flat_map(|p| (0..p.runs).map(move |r| (p.task.as_str(), r)))
+            .enumerate()
+            .find(|(_, (t, r))| !seen.contains_key(&((*t).to_owned(), u64::from(*r))));
+        if let Some((ordinal, (task, run))) = first_missing {
+            let shard = shard_of_ordinal(ordinal as u64);
+            return Err(format!(
+                "run {task}#{run} (shard {shard}/{count}) is missing from {}{}",
+                by_shard[&shard],
+                if missing > 1 {
+                    format!(" ({missing} runs missing in all)")
+                } else {
+                    String::new()
+                }
+            ));
+        }
     }
     runs.sort_by_key(|(ti, run, _)| (*ti, *run));
     not_run.sort_by_key(|(ti, run, _)| (*ti, *run));
     let runs: Vec<Value> = runs.into_iter().map(|(_, _, r)| r).collect();
     let not_run: Vec<Value> = not_run.into_iter().map(|(_, _, r)| r).collect();
-    let received = docs.iter().find_map(|(_, d)| d["received_signal"].as_i64());
+    let received = shards.iter().find_map(|d| d.received_signal);
     let code = report::exit_code(&runs, not_run.len(), received.is_some());
-    let stopped: Vec<String> = docs
+    let stopped: Vec<String> = shards
         .iter()
-        .filter_map(|(_, d)| {
-            d["stopped"].as_str().map(|s| {
-                format!(
-                    "shard {}/{count}: {s}",
-                    d["partition"]["index"].as_u64().unwrap_or(1)
-                )
-            })
+        .filter_map(|d| {
+            d.stopped
+                .as_ref()
+                .map(|s| format!("shard {}/{count}: {s}", index(d)))
         })
         .collect();
-    let duration = docs
+    let duration = shards.iter().map(|d| d.duration_ms).fold(0.0, f64::max);
+    let mut from: Vec<(u32, Value)> = shards
         .iter()
-        .filter_map(|(_, d)| d["duration_ms"].as_f64())
-        .fold(0.0, f64::max);
-    let mut from: Vec<Value> = docs
-        .iter()
-        .map(|(name, d)| {
-            json!({
-                "file": name,
-                "partition": d["partition"],
-                "exit_code": d["exit_code"],
-                "duration_ms": d["duration_ms"],
-            })
+        .map(|d| {
+            (
+                index(d),
+                json!({
+                    "file": d.name,
+                    "partition": d.partition,
+                    "exit_code": d.exit_code,
+                    "duration_ms": d.duration_ms,
+                }),
+            )
         })
         .collect();
-    from.sort_by_key(|f| f["partition"]["index"].as_u64());
+    from.sort_by_key(|(k, _)| *k);
     Ok(json!({
-        "manifest": first["manifest"],
-        "manifest_fingerprint": first["manifest_fingerprint"],
+        "manifest": first.manifest,
+        "manifest_fingerprint": first.fingerprint,
         "partition": null,
-        "merged_from": from,
-        "task_filters": first["task_filters"],
-        "plan": first["plan"],
+        "merged_from": from.into_iter().map(|(_, f)| f).collect::<Vec<_>>(),
+        "task_filters": first.filters,
+        "plan": first.plan,
         "exit_code": code,
         "stopped": if stopped.is_empty() { Value::Null } else { Value::from(stopped.join("; ")) },
         "received_signal": received,
@@ -292,11 +544,4 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value, String> {
         "not_run": not_run,
         "warmup_runs": warmups,
     }))
-}
-
-fn describe(p: &Value) -> String {
-    match (p["index"].as_u64(), p["count"].as_u64()) {
-        (Some(k), Some(n)) => format!("shard {k}/{n}"),
-        _ => "not a shard (no --partition)".into(),
-    }
 }

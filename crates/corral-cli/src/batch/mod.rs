@@ -237,8 +237,8 @@ fn run_batch(opts: BatchOpts) -> Result<i32, String> {
         None => None,
         Some(p) if p == Path::new("-") => Some(Events::new(Box::new(std::io::stdout()), "-")),
         Some(p) => {
-            let f =
-                std::fs::File::create(p).map_err(|e| format!("--events {}: {e}", p.display()))?;
+            let f = crate::outfile::create(p, crate::outfile::Links::FollowTrusted)
+                .map_err(|e| format!("--events {}: {e}", p.display()))?;
             Some(Events::new(Box::new(f), &p.display().to_string()))
         }
     };
@@ -626,15 +626,9 @@ fn check_writable(p: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Writes next to `path` and renames, so a reader never sees half a file.
+/// The whole content of a report file (see `crate::outfile`).
 pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp{}", std::process::id()));
-    let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, data)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    crate::outfile::write_atomic(path, data)
 }
 
 /// File descriptors one run holds at most while it is supervised (pipes,

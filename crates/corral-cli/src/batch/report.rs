@@ -32,6 +32,16 @@ pub fn run_key(r: &Value) -> String {
     )
 }
 
+/// A time in milliseconds as a `Duration`, never panicking: NaN and
+/// negative times are zero, times too large for a `Duration` are its
+/// largest (merge refuses such reports; this is the writers' own guard).
+pub fn duration_of_ms(ms: f64) -> Duration {
+    if ms.is_nan() || ms <= 0.0 {
+        return Duration::ZERO;
+    }
+    Duration::try_from_secs_f64(ms / 1e3).unwrap_or(Duration::MAX)
+}
+
 fn round_ms(x: f64) -> f64 {
     (x * 1e3).round() / 1e3
 }
@@ -102,10 +112,7 @@ fn stats(v: &mut [f64]) -> Option<WallStats> {
         return None;
     }
     v.sort_by(f64::total_cmp);
-    let d: Vec<Duration> = v
-        .iter()
-        .map(|&x| Duration::from_secs_f64(x.max(0.0) / 1e3))
-        .collect();
+    let d: Vec<Duration> = v.iter().map(|&x| duration_of_ms(x)).collect();
     let ms = |d: Duration| round_ms(d.as_secs_f64() * 1e3);
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
@@ -222,7 +229,7 @@ fn ms_str(ms: f64) -> String {
     if ms < 1000.0 {
         format!("{:.1}ms", ms.max(0.0))
     } else {
-        secs(Duration::from_secs_f64(ms / 1e3))
+        secs(duration_of_ms(ms))
     }
 }
 
@@ -235,7 +242,7 @@ pub fn markdown(summary: &[TaskSummary]) -> String {
     );
     let f = |x: f64| format!("{x:.1}");
     for s in summary {
-        let name = s.name.replace('|', "\\|");
+        let name = md_code(&s.name);
         let (mean, mn, md, p95, mx) = match s.wall_ms {
             Some(w) => (
                 format!("{} ± {}", f(w.mean), f(w.stddev)),
@@ -250,11 +257,40 @@ pub fn markdown(summary: &[TaskSummary]) -> String {
         let mem = s.memory_peak.map_or("-".into(), |m| m.max.to_string());
         let _ = writeln!(
             t,
-            "| `{name}` | {} | {} | {} | {} | {} | {mean} | {mn} | {md} | {p95} | {mx} | {cpu} | {mem} |",
+            "| {name} | {} | {} | {} | {} | {} | {mean} | {mn} | {md} | {p95} | {mx} | {cpu} | {mem} |",
             s.runs, s.passed, s.failed, s.errors, s.not_run
         );
     }
     t
+}
+
+/// A task name as a Markdown code span that stays in its table cell:
+/// control characters (a newline would end the row) are shown escaped
+/// (`\n`, `\u{1b}`), `|` is `\|` (GitHub's tables split cells on it even
+/// in code), and the span's fence is one backtick longer than the longest
+/// run of backticks in the name, padded with spaces when the name starts
+/// or ends with a backtick or a space (CommonMark strips one of each).
+pub fn md_code(name: &str) -> String {
+    let mut body = String::new();
+    for c in name.chars() {
+        match c {
+            '|' => body.push_str("\\|"),
+            c if c.is_control() => body.extend(c.escape_debug()),
+            c => body.push(c),
+        }
+    }
+    let (mut run, mut longest) = (0, 0);
+    for c in body.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if body.starts_with(['`', ' ']) || body.ends_with(['`', ' ']) {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{body}{pad}{fence}")
 }
 
 /// The planned (name, runs) of a document's `plan`, restricted to what
