@@ -90,6 +90,13 @@ fn trusted_link(_m: &std::fs::Metadata) -> Result<(), io::Error> {
 }
 
 fn dest(path: &Path, links: Links) -> io::Result<Dest> {
+    dest_at(path, links, 0)
+}
+
+/// Symbolic links followed at most, as the kernel's own limit.
+const MAX_LINKS: u32 = 40;
+
+fn dest_at(path: &Path, links: Links, depth: u32) -> io::Result<Dest> {
     let m = match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Ok(Dest::Replace {
@@ -114,21 +121,28 @@ fn dest(path: &Path, links: Links) -> io::Result<Dest> {
         return Ok(Dest::InPlace(path.to_owned()));
     }
     trusted_link(&m)?;
-    let target = std::fs::metadata(path).map_err(|e| {
-        io::Error::new(
+    match std::fs::metadata(path) {
+        Ok(t) if t.is_dir() => Err(is_dir_error(path)),
+        Ok(t) if t.is_file() => Ok(Dest::Replace {
+            path: std::fs::canonicalize(path)?,
+            mode: kept_mode(&t),
+        }),
+        // A device or FIFO (`/dev/stderr`, `/dev/fd/3`): through the link.
+        Ok(_) => Ok(Dest::InPlace(path.to_owned())),
+        // A link to a file not there yet: made where the link points,
+        // each further link checked the same way.
+        Err(e) if e.kind() == io::ErrorKind::NotFound && depth < MAX_LINKS => {
+            let to = std::fs::read_link(path)?;
+            let to = match path.parent() {
+                Some(d) if to.is_relative() => d.join(to),
+                _ => to,
+            };
+            dest_at(&to, links, depth + 1)
+        }
+        Err(e) => Err(io::Error::new(
             e.kind(),
             format!("it is a symbolic link to a file that cannot be reached: {e}"),
-        )
-    })?;
-    if target.is_dir() {
-        Err(is_dir_error(path))
-    } else if target.is_file() {
-        Ok(Dest::Replace {
-            path: std::fs::canonicalize(path)?,
-            mode: kept_mode(&target),
-        })
-    } else {
-        Ok(Dest::InPlace(path.to_owned()))
+        )),
     }
 }
 
