@@ -76,14 +76,32 @@ struct Shared {
 /// runtime thread never waits for the GIL: a Python thread holding it for
 /// long cannot delay any run's deadline or output draining. Re-created in a
 /// forked child.
-static NOTIFY: Mutex<Option<(u32, mpsc::Sender<Py<PyAny>>)>> = Mutex::new(None);
+///
+/// It must never touch the interpreter once finalisation has begun: CPython
+/// ends a thread that asks for the GIL then with `pthread_exit`, whose
+/// forced unwinding cannot pass through Rust frames (glibc's "FATAL:
+/// exception not rethrown", SIGABRT). And a callback can lose the GIL in the
+/// middle (the eval loop hands it over every few milliseconds), so checking
+/// a flag before attaching is not enough: the main thread can finish
+/// `asyncio.run` and start finalising while the callback waits to get the
+/// GIL back. Hence the gate: the thread holds it from the `SHUTTING_DOWN`
+/// check until it has let go of the GIL, and `_shutdown` (the `atexit` hook,
+/// which CPython runs before finalisation) takes it, with the GIL released,
+/// to set the flag: after that no callback runs or is running.
+struct Notifier {
+    pid: u32,
+    tx: mpsc::Sender<Py<PyAny>>,
+    gate: Arc<Mutex<()>>,
+}
+
+static NOTIFY: Mutex<Option<Notifier>> = Mutex::new(None);
 
 fn notify(cb: Py<PyAny>) {
     let mut g = lock(&NOTIFY);
     let pid = std::process::id();
-    if let Some((p, tx)) = g.as_ref() {
-        if *p == pid {
-            if let Err(mpsc::SendError(cb)) = tx.send(cb) {
+    if let Some(n) = g.as_ref() {
+        if n.pid == pid {
+            if let Err(mpsc::SendError(cb)) = n.tx.send(cb) {
                 // The thread is gone (it never exits on its own): drop the
                 // callback; its waiter still sees the report through `poll`.
                 drop(cb);
@@ -91,12 +109,20 @@ fn notify(cb: Py<PyAny>) {
             return;
         }
     }
+    // A new gate per thread: one inherited through fork may be held by a
+    // thread that does not exist in the child.
+    let gate = Arc::new(Mutex::new(()));
     let (tx, rx) = mpsc::channel::<Py<PyAny>>();
+    let held = gate.clone();
     let spawned = std::thread::Builder::new()
         .name("corral-notify".into())
         .spawn(move || {
             for cb in rx {
+                let _gate = lock(&held);
                 if SHUTTING_DOWN.load(Ordering::SeqCst) {
+                    // Dropped without the GIL: pyo3 defers the decref, the
+                    // interpreter is not touched.
+                    drop(cb);
                     continue;
                 }
                 Python::attach(|py| {
@@ -108,8 +134,20 @@ fn notify(cb: Py<PyAny>) {
         });
     if spawned.is_ok() {
         let _ = tx.send(cb);
-        *g = Some((pid, tx));
+        *g = Some(Notifier { pid, tx, gate });
     }
+}
+
+/// Stops the notifier calling into Python for good, once any callback it
+/// is running is over (see [`Notifier`]); the GIL must be released.
+fn close_notifier() {
+    let me = std::process::id();
+    let gate = lock(&NOTIFY)
+        .as_ref()
+        .filter(|n| n.pid == me)
+        .map(|n| n.gate.clone());
+    let _gate = gate.as_ref().map(|g| lock(g));
+    SHUTTING_DOWN.store(true, Ordering::SeqCst);
 }
 
 impl Shared {
@@ -679,7 +717,7 @@ fn start(
 #[pyfunction]
 #[pyo3(signature = (timeout=30.0))]
 fn _shutdown(py: Python<'_>, timeout: f64) -> PyResult<usize> {
-    SHUTTING_DOWN.store(true, Ordering::SeqCst);
+    py.detach(close_notifier);
     let until = Instant::now() + secs(timeout, "timeout")?;
     let live: Vec<Arc<Shared>> = lock(&LIVE).iter().filter_map(Weak::upgrade).collect();
     let me = std::process::id();

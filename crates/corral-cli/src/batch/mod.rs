@@ -441,7 +441,7 @@ pub(crate) fn write_outputs(
                     let mut o = std::io::stdout().lock();
                     o.write_all(s.as_bytes()).and_then(|()| o.flush())
                 } else {
-                    write_atomic(path, s.as_bytes())
+                    crate::outfile::write_atomic(path, s.as_bytes())
                 }
             });
         if let Err(e) = written {
@@ -452,7 +452,7 @@ pub(crate) fn write_outputs(
     if let Some(path) = junit {
         let written = junit::render(doc, title)
             .map_err(std::io::Error::other)
-            .and_then(|s| write_atomic(path, s.as_bytes()));
+            .and_then(|s| crate::outfile::write_atomic(path, s.as_bytes()));
         if let Err(e) = written {
             say!(
                 "corral: cannot write the JUnit report {}: {e}",
@@ -462,7 +462,7 @@ pub(crate) fn write_outputs(
         }
     }
     if let Some(path) = markdown {
-        if let Err(e) = write_atomic(path, report::markdown(summary).as_bytes()) {
+        if let Err(e) = crate::outfile::write_atomic(path, report::markdown(summary).as_bytes()) {
             say!(
                 "corral: cannot write the Markdown table {}: {e}",
                 path.display()
@@ -624,11 +624,6 @@ fn check_writable(p: &Path) -> std::io::Result<()> {
         return Err(std::io::Error::other("is a directory"));
     }
     Ok(())
-}
-
-/// The whole content of a report file (see `crate::outfile`).
-pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    crate::outfile::write_atomic(path, data)
 }
 
 /// File descriptors one run holds at most while it is supervised (pipes,
