@@ -4,15 +4,24 @@
 
 mod args;
 mod batch;
+mod dispositions;
 mod exit;
 mod generate;
+mod gnu;
 mod json;
 mod run;
+mod timeout;
 mod tty;
 
 use clap::Parser;
 
 fn main() {
+    // Invoked as `timeout` (a link to corral): GNU timeout's grammar.
+    let mut argv = std::env::args_os();
+    if let Some(argv0) = argv.next().filter(|a| timeout::invoked_as_timeout(a)) {
+        let code = timeout::main(argv0.to_string_lossy().into_owned(), argv.collect());
+        std::process::exit(code);
+    }
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -23,12 +32,18 @@ fn main() {
             } else {
                 0
             };
-            let _ = e.print();
+            if e.kind() == clap::error::ErrorKind::UnknownArgument {
+                args::print_unknown_argument(&e);
+            } else {
+                let _ = e.print();
+            }
             std::process::exit(code);
         }
     };
     let code = match cli.command {
         args::Cmd::Run(opts) => run::run(opts),
+        args::Cmd::Timeout { args } => timeout::main("timeout".into(), args),
+        args::Cmd::InstallTimeout { dir } => timeout::install(&dir),
         args::Cmd::Batch(opts) => batch::main(opts),
         args::Cmd::Merge(opts) => batch::merge::main(opts),
         args::Cmd::Completions { shell } => generate::completions(shell),
