@@ -17,10 +17,18 @@ use clap::Parser;
 
 fn main() {
     // Invoked as `timeout` (a link to corral): GNU timeout's grammar.
+    // `corral timeout ARGS...` too, before clap (which would take a `--`
+    // that GNU's grammar must see).
     let mut argv = std::env::args_os();
-    if let Some(argv0) = argv.next().filter(|a| timeout::invoked_as_timeout(a)) {
-        let code = timeout::main(argv0.to_string_lossy().into_owned(), argv.collect());
+    let argv0 = argv.next().unwrap_or_default();
+    let mut rest = argv.peekable();
+    if timeout::invoked_as_timeout(&argv0) {
+        let code = timeout::main(argv0.to_string_lossy().into_owned(), rest.collect());
         std::process::exit(code);
+    }
+    if rest.peek().is_some_and(|a| a == "timeout") {
+        rest.next();
+        std::process::exit(timeout::main("timeout".into(), rest.collect()));
     }
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
