@@ -266,6 +266,9 @@ fn verbose_line(r: &Report, received: Option<i32>, wait_delay: Duration) -> Opti
             fmt_ms(wait_delay)
         ),
         Outcome::Cancelled => match received.and_then(corral::Signal::from_raw) {
+            Some(s) if s.name() == Some("ALRM") => {
+                format!("received SIGALRM after {took}: timed out (the deadline came early)")
+            }
             Some(s) => format!("received {s} after {took}, passed it on to the tree"),
             None => format!("cancelled after {took}"),
         },
@@ -427,7 +430,11 @@ fn pass_signals_on(
                 match sig {
                     SIGCHLD => jobs.on_child_changed(),
                     SIGCONT => jobs.on_continued(),
-                    SIGALRM if received.load(Ordering::SeqCst) == 0 => {
+                    SIGALRM
+                        if received
+                            .compare_exchange(0, SIGALRM, Ordering::SeqCst, Ordering::SeqCst)
+                            .is_ok() =>
+                    {
                         alarm.store(true, Ordering::SeqCst);
                         token.cancel();
                     }
