@@ -840,6 +840,16 @@ fn signal_midway(t: &str, script: &str, sig: i32) -> Done {
     let start = Instant::now();
     let mut child = c.spawn().unwrap();
     assert!(wait_for(&e, "trapped", 6), "{t}: never started");
+    // And its `sleep` runs (a signal sent before its fork would miss it).
+    let sleeping = || {
+        e.s.marked_processes().iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        })
+    };
+    while !sleeping() {
+        assert!(start.elapsed() < Duration::from_secs(6), "{t}: no sleep");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     // SAFETY: kill(2) on our own child (corral, which exec'd the shell).
     unsafe { libc::kill(child.id() as i32, sig) };
     let mut out = String::new();
