@@ -25,7 +25,7 @@ pub fn say(msg: std::fmt::Arguments<'_>) {
     let _ = err.flush();
 }
 
-/// The name in corral's messages: `corral`, or argv[0] of the `timeout`
+/// The name in corral's messages: `corral`, or `argv[0]` of the `timeout`
 /// personality.
 static PROGRAM: OnceLock<String> = OnceLock::new();
 

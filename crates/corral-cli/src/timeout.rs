@@ -17,14 +17,14 @@ use crate::exit;
 /// What the personality changes in a run: GNU's words and statuses.
 #[derive(Debug, Clone)]
 pub struct Style {
-    /// The program name in messages: argv[0] as given (`timeout`,
+    /// The program name in messages: `argv[0]` as given (`timeout`,
     /// `/usr/local/bin/timeout`), as GNU prints it.
     pub program: String,
     /// The command as given, for `-v` lines and "failed to run" messages.
     pub command: String,
 }
 
-/// Whether argv[0] names the personality (its last component is
+/// Whether `argv[0]` names the personality (its last component is
 /// `timeout`, or `timeout.exe`).
 pub fn invoked_as_timeout(argv0: &OsStr) -> bool {
     Path::new(argv0)
