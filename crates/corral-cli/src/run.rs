@@ -230,12 +230,7 @@ fn gnu_verbose_lines(r: &Report, zero: bool, command: &str) -> Vec<String> {
     if zero {
         sent.push(None);
     }
-    sent.extend(
-        r.signals_sent
-            .iter()
-            .filter(|&&s| s != corral::Signal::CONT)
-            .map(|&s| Some(s)),
-    );
+    sent.extend(r.signals_sent.iter().map(|&s| Some(s)));
     sent.into_iter()
         .map(|s| {
             format!(

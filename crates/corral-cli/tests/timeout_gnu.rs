@@ -1218,6 +1218,23 @@ fn cause7_gnu_diagnostics_help_and_version() {
 }
 
 #[test]
+fn cause7_verbose_names_every_signal_sent() {
+    // CONT is a chosen first signal like any other: GNU names it.
+    case(&["-v", "-s", "CONT", "-p", ".1", "sleep", ".5"])
+        .stderr("timeout: sending signal CONT to command 'sleep'\n")
+        .check();
+    // TERM ignored by the whole tree, then -k's KILL: one line each, 137.
+    case(&["-v", "-k", ".2", ".1", "sh", "-c", "trap '' TERM; sleep 3"])
+        .code(137)
+        .run_code(124)
+        .stderr(
+            "timeout: sending signal TERM to command 'sh'\n\
+             timeout: sending signal KILL to command 'sh'\n",
+        )
+        .check();
+}
+
+#[test]
 fn cause8_positional_grammar_and_install_timeout() {
     let e = Env::new();
     // `corral run 1 sleep 2` says what was meant.
