@@ -21,8 +21,10 @@ pub enum Cmd {
     /// drop-in for coreutils `timeout`: `corral run -t 10s -- make`).
     Run(RunOpts),
     /// GNU coreutils `timeout`'s exact command line, with corral's
-    /// containment: `corral timeout [OPTION] DURATION COMMAND [ARG]...`
-    /// (`corral timeout --help`). The same as the corral binary invoked as
+    /// containment: `corral timeout 10s make`.
+    ///
+    /// `corral timeout [OPTION] DURATION COMMAND [ARG]...`, as GNU's
+    /// (`corral timeout --help`): the same as the corral binary invoked as
     /// `timeout` (see install-timeout).
     #[command(disable_help_flag = true)]
     Timeout {
@@ -34,11 +36,13 @@ pub enum Cmd {
         )]
         args: Vec<OsString>,
     },
-    /// Create DIR/timeout, a symlink to this corral binary: invoked under
-    /// that name it takes GNU timeout's command line (put DIR first in
-    /// PATH to use it in place of coreutils' `timeout`). An existing
-    /// DIR/timeout (file, directory or symlink) is left alone and is an
-    /// error.
+    /// Create DIR/timeout, a symlink to corral that takes GNU timeout's
+    /// command line.
+    ///
+    /// Invoked under that name, corral takes GNU timeout's grammar (put DIR
+    /// first in PATH to use it in place of coreutils' `timeout`). An
+    /// existing DIR/timeout (file, directory or symlink) is left alone and
+    /// is an error (exit 125); nothing is followed or replaced.
     InstallTimeout {
         /// The directory for the link, e.g. ~/.local/bin.
         #[arg(value_name = "DIR")]

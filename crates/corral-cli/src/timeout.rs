@@ -367,7 +367,9 @@ pub fn install(dir: &Path) -> i32 {
             return exit::CORRAL_FAILED;
         }
     };
-    match std::fs::symlink_metadata(dir) {
+    // DIR itself may be a symlink to a directory (a user's choice); the
+    // entry created in it is never followed.
+    match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
             say(format_args!("{} is not a directory", dir.display()));
