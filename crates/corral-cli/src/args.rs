@@ -556,9 +556,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if t.is_empty() {
         return Err("empty duration".into());
     }
-    humantime::parse_duration(t).map_err(|_| {
+    humantime::parse_duration(t).map_err(|e| {
         format!(
-            "invalid duration {s:?} (use e.g. 500ms, 10s, 1m30s, 2h, 1d, or a number of \
+            "invalid duration {s:?}: {e} (use e.g. 500ms, 10s, 1m30s, 2h, 1d, or a number of \
              seconds such as 10, 0.5 or 1e-3)"
         )
     })
