@@ -197,3 +197,57 @@ fn nofile_advice(source: &std::io::Error) -> String {
 fn nofile_advice(_: &std::io::Error) -> String {
     String::new()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral::{Mechanism, Signal};
+
+    fn report(outcome: Outcome, root: RootStatus) -> Report {
+        let mut r = Report::synthetic(outcome, Mechanism::ProcessGroup);
+        r.root = Some(root);
+        r
+    }
+
+    #[test]
+    fn gnu_statuses() {
+        let term = RootStatus::Signaled(Signal::TERM);
+        let kill = RootStatus::Signaled(Signal::KILL);
+        let t = |root, timed_out, p| for_gnu(&report(Outcome::TimedOut, root), timed_out, p);
+        assert_eq!(t(term, true, false), Gnu::Code(124));
+        assert_eq!(t(term, true, true), Gnu::Code(143));
+        // SIGKILL after the timeout: 137, with or without -p.
+        assert_eq!(t(kill, true, false), Gnu::Code(137));
+        assert_eq!(t(kill, true, true), Gnu::Code(137));
+        // Exited after the timeout (it handled the signal, or -s 0).
+        assert_eq!(t(RootStatus::Exited(3), true, false), Gnu::Code(124));
+        assert_eq!(t(RootStatus::Exited(3), true, true), Gnu::Code(3));
+        // Not timed out: the command's status, or its signal raised again.
+        let e = |o, root| for_gnu(&report(o, root), false, false);
+        assert_eq!(e(Outcome::Exited(2), RootStatus::Exited(2)), Gnu::Code(2));
+        assert_eq!(
+            e(
+                Outcome::Signaled(Signal::INT),
+                RootStatus::Signaled(Signal::INT)
+            ),
+            Gnu::Raise(Signal::INT)
+        );
+        // A signal received and passed on: the command's own status.
+        assert_eq!(e(Outcome::Cancelled, RootStatus::Exited(42)), Gnu::Code(42));
+        assert_eq!(e(Outcome::Cancelled, term), Gnu::Raise(Signal::TERM));
+        // Output held past the wait delay: the command's status.
+        assert_eq!(e(Outcome::OutputHeld, RootStatus::Exited(0)), Gnu::Code(0));
+        // No root status (it never ran): corral's failure.
+        let r = Report::synthetic(Outcome::Cancelled, Mechanism::ProcessGroup);
+        assert_eq!(for_gnu(&r, false, false), Gnu::Code(125));
+    }
+
+    #[test]
+    fn corral_run_timed_out_late() {
+        let r = report(Outcome::Exited(3), RootStatus::Exited(3));
+        assert_eq!(for_timed_out(&r, false), 124);
+        assert_eq!(for_timed_out(&r, true), 3);
+        let r = report(Outcome::Cancelled, RootStatus::Signaled(Signal::KILL));
+        assert_eq!(for_timed_out(&r, true), 137);
+    }
+}
