@@ -103,43 +103,43 @@ pub fn quote(s: &str) -> String {
 
 /// Parses GNU's grammar. `Err(Some(message))`: a diagnostic then the "Try"
 /// line; `Err(None)`: the "Try" line alone (missing operands).
-fn parse(args: &[OsString]) -> Result<Parsed, Option<String>> {
-    let mut foreground = false;
-    let mut kill_after: Option<Duration> = None;
-    let mut preserve = false;
-    let mut signal: Option<Option<corral::Signal>> = None;
-    let mut verbose = false;
-    let mut i = 0;
-    let text = |a: &OsString| a.to_string_lossy().into_owned();
-    let apply = |c: char,
-                 val: Option<String>,
-                 foreground: &mut bool,
-                 kill_after: &mut Option<Duration>,
-                 preserve: &mut bool,
-                 signal: &mut Option<Option<corral::Signal>>,
-                 verbose: &mut bool|
-     -> Result<Option<Parsed>, Option<String>> {
+/// The options seen so far.
+#[derive(Default)]
+struct Seen {
+    foreground: bool,
+    kill_after: Option<Duration>,
+    preserve: bool,
+    signal: Option<Option<corral::Signal>>,
+    verbose: bool,
+}
+
+impl Seen {
+    /// Applies option `c` (its argument `val` for `-k` and `-s`); `Ok(Some)`
+    /// for `--help` and `--version`, which end the parse.
+    fn apply(&mut self, c: char, val: Option<String>) -> Result<Option<Parsed>, Option<String>> {
         match c {
-            'f' => *foreground = true,
-            'p' => *preserve = true,
-            'v' => *verbose = true,
-            'k' => {
-                let v = val.unwrap_or_default();
-                *kill_after = Some(interval(&v)?);
-            }
+            'f' => self.foreground = true,
+            'p' => self.preserve = true,
+            'v' => self.verbose = true,
+            'k' => self.kill_after = Some(interval(&val.unwrap_or_default())?),
             's' => {
                 let v = val.unwrap_or_default();
-                *signal = Some(
-                    crate::gnu::signal(&v)
-                        .ok_or_else(|| Some(format!("{}: invalid signal", quote(&v))))?,
-                );
+                let sig = crate::gnu::signal(&v)
+                    .ok_or_else(|| Some(format!("{}: invalid signal", quote(&v))))?;
+                self.signal = Some(sig);
             }
             'h' => return Ok(Some(Parsed::Help)),
             'V' => return Ok(Some(Parsed::Version)),
             _ => {}
         }
         Ok(None)
-    };
+    }
+}
+
+fn parse(args: &[OsString]) -> Result<Parsed, Option<String>> {
+    let mut seen = Seen::default();
+    let mut i = 0;
+    let text = |a: &OsString| a.to_string_lossy().into_owned();
     while i < args.len() {
         let a = text(&args[i]);
         if a == "--" {
@@ -191,15 +191,7 @@ fn parse(args: &[OsString]) -> Result<Parsed, Option<String>> {
                 }
                 None
             };
-            if let Some(p) = apply(
-                c,
-                val,
-                &mut foreground,
-                &mut kill_after,
-                &mut preserve,
-                &mut signal,
-                &mut verbose,
-            )? {
+            if let Some(p) = seen.apply(c, val)? {
                 return Ok(p);
             }
             i += 1;
@@ -212,15 +204,7 @@ fn parse(args: &[OsString]) -> Result<Parsed, Option<String>> {
                 let c = chars[j];
                 match c {
                     'f' | 'p' | 'v' => {
-                        apply(
-                            c,
-                            None,
-                            &mut foreground,
-                            &mut kill_after,
-                            &mut preserve,
-                            &mut signal,
-                            &mut verbose,
-                        )?;
+                        seen.apply(c, None)?;
                         j += 1;
                     }
                     'k' | 's' => {
@@ -238,15 +222,7 @@ fn parse(args: &[OsString]) -> Result<Parsed, Option<String>> {
                                 }
                             }
                         };
-                        apply(
-                            c,
-                            Some(val),
-                            &mut foreground,
-                            &mut kill_after,
-                            &mut preserve,
-                            &mut signal,
-                            &mut verbose,
-                        )?;
+                        seen.apply(c, Some(val))?;
                         j = chars.len();
                     }
                     _ => return Err(Some(format!("invalid option -- '{c}'"))),
@@ -267,12 +243,14 @@ fn parse(args: &[OsString]) -> Result<Parsed, Option<String>> {
         timeout: Some(duration),
         wait_delay: Duration::from_secs(2),
         // `-k 0` disables the kill: corral's own escalation then applies.
-        grace: kill_after.filter(|k| !k.is_zero()),
+        grace: seen.kill_after.filter(|k| !k.is_zero()),
         // GNU's default: TERM at the deadline.
-        signal: Some(FirstSignal(signal.unwrap_or(Some(corral::Signal::TERM)))),
-        preserve_status: preserve,
-        foreground,
-        verbose,
+        signal: Some(FirstSignal(
+            seen.signal.unwrap_or(Some(corral::Signal::TERM)),
+        )),
+        preserve_status: seen.preserve,
+        foreground: seen.foreground,
+        verbose: seen.verbose,
         leftovers: Leftovers::KeepOnSuccess,
         containment: ContainmentArg::Auto,
         memory_max: None,
