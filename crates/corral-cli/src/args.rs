@@ -255,8 +255,10 @@ pub const DEFAULT_SIGNAL_GRACE: Duration = Duration::from_secs(10);
 #[derive(Args, Debug)]
 #[command(after_long_help = RUN_AFTER_HELP)]
 pub struct RunOpts {
-    /// Time allowed (500ms, 10s, 1m30s, 2h; a bare number means seconds;
-    /// 0 means no limit, as with `timeout 0`).
+    /// Time allowed: a number of seconds as GNU timeout takes it (10, 0.5,
+    /// 1e-3, 0x1p3; with s, m, h or d; a positive value is rounded up to
+    /// the nanosecond, a huge one clamped), or 500ms, 1m30s, 2h; 0 means
+    /// no limit, as with `timeout 0`.
     #[arg(short = 't', long, value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
 
