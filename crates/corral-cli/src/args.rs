@@ -20,6 +20,34 @@ pub enum Cmd {
     /// Run one command under a deadline; contain and kill its whole tree (a
     /// drop-in for coreutils `timeout`: `corral run -t 10s -- make`).
     Run(RunOpts),
+    /// GNU coreutils `timeout`'s exact command line, with corral's
+    /// containment: `corral timeout 10s make`.
+    ///
+    /// `corral timeout [OPTION] DURATION COMMAND [ARG]...`, as GNU's
+    /// (`corral timeout --help`): the same as the corral binary invoked as
+    /// `timeout` (see install-timeout).
+    #[command(disable_help_flag = true)]
+    Timeout {
+        /// GNU timeout's options, DURATION, COMMAND and its arguments.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<OsString>,
+    },
+    /// Create DIR/timeout, a symlink to corral that takes GNU timeout's
+    /// command line.
+    ///
+    /// Invoked under that name, corral takes GNU timeout's grammar (put DIR
+    /// first in PATH to use it in place of coreutils' `timeout`). An
+    /// existing DIR/timeout (file, directory or symlink) is left alone and
+    /// is an error (exit 125); nothing is followed or replaced.
+    InstallTimeout {
+        /// The directory for the link, e.g. ~/.local/bin.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
     /// Run the tasks of a TOML manifest, many at once, and classify each run
     /// as passed, failed or error.
     Batch(BatchOpts),
@@ -227,8 +255,10 @@ pub const DEFAULT_SIGNAL_GRACE: Duration = Duration::from_secs(10);
 #[derive(Args, Debug)]
 #[command(after_long_help = RUN_AFTER_HELP)]
 pub struct RunOpts {
-    /// Time allowed (500ms, 10s, 1m30s, 2h; a bare number means seconds;
-    /// 0 means no limit, as with `timeout 0`).
+    /// Time allowed: a number of seconds as GNU timeout takes it (10, 0.5,
+    /// 1e-3, 0x1p3; with s, m, h or d; a positive value is rounded up to
+    /// the nanosecond, a huge one clamped), or 500ms, 1m30s, 2h; 0 means
+    /// no limit, as with `timeout 0`.
     #[arg(short = 't', long, value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
 
@@ -244,16 +274,24 @@ pub struct RunOpts {
     pub grace: Option<Duration>,
 
     /// First signal sent to the tree (name such as TERM, INT, USR1, SYS,
-    /// RTMIN+3, or a number). Given without -k, it gets a 10s grace before
-    /// SIGKILL [default: TERM, used only with -k].
+    /// RTMIN+3, or a number; 0 sends nothing at the deadline and lets -k
+    /// kill). Given without -k, it gets a 10s grace before SIGKILL
+    /// [default: TERM, used only with -k].
     #[arg(short = 's', long, value_parser = parse_signal, value_name = "SIGNAL")]
-    pub signal: Option<Signal>,
+    pub signal: Option<FirstSignal>,
 
     /// Exit with the program's own status even when it timed out or its
     /// output was held (128+N when it was killed by signal N), as
     /// `timeout --preserve-status`. corral's own failures (125-127) stay.
-    #[arg(long)]
+    #[arg(short = 'p', long)]
     pub preserve_status: bool,
+
+    /// Accepted for `timeout --foreground`: corral always lets the command
+    /// read the terminal (the tree gets the terminal's foreground while it
+    /// runs, when corral has it), and, unlike GNU's -f, still times out
+    /// and contains the command's children.
+    #[arg(short = 'f', long)]
+    pub foreground: bool,
 
     /// Print one line on stderr when corral signals the tree or the run does
     /// not end in a clean exit: what happened, which signals, how many
@@ -308,9 +346,41 @@ pub struct RunOpts {
     /// that is not an option (or after `--`) is the program's.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     pub command: Vec<OsString>,
+
+    /// Set by the `timeout` personality: GNU's messages, `-v` lines and
+    /// exit statuses.
+    #[arg(skip)]
+    pub gnu: Option<crate::timeout::Style>,
 }
 
+/// `-s`: the first signal, or signal 0 (nothing is sent at the deadline;
+/// SIGKILL follows after the grace).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirstSignal(pub Option<Signal>);
+
 impl RunOpts {
+    /// The time limit, the first signal and the grace as the library takes
+    /// them, and the deadline at which the run counts as timed out when that
+    /// is not the library's own (signal 0: nothing is sent at the deadline,
+    /// SIGKILL the grace later).
+    pub fn plan(&self) -> SignalPlan {
+        let grace = self.effective_grace();
+        match (self.effective_timeout(), self.signal) {
+            (Some(t), Some(FirstSignal(None))) => SignalPlan {
+                timeout: Some(t.saturating_add(grace).min(crate::gnu::MAX_DURATION)),
+                signal: Signal::KILL,
+                grace,
+                silent_deadline: Some(t),
+            },
+            (t, s) => SignalPlan {
+                timeout: t,
+                signal: s.and_then(|s| s.0).unwrap_or(Signal::TERM),
+                grace,
+                silent_deadline: None,
+            },
+        }
+    }
+
     /// The grace: `-k` as given; else 10 s when `-s` was given; else 0.
     pub fn effective_grace(&self) -> Duration {
         match (self.grace, self.signal) {
@@ -326,6 +396,17 @@ impl RunOpts {
     }
 }
 
+/// What [`RunOpts::plan`] gives the library.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalPlan {
+    pub timeout: Option<Duration>,
+    pub signal: Signal,
+    pub grace: Duration,
+    /// `-s 0`: the deadline at which nothing is sent but the run counts as
+    /// timed out; the library's own timeout is this plus the grace.
+    pub silent_deadline: Option<Duration>,
+}
+
 const RUN_AFTER_HELP: &str = "\
 Exit status:
   N      the program exited with N, and every lifecycle step was clean
@@ -339,15 +420,22 @@ Exit status:
   126    the program was found but could not be executed
   127    the program was not found
   128+N  the program was killed by signal N that corral did not send, or
-         corral received signal N (INT, TERM, HUP, QUIT, USR1, USR2, ALRM,
-         PIPE from another process, ...), passed it on to the tree, and exited
+         corral received signal N (INT, TERM, HUP, QUIT, USR1, USR2, ...),
+         passed it on to the tree, and exited
   With --preserve-status: the program's own status (128+N if killed) for
   123 and 124 too.
 
 Signals: -t alone kills the tree with SIGKILL at the deadline. -k D sends
 -s SIG (default TERM) first, then SIGKILL D later if anything is left. -s SIG
-alone means -k 10s. A signal corral receives is passed on as the first
-signal (with the same grace rule).
+alone means -k 10s; -s 0 sends nothing at the deadline, only the SIGKILL. A
+signal corral receives is passed on as the first signal (with the same grace
+rule); a SIGALRM is the deadline come early (124). corral ignores SIGPIPE
+(also one sent by another process): a write to a closed pipe fails with
+EPIPE instead. A signal ignored when corral starts (nohup's HUP, SIGPIPE
+under `trap '' PIPE`) is not caught and stays ignored in the tree.
+Durations: as GNU timeout (10, 0.5, 1e-3, 0x1p3, with s, m, h or d; a
+positive value is rounded up to the nanosecond, a huge one clamped) or
+500ms, 1m30s. GNU timeout's own grammar: `corral timeout DURATION COMMAND`.
 
 Output: when corral's stdout/stderr is a pipe or socket, corral relays the
 program's output, counts it, and waits at most --wait-delay after the
@@ -398,6 +486,40 @@ pub enum ContainmentArg {
     PidNamespace,
 }
 
+/// Prints clap's "unexpected argument" error without its tip to put
+/// `--` before the word (which would run a program named `--timout`), and
+/// with corral's own hint instead.
+pub fn print_unknown_argument(e: &clap::Error) {
+    use std::io::Write;
+    let rendered = e.render().to_string();
+    let mut lines: Vec<&str> = rendered
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("tip: to pass"))
+        .collect();
+    let hint = if rendered.contains("corral run") {
+        "  tip: corral run's options come before the program and are listed by 'corral run \
+         --help'; for GNU timeout's grammar use 'corral timeout [OPTION] DURATION COMMAND \
+         [ARG]...'"
+    } else {
+        "  tip: the options are listed by --help"
+    };
+    if let Some(usage) = lines.iter().position(|l| l.starts_with("Usage:")) {
+        let mut last = usage;
+        while last > 0 && lines[last - 1].trim().is_empty() {
+            last -= 1;
+        }
+        if last > 0 && lines[last - 1].trim_start().starts_with("tip:") {
+            lines.insert(last, hint);
+        } else {
+            lines.splice(last..usage, ["", hint, ""]);
+        }
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(out.as_bytes()).and_then(|()| err.flush());
+}
+
 /// Bytes with an optional binary suffix: `1048576`, `512K`, `64M`, `2G`.
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -424,27 +546,33 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("invalid size {s:?} (use e.g. 1048576, 512K, 64M, 2G)"))
 }
 
-/// A duration as people type it: `500ms`, `1m30s`, `2h`, or a bare number
-/// of seconds (`10`, `0.5`) as coreutils `timeout` takes it.
+/// A duration as people type it: GNU `timeout`'s grammar (a number of
+/// seconds, `0.5`, `1e-3`, `0x1p3`, with an optional `s`, `m`, `h` or `d`;
+/// huge values clamped, a positive one rounded up to the nanosecond) or
+/// corral's forms (`500ms`, `1m30s`, `2h 30m`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Some(d) = crate::gnu::duration(s) {
+        return Ok(d);
+    }
     let t = s.trim();
     if t.is_empty() {
         return Err("empty duration".into());
     }
-    if t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        let secs: f64 = t.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-        return Duration::try_from_secs_f64(secs)
-            .map_err(|e| format!("invalid duration {s:?}: {e}"));
-    }
     humantime::parse_duration(t).map_err(|e| {
         format!(
-            "invalid duration {s:?}: {e} (use e.g. 500ms, 10s, 1m30s, 2h, or a number of seconds)"
+            "invalid duration {s:?}: {e} (use e.g. 500ms, 10s, 1m30s, 2h, 1d, or a number of \
+             seconds such as 10, 0.5 or 1e-3)"
         )
     })
 }
 
-fn parse_signal(s: &str) -> Result<Signal, String> {
-    s.parse::<Signal>().map_err(|e| e.to_string())
+fn parse_signal(s: &str) -> Result<FirstSignal, String> {
+    if let Some(sig) = crate::gnu::signal(s) {
+        return Ok(FirstSignal(sig));
+    }
+    s.parse::<Signal>()
+        .map(|sig| FirstSignal(Some(sig)))
+        .map_err(|e| format!("{e}; or 0 to send nothing at the deadline"))
 }
 
 #[cfg(test)]
@@ -462,6 +590,31 @@ mod tests {
         assert!(parse_duration("abc").is_err());
         assert!(parse_duration("-1").is_err());
         assert!(parse_duration("1.2.3").is_err());
+        assert_eq!(parse_duration("1e-3").unwrap(), Duration::from_millis(1));
+        assert_eq!(parse_duration("1.5m").unwrap(), Duration::from_secs(90));
+        assert_eq!(
+            parse_duration(".0000000001").unwrap(),
+            Duration::from_nanos(1)
+        );
+        assert_eq!(
+            parse_duration("9223372036854775808d").unwrap(),
+            crate::gnu::MAX_DURATION
+        );
+        assert!(parse_duration("42D").is_err());
+    }
+
+    #[test]
+    fn signal_zero_plans_a_silent_deadline() {
+        let opts =
+            Cli::try_parse_from(["corral", "run", "-t", "1", "-s", "0", "-k", "2", "x"]).unwrap();
+        let Cmd::Run(opts) = opts.command else {
+            panic!("not run")
+        };
+        let plan = opts.plan();
+        assert_eq!(plan.timeout, Some(Duration::from_secs(3)));
+        assert_eq!(plan.signal, Signal::KILL);
+        assert_eq!(plan.grace, Duration::from_secs(2));
+        assert_eq!(plan.silent_deadline, Some(Duration::from_secs(1)));
     }
 
     #[test]

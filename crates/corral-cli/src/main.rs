@@ -4,16 +4,33 @@
 
 mod args;
 mod batch;
+mod dispositions;
 mod exit;
 mod generate;
+mod gnu;
 mod json;
 mod outfile;
 mod run;
+mod timeout;
 mod tty;
 
 use clap::Parser;
 
 fn main() {
+    // Invoked as `timeout` (a link to corral): GNU timeout's grammar.
+    // `corral timeout ARGS...` too, before clap (which would take a `--`
+    // that GNU's grammar must see).
+    let mut argv = std::env::args_os();
+    let argv0 = argv.next().unwrap_or_default();
+    let mut rest = argv.peekable();
+    if timeout::invoked_as_timeout(&argv0) {
+        let code = timeout::main(argv0.to_string_lossy().into_owned(), rest.collect());
+        std::process::exit(code);
+    }
+    if rest.peek().is_some_and(|a| a == "timeout") {
+        rest.next();
+        std::process::exit(timeout::main("timeout".into(), rest.collect()));
+    }
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -24,12 +41,18 @@ fn main() {
             } else {
                 0
             };
-            let _ = e.print();
+            if e.kind() == clap::error::ErrorKind::UnknownArgument {
+                args::print_unknown_argument(&e);
+            } else {
+                let _ = e.print();
+            }
             std::process::exit(code);
         }
     };
     let code = match cli.command {
         args::Cmd::Run(opts) => run::run(opts),
+        args::Cmd::Timeout { args } => timeout::main("timeout".into(), args),
+        args::Cmd::InstallTimeout { dir } => timeout::install(&dir),
         args::Cmd::Batch(opts) => batch::main(opts),
         args::Cmd::Merge(opts) => batch::merge::main(opts),
         args::Cmd::Completions { shell } => generate::completions(shell),

@@ -6,8 +6,8 @@
 //! documented one whatever stdout/stderr are.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use corral::{CancelToken, Command, ContainmentChoice, Input, Mechanism, Outcome, Output, Report};
@@ -19,13 +19,21 @@ use crate::json::JsonReport;
 /// Writes one line to stderr; a closed, full or broken stderr is ignored
 /// (corral's exit code must not depend on it).
 pub fn say(msg: std::fmt::Arguments<'_>) {
+    let name = PROGRAM.get().map_or("corral", String::as_str);
     let mut err = std::io::stderr().lock();
-    let _ = err.write_fmt(format_args!("corral: {msg}\n"));
+    let _ = err.write_fmt(format_args!("{name}: {msg}\n"));
     let _ = err.flush();
 }
 
+/// The name in corral's messages: `corral`, or `argv[0]` of the `timeout`
+/// personality.
+static PROGRAM: OnceLock<String> = OnceLock::new();
+
 pub fn run(opts: RunOpts) -> i32 {
     let started = Instant::now();
+    if let Some(g) = &opts.gnu {
+        let _ = PROGRAM.set(g.program.clone());
+    }
     // corral is the only program in this process: it may always be the
     // subreaper (auto uses it where no cgroup can be had), and it starts no
     // child of its own, so every zombie child that is no root is an orphan
@@ -39,12 +47,13 @@ pub fn run(opts: RunOpts) -> i32 {
         say(format_args!("no program given"));
         return exit::CORRAL_FAILED;
     };
-    let grace = opts.effective_grace();
+    let plan = opts.plan();
     let mut cmd = Command::new(program);
     cmd.args(args)
         .wait_delay(opts.wait_delay)
-        .grace(grace)
-        .signal(opts.signal.unwrap_or(corral::Signal::TERM))
+        .grace(plan.grace)
+        .signal(plan.signal)
+        .sigpipe_ignored(crate::dispositions::sigpipe_ignored_at_start())
         .leftovers(opts.leftovers.into())
         .confirm_window(opts.confirm_window)
         .require_crash_safety(opts.require_crash_safety)
@@ -58,7 +67,7 @@ pub fn run(opts: RunOpts) -> i32 {
         .stdin(Input::inherit())
         // Relayed output is written as it comes; only counts matter here.
         .capture_limit(0);
-    if let Some(t) = opts.effective_timeout() {
+    if let Some(t) = plan.timeout {
         cmd.timeout(t);
     }
     if let Some(m) = opts.memory_max {
@@ -72,12 +81,14 @@ pub fn run(opts: RunOpts) -> i32 {
     let token = CancelToken::new();
     cmd.cancel_token(&token);
     let received = Arc::new(AtomicI32::new(0));
+    let alarm = Arc::new(AtomicBool::new(false));
     let jobs = crate::tty::JobControl::new();
     // Until the terminal is handed over, a Ctrl-Z is held and then passed
     // to the tree: it must stop the tree too, not corral alone.
     #[cfg(unix)]
     let tstp = crate::tty::TstpHold::new();
-    let _signals = pass_signals_on(&token, &received, &jobs);
+    let first = opts.signal.and_then(|s| s.0).map(corral::Signal::as_raw);
+    let _signals = pass_signals_on(&token, &received, &alarm, first, &jobs);
 
     let result = cmd.spawn().map(|running| {
         // Test seam: widen the window between the spawn and the hand-over.
@@ -102,14 +113,45 @@ pub fn run(opts: RunOpts) -> i32 {
         0 => None,
         s => Some(s),
     };
+    // The run timed out: the deadline (the library's, or the silent one of
+    // `-s 0` once passed) or a SIGALRM corral received (GNU's timer).
+    let alarm = alarm.load(Ordering::SeqCst);
+    let timed_out = |r: &Report| {
+        matches!(r.outcome, Outcome::TimedOut)
+            || (alarm && matches!(r.outcome, Outcome::Cancelled))
+            || plan
+                .silent_deadline
+                .is_some_and(|d| r.timings.root_exit.is_some_and(|t| t >= d))
+    };
+    let mut raise = None;
     let (code, json) = match &result {
         Ok(report) => {
-            let code = exit::for_run(report, recv, opts.preserve_status);
+            let code = if opts.gnu.is_some() {
+                match exit::for_gnu(report, timed_out(report), opts.preserve_status) {
+                    exit::Gnu::Code(c) => c,
+                    exit::Gnu::Raise(s) => {
+                        raise = Some(s);
+                        128 + s.as_raw()
+                    }
+                }
+            } else if timed_out(report) && report.cleanup_error.is_none() {
+                exit::for_timed_out(report, opts.preserve_status)
+            } else {
+                exit::for_run(report, recv, opts.preserve_status)
+            };
             (code, JsonReport::from_run(report, recv, code, relayed))
         }
         Err(e) => {
             let code = exit::for_error(e, recv);
-            say(format_args!("{}", exit::error_message(e)));
+            match &opts.gnu {
+                Some(g) => say(format_args!("{}", exit::gnu_error_message(e, &g.command))),
+                None => {
+                    say(format_args!("{}", exit::error_message(e)));
+                    if let Some(hint) = duration_hint(e, &opts.command) {
+                        say(format_args!("{hint}"));
+                    }
+                }
+            }
             (
                 code,
                 JsonReport::from_error(e, recv, code, started.elapsed()),
@@ -121,8 +163,20 @@ pub fn run(opts: RunOpts) -> i32 {
             say(format_args!("{e}"));
         }
         if opts.verbose {
-            if let Some(line) = verbose_line(report, recv, opts.wait_delay) {
-                say(format_args!("{line}"));
+            match &opts.gnu {
+                Some(g) => {
+                    if timed_out(report) || matches!(report.outcome, Outcome::Cancelled) {
+                        let zero = plan.silent_deadline.is_some() && timed_out(report);
+                        for line in gnu_verbose_lines(report, zero, &g.command) {
+                            say(format_args!("{line}"));
+                        }
+                    }
+                }
+                None => {
+                    if let Some(line) = verbose_line(report, recv, opts.wait_delay) {
+                        say(format_args!("{line}"));
+                    }
+                }
             }
         }
     }
@@ -139,7 +193,52 @@ pub fn run(opts: RunOpts) -> i32 {
             return exit::CORRAL_FAILED;
         }
     }
+    if let Some(sig) = raise {
+        exit::raise(sig);
+    }
     code
+}
+
+/// `corral run 1 sleep 2`: the program was not found and its name reads as
+/// a duration, so the user meant a time limit.
+fn duration_hint(e: &corral::Error, command: &[std::ffi::OsString]) -> Option<String> {
+    let corral::Error::Spawn {
+        kind: corral::SpawnErrorKind::NotFound,
+        ..
+    } = e
+    else {
+        return None;
+    };
+    let first = command.first()?.to_str()?;
+    crate::args::parse_duration(first).ok()?;
+    let rest: Vec<String> = command[1..]
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let rest = rest.join(" ");
+    Some(format!(
+        "hint: the time limit is an option: `corral run -t {first} -- {rest}` (or, with GNU \
+         timeout's grammar, `corral timeout {first} {rest}`)"
+    ))
+}
+
+/// `-v` in the `timeout` personality: GNU's line for each signal sent upon
+/// the timeout or a signal received (`0` first for `-s 0`).
+fn gnu_verbose_lines(r: &Report, zero: bool, command: &str) -> Vec<String> {
+    let quoted = crate::timeout::quote(command);
+    let mut sent: Vec<Option<corral::Signal>> = Vec::new();
+    if zero {
+        sent.push(None);
+    }
+    sent.extend(r.signals_sent.iter().map(|&s| Some(s)));
+    sent.into_iter()
+        .map(|s| {
+            format!(
+                "sending signal {} to command {quoted}",
+                crate::gnu::signal_name(s)
+            )
+        })
+        .collect()
 }
 
 /// `-v`: one line saying what corral did and why, when it signalled the tree
@@ -162,6 +261,9 @@ fn verbose_line(r: &Report, received: Option<i32>, wait_delay: Duration) -> Opti
             fmt_ms(wait_delay)
         ),
         Outcome::Cancelled => match received.and_then(corral::Signal::from_raw) {
+            Some(s) if s.name() == Some("ALRM") => {
+                format!("received SIGALRM after {took}: timed out (the deadline came early)")
+            }
             Some(s) => format!("received {s} after {took}, passed it on to the tree"),
             None => format!("cancelled after {took}"),
         },
@@ -289,13 +391,21 @@ fn terminating_signals() -> Vec<i32> {
 /// control (SIGCHLD: the tree stopped from the terminal; SIGCONT: corral was
 /// continued), on one thread.
 #[cfg(unix)]
+///
+/// A signal that was ignored when corral started is not caught (it stays
+/// ignored, in corral and in the tree), except SIGALRM and the `-s` signal,
+/// as GNU `timeout` does. A SIGALRM is the deadline coming early (GNU's
+/// timer): the tree is terminated as at the deadline and the run timed out.
 fn pass_signals_on(
     token: &CancelToken,
     received: &Arc<AtomicI32>,
+    alarm: &Arc<AtomicBool>,
+    first: Option<i32>,
     jobs: &crate::tty::JobControl,
 ) -> Option<std::thread::JoinHandle<()>> {
-    use signal_hook::consts::{SIGCHLD, SIGCONT};
+    use signal_hook::consts::{SIGALRM, SIGCHLD, SIGCONT};
     let mut wanted = terminating_signals();
+    wanted.retain(|&s| s == SIGALRM || Some(s) == first || !crate::dispositions::ignored_now(s));
     wanted.extend([SIGCHLD, SIGCONT]);
     let mut signals = match signal_hook::iterator::Signals::new(&wanted) {
         Ok(s) => s,
@@ -306,6 +416,7 @@ fn pass_signals_on(
     };
     let token = token.clone();
     let received = received.clone();
+    let alarm = alarm.clone();
     let jobs = jobs.clone();
     std::thread::Builder::new()
         .name("corral-signals".into())
@@ -314,6 +425,14 @@ fn pass_signals_on(
                 match sig {
                     SIGCHLD => jobs.on_child_changed(),
                     SIGCONT => jobs.on_continued(),
+                    SIGALRM
+                        if received
+                            .compare_exchange(0, SIGALRM, Ordering::SeqCst, Ordering::SeqCst)
+                            .is_ok() =>
+                    {
+                        alarm.store(true, Ordering::SeqCst);
+                        token.cancel();
+                    }
                     _ => {
                         let _ =
                             received.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
@@ -332,6 +451,8 @@ fn pass_signals_on(
 fn pass_signals_on(
     _token: &CancelToken,
     _received: &Arc<AtomicI32>,
+    _alarm: &Arc<AtomicBool>,
+    _first: Option<i32>,
     _jobs: &crate::tty::JobControl,
 ) -> Option<std::thread::JoinHandle<()>> {
     None

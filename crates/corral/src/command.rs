@@ -188,6 +188,28 @@ impl Command {
         self
     }
 
+    /// Whether the program starts with SIGPIPE ignored (Unix; default
+    /// `false`).
+    ///
+    /// By default the program gets SIGPIPE's default action (it dies when
+    /// it writes to a pipe nobody reads any more), as with std's
+    /// `Command`: the Rust runtime ignores SIGPIPE in its own process, and
+    /// that setting is not passed on. Every other disposition is inherited
+    /// as `exec` passes it on: a signal ignored in this process stays
+    /// ignored in the program (`nohup`'s ignored SIGHUP, a shell's
+    /// ignored SIGINT for a background job); a caught one starts with its
+    /// default action.
+    ///
+    /// Set `true` to start the program with SIGPIPE ignored, as a shell's
+    /// `trap '' PIPE` does (its writes to a closed pipe then fail with
+    /// EPIPE): for example when SIGPIPE was ignored in the process that
+    /// started yours, which `corral run` passes on this way. No effect on
+    /// Windows.
+    pub fn sigpipe_ignored(&mut self, yes: bool) -> &mut Command {
+        self.settings.sigpipe_ignored = yes;
+        self
+    }
+
     /// What happens to descendants still running after the root exited.
     pub fn leftovers(&mut self, p: LeftoverPolicy) -> &mut Command {
         self.settings.leftovers = p;

@@ -252,6 +252,7 @@ pub(crate) struct Settings {
     pub(crate) confirm_window: Duration,
     pub(crate) line_limit: usize,
     pub(crate) require_crash_safety: bool,
+    pub(crate) sigpipe_ignored: bool,
 }
 
 impl Default for Settings {
@@ -267,6 +268,7 @@ impl Default for Settings {
             confirm_window: Duration::from_secs(1),
             line_limit: 4 << 20,
             require_crash_safety: false,
+            sigpipe_ignored: false,
         }
     }
 }

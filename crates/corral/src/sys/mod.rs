@@ -144,6 +144,8 @@ pub(crate) struct SpawnSpec<'a> {
     pub(crate) stdin: ChildIo,
     pub(crate) stdout: ChildIo,
     pub(crate) stderr: ChildIo,
+    /// Start the program with SIGPIPE ignored (else: its default action).
+    pub(crate) sigpipe_ignored: bool,
 }
 
 /// Why a spawn failed: the containment could not be set up, or the

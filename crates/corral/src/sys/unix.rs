@@ -406,6 +406,24 @@ fn new_process_group(cmd: &mut std::process::Command) {
     cmd.process_group(0);
 }
 
+/// Starts the program with SIGPIPE ignored: std resets it to the default
+/// action in the child (the Rust runtime ignores it in its own process),
+/// then runs the pre-exec closures, so this one puts the ignore back.
+fn keep_sigpipe_ignored(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec; it only
+    // calls signal(2) (async-signal-safe) with SIG_IGN, which installs no
+    // handler of this process, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::signal(libc::SIGPIPE, libc::SIG_IGN) == libc::SIG_ERR {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// `sig` as rustix's type: named signals, and any other valid number
 /// (real-time signals), which corral only ever sends to other processes.
 pub(crate) fn to_rustix(sig: Signal) -> io::Result<rustix::process::Signal> {
@@ -618,6 +636,9 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
     }
     if placement.new_group {
         new_process_group(&mut cmd);
+    }
+    if spec.sigpipe_ignored {
+        keep_sigpipe_ignored(&mut cmd);
     }
     // Not born in the cgroup (no clone3 here): the child writes itself
     // into its `cgroup.procs`, opened through the directory for this spawn.

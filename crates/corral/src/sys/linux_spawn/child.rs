@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 
-use super::raw::{errno_of, set_sigmask, syscall4, KernelSigaction, SIGSET_SIZE, SIG_DFL};
+use super::raw::{errno_of, set_sigmask, syscall4, KernelSigaction, SIGSET_SIZE};
 
 /// What the search does after `execve` failed on one candidate with
 /// `errno`, as glibc's `execvp` does.
@@ -65,6 +65,9 @@ pub(super) struct ChildArgs {
     /// Descriptor to install as 0, 1, 2; -1 keeps the inherited one.
     /// None of them is in 0..=2 unless it is already at its own place.
     pub(super) stdio: [c_int; 3],
+    /// SIGPIPE's handler for the program: SIG_DFL, or SIG_IGN when the
+    /// caller asked for an ignored SIGPIPE to be passed on.
+    pub(super) sigpipe: usize,
     /// Where the child stores the errno of the step that failed before it
     /// exits. It shares the parent's memory (CLONE_VM) and the parent
     /// thread sleeps until the child exec'd or exited (CLONE_VFORK), so
@@ -123,9 +126,10 @@ unsafe fn child_exec(a: &ChildArgs) -> i32 {
         //    table (the parent's handlers are untouched), so no handler of
         //    the parent can ever run here. Ignored signals stay ignored
         //    across exec, except SIGPIPE, which Rust programs ignore and std
-        //    resets for the child.
+        //    resets for the child: it gets the caller's choice (default
+        //    action unless `Command::sigpipe_ignored`).
         let dfl = KernelSigaction {
-            handler: SIG_DFL,
+            handler: a.sigpipe,
             flags: 0,
             restorer: 0,
             mask: 0,

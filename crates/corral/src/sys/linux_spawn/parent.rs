@@ -14,6 +14,7 @@ use linux_raw_sys::general as k;
 use rustix::process::Pid;
 
 use super::child::{child_main, ChildArgs, NO_REPORT};
+use super::raw::sigpipe_handler;
 use super::raw::{clone3_with, errno_of, set_sigmask};
 use super::stack::Stack;
 use super::{mode, Clone3Error, Mode, DEFAULT_PATH, UNSUPPORTED};
@@ -308,6 +309,7 @@ pub(crate) fn spawn(
             .as_ref()
             .map_or(std::ptr::null(), |c| c.as_ptr()),
         stdio,
+        sigpipe: sigpipe_handler(spec.sigpipe_ignored),
         err: AtomicI32::new(NO_REPORT),
     };
     let mut pidfd: c_int = -1;
@@ -492,6 +494,7 @@ mod tests {
             stdin: ChildIo::Null,
             stdout: ChildIo::Null,
             stderr: ChildIo::Null,
+            sigpipe_ignored: false,
         };
         let p = Prepared::new(&spec, Vec::new()).unwrap();
         assert_eq!(p.argv.len(), 4);

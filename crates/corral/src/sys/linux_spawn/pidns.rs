@@ -61,7 +61,7 @@ use rustix::process::Pid;
 use super::child::exec_candidates;
 use super::parent::{child_fd, Prepared};
 use super::raw::{clone3_with, errno_of, exit_now, set_sigmask, syscall4, syscall6};
-use super::raw::{KernelSigaction, SIGSET_SIZE, SIG_DFL};
+use super::raw::{sigpipe_handler, KernelSigaction, SIGSET_SIZE};
 use super::stack::Stack;
 use crate::sys::SpawnSpec;
 
@@ -158,6 +158,8 @@ struct InitArgs {
     n_candidates: usize,
     cwd: *const std::os::raw::c_char,
     stdio: [c_int; 3],
+    /// SIGPIPE's handler for the command (see `ChildArgs::sigpipe`).
+    sigpipe: usize,
     sync_r: c_int,
     ctl_r: c_int,
     status_w: c_int,
@@ -235,6 +237,7 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
             .as_ref()
             .map_or(std::ptr::null(), |c| c.as_ptr()),
         stdio,
+        sigpipe: sigpipe_handler(spec.sigpipe_ignored),
         sync_r: sync_r.as_raw_fd(),
         ctl_r: ctl_r.as_raw_fd(),
         status_w: status_w.as_raw_fd(),
@@ -837,7 +840,7 @@ unsafe fn command_exec(a: &InitArgs) -> i32 {
     // SAFETY: raw syscalls on this process's own memory, as in `init`.
     unsafe {
         let dfl = KernelSigaction {
-            handler: SIG_DFL,
+            handler: a.sigpipe,
             flags: 0,
             restorer: 0,
             mask: 0,

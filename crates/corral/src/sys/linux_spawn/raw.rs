@@ -51,6 +51,17 @@ pub(super) fn block_sigpipe() {
 
 pub(super) const SIGSET_SIZE: usize = (k::_NSIG / 8) as usize;
 pub(super) const SIG_DFL: usize = 0;
+pub(super) const SIG_IGN: usize = 1;
+
+/// The SIGPIPE handler the program starts with: ignored when asked
+/// (`Command::sigpipe_ignored`), else the default action.
+pub(super) fn sigpipe_handler(ignored: bool) -> usize {
+    if ignored {
+        SIG_IGN
+    } else {
+        SIG_DFL
+    }
+}
 
 /// The kernel's `struct sigaction` (not libc's): handler, flags, restorer,
 /// mask. The handler is kept as a plain address (SIG_DFL is 0, not a
