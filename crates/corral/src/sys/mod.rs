@@ -145,6 +145,8 @@ pub(crate) struct SpawnSpec<'a> {
     pub(crate) stdout: ChildIo,
     pub(crate) stderr: ChildIo,
     /// Start the program with SIGPIPE ignored (else: its default action).
+    /// Windows has no SIGPIPE: the field is not read there.
+    #[cfg_attr(not(unix), allow(dead_code))]
     pub(crate) sigpipe_ignored: bool,
 }
 
