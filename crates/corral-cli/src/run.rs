@@ -121,7 +121,9 @@ pub fn run(opts: RunOpts) -> i32 {
             say(format_args!("{e}"));
         }
         if opts.verbose {
-            if let Some(line) = verbose_line(report, recv, opts.wait_delay) {
+            if let Some(line) =
+                verbose_line(report, recv, opts.wait_delay, opts.effective_timeout())
+            {
                 say(format_args!("{line}"));
             }
         }
@@ -143,8 +145,14 @@ pub fn run(opts: RunOpts) -> i32 {
 }
 
 /// `-v`: one line saying what corral did and why, when it signalled the tree
-/// or the run did not end in a clean exit.
-fn verbose_line(r: &Report, received: Option<i32>, wait_delay: Duration) -> Option<String> {
+/// or the run did not end in a clean exit. A timeout names the deadline
+/// (`timeout`), and the run's length after it.
+fn verbose_line(
+    r: &Report,
+    received: Option<i32>,
+    wait_delay: Duration,
+    timeout: Option<Duration>,
+) -> Option<String> {
     let clean_exit = matches!(r.outcome, Outcome::Exited(_)) && r.cleanup_error.is_none();
     if clean_exit && r.signals_sent.is_empty() {
         return None;
@@ -156,7 +164,10 @@ fn verbose_line(r: &Report, received: Option<i32>, wait_delay: Duration) -> Opti
             "the program was killed by {s} (signal {}) after {took}, not sent by corral",
             s.as_raw()
         ),
-        Outcome::TimedOut => format!("timed out after {took}"),
+        Outcome::TimedOut => match timeout {
+            Some(t) => format!("timed out after {} (the run took {took})", fmt_ms(t)),
+            None => format!("timed out (the run took {took})"),
+        },
         Outcome::OutputHeld => format!(
             "the program exited, but a descendant held its output past the {} wait delay ({took})",
             fmt_ms(wait_delay)

@@ -24,7 +24,6 @@
 //! run's state ([`Life`]), the spawn, the step ([`Life::advance`]: observe,
 //! decide, apply), the effects, the report.
 
-use std::collections::HashSet;
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +37,7 @@ use crate::spec::{InputKind, Settings, SharedLineCallback};
 use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
 use crate::{Error, Signal};
 
+mod deaths;
 mod phase;
 mod plan;
 mod relay;
@@ -181,7 +181,9 @@ pub(crate) struct Life {
     root_exit_at: Option<Instant>,
     output_closed_at: Option<Instant>,
     signals_sent: Vec<Signal>,
-    seen_members: HashSet<u32>,
+    /// Members seen during the run, watched for how they die (the killed
+    /// count).
+    deaths: deaths::Deaths,
     cleanup_error: Option<CleanupError>,
     kept: usize,
     /// Where the run is (see [`phase`]).
@@ -372,7 +374,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         root_exit_at: None,
         output_closed_at: None,
         signals_sent: Vec::new(),
-        seen_members: HashSet::new(),
+        deaths: deaths::Deaths::default(),
         cleanup_error: None,
         kept: 0,
         phase: Phase::START,
@@ -653,7 +655,7 @@ impl Life {
             Ok(m) => {
                 let pid = self.pid;
                 let others: Vec<u32> = m.into_iter().filter(|&p| p != pid).collect();
-                self.seen_members.extend(others.iter().copied());
+                self.deaths.watch(others.iter().copied());
                 let mut all = others;
                 if self.root_status.is_none() {
                     // The root is alive (or dying) and still a member.
@@ -789,11 +791,7 @@ impl Life {
         if let Err(e) = self.tree.release(&mut self.root) {
             self.note_cleanup(CleanupError::release(e));
         }
-        let killed = if self.signals_sent.is_empty() {
-            0
-        } else {
-            self.seen_members.len()
-        };
+        let killed = self.deaths.killed(&self.signals_sent);
         let at = |i: Option<Instant>| i.map(|t| t.saturating_duration_since(self.start));
         let [out, err] = std::mem::take(&mut self.streams);
         Report {
