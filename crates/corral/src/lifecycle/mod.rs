@@ -620,6 +620,21 @@ impl Life {
         self.finish(outcome)
     }
 
+    /// A termination can end (the tree confirmed dead) before a step saw
+    /// the end of file its death caused: once every writer is gone, the
+    /// output closed now, whether or not corral read the last bytes yet
+    /// (a holder outside the tree still holds it: not closed).
+    fn note_output_closed(&mut self) {
+        let closed = self
+            .streams
+            .iter()
+            .flatten()
+            .all(|s| !s.is_open() || s.writers_gone());
+        if closed && self.output_closed_at.is_none() && self.streams.iter().any(Option::is_some) {
+            self.output_closed_at = Some(Instant::now());
+        }
+    }
+
     /// The root exited cleanly and its leftovers are kept: count them.
     fn count_kept(&mut self) {
         self.kept = match self.tree.count_kept(&mut self.root) {
@@ -759,9 +774,10 @@ impl Life {
         // cannot keep us here (bounded number of reads, then close).
         for i in 0..2 {
             self.pump_stream(i, 64);
-            if let Some(s) = self.streams[i].as_mut() {
-                s.close(self.on_line.as_ref());
-            }
+        }
+        self.note_output_closed();
+        for s in self.streams.iter_mut().flatten() {
+            s.close(self.on_line.as_ref());
         }
         let flush_until = later(
             Instant::now(),

@@ -47,6 +47,7 @@ macro_rules! tiers {
                     exit_0_grandchild_holding_stdout_is_output_held
                     exit_0_grandchild_holding_only_stderr_is_output_held
                     exit_7_grandchild_holding_stdout_is_output_held_with_root_status
+                    held_output_reports_when_the_output_closed_every_time
                     deeper_holder_behind_an_exited_intermediate_is_killed
                     timeout_kills_a_busy_tree
                     absolute_deadline_earlier_than_timeout_wins
@@ -243,7 +244,24 @@ fn held_output(m: Mechanism, script: &str, code: i32) {
     // About wait_delay after the root's exit was seen.
     let exit_at = r.timings.root_exit.expect("root exit observed");
     assert_between(r.timings.cleanup_done - exit_at, wd, wd + SLACK);
+    // The holder's death closed the output: always reported, after the
+    // wait delay and before the cleanup was done.
+    let closed = r.timings.output_closed.expect("output_closed reported");
+    assert!(
+        closed >= exit_at + wd && closed <= r.timings.cleanup_done,
+        "{:?}",
+        r.timings
+    );
     assert!(r.stdout.bytes().starts_with(b"started\n"), "{:?}", r.stdout);
+}
+
+/// The same held output, run after run: `timings.output_closed` is set in
+/// every run (it was missing when the termination was confirmed before a
+/// step saw the end of file).
+pub fn held_output_reports_when_the_output_closed_every_time(m: Mechanism) {
+    for _ in 0..12 {
+        held_output(m, r#""$H" gc 2>/dev/null & echo started; exit 0"#, 0);
+    }
 }
 
 pub fn exit_0_grandchild_holding_stdout_is_output_held(m: Mechanism) {
