@@ -7,6 +7,7 @@ mod batch;
 mod exit;
 mod generate;
 mod json;
+mod reference;
 mod run;
 mod tty;
 
