@@ -182,3 +182,34 @@ fn the_blocks_not_run_are_still_in_the_readme() {
         );
     }
 }
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() && p.file_name().is_some_and(|n| n != "target") {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The README says an ignored test always says why: no bare `#[ignore]`
+/// in the workspace's tests (`#[needs(...)]` gives its own reason).
+#[test]
+fn every_ignored_test_says_why() {
+    let mut files = Vec::new();
+    rust_files(&root().join("crates"), &mut files);
+    assert!(files.len() > 20, "the sources were not found");
+    let mut bare = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim() == "#[ignore]" {
+                bare.push(format!("{}:{}", f.display(), i + 1));
+            }
+        }
+    }
+    assert!(bare.is_empty(), "#[ignore] without a reason: {bare:?}");
+}
