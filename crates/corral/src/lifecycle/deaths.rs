@@ -14,6 +14,9 @@
 //!   zombie the status is its `/proc/PID/stat` field 52 (the pidfd holds
 //!   the pid, so the file is that member's). This serves every tier: the
 //!   cgroup, PID-namespace, subreaper and process-group trees alike.
+//! * Windows: a process handle is opened for it; its exit code tells
+//!   corral's job kill (`JOB_KILL_EXIT_CODE`) and a console interrupt
+//!   (`STATUS_CONTROL_C_EXIT`, how CTRL_BREAK ends a process) from an exit.
 //! * Where no status can be read (another platform, a kernel before 6.15
 //!   for a member already reaped, more members than [`MAX_WATCHED`], or no
 //!   descriptor left), a member is counted killed when it is gone and
@@ -38,6 +41,10 @@ pub(super) enum Fate {
     Signaled(i32),
     /// Exited by itself.
     Exited,
+    /// Ended by a console interrupt (Windows: corral's graceful signals
+    /// are all delivered as CTRL_BREAK).
+    #[cfg_attr(not(windows), allow(dead_code))]
+    Interrupted,
     /// Gone, and how is not known.
     Unknown,
 }
@@ -79,9 +86,11 @@ impl Deaths {
 /// The counting rule, apart from how fates are read.
 pub(super) fn count(fates: impl Iterator<Item = Fate>, sent: &[Signal]) -> usize {
     let kill_sent = sent.contains(&Signal::KILL);
+    let graceful_sent = sent.iter().any(|s| *s != Signal::KILL);
     fates
         .filter(|f| match *f {
             Fate::Signaled(sig) => sent.iter().any(|s| s.as_raw() == sig),
+            Fate::Interrupted => graceful_sent,
             Fate::Unknown => kill_sent,
             Fate::Alive | Fate::Exited => false,
         })
@@ -93,9 +102,65 @@ fn open(pid: u32) -> Option<Box<dyn Watch>> {
     linux::PidfdWatch::open(pid).map(|w| Box::new(w) as Box<dyn Watch>)
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(windows)]
+fn open(pid: u32) -> Option<Box<dyn Watch>> {
+    windows::HandleWatch::open(pid).map(|w| Box::new(w) as Box<dyn Watch>)
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
 fn open(_pid: u32) -> Option<Box<dyn Watch>> {
     None
+}
+
+#[cfg(windows)]
+mod windows {
+    use windows_sys::Win32::Foundation::{
+        CloseHandle, HANDLE, STATUS_CONTROL_C_EXIT, STILL_ACTIVE,
+    };
+    use windows_sys::Win32::System::Threading::{
+        GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+    };
+
+    use super::{Fate, Watch};
+    use crate::sys::JOB_KILL_EXIT_CODE;
+
+    /// A member held by a process handle opened while it was listed (the
+    /// handle keeps its exit code readable after it ends).
+    pub(super) struct HandleWatch(HANDLE);
+
+    // SAFETY: a process handle may be used and closed from any thread.
+    unsafe impl Send for HandleWatch {}
+
+    impl HandleWatch {
+        pub(super) fn open(pid: u32) -> Option<HandleWatch> {
+            // SAFETY: plain call; a null result is checked.
+            let h = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+            (!h.is_null()).then_some(HandleWatch(h))
+        }
+    }
+
+    impl Watch for HandleWatch {
+        fn fate(&self) -> Fate {
+            let mut code = 0u32;
+            // SAFETY: the handle is open (owned by self); `code` outlives the call.
+            if unsafe { GetExitCodeProcess(self.0, &mut code) } == 0 {
+                return Fate::Unknown;
+            }
+            match code {
+                c if c == STILL_ACTIVE as u32 => Fate::Alive,
+                JOB_KILL_EXIT_CODE => Fate::Signaled(crate::Signal::KILL.as_raw()),
+                c if c == STATUS_CONTROL_C_EXIT as u32 => Fate::Interrupted,
+                _ => Fate::Exited,
+            }
+        }
+    }
+
+    impl Drop for HandleWatch {
+        fn drop(&mut self) {
+            // SAFETY: the handle is owned by self and closed once.
+            unsafe { CloseHandle(self.0) };
+        }
+    }
 }
 
 #[cfg(target_os = "linux")]
