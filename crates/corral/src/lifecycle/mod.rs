@@ -51,6 +51,10 @@ use stdio::{watched_outputs, StdinFeed, StreamIo, StreamSettings, Wired};
 const READS_PER_WAKE: usize = 16;
 /// When the root's exit does not wake the poller (no pidfd), poll this often.
 const EXIT_POLL: Duration = Duration::from_millis(5);
+/// After a termination, how long the output's last writers (members killed
+/// a moment ago, still closing their descriptors) may take to go before the
+/// report says the output never closed.
+const CLOSE_AFTER_KILL: Duration = Duration::from_millis(100);
 /// A running command. Supervision happens in [`Running::wait`]; dropping the
 /// handle without waiting cancels the run and cleans up (bounded by the
 /// grace and the confirm window).
@@ -622,16 +626,32 @@ impl Life {
 
     /// A termination can end (the tree confirmed dead) before a step saw
     /// the end of file its death caused: once every writer is gone, the
-    /// output closed now, whether or not corral read the last bytes yet
-    /// (a holder outside the tree still holds it: not closed).
+    /// output closed now, whether or not corral read the last bytes yet.
+    /// A member killed a moment ago may still be closing its descriptors
+    /// (the tiers that list members through `/proc` no longer count one
+    /// that is exiting): after a termination, its writers get
+    /// [`CLOSE_AFTER_KILL`] to go. A holder outside the tree that stays
+    /// (a setsid escaper of a process group) leaves it `None`.
     fn note_output_closed(&mut self) {
-        let closed = self
-            .streams
-            .iter()
-            .flatten()
-            .all(|s| !s.is_open() || s.writers_gone());
-        if closed && self.output_closed_at.is_none() && self.streams.iter().any(Option::is_some) {
-            self.output_closed_at = Some(Instant::now());
+        if self.output_closed_at.is_some() || self.streams.iter().all(Option::is_none) {
+            return;
+        }
+        let closed = |streams: &[Option<StreamIo>; 2]| {
+            streams
+                .iter()
+                .flatten()
+                .all(|s| !s.is_open() || s.writers_gone())
+        };
+        let until = later(Instant::now(), CLOSE_AFTER_KILL);
+        loop {
+            if closed(&self.streams) {
+                self.output_closed_at = Some(Instant::now());
+                return;
+            }
+            if self.signals_sent.is_empty() || Instant::now() >= until {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 
