@@ -10,12 +10,26 @@ corral=target/release/corral # `cargo install --path crates/corral-cli --locked`
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-field() { sed -n "s/.*\"$1\":\\(\"[^\"]*\"\\|[^,}]*\\).*/\\1/p" "$2" | tr -d '"'; }
+# A top-level field of a one-line JSON report: a string, an array (all of
+# it: "signals_sent":[15,9]) or a number/null.
+field() { sed -n "s/.*\"$1\":\\(\"[^\"]*\"\\|\\[[^]]*\\]\\|[^,}]*\\).*/\\1/p" "$2" | tr -d '"'; }
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 
-# corral ARGS... : runs corral with a report, prints one line.
+# The arguments as a reader would type them: one with a space or a quote in
+# single quotes (none of the demo's contains a single quote).
+shown() {
+  local a out=()
+  for a in "$@"; do
+    if [[ $a =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then out+=("$a"); else out+=("'$a'"); fi
+  done
+  echo "${out[*]}"
+}
+
+# corral ARGS... : shows the command (exactly what runs), runs corral with a
+# report, prints one line.
 run_corral() {
   local t0 rc
+  printf '  $ corral run %s\n' "$(shown "$@")"
   t0=$(date +%s%N)
   # stdout a pipe, as in a CI log: corral relays it.
   "$corral" run --report "$tmp/r.json" "$@" 2>/dev/null </dev/null | cat >/dev/null
@@ -23,7 +37,7 @@ run_corral() {
   local took; took=$(ms_since "$t0")
   local r=$tmp/r.json
   printf '  corral : exit %-3s after %5s ms  %-12s signals sent [%s]  killed %s, kept %s  (%s)\n' \
-    "$rc" "$took" "$(field outcome "$r")" "$(field signals_sent "$r" | tr -d '[]')" \
+    "$rc" "$took" "$(field outcome "$r")" "$(field signals_sent "$r" | tr -d '[]' | sed 's/,/ then /g')" \
     "$(field killed "$r")" "$(field kept "$r")" "$(field containment "$r")"
 }
 
@@ -54,32 +68,27 @@ run_timeout() {
   printf '  timeout: %s\n' "$line"
 }
 
-case_() { printf '\n## %s\n  $ %s\n' "$1" "$2"; }
+case_() { printf '\n## %s\n' "$1"; }
 
-case_ "A grandchild keeps stdout open after the command exits 0" \
-  "sh -c 'echo build ok; sleep 600 & exit 0'"
-run_corral --wait-delay 500ms -- sh -c 'echo "build ok"; sleep 600 & echo $! >>"${PIDS:-/dev/null}"; exit 0'
+case_ "A grandchild keeps stdout open after the command exits 0"
+run_corral --wait-delay 500ms -- sh -c 'echo "build ok"; sleep 600 & exit 0'
 run_timeout 10 sh -c 'echo "build ok"; sleep 600 & echo $! >>"$PIDS"; exit 0'
 
-case_ "The deadline passes; a child escaped with setsid and ignores TERM" \
-  "-t 1s -k 300ms: sh -c 'setsid sh -c \"trap \\\"\\\" TERM; sleep 600\" & sleep 600'"
+case_ "The deadline passes; a child escaped with setsid and ignores TERM"
 run_corral -t 1s -k 300ms -- sh -c 'setsid sh -c "trap \"\" TERM; exec sleep 600" >/dev/null 2>&1 & sleep 600'
 run_timeout -k 0.3 1 sh -c 'setsid sh -c "trap \"\" TERM; exec sleep 600" >/dev/null 2>&1 & echo $! >>"$PIDS"; sleep 600'
 
-case_ "Nonzero exit: a backgrounded helper (output redirected) is still running" \
-  "sh -c 'sleep 600 >/dev/null 2>&1 & exit 7'"
+case_ "Nonzero exit: a backgrounded helper (output redirected) is still running"
 run_corral -- sh -c 'sleep 600 >/dev/null 2>&1 & exit 7'
 run_timeout 10 sh -c 'sleep 600 >/dev/null 2>&1 & echo $! >>"$PIDS"; exit 7'
 
-case_ "Clean exit 0: a detached child that closed its output keeps running (policy keep-on-success)" \
-  "sh -c 'sleep 1 >/dev/null 2>&1 & echo done'"
+case_ "Clean exit 0: a detached child that closed its output keeps running (policy keep-on-success)"
 run_corral -- sh -c 'sleep 1 >/dev/null 2>&1 & echo done'
 
-case_ "Killed by a signal corral's old table did not know (SIGSYS): the number is kept" \
-  "sh -c 'kill -SYS \$\$'"
+case_ "Killed by a signal corral's old table did not know (SIGSYS): the number is kept"
 run_corral -- sh -c 'kill -SYS $$'
 
-case_ "Not found" "no-such-program-here"
+case_ "Not found"
 run_corral -- no-such-program-here
 
 printf '\n## The full report of the first case\n'

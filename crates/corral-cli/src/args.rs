@@ -10,6 +10,7 @@ use corral::{LeftoverPolicy, Signal};
 /// Run commands with a deadline; contain and kill their whole process tree.
 #[derive(Parser, Debug)]
 #[command(name = "corral", version, about, long_about = None)]
+#[command(after_long_help = crate::reference::MAIN_AFTER_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Cmd,
@@ -68,8 +69,8 @@ pub enum Cmd {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff) to stdout (for example `corral man >
-    /// corral.1; man ./corral.1`).
+    /// Print the manual page (roff) to stdout: every command, option and
+    /// reference section of `--help` on one page (`corral man | man -l -`).
     #[command(hide = true)]
     Man,
 }
@@ -225,9 +226,12 @@ Task keys:
                 true: a run that would outlive corral's own death (the
                 keeper could not be started) is an error and does not run
                 [false; --require-crash-safety sets it for every task]
-Each run gets CORRAL_TASK and CORRAL_RUN in its environment.
 
-Each run ends as passed, failed (clean lifecycle, wrong exit code or a
+Environment: each run gets CORRAL_TASK (the task's name), CORRAL_RUN
+(0, 1, 2, ...; warmups numbered apart, from 0), CORRAL_ATTEMPT (0, then 1,
+2, ... for retries) and CORRAL_WARMUP (1 in a warmup run, else 0).
+
+Results: each run ends as passed, failed (clean lifecycle, wrong exit code or a
 nonzero result event) or error (timed out, cancelled, output held, killed by
 a signal corral did not send, spawn/containment/cleanup failure, result
 event missing or malformed). Each run's report says crash_safe: whether its

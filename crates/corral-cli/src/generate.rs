@@ -7,6 +7,7 @@ use clap::CommandFactory;
 
 use crate::args::Cli;
 use crate::exit;
+use crate::reference;
 
 /// Writes to stdout; a reader that went away (EPIPE) is not a failure,
 /// anything else is corral's own (125).
@@ -68,9 +69,21 @@ fn render_man() -> std::io::Result<String> {
         page.push_str(line);
         page.push('\n');
     }
+    // clap's list of subcommands names pages of their own (corral-run(1)),
+    // which do not exist: the subcommands are sections of this page, and
+    // the long help (rendered below, laid out as in --help) is not filled.
+    let mut skipping = false;
     for line in rest {
-        page.push_str(line);
-        page.push('\n');
+        if let Some(heading) = line.strip_prefix(".SH ") {
+            skipping = matches!(heading, "SUBCOMMANDS" | "EXTRA");
+        }
+        if !skipping {
+            page.push_str(line);
+            page.push('\n');
+        }
+    }
+    if let Some(text) = cmd.get_after_long_help() {
+        page.push_str(&reference::help_to_roff(&text.to_string(), ".SH"));
     }
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let title = format!("corral {}", sub.get_name());
@@ -91,6 +104,11 @@ fn render_man() -> std::io::Result<String> {
                     page.push('\n');
                 }
             }
+        }
+        // Exit status, signals, output, terminal, report, manifest keys,
+        // environment: the same text as `corral SUB --help` ends with.
+        if let Some(text) = sub.get_after_long_help() {
+            page.push_str(&reference::help_to_roff(&text.to_string(), ".SS"));
         }
     }
     Ok(page)

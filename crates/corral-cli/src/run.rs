@@ -173,7 +173,9 @@ pub fn run(opts: RunOpts) -> i32 {
                     }
                 }
                 None => {
-                    if let Some(line) = verbose_line(report, recv, opts.wait_delay) {
+                    if let Some(line) =
+                        verbose_line(report, recv, opts.wait_delay, opts.effective_timeout())
+                    {
                         say(format_args!("{line}"));
                     }
                 }
@@ -242,8 +244,14 @@ fn gnu_verbose_lines(r: &Report, zero: bool, command: &str) -> Vec<String> {
 }
 
 /// `-v`: one line saying what corral did and why, when it signalled the tree
-/// or the run did not end in a clean exit.
-fn verbose_line(r: &Report, received: Option<i32>, wait_delay: Duration) -> Option<String> {
+/// or the run did not end in a clean exit. A timeout names the deadline
+/// (`timeout`), and the run's length after it.
+fn verbose_line(
+    r: &Report,
+    received: Option<i32>,
+    wait_delay: Duration,
+    timeout: Option<Duration>,
+) -> Option<String> {
     let clean_exit = matches!(r.outcome, Outcome::Exited(_)) && r.cleanup_error.is_none();
     if clean_exit && r.signals_sent.is_empty() {
         return None;
@@ -255,7 +263,10 @@ fn verbose_line(r: &Report, received: Option<i32>, wait_delay: Duration) -> Opti
             "the program was killed by {s} (signal {}) after {took}, not sent by corral",
             s.as_raw()
         ),
-        Outcome::TimedOut => format!("timed out after {took}"),
+        Outcome::TimedOut => match timeout {
+            Some(t) => format!("timed out after {} (the run took {took})", fmt_ms(t)),
+            None => format!("timed out (the run took {took})"),
+        },
         Outcome::OutputHeld => format!(
             "the program exited, but a descendant held its output past the {} wait delay ({took})",
             fmt_ms(wait_delay)

@@ -86,3 +86,97 @@ fn man_page_is_roff_with_every_subcommand() {
     // Hidden from the main help, as generators for packagers.
     assert!(!output(&["--help"]).contains("completions"));
 }
+
+/// A man page line as text: roff escapes undone, requests dropped.
+fn man_text(page: &str) -> Vec<String> {
+    page.lines()
+        .filter(|l| !l.starts_with('.') || l.starts_with("\\&"))
+        .map(|l| {
+            l.trim_start_matches("\\&")
+                .replace("\\-", "-")
+                .replace("\\e", "\\")
+                .trim()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The page is the whole reference: every line of each subcommand's long
+/// help (exit status, signals, output, terminal, report, manifest keys,
+/// environment) is on it, from the same text, and it names no manual page
+/// that does not exist (clap's `corral-run(1)` and the like).
+#[test]
+fn man_page_carries_every_line_of_the_long_help() {
+    let page = output(&["man"]);
+    let text = man_text(&page);
+    for (sub, first, sections) in [
+        (
+            "run",
+            "Exit status:",
+            &[
+                "EXIT STATUS",
+                "SIGNALS",
+                "OUTPUT",
+                "TERMINAL",
+                "REPORT (\\-\\-REPORT)",
+            ][..],
+        ),
+        (
+            "batch",
+            "Manifest (TOML):",
+            &["MANIFEST (TOML)", "TASK KEYS", "ENVIRONMENT", "EXIT STATUS"][..],
+        ),
+    ] {
+        for s in sections {
+            assert!(page.contains(&format!(".SS \"{s}\"")), "no section {s}");
+        }
+        let help = output(&[sub, "--help"]);
+        let long = &help[help.find(first).expect("long help")..];
+        for line in long.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            // A heading's text is on the page under its heading, with a
+            // capital letter.
+            let line = match line.split_once(": ") {
+                Some((title, rest)) if page.contains(&heading(title)) => capital(rest),
+                _ => match line.strip_suffix(':') {
+                    Some(title) if page.contains(&heading(title)) => continue,
+                    _ => line.to_owned(),
+                },
+            };
+            assert!(
+                text.contains(&line),
+                "corral {sub} --help line not in the man page: {line:?}"
+            );
+        }
+    }
+    for var in [
+        "CORRAL_TASK",
+        "CORRAL_RUN",
+        "CORRAL_ATTEMPT",
+        "CORRAL_WARMUP",
+    ] {
+        assert!(page.contains(var), "no {var}");
+        assert!(
+            output(&["batch", "--help"]).contains(var),
+            "batch --help: no {var}"
+        );
+    }
+    for line in page.lines() {
+        assert!(
+            !line.contains("corral\\-"),
+            "names a page that does not exist: {line:?}"
+        );
+    }
+}
+
+fn heading(title: &str) -> String {
+    format!(".SS \"{}\"", title.to_uppercase().replace('-', "\\-"))
+}
+
+fn capital(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_ascii_uppercase())
+        .into_iter()
+        .chain(c)
+        .collect()
+}

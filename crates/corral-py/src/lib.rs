@@ -582,10 +582,16 @@ fn spawn_error(e: Error) -> PyErr {
                 None => PyOSError::new_err(format!("cannot run {program:?}: {text}")),
             }
         }
-        Error::Containment { .. } => ContainmentUnavailable::new_err(e.to_string()),
+        Error::Containment { .. } => ContainmentUnavailable::new_err(python_names(&e.to_string())),
         Error::InvalidInput(m) => PyValueError::new_err(m),
         other => PyRuntimeError::new_err(other.to_string()),
     }
+}
+
+/// The library's messages name its Rust API where a step is missing; a
+/// Python caller is told the Python name of the same step.
+fn python_names(text: &str) -> String {
+    text.replace("corral::enable_subreaper", "corral.enable_subreaper()")
 }
 
 /// The OS's text for an error, without Rust's " (os error N)" suffix.
@@ -863,5 +869,8 @@ fn _corral(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.py().get_type::<ContainmentUnavailable>(),
     )?;
     m.add("MULTI_THREADED_DRIVER", cfg!(not(unix)))?;
+    // The package's version is the crate's (maturin builds the wheel's
+    // metadata from the same Cargo version): one source.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -72,6 +72,30 @@ def test_setsid_escaper_killed_in_subreaper_tier(tree):
     assert tree.wait_dead("escaper"), "the setsid escaper survived a nonzero exit"
 
 
+def test_subreaper_tier_without_enable_names_the_python_call(tree):
+    # In a child interpreter: enable_subreaper is process-wide and permanent.
+    r = _child(
+        """
+        import corral
+        try:
+            corral.run(["true"], containment="subreaper")
+        except corral.ContainmentError as e:
+            print(e)
+        """,
+        tree,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "corral.enable_subreaper()" in r.stdout, r.stdout
+    assert "::" not in r.stdout, r.stdout
+
+
+def test_version_is_the_package_metadata():
+    from importlib.metadata import version
+
+    assert corral.__version__ == version("corral")
+    assert corral.__version__ and corral.__version__[0].isdigit()
+
+
 def test_timeout_with_term_ignoring_grandchild(tree):
     script = """trap '' TERM; "$H" stubborn sh -c 'trap "" TERM; while :; do sleep 0.05; done' & "$H" waiter"""
     t0 = time.monotonic()

@@ -45,6 +45,8 @@
 //! (`contain`), and a thin platform layer (`sys`).
 
 #![warn(missing_docs)]
+// Examples (here and in the README) compile without a warning.
+#![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(all(feature = "tokio", unix))]
@@ -78,3 +80,9 @@ pub use report::{
 };
 pub use signal::{Signal, UnknownSignal};
 pub use spec::{Input, LeftoverPolicy, LineCallback, Output, Stream};
+
+/// The README's Rust examples, compiled with the doctests (and denied
+/// warnings) so that they cannot drift from the library.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeExamples;

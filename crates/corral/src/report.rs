@@ -207,11 +207,18 @@ pub struct Timings {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Leftovers {
-    /// Processes other than the root that were killed by corral. In the
-    /// process-group tier without a grace (SIGKILL first, counted after, so
-    /// that the kill is not delayed by a scan) this is *at least* the
-    /// number killed: a member that died and was reaped before the count
-    /// is not in it. Survivors are always confirmed.
+    /// Processes other than the root that died of a signal corral sent
+    /// them (`signals_sent`): a member that was signalled and survived it
+    /// (ignored it, then exited by itself) or died of something else is
+    /// not counted. Each member is watched from the moment it is first
+    /// listed (Linux: a pidfd, whose exit status the kernel keeps once the
+    /// member is reaped, Linux 6.15; the zombie's `/proc/PID/stat` before
+    /// that); where no status can be read, a member that is gone counts
+    /// as killed only when corral sent SIGKILL. A member that appeared
+    /// after the last listing is not in it, so in the process-group tier
+    /// without a grace (SIGKILL first, counted after, so that the kill is
+    /// not delayed by a scan) this is *at least* the number killed.
+    /// Survivors are always confirmed.
     pub killed: usize,
     /// Processes other than the root left running by the leftovers policy.
     pub kept: usize,

@@ -292,7 +292,7 @@ fn a_fork_survives_its_parents_death_pid_namespace() {
 
 /// The host of `fork_survives_its_parents_death` (run only in that child).
 #[test]
-#[ignore]
+#[ignore = "helper: the host process of fork_survives_its_parents_death (run only in that child)"]
 fn fork_host() {
     let Ok(tier) = std::env::var("CORRAL_FORK_TIER") else {
         return;
@@ -390,7 +390,7 @@ fn ms(n: u64) -> Duration {
 /// The host of `host_death_with_runs_in_three_tiers_...` (only in that
 /// child).
 #[test]
-#[ignore]
+#[ignore = "helper: the host process of host_death_with_runs_in_three_tiers_kills_the_live_and_keeps_the_kept"]
 fn three_tier_host() {
     if std::env::var_os("CORRAL_THREE_TIER_HOST").is_none() {
         return;
@@ -464,7 +464,7 @@ fn a_fork_taken_while_other_threads_run_commands_can_run_its_own_subreaper() {
 }
 
 #[test]
-#[ignore]
+#[ignore = "helper: the host process of a_fork_taken_while_other_threads_run_commands_can_run_its_own_subreaper"]
 fn subreaper_fork_host() {
     if std::env::var_os("CORRAL_SUBREAPER_FORK_HOST").is_none() {
         return;

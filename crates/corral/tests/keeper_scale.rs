@@ -276,7 +276,7 @@ fn registrations_queued_when_the_host_dies_are_honoured() {
 /// With a count set, it first starts its keeper, says so (`keeper-up`) and
 /// waits for the file `go`.
 #[test]
-#[ignore]
+#[ignore = "helper: the host process of the keeper_scale host-death tests"]
 fn many_runs_host() {
     let _ = corral::raise_nofile_limit();
     let dir = std::env::var_os("CORRAL_TEST_DIR").expect("run by the test only");

@@ -331,7 +331,7 @@ fn library_host_killed_takes_the_tree_along_cgroup_async() {
 /// The host for `library_host_killed_takes_the_tree_along` (run only in
 /// that child).
 #[test]
-#[ignore]
+#[ignore = "helper: the host process of library_host_killed_takes_the_tree_along"]
 fn crash_host() {
     let tier = std::env::var("CORRAL_CRASH_TIER").unwrap_or_default();
     let mechanism: Mechanism = tier.parse().unwrap();

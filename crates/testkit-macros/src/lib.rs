@@ -85,19 +85,33 @@ pub fn needs(attr: TokenStream, item: TokenStream) -> TokenStream {
     item
 }
 
-/// `item` without an `#[ignore = ...]` put there by an earlier (inner)
-/// requirement: the outermost missing one gives the reason.
+/// `item` without the `#[ignore]` / `#[ignore = ...]` attributes among its
+/// outer attributes (wherever they stand: beside `#[test]`, a doc comment,
+/// or put there by an inner requirement): the missing requirement gives
+/// the one reason, and a second `#[ignore]` would be an unused attribute.
 fn strip_ignore(item: TokenStream) -> TokenStream {
     let tokens: Vec<TokenTree> = item.into_iter().collect();
-    if let [TokenTree::Punct(p), TokenTree::Group(g), ..] = tokens.as_slice() {
-        if p.as_char() == '#'
-            && g.delimiter() == Delimiter::Bracket
-            && g.stream().to_string().starts_with("ignore")
-        {
-            return tokens.into_iter().skip(2).collect();
+    let mut out: Vec<TokenTree> = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i + 1 < tokens.len() {
+        let (TokenTree::Punct(p), TokenTree::Group(g)) = (&tokens[i], &tokens[i + 1]) else {
+            break;
+        };
+        if p.as_char() != '#' || g.delimiter() != Delimiter::Bracket {
+            break;
         }
+        let is_ignore = matches!(
+            g.stream().into_iter().next(),
+            Some(TokenTree::Ident(id)) if id.to_string() == "ignore"
+        );
+        if !is_ignore {
+            out.push(tokens[i].clone());
+            out.push(tokens[i + 1].clone());
+        }
+        i += 2;
     }
-    tokens.into_iter().collect()
+    out.extend(tokens.into_iter().skip(i));
+    out.into_iter().collect()
 }
 
 /// Puts `::corral_testkit::require("what");` first in the function body

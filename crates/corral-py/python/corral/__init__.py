@@ -36,6 +36,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Uni
 from . import _corral
 
 __all__ = [
+    "__version__",
     "run",
     "run_async",
     "spawn",
@@ -68,6 +69,9 @@ DEVNULL = subprocess.DEVNULL
 _CLEANUP_SLACK = 30.0
 
 enable_subreaper = _corral.enable_subreaper
+#: The package's version: the Rust crate's (Cargo.toml), which maturin also
+#: writes into the wheel's metadata.
+__version__: str = _corral.__version__
 raise_nofile_limit = _corral.raise_nofile_limit
 
 

@@ -4,6 +4,8 @@ import os
 import subprocess
 from typing import IO, Any, Dict, List, Literal, Mapping, NamedTuple, Optional, Sequence, Union, overload
 
+__version__: str
+
 _Args = Union[str, bytes, os.PathLike, Sequence[Union[str, bytes, os.PathLike]]]
 _Stream = Union[None, int, IO[Any]]
 _Env = Mapping[Union[str, bytes], Union[str, bytes]]

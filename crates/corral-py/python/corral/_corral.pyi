@@ -5,6 +5,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 class ContainmentUnavailable(Exception): ...
 
 MULTI_THREADED_DRIVER: bool
+__version__: str
 
 class Job:
     @property

@@ -24,7 +24,6 @@
 //! run's state ([`Life`]), the spawn, the step ([`Life::advance`]: observe,
 //! decide, apply), the effects, the report.
 
-use std::collections::HashSet;
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +37,7 @@ use crate::spec::{InputKind, Settings, SharedLineCallback};
 use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
 use crate::{Error, Signal};
 
+mod deaths;
 mod phase;
 mod plan;
 mod relay;
@@ -51,6 +51,10 @@ use stdio::{watched_outputs, StdinFeed, StreamIo, StreamSettings, Wired};
 const READS_PER_WAKE: usize = 16;
 /// When the root's exit does not wake the poller (no pidfd), poll this often.
 const EXIT_POLL: Duration = Duration::from_millis(5);
+/// After a termination, how long the output's last writers (members killed
+/// a moment ago, still closing their descriptors) may take to go before the
+/// report says the output never closed.
+const CLOSE_AFTER_KILL: Duration = Duration::from_millis(100);
 /// A running command. Supervision happens in [`Running::wait`]; dropping the
 /// handle without waiting cancels the run and cleans up (bounded by the
 /// grace and the confirm window).
@@ -181,7 +185,9 @@ pub(crate) struct Life {
     root_exit_at: Option<Instant>,
     output_closed_at: Option<Instant>,
     signals_sent: Vec<Signal>,
-    seen_members: HashSet<u32>,
+    /// Members seen during the run, watched for how they die (the killed
+    /// count).
+    deaths: deaths::Deaths,
     cleanup_error: Option<CleanupError>,
     kept: usize,
     /// Where the run is (see [`phase`]).
@@ -373,7 +379,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         root_exit_at: None,
         output_closed_at: None,
         signals_sent: Vec::new(),
-        seen_members: HashSet::new(),
+        deaths: deaths::Deaths::default(),
         cleanup_error: None,
         kept: 0,
         phase: Phase::START,
@@ -619,6 +625,37 @@ impl Life {
         self.finish(outcome)
     }
 
+    /// A termination can end (the tree confirmed dead) before a step saw
+    /// the end of file its death caused: once every writer is gone, the
+    /// output closed now, whether or not corral read the last bytes yet.
+    /// A member killed a moment ago may still be closing its descriptors
+    /// (the tiers that list members through `/proc` no longer count one
+    /// that is exiting): after a termination, its writers get
+    /// [`CLOSE_AFTER_KILL`] to go. A holder outside the tree that stays
+    /// (a setsid escaper of a process group) leaves it `None`.
+    fn note_output_closed(&mut self) {
+        if self.output_closed_at.is_some() || self.streams.iter().all(Option::is_none) {
+            return;
+        }
+        let closed = |streams: &[Option<StreamIo>; 2]| {
+            streams
+                .iter()
+                .flatten()
+                .all(|s| !s.is_open() || s.writers_gone())
+        };
+        let until = later(Instant::now(), CLOSE_AFTER_KILL);
+        loop {
+            if closed(&self.streams) {
+                self.output_closed_at = Some(Instant::now());
+                return;
+            }
+            if self.signals_sent.is_empty() || Instant::now() >= until {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     /// The root exited cleanly and its leftovers are kept: count them.
     fn count_kept(&mut self) {
         self.kept = match self.tree.count_kept(&mut self.root) {
@@ -654,7 +691,7 @@ impl Life {
             Ok(m) => {
                 let pid = self.pid;
                 let others: Vec<u32> = m.into_iter().filter(|&p| p != pid).collect();
-                self.seen_members.extend(others.iter().copied());
+                self.deaths.watch(others.iter().copied());
                 let mut all = others;
                 if self.root_status.is_none() {
                     // The root is alive (or dying) and still a member.
@@ -758,9 +795,10 @@ impl Life {
         // cannot keep us here (bounded number of reads, then close).
         for i in 0..2 {
             self.pump_stream(i, 64);
-            if let Some(s) = self.streams[i].as_mut() {
-                s.close(self.on_line.as_ref());
-            }
+        }
+        self.note_output_closed();
+        for s in self.streams.iter_mut().flatten() {
+            s.close(self.on_line.as_ref());
         }
         let flush_until = later(
             Instant::now(),
@@ -790,11 +828,7 @@ impl Life {
         if let Err(e) = self.tree.release(&mut self.root) {
             self.note_cleanup(CleanupError::release(e));
         }
-        let killed = if self.signals_sent.is_empty() {
-            0
-        } else {
-            self.seen_members.len()
-        };
+        let killed = self.deaths.killed(&self.signals_sent);
         let at = |i: Option<Instant>| i.map(|t| t.saturating_duration_since(self.start));
         let [out, err] = std::mem::take(&mut self.streams);
         Report {

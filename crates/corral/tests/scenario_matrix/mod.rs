@@ -47,10 +47,13 @@ macro_rules! tiers {
                     exit_0_grandchild_holding_stdout_is_output_held
                     exit_0_grandchild_holding_only_stderr_is_output_held
                     exit_7_grandchild_holding_stdout_is_output_held_with_root_status
+                    held_output_reports_when_the_output_closed_every_time
                     deeper_holder_behind_an_exited_intermediate_is_killed
                     timeout_kills_a_busy_tree
                     absolute_deadline_earlier_than_timeout_wins
                     term_ignoring_tree_gets_term_then_kill_after_grace
+                    signalled_member_that_survives_is_not_counted_killed
+                    killed_counts_only_members_that_died_of_corrals_signals
                     tree_dying_on_term_returns_before_grace_ends_without_kill
                     escalation_is_decided_by_the_group_not_the_root
                     stopped_member_killed_on_timeout_without_grace
@@ -241,7 +244,24 @@ fn held_output(m: Mechanism, script: &str, code: i32) {
     // About wait_delay after the root's exit was seen.
     let exit_at = r.timings.root_exit.expect("root exit observed");
     assert_between(r.timings.cleanup_done - exit_at, wd, wd + SLACK);
+    // The holder's death closed the output: always reported, after the
+    // wait delay and before the cleanup was done.
+    let closed = r.timings.output_closed.expect("output_closed reported");
+    assert!(
+        closed >= exit_at + wd && closed <= r.timings.cleanup_done,
+        "{:?}",
+        r.timings
+    );
     assert!(r.stdout.bytes().starts_with(b"started\n"), "{:?}", r.stdout);
+}
+
+/// The same held output, run after run: `timings.output_closed` is set in
+/// every run (it was missing when the termination was confirmed before a
+/// step saw the end of file).
+pub fn held_output_reports_when_the_output_closed_every_time(m: Mechanism) {
+    for _ in 0..12 {
+        held_output(m, r#""$H" gc 2>/dev/null & echo started; exit 0"#, 0);
+    }
 }
 
 pub fn exit_0_grandchild_holding_stdout_is_output_held(m: Mechanism) {
@@ -335,7 +355,48 @@ pub fn term_ignoring_tree_gets_term_then_kill_after_grace(m: Mechanism) {
         outcome: Some(Outcome::TimedOut),
         signals: Some(TERM_KILL.into()),
         root: Some(RootStatus::Signaled(Signal::KILL)),
+        // r2 died of SIGTERM, ign of SIGKILL (the root is not counted).
+        killed: Some(Exactly(2).into()),
         fates: &[("ign", Dead), ("r2", Dead)],
+        ..Row::default()
+    });
+}
+
+/// A member signalled by corral that ignores the signal and then ends by
+/// itself (SIGTERM is ignored from the root down, and the grace is longer
+/// than the member's life) was not killed: the count is 0, although corral
+/// signalled a tree that had a member.
+pub fn signalled_member_that_survives_is_not_counted_killed(m: Mechanism) {
+    let (timeout, grace, life) = (ms(300), secs(10), ms(1500));
+    Tier::new(m).run(&Row {
+        tree: tree(r#"trap "" TERM; "$H" ign sleep 1.5 & wait"#),
+        timeout: Some(timeout),
+        grace: Some(grace),
+        bound: Some((life, life + SLACK)),
+        outcome: Some(Outcome::TimedOut),
+        signals: Some(TERM.into()),
+        root: Some(RootStatus::Exited(0)),
+        killed: Some(Exactly(0).into()),
+        fates: &[("ign", Dead)],
+        ..Row::default()
+    });
+}
+
+/// Of two members signalled with SIGTERM, the one that dies of it is
+/// killed; the one that ignores it and exits by itself before the grace
+/// ends is not. No SIGKILL follows.
+pub fn killed_counts_only_members_that_died_of_corrals_signals(m: Mechanism) {
+    let (timeout, grace, life) = (ms(300), secs(10), ms(1500));
+    Tier::new(m).run(&Row {
+        tree: tree(r#""$H" dies & (trap "" TERM; exec "$H" lives sleep 1.5) & wait"#),
+        timeout: Some(timeout),
+        grace: Some(grace),
+        bound: Some((life, life + SLACK)),
+        outcome: Some(Outcome::TimedOut),
+        signals: Some(TERM.into()),
+        root: Some(RootStatus::Signaled(Signal::TERM)),
+        killed: Some(Exactly(1).into()),
+        fates: &[("dies", Dead), ("lives", Dead)],
         ..Row::default()
     });
 }

@@ -1,0 +1,215 @@
+//! The README's shell examples, run as written, so that they cannot drift.
+//!
+//! Every ```` ```console ```` block is a session: each `$ ` line runs in one
+//! bash (so `set -o pipefail` carries over to the next line), and the lines
+//! after it are its output, compared line by line (a `  # comment` after
+//! an expected line is the README's explanation, not output). Every
+//! ```` ```sh ```` block runs whole in bash with `pipefail` and must exit 0,
+//! except the few listed in [`NOT_RUN`] with the reason. `corral` is the
+//! binary under test, first on `PATH`; `HOME` and `TMPDIR` are a scratch
+//! directory (nothing is written to the checkout or the real home); the
+//! working directory is the repository's root, as the README assumes. The
+//! Rust examples are compiled as doctests of the library (`ReadmeExamples`).
+#![cfg(target_os = "linux")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use corral_testkit::Scratch;
+
+const BIN: &str = env!("CARGO_BIN_EXE_corral");
+
+/// `sh` blocks that this test does not run: a text the block contains, and
+/// why.
+const NOT_RUN: &[(&str, &str)] = &[
+    (
+        "scripts/demo.sh",
+        "the set-up itself: CI runs the demo and the tests",
+    ),
+    (
+        "--partition 2/3",
+        "one shard per machine of your own suite (suite.toml is yours)",
+    ),
+    (
+        "maturin",
+        "the Python package: .ci/python.sh builds and tests it",
+    ),
+];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The fenced blocks of the README: (language, first line number, text).
+fn blocks(readme: &str) -> Vec<(String, usize, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(String, usize, String)> = None;
+    for (i, line) in readme.lines().enumerate() {
+        match (&mut open, line.strip_prefix("```")) {
+            (None, Some(lang)) => open = Some((lang.trim().to_owned(), i + 2, String::new())),
+            (Some(_), Some(_)) => out.extend(open.take()),
+            (Some((_, _, text)), None) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// Runs `script` in bash the way a reader would at the repository's root,
+/// bounded.
+fn bash(scratch: &Scratch, script: &str) -> (i32, String, String) {
+    let bin_dir = Path::new(BIN).parent().expect("bin dir");
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = Command::new("bash")
+        .args(["--noprofile", "--norc", "-c", script])
+        .current_dir(root())
+        .env("PATH", path)
+        .env("HOME", scratch.dir())
+        .env("TMPDIR", scratch.dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("bash");
+    let end = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("README example did not finish in 120 s:\n{script}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// An expected output line without the README's `  # explanation`.
+fn expected(line: &str) -> &str {
+    line.find("  #").map_or(line, |i| &line[..i]).trim_end()
+}
+
+const END: &str = "@@corral-readme-end@@";
+
+#[test]
+fn console_sessions_print_what_the_readme_shows() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let mut sessions = 0;
+    for (lang, line_no, text) in blocks(&readme) {
+        if lang != "console" {
+            continue;
+        }
+        sessions += 1;
+        let scratch = Scratch::new();
+        // Each command, then a marker that keeps `$?` for the next one.
+        let mut script = String::new();
+        let mut want: Vec<Vec<&str>> = Vec::new();
+        for line in text.lines() {
+            if let Some(cmd) = line.strip_prefix("$ ") {
+                script.push_str(&format!("{cmd}\n__s=$?; echo {END}; (exit $__s)\n"));
+                want.push(Vec::new());
+            } else if let Some(w) = want.last_mut() {
+                w.push(expected(line));
+            }
+        }
+        let (_, stdout, stderr) = bash(&scratch, &script);
+        let got: Vec<Vec<&str>> = stdout
+            .split(&format!("{END}\n"))
+            .map(|o| o.lines().map(str::trim_end).collect())
+            .collect();
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(
+                got.get(i),
+                Some(w),
+                "README.md line {line_no}: the console session's command {} printed something else\n{text}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+                i + 1
+            );
+        }
+    }
+    assert!(sessions > 0, "no console session found in the README");
+}
+
+#[test]
+fn sh_examples_run_as_written() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let mut ran = 0;
+    for (lang, line_no, text) in blocks(&readme) {
+        if lang != "sh" || NOT_RUN.iter().any(|(mark, _)| text.contains(mark)) {
+            continue;
+        }
+        ran += 1;
+        let scratch = Scratch::new();
+        let (code, stdout, stderr) = bash(&scratch, &format!("set -o pipefail\n{text}"));
+        assert!(
+            code == 0 && !stderr.contains("command not found") && !stderr.contains("No such file"),
+            "README.md line {line_no}: the example failed ({code}):\n{text}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+    }
+    assert!(ran >= 2, "only {ran} sh examples ran");
+    // Nothing was written into the checkout.
+    for litter in ["report.json", "junit.xml", "corral.1"] {
+        assert!(
+            !root().join(litter).exists(),
+            "{litter} left in the repository's root"
+        );
+    }
+}
+
+#[test]
+fn the_blocks_not_run_are_still_in_the_readme() {
+    // A reason for a block that is gone would hide a new one.
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let sh: Vec<String> = blocks(&readme)
+        .into_iter()
+        .filter(|(lang, _, _)| lang == "sh")
+        .map(|(_, _, t)| t)
+        .collect();
+    for (mark, why) in NOT_RUN {
+        assert!(
+            sh.iter().any(|t| t.contains(mark)),
+            "no sh block contains {mark:?} any more ({why}): drop it from NOT_RUN"
+        );
+    }
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() && p.file_name().is_some_and(|n| n != "target") {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The README says an ignored test always says why: no bare `#[ignore]`
+/// in the workspace's tests (`#[needs(...)]` gives its own reason).
+#[test]
+fn every_ignored_test_says_why() {
+    let mut files = Vec::new();
+    rust_files(&root().join("crates"), &mut files);
+    assert!(files.len() > 20, "the sources were not found");
+    let mut bare = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim() == "#[ignore]" {
+                bare.push(format!("{}:{}", f.display(), i + 1));
+            }
+        }
+    }
+    assert!(bare.is_empty(), "#[ignore] without a reason: {bare:?}");
+}

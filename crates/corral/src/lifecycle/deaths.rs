@@ -1,0 +1,332 @@
+//! The killed count: which members of the tree died of a signal corral
+//! sent, and nothing else.
+//!
+//! A member that was signalled and survived (it ignores the signal, or
+//! finishes before the next one), or that died of something else (SIGPIPE
+//! after its reader was killed, its own `exit`), is not killed. Only the
+//! member's exit status says which, and the member is usually not corral's
+//! child: its parent in the tree reaps it. So each member seen during the
+//! run is *watched*, the moment it is first listed:
+//!
+//! * Linux: a pidfd is opened for it. Once the member is reaped (by
+//!   anyone), the kernel keeps its exit status with the pidfd
+//!   (`PIDFD_GET_INFO` with `PIDFD_INFO_EXIT`, Linux 6.15); while it is a
+//!   zombie the status is its `/proc/PID/stat` field 52 (the pidfd holds
+//!   the pid, so the file is that member's). This serves every tier: the
+//!   cgroup, PID-namespace, subreaper and process-group trees alike.
+//! * Windows: a process handle is opened for it; its exit code tells
+//!   corral's job kill (`JOB_KILL_EXIT_CODE`) and a console interrupt
+//!   (`STATUS_CONTROL_C_EXIT`, how CTRL_BREAK ends a process) from an exit.
+//! * Where no status can be read (another platform, a kernel before 6.15
+//!   for a member already reaped, more members than [`MAX_WATCHED`], or no
+//!   descriptor left), a member is counted killed when it is gone and
+//!   corral sent SIGKILL, which nothing survives: an upper bound for a
+//!   member that exited by itself just before.
+
+use std::collections::HashMap;
+
+use crate::Signal;
+
+/// Members watched with a descriptor per run: past this, the rest are
+/// counted by the fallback rule (a run holds at most this many extra
+/// descriptors, and only while it is supervised).
+const MAX_WATCHED: usize = 256;
+
+/// How one watched member ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fate {
+    /// Still running (a survivor, or a leftover kept).
+    Alive,
+    /// Died of this signal.
+    Signaled(i32),
+    /// Exited by itself.
+    Exited,
+    /// Ended by a console interrupt (Windows: corral's graceful signals
+    /// are all delivered as CTRL_BREAK).
+    #[cfg_attr(not(windows), allow(dead_code))]
+    Interrupted,
+    /// Gone, and how is not known.
+    Unknown,
+}
+
+/// One member's end: what it died of, read when the run is over.
+pub(super) trait Watch: Send {
+    fn fate(&self) -> Fate;
+}
+
+/// Every member seen during a run, by pid.
+#[derive(Default)]
+pub(super) struct Deaths {
+    watched: HashMap<u32, Option<Box<dyn Watch>>>,
+}
+
+impl Deaths {
+    /// Starts watching the members not watched yet.
+    pub(super) fn watch(&mut self, members: impl IntoIterator<Item = u32>) {
+        for pid in members {
+            let n = self.watched.len();
+            self.watched
+                .entry(pid)
+                .or_insert_with(|| if n < MAX_WATCHED { open(pid) } else { None });
+        }
+    }
+
+    /// How many watched members died of one of the signals `sent`.
+    pub(super) fn killed(&self, sent: &[Signal]) -> usize {
+        count(
+            self.watched.values().map(|w| match w {
+                Some(w) => w.fate(),
+                None => Fate::Unknown,
+            }),
+            sent,
+        )
+    }
+}
+
+/// The counting rule, apart from how fates are read.
+pub(super) fn count(fates: impl Iterator<Item = Fate>, sent: &[Signal]) -> usize {
+    let kill_sent = sent.contains(&Signal::KILL);
+    let graceful_sent = sent.iter().any(|s| *s != Signal::KILL);
+    fates
+        .filter(|f| match *f {
+            Fate::Signaled(sig) => sent.iter().any(|s| s.as_raw() == sig),
+            Fate::Interrupted => graceful_sent,
+            Fate::Unknown => kill_sent,
+            Fate::Alive | Fate::Exited => false,
+        })
+        .count()
+}
+
+#[cfg(target_os = "linux")]
+fn open(pid: u32) -> Option<Box<dyn Watch>> {
+    linux::PidfdWatch::open(pid).map(|w| Box::new(w) as Box<dyn Watch>)
+}
+
+#[cfg(windows)]
+fn open(pid: u32) -> Option<Box<dyn Watch>> {
+    windows::HandleWatch::open(pid).map(|w| Box::new(w) as Box<dyn Watch>)
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
+fn open(_pid: u32) -> Option<Box<dyn Watch>> {
+    None
+}
+
+#[cfg(windows)]
+mod windows {
+    use windows_sys::Win32::Foundation::{
+        CloseHandle, HANDLE, STATUS_CONTROL_C_EXIT, STILL_ACTIVE,
+    };
+    use windows_sys::Win32::System::Threading::{
+        GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+    };
+
+    use super::{Fate, Watch};
+    use crate::sys::JOB_KILL_EXIT_CODE;
+
+    /// A member held by a process handle opened while it was listed (the
+    /// handle keeps its exit code readable after it ends).
+    pub(super) struct HandleWatch(HANDLE);
+
+    // SAFETY: a process handle may be used and closed from any thread.
+    unsafe impl Send for HandleWatch {}
+
+    impl HandleWatch {
+        pub(super) fn open(pid: u32) -> Option<HandleWatch> {
+            // SAFETY: plain call; a null result is checked.
+            let h = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+            (!h.is_null()).then_some(HandleWatch(h))
+        }
+    }
+
+    impl Watch for HandleWatch {
+        fn fate(&self) -> Fate {
+            let mut code = 0u32;
+            // SAFETY: the handle is open (owned by self); `code` outlives the call.
+            if unsafe { GetExitCodeProcess(self.0, &mut code) } == 0 {
+                return Fate::Unknown;
+            }
+            match code {
+                c if c == STILL_ACTIVE as u32 => Fate::Alive,
+                JOB_KILL_EXIT_CODE => Fate::Signaled(crate::Signal::KILL.as_raw()),
+                c if c == STATUS_CONTROL_C_EXIT as u32 => Fate::Interrupted,
+                _ => Fate::Exited,
+            }
+        }
+    }
+
+    impl Drop for HandleWatch {
+        fn drop(&mut self) {
+            // SAFETY: the handle is owned by self and closed once.
+            unsafe { CloseHandle(self.0) };
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::os::fd::OwnedFd;
+
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+
+    use super::{Fate, Watch};
+    use crate::sys::linux_proc;
+
+    /// `PIDFD_INFO_EXIT` (linux/pidfd.h): ask for the exit status.
+    const PIDFD_INFO_EXIT: u64 = 1 << 3;
+    /// `PIDFD_GET_INFO`: `_IOWR(0xFF, 11, struct pidfd_info)`.
+    const PIDFD_GET_INFO: rustix::ioctl::Opcode =
+        rustix::ioctl::opcode::read_write::<Info>(0xFF, 11);
+
+    /// `struct pidfd_info` up to `exit_code` (`PIDFD_INFO_SIZE_VER0`, 64
+    /// bytes): the kernel fills what it knows and the size in the request
+    /// says how much there is room for.
+    #[repr(C)]
+    #[derive(Default)]
+    struct Info {
+        mask: u64,
+        cgroupid: u64,
+        ids: [u32; 11],
+        exit_code: i32,
+    }
+
+    /// A member held by a pidfd opened while it was listed.
+    pub(super) struct PidfdWatch {
+        pid: u32,
+        fd: OwnedFd,
+    }
+
+    impl PidfdWatch {
+        pub(super) fn open(pid: u32) -> Option<PidfdWatch> {
+            let fd = pidfd_open(Pid::from_raw(pid as i32)?, PidfdFlags::empty()).ok()?;
+            Some(PidfdWatch { pid, fd })
+        }
+
+        /// The exit status the kernel kept, once the member was reaped.
+        fn reaped_status(&self) -> Option<i32> {
+            let mut info = Info {
+                mask: PIDFD_INFO_EXIT,
+                ..Info::default()
+            };
+            // SAFETY: `Info` is `repr(C)` and laid out as the first 64 bytes
+            // of the kernel's `struct pidfd_info`; the opcode carries that
+            // size, so the kernel writes no further than `info`, which
+            // lives across the call.
+            let updater = unsafe { rustix::ioctl::Updater::<PIDFD_GET_INFO, Info>::new(&mut info) };
+            // SAFETY: the opcode and the argument match (see above), and the
+            // descriptor is a pidfd.
+            unsafe { rustix::ioctl::ioctl(&self.fd, updater) }.ok()?;
+            (info.mask & PIDFD_INFO_EXIT != 0).then_some(info.exit_code)
+        }
+
+        /// Whether every thread of the member has exited (it may still be
+        /// an unreaped zombie).
+        fn exited(&self) -> bool {
+            let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];
+            let zero = Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            !matches!(poll(&mut fds, Some(&zero)), Ok(0))
+        }
+    }
+
+    /// A wait status: the signal that ended it, or `None` for an exit.
+    fn decode(status: i32) -> Fate {
+        match status & 0x7f {
+            0 => Fate::Exited,
+            sig => Fate::Signaled(sig),
+        }
+    }
+
+    impl Watch for PidfdWatch {
+        fn fate(&self) -> Fate {
+            if let Some(st) = self.reaped_status() {
+                return decode(st);
+            }
+            if !self.exited() {
+                return Fate::Alive;
+            }
+            // A zombie (the pidfd keeps its pid from being reused while it
+            // is one): its stat has the status. Reaped in the meantime: the
+            // kernel has it now.
+            let zombie = linux_proc::stat_of(self.pid).filter(|s| s.is_dead());
+            if let Some(st) = self.reaped_status() {
+                return decode(st);
+            }
+            match zombie.and_then(|s| s.exit_code) {
+                Some(code) => decode(code as i32),
+                None => Fate::Unknown,
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// A child killed by a signal, one that exits, one that lives: the
+        /// pidfd tells each apart, as a zombie and once reaped.
+        #[test]
+        fn a_pidfd_tells_how_a_member_ended() {
+            let spawn = |args: &[&str]| {
+                std::process::Command::new(args[0])
+                    .args(&args[1..])
+                    .spawn()
+                    .expect("spawn")
+            };
+            let mut killed = spawn(&["sleep", "30"]);
+            let mut exited = spawn(&["sh", "-c", "exit 3"]);
+            let mut alive = spawn(&["sleep", "30"]);
+            let w = |c: &std::process::Child| PidfdWatch::open(c.id()).expect("pidfd");
+            let (wk, we, wa) = (w(&killed), w(&exited), w(&alive));
+            rustix::process::kill_process(
+                Pid::from_raw(killed.id() as i32).expect("pid"),
+                rustix::process::Signal::INT,
+            )
+            .expect("kill");
+            // Zombies first (nobody reaped them yet).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !(wk.exited() && we.exited()) {
+                assert!(std::time::Instant::now() < deadline, "children did not end");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            assert_eq!(wk.fate(), Fate::Signaled(2));
+            assert_eq!(we.fate(), Fate::Exited);
+            assert_eq!(wa.fate(), Fate::Alive);
+            killed.wait().expect("reap");
+            exited.wait().expect("reap");
+            assert_eq!(wk.fate(), Fate::Signaled(2));
+            assert_eq!(we.fate(), Fate::Exited);
+            alive.kill().expect("kill");
+            alive.wait().expect("reap");
+            assert_eq!(wa.fate(), Fate::Signaled(9));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_deaths_by_a_signal_corral_sent_count() {
+        use Fate::*;
+        let fates = [
+            Alive,
+            Exited,
+            Signaled(2),
+            Signaled(9),
+            Signaled(13),
+            Unknown,
+        ];
+        // INT only: the one that died of INT. SIGPIPE was not corral's,
+        // and without SIGKILL a member gone unseen is not called killed.
+        assert_eq!(count(fates.into_iter(), &[Signal::INT]), 1);
+        // INT then KILL: both deaths, and the unknown one (SIGKILL spares
+        // nothing).
+        assert_eq!(count(fates.into_iter(), &[Signal::INT, Signal::KILL]), 3);
+        assert_eq!(count(fates.into_iter(), &[]), 0);
+    }
+}
