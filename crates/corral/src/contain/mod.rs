@@ -201,6 +201,16 @@ pub(crate) trait Containment: Send {
     /// (zombies are not members).
     fn members(&mut self) -> io::Result<Vec<u32>>;
 
+    /// The process the root stands for when it is not the root itself
+    /// (the PID-namespace tier: the root is the namespace's init, the
+    /// command its child), while that process lives. `members` lists it;
+    /// the lifecycle counts it as the root, never as a member, and lists it
+    /// as a survivor once the root's own exit was seen with it still alive
+    /// (the init killed, the command frozen).
+    fn stand_in(&self) -> Option<u32> {
+        None
+    }
+
     /// Whether a termination that starts with SIGKILL sends it before
     /// listing the members (then the killed count is a lower bound).
     fn count_after_kill(&self) -> bool {
