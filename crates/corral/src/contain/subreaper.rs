@@ -74,10 +74,8 @@
 //! up to 2 s). They are never signalled again.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -85,6 +83,7 @@ use rustix::process::{
     pidfd_open, pidfd_send_signal, waitid, Pid, PidfdFlags, WaitId, WaitIdOptions,
 };
 
+use super::cookie_hold::CookieHold;
 pub(crate) use super::orphans::enabled;
 pub use super::orphans::reap_all_orphans;
 use super::orphans::{self, cookies, cookies_in, environ, COOKIE_VAR};
@@ -94,8 +93,6 @@ use crate::Signal;
 
 /// Scan rounds (walk, then corral's own children again) per scan.
 const ROUNDS: usize = 8;
-
-static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Commands of this process under subreaper containment, from creation to
 /// release: (command number, root pid once attached). Per process: a fork
@@ -254,13 +251,17 @@ pub(crate) struct Subreaper {
     /// registration (see `orphans.rs`).
     shared_known: Arc<Mutex<HashMap<u32, u64>>>,
     orphans: Option<super::orphans::Registration>,
+    /// The keeper's hold on the tree by its cookie, from before the spawn
+    /// until release: if this process dies, every process carrying the
+    /// cookie is killed (the root before its own registration, escapers).
+    keeper: Option<CookieHold>,
     released: bool,
     tracer: Tracer,
 }
 
 impl Subreaper {
     pub(crate) fn new(tracer: Tracer) -> Subreaper {
-        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let seq = orphans::fresh_seq();
         live().push((seq, None));
         Subreaper {
             seq,
@@ -272,6 +273,7 @@ impl Subreaper {
             reached: HashSet::new(),
             shared_known: Arc::default(),
             orphans: None,
+            keeper: None,
             released: false,
             tracer,
         }
@@ -468,12 +470,14 @@ impl Containment for Subreaper {
     }
 
     fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
-        let mut value = OsString::new();
-        if let Some(outer) = std::env::var_os(COOKIE_VAR).filter(|v| !v.is_empty()) {
-            value.push(outer);
-            value.push(",");
+        let value = orphans::cookie_value(&self.cookie);
+        if self.keeper.is_none() {
+            self.keeper = Some(CookieHold::take(
+                &self.cookie,
+                Mechanism::Subreaper,
+                &self.tracer,
+            ));
         }
-        value.push(&self.cookie);
         Ok(sys::Placement {
             new_group: true,
             env: vec![(COOKIE_VAR.into(), value)],
@@ -545,10 +549,22 @@ impl Containment for Subreaper {
         Ok(pids)
     }
 
+    /// The root's registration (its group), and the tree's cookie.
+    fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
+        let by_root = root.crash_safety();
+        match self.keeper.as_ref().and_then(CookieHold::lost) {
+            Some(why) if by_root.is_held() => crate::report::CrashSafety::Lost(why),
+            _ => by_root,
+        }
+    }
+
     fn release(&mut self, root: &mut Root) -> io::Result<()> {
         if self.released {
             return Ok(());
         }
+        // The keeper lets go of the tree first: what the policy keeps is
+        // never killed by it.
+        self.keeper = None;
         // A last look: reap dead orphans, and hand what the policy keeps
         // (or what could not be killed) to the keeper. Nothing is
         // signalled from here on.
