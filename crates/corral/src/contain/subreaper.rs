@@ -64,6 +64,16 @@
 //! they may just as well be children the host program started itself. Use
 //! cgroup containment where nothing may escape.
 //!
+//! ## corral's own death
+//!
+//! The cookie is handed to the crash-safety keeper before the root is
+//! spawned (`keeper::register_cookie`) and taken back at release: if this
+//! process dies meanwhile, the keeper kills the root's group and every
+//! process whose environment carries the cookie (rule 2 above; rules 1 and
+//! 3-5 need this process's memory or its place as subreaper, which die with
+//! it). The cookie's number is `orphans::fresh_seq`: random per process, so
+//! it names one tree even after this process's pid is reused.
+//!
 //! ## Kept leftovers
 //!
 //! Processes left alive by the leftovers policy are handed, at release, to a

@@ -11,10 +11,15 @@
 //! a `SOCK_SEQPACKET` socket to the host and a pidfd of the host — and holds,
 //! for every live cgroup run, the cgroup's directory descriptor (and, once,
 //! the directory it is in), and for every process-group or subreaper run
-//! the root's pidfd, received with `SCM_RIGHTS`.
+//! the tree's cookie (sent before the spawn, so the root is covered before
+//! its own registration reaches the keeper) and the root's pidfd, received
+//! with `SCM_RIGHTS`.
 //!
 //! When the host dies, by any cause (the pidfd becomes readable; the socket
-//! reaching end of file is a second witness), the keeper writes `1` to
+//! reaching end of file is a second witness), the keeper kills each held
+//! root's process group (see `kill_root`), then every process whose
+//! environment carries a held cookie (see `kill_by_cookies`: `setsid` and
+//! double-fork escapers, and a root not registered yet), writes `1` to
 //! `cgroup.kill` of every cgroup it holds (the kernel kills every process in
 //! it and below, and only those: a directory descriptor names one cgroup,
 //! never a later one with the same name), removes the directories (deepest
