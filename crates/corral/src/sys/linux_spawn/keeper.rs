@@ -30,8 +30,10 @@
 //!
 //! The table is an anonymous mapping the keeper makes at its start, one
 //! 88-byte slot per descriptor it can hold (its soft descriptor limit raised
-//! to the hard one, less a reserve; at most [`MAX_SLOTS`]), reserved and not
-//! committed; it tells the host its capacity in its first message. The host
+//! to the hard one, less a reserve; at most [`MAX_SLOTS`]) and as many
+//! again for tree cookies (which hold no descriptor, so a cookie never takes
+//! a run's place), reserved and not committed; it tells the host its
+//! capacity in its first message. The host
 //! picks the slot of each registration (a free list), so adding and removing
 //! cost the keeper O(1); every run costs it one descriptor (a cgroup's
 //! parent directory is sent once). A run past the capacity is not crash-safe
@@ -135,6 +137,11 @@ struct Conn {
     fresh: u32,
     /// Slots handed out and given back (reused before fresh ones).
     free: Vec<u32>,
+    /// Cookie slots (no descriptor: the keeper's table has as many again
+    /// past `capacity`), handed out like the others: `capacity +
+    /// cookie_fresh` is the next fresh one.
+    cookie_fresh: u32,
+    cookie_free: Vec<u32>,
     /// Directories cgroups are in, each sent once, with its slot.
     parents: Vec<(PathBuf, u32)>,
 }
@@ -189,6 +196,31 @@ impl Conn {
             KeeperState::Stopped
         } else {
             KeeperState::Gone
+        }
+    }
+
+    /// A free cookie slot (past `capacity`: a cookie costs the keeper no
+    /// descriptor, so it does not take a run's place).
+    fn take_cookie_slot(&mut self) -> io::Result<u32> {
+        if let Some(s) = self.cookie_free.pop() {
+            return Ok(s);
+        }
+        if self.cookie_fresh < self.capacity {
+            self.cookie_fresh += 1;
+            return Ok(self.capacity + self.cookie_fresh - 1);
+        }
+        Err(io::Error::other(format!(
+            "the keeper already holds {} trees by their cookie: this one is not crash-safe",
+            self.capacity
+        )))
+    }
+
+    /// Gives `slot` back to its free list.
+    fn give_back(&mut self, slot: u32) {
+        if slot >= self.capacity {
+            self.cookie_free.push(slot);
+        } else {
+            self.free.push(slot);
         }
     }
 
@@ -284,7 +316,7 @@ impl Drop for Registration {
             // keeps the order, so the keeper never sees the next run's
             // registration before this removal.
             let _ = send(&c.sock, &msg, None);
-            c.free.push(self.slot);
+            c.give_back(self.slot);
         }
     }
 }
@@ -370,7 +402,11 @@ fn parent_slot(c: &mut Conn, parent: &Path) -> io::Result<u32> {
 /// Sends `msg` (an add) with `fd`, if any, in a free slot.
 fn add(c: &mut Conn, msg: &mut [u8; MSG_LEN], fd: Option<c_int>) -> io::Result<Registration> {
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    let slot = c.take_slot()?;
+    let slot = if msg[0] == OP_COOKIE {
+        c.take_cookie_slot()?
+    } else {
+        c.take_slot()?
+    };
     msg[AT_ID..AT_ID + 8].copy_from_slice(&id.to_ne_bytes());
     msg[AT_SLOT..AT_SLOT + 4].copy_from_slice(&slot.to_ne_bytes());
     match send(&c.sock, msg, fd) {
@@ -380,7 +416,7 @@ fn add(c: &mut Conn, msg: &mut [u8; MSG_LEN], fd: Option<c_int>) -> io::Result<R
             generation: c.generation,
         }),
         Err(e) => {
-            c.free.push(slot);
+            c.give_back(slot);
             Err(e)
         }
     }
@@ -665,6 +701,8 @@ fn start() -> io::Result<Conn> {
         capacity,
         fresh: 0,
         free: Vec::new(),
+        cookie_fresh: 0,
+        cookie_free: Vec::new(),
         parents: Vec::new(),
     })
 }
@@ -711,6 +749,10 @@ struct Table {
     base: *mut Slot,
     len: usize,
     high: usize,
+    /// Where the cookie slots start (half of `len`), and one past the
+    /// highest cookie slot ever filled.
+    half: usize,
+    cookie_high: usize,
 }
 
 impl Table {
@@ -773,16 +815,19 @@ unsafe fn make_table() -> Table {
             base: std::ptr::null_mut(),
             len: 0,
             high: 0,
+            half: 0,
+            cookie_high: 0,
         };
         // Where the mapping cannot be reserved (strict overcommit, a low
         // RLIMIT_AS), a smaller table: half as many slots each time.
         let mut len = len;
+        // Twice: as many cookie slots (no descriptor) again.
         while len > 0 {
             let p = syscall6(
                 k::__NR_mmap,
                 [
                     0,
-                    len * std::mem::size_of::<Slot>(),
+                    2 * len * std::mem::size_of::<Slot>(),
                     (k::PROT_READ | k::PROT_WRITE) as usize,
                     (k::MAP_PRIVATE | k::MAP_ANONYMOUS | k::MAP_NORESERVE) as usize,
                     usize::MAX, // fd -1
@@ -791,7 +836,9 @@ unsafe fn make_table() -> Table {
             );
             if !(-4095..0).contains(&p) {
                 table.base = p as usize as *mut Slot;
-                table.len = len;
+                table.len = 2 * len;
+                table.half = len;
+                table.cookie_high = len;
                 break;
             }
             len /= 2;
@@ -828,7 +875,8 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
         let mut table = make_table();
         let mut hello = [0u8; MSG_LEN];
         hello[0] = OP_HELLO;
-        let cap = (table.len as u32).to_ne_bytes();
+        // Slots past the first half hold cookies (no descriptor).
+        let cap = ((table.len / 2) as u32).to_ne_bytes();
         hello[AT_SLOT..AT_SLOT + 4].copy_from_slice(&cap);
         syscall6(
             k::__NR_sendto,
@@ -929,15 +977,19 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
 
         // The host is gone: kill every held tree, then remove the cgroups.
         let mut i = 0;
-        let mut cookies = false;
         while i < table.high {
             if let Some(s) = table.at(i) {
                 if s.kind == ROOT {
                     kill_root(s.fd);
                     s.kind = EMPTY;
                 }
-                cookies |= s.kind == COOKIE;
             }
+            i += 1;
+        }
+        let mut cookies = false;
+        let mut i = table.half;
+        while i < table.cookie_high {
+            cookies |= table.at(i).is_some_and(|s| s.kind == COOKIE);
             i += 1;
         }
         if cookies {
@@ -1107,7 +1159,11 @@ unsafe fn serve(table: &mut Table, msg: &[u8; MSG_LEN], control: &[u8; 64], cont
                 s.parent = parent;
                 s.kind = kind;
                 got = -1;
-                if slot >= table.high {
+                if kind == COOKIE {
+                    if slot >= table.cookie_high {
+                        table.cookie_high = slot + 1;
+                    }
+                } else if slot >= table.high {
                     table.high = slot + 1;
                 }
             }
@@ -1458,8 +1514,8 @@ impl CookieMatch {
         if self.len == 0 || self.len > NAME_MAX {
             return false;
         }
-        let mut i = 0;
-        while i < table.high {
+        let mut i = table.half;
+        while i < table.cookie_high {
             // SAFETY: bounds-checked slot, read only.
             if let Some(s) = unsafe { table.at(i) } {
                 if s.kind == COOKIE
@@ -1614,6 +1670,19 @@ mod tests {
             .map(|_| register_root(fd.as_fd(), pid).unwrap())
             .collect();
         drop(held);
+        // A tree's cookie takes no run's place: as many runs and cookies
+        // as the capacity, at once.
+        let cap = capacity().unwrap() as usize;
+        let n = cap.min(600);
+        let roots: Vec<Registration> = (0..n)
+            .map(|_| register_root(fd.as_fd(), pid).unwrap())
+            .collect();
+        let cookies: Vec<Registration> = (0..n)
+            .map(|i| register_cookie(&format!("{pid}.test{i}")).unwrap())
+            .collect();
+        assert!(cookies.iter().all(|c| c.slot as usize >= cap));
+        assert!(roots.iter().all(|r| (r.slot as usize) < cap));
+        drop((roots, cookies));
         eprintln!("register + unregister: {each:?} each");
         let _ = child.kill();
         let _ = child.wait();
