@@ -986,15 +986,6 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
             }
             i += 1;
         }
-        let mut cookies = false;
-        let mut i = table.half;
-        while i < table.cookie_high {
-            cookies |= table.at(i).is_some_and(|s| s.kind == COOKIE);
-            i += 1;
-        }
-        if cookies {
-            kill_by_cookies(&table);
-        }
         let kill = b"cgroup.kill\0";
         let mut i = 0;
         while i < table.high {
@@ -1015,6 +1006,17 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                 }
             }
             i += 1;
+        }
+        // Then the trees held by their cookie (after `cgroup.kill`, which
+        // is one write a tree; this looks at every process, in rounds).
+        let mut cookies = false;
+        let mut i = table.half;
+        while i < table.cookie_high {
+            cookies |= table.at(i).is_some_and(|s| s.kind == COOKIE);
+            i += 1;
+        }
+        if cookies {
+            kill_by_cookies(&table);
         }
         // Remove: retried every 2 ms for up to 2 s (the kill completes
         // asynchronously; a populated cgroup cannot be removed).
@@ -1217,8 +1219,35 @@ unsafe fn kill_root(pidfd: c_int) {
 }
 
 /// Rounds of [`kill_by_cookies`] at most (each a look at every process,
-/// then a 2 ms nap): about 1 s, whatever keeps forking.
+/// then a 2 ms nap), and for how long at most: 1 s, whatever keeps forking
+/// and however many processes the machine has.
 const COOKIE_ROUNDS: u32 = 400;
+const COOKIE_FOR_NS: u64 = 1_000_000_000;
+
+/// `CLOCK_MONOTONIC` in nanoseconds (0 if it cannot be read).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn monotonic_ns() -> u64 {
+    let mut ts = k::__kernel_timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: one timespec of this frame.
+    let r = unsafe {
+        syscall4(
+            k::__NR_clock_gettime,
+            k::CLOCK_MONOTONIC as usize,
+            &mut ts as *mut k::__kernel_timespec as usize,
+            0,
+            0,
+        )
+    };
+    if r < 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
 /// The variable whose comma-separated elements are the cookies of the
 /// trees a process belongs to (`contain::orphans::COOKIE_VAR`).
 const COOKIE_PREFIX: &[u8] = b"CORRAL_TREE=";
@@ -1239,9 +1268,36 @@ unsafe fn kill_by_cookies(table: &Table) {
     // SAFETY: raw syscalls on this frame's buffers.
     unsafe {
         let me = syscall4(k::__NR_getpid, 0, 0, 0, 0) as u32;
+        // The pids in `/proc` must be this process's namespace's (the
+        // pidfds are opened by number): `/proc/self` names this process.
+        let mut link = [0u8; 16];
+        let self_path = b"/proc/self\0";
+        let n = syscall4(
+            k::__NR_readlinkat,
+            k::AT_FDCWD as isize as usize,
+            self_path.as_ptr() as usize,
+            link.as_mut_ptr() as usize,
+            link.len(),
+        );
+        let mut own: u32 = 0;
+        let mut j = 0;
+        while n > 0 && j < n as usize {
+            if !link[j].is_ascii_digit() {
+                return;
+            }
+            own = own * 10 + (link[j] - b'0') as u32;
+            j += 1;
+        }
+        if own != me {
+            return;
+        }
+        let start = monotonic_ns();
         let mut empty = 0;
         let mut round = 0;
-        while round < COOKIE_ROUNDS && empty < 2 {
+        while round < COOKIE_ROUNDS
+            && empty < 2
+            && monotonic_ns().saturating_sub(start) < COOKIE_FOR_NS
+        {
             if cookie_round(table, me) == 0 {
                 empty += 1;
             } else {
