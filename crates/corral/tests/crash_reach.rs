@@ -159,6 +159,83 @@ fn reach_host() {
     eprintln!("{r:?}");
 }
 
+/// A member the cookie cannot find (it cleared its environment, made its
+/// own session and ignores SIGTERM), seen by the subreaper tier's scan at
+/// the deadline: the host dies during the grace period, and the keeper,
+/// which the scan handed the member to (pinned by a pidfd), kills it.
+#[test]
+fn subreaper_host_death_during_the_grace_kills_a_seen_member_without_cookie() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let mut host = std::process::Command::new(std::env::current_exe().unwrap());
+    host.args(["--exact", "grace_host", "--nocapture", "--ignored"])
+        .env("CORRAL_GRACE_HOST", "1")
+        .envs(s.env())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut parent = host.spawn().unwrap();
+    assert!(
+        w.pid("noenv", 20 * SEC).is_some(),
+        "the member never started"
+    );
+    let noenv = w.pid("noenv", SEC).unwrap();
+    let env = std::fs::read(format!("/proc/{noenv}/environ")).unwrap_or_default();
+    assert!(
+        !env.split(|&b| b == 0)
+            .any(|kv| kv.starts_with(b"CORRAL_TREE=")),
+        "the member must not carry the cookie"
+    );
+    assert!(
+        s.wait_file("term.sent", 20 * SEC),
+        "no SIGTERM at the deadline"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(w.is_alive("noenv"), "the member must ignore SIGTERM");
+    parent.kill().unwrap();
+    let t = Instant::now();
+    parent.wait().unwrap();
+    assert!(
+        w.wait_dead("noenv", BOUND),
+        "the member the scan saw survived the host's death during the grace"
+    );
+    assert!(t.elapsed() < BOUND, "{:?}", t.elapsed());
+}
+
+/// The host of `subreaper_host_death_during_the_grace_...` (only in that
+/// child).
+#[test]
+#[ignore]
+fn grace_host() {
+    if std::env::var_os("CORRAL_GRACE_HOST").is_none() {
+        return;
+    }
+    corral::enable_subreaper().unwrap();
+    let dir = std::env::var("CORRAL_TEST_DIR").unwrap();
+    let mark = std::env::var("CORRAL_TEST_MARK").unwrap();
+    let h = std::env::var("H").unwrap();
+    let path = std::env::var("PATH").unwrap_or_default();
+    let script = format!(
+        r#"env -i PATH="{path}" CORRAL_TEST_DIR="{dir}" CORRAL_TEST_MARK="{mark}" setsid sh -c 'trap "" TERM; exec "{h}" noenv' & {} sleep 30"#,
+        ready("noenv")
+    );
+    let term = format!("{dir}/term.sent");
+    let mut c = Command::new("/bin/sh");
+    c.args(["-c", &script])
+        .containment(ContainmentChoice::Only(Mechanism::Subreaper))
+        .timeout(Duration::from_millis(300))
+        .grace(60 * SEC)
+        .stdout(Output::null())
+        .stderr(Output::null())
+        .trace_ops(move |op| {
+            if matches!(op, OsOp::SignalTree { signal, .. } if *signal == corral::Signal::TERM) {
+                let _ = std::fs::write(&term, b"");
+            }
+        });
+    let r = c.run();
+    eprintln!("{r:?}");
+}
+
 /// The window between the spawn returning and the root's registration is
 /// closed (item 11): the keeper holds the tree by its cookie before the
 /// root exists, in both tiers whose roots `std` spawns, run after run.

@@ -104,6 +104,16 @@ use crate::Signal;
 /// Scan rounds (walk, then corral's own children again) per scan.
 const ROUNDS: usize = 8;
 
+/// Members outside the root's group handed to the crash-safety keeper per
+/// run, at most (each costs the keeper a descriptor; beyond, the cookie and
+/// the group are what it has).
+const HANDED_MAX: usize = 64;
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+type MemberReg = crate::sys::linux_spawn::keeper::Registration;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+type MemberReg = ();
+
 /// Commands of this process under subreaper containment, from creation to
 /// release: (command number, root pid once attached). Per process: a fork
 /// has none of its parent's, and never waits for a lock its parent held.
@@ -265,6 +275,9 @@ pub(crate) struct Subreaper {
     /// until release: if this process dies, every process carrying the
     /// cookie is killed (the root before its own registration, escapers).
     keeper: Option<CookieHold>,
+    /// Members seen outside the root's group and handed to the keeper
+    /// (pinned by a pidfd it holds), while the run lasts.
+    handed: HashMap<(u32, u64), MemberReg>,
     released: bool,
     tracer: Tracer,
 }
@@ -284,8 +297,37 @@ impl Subreaper {
             shared_known: Arc::default(),
             orphans: None,
             keeper: None,
+            handed: HashMap::new(),
             released: false,
             tracer,
+        }
+    }
+
+    /// Hands the members outside the root's group that the keeper does not
+    /// hold yet to it (at most [`HANDED_MAX`] a run): if this process dies
+    /// during the termination (a grace period), they die too, also when
+    /// they cleared their environment (so the cookie cannot find them).
+    fn hand_to_keeper(&mut self, members: &[Member], root: u32) {
+        if self.keeper.is_none() {
+            return; // not held (yet, or any more: released)
+        }
+        for m in members.iter().filter(|m| m.stat.pgrp != root) {
+            if self.handed.len() >= HANDED_MAX {
+                return;
+            }
+            let key = (m.pid, m.stat.start);
+            if self.handed.contains_key(&key) {
+                continue;
+            }
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            if let Some(fd) = open_verified(m.pid, m.stat.start) {
+                if let Ok(reg) = crate::sys::linux_spawn::keeper::register_member(fd.as_fd(), m.pid)
+                {
+                    self.handed.insert(key, reg);
+                }
+            }
+            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+            self.handed.insert(key, ());
         }
     }
 
@@ -519,6 +561,7 @@ impl Containment for Subreaper {
             signal: sig,
         });
         let members = self.scan(root);
+        self.hand_to_keeper(&members, root);
         // The group first: the same delivery order as the process-group tier.
         sys::signal_group(root, sig)?;
         Self::signal_outside(&self.tracer, &members, root, sig);
@@ -539,6 +582,7 @@ impl Containment for Subreaper {
     fn members(&mut self) -> io::Result<Vec<u32>> {
         let root = self.root()?;
         let members = self.scan(root);
+        self.hand_to_keeper(&members, root);
         // Whatever appeared outside the group since the last signal (a
         // process that keeps forking, an orphan that just arrived) gets it
         // now: after SIGKILL this is "kill until none is left".
@@ -582,6 +626,8 @@ impl Containment for Subreaper {
             Some(r) => self.scan(r),
             None => Vec::new(),
         };
+        // And of the members it was handed.
+        self.handed.clear();
         self.released = true;
         keeper::adopt(kept.iter().map(|m| (m.pid, m.stat.start)));
         if let Some(o) = self.orphans.take() {

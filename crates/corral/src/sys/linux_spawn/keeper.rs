@@ -13,11 +13,13 @@
 //! the directory it is in), and for every process-group or subreaper run
 //! the tree's cookie (sent before the spawn, so the root is covered before
 //! its own registration reaches the keeper) and the root's pidfd, received
-//! with `SCM_RIGHTS`.
+//! with `SCM_RIGHTS`, and the pidfds of the subreaper tree's members that a
+//! scan saw outside the root's group.
 //!
 //! When the host dies, by any cause (the pidfd becomes readable; the socket
 //! reaching end of file is a second witness), the keeper kills each held
-//! root's process group (see `kill_root`), then every process whose
+//! root's process group (see `kill_root`) and each held member, then every
+//! process whose
 //! environment carries a held cookie (see `kill_by_cookies`: `setsid` and
 //! double-fork escapers, and a root not registered yet), writes `1` to
 //! `cgroup.kill` of every cgroup it holds (the kernel kills every process in
@@ -83,6 +85,9 @@ const OP_HELLO: u8 = 5;
 /// A tree's cookie (the `CORRAL_TREE` element its processes inherit), in
 /// the name bytes, sent before the root is spawned; no descriptor.
 const OP_COOKIE: u8 = 6;
+/// A member of a subreaper tree seen outside the root's group: its pidfd,
+/// its pid in the name bytes (4 bytes).
+const OP_ADD_MEMBER: u8 = 7;
 /// op, id (8 bytes), slot (4), parent slot (4), name length, name.
 const MSG_LEN: usize = 1 + 8 + 4 + 4 + 1 + NAME_MAX;
 const AT_ID: usize = 1;
@@ -329,6 +334,20 @@ impl Drop for Registration {
 pub(crate) fn register_root(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Registration> {
     let mut msg = [0u8; MSG_LEN];
     msg[0] = OP_ADD_ROOT;
+    msg[AT_NAME_LEN] = 4;
+    msg[AT_NAME..AT_NAME + 4].copy_from_slice(&pid.to_ne_bytes());
+    with_keeper(|c| add(c, &mut msg, Some(pidfd.as_raw_fd())))
+}
+
+/// Hands the keeper a member of a subreaper tree that left the root's
+/// group (seen by a scan of the tree, pinned by `pidfd`, checked against
+/// its start time by the caller): if this process dies while it is
+/// registered, the keeper SIGKILLs it, and the process group its pid names
+/// (what it made with `setsid`/`setpgid`), through that pidfd. For members
+/// the cookie cannot find (they cleared their environment).
+pub(crate) fn register_member(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Registration> {
+    let mut msg = [0u8; MSG_LEN];
+    msg[0] = OP_ADD_MEMBER;
     msg[AT_NAME_LEN] = 4;
     msg[AT_NAME..AT_NAME + 4].copy_from_slice(&pid.to_ne_bytes());
     with_keeper(|c| add(c, &mut msg, Some(pidfd.as_raw_fd())))
@@ -725,6 +744,8 @@ const ROOT: u8 = 2;
 const PARENT: u8 = 3;
 /// A tree's cookie, in `name` (no descriptor: `fd` is -1).
 const COOKIE: u8 = 4;
+/// A member outside the root's group: `fd` is its pidfd.
+const MEMBER: u8 = 5;
 
 #[repr(C)]
 struct Slot {
@@ -982,6 +1003,9 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                 if s.kind == ROOT {
                     kill_root(s.fd);
                     s.kind = EMPTY;
+                } else if s.kind == MEMBER {
+                    kill_member(s.fd);
+                    s.kind = EMPTY;
                 }
             }
             i += 1;
@@ -1132,11 +1156,14 @@ unsafe fn serve(table: &mut Table, msg: &[u8; MSG_LEN], control: &[u8; 64], cont
             OP_ADD_ROOT => ROOT,
             OP_PARENT => PARENT,
             OP_COOKIE => COOKIE,
+            OP_ADD_MEMBER => MEMBER,
             _ => EMPTY,
         };
         if msg[0] == OP_DEL {
             if let Some(s) = table.at(slot) {
-                if (s.kind == CGROUP || s.kind == ROOT || s.kind == COOKIE) && s.id == id {
+                if (s.kind == CGROUP || s.kind == ROOT || s.kind == COOKIE || s.kind == MEMBER)
+                    && s.id == id
+                {
                     if s.fd >= 0 {
                         syscall4(k::__NR_close, s.fd as usize, 0, 0, 0);
                     }
@@ -1584,6 +1611,33 @@ impl CookieMatch {
             i += 1;
         }
         false
+    }
+}
+
+/// SIGKILLs a member held by its pidfd, and the process group its pid
+/// names (Linux 6.9; `ESRCH` when it leads none): both through the pidfd,
+/// so never a stranger.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn kill_member(pidfd: c_int) {
+    const PIDFD_SIGNAL_PROCESS_GROUP: usize = 1 << 2;
+    // SAFETY: raw syscalls with no pointer.
+    unsafe {
+        syscall4(
+            k::__NR_pidfd_send_signal,
+            pidfd as usize,
+            k::SIGKILL as usize,
+            0,
+            PIDFD_SIGNAL_PROCESS_GROUP,
+        );
+        syscall4(
+            k::__NR_pidfd_send_signal,
+            pidfd as usize,
+            k::SIGKILL as usize,
+            0,
+            0,
+        );
     }
 }
 
