@@ -561,7 +561,6 @@ impl Containment for Subreaper {
             signal: sig,
         });
         let members = self.scan(root);
-        self.hand_to_keeper(&members, root);
         // The group first: the same delivery order as the process-group tier.
         sys::signal_group(root, sig)?;
         Self::signal_outside(&self.tracer, &members, root, sig);
@@ -570,6 +569,9 @@ impl Containment for Subreaper {
             sys::signal_group(root, Signal::CONT)?;
             Self::signal_outside(&self.tracer, &members, root, Signal::CONT);
         }
+        // Then (off the signal's path) what the keeper must kill should
+        // this process die before the tree is gone.
+        self.hand_to_keeper(&members, root);
         self.last_signal = Some(sig);
         self.reached = members
             .iter()
@@ -582,7 +584,6 @@ impl Containment for Subreaper {
     fn members(&mut self) -> io::Result<Vec<u32>> {
         let root = self.root()?;
         let members = self.scan(root);
-        self.hand_to_keeper(&members, root);
         // Whatever appeared outside the group since the last signal (a
         // process that keeps forking, an orphan that just arrived) gets it
         // now: after SIGKILL this is "kill until none is left".
@@ -596,6 +597,7 @@ impl Containment for Subreaper {
             });
             let _ = sys::signal_group(root, Signal::KILL);
         }
+        self.hand_to_keeper(&members, root);
         let mut pids: Vec<u32> = members.iter().map(|m| m.pid).collect();
         if stat(root).is_some_and(|s| !s.dead()) {
             pids.push(root);
