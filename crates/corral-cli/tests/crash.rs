@@ -1,7 +1,8 @@
 //! Crash safety of `corral run` and the `pid-namespace` tier from the
 //! command line: SIGKILL corral mid-run and every process of the tree is
-//! gone within 1 s (cgroup and PID-namespace tiers); a normal exit still
-//! keeps what keep-on-success keeps.
+//! gone within 1 s (every tier; in the process-group and subreaper tiers,
+//! escapers that kept the tree's cookie in their environment); a normal
+//! exit still keeps what keep-on-success keeps.
 
 #![cfg(all(
     target_os = "linux",
@@ -97,11 +98,12 @@ fn sigkill_corral_mid_run(tier: &str) {
     sigkill_corral(tier, &["-k", "5s"], &ALL);
 }
 
-/// The weak tiers: the keeper kills the root's process group while the
-/// root leads it (plain children, TERM ignorers); escapers that left the
-/// group (setsid, double fork) survive there, as the README says.
+/// The process-group and subreaper tiers: the keeper kills the root's
+/// process group, and every process that carries the tree's cookie
+/// (`CORRAL_TREE`): escapers that left the group (setsid, double fork)
+/// die too (issue 23, item 9; on main only the group died).
 fn sigkill_corral_weak_tier(tier: &str) {
-    sigkill_corral(tier, &[], &["root", "plain", "ign"]);
+    sigkill_corral(tier, &[], &ALL);
 }
 
 #[test]
@@ -110,8 +112,57 @@ fn sigkill_of_corral_kills_the_process_group_tree() {
 }
 
 #[test]
-fn sigkill_of_corral_kills_the_subreaper_group() {
+fn sigkill_of_corral_kills_the_subreaper_tree_escapers_included() {
     sigkill_corral_weak_tier("subreaper");
+}
+
+/// `corral run` (auto) as `nobody`, from a root test run: what every
+/// unprivileged user gets (the subreaper tier, the CLI being a child
+/// subreaper). SIGKILL corral: the whole tree dies, escapers included.
+#[corral_testkit::needs(root)]
+#[test]
+fn sigkill_of_corral_auto_as_nobody_kills_the_tree_escapers_included() {
+    let s = Scratch::new();
+    // The helpers (run as nobody) write their pid files here.
+    std::fs::set_permissions(s.dir(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let w = Watch::new(&s);
+    let script = tree_script();
+    let mut c = std::process::Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        BIN,
+    ])
+    .args(["run", "-t", "60", "--", "sh", "-c", &script])
+    .envs(s.env())
+    .current_dir(s.dir())
+    .stdin(std::process::Stdio::null());
+    let mut r = start(c, Sink::Null, Sink::Null);
+    for n in ALL {
+        assert!(w.pid(n, 10 * SEC).is_some(), "helper {n} never started");
+    }
+    // Unprivileged: not a cgroup (none is writable by nobody here).
+    let root = w.pid("root", SEC).unwrap();
+    let cg = std::fs::read_to_string(format!("/proc/{root}/cgroup")).unwrap_or_default();
+    let env = std::fs::read(format!("/proc/{root}/environ")).unwrap_or_default();
+    assert!(
+        env.split(|&b| b == 0)
+            .any(|kv| kv.starts_with(b"CORRAL_TREE=")),
+        "auto as nobody is the subreaper tier (cookie): {cg}"
+    );
+    std::thread::sleep(ms(50));
+    r.child.kill().unwrap();
+    let t = Instant::now();
+    r.child.wait().unwrap();
+    for n in ALL {
+        let left = (SEC + ms(200)).saturating_sub(t.elapsed());
+        assert!(
+            w.wait_dead(n, left),
+            "auto as nobody: {n} survived corral's death"
+        );
+    }
 }
 
 #[corral_testkit::needs(cgroup)]

@@ -9,7 +9,11 @@
 //! init, which is the root (PID namespace), or the cgroup directory's inode
 //! (cgroup). The rules:
 //!
-//! * `spawned-first`: `Spawned` comes first, once, with the report's pid.
+//! * `keeper-holds-first`: `KeeperHolds` (the crash-safety keeper holds the
+//!   tree by its cookie), if recorded, comes first, before `Spawned`, once,
+//!   by the tier, and only in the process-group and subreaper tiers.
+//! * `spawned-first`: `Spawned` comes first (after `KeeperHolds`), once,
+//!   with the report's pid.
 //! * `reaped-once`: exactly one `Reaped`, of that pid. Until then the root
 //!   (group leader, init) is an unreaped zombie at worst: its pid, and the
 //!   group id, cannot be reused.
@@ -117,6 +121,22 @@ fn rules(
     let count = |f: &dyn Fn(&OsOp) -> bool| ops.iter().filter(|o| f(o)).count();
     let fail = |rule: &str, what: String| Err(format!("[{rule}] {what}"));
 
+    // keeper-holds-first
+    let holds = positions(ops, |o| matches!(o, OsOp::KeeperHolds { .. }));
+    for &i in &holds {
+        let by_tier = matches!(ops[i], OsOp::KeeperHolds { via } if via == tier);
+        let cookie_tier = matches!(tier, Mechanism::ProcessGroup | Mechanism::Subreaper);
+        if i != 0 || !by_tier || !cookie_tier {
+            return fail(
+                "keeper-holds-first",
+                format!(
+                    "{:?} at {i}: only first, once, by a process-group or subreaper tier",
+                    ops[i]
+                ),
+            );
+        }
+    }
+    let ops = &ops[holds.len()..];
     // spawned-first
     if !matches!(ops.first(), Some(OsOp::Spawned { pid: p }) if *p == pid) {
         return fail(
@@ -437,9 +457,41 @@ mod tests {
     #[test]
     fn spawned_first() {
         for via in ALL {
-            rejects(via, "spawned-first", |o| o.swap(0, 1));
-            rejects(via, "spawned-first", |o| o[0] = Spawned { pid: PID + 1 });
-            rejects(via, "spawned-first", |o| o.insert(1, Spawned { pid: PID }));
+            let s = at(&good(via), |o| matches!(o, Spawned { .. }));
+            rejects(via, "spawned-first", |o| o.swap(s, s + 1));
+            rejects(via, "spawned-first", |o| o[s] = Spawned { pid: PID + 1 });
+            rejects(via, "spawned-first", |o| {
+                o.insert(s + 1, Spawned { pid: PID })
+            });
+        }
+    }
+
+    #[test]
+    fn keeper_holds_first() {
+        for via in [PG, SR] {
+            // First, before the spawn: well formed (and without it too:
+            // no keeper here).
+            let mut ops = good(via);
+            ops.insert(0, KeeperHolds { via });
+            check(via, &ops, PID, Some(SENT)).unwrap();
+            // After the spawn: the root ran uncovered for a moment.
+            rejects(via, "keeper-holds-first", |o| {
+                o.insert(1, KeeperHolds { via })
+            });
+            // Twice, or by another tier.
+            rejects(via, "keeper-holds-first", |o| {
+                o.insert(0, KeeperHolds { via });
+                o.insert(0, KeeperHolds { via });
+            });
+            rejects(via, "keeper-holds-first", |o| {
+                o.insert(0, KeeperHolds { via: other(via) })
+            });
+        }
+        // Tiers that hold the tree otherwise record none.
+        for via in [CG, NS] {
+            rejects(via, "keeper-holds-first", |o| {
+                o.insert(0, KeeperHolds { via })
+            });
         }
     }
 

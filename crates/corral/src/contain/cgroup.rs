@@ -120,6 +120,21 @@ pub(crate) enum CgroupError {
         #[source]
         source: io::Error,
     },
+    /// corral's own cgroup is not a subtree delegated to this user: its
+    /// directory (to make the runs' cgroups in) or its `cgroup.procs` (the
+    /// kernel asks for write access to the common ancestor's `cgroup.procs`
+    /// to place a process in a cgroup below it) is not writable.
+    #[error(
+        "cannot create a cgroup under {} ({what} is not writable by this user: corral needs a \
+         delegated cgroup v2 subtree it sits in)",
+        parent.display()
+    )]
+    NotDelegated {
+        parent: PathBuf,
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
     /// A v1 group for a limit could not be made.
     #[error("cannot create {}", dir.display())]
     CreateV1 {
@@ -151,6 +166,7 @@ impl CgroupError {
         match self {
             CgroupError::Read { source, .. }
             | CgroupError::Create { source, .. }
+            | CgroupError::NotDelegated { source, .. }
             | CgroupError::CreateV1 { source, .. }
             | CgroupError::Open { source, .. }
             | CgroupError::SetLimit { source, .. } => Some(source),
@@ -180,6 +196,15 @@ impl Clone for CgroupError {
             CgroupError::NoV2Membership => CgroupError::NoV2Membership,
             CgroupError::Create { parent, source } => CgroupError::Create {
                 parent: parent.clone(),
+                source: copy(source),
+            },
+            CgroupError::NotDelegated {
+                parent,
+                what,
+                source,
+            } => CgroupError::NotDelegated {
+                parent: parent.clone(),
+                what,
                 source: copy(source),
             },
             CgroupError::CreateV1 { dir, source } => CgroupError::CreateV1 {
@@ -239,7 +264,49 @@ fn detect_now() -> Result<Hierarchy, CgroupError> {
             source,
         }
     })?;
-    detect_from(&mountinfo, &cgroup)
+    let h = detect_from(&mountinfo, &cgroup)?;
+    delegated(&h.own_v2)?;
+    Ok(h)
+}
+
+/// Whether this process may use its own cgroup `own` as the parent of the
+/// runs' cgroups: root, or a subtree delegated to this user (systemd's
+/// `Delegate=yes`, a `chown` by root) that corral sits in.
+///
+/// Asked of the effective user (`AT_EACCESS`): the directory must be
+/// writable (the runs' cgroups are made in it) and its `cgroup.procs` too
+/// (placing a process in a cgroup, by `clone3` or by a write, needs write
+/// access to the `cgroup.procs` of the common ancestor of where it is and
+/// where it goes: corral's own cgroup). The "no internal processes" rule
+/// does not stand in the way: it forbids processes only in a cgroup that
+/// distributes domain controllers to its children, and runs without limits
+/// need none (`cgroup.kill`, `cgroup.events` and `cgroup.freeze` are in
+/// every cgroup); limits need the controllers enabled in `own`'s
+/// `cgroup.subtree_control`, which the kernel refuses while corral sits in
+/// it (a run with limits then fails clearly, or uses v1 groups where those
+/// are writable). A directory whose files were not handed over with it
+/// (`chown` of the directory alone) is no delegation: `auto` falls back
+/// instead of failing at the spawn.
+fn delegated(own: &Path) -> Result<(), CgroupError> {
+    use rustix::fs::{accessat, Access, AtFlags, CWD};
+    let check = |path: PathBuf, what: &'static str, access: Access| {
+        accessat(CWD, &path, access, AtFlags::EACCESS).map_err(|e| CgroupError::NotDelegated {
+            parent: own.to_path_buf(),
+            what,
+            source: e.into(),
+        })
+    };
+    check(
+        own.to_path_buf(),
+        "the directory",
+        Access::WRITE_OK | Access::EXEC_OK,
+    )?;
+    check(
+        own.join("cgroup.procs"),
+        "its cgroup.procs",
+        Access::WRITE_OK,
+    )?;
+    Ok(())
 }
 
 fn unescape(s: &str) -> String {

@@ -152,10 +152,67 @@ pub enum OsOp {
         /// The directory's inode.
         inode: u64,
     },
+    /// The crash-safety keeper holds the tree by its cookie (Linux): if
+    /// this process dies from here on, the keeper kills every process that
+    /// carries it. Recorded before the spawn in the process-group and
+    /// subreaper tiers, so that no moment of the root's life is uncovered.
+    KeeperHolds {
+        /// Which mechanism's tree.
+        via: Mechanism,
+    },
 }
 
 #[cfg(unix)]
 pub(crate) use crate::sys::WakeOn;
+
+/// The crash-safety keeper's hold on a tree by its cookie (the process-group
+/// and subreaper tiers, Linux): taken before the spawn, let go at release.
+#[cfg(target_os = "linux")]
+pub(crate) mod cookie_hold {
+    use super::{Mechanism, OsOp, Tracer};
+
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    type Reg = crate::sys::linux_spawn::keeper::Registration;
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    type Reg = ();
+
+    /// The hold, or why there is none.
+    pub(crate) struct CookieHold(Result<Reg, String>);
+
+    impl CookieHold {
+        /// Hands `cookie` to this process's keeper (before the spawn).
+        pub(crate) fn take(cookie: &str, via: Mechanism, tracer: &Tracer) -> CookieHold {
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            let got = crate::sys::linux_spawn::keeper::register_cookie(cookie).map_err(|e| {
+                format!("the crash-safety keeper could not take the tree's cookie: {e}")
+            });
+            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+            let got: Result<Reg, String> = {
+                let _ = cookie;
+                Err("no crash-safety keeper on this platform".to_string())
+            };
+            if got.is_ok() {
+                tracer.record(OsOp::KeeperHolds { via });
+            }
+            CookieHold(got)
+        }
+
+        /// Why the tree is not held by its cookie (the hold was never
+        /// taken, or the keeper that took it is gone).
+        pub(crate) fn lost(&self) -> Option<String> {
+            match &self.0 {
+                #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+                Ok(r) if !r.is_live() => Some(
+                    "the crash-safety keeper that held the tree's cookie died during the run; \
+                     escapers would outlive corral's own death"
+                        .into(),
+                ),
+                Ok(_) => None,
+                Err(why) => Some(why.clone()),
+            }
+        }
+    }
+}
 
 /// The trace hook type.
 pub(crate) type TraceFn = Arc<dyn Fn(&OsOp) + Send + Sync>;
@@ -200,6 +257,16 @@ pub(crate) trait Containment: Send {
     /// Live members of the tree, the root included while it is alive
     /// (zombies are not members).
     fn members(&mut self) -> io::Result<Vec<u32>>;
+
+    /// The process the root stands for when it is not the root itself
+    /// (the PID-namespace tier: the root is the namespace's init, the
+    /// command its child), while that process lives. `members` lists it;
+    /// the lifecycle counts it as the root, never as a member, and lists it
+    /// as a survivor once the root's own exit was seen with it still alive
+    /// (the init killed, the command frozen).
+    fn stand_in(&self) -> Option<u32> {
+        None
+    }
 
     /// Whether a termination that starts with SIGKILL sends it before
     /// listing the members (then the killed count is a lower bound).

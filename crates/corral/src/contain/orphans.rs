@@ -45,6 +45,30 @@ const POLL: Duration = Duration::from_millis(5);
 /// The environment variable that carries the subreaper tier's tree cookies.
 pub(super) const COOKIE_VAR: &str = "CORRAL_TREE";
 
+/// A fresh tree number: a per-process random base plus a counter, so that
+/// a cookie (`<pid>.<n>`) names one tree even after this process's pid is
+/// reused by a later corral (the keeper of a dead host kills by cookie).
+pub(super) fn fresh_seq() -> u64 {
+    use std::hash::BuildHasher;
+    static BASE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let base =
+        *BASE.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0u8) >> 1);
+    base.wrapping_add(SEQ.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The `CORRAL_TREE` value for a root: `cookie` appended to what this
+/// process inherited (nested corrals), comma-separated.
+pub(super) fn cookie_value(cookie: &str) -> std::ffi::OsString {
+    let mut value = std::ffi::OsString::new();
+    if let Some(outer) = std::env::var_os(COOKIE_VAR).filter(|v| !v.is_empty()) {
+        value.push(outer);
+        value.push(",");
+    }
+    value.push(cookie);
+    value
+}
+
 /// Set by [`enable_subreaper`](crate::enable_subreaper). The process-wide
 /// child-subreaper switch lives here, below the tiers that read it.
 static SUBREAPER: AtomicBool = AtomicBool::new(false);

@@ -296,19 +296,10 @@ impl Containment for PidNamespace {
         // re-parent to it; nothing inside can join from outside), so the
         // init's descendants are the members: a walk as large as the tree,
         // not the system. Pids are only counted here, never signalled, so a
-        // pid reused during the walk cannot misdirect anything.
+        // pid reused during the walk cannot misdirect anything. The command
+        // is listed too while it lives (see `stand_in`: the lifecycle counts
+        // it as the root, not as a member).
         let me = init.pid.as_raw_nonzero().get() as u32;
-        // The command is the root: not a member while it lives. Once its
-        // pidfd reports its exit, its pid may belong to someone else.
-        let command = init.command.as_ref().and_then(|(pid, fd)| {
-            let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
-            let zero = rustix::event::Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            let exited = rustix::event::poll(&mut fds, Some(&zero)).map_or(true, |n| n > 0);
-            (!exited).then_some(*pid)
-        });
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();
         let mut stack = vec![me];
@@ -332,7 +323,7 @@ impl Containment for PidNamespace {
                         stack.push(c);
                         let alive =
                             crate::sys::linux_proc::stat_of(c).is_some_and(|st| !st.is_dead());
-                        if alive && Some(c) != command {
+                        if alive {
                             out.push(c);
                         }
                     }
@@ -340,6 +331,22 @@ impl Containment for PidNamespace {
             }
         }
         Ok(out)
+    }
+
+    /// The command: the root (the init) stands for it while the init runs;
+    /// once the init is gone (killed) and the command still lives (a
+    /// process that cannot be killed: frozen by a cgroup v1 freezer, in
+    /// uninterruptible sleep), it is a survivor like any other. Once its
+    /// pidfd reports its exit, its pid may belong to someone else: `None`.
+    fn stand_in(&self) -> Option<u32> {
+        let (pid, fd) = self.init.as_ref()?.command.as_ref()?;
+        let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let exited = rustix::event::poll(&mut fds, Some(&zero)).map_or(true, |n| n > 0);
+        (!exited).then_some(*pid)
     }
 
     fn wake_fd(&self) -> Option<(BorrowedFd<'_>, WakeOn)> {

@@ -60,6 +60,14 @@ pub(crate) struct ProcessGroup {
     /// Prompt reaping of the group's orphans (subreaper processes only).
     #[cfg(target_os = "linux")]
     orphans: Option<super::orphans::Registration>,
+    /// The tree's cookie (`CORRAL_TREE`, `<pid>.g<n>`) and the keeper's
+    /// hold on it, taken before the spawn: the root is covered from its
+    /// first instruction, not only once its own registration (after the
+    /// spawn returned) reached the keeper.
+    #[cfg(target_os = "linux")]
+    cookie: String,
+    #[cfg(target_os = "linux")]
+    keeper: Option<super::cookie_hold::CookieHold>,
 }
 
 impl ProcessGroup {
@@ -78,6 +86,11 @@ impl ProcessGroup {
             scanned_after_kill: false,
             #[cfg(target_os = "linux")]
             orphans: None,
+            // `g`: never taken for a subreaper tree's number.
+            #[cfg(target_os = "linux")]
+            cookie: format!("{}.g{}", std::process::id(), super::orphans::fresh_seq()),
+            #[cfg(target_os = "linux")]
+            keeper: None,
         }
     }
 
@@ -133,10 +146,42 @@ impl Containment for ProcessGroup {
     }
 
     fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
+        #[cfg(target_os = "linux")]
+        {
+            if self.keeper.is_none() {
+                self.keeper = Some(super::cookie_hold::CookieHold::take(
+                    &self.cookie,
+                    Mechanism::ProcessGroup,
+                    &self.tracer,
+                ));
+            }
+            Ok(sys::Placement {
+                new_group: true,
+                env: vec![(
+                    super::orphans::COOKIE_VAR.into(),
+                    super::orphans::cookie_value(&self.cookie),
+                )],
+                ..sys::Placement::default()
+            })
+        }
+        #[cfg(not(target_os = "linux"))]
         Ok(sys::Placement {
             new_group: true,
             ..sys::Placement::default()
         })
+    }
+
+    /// The root's registration (its group; Linux: and the tree's cookie,
+    /// which covered the root before that registration).
+    fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
+        let by_root = root.crash_safety();
+        #[cfg(target_os = "linux")]
+        if let Some(why) = self.keeper.as_ref().and_then(|k| k.lost()) {
+            if by_root.is_held() {
+                return crate::report::CrashSafety::Lost(why);
+            }
+        }
+        by_root
     }
 
     fn attach(&mut self, root: &Root) -> io::Result<()> {
@@ -220,6 +265,12 @@ impl Containment for ProcessGroup {
         }
         // From here on no signal may be sent: the reap below frees the id.
         self.released = true;
+        // The keeper lets go of the tree first: what the policy keeps is
+        // never killed by it.
+        #[cfg(target_os = "linux")]
+        {
+            self.keeper = None;
+        }
         #[cfg(target_os = "linux")]
         if let Some(o) = self.orphans.take() {
             o.finish();

@@ -64,6 +64,16 @@
 //! they may just as well be children the host program started itself. Use
 //! cgroup containment where nothing may escape.
 //!
+//! ## corral's own death
+//!
+//! The cookie is handed to the crash-safety keeper before the root is
+//! spawned (`keeper::register_cookie`) and taken back at release: if this
+//! process dies meanwhile, the keeper kills the root's group and every
+//! process whose environment carries the cookie (rule 2 above; rules 1 and
+//! 3-5 need this process's memory or its place as subreaper, which die with
+//! it). The cookie's number is `orphans::fresh_seq`: random per process, so
+//! it names one tree even after this process's pid is reused.
+//!
 //! ## Kept leftovers
 //!
 //! Processes left alive by the leftovers policy are handed, at release, to a
@@ -74,10 +84,8 @@
 //! up to 2 s). They are never signalled again.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -85,6 +93,7 @@ use rustix::process::{
     pidfd_open, pidfd_send_signal, waitid, Pid, PidfdFlags, WaitId, WaitIdOptions,
 };
 
+use super::cookie_hold::CookieHold;
 pub(crate) use super::orphans::enabled;
 pub use super::orphans::reap_all_orphans;
 use super::orphans::{self, cookies, cookies_in, environ, COOKIE_VAR};
@@ -95,7 +104,15 @@ use crate::Signal;
 /// Scan rounds (walk, then corral's own children again) per scan.
 const ROUNDS: usize = 8;
 
-static SEQ: AtomicU64 = AtomicU64::new(0);
+/// Members outside the root's group handed to the crash-safety keeper per
+/// run, at most (each costs the keeper a descriptor; beyond, the cookie and
+/// the group are what it has).
+const HANDED_MAX: usize = 64;
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+type MemberReg = crate::sys::linux_spawn::keeper::Registration;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+type MemberReg = ();
 
 /// Commands of this process under subreaper containment, from creation to
 /// release: (command number, root pid once attached). Per process: a fork
@@ -254,13 +271,20 @@ pub(crate) struct Subreaper {
     /// registration (see `orphans.rs`).
     shared_known: Arc<Mutex<HashMap<u32, u64>>>,
     orphans: Option<super::orphans::Registration>,
+    /// The keeper's hold on the tree by its cookie, from before the spawn
+    /// until release: if this process dies, every process carrying the
+    /// cookie is killed (the root before its own registration, escapers).
+    keeper: Option<CookieHold>,
+    /// Members seen outside the root's group and handed to the keeper
+    /// (pinned by a pidfd it holds), while the run lasts.
+    handed: HashMap<(u32, u64), MemberReg>,
     released: bool,
     tracer: Tracer,
 }
 
 impl Subreaper {
     pub(crate) fn new(tracer: Tracer) -> Subreaper {
-        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let seq = orphans::fresh_seq();
         live().push((seq, None));
         Subreaper {
             seq,
@@ -272,8 +296,38 @@ impl Subreaper {
             reached: HashSet::new(),
             shared_known: Arc::default(),
             orphans: None,
+            keeper: None,
+            handed: HashMap::new(),
             released: false,
             tracer,
+        }
+    }
+
+    /// Hands the members outside the root's group that the keeper does not
+    /// hold yet to it (at most [`HANDED_MAX`] a run): if this process dies
+    /// during the termination (a grace period), they die too, also when
+    /// they cleared their environment (so the cookie cannot find them).
+    fn hand_to_keeper(&mut self, members: &[Member], root: u32) {
+        if self.keeper.is_none() {
+            return; // not held (yet, or any more: released)
+        }
+        for m in members.iter().filter(|m| m.stat.pgrp != root) {
+            if self.handed.len() >= HANDED_MAX {
+                return;
+            }
+            let key = (m.pid, m.stat.start);
+            if self.handed.contains_key(&key) {
+                continue;
+            }
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            if let Some(fd) = open_verified(m.pid, m.stat.start) {
+                if let Ok(reg) = crate::sys::linux_spawn::keeper::register_member(fd.as_fd(), m.pid)
+                {
+                    self.handed.insert(key, reg);
+                }
+            }
+            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+            self.handed.insert(key, ());
         }
     }
 
@@ -468,12 +522,14 @@ impl Containment for Subreaper {
     }
 
     fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
-        let mut value = OsString::new();
-        if let Some(outer) = std::env::var_os(COOKIE_VAR).filter(|v| !v.is_empty()) {
-            value.push(outer);
-            value.push(",");
+        let value = orphans::cookie_value(&self.cookie);
+        if self.keeper.is_none() {
+            self.keeper = Some(CookieHold::take(
+                &self.cookie,
+                Mechanism::Subreaper,
+                &self.tracer,
+            ));
         }
-        value.push(&self.cookie);
         Ok(sys::Placement {
             new_group: true,
             env: vec![(COOKIE_VAR.into(), value)],
@@ -513,6 +569,9 @@ impl Containment for Subreaper {
             sys::signal_group(root, Signal::CONT)?;
             Self::signal_outside(&self.tracer, &members, root, Signal::CONT);
         }
+        // Then (off the signal's path) what the keeper must kill should
+        // this process die before the tree is gone.
+        self.hand_to_keeper(&members, root);
         self.last_signal = Some(sig);
         self.reached = members
             .iter()
@@ -538,6 +597,7 @@ impl Containment for Subreaper {
             });
             let _ = sys::signal_group(root, Signal::KILL);
         }
+        self.hand_to_keeper(&members, root);
         let mut pids: Vec<u32> = members.iter().map(|m| m.pid).collect();
         if stat(root).is_some_and(|s| !s.dead()) {
             pids.push(root);
@@ -545,10 +605,22 @@ impl Containment for Subreaper {
         Ok(pids)
     }
 
+    /// The root's registration (its group), and the tree's cookie.
+    fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
+        let by_root = root.crash_safety();
+        match self.keeper.as_ref().and_then(CookieHold::lost) {
+            Some(why) if by_root.is_held() => crate::report::CrashSafety::Lost(why),
+            _ => by_root,
+        }
+    }
+
     fn release(&mut self, root: &mut Root) -> io::Result<()> {
         if self.released {
             return Ok(());
         }
+        // The keeper lets go of the tree first: what the policy keeps is
+        // never killed by it.
+        self.keeper = None;
         // A last look: reap dead orphans, and hand what the policy keeps
         // (or what could not be killed) to the keeper. Nothing is
         // signalled from here on.
@@ -556,6 +628,8 @@ impl Containment for Subreaper {
             Some(r) => self.scan(r),
             None => Vec::new(),
         };
+        // And of the members it was handed.
+        self.handed.clear();
         self.released = true;
         keeper::adopt(kept.iter().map(|m| (m.pid, m.stat.start)));
         if let Some(o) = self.orphans.take() {

@@ -690,12 +690,22 @@ impl Life {
         match self.tree.members() {
             Ok(m) => {
                 let pid = self.pid;
-                let others: Vec<u32> = m.into_iter().filter(|&p| p != pid).collect();
+                let stand_in = self.tree.stand_in();
+                let listed = stand_in.filter(|c| m.contains(c));
+                let others: Vec<u32> = m
+                    .into_iter()
+                    .filter(|&p| p != pid && Some(p) != stand_in)
+                    .collect();
                 self.deaths.watch(others.iter().copied());
                 let mut all = others;
                 if self.root_status.is_none() {
                     // The root is alive (or dying) and still a member.
                     all.push(pid);
+                } else if let Some(c) = listed {
+                    // The root's exit was seen, but what it stood for (the
+                    // command of a PID namespace whose init was killed)
+                    // still lives: a survivor, by its own pid.
+                    all.push(c);
                 }
                 all
             }

@@ -11,10 +11,17 @@
 //! a `SOCK_SEQPACKET` socket to the host and a pidfd of the host — and holds,
 //! for every live cgroup run, the cgroup's directory descriptor (and, once,
 //! the directory it is in), and for every process-group or subreaper run
-//! the root's pidfd, received with `SCM_RIGHTS`.
+//! the tree's cookie (sent before the spawn, so the root is covered before
+//! its own registration reaches the keeper) and the root's pidfd, received
+//! with `SCM_RIGHTS`, and the pidfds of the subreaper tree's members that a
+//! scan saw outside the root's group.
 //!
 //! When the host dies, by any cause (the pidfd becomes readable; the socket
-//! reaching end of file is a second witness), the keeper writes `1` to
+//! reaching end of file is a second witness), the keeper kills each held
+//! root's process group (see `kill_root`) and each held member, then every
+//! process whose
+//! environment carries a held cookie (see `kill_by_cookies`: `setsid` and
+//! double-fork escapers, and a root not registered yet), writes `1` to
 //! `cgroup.kill` of every cgroup it holds (the kernel kills every process in
 //! it and below, and only those: a directory descriptor names one cgroup,
 //! never a later one with the same name), removes the directories (deepest
@@ -25,8 +32,10 @@
 //!
 //! The table is an anonymous mapping the keeper makes at its start, one
 //! 88-byte slot per descriptor it can hold (its soft descriptor limit raised
-//! to the hard one, less a reserve; at most [`MAX_SLOTS`]), reserved and not
-//! committed; it tells the host its capacity in its first message. The host
+//! to the hard one, less a reserve; at most [`MAX_SLOTS`]) and as many
+//! again for tree cookies (which hold no descriptor, so a cookie never takes
+//! a run's place), reserved and not committed; it tells the host its
+//! capacity in its first message. The host
 //! picks the slot of each registration (a free list), so adding and removing
 //! cost the keeper O(1); every run costs it one descriptor (a cgroup's
 //! parent directory is sent once). A run past the capacity is not crash-safe
@@ -73,6 +82,12 @@ const OP_ADD_ROOT: u8 = 3;
 const OP_PARENT: u8 = 4;
 /// Keeper to host, once, when it is ready: how many slots it has.
 const OP_HELLO: u8 = 5;
+/// A tree's cookie (the `CORRAL_TREE` element its processes inherit), in
+/// the name bytes, sent before the root is spawned; no descriptor.
+const OP_COOKIE: u8 = 6;
+/// A member of a subreaper tree seen outside the root's group: its pidfd,
+/// its pid in the name bytes (4 bytes).
+const OP_ADD_MEMBER: u8 = 7;
 /// op, id (8 bytes), slot (4), parent slot (4), name length, name.
 const MSG_LEN: usize = 1 + 8 + 4 + 4 + 1 + NAME_MAX;
 const AT_ID: usize = 1;
@@ -127,6 +142,11 @@ struct Conn {
     fresh: u32,
     /// Slots handed out and given back (reused before fresh ones).
     free: Vec<u32>,
+    /// Cookie slots (no descriptor: the keeper's table has as many again
+    /// past `capacity`), handed out like the others: `capacity +
+    /// cookie_fresh` is the next fresh one.
+    cookie_fresh: u32,
+    cookie_free: Vec<u32>,
     /// Directories cgroups are in, each sent once, with its slot.
     parents: Vec<(PathBuf, u32)>,
 }
@@ -181,6 +201,31 @@ impl Conn {
             KeeperState::Stopped
         } else {
             KeeperState::Gone
+        }
+    }
+
+    /// A free cookie slot (past `capacity`: a cookie costs the keeper no
+    /// descriptor, so it does not take a run's place).
+    fn take_cookie_slot(&mut self) -> io::Result<u32> {
+        if let Some(s) = self.cookie_free.pop() {
+            return Ok(s);
+        }
+        if self.cookie_fresh < self.capacity {
+            self.cookie_fresh += 1;
+            return Ok(self.capacity + self.cookie_fresh - 1);
+        }
+        Err(io::Error::other(format!(
+            "the keeper already holds {} trees by their cookie: this one is not crash-safe",
+            self.capacity
+        )))
+    }
+
+    /// Gives `slot` back to its free list.
+    fn give_back(&mut self, slot: u32) {
+        if slot >= self.capacity {
+            self.cookie_free.push(slot);
+        } else {
+            self.free.push(slot);
         }
     }
 
@@ -276,7 +321,7 @@ impl Drop for Registration {
             // keeps the order, so the keeper never sees the next run's
             // registration before this removal.
             let _ = send(&c.sock, &msg, None);
-            c.free.push(self.slot);
+            c.give_back(self.slot);
         }
     }
 }
@@ -291,7 +336,39 @@ pub(crate) fn register_root(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Regis
     msg[0] = OP_ADD_ROOT;
     msg[AT_NAME_LEN] = 4;
     msg[AT_NAME..AT_NAME + 4].copy_from_slice(&pid.to_ne_bytes());
-    with_keeper(|c| add(c, &mut msg, pidfd.as_raw_fd()))
+    with_keeper(|c| add(c, &mut msg, Some(pidfd.as_raw_fd())))
+}
+
+/// Hands the keeper a member of a subreaper tree that left the root's
+/// group (seen by a scan of the tree, pinned by `pidfd`, checked against
+/// its start time by the caller): if this process dies while it is
+/// registered, the keeper SIGKILLs it, and the process group its pid names
+/// (what it made with `setsid`/`setpgid`), through that pidfd. For members
+/// the cookie cannot find (they cleared their environment).
+pub(crate) fn register_member(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Registration> {
+    let mut msg = [0u8; MSG_LEN];
+    msg[0] = OP_ADD_MEMBER;
+    msg[AT_NAME_LEN] = 4;
+    msg[AT_NAME..AT_NAME + 4].copy_from_slice(&pid.to_ne_bytes());
+    with_keeper(|c| add(c, &mut msg, Some(pidfd.as_raw_fd())))
+}
+
+/// Hands the keeper a tree's cookie before its root is spawned: if this
+/// process dies while it is registered, the keeper kills every process
+/// whose environment carries it (an element of `CORRAL_TREE`), through a
+/// pidfd it opened first and checked after reading the environment: the
+/// root before its own registration (there is no window between the spawn
+/// and the keeper's hold), and escapers that left the root's group
+/// (`setsid`, double fork) but kept their environment.
+pub(crate) fn register_cookie(cookie: &str) -> io::Result<Registration> {
+    if cookie.is_empty() || cookie.len() > NAME_MAX || cookie.bytes().any(|b| b == 0 || b == b',') {
+        return Err(io::Error::other("tree cookie unfit for the keeper"));
+    }
+    let mut msg = [0u8; MSG_LEN];
+    msg[0] = OP_COOKIE;
+    msg[AT_NAME_LEN] = cookie.len() as u8;
+    msg[AT_NAME..AT_NAME + cookie.len()].copy_from_slice(cookie.as_bytes());
+    with_keeper(|c| add(c, &mut msg, None))
 }
 
 /// Hands the keeper a cgroup to kill and remove if this process dies
@@ -310,7 +387,7 @@ pub(crate) fn register(dir: BorrowedFd<'_>, parent: &Path, name: &str) -> io::Re
     with_keeper(|c| {
         let parent_slot = parent_slot(c, parent)?;
         msg[AT_PARENT..AT_PARENT + 4].copy_from_slice(&parent_slot.to_ne_bytes());
-        add(c, &mut msg, dir.as_raw_fd())
+        add(c, &mut msg, Some(dir.as_raw_fd()))
     })
 }
 
@@ -341,20 +418,24 @@ fn parent_slot(c: &mut Conn, parent: &Path) -> io::Result<u32> {
     }
 }
 
-/// Sends `msg` (an add) with `fd` in a free slot.
-fn add(c: &mut Conn, msg: &mut [u8; MSG_LEN], fd: c_int) -> io::Result<Registration> {
+/// Sends `msg` (an add) with `fd`, if any, in a free slot.
+fn add(c: &mut Conn, msg: &mut [u8; MSG_LEN], fd: Option<c_int>) -> io::Result<Registration> {
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    let slot = c.take_slot()?;
+    let slot = if msg[0] == OP_COOKIE {
+        c.take_cookie_slot()?
+    } else {
+        c.take_slot()?
+    };
     msg[AT_ID..AT_ID + 8].copy_from_slice(&id.to_ne_bytes());
     msg[AT_SLOT..AT_SLOT + 4].copy_from_slice(&slot.to_ne_bytes());
-    match send(&c.sock, msg, Some(fd)) {
+    match send(&c.sock, msg, fd) {
         Ok(()) => Ok(Registration {
             id,
             slot,
             generation: c.generation,
         }),
         Err(e) => {
-            c.free.push(slot);
+            c.give_back(slot);
             Err(e)
         }
     }
@@ -639,6 +720,8 @@ fn start() -> io::Result<Conn> {
         capacity,
         fresh: 0,
         free: Vec::new(),
+        cookie_fresh: 0,
+        cookie_free: Vec::new(),
         parents: Vec::new(),
     })
 }
@@ -659,6 +742,10 @@ const CGROUP: u8 = 1;
 const ROOT: u8 = 2;
 /// A directory cgroups are in: `fd`.
 const PARENT: u8 = 3;
+/// A tree's cookie, in `name` (no descriptor: `fd` is -1).
+const COOKIE: u8 = 4;
+/// A member outside the root's group: `fd` is its pidfd.
+const MEMBER: u8 = 5;
 
 #[repr(C)]
 struct Slot {
@@ -683,6 +770,10 @@ struct Table {
     base: *mut Slot,
     len: usize,
     high: usize,
+    /// Where the cookie slots start (half of `len`), and one past the
+    /// highest cookie slot ever filled.
+    half: usize,
+    cookie_high: usize,
 }
 
 impl Table {
@@ -745,16 +836,19 @@ unsafe fn make_table() -> Table {
             base: std::ptr::null_mut(),
             len: 0,
             high: 0,
+            half: 0,
+            cookie_high: 0,
         };
         // Where the mapping cannot be reserved (strict overcommit, a low
         // RLIMIT_AS), a smaller table: half as many slots each time.
         let mut len = len;
+        // Twice: as many cookie slots (no descriptor) again.
         while len > 0 {
             let p = syscall6(
                 k::__NR_mmap,
                 [
                     0,
-                    len * std::mem::size_of::<Slot>(),
+                    2 * len * std::mem::size_of::<Slot>(),
                     (k::PROT_READ | k::PROT_WRITE) as usize,
                     (k::MAP_PRIVATE | k::MAP_ANONYMOUS | k::MAP_NORESERVE) as usize,
                     usize::MAX, // fd -1
@@ -763,7 +857,9 @@ unsafe fn make_table() -> Table {
             );
             if !(-4095..0).contains(&p) {
                 table.base = p as usize as *mut Slot;
-                table.len = len;
+                table.len = 2 * len;
+                table.half = len;
+                table.cookie_high = len;
                 break;
             }
             len /= 2;
@@ -800,7 +896,8 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
         let mut table = make_table();
         let mut hello = [0u8; MSG_LEN];
         hello[0] = OP_HELLO;
-        let cap = (table.len as u32).to_ne_bytes();
+        // Slots past the first half hold cookies (no descriptor).
+        let cap = ((table.len / 2) as u32).to_ne_bytes();
         hello[AT_SLOT..AT_SLOT + 4].copy_from_slice(&cap);
         syscall6(
             k::__NR_sendto,
@@ -906,6 +1003,9 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                 if s.kind == ROOT {
                     kill_root(s.fd);
                     s.kind = EMPTY;
+                } else if s.kind == MEMBER {
+                    kill_member(s.fd);
+                    s.kind = EMPTY;
                 }
             }
             i += 1;
@@ -930,6 +1030,17 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                 }
             }
             i += 1;
+        }
+        // Then the trees held by their cookie (after `cgroup.kill`, which
+        // is one write a tree; this looks at every process, in rounds).
+        let mut cookies = false;
+        let mut i = table.half;
+        while i < table.cookie_high {
+            cookies |= table.at(i).is_some_and(|s| s.kind == COOKIE);
+            i += 1;
+        }
+        if cookies {
+            kill_by_cookies(&table);
         }
         // Remove: retried every 2 ms for up to 2 s (the kill completes
         // asynchronously; a populated cgroup cannot be removed).
@@ -1044,18 +1155,24 @@ unsafe fn serve(table: &mut Table, msg: &[u8; MSG_LEN], control: &[u8; 64], cont
             OP_ADD => CGROUP,
             OP_ADD_ROOT => ROOT,
             OP_PARENT => PARENT,
+            OP_COOKIE => COOKIE,
+            OP_ADD_MEMBER => MEMBER,
             _ => EMPTY,
         };
         if msg[0] == OP_DEL {
             if let Some(s) = table.at(slot) {
-                if (s.kind == CGROUP || s.kind == ROOT) && s.id == id {
-                    syscall4(k::__NR_close, s.fd as usize, 0, 0, 0);
+                if (s.kind == CGROUP || s.kind == ROOT || s.kind == COOKIE || s.kind == MEMBER)
+                    && s.id == id
+                {
+                    if s.fd >= 0 {
+                        syscall4(k::__NR_close, s.fd as usize, 0, 0, 0);
+                    }
                     s.kind = EMPTY;
                 }
             }
-        } else if kind != EMPTY && got >= 0 {
+        } else if kind != EMPTY && (got >= 0 || kind == COOKIE) {
             if let Some(s) = table.at(slot) {
-                if s.kind != EMPTY {
+                if s.kind != EMPTY && s.fd >= 0 {
                     // Not given back first (the host never does this).
                     syscall4(k::__NR_close, s.fd as usize, 0, 0, 0);
                 }
@@ -1071,7 +1188,11 @@ unsafe fn serve(table: &mut Table, msg: &[u8; MSG_LEN], control: &[u8; 64], cont
                 s.parent = parent;
                 s.kind = kind;
                 got = -1;
-                if slot >= table.high {
+                if kind == COOKIE {
+                    if slot >= table.cookie_high {
+                        table.cookie_high = slot + 1;
+                    }
+                } else if slot >= table.high {
                     table.high = slot + 1;
                 }
             }
@@ -1114,6 +1235,402 @@ unsafe fn kill_root(pidfd: c_int) {
         }
         // Before 6.9 (EINVAL), or no member left in the group (ESRCH):
         // the root alone, while it is not reaped.
+        syscall4(
+            k::__NR_pidfd_send_signal,
+            pidfd as usize,
+            k::SIGKILL as usize,
+            0,
+            0,
+        );
+    }
+}
+
+/// Rounds of [`kill_by_cookies`] at most (each a look at every process,
+/// then a 2 ms nap), and for how long at most: 1 s, whatever keeps forking
+/// and however many processes the machine has.
+const COOKIE_ROUNDS: u32 = 400;
+const COOKIE_FOR_NS: u64 = 1_000_000_000;
+
+/// `CLOCK_MONOTONIC` in nanoseconds (0 if it cannot be read).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn monotonic_ns() -> u64 {
+    let mut ts = k::__kernel_timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: one timespec of this frame.
+    let r = unsafe {
+        syscall4(
+            k::__NR_clock_gettime,
+            k::CLOCK_MONOTONIC as usize,
+            &mut ts as *mut k::__kernel_timespec as usize,
+            0,
+            0,
+        )
+    };
+    if r < 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+/// The variable whose comma-separated elements are the cookies of the
+/// trees a process belongs to (`contain::orphans::COOKIE_VAR`).
+const COOKIE_PREFIX: &[u8] = b"CORRAL_TREE=";
+
+/// Kills every process that carries one of the cookies held: rounds of a
+/// look at every process in `/proc`, until two rounds in a row find none
+/// alive (a process in `execve` shows an empty environment for a moment),
+/// at most [`COOKIE_ROUNDS`].
+///
+/// Never the wrong process: a pid is opened as a pidfd first, its
+/// environment read after, and the signal goes through the pidfd only if
+/// the process it holds had not exited once the environment was read (the
+/// pid was then its own all along, so the environment read was its own).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn kill_by_cookies(table: &Table) {
+    // SAFETY: raw syscalls on this frame's buffers.
+    unsafe {
+        let me = syscall4(k::__NR_getpid, 0, 0, 0, 0) as u32;
+        // The pids in `/proc` must be this process's namespace's (the
+        // pidfds are opened by number): `/proc/self` names this process.
+        let mut link = [0u8; 16];
+        let self_path = b"/proc/self\0";
+        let n = syscall4(
+            k::__NR_readlinkat,
+            k::AT_FDCWD as isize as usize,
+            self_path.as_ptr() as usize,
+            link.as_mut_ptr() as usize,
+            link.len(),
+        );
+        let mut own: u32 = 0;
+        let mut j = 0;
+        while n > 0 && j < n as usize {
+            if !link[j].is_ascii_digit() {
+                return;
+            }
+            own = own * 10 + (link[j] - b'0') as u32;
+            j += 1;
+        }
+        if own != me {
+            return;
+        }
+        let start = monotonic_ns();
+        let mut empty = 0;
+        let mut round = 0;
+        while round < COOKIE_ROUNDS
+            && empty < 2
+            && monotonic_ns().saturating_sub(start) < COOKIE_FOR_NS
+        {
+            if cookie_round(table, me) == 0 {
+                empty += 1;
+            } else {
+                empty = 0;
+            }
+            let ts: [i64; 2] = [0, 2_000_000];
+            syscall4(k::__NR_nanosleep, ts.as_ptr() as usize, 0, 0, 0);
+            round += 1;
+        }
+    }
+}
+
+/// One look at every process: SIGKILLs (its process group too, where the
+/// kernel can: Linux 6.9) each live one whose environment carries a held
+/// cookie. How many it found.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn cookie_round(table: &Table, me: u32) -> u32 {
+    const PIDFD_SIGNAL_PROCESS_GROUP: usize = 1 << 2;
+    // SAFETY: raw syscalls on this frame's buffers.
+    unsafe {
+        let proc_dir = b"/proc\0";
+        let d = syscall4(
+            k::__NR_openat,
+            k::AT_FDCWD as isize as usize,
+            proc_dir.as_ptr() as usize,
+            (k::O_RDONLY | k::O_DIRECTORY | k::O_CLOEXEC) as usize,
+            0,
+        );
+        if d < 0 {
+            return 0;
+        }
+        let mut found = 0;
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = syscall4(
+                k::__NR_getdents64,
+                d as usize,
+                buf.as_mut_ptr() as usize,
+                buf.len(),
+                0,
+            );
+            if n <= 0 {
+                break;
+            }
+            let n = n as usize;
+            let mut off = 0usize;
+            while off + 19 < n {
+                let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
+                if reclen == 0 {
+                    break;
+                }
+                // The name: digits up to its NUL, or not a process.
+                let mut pid: u32 = 0;
+                let mut j = off + 19;
+                let mut digits = 0;
+                while j < n && buf[j] != 0 {
+                    let b = buf[j];
+                    if !b.is_ascii_digit() || digits >= 9 {
+                        digits = 0;
+                        break;
+                    }
+                    pid = pid * 10 + (b - b'0') as u32;
+                    digits += 1;
+                    j += 1;
+                }
+                off += reclen;
+                if digits == 0 || pid == 0 || pid == me {
+                    continue;
+                }
+                let pfd = syscall4(k::__NR_pidfd_open, pid as usize, 0, 0, 0);
+                if pfd < 0 {
+                    continue;
+                }
+                if environ_has_cookie(table, pid) && !pidfd_exited(pfd as c_int) {
+                    found += 1;
+                    syscall4(
+                        k::__NR_pidfd_send_signal,
+                        pfd as usize,
+                        k::SIGKILL as usize,
+                        0,
+                        PIDFD_SIGNAL_PROCESS_GROUP,
+                    );
+                    syscall4(
+                        k::__NR_pidfd_send_signal,
+                        pfd as usize,
+                        k::SIGKILL as usize,
+                        0,
+                        0,
+                    );
+                }
+                syscall4(k::__NR_close, pfd as usize, 0, 0, 0);
+            }
+        }
+        syscall4(k::__NR_close, d as usize, 0, 0, 0);
+        found
+    }
+}
+
+/// Whether the process a pidfd holds has exited (its pidfd readable).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn pidfd_exited(pfd: c_int) -> bool {
+    #[repr(C)]
+    struct PollFd {
+        fd: c_int,
+        events: i16,
+        revents: i16,
+    }
+    let mut p = [PollFd {
+        fd: pfd,
+        events: k::POLLIN as i16,
+        revents: 0,
+    }];
+    let zero = k::__kernel_timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: one pollfd and a timespec of this frame.
+    let r = unsafe {
+        syscall6(
+            k::__NR_ppoll,
+            [
+                p.as_mut_ptr() as usize,
+                1,
+                &zero as *const k::__kernel_timespec as usize,
+                0,
+                8,
+                0,
+            ],
+        )
+    };
+    r != 0 || p[0].revents != 0
+}
+
+/// Whether `/proc/<pid>/environ` has a `CORRAL_TREE` variable with one of
+/// the held cookies as an element (read in pieces, matched as it streams:
+/// no allocation, whatever the environment's size).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn environ_has_cookie(table: &Table, pid: u32) -> bool {
+    // "/proc/" + up to 10 digits + "/environ" + NUL.
+    let mut path = [0u8; 32];
+    let head = b"/proc/";
+    path[..head.len()].copy_from_slice(head);
+    let mut at = head.len();
+    let mut digits = [0u8; 10];
+    let mut nd = 0;
+    let mut v = pid;
+    loop {
+        digits[nd] = b'0' + (v % 10) as u8;
+        nd += 1;
+        v /= 10;
+        if v == 0 || nd == digits.len() {
+            break;
+        }
+    }
+    while nd > 0 {
+        nd -= 1;
+        path[at] = digits[nd];
+        at += 1;
+    }
+    let tail = b"/environ";
+    path[at..at + tail.len()].copy_from_slice(tail);
+    // SAFETY: raw syscalls on this frame's buffers; slots reached through
+    // `Table::at` (bounds-checked), read only.
+    unsafe {
+        let fd = syscall4(
+            k::__NR_openat,
+            k::AT_FDCWD as isize as usize,
+            path.as_ptr() as usize,
+            (k::O_RDONLY | k::O_CLOEXEC) as usize,
+            0,
+        );
+        if fd < 0 {
+            return false;
+        }
+        let mut m = CookieMatch::new();
+        let mut buf = [0u8; 4096];
+        let mut hit = false;
+        // At most 4 MiB (an environment is smaller).
+        let mut left = 1024;
+        while !hit && left > 0 {
+            let n = syscall4(
+                k::__NR_read,
+                fd as usize,
+                buf.as_mut_ptr() as usize,
+                buf.len(),
+                0,
+            );
+            if n == -(en::EINTR as isize) {
+                continue;
+            }
+            if n <= 0 {
+                // The end: a last variable without its NUL still counts.
+                hit = m.feed(0, table);
+                break;
+            }
+            let mut i = 0;
+            while i < n as usize && !hit {
+                hit = m.feed(buf[i], table);
+                i += 1;
+            }
+            left -= 1;
+        }
+        syscall4(k::__NR_close, fd as usize, 0, 0, 0);
+        hit
+    }
+}
+
+/// A streaming match of `CORRAL_TREE=<a>,<b>,...` elements against the
+/// held cookies, one byte of `environ` at a time.
+struct CookieMatch {
+    /// Bytes of [`COOKIE_PREFIX`] matched at the start of this variable;
+    /// `usize::MAX`: this variable is another one.
+    prefix: usize,
+    /// In the value of the variable: the element so far.
+    elem: [u8; NAME_MAX + 1],
+    len: usize,
+}
+
+impl CookieMatch {
+    fn new() -> CookieMatch {
+        CookieMatch {
+            prefix: 0,
+            elem: [0; NAME_MAX + 1],
+            len: 0,
+        }
+    }
+
+    /// Takes one byte; true when an element just ended that is a held
+    /// cookie.
+    ///
+    /// # Safety
+    /// In the keeper only.
+    unsafe fn feed(&mut self, b: u8, table: &Table) -> bool {
+        let in_value = self.prefix == COOKIE_PREFIX.len();
+        if b == 0 || (in_value && b == b',') {
+            // SAFETY: as the caller.
+            let hit = in_value && unsafe { self.is_held(table) };
+            self.len = 0;
+            if b == 0 {
+                self.prefix = 0;
+            }
+            return hit;
+        }
+        if in_value {
+            if self.len < self.elem.len() {
+                self.elem[self.len] = b;
+            }
+            self.len += 1;
+        } else if self.prefix != usize::MAX {
+            if COOKIE_PREFIX[self.prefix] == b {
+                self.prefix += 1;
+            } else {
+                self.prefix = usize::MAX;
+            }
+        }
+        false
+    }
+
+    /// Whether the element just read is the cookie of a held slot.
+    ///
+    /// # Safety
+    /// In the keeper only.
+    unsafe fn is_held(&self, table: &Table) -> bool {
+        if self.len == 0 || self.len > NAME_MAX {
+            return false;
+        }
+        let mut i = table.half;
+        while i < table.cookie_high {
+            // SAFETY: bounds-checked slot, read only.
+            if let Some(s) = unsafe { table.at(i) } {
+                if s.kind == COOKIE
+                    && s.name[self.len] == 0
+                    && s.name[..self.len] == self.elem[..self.len]
+                {
+                    return true;
+                }
+            }
+            i += 1;
+        }
+        false
+    }
+}
+
+/// SIGKILLs a member held by its pidfd, and the process group its pid
+/// names (Linux 6.9; `ESRCH` when it leads none): both through the pidfd,
+/// so never a stranger.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn kill_member(pidfd: c_int) {
+    const PIDFD_SIGNAL_PROCESS_GROUP: usize = 1 << 2;
+    // SAFETY: raw syscalls with no pointer.
+    unsafe {
+        syscall4(
+            k::__NR_pidfd_send_signal,
+            pidfd as usize,
+            k::SIGKILL as usize,
+            0,
+            PIDFD_SIGNAL_PROCESS_GROUP,
+        );
         syscall4(
             k::__NR_pidfd_send_signal,
             pidfd as usize,
@@ -1263,6 +1780,19 @@ mod tests {
             .map(|_| register_root(fd.as_fd(), pid).unwrap())
             .collect();
         drop(held);
+        // A tree's cookie takes no run's place: as many runs and cookies
+        // as the capacity, at once.
+        let cap = capacity().unwrap() as usize;
+        let n = cap.min(600);
+        let roots: Vec<Registration> = (0..n)
+            .map(|_| register_root(fd.as_fd(), pid).unwrap())
+            .collect();
+        let cookies: Vec<Registration> = (0..n)
+            .map(|i| register_cookie(&format!("{pid}.test{i}")).unwrap())
+            .collect();
+        assert!(cookies.iter().all(|c| c.slot as usize >= cap));
+        assert!(roots.iter().all(|r| (r.slot as usize) < cap));
+        drop((roots, cookies));
         eprintln!("register + unregister: {each:?} each");
         let _ = child.kill();
         let _ = child.wait();

@@ -1,0 +1,156 @@
+//! Survivors that cannot be killed are reported, all of them, in every
+//! tier (issue 23, item 7).
+//!
+//! The command (`sh`) starts a child and waits; the test moves both into a
+//! cgroup-v1 freezer cgroup and freezes it (a v1-frozen process does not
+//! act on SIGKILL until it is thawed), then the deadline passes. Whatever
+//! the tier, the report must name both as survivors: the command by its
+//! own pid (in the PID-namespace tier the root is the namespace's init,
+//! which the SIGKILL ends; the command it stood for is still alive) and the
+//! child. The freezer cgroup is thawed and removed by a guard, so the
+//! killed processes then die.
+#![cfg(target_os = "linux")]
+
+use std::path::PathBuf;
+use std::sync::{Mutex, Once};
+use std::time::{Duration, Instant};
+
+use corral::{ContainmentChoice, Mechanism, Outcome, Output};
+use corral_testkit::{Scratch, Watch};
+
+const SEC: Duration = Duration::from_secs(1);
+
+/// The cgroup v1 freezer hierarchy (hybrid machines mount it here).
+const FREEZER: &str = "/sys/fs/cgroup/freezer";
+
+/// One test at a time: each freezes processes of its own, and the
+/// subreaper is enabled once for the binary.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A freezer cgroup of this test, thawed and removed on drop.
+struct Frozen(PathBuf);
+
+impl Frozen {
+    fn new(tag: &str) -> Frozen {
+        let root = std::path::Path::new(FREEZER);
+        assert!(
+            root.join("freezer.state").exists() || root.join("cgroup.procs").exists(),
+            "this test needs the cgroup v1 freezer at {FREEZER} (mounted on hybrid machines)"
+        );
+        let dir = root.join(format!("corral-frozen-{}-{tag}", std::process::id()));
+        std::fs::create_dir(&dir).expect("mkdir in the v1 freezer");
+        Frozen(dir)
+    }
+
+    fn take(&self, pid: u32) {
+        std::fs::write(self.0.join("cgroup.procs"), pid.to_string())
+            .expect("move a process into the freezer cgroup");
+    }
+
+    fn freeze(&self) {
+        std::fs::write(self.0.join("freezer.state"), "FROZEN").unwrap();
+        let end = Instant::now() + 5 * SEC;
+        while std::fs::read_to_string(self.0.join("freezer.state"))
+            .unwrap_or_default()
+            .trim()
+            != "FROZEN"
+        {
+            assert!(Instant::now() < end, "the freezer cgroup did not freeze");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("freezer.state"), "THAWED");
+        // The processes had SIGKILL pending: thawed, they die, and the
+        // empty cgroup can go.
+        let end = Instant::now() + 5 * SEC;
+        while std::fs::remove_dir(&self.0).is_err() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+fn frozen_command_and_child_are_both_survivors(tier: Mechanism) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if tier == Mechanism::Subreaper {
+        static ENABLE: Once = Once::new();
+        ENABLE.call_once(|| corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER"));
+    }
+    let s = Scratch::new();
+    if tier == Mechanism::PidNamespace {
+        s.namespaced();
+    }
+    let watch = Watch::new(&s);
+    let frozen = Frozen::new(&format!("{tier}"));
+    let mut cmd = s.sh(r#""$H" child & echo go > "$CORRAL_TEST_DIR/go"; wait"#);
+    cmd.containment(ContainmentChoice::Only(tier))
+        .timeout(2 * SEC)
+        .confirm_window(Duration::from_millis(300))
+        .stdout(Output::null())
+        .stderr(Output::null());
+    let running = cmd.spawn().expect("spawn");
+    assert!(s.wait_file("go", 10 * SEC), "the command did not start");
+    assert!(watch.pid("child", 10 * SEC).is_some(), "no child");
+    // The command and its child: the processes carrying the scratch's
+    // marker (host pids, whatever the tier).
+    let end = Instant::now() + 5 * SEC;
+    let marked = loop {
+        let m = s.marked_processes();
+        if m.len() == 2 {
+            break m;
+        }
+        assert!(Instant::now() < end, "marked processes: {m:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    for &p in &marked {
+        frozen.take(p);
+    }
+    frozen.freeze();
+    let t = Instant::now();
+    let r = running.wait();
+    let el = t.elapsed();
+    assert_eq!(r.outcome, Outcome::TimedOut, "{r:?}");
+    let mut survivors = r
+        .cleanup_error
+        .as_ref()
+        .map(|e| e.survivors().to_vec())
+        .unwrap_or_default();
+    survivors.sort_unstable();
+    let mut want = marked.clone();
+    want.sort_unstable();
+    assert_eq!(
+        survivors, want,
+        "{tier}: the report must name the command and its child as survivors: {r:?}"
+    );
+    // Bounded even so: the confirm limit from the SIGKILL, with slack.
+    assert!(el < 40 * SEC, "{el:?}");
+    drop(frozen);
+    s.assert_none_left();
+}
+
+#[corral_testkit::needs(root, pidns)]
+#[test]
+fn frozen_survivors_pid_namespace() {
+    frozen_command_and_child_are_both_survivors(Mechanism::PidNamespace);
+}
+
+#[corral_testkit::needs(root)]
+#[test]
+fn frozen_survivors_process_group() {
+    frozen_command_and_child_are_both_survivors(Mechanism::ProcessGroup);
+}
+
+#[corral_testkit::needs(root)]
+#[test]
+fn frozen_survivors_subreaper() {
+    frozen_command_and_child_are_both_survivors(Mechanism::Subreaper);
+}
+
+#[corral_testkit::needs(root, cgroup)]
+#[test]
+fn frozen_survivors_cgroup() {
+    frozen_command_and_child_are_both_survivors(Mechanism::Cgroup);
+}
