@@ -273,7 +273,11 @@ function launch(argv, nopts, { shape, onStdout, onStderr, signal, failed }) {
     HELD.delete(st)
     st.strong = null
     if (st.cleanup) st.cleanup()
-    if (p) p[kState].resolve(shape(JSON.parse(json), stdout, stderr))
+    if (!p) return
+    const report = JSON.parse(json)
+    // A deferred start that failed: its report carries `errno`.
+    if ('errno' in report) p[kState].resolve(failed(failureOf(json)))
+    else p[kState].resolve(shape(report, stdout, stderr))
   }
   const wrap = (f) =>
     f &&
@@ -323,6 +327,8 @@ function run(argv, options) {
   const encoding = checkEncoding(o.encoding)
   const maxBuffer = checkBytes(o.maxBuffer, 'maxBuffer') ?? 1024 * 1024
   nopts.captureLimit = maxBuffer
+  // The spawn happens on the runtime thread: the event loop never waits.
+  nopts.deferred = true
   const onStdout = checkFunction(o.onStdout, 'onStdout')
   const onStderr = checkFunction(o.onStderr, 'onStderr')
   const signal = checkAbortSignal(o.signal, 'options.signal')

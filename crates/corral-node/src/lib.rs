@@ -121,6 +121,20 @@ fn finish(shared: &Shared, report: Report, on_done: &DoneFn) {
     let _ = on_done.call(done, ThreadsafeFunctionCallMode::NonBlocking);
 }
 
+/// Ends a run that could not start (started on the runtime thread).
+#[cfg(unix)]
+fn finish_failed(shared: &Shared, json: String, on_done: &DoneFn) {
+    *lock(&shared.done) = true;
+    shared.finished.notify_all();
+    lock(&LIVE).retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), shared));
+    let done = Done {
+        json,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+    };
+    let _ = on_done.call(done, ThreadsafeFunctionCallMode::NonBlocking);
+}
+
 #[cfg(unix)]
 mod driver {
     //! The shared runtime thread.
@@ -163,6 +177,28 @@ mod driver {
         });
         Ok(pid)
     }
+
+    /// Starts the run on the runtime thread: the caller (the event loop)
+    /// does not wait for the spawn. A failure to start reaches `on_done`.
+    pub(super) fn start_later(
+        mut cmd: Command,
+        shared: Arc<Shared>,
+        on_done: DoneFn,
+        program: &OsStr,
+    ) -> std::result::Result<u32, Error> {
+        let h = handle().map_err(|e| runtime_error(program, e))?;
+        let t0 = Instant::now();
+        h.spawn(async move {
+            match cmd.spawn_async() {
+                Ok(running) => {
+                    let report = running.await;
+                    finish(&shared, report, &on_done);
+                }
+                Err(e) => finish_failed(&shared, failed_start(&e, t0.elapsed()), &on_done),
+            }
+        });
+        Ok(0)
+    }
 }
 
 #[cfg(not(unix))]
@@ -183,6 +219,15 @@ mod driver {
             .spawn(move || finish(&shared, running.wait(), &on_done))
             .map_err(|e| runtime_error(program, e))?;
         Ok(pid)
+    }
+
+    pub(super) fn start_later(
+        mut cmd: Command,
+        shared: Arc<Shared>,
+        on_done: DoneFn,
+        program: &OsStr,
+    ) -> std::result::Result<u32, Error> {
+        start(&mut cmd, shared, on_done, program)
     }
 }
 
@@ -296,6 +341,10 @@ pub struct StartOptions {
     pub require_crash_safety: Option<bool>,
     pub memory_max: Option<f64>,
     pub pids_max: Option<f64>,
+    /// Spawn on the runtime thread (the pid is not known when `start`
+    /// returns; a failure to start reaches `onDone` with a report carrying
+    /// `errno`).
+    pub deferred: Option<bool>,
 }
 
 fn ms(v: f64, what: &str) -> Result<Duration> {
@@ -642,7 +691,12 @@ pub fn start(
         cancel,
     });
     let program = OsString::from(&argv[0]);
-    match driver::start(&mut cmd, shared.clone(), on_done, &program) {
+    let started = if options.deferred == Some(true) {
+        driver::start_later(cmd, shared.clone(), on_done, &program)
+    } else {
+        driver::start(&mut cmd, shared.clone(), on_done, &program)
+    };
+    match started {
         Ok(pid) => {
             lock(&LIVE).push(Arc::downgrade(&shared));
             Ok(Job {

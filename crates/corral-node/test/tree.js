@@ -1,0 +1,108 @@
+'use strict'
+// Process-tree helpers for the tests (Linux). As the Rust testkit and the
+// Python conftest: `"$H" NAME [COMMAND...]` writes its pid to NAME.pid and
+// becomes COMMAND (default `sleep 30`), so every helper exits by itself
+// within 30 s. Each scratch has a unique marker in the helpers' environment;
+// a pid counts as "our helper" only while /proc/PID/environ carries it (no
+// PID-reuse mistakes), and cleanup kills leftovers by pid, never by name.
+
+const fs = require('fs')
+const os = require('os')
+const path = require('path')
+const crypto = require('crypto')
+
+const HELPER = `#!/bin/sh
+# corral test helper: record my pid, then become COMMAND (default: sleep 30).
+name="$1"; shift
+echo $$ > "$CORRAL_TEST_DIR/$name.tmp" && mv "$CORRAL_TEST_DIR/$name.tmp" "$CORRAL_TEST_DIR/$name.pid"
+if [ $# -eq 0 ]; then exec sleep 30; fi
+exec "$@"
+`
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+class Tree {
+  constructor() {
+    this.mark = `corral-nodetest-${process.pid}-${crypto.randomBytes(8).toString('hex')}`
+    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), `${this.mark}-`))
+    this.H = path.join(this.dir, 'H')
+    fs.writeFileSync(this.H, HELPER, { mode: 0o755 })
+  }
+
+  /** The environment for a command under test (replaces, as child_process). */
+  env(extra = {}) {
+    return { PATH: process.env.PATH, H: this.H, CORRAL_TEST_DIR: this.dir, CORRAL_TEST_MARK: this.mark, ...extra }
+  }
+
+  pid(name) {
+    try {
+      return Number(fs.readFileSync(path.join(this.dir, `${name}.pid`), 'utf8').trim())
+    } catch {
+      return null
+    }
+  }
+
+  async waitPid(name, ms = 10_000) {
+    const end = Date.now() + ms
+    for (;;) {
+      const p = this.pid(name)
+      if (p) return p
+      if (Date.now() > end) throw new Error(`helper ${name} never started`)
+      await sleep(10)
+    }
+  }
+
+  /** Whether helper `name` is alive (a zombie counts as dead). */
+  alive(name) {
+    const pid = this.pid(name)
+    if (!pid) return false
+    return this.isOurs(pid)
+  }
+
+  isOurs(pid) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+      const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3)
+      if (state === 'Z' || state === 'X') return false
+      return fs.readFileSync(`/proc/${pid}/environ`, 'utf8').includes(`CORRAL_TEST_MARK=${this.mark}`)
+    } catch {
+      return false
+    }
+  }
+
+  /** Waits until every named helper is dead; false if one outlives `ms`. */
+  async allDead(names, ms = 5_000) {
+    const end = Date.now() + ms
+    while (names.some((n) => this.alive(n))) {
+      if (Date.now() > end) return false
+      await sleep(20)
+    }
+    return true
+  }
+
+  names() {
+    return fs.readdirSync(this.dir).filter((f) => f.endsWith('.pid')).map((f) => f.slice(0, -4))
+  }
+
+  /** Kills every helper still alive, by pid (checked to be ours). */
+  cleanup() {
+    for (const n of this.names()) {
+      const pid = this.pid(n)
+      if (pid && this.isOurs(pid)) {
+        try {
+          process.kill(pid, 'SIGKILL')
+        } catch {}
+      }
+    }
+    fs.rmSync(this.dir, { recursive: true, force: true })
+  }
+}
+
+/** A fresh Tree per test, cleaned up after it whatever happens. */
+function withTree(t) {
+  const tree = new Tree()
+  t.after(() => tree.cleanup())
+  return tree
+}
+
+module.exports = { Tree, withTree, sleep }
