@@ -242,6 +242,13 @@ function installExitHook() {
 
 const EXIT_WAIT_MS = 10_000
 const kState = Symbol('corral.state')
+const kResolve = Symbol('corral.resolve')
+
+function abortWiring(signal, job) {
+  const onAbort = () => job.cancel()
+  signal.addEventListener('abort', onAbort, { once: true })
+  return () => signal.removeEventListener('abort', onAbort)
+}
 
 class RunPromise extends Promise {
   static get [Symbol.species]() {
@@ -258,16 +265,12 @@ class RunPromise extends Promise {
   }
 }
 
-// Starts one run; `shape(report, stdout, stderr)` makes the value the
-// promise resolves with. Returns { promise, job } (job null: not started).
-function launch(argv, nopts, { shape, onStdout, onStderr, signal, failed }) {
-  let resolve
-  const promise = new RunPromise((res) => {
-    resolve = res
-  })
-  const st = { weak: new WeakRef(promise), strong: null, settled: false, resolve, cleanup: null }
-  promise[kState] = st
-  const onDone = (json, stdout, stderr) => {
+// The completion callback the native side holds (strongly, until the run
+// ends). Made here, apart from launch(), so that its closure reaches nothing
+// but `st` and the shapers: never the promise (V8 closures of one function
+// share one context).
+function completion(st, shape, failed) {
+  return (json, stdout, stderr) => {
     const p = st.strong || st.weak.deref()
     st.settled = true
     HELD.delete(st)
@@ -276,38 +279,56 @@ function launch(argv, nopts, { shape, onStdout, onStderr, signal, failed }) {
     if (!p) return
     const report = JSON.parse(json)
     // A deferred start that failed: its report carries `errno`.
-    if ('errno' in report) p[kState].resolve(failed(failureOf(json)))
-    else p[kState].resolve(shape(report, stdout, stderr))
+    if ('errno' in report) p[kResolve](failed(failureOf(json)))
+    else p[kResolve](shape(report, stdout, stderr))
   }
-  const wrap = (f) =>
-    f &&
-    ((chunk) => {
-      try {
-        f(chunk)
-      } catch (e) {
-        process.nextTick(() => {
-          throw e
-        })
-      }
-    })
+}
+
+// A streaming callback: an exception thrown by it is rethrown on its own.
+function chunkCallback(f) {
+  if (!f) return undefined
+  return (chunk) => {
+    try {
+      f(chunk)
+    } catch (e) {
+      process.nextTick(() => {
+        throw e
+      })
+    }
+  }
+}
+
+function newRunPromise() {
+  let resolve
+  const promise = new RunPromise((res) => {
+    resolve = res
+  })
+  promise[kResolve] = resolve
+  return promise
+}
+
+// Starts one run; `shape(report, stdout, stderr)` makes the value the
+// promise resolves with. Returns { promise, job } (job null: not started).
+function launch(argv, nopts, { shape, onStdout, onStderr, signal, failed }) {
+  const promise = newRunPromise()
+  // Nothing the native side holds (the completion) may reach the promise
+  // strongly: only through `weak` until somebody observes it.
+  const st = { weak: new WeakRef(promise), strong: null, settled: false, cleanup: null }
+  promise[kState] = st
   if (signal && signal.aborted) {
     st.settled = true
-    resolve(failed({ aborted: true }))
+    promise[kResolve](failed({ aborted: true }))
     return { promise, job: null }
   }
-  const job = native.start(argv, nopts, onDone, wrap(onStdout), wrap(onStderr))
+  const job = native.start(argv, nopts, completion(st, shape, failed), chunkCallback(onStdout), chunkCallback(onStderr))
   if (job.failure !== null) {
     st.settled = true
-    resolve(failed(failureOf(job.failure)))
+    promise[kResolve](failed(failureOf(job.failure)))
     return { promise, job: null }
   }
   installExitHook()
   promise.job = job
-  if (signal) {
-    const onAbort = () => job.cancel()
-    signal.addEventListener('abort', onAbort, { once: true })
-    st.cleanup = () => signal.removeEventListener('abort', onAbort)
-  }
+  if (signal) st.cleanup = abortWiring(signal, job)
   return { promise, job }
 }
 
