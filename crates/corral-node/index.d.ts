@@ -1,88 +1,24 @@
-// Public API of the npm package `corral`. The native layer's declarations
-// (native.d.ts) are generated from the Rust side by `napi build`.
+// Public API of the npm package `corral`: the functions, over the shapes
+// generated from the Rust side.
 import type { Readable, Writable } from 'node:stream'
 
-export type Outcome =
-  | 'exited' | 'signaled' | 'timed_out' | 'cancelled' | 'output_held'
-  | 'spawn_failed' | 'containment_failed' | 'cleanup_failed'
+import type { RunOptions, SpawnStdio, ExecExtra, RunResult, Report } from './native'
 
-export type Containment = 'auto' | 'cgroup' | 'pid-namespace' | 'subreaper' | 'process-group' | 'job-object'
+// The option, result and report shapes are generated from the Rust side
+// (src/types.rs -> native.d.ts by `napi build`).
+export type { RunOptions, RunResult, Report }
 
-/** The full report: the library's serialisation (docs/report-schema.json). */
-export interface Report {
-  outcome: Outcome
-  exit_code: number | null
-  signal: number | null
-  signal_name: string | null
-  containment: 'process_group' | 'cgroup' | 'subreaper' | 'pid_namespace' | 'job_object' | null
-  containment_note: string | null
-  crash_safe: boolean | null
-  crash_safety_note: string | null
-  killed: number
-  kept: number
-  duration_ms: number
-  stdout_bytes: number | null
-  stderr_bytes: number | null
-  error: string | null
-  pid: number | null
-  signals_sent: number[]
-  survivors: number[]
-  timings_ms: { spawn: number; root_exit: number | null; output_closed: number | null; cleanup_done: number } | null
-  usage: { cpu_user_ms: number | null; cpu_system_ms: number | null; memory_peak: number | null; pids_peak: number | null } | null
-  limits_hit: string[]
-}
+export type Outcome = RunResult['outcome']
+export type Containment = NonNullable<RunOptions['containment']>
 
-export interface CommonOptions {
-  timeout?: number
-  killSignal?: NodeJS.Signals | number
-  killAfter?: number
-  waitDelay?: number
-  cwd?: string | URL
-  env?: NodeJS.ProcessEnv
-  signal?: AbortSignal
-  containment?: Containment
-  leftovers?: 'keep-on-success' | 'kill' | 'keep'
-  requireCrashSafety?: boolean
-  memoryMax?: number
-  pidsMax?: number
-}
+export type SpawnOptions = Omit<RunOptions, 'input' | 'onStdout' | 'onStderr'> & SpawnStdio
+export type ExecOptions = Omit<RunOptions, 'onStdout' | 'onStderr'> & ExecExtra
 
-export interface RunOptions extends CommonOptions {
-  input?: string | Buffer | Uint8Array
-  encoding?: BufferEncoding | 'buffer' | null
-  maxBuffer?: number
-  onStdout?: (chunk: Buffer) => void
-  onStderr?: (chunk: Buffer) => void
-}
-
-export interface Result<T = string | Buffer> {
-  outcome: Outcome
-  exitCode: number | null
-  signal: string | null
-  stdout: T
-  stderr: T
-  killed: number
-  kept: number
-  durationMs: number
-  containment: Report['containment']
-  crashSafe: boolean | null
-  pid: number | null
-  error: string | null
-  report: Report
-}
+/** A result whose stdout/stderr type follows the encoding. */
+export type Result<T = string | Buffer> = Omit<RunResult, 'stdout' | 'stderr'> & { stdout: T; stderr: T }
 
 export function run(argv: string[], options?: RunOptions & { encoding?: BufferEncoding }): Promise<Result<string>>
 export function run(argv: string[], options: RunOptions & { encoding: 'buffer' | null }): Promise<Result<Buffer>>
-
-export type StdioMode = 'pipe' | 'ignore' | 'inherit'
-
-export interface SpawnOptions extends CommonOptions {
-  stdin?: StdioMode
-  stdout?: StdioMode
-  stderr?: StdioMode
-  encoding?: BufferEncoding | 'buffer' | null
-  maxBuffer?: number
-}
 
 export class Process {
   readonly pid: number
@@ -94,15 +30,6 @@ export class Process {
 }
 
 export function spawn(argv: string[], options?: SpawnOptions): Process
-
-export interface ExecOptions extends CommonOptions {
-  encoding?: BufferEncoding | 'buffer' | null
-  maxBuffer?: number
-  shell?: boolean | string
-  input?: string | Buffer | Uint8Array
-  windowsHide?: boolean
-  windowsVerbatimArguments?: boolean
-}
 
 export interface ExecError extends Error {
   code?: number | string | null

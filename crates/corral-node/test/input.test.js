@@ -68,3 +68,36 @@ test('CommonJS and ESM give the same functions; types are shipped', () => {
   assert.equal(out.trim(), 'esm true true true')
   assert.ok(require('fs').existsSync(path.join(dir, 'native.d.ts')))
 })
+
+test('every option of the generated RunOptions/ExecExtra/SpawnStdio is accepted; the declarations type-check', (t) => {
+  const dir = path.join(__dirname, '..')
+  const dts = require('fs').readFileSync(path.join(dir, 'native.d.ts'), 'utf8')
+  const fields = (name) => {
+    const body = dts.match(new RegExp(`export interface ${name} \\{([\\s\\S]*?)\\n\\}`))[1]
+    return [...body.matchAll(/^ {2}(\w+)\??:/gm)].map((m) => m[1])
+  }
+  const runOpts = fields('RunOptions')
+  assert.ok(runOpts.includes('timeout') && runOpts.includes('onStdout') && runOpts.includes('killAfter'))
+  const unknown = (e) => /Unknown option/.test(e.message)
+  for (const k of runOpts) {
+    const o = { [k]: undefined }
+    try {
+      run(['true'], o)
+    } catch (e) {
+      assert.ok(!unknown(e), `run() rejects ${k}`)
+    }
+    if (!['onStdout', 'onStderr', 'input'].includes(k)) {
+      try {
+        spawn(['true'], { ...o, stdin: 'ignore', stdout: 'ignore', stderr: 'ignore' }).kill()
+      } catch (e) {
+        assert.ok(!unknown(e), `spawn() rejects ${k}`)
+      }
+    }
+  }
+  for (const k of fields('ExecExtra')) execFile('true', [], { [k]: undefined })
+  for (const k of fields('SpawnStdio')) spawn(['true'], { [k]: 'ignore' }).kill()
+  const tsc = path.join(dir, 'node_modules', '.bin', 'tsc')
+  if (!require('fs').existsSync(tsc)) return t.skip('typescript is not installed (npm ci)')
+  execFileSync(tsc, ['--noEmit', '--strict', '--types', 'node', '--module', 'commonjs', '--moduleResolution', 'node',
+    '--target', 'es2022', path.join(__dirname, 'types', 'use.ts')], { cwd: dir })
+})
