@@ -46,23 +46,25 @@ test('execFile: a missing program is an ENOENT error', async () => {
 test('exec: timeout kills the whole tree with killSignal (SIGTERM)', async (t) => {
   const tree = withTree(t)
   const t0 = Date.now()
-  const { err } = await call(exec, 'setsid "$H" escaper & exec "$H" root', { timeout: 300, env: tree.env() })
+  const { err } = await call(exec, 'setsid "$H" escaper & "$W" escaper; exec "$H" root', { timeout: 1000, env: tree.env() })
   assert.ok(Date.now() - t0 < 5000)
   assert.equal(err.killed, true)
   assert.equal(err.signal, 'SIGTERM')
   assert.equal(err.code, null)
   assert.equal(err.report.outcome, 'timed_out')
+  assert.ok(tree.pid('escaper') && tree.pid('root'))
   assert.ok(await tree.allDead(['escaper', 'root'], 1000))
 })
 
 test('exec: a holder of stdout cannot keep the callback from firing; it is an error', async (t) => {
   const tree = withTree(t)
   const t0 = Date.now()
-  const { err, stdout } = await call(exec, '"$H" holder & echo hi', { waitDelay: 300, env: tree.env() })
+  const { err, stdout } = await call(exec, '"$H" holder & "$W" holder; echo hi', { waitDelay: 300, env: tree.env() })
   assert.ok(Date.now() - t0 < 5000)
   assert.equal(stdout, 'hi\n')
   assert.equal(err.report.outcome, 'output_held')
   assert.equal(err.killed, true)
+  assert.ok(tree.pid('holder'))
   assert.ok(await tree.allDead(['holder'], 1000))
 })
 
@@ -87,10 +89,11 @@ test('maxBuffer: exceeding it kills the tree, ERR_CHILD_PROCESS_STDIO_MAXBUFFER,
   // A writer that never stops, and its tree: killed once past maxBuffer.
   const tree = withTree(t)
   const t0 = Date.now()
-  const e4 = await call(exec, '"$H" bystander & exec "$H" yes yes', { maxBuffer: 100_000, env: tree.env() })
+  const e4 = await call(exec, '"$H" bystander & "$W" bystander; exec "$H" yes yes', { maxBuffer: 100_000, env: tree.env() })
   assert.ok(Date.now() - t0 < 10_000)
   assert.equal(e4.err.code, 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER')
   assert.equal(e4.stdout.length, 100_000)
+  assert.ok(tree.pid('bystander') && tree.pid('yes'))
   assert.ok(await tree.allDead(['bystander', 'yes'], 1000))
 })
 

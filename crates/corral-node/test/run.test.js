@@ -25,12 +25,12 @@ test('exit code, output and the report from the library', async () => {
 test('timeout kills the whole tree, a setsid escaper included', async (t) => {
   const tree = withTree(t)
   const t0 = Date.now()
-  const r = await run(['sh', '-c', 'setsid "$H" escaper & exec "$H" root'], { timeout: 500, env: tree.env() })
+  const r = await run(['sh', '-c', 'setsid "$H" escaper & "$W" escaper; exec "$H" root'], { timeout: 1000, env: tree.env() })
   const took = Date.now() - t0
   assert.equal(r.outcome, 'timed_out')
   assert.equal(r.signal, 'SIGKILL')
   assert.equal(r.exitCode, null)
-  assert.ok(took >= 450 && took < 5000, `took ${took} ms`)
+  assert.ok(took >= 1000 && took < 6000, `took ${took} ms`)
   assert.ok(tree.pid('escaper') && tree.pid('root'))
   assert.ok(await tree.allDead(['escaper', 'root'], 1000), 'the escaper or the root survived')
 })
@@ -38,26 +38,28 @@ test('timeout kills the whole tree, a setsid escaper included', async (t) => {
 test('a grandchild holding stdout cannot keep run from returning', async (t) => {
   const tree = withTree(t)
   const t0 = Date.now()
-  const r = await run(['sh', '-c', '"$H" holder & echo done'], { waitDelay: 300, env: tree.env() })
+  const r = await run(['sh', '-c', '"$H" holder & "$W" holder; echo done'], { waitDelay: 300, env: tree.env() })
   const took = Date.now() - t0
   assert.equal(r.outcome, 'output_held')
   assert.equal(r.exitCode, 0) // the root's own code, as report.exit_code
   assert.equal(r.stdout, 'done\n')
   assert.equal(r.killed, 1)
   assert.ok(took < 5000, `took ${took} ms`)
+  assert.ok(tree.pid('holder'))
   assert.ok(await tree.allDead(['holder'], 1000), 'the holder survived')
 })
 
 test('a TERM-ignorer gets SIGKILL after killAfter', async (t) => {
   const tree = withTree(t)
   const t0 = Date.now()
-  const r = await run(['sh', '-c', 'trap "" TERM; "$H" ignorer & exec "$H" root'], {
-    timeout: 300, killSignal: 'SIGTERM', killAfter: 700, env: tree.env(),
+  const r = await run(['sh', '-c', 'trap "" TERM; "$H" ignorer & "$W" ignorer; exec "$H" root'], {
+    timeout: 1000, killSignal: 'SIGTERM', killAfter: 700, env: tree.env(),
   })
   const took = Date.now() - t0
   assert.equal(r.outcome, 'timed_out')
   assert.deepEqual(r.report.signals_sent.slice(0, 2), [15, 9])
-  assert.ok(took >= 900 && took < 6000, `took ${took} ms`)
+  assert.ok(took >= 1700 && took < 7000, `took ${took} ms`)
+  assert.ok(tree.pid('ignorer') && tree.pid('root'))
   assert.ok(await tree.allDead(['ignorer', 'root'], 1000))
 })
 

@@ -19,6 +19,14 @@ if [ $# -eq 0 ]; then exec sleep 30; fi
 exec "$@"
 `
 
+const WAITER = `#!/bin/sh
+# corral test helper: wait (at most 10 s) until the named helpers recorded their pids.
+for name in "$@"; do
+  i=0
+  while [ ! -e "$CORRAL_TEST_DIR/$name.pid" ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i + 1)); done
+done
+`
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 class Tree {
@@ -27,11 +35,13 @@ class Tree {
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), `${this.mark}-`))
     this.H = path.join(this.dir, 'H')
     fs.writeFileSync(this.H, HELPER, { mode: 0o755 })
+    this.W = path.join(this.dir, 'W')
+    fs.writeFileSync(this.W, WAITER, { mode: 0o755 })
   }
 
   /** The environment for a command under test (replaces, as child_process). */
   env(extra = {}) {
-    return { PATH: process.env.PATH, H: this.H, CORRAL_TEST_DIR: this.dir, CORRAL_TEST_MARK: this.mark, ...extra }
+    return { PATH: process.env.PATH, H: this.H, W: this.W, CORRAL_TEST_DIR: this.dir, CORRAL_TEST_MARK: this.mark, ...extra }
   }
 
   pid(name) {
