@@ -5,7 +5,9 @@
 // error, and wires AbortSignals and streams. No lifecycle logic lives here:
 // deadlines, grace, wait delay, tree kill and cleanup are the library's.
 
+const { EventEmitter } = require('events')
 const net = require('net')
+const { Readable } = require('stream')
 const util = require('util')
 const native = require('./native.js')
 
@@ -494,12 +496,26 @@ function spawnError(failure, file, args, cmd) {
   return e
 }
 
-class ExecChild {
-  constructor(job, promise) {
+// What execFile/exec return: a small stand-in for a ChildProcess. `pid` at
+// once; `stdout`/`stderr` are Readables that receive the captured output
+// when the run has ended (not while it runs); 'spawn', 'exit', 'close' and
+// (with a listener) 'error' are emitted as a ChildProcess emits them.
+class ExecChild extends EventEmitter {
+  constructor(job, encoding) {
+    super()
     this.pid = job ? job.pid : undefined
     this._job = job
-    this._promise = promise
     this.killed = false
+    this.exitCode = null
+    this.signalCode = null
+    this.stdin = null
+    this.stdout = new Readable({ read() {} })
+    this.stderr = new Readable({ read() {} })
+    if (encoding !== 'buffer') {
+      this.stdout.setEncoding(encoding)
+      this.stderr.setEncoding(encoding)
+    }
+    if (job) process.nextTick(() => this.emit('spawn'))
   }
 
   /** Terminates the whole tree (default SIGTERM, SIGKILL after the grace). */
@@ -509,6 +525,22 @@ class ExecChild {
     this._job.cancel(s)
     this.killed = true
     return true
+  }
+
+  _finish(report, out, err, callback, e, stdout, stderr) {
+    if (report.pid) {
+      this.exitCode = report.exit_code ?? null
+      this.signalCode = report.signal_name ?? null
+      this.emit('exit', this.exitCode, this.signalCode)
+    } else if (e && this.listenerCount('error') > 0) {
+      this.emit('error', e)
+    }
+    if (out.length) this.stdout.push(out)
+    this.stdout.push(null)
+    if (err.length) this.stderr.push(err)
+    this.stderr.push(null)
+    if (callback) callback(e, stdout, stderr)
+    if (report.pid) this.emit('close', this.exitCode, this.signalCode)
   }
 }
 
@@ -538,27 +570,27 @@ function execFileImpl(file, args, o, callback, shellCommand) {
     if (encoding === 'buffer') return buf.subarray(0, maxBuffer)
     return buf.toString(encoding).slice(0, maxBuffer)
   }
-  let child = null
+  const empty = decode(EMPTY, encoding)
   const { promise, job } = launch(argv, nopts, {
     shape: (report, out, err) => {
       const stdout = cut(out)
       const stderr = cut(err)
-      const e = execError(report, cmd, stdout, stderr, maxBuffer, signal)
-      if (e && child && child.killed && e.killed === false) e.killed = true
-      return [e, stdout, stderr]
+      return [report, out, err, execError(report, cmd, stdout, stderr, maxBuffer, signal), stdout, stderr]
     },
     signal,
     failed: (f) => {
-      const empty = decode(EMPTY, encoding)
-      if (f.aborted) return [abortError(signal), empty, empty]
-      if (f.invalid) return [Object.assign(valueError(f.report.error), { cmd, report: f.report }), empty, empty]
-      return [spawnError(f, file, args, cmd), empty, empty]
+      if (f.aborted) return [{}, EMPTY, EMPTY, abortError(signal), empty, empty]
+      const e = f.invalid
+        ? Object.assign(valueError(f.report.error), { cmd, report: f.report })
+        : spawnError(f, argv[0], argv.slice(1), cmd)
+      return [f.report, EMPTY, EMPTY, e, empty, empty]
     },
   })
-  child = new ExecChild(job, promise)
+  const child = new ExecChild(job, encoding)
   // The callback's run is held until it ends, whoever holds the child.
-  promise.then(([e, stdout, stderr]) => {
-    if (callback) callback(e, stdout, stderr)
+  promise.then(([report, out, err, e, stdout, stderr]) => {
+    if (e && child.killed && e.killed === false) e.killed = true
+    child._finish(report, out, err, callback, e, stdout, stderr)
   })
   return child
 }

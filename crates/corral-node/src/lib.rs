@@ -247,8 +247,13 @@ fn runtime_error(program: &OsStr, source: std::io::Error) -> Error {
     }
 }
 
-const EMFILE: i32 = 24;
+/// The error numbers used here: the same on every Unix that matters
+/// (Linux, macOS, the BSDs), and what libuv reports on Windows.
+const ENOENT: i32 = 2;
+const EACCES: i32 = 13;
+const ENOTDIR: i32 = 20;
 const ENFILE: i32 = 23;
+const EMFILE: i32 = 24;
 
 /// The OS error number behind `e`: its own, or that of the first error in
 /// its source chain that has one.
@@ -275,9 +280,17 @@ fn failed_start(e: &Error, elapsed: Duration) -> String {
         _ => None,
     };
     let errno = match e {
-        Error::Spawn { source, kind, .. } => {
-            os_errno(source).or((*kind == SpawnErrorKind::TooManyOpenFiles).then_some(EMFILE))
-        }
+        Error::Spawn { source, kind, .. } => os_errno(source).or(match (kind, source.kind()) {
+            // No OS error number in sight (a step's own message): the one
+            // Node's callers test for, from the kinds.
+            (SpawnErrorKind::TooManyOpenFiles, _) => Some(EMFILE),
+            (SpawnErrorKind::NotFound, _) | (_, std::io::ErrorKind::NotFound) => Some(ENOENT),
+            (SpawnErrorKind::PermissionDenied, _) | (_, std::io::ErrorKind::PermissionDenied) => {
+                Some(EACCES)
+            }
+            (_, std::io::ErrorKind::NotADirectory) => Some(ENOTDIR),
+            _ => None,
+        }),
         Error::Containment {
             source: Some(s), ..
         } => os_errno(s),

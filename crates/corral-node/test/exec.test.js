@@ -161,3 +161,47 @@ test('child.kill() kills the tree; error.killed is true', async (t) => {
   assert.equal(err.signal, 'SIGTERM')
   assert.ok(await tree.allDead(['escaper', 'root'], 1000))
 })
+
+test('exec: a missing cwd is ENOENT of the shell, as child_process', async () => {
+  const { err } = await call(exec, 'pwd', { cwd: '/nonexistent-corral-dir' })
+  assert.equal(err.code, 'ENOENT')
+  assert.equal(err.syscall, 'spawn /bin/sh')
+  assert.equal(err.path, '/bin/sh')
+  assert.deepEqual(err.spawnargs, ['-c', 'pwd'])
+  assert.equal(err.cmd, 'pwd')
+})
+
+test('the returned child: spawn, exit, close events; stdout/stderr data (strings with an encoding)', async () => {
+  const events = []
+  const data = { out: [], err: [] }
+  await new Promise((resolve) => {
+    const child = exec('echo out; echo err >&2; exit 3', (err) => events.push(['callback', err.code]))
+    child.on('spawn', () => events.push(['spawn']))
+    child.on('exit', (code, sig) => events.push(['exit', code, sig]))
+    child.on('close', (code, sig) => {
+      events.push(['close', code, sig])
+      resolve()
+    })
+    child.stdout.on('data', (d) => data.out.push(d))
+    child.stderr.on('data', (d) => data.err.push(d))
+  })
+  assert.deepEqual(events, [['spawn'], ['exit', 3, null], ['callback', 3], ['close', 3, null]])
+  assert.deepEqual(data.out, ['out\n'])
+  assert.deepEqual(data.err, ['err\n'])
+  const missing = exec('corral-no-such-command-xyz')
+  const got = await new Promise((res) => missing.stderr.on('data', res))
+  assert.equal(typeof got, 'string')
+})
+
+test('exec: killSignal SIGKILL at the timeout; the abort reason is the cause; promisified abort rejects', async (t) => {
+  const tree = withTree(t)
+  const { err } = await call(exec, '"$H" root', { timeout: 300, killSignal: 'SIGKILL', env: tree.env() })
+  assert.equal(err.signal, 'SIGKILL')
+  assert.equal(err.killed, true)
+  const ac = new AbortController()
+  const p = util.promisify(exec)('"$H" aborted', { signal: ac.signal, env: tree.env() })
+  await tree.waitPid('aborted')
+  ac.abort('enough')
+  await assert.rejects(p, (e) => e.name === 'AbortError' && e.cause === 'enough')
+  assert.ok(await tree.allDead(['root', 'aborted'], 1000))
+})
