@@ -1,5 +1,6 @@
 // Public API of the npm package `corral`: the functions, over the shapes
 // generated from the Rust side.
+import type { EventEmitter } from 'node:events'
 import type { Readable, Writable } from 'node:stream'
 
 import type { RunOptions, SpawnStdio, ExecExtra, RunResult, Report } from './native'
@@ -41,9 +42,16 @@ export interface ExecError extends Error {
   stderr?: string | Buffer
 }
 
-export interface ExecChild {
+/** A stand-in for a ChildProcess: events `spawn`, `exit`, `close`, `error`. */
+export interface ExecChild extends EventEmitter {
   readonly pid: number | undefined
   killed: boolean
+  exitCode: number | null
+  signalCode: string | null
+  readonly stdin: null
+  /** Receives the captured output when the run has ended. */
+  readonly stdout: Readable
+  readonly stderr: Readable
   kill(signal?: NodeJS.Signals | number): boolean
 }
 

@@ -10,7 +10,9 @@ async function main() {
   p.stdin?.write('x')
   const w: Result = await p.wait()
   execFile('ls', ['-l'], { timeout: 1 }, (err, out) => { if (err) console.log(err.code, err.report?.outcome) })
-  exec('echo', (err) => {})
+  const ch = exec('echo', (err) => {})
+  ch.on('close', (code: number | null) => code)
+  ch.stdout.on('data', (d: string) => d)
   const { stdout } = await promisify(execFile)('ls', ['-l'])
   console.log(code, s, buf, w, stdout, r.report.timings_ms?.spawn)
 }
