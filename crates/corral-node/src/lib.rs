@@ -449,9 +449,14 @@ struct Pipes {
 
 #[cfg(unix)]
 fn pipe() -> Result<(std::fs::File, std::fs::File)> {
-    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| JsError::from_reason(format!("cannot make a pipe: {e}")))?;
-    Ok((std::fs::File::from(r), std::fs::File::from(w)))
+    use std::os::fd::OwnedFd;
+    // std's pipe: close-on-exec on every Unix (pipe2 where there is one).
+    let (r, w) =
+        std::io::pipe().map_err(|e| JsError::from_reason(format!("cannot make a pipe: {e}")))?;
+    Ok((
+        std::fs::File::from(OwnedFd::from(r)),
+        std::fs::File::from(OwnedFd::from(w)),
+    ))
 }
 
 #[cfg(not(unix))]
