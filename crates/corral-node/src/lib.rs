@@ -738,9 +738,10 @@ pub fn start(
     }
 }
 
-/// Cancels every live run and waits (blocking) until their cleanups are
-/// done, at most `timeoutMs`. Returns how many runs were live. Called from
-/// index.js when the process exits.
+/// Cancels every live run with SIGKILL at once (nobody is left to wait for
+/// a grace) and waits (blocking) until their cleanups are done, at most
+/// `timeoutMs`. Returns how many runs were live. Called from index.js when
+/// the process exits.
 #[napi]
 pub fn shutdown(timeout_ms: f64) -> u32 {
     let until =
@@ -751,7 +752,7 @@ pub fn shutdown(timeout_ms: f64) -> u32 {
         .filter(|s| !s.is_done())
         .collect();
     for s in &live {
-        s.cancel.cancel();
+        s.cancel.cancel_with(Signal::KILL);
     }
     for s in &live {
         s.wait_until(until);
