@@ -395,6 +395,17 @@ class Process {
   }
 }
 
+// A pipe end the native side handed over, as a stream. An open stream keeps
+// its run (and so its tree) alive. (Apart from spawn(), so that no closure
+// of spawn() reaches the promise: a Process dropped with no stream open is
+// collected, and its tree killed.)
+function pipeStream(fd, readable, run) {
+  if (fd === null) return null
+  const s = new net.Socket({ fd, readable, writable: !readable })
+  s._corralRun = run
+  return s
+}
+
 function spawn(argv, options) {
   checkArgv(argv)
   const o = checkOptions(options, SPAWN_OPTIONS, 'spawn')
@@ -423,17 +434,10 @@ function spawn(argv, options) {
     if (failure && failure.invalid) throw valueError(failure.report.error)
     return new Process(0, null, promise, { stdin: null, stdout: null, stderr: null })
   }
-  const sock = (fd, readable) => {
-    if (fd === null) return null
-    const s = new net.Socket({ fd, readable, writable: !readable })
-    // A stream in use keeps its run (and so its tree) alive.
-    s._corralRun = promise
-    return s
-  }
   const streams = {
-    stdin: sock(job.takeStdin(), false),
-    stdout: sock(job.takeStdout(), true),
-    stderr: sock(job.takeStderr(), true),
+    stdin: pipeStream(job.takeStdin(), false, promise),
+    stdout: pipeStream(job.takeStdout(), true, promise),
+    stderr: pipeStream(job.takeStderr(), true, promise),
   }
   if (streams.stdin) streams.stdin.on('error', () => {}) // EPIPE once the child is gone, as child_process
   return new Process(job.pid, job, promise, streams)

@@ -54,6 +54,30 @@ test('a run whose promise is dropped and garbage-collected: its tree is killed',
   await exited
 })
 
+test('a spawn() handle dropped with no stream open is collected: its tree is killed', async (t) => {
+  const tree = withTree(t)
+  const { child, exited } = node(tree, `
+    const { spawn } = require(process.env.CORRAL_INDEX)
+    function start() { spawn(${TREE.replace('} }', "}, stdin: 'ignore', stdout: 'ignore', stderr: 'ignore' }")}) }
+    start()
+    const fs = require('fs')
+    const ready = () => ['escaper', 'root'].every((n) => fs.existsSync(process.env.CORRAL_TEST_DIR + '/' + n + '.pid'))
+    const iv = setInterval(() => {
+      if (!ready()) return
+      clearInterval(iv)
+      gc()
+      setTimeout(() => gc(), 100)
+      setTimeout(() => process.exit(0), 8000)
+    }, 10)
+  `)
+  await tree.waitPid('escaper')
+  await tree.waitPid('root')
+  assert.ok(await tree.allDead(['escaper', 'root'], 5000), 'the tree outlived its collected handle')
+  assert.ok(alive(child.pid))
+  child.kill('SIGKILL')
+  await exited
+})
+
 test('an awaited run is not collected (the tree lives until the run ends)', async (t) => {
   const tree = withTree(t)
   const { child, exited } = node(tree, `
