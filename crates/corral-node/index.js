@@ -594,7 +594,15 @@ function execFileImpl(file, args, o, callback, shellCommand) {
   // The callback's run is held until it ends, whoever holds the child.
   promise.then(([report, out, err, e, stdout, stderr]) => {
     if (e && child.killed && e.killed === false) e.killed = true
-    child._finish(report, out, err, callback, e, stdout, stderr)
+    try {
+      child._finish(report, out, err, callback, e, stdout, stderr)
+    } catch (thrown) {
+      // A throwing callback or listener is an uncaught exception, as with
+      // child_process, not a rejected promise.
+      process.nextTick(() => {
+        throw thrown
+      })
+    }
   })
   return child
 }

@@ -205,3 +205,12 @@ test('exec: killSignal SIGKILL at the timeout; the abort reason is the cause; pr
   await assert.rejects(p, (e) => e.name === 'AbortError' && e.cause === 'enough')
   assert.ok(await tree.allDead(['root', 'aborted'], 1000))
 })
+
+test('an exception thrown by the callback is an uncaught exception, as with child_process', () => {
+  const out = require('child_process').spawnSync(process.execPath, ['-e', `
+    process.on('uncaughtException', (e) => { console.log('uncaught', e.message); process.exit(0) })
+    process.on('unhandledRejection', () => { console.log('rejection'); process.exit(1) })
+    require(${JSON.stringify(require('path').join(__dirname, '..'))}).execFile('true', () => { throw new Error('boom') })
+  `], { encoding: 'utf8', timeout: 20_000 })
+  assert.equal(out.stdout.trim(), 'uncaught boom')
+})
