@@ -231,15 +231,28 @@ function failureOf(json) {
 // Observed runs are held here until they end.
 
 const HELD = new Set()
+// Every started run of this environment (main thread or worker), weakly.
+const LIVE = new Set()
 let exitHook = false
 
 function installExitHook() {
   if (exitHook) return
   exitHook = true
-  // process.exit() with live runs: cancel them all and wait (bounded) for
-  // their trees to be gone. A Ctrl-C or a crash skips this: then the
-  // library's crash-safety keeper kills the trees.
-  process.on('exit', () => native.shutdown(EXIT_WAIT_MS))
+  // process.exit() with live runs: kill them all (SIGKILL, no grace) and
+  // wait (bounded) for their trees to be gone. A Ctrl-C or a crash skips
+  // this: then the library's crash-safety keeper kills the trees.
+  process.on('exit', () => {
+    const jobs = [...LIVE].map((w) => w.deref()).filter((j) => j && !j.done)
+    for (const j of jobs) j.killNow()
+    const end = Date.now() + EXIT_WAIT_MS
+    for (const j of jobs) j.waitDone(Math.max(0, end - Date.now()))
+  })
+}
+
+function track(job) {
+  const ref = new WeakRef(job)
+  LIVE.add(ref)
+  return () => LIVE.delete(ref)
 }
 
 const EXIT_WAIT_MS = 10_000
@@ -330,7 +343,12 @@ function launch(argv, nopts, { shape, onStdout, onStderr, signal, failed }) {
   }
   installExitHook()
   promise.job = job
-  if (signal) st.cleanup = abortWiring(signal, job)
+  const untrack = track(job)
+  const unwire = signal ? abortWiring(signal, job) : null
+  st.cleanup = () => {
+    untrack()
+    if (unwire) unwire()
+  }
   return { promise, job }
 }
 

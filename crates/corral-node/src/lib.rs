@@ -13,9 +13,9 @@
 //!   thread of its own.
 //!
 //! A `Job` collected by the garbage collector before its report arrived
-//! cancels its run (the tree is killed, never leaked); [`shutdown`] (called
-//! from index.js on `process.exit`) cancels every live run and waits for
-//! the cleanups, bounded. When the Node process dies without either (a
+//! cancels its run (the tree is killed, never leaked); on `process.exit`
+//! index.js kills its environment's live runs ([`Job::kill_now`]) and waits
+//! for their cleanups, bounded ([`Job::wait_done`]). When the Node process dies without either (a
 //! signal, a crash), the library's crash-safety keeper kills the tree.
 //!
 //! The report is the library's own serialisation (feature `serde`, the
@@ -24,7 +24,7 @@
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use corral::{
@@ -71,9 +71,6 @@ impl Shared {
     }
 }
 
-/// Every run not yet finished, for [`shutdown`].
-static LIVE: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
-
 /// The completion callback: `(reportJson, stdout, stderr)`.
 type DoneFn = ThreadsafeFunction<Done, (), FnArgs<(String, Buffer, Buffer)>, Status, false>;
 /// A streaming callback: one chunk of output, in order. At most a few
@@ -117,7 +114,6 @@ fn finish(shared: &Shared, report: Report, on_done: &DoneFn) {
     let done = done_of(report);
     *lock(&shared.done) = true;
     shared.finished.notify_all();
-    lock(&LIVE).retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), shared));
     // Fails only when Node is tearing the environment down: nobody is left
     // to tell.
     let _ = on_done.call(done, ThreadsafeFunctionCallMode::NonBlocking);
@@ -128,7 +124,6 @@ fn finish(shared: &Shared, report: Report, on_done: &DoneFn) {
 fn finish_failed(shared: &Shared, json: String, on_done: &DoneFn) {
     *lock(&shared.done) = true;
     shared.finished.notify_all();
-    lock(&LIVE).retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), shared));
     let done = Done {
         json,
         stdout: Vec::new(),
@@ -648,6 +643,21 @@ impl Job {
         Ok(())
     }
 
+    /// Cancels the run with SIGKILL at once (no grace: for an exiting
+    /// process).
+    #[napi]
+    pub fn kill_now(&self) {
+        self.shared.cancel.cancel_with(Signal::KILL);
+    }
+
+    /// Waits (blocking the calling thread) until the run's cleanup is done,
+    /// at most `timeoutMs`; true if it is. For an exiting process only.
+    #[napi]
+    pub fn wait_done(&self, timeout_ms: f64) -> bool {
+        let d = Duration::try_from_secs_f64(timeout_ms / 1000.0).unwrap_or_default();
+        self.shared.wait_until(Instant::now() + d)
+    }
+
     /// The write end of the child's stdin pipe (a descriptor the caller now
     /// owns), once.
     #[napi]
@@ -717,15 +727,12 @@ pub fn start(
         driver::start(&mut cmd, shared.clone(), on_done, &program)
     };
     match started {
-        Ok(pid) => {
-            lock(&LIVE).push(Arc::downgrade(&shared));
-            Ok(Job {
-                shared,
-                pid,
-                failure: None,
-                pipes: Mutex::new(pipes),
-            })
-        }
+        Ok(pid) => Ok(Job {
+            shared,
+            pid,
+            failure: None,
+            pipes: Mutex::new(pipes),
+        }),
         Err(e) => {
             *lock(&shared.done) = true;
             Ok(Job {
@@ -736,28 +743,6 @@ pub fn start(
             })
         }
     }
-}
-
-/// Cancels every live run with SIGKILL at once (nobody is left to wait for
-/// a grace) and waits (blocking) until their cleanups are done, at most
-/// `timeoutMs`. Returns how many runs were live. Called from index.js when
-/// the process exits.
-#[napi]
-pub fn shutdown(timeout_ms: f64) -> u32 {
-    let until =
-        Instant::now() + Duration::try_from_secs_f64(timeout_ms / 1000.0).unwrap_or_default();
-    let live: Vec<Arc<Shared>> = lock(&LIVE)
-        .iter()
-        .filter_map(Weak::upgrade)
-        .filter(|s| !s.is_done())
-        .collect();
-    for s in &live {
-        s.cancel.cancel_with(Signal::KILL);
-    }
-    for s in &live {
-        s.wait_until(until);
-    }
-    u32::try_from(live.len()).unwrap_or(u32::MAX)
 }
 
 /// Makes this process a child subreaper (Linux), so that `containment:

@@ -125,3 +125,28 @@ test('Ctrl-C (SIGINT) of Node with live runs: no tree left behind', async (t) =>
   assert.equal(signal, 'SIGINT')
   assert.ok(await tree.allDead(['escaper', 'root'], 5000), 'the tree outlived Node killed by SIGINT')
 })
+
+test('a worker thread that exits kills its own runs only', async (t) => {
+  const tree = withTree(t)
+  const { run } = require('..')
+  const { Worker } = require('worker_threads')
+  const env = tree.env()
+  const mine = run(['sh', '-c', 'exec "$H" main'], { env, timeout: 20_000 })
+  await tree.waitPid('main')
+  const w = new Worker(`
+    const { workerData } = require('worker_threads')
+    const { run } = require(workerData.index)
+    globalThis.held = run(['sh', '-c', 'exec "$H" worker'], { env: workerData.env })
+    const fs = require('fs')
+    const iv = setInterval(() => {
+      if (fs.existsSync(workerData.env.CORRAL_TEST_DIR + '/worker.pid')) process.exit(0)
+    }, 10)
+  `, { eval: true, workerData: { index: INDEX, env } })
+  await new Promise((res) => w.on('exit', res))
+  assert.ok(tree.pid('worker'))
+  assert.ok(await tree.allDead(['worker'], 5000), "the worker's run outlived it")
+  assert.ok(tree.alive('main'), "the main thread's run was killed by the worker's exit")
+  mine.job.cancel()
+  assert.equal((await mine).outcome, 'cancelled')
+  assert.ok(await tree.allDead(['main'], 1000))
+})
