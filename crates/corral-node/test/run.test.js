@@ -33,6 +33,7 @@ test('timeout kills the whole tree, a setsid escaper included', async (t) => {
   assert.ok(took >= 1000 && took < 6000, `took ${took} ms`)
   assert.ok(tree.pid('escaper') && tree.pid('root'))
   assert.ok(await tree.allDead(['escaper', 'root'], 1000), 'the escaper or the root survived')
+  assert.ok(await tree.noneAlive(1000))
 })
 
 test('a grandchild holding stdout cannot keep run from returning', async (t) => {
@@ -212,4 +213,26 @@ test('1,000 concurrent runs on a constant number of threads; the event loop neve
   assert.equal(peakThreads, before, `threads went from ${before} to ${peakThreads}`)
   assert.equal(threads(), before)
   assert.ok(maxGap < 1000, `the event loop stalled for ${maxGap} ms`)
+})
+
+test('containment choices: cgroup and pid-namespace hold a setsid escaper; the names are the report\'s', async (t) => {
+  for (const [choice, name] of [['cgroup', 'cgroup'], ['pid-namespace', 'pid_namespace']]) {
+    const tree = withTree(t)
+    const r = await run(['sh', '-c', 'setsid "$H" escaper & "$W" escaper; exec "$H" root'], {
+      timeout: 1000, containment: choice, env: tree.env(),
+    })
+    if (r.outcome === 'containment_failed') {
+      t.diagnostic(`${choice} not available here: ${r.report.error}`)
+      continue
+    }
+    assert.equal(r.outcome, 'timed_out', `${choice}: ${r.report.error}`)
+    assert.equal(r.containment, name)
+    assert.ok(tree.pid('escaper'))
+    // By marker, not pid file: in a PID namespace the files hold inner pids.
+    assert.ok(await tree.noneAlive(1000), `${choice}: ${tree.survivors()} survived`)
+  }
+  const pg = await run(['true'], { containment: 'process-group' })
+  assert.equal(pg.containment, 'process_group')
+  const sr = await run(['true'], { containment: 'subreaper' })
+  assert.equal(sr.outcome, 'containment_failed') // never made a subreaper unless asked
 })

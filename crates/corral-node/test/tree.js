@@ -4,7 +4,8 @@
 // becomes COMMAND (default `sleep 30`), so every helper exits by itself
 // within 30 s. Each scratch has a unique marker in the helpers' environment;
 // a pid counts as "our helper" only while /proc/PID/environ carries it (no
-// PID-reuse mistakes), and cleanup kills leftovers by pid, never by name.
+// PID-reuse mistakes), and cleanup kills leftovers by pid (every process
+// carrying the marker, found in /proc), never by name.
 
 const fs = require('fs')
 const os = require('os')
@@ -90,19 +91,38 @@ class Tree {
     return true
   }
 
+  /** Host pids of every live process carrying this scratch's marker (found
+   * by scanning /proc: also helpers in a PID namespace, whose pid files hold
+   * their namespace's pid). */
+  survivors() {
+    const out = []
+    for (const d of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue
+      if (this.isOurs(Number(d))) out.push(Number(d))
+    }
+    return out
+  }
+
+  /** Waits until no process carries the marker; false if one outlives `ms`. */
+  async noneAlive(ms = 5_000) {
+    const end = Date.now() + ms
+    while (this.survivors().length > 0) {
+      if (Date.now() > end) return false
+      await sleep(20)
+    }
+    return true
+  }
+
   names() {
     return fs.readdirSync(this.dir).filter((f) => f.endsWith('.pid')).map((f) => f.slice(0, -4))
   }
 
   /** Kills every helper still alive, by pid (checked to be ours). */
   cleanup() {
-    for (const n of this.names()) {
-      const pid = this.pid(n)
-      if (pid && this.isOurs(pid)) {
-        try {
-          process.kill(pid, 'SIGKILL')
-        } catch {}
-      }
+    for (const pid of this.survivors()) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {}
     }
     fs.rmSync(this.dir, { recursive: true, force: true })
   }
