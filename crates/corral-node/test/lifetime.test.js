@@ -150,3 +150,23 @@ test('a worker thread that exits kills its own runs only', async (t) => {
   assert.equal((await mine).outcome, 'cancelled')
   assert.ok(await tree.allDead(['main'], 1000))
 })
+
+test('enableSubreaper(): the subreaper tier holds a setsid escaper (in a child Node process)', async (t) => {
+  const tree = withTree(t)
+  const { exited } = node(tree, `
+    const { run, enableSubreaper } = require(process.env.CORRAL_INDEX)
+    enableSubreaper()
+    run(['sh', '-c', 'setsid "$H" escaper & "$W" escaper; exec "$H" root'], {
+      timeout: 1000, containment: 'subreaper',
+      env: { PATH: process.env.PATH, H: process.env.H, W: process.env.W, CORRAL_TEST_DIR: process.env.CORRAL_TEST_DIR, CORRAL_TEST_MARK: process.env.CORRAL_TEST_MARK },
+    }).then((r) => {
+      console.log(JSON.stringify({ outcome: r.outcome, containment: r.containment }))
+      setTimeout(() => process.exit(0), 3000) // stay alive: the check is not the exit hook's
+    })
+  `)
+  await tree.waitPid('escaper')
+  await tree.waitPid('root')
+  // Within the timeout plus slack, before the child's exit at +3 s.
+  assert.ok(await tree.noneAlive(2500), `survivors: ${tree.survivors()}`)
+  assert.equal((await exited).code, 0)
+})
