@@ -12,7 +12,9 @@ const INDEX = path.join(__dirname, '..', 'index.js')
 
 function node(tree, script) {
   const child = spawnNode(process.execPath, ['--expose-gc', '-e', script], {
-    env: { ...process.env, CORRAL_INDEX: INDEX, ...tree.env() },
+    // The marker under another name: the Node process (and the keeper it
+    // forks) must not count as a member of the tree.
+    env: { ...process.env, CORRAL_INDEX: INDEX, ...tree.env(), CORRAL_TEST_MARK: undefined, CT_MARK: tree.mark },
     stdio: ['ignore', 'inherit', 'inherit'],
   })
   const exited = new Promise((res) => child.on('exit', (code, signal) => res({ code, signal })))
@@ -28,7 +30,7 @@ function alive(pid) {
   }
 }
 
-const TREE = `['sh', '-c', 'setsid "$H" escaper & exec "$H" root'], { env: { PATH: process.env.PATH, H: process.env.H, CORRAL_TEST_DIR: process.env.CORRAL_TEST_DIR, CORRAL_TEST_MARK: process.env.CORRAL_TEST_MARK } }`
+const TREE = `['sh', '-c', 'setsid "$H" escaper & exec "$H" root'], { env: { PATH: process.env.PATH, H: process.env.H, CORRAL_TEST_DIR: process.env.CORRAL_TEST_DIR, CORRAL_TEST_MARK: process.env.CT_MARK } }`
 
 test('a run whose promise is dropped and garbage-collected: its tree is killed', async (t) => {
   const tree = withTree(t)
@@ -49,6 +51,7 @@ test('a run whose promise is dropped and garbage-collected: its tree is killed',
   await tree.waitPid('escaper')
   await tree.waitPid('root')
   assert.ok(await tree.allDead(['escaper', 'root'], 5000), 'the tree outlived its collected run')
+  assert.ok(await tree.noneAlive(1000), `survivors: ${tree.survivors()}`)
   assert.ok(alive(child.pid), 'the Node process exited: this would be the exit case, not the GC one')
   child.kill('SIGKILL')
   await exited
@@ -73,6 +76,7 @@ test('a spawn() handle dropped with no stream open is collected: its tree is kil
   await tree.waitPid('escaper')
   await tree.waitPid('root')
   assert.ok(await tree.allDead(['escaper', 'root'], 5000), 'the tree outlived its collected handle')
+  assert.ok(await tree.noneAlive(1000), `survivors: ${tree.survivors()}`)
   assert.ok(alive(child.pid))
   child.kill('SIGKILL')
   await exited
@@ -83,7 +87,7 @@ test('an awaited run is not collected (the tree lives until the run ends)', asyn
   const { child, exited } = node(tree, `
     const { run } = require(process.env.CORRAL_INDEX)
     async function main() {
-      const r = await run(['sh', '-c', 'exec "$H" root sleep 2'], { env: { PATH: process.env.PATH, H: process.env.H, CORRAL_TEST_DIR: process.env.CORRAL_TEST_DIR, CORRAL_TEST_MARK: process.env.CORRAL_TEST_MARK } })
+      const r = await run(['sh', '-c', 'exec "$H" root sleep 2'], { env: { PATH: process.env.PATH, H: process.env.H, CORRAL_TEST_DIR: process.env.CORRAL_TEST_DIR, CORRAL_TEST_MARK: process.env.CT_MARK } })
       process.exit(r.outcome === 'exited' && r.exitCode === 0 ? 0 : 3)
     }
     main()
@@ -108,6 +112,7 @@ test('process.exit() with live runs: no tree left behind', async (t) => {
   assert.equal(code, 0)
   assert.ok(tree.pid('escaper') && tree.pid('root'))
   assert.ok(await tree.allDead(['escaper', 'root'], 5000), 'the tree outlived process.exit()')
+  assert.ok(await tree.noneAlive(1000), `survivors: ${tree.survivors()}`)
 })
 
 test('Ctrl-C (SIGINT) of Node with live runs: no tree left behind', async (t) => {
@@ -124,6 +129,7 @@ test('Ctrl-C (SIGINT) of Node with live runs: no tree left behind', async (t) =>
   const { signal } = await exited
   assert.equal(signal, 'SIGINT')
   assert.ok(await tree.allDead(['escaper', 'root'], 5000), 'the tree outlived Node killed by SIGINT')
+  assert.ok(await tree.noneAlive(1000), `survivors: ${tree.survivors()}`)
 })
 
 test('a worker thread that exits kills its own runs only', async (t) => {
@@ -158,7 +164,7 @@ test('enableSubreaper(): the subreaper tier holds a setsid escaper (in a child N
     enableSubreaper()
     run(['sh', '-c', 'setsid "$H" escaper & "$W" escaper; exec "$H" root'], {
       timeout: 1000, containment: 'subreaper',
-      env: { PATH: process.env.PATH, H: process.env.H, W: process.env.W, CORRAL_TEST_DIR: process.env.CORRAL_TEST_DIR, CORRAL_TEST_MARK: process.env.CORRAL_TEST_MARK },
+      env: { PATH: process.env.PATH, H: process.env.H, W: process.env.W, CORRAL_TEST_DIR: process.env.CORRAL_TEST_DIR, CORRAL_TEST_MARK: process.env.CT_MARK },
     }).then((r) => {
       console.log(JSON.stringify({ outcome: r.outcome, containment: r.containment }))
       setTimeout(() => process.exit(0), 3000) // stay alive: the check is not the exit hook's
