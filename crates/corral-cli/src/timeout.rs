@@ -335,7 +335,8 @@ and the README's timeout section for the differences from GNU timeout.
 }
 
 /// `corral install-timeout DIR`: creates DIR/timeout, a symlink to this
-/// binary, without following or replacing anything already there.
+/// binary, without following or replacing anything already there. Silent
+/// on success, as `ln -s`.
 pub fn install(dir: &Path) -> i32 {
     let say = |m: std::fmt::Arguments<'_>| print_err(&format!("corral: {m}\n"));
     let exe = match std::env::current_exe() {
@@ -360,10 +361,7 @@ pub fn install(dir: &Path) -> i32 {
     }
     let link = dir.join("timeout");
     match create_link(&exe, &link) {
-        Ok(()) => {
-            print_out(&format!("{} -> {}\n", link.display(), exe.display()));
-            0
-        }
+        Ok(()) => 0,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let what = match std::fs::symlink_metadata(&link) {
                 Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&link) {

@@ -35,6 +35,10 @@ const NOT_RUN: &[(&str, &str)] = &[
         "maturin",
         "the Python package: .ci/python.sh builds and tests it",
     ),
+    (
+        "npm ci",
+        "the Node.js package: .ci/node.sh installs its tools, builds and tests it",
+    ),
 ];
 
 fn root() -> PathBuf {

@@ -133,7 +133,7 @@ fn auto_as_nobody_host_death_kills_escapers() {
 
 /// The host of `host_death_kills_escapers` (only in that child).
 #[test]
-#[ignore]
+#[ignore = "helper: the host process of host_death_kills_escapers (run only in that child)"]
 fn reach_host() {
     let Ok(tier) = std::env::var("CORRAL_REACH_TIER") else {
         return;
@@ -205,7 +205,7 @@ fn subreaper_host_death_during_the_grace_kills_a_seen_member_without_cookie() {
 /// The host of `subreaper_host_death_during_the_grace_...` (only in that
 /// child).
 #[test]
-#[ignore]
+#[ignore = "helper: the host process of the grace-period host-death test (run only in that child)"]
 fn grace_host() {
     if std::env::var_os("CORRAL_GRACE_HOST").is_none() {
         return;
