@@ -26,6 +26,14 @@ pub fn say(msg: std::fmt::Arguments<'_>) {
 
 pub fn run(opts: RunOpts) -> i32 {
     let started = Instant::now();
+    // One command, then exit: no cgroup pool (and no inotify watch whose
+    // teardown would slow the exit), and the crash-safety keeper cloned now,
+    // while the process is small, its first message read when the run
+    // registers (the PID-namespace tier needs none).
+    corral::one_shot_process();
+    if !matches!(opts.containment, ContainmentArg::PidNamespace) {
+        corral::start_keeper();
+    }
     // corral is the only program in this process: it may always be the
     // subreaper (auto uses it where no cgroup can be had), and it starts no
     // child of its own, so every zombie child that is no root is an orphan

@@ -56,7 +56,7 @@ static ALL_ORPHANS: AtomicBool = AtomicBool::new(false);
 /// Notes that this process made itself a child subreaper.
 pub(super) fn note_subreaper() {
     SUBREAPER.store(true, Ordering::SeqCst);
-    if ALL_ORPHANS.load(Ordering::SeqCst) {
+    if ALL_ORPHANS.load(Ordering::SeqCst) && !super::one_shot() {
         start_thread(&mut registry());
     }
 }
@@ -85,7 +85,9 @@ pub(super) fn note_subreaper() {
 /// their `wait` would fail.
 pub fn reap_all_orphans() {
     ALL_ORPHANS.store(true, Ordering::SeqCst);
-    if enabled() {
+    // A one-shot process starts the thread with its run (`register`): its
+    // first pass would only compete with the run's start for the CPU.
+    if enabled() && !super::one_shot() {
         start_thread(&mut registry());
     }
     // A thread parked for want of runs looks again.
@@ -309,6 +311,11 @@ fn pass(reg: &mut Registry, only: Option<u64>, unknown_roots: Option<&HashSet<u3
         roots.extend(r.iter().copied());
     }
     let children = own_children();
+    // The crash-safety keeper: a child of this process, never an orphan.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    let keeper = crate::sys::linux_spawn::keeper::pid_of_own_keeper();
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let keeper: Option<u32> = None;
     let listed: HashSet<u32> = children.iter().copied().collect();
     reg.checked.retain(|p, _| listed.contains(p));
     for e in &mut reg.entries {
@@ -316,7 +323,7 @@ fn pass(reg: &mut Registry, only: Option<u64>, unknown_roots: Option<&HashSet<u3
     }
     let entries = &mut reg.entries;
     for c in children {
-        if roots.contains(&c) {
+        if roots.contains(&c) || keeper == Some(c) {
             continue;
         }
         let Some(s) = stat(c) else { continue };
