@@ -6,7 +6,7 @@
 //! documented one whatever stdout/stderr are.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -85,9 +85,12 @@ pub fn run(opts: RunOpts) -> i32 {
     // to the tree: it must stop the tree too, not corral alone.
     #[cfg(unix)]
     let tstp = crate::tty::TstpHold::new();
-    let _signals = pass_signals_on(&token, &received, &jobs);
+    // The run's root, once spawned: its SIGCHLD needs no orphan pass.
+    let root = Arc::new(AtomicU32::new(0));
+    let _signals = pass_signals_on(&token, &received, &jobs, &root);
 
     let result = cmd.spawn().map(|running| {
+        root.store(running.id(), Ordering::SeqCst);
         // Test seam: widen the window between the spawn and the hand-over.
         if let Some(ms) = std::env::var("CORRAL_TEST_HANDOVER_DELAY_MS")
             .ok()
@@ -295,17 +298,23 @@ fn terminating_signals() -> Vec<i32> {
 
 /// Passes terminating signals on to the tree and follows the terminal's job
 /// control (SIGCHLD: the tree stopped from the terminal; SIGCONT: corral was
-/// continued), on one thread.
+/// continued), on one thread. A SIGCHLD from any child but the root (`root`,
+/// once spawned) also reaps the orphans that died: corral is a one-shot
+/// process, which starts no reaping thread (see `corral::one_shot_process`).
+/// Signals of one kind coalesce: an orphan that died together with the
+/// root is reaped at the next SIGCHLD, or goes to init when corral exits.
 #[cfg(unix)]
 fn pass_signals_on(
     token: &CancelToken,
     received: &Arc<AtomicI32>,
     jobs: &crate::tty::JobControl,
+    root: &Arc<AtomicU32>,
 ) -> Option<std::thread::JoinHandle<()>> {
     use signal_hook::consts::{SIGCHLD, SIGCONT};
+    use signal_hook::iterator::exfiltrator::WithRawSiginfo;
     let mut wanted = terminating_signals();
     wanted.extend([SIGCHLD, SIGCONT]);
-    let mut signals = match signal_hook::iterator::Signals::new(&wanted) {
+    let mut signals = match signal_hook::iterator::SignalsInfo::<WithRawSiginfo>::new(&wanted) {
         Ok(s) => s,
         Err(e) => {
             say(format_args!("cannot handle signals: {e}"));
@@ -315,12 +324,28 @@ fn pass_signals_on(
     let token = token.clone();
     let received = received.clone();
     let jobs = jobs.clone();
+    let root = root.clone();
     std::thread::Builder::new()
         .name("corral-signals".into())
         .spawn(move || {
-            for sig in signals.forever() {
+            for info in signals.forever() {
+                let sig = info.si_signo;
                 match sig {
-                    SIGCHLD => jobs.on_child_changed(),
+                    SIGCHLD => {
+                        jobs.on_child_changed();
+                        #[cfg(target_os = "linux")]
+                        {
+                            // SAFETY: a SIGCHLD's siginfo carries the
+                            // child's pid (`si_pid`), set by the kernel.
+                            let from = unsafe { info.si_pid() } as u32;
+                            let r = root.load(Ordering::SeqCst);
+                            if r == 0 || from != r {
+                                corral::reap_orphans_now();
+                            }
+                        }
+                        #[cfg(not(target_os = "linux"))]
+                        let _ = &root;
+                    }
                     SIGCONT => jobs.on_continued(),
                     _ => {
                         let _ =
@@ -341,6 +366,7 @@ fn pass_signals_on(
     _token: &CancelToken,
     _received: &Arc<AtomicI32>,
     _jobs: &crate::tty::JobControl,
+    _root: &Arc<AtomicU32>,
 ) -> Option<std::thread::JoinHandle<()>> {
     None
 }

@@ -63,8 +63,12 @@ static ONE_SHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 ///   run, so no inotify watch is set on it. Closing an inotify instance that
 ///   ever held a watch waits for an SRCU grace period in the kernel (7-19 ms
 ///   measured here), and that close happened in every process's exit;
-/// * the orphan-reaping thread of [`reap_all_orphans`](crate::reap_all_orphans)
-///   starts with the first run instead of at once.
+/// * no orphan-reaping thread is started (see `reap_all_orphans`): the host
+///   calls `reap_orphans_now` (Linux) when SIGCHLD comes from a child that
+///   is not the run's root, as `corral run` does; the run's own last pass
+///   at its end is left out too (its `/proc` reads make the process's exit
+///   cost its parent more than the pass saves; zombies left go to init when
+///   the process exits).
 ///
 /// Call it once, early, before the first run; calling it in a process that
 /// then runs many commands only makes those runs slower (no pooling).

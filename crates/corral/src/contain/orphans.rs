@@ -94,6 +94,40 @@ pub fn reap_all_orphans() {
     wake();
 }
 
+/// Reaps now the zombie orphans the reaping thread would reap (those of
+/// registered runs; with [`reap_all_orphans`] every zombie child that is
+/// no root), and again while a pass finds some; returns how many. For a
+/// one-shot process ([`one_shot_process`](crate::one_shot_process)), which
+/// starts no reaping thread: it calls this when SIGCHLD arrives for a child
+/// that is not a run's root (as `corral run` does), so that orphans dying
+/// during a long run are reaped as they die. Does nothing (0) unless
+/// [`enable_subreaper`](crate::enable_subreaper) was called.
+pub fn reap_orphans_now() -> usize {
+    if !enabled() {
+        return 0;
+    }
+    let mut total = 0;
+    loop {
+        let reaped = if all_orphans() {
+            // No spawn in flight meanwhile, as in the thread.
+            let (_quiet, roots) = crate::sys::roots::quiet();
+            let mut reg = registry();
+            pass(&mut reg, None, Some(&roots))
+        } else {
+            let mut reg = registry();
+            if reg.entries.is_empty() {
+                0
+            } else {
+                pass(&mut reg, None, None)
+            }
+        };
+        total += reaped;
+        if reaped == 0 {
+            return total;
+        }
+    }
+}
+
 fn all_orphans() -> bool {
     ALL_ORPHANS.load(Ordering::SeqCst) && enabled()
 }
@@ -217,7 +251,11 @@ pub(crate) fn register(root: u32, claim: Claim) -> Option<Registration> {
         claim,
         learned: HashMap::new(),
     });
-    start_thread(&mut reg);
+    // A one-shot process starts no thread: its host calls
+    // `reap_orphans_now` on SIGCHLD (see there).
+    if !super::one_shot() {
+        start_thread(&mut reg);
+    }
     let w = reg.wake.clone();
     drop(reg);
     w.notify_all();
@@ -237,9 +275,19 @@ fn start_thread(reg: &mut Registry) {
 impl Registration {
     /// A last pass for this run's zombies, then the end of the registration
     /// (the root may be reaped after this).
+    ///
+    /// In a one-shot process the last pass is left out: it reads
+    /// `/proc/self/task/*/children`, and the `/proc` entries a process made
+    /// for itself are torn down when its parent reaps it, which then costs
+    /// that parent more than the pass saves (a third of a `corral run true`
+    /// measured here). The process exits right after its run, and the
+    /// zombies of orphans that died in the run's last moment go to init
+    /// with it.
     pub(crate) fn finish(self) {
         let mut reg = registry();
-        let _ = pass(&mut reg, Some(self.id), None);
+        if !super::one_shot() {
+            let _ = pass(&mut reg, Some(self.id), None);
+        }
         reg.entries.retain(|e| e.id != self.id);
         drop(reg);
         std::mem::forget(self);
