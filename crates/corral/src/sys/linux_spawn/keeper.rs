@@ -3,7 +3,9 @@
 //! (raw-syscall helpers).
 //!
 //! One small process per corral process, started on the first run that
-//! needs it: a fork (clone3 without `CLONE_VM`, on a stack of its own, all signals
+//! needs it (or earlier, by `corral::start_keeper`), and never waited for:
+//! what the host sends before the keeper runs is queued in the socket. A
+//! fork (clone3 without `CLONE_VM`, on a stack of its own, all signals
 //! blocked, every handler reset) that never execs and issues only raw
 //! system calls (no allocation, lock or TLS: it is a fork of a possibly
 //! multithreaded host). It starts its own session (a `kill` of corral's
