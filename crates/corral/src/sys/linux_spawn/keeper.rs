@@ -129,9 +129,9 @@ struct Conn {
     capacity: u32,
     /// The keeper's first message was not read yet. Nobody waits for it:
     /// registrations are queued in the socket, and the keeper reads them
-    /// after it sent it; it is read when it has come (at a registration,
-    /// without waiting), or, waiting for it, when a run asks whether the
-    /// keeper held it ([`Registration::is_live_and_running`]).
+    /// after it sent it; it is read, if it has come, whenever the host
+    /// talks to the keeper or asks whether it holds a run
+    /// ([`Registration::is_live`], [`Registration::is_live_and_running`]).
     hello_pending: bool,
     /// Slots below this were handed out at least once.
     fresh: u32,
