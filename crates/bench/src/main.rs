@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Options: `--quick`, `--only 1,2,...` (figures to run), `--corral-bin
-//! PATH` (the `corral` CLI for figure 4; by default the one beside this
+//! PATH` (the `corral` CLI for figures 4 and 6; by default the one beside this
 //! binary, built first when run through cargo). It asserts nothing about
 //! speed; it exits non-zero only when a measurement could not be made
 //! correctly or a benchmark tree outlived its run.
@@ -23,6 +23,8 @@
 
 #[cfg(unix)]
 mod child;
+#[cfg(unix)]
+mod cli;
 #[cfg(unix)]
 mod deadline;
 #[cfg(unix)]
@@ -74,6 +76,9 @@ pub struct Config {
     /// commands and how long they sleep (longer than it takes to start
     /// them all, so that all are alive at once).
     pub scale_big: Option<(usize, &'static str)>,
+    /// Figure 6: timed CLI invocations per variant, and the batch's size.
+    pub cli_iters: usize,
+    pub batch_tasks: usize,
 }
 
 #[cfg(unix)]
@@ -97,6 +102,8 @@ impl Config {
                 output_reps: 1,
                 scale_sizes: vec![(1, "0.2"), (20, "0.2")],
                 scale_big: Some((50, "0.5")),
+                cli_iters: 15,
+                batch_tasks: 50,
             }
         } else {
             Config {
@@ -114,6 +121,8 @@ impl Config {
                 output_reps: 5,
                 scale_sizes: vec![(1, "1"), (100, "1"), (1000, "1")],
                 scale_big: Some((10_000, "30")),
+                cli_iters: 200,
+                batch_tasks: 1000,
             }
         }
     }
@@ -129,7 +138,7 @@ type Figure = fn(&Config, &mut report::Table) -> Result<(), String>;
 
 #[cfg(unix)]
 fn usage() -> ! {
-    eprintln!("usage: corral-bench [--quick] [--only 1,2,3,4,5] [--corral-bin PATH]");
+    eprintln!("usage: corral-bench [--quick] [--only 1,2,3,4,5,6] [--corral-bin PATH]");
     std::process::exit(2);
 }
 
@@ -172,12 +181,13 @@ fn unix_main() -> i32 {
     let started = std::time::Instant::now();
     let mut t = report::Table::default();
     let mut failed = false;
-    let figs: [(u8, Figure); 5] = [
+    let figs: [(u8, Figure); 6] = [
         (1, spawn::run),
         (2, deadline::run),
         (3, held::run),
         (4, output::run),
         (5, scale::run),
+        (6, cli::run),
     ];
     for (n, f) in figs {
         if !cfg.runs(n) {

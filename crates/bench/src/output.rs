@@ -89,7 +89,7 @@ fn median_children(reps: usize, runs: &[&[&str]]) -> Result<Vec<ChildResult>, St
 /// The `corral` CLI to measure: `--corral-bin`, else the one beside this
 /// binary; when run through cargo, that one is (re)built first so that it
 /// matches the library being measured.
-fn corral_cli(cfg: &Config, t: &mut Table) -> Option<PathBuf> {
+pub(crate) fn corral_cli(cfg: &Config, t: &mut Table) -> Option<PathBuf> {
     if let Some(p) = &cfg.corral_bin {
         return Some(p.clone());
     }
@@ -107,7 +107,7 @@ fn corral_cli(cfg: &Config, t: &mut Table) -> Option<PathBuf> {
         if let Some(target) = dir.parent() {
             c.env("CARGO_TARGET_DIR", target);
         }
-        eprintln!("building the corral CLI for figure 4: {c:?}");
+        eprintln!("building the corral CLI for figures 4 and 6: {c:?}");
         match c.status() {
             Ok(s) if s.success() => {}
             other => t.note(format!("building the corral CLI failed: {other:?}")),
@@ -117,7 +117,7 @@ fn corral_cli(cfg: &Config, t: &mut Table) -> Option<PathBuf> {
         Some(bin)
     } else {
         t.note(format!(
-            "figure 4 relay rows skipped: no corral CLI at {} (build it with `cargo build --release -p corral-cli` or pass --corral-bin)",
+            "figures 4 (relay rows) and 6 skipped: no corral CLI at {} (build it with `cargo build --release -p corral-cli` or pass --corral-bin)",
             bin.display()
         ));
         None

@@ -6,7 +6,7 @@
 //! documented one whatever stdout/stderr are.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,14 @@ pub fn run(opts: RunOpts) -> i32 {
     let started = Instant::now();
     if let Some(g) = &opts.gnu {
         let _ = PROGRAM.set(g.program.clone());
+    }
+    // One command, then exit: no cgroup pool (and no inotify watch whose
+    // teardown would slow the exit), and the crash-safety keeper cloned now,
+    // while the process is small, its first message read when the run
+    // registers (the PID-namespace tier needs none).
+    corral::one_shot_process();
+    if !matches!(opts.containment, ContainmentArg::PidNamespace) {
+        corral::start_keeper();
     }
     // corral is the only program in this process: it may always be the
     // subreaper (auto uses it where no cgroup can be had), and it starts no
@@ -88,9 +96,12 @@ pub fn run(opts: RunOpts) -> i32 {
     #[cfg(unix)]
     let tstp = crate::tty::TstpHold::new();
     let first = opts.signal.and_then(|s| s.0).map(corral::Signal::as_raw);
-    let _signals = pass_signals_on(&token, &received, &alarm, first, &jobs);
+    // The run's root, once spawned: its SIGCHLD needs no orphan pass.
+    let root = Arc::new(AtomicU32::new(0));
+    let _signals = pass_signals_on(&token, &received, &alarm, first, &jobs, &root);
 
     let result = cmd.spawn().map(|running| {
+        root.store(running.id(), Ordering::SeqCst);
         // Test seam: widen the window between the spawn and the hand-over.
         if let Some(ms) = std::env::var("CORRAL_TEST_HANDOVER_DELAY_MS")
             .ok()
@@ -400,7 +411,11 @@ fn terminating_signals() -> Vec<i32> {
 
 /// Passes terminating signals on to the tree and follows the terminal's job
 /// control (SIGCHLD: the tree stopped from the terminal; SIGCONT: corral was
-/// continued), on one thread.
+/// continued), on one thread. A SIGCHLD from any child but the root (`root`,
+/// once spawned) also reaps the orphans that died: corral is a one-shot
+/// process, which starts no reaping thread (see `corral::one_shot_process`).
+/// Signals of one kind coalesce: an orphan that died together with the
+/// root is reaped at the next SIGCHLD, or goes to init when corral exits.
 #[cfg(unix)]
 ///
 /// A signal that was ignored when corral started is not caught (it stays
@@ -413,12 +428,14 @@ fn pass_signals_on(
     alarm: &Arc<AtomicBool>,
     first: Option<i32>,
     jobs: &crate::tty::JobControl,
+    root: &Arc<AtomicU32>,
 ) -> Option<std::thread::JoinHandle<()>> {
     use signal_hook::consts::{SIGALRM, SIGCHLD, SIGCONT};
+    use signal_hook::iterator::exfiltrator::WithRawSiginfo;
     let mut wanted = terminating_signals();
     wanted.retain(|&s| s == SIGALRM || Some(s) == first || !crate::dispositions::ignored_now(s));
     wanted.extend([SIGCHLD, SIGCONT]);
-    let mut signals = match signal_hook::iterator::Signals::new(&wanted) {
+    let mut signals = match signal_hook::iterator::SignalsInfo::<WithRawSiginfo>::new(&wanted) {
         Ok(s) => s,
         Err(e) => {
             say(format_args!("cannot handle signals: {e}"));
@@ -429,12 +446,28 @@ fn pass_signals_on(
     let received = received.clone();
     let alarm = alarm.clone();
     let jobs = jobs.clone();
+    let root = root.clone();
     std::thread::Builder::new()
         .name("corral-signals".into())
         .spawn(move || {
-            for sig in signals.forever() {
+            for info in signals.forever() {
+                let sig = info.si_signo;
                 match sig {
-                    SIGCHLD => jobs.on_child_changed(),
+                    SIGCHLD => {
+                        jobs.on_child_changed();
+                        #[cfg(target_os = "linux")]
+                        {
+                            // SAFETY: a SIGCHLD's siginfo carries the
+                            // child's pid (`si_pid`), set by the kernel.
+                            let from = unsafe { info.si_pid() } as u32;
+                            let r = root.load(Ordering::SeqCst);
+                            if r == 0 || from != r {
+                                corral::reap_orphans_now();
+                            }
+                        }
+                        #[cfg(not(target_os = "linux"))]
+                        let _ = &root;
+                    }
                     SIGCONT => jobs.on_continued(),
                     SIGALRM
                         if received
@@ -465,6 +498,7 @@ fn pass_signals_on(
     _alarm: &Arc<AtomicBool>,
     _first: Option<i32>,
     _jobs: &crate::tty::JobControl,
+    _root: &Arc<AtomicU32>,
 ) -> Option<std::thread::JoinHandle<()>> {
     None
 }

@@ -413,3 +413,165 @@ fn crash_safety_required_process_group() {
 fn crash_safety_required_cgroup() {
     crash_safety_required("cgroup");
 }
+
+// ---------------------------------------------------------------------------
+// A one-shot `corral run` killed right after its spawn. The CLI starts its
+// keeper in the background and never waits for it: a registration is queued
+// in the keeper's socket, and honoured when the keeper runs, even if corral
+// is already dead by then.
+// ---------------------------------------------------------------------------
+
+/// SIGKILLs `corral run --containment TIER` while it is held right after
+/// its spawn (the test seam `CORRAL_TEST_HANDOVER_DELAY_MS`: nothing after
+/// the spawn has run), once the root and its plain child are up; with
+/// `keeper_late`, the keeper sleeps 600 ms before it does anything
+/// (`CORRAL_TEST_KEEPER_START_DELAY_MS`), so corral dies before its keeper
+/// ever ran. Both must die, within the keeper's delay and 1.2 s, and in the
+/// cgroup tier the run's cgroup is removed.
+fn sigkill_right_after_spawn(tier: &str, keeper_late: bool) {
+    let s = Scratch::new();
+    if tier == "pid-namespace" {
+        s.namespaced();
+    }
+    let w = Watch::new(&s);
+    let script = format!(r#"{ROOT}"$H" plain & {} sleep 30"#, wait_for("plain"));
+    let mut c = corral(
+        &s,
+        [
+            "run",
+            "--containment",
+            tier,
+            "-t",
+            "60",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
+    c.env("CORRAL_TEST_HANDOVER_DELAY_MS", "20000");
+    let grace = if keeper_late {
+        c.env("CORRAL_TEST_KEEPER_START_DELAY_MS", "600");
+        ms(600)
+    } else {
+        ms(0)
+    };
+    let t0 = Instant::now();
+    let mut r = start(c, Sink::Null, Sink::Null);
+    for n in ["root", "plain"] {
+        assert!(
+            w.pid(n, 10 * SEC).is_some(),
+            "{tier}: helper {n} never started"
+        );
+    }
+    if keeper_late {
+        assert!(
+            t0.elapsed() < ms(500),
+            "{tier}: the tree took too long to start for this test to mean anything"
+        );
+    }
+    r.child.kill().unwrap();
+    let t = Instant::now();
+    r.child.wait().unwrap();
+    for n in ["root", "plain"] {
+        let left = (grace + SEC + ms(200)).saturating_sub(t.elapsed());
+        assert!(
+            w.wait_dead(n, left),
+            "{tier}: {n} survived corral's death right after the spawn (keeper late: {keeper_late})"
+        );
+    }
+    if tier == "cgroup" {
+        let pid = r.child.id();
+        let root = corral_testkit::writable_cgroup_v2().unwrap();
+        let deadline = Instant::now() + SEC;
+        loop {
+            let left: Vec<_> = std::fs::read_dir(&root)
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("corral-{pid}-"))
+                })
+                .collect();
+            if left.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "cgroups left: {left:?}");
+            std::thread::sleep(ms(10));
+        }
+    }
+}
+
+#[test]
+fn sigkill_right_after_spawn_process_group() {
+    sigkill_right_after_spawn("process-group", false);
+    sigkill_right_after_spawn("process-group", true);
+}
+
+#[test]
+fn sigkill_right_after_spawn_subreaper() {
+    sigkill_right_after_spawn("subreaper", false);
+    sigkill_right_after_spawn("subreaper", true);
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn sigkill_right_after_spawn_cgroup() {
+    sigkill_right_after_spawn("cgroup", false);
+    sigkill_right_after_spawn("cgroup", true);
+}
+
+#[corral_testkit::needs(pidns)]
+#[test]
+fn sigkill_right_after_spawn_pid_namespace() {
+    sigkill_right_after_spawn("pid-namespace", false);
+}
+
+/// A one-shot run pools nothing: its cgroup is gone when corral returns
+/// (removed by corral itself, not left to the keeper after corral's exit),
+/// and the report still says the run was crash-safe, also when the keeper
+/// had not run yet when the run ended.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_one_shot_run_removes_its_cgroup_before_it_returns() {
+    let s = Scratch::new();
+    let root = corral_testkit::writable_cgroup_v2().unwrap();
+    for keeper_late in [false, true] {
+        let report = report_path(&s);
+        let mut c = corral(
+            &s,
+            [
+                "run",
+                "--containment",
+                "cgroup",
+                "--report",
+                &report,
+                "--",
+                "true",
+            ],
+        );
+        if keeper_late {
+            c.env("CORRAL_TEST_KEEPER_START_DELAY_MS", "300");
+        }
+        let mut child = c
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(child.wait().unwrap().success());
+        let left: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("corral-{pid}-"))
+            })
+            .collect();
+        assert!(left.is_empty(), "left behind by a one-shot run: {left:?}");
+        let v = read_report(&s.path("report.json"));
+        assert_eq!(v["crash_safe"], true, "keeper late: {keeper_late}: {v}");
+    }
+}

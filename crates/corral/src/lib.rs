@@ -68,8 +68,12 @@ pub use cancel::CancelToken;
 pub use capture::Captured;
 pub use command::Command;
 #[cfg(target_os = "linux")]
+pub use contain::orphans::reap_orphans_now;
+#[cfg(target_os = "linux")]
 pub use contain::subreaper::{enable_subreaper, reap_all_orphans};
-pub use contain::{release_cgroup_pool, ContainmentChoice, OsOp};
+pub use contain::{
+    one_shot, one_shot_process, release_cgroup_pool, start_keeper, ContainmentChoice, OsOp,
+};
 #[cfg(unix)]
 pub use error::raise_nofile_limit;
 pub use error::{Error, SpawnErrorKind};

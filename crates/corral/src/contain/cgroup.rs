@@ -56,7 +56,10 @@
 //!   `populated 0` again; one that is not empty is retired, never used.
 //!   While pooled the directory keeps its ownership lock (no other corral
 //!   may take it) and its keeper registration (removed if corral dies); at
-//!   most [`POOL_MAX`]. `corral::release_cgroup_pool` removes them.
+//!   most [`POOL_MAX`]. `corral::release_cgroup_pool` removes them. A
+//!   one-shot process (`corral::one_shot_process`, what `corral run`
+//!   declares) pools nothing and sets no watch: its run's cgroup is removed
+//!   at release, and its exit does not wait for the watch's teardown.
 //! * Migration: a member with write access to an ancestor's `cgroup.procs`
 //!   (root, or the owner of a delegated subtree) can move itself out; no
 //!   cgroup mechanism prevents that. One that stays in the root's process
@@ -550,6 +553,12 @@ impl Pool {
 /// nested cgroup fail, a `cgroup.freeze` would freeze it. The check costs
 /// one non-blocking `read` per borrow. Without inotify (its limits reached)
 /// nothing is pooled.
+///
+/// The instance is never closed while the process lives; its close at the
+/// process's exit waits for an SRCU grace period in the kernel (the marks
+/// of the watches are freed only after one: 7-19 ms measured here), which
+/// the process's parent sees as a slower exit. A one-shot process
+/// ([`crate::one_shot_process`]) pools nothing, so it makes no instance.
 struct KillWatch;
 
 impl KillWatch {
@@ -942,8 +951,11 @@ impl Cgroup {
     /// reach a later run), and no peak is accounted in v2 (`memory.peak`
     /// and `pids.peak` cannot be read as a per-run difference; CPU time
     /// can, and is).
+    /// In a one-shot process ([`crate::one_shot_process`]) nothing is
+    /// pooled: no run would borrow it, and the watch that pooling needs
+    /// costs the process's exit an SRCU grace period (see [`KillWatch`]).
     fn poolable(limits: Limits, v2_memory: bool, v2_pids: bool) -> bool {
-        !limits.any() && !v2_memory && !v2_pids
+        !limits.any() && !v2_memory && !v2_pids && !super::one_shot()
     }
 
     /// A pooled cgroup proven empty now (`populated 0`, not frozen) and

@@ -50,6 +50,57 @@ pub fn release_cgroup_pool() -> usize {
     }
 }
 
+/// Set by [`one_shot_process`].
+static ONE_SHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Declares that this process runs one command and exits soon after it
+/// (`corral run` does), so that it pays only for what one run needs. What a
+/// run promises does not change; what changes is what the process sets up
+/// for runs that will not come:
+///
+/// * the cgroup tier keeps no pool: a run's cgroup is removed when the run
+///   ends (`rmdir`, tens of microseconds) instead of being kept for a next
+///   run, so no inotify watch is set on it. Closing an inotify instance that
+///   ever held a watch waits for an SRCU grace period in the kernel (7-19 ms
+///   measured here), and that close happened in every process's exit;
+/// * no orphan-reaping thread is started (see `reap_all_orphans`): the host
+///   calls `reap_orphans_now` (Linux) when SIGCHLD comes from a child that
+///   is not the run's root, as `corral run` does; the run's own last pass
+///   at its end is left out too (its `/proc` reads make the process's exit
+///   cost its parent more than the pass saves; zombies left go to init when
+///   the process exits).
+///
+/// Call it once, early, before the first run; calling it in a process that
+/// then runs many commands only makes those runs slower (no pooling).
+/// [`one_shot`] says whether it was called. A one-shot process that will
+/// use the cgroup, subreaper or process-group tier also calls
+/// [`start_keeper`] first thing.
+pub fn one_shot_process() {
+    ONE_SHOT.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether [`one_shot_process`] was called in this process.
+pub fn one_shot() -> bool {
+    ONE_SHOT.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Starts this process's crash-safety keeper now, in the background (Linux
+/// x86_64/aarch64; elsewhere it does nothing), so that the first run of the
+/// cgroup, subreaper or process-group tier does not wait for it: the clone
+/// is made now, while the process is small, and the keeper's first message
+/// is read only when the first run registers, by which time it has usually
+/// come. Crash safety is the same either way: every run is registered with
+/// the keeper before (cgroup) or right after (process group, subreaper) its
+/// spawn, and a keeper that failed to start is started again then, or the
+/// run says it is not crash-safe. The PID-namespace tier needs no keeper.
+pub fn start_keeper() {
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    crate::sys::linux_spawn::keeper::start_in_background();
+}
+
 /// Tree-wide limits asked for (cgroup containment only).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Limits {

@@ -80,7 +80,7 @@ static ALL_ORPHANS: AtomicBool = AtomicBool::new(false);
 /// Notes that this process made itself a child subreaper.
 pub(super) fn note_subreaper() {
     SUBREAPER.store(true, Ordering::SeqCst);
-    if ALL_ORPHANS.load(Ordering::SeqCst) {
+    if ALL_ORPHANS.load(Ordering::SeqCst) && !super::one_shot() {
         start_thread(&mut registry());
     }
 }
@@ -109,11 +109,47 @@ pub(super) fn note_subreaper() {
 /// their `wait` would fail.
 pub fn reap_all_orphans() {
     ALL_ORPHANS.store(true, Ordering::SeqCst);
-    if enabled() {
+    // A one-shot process starts the thread with its run (`register`): its
+    // first pass would only compete with the run's start for the CPU.
+    if enabled() && !super::one_shot() {
         start_thread(&mut registry());
     }
     // A thread parked for want of runs looks again.
     wake();
+}
+
+/// Reaps now the zombie orphans the reaping thread would reap (those of
+/// registered runs; with [`reap_all_orphans`] every zombie child that is
+/// no root), and again while a pass finds some; returns how many. For a
+/// one-shot process ([`one_shot_process`](crate::one_shot_process)), which
+/// starts no reaping thread: it calls this when SIGCHLD arrives for a child
+/// that is not a run's root (as `corral run` does), so that orphans dying
+/// during a long run are reaped as they die. Does nothing (0) unless
+/// [`enable_subreaper`](crate::enable_subreaper) was called.
+pub fn reap_orphans_now() -> usize {
+    if !enabled() {
+        return 0;
+    }
+    let mut total = 0;
+    loop {
+        let reaped = if all_orphans() {
+            // No spawn in flight meanwhile, as in the thread.
+            let (_quiet, roots) = crate::sys::roots::quiet();
+            let mut reg = registry();
+            pass(&mut reg, None, Some(&roots))
+        } else {
+            let mut reg = registry();
+            if reg.entries.is_empty() {
+                0
+            } else {
+                pass(&mut reg, None, None)
+            }
+        };
+        total += reaped;
+        if reaped == 0 {
+            return total;
+        }
+    }
 }
 
 fn all_orphans() -> bool {
@@ -239,7 +275,11 @@ pub(crate) fn register(root: u32, claim: Claim) -> Option<Registration> {
         claim,
         learned: HashMap::new(),
     });
-    start_thread(&mut reg);
+    // A one-shot process starts no thread: its host calls
+    // `reap_orphans_now` on SIGCHLD (see there).
+    if !super::one_shot() {
+        start_thread(&mut reg);
+    }
     let w = reg.wake.clone();
     drop(reg);
     w.notify_all();
@@ -259,9 +299,19 @@ fn start_thread(reg: &mut Registry) {
 impl Registration {
     /// A last pass for this run's zombies, then the end of the registration
     /// (the root may be reaped after this).
+    ///
+    /// In a one-shot process the last pass is left out: it reads
+    /// `/proc/self/task/*/children`, and the `/proc` entries a process made
+    /// for itself are torn down when its parent reaps it, which then costs
+    /// that parent more than the pass saves (a third of a `corral run true`
+    /// measured here). The process exits right after its run, and the
+    /// zombies of orphans that died in the run's last moment go to init
+    /// with it.
     pub(crate) fn finish(self) {
         let mut reg = registry();
-        let _ = pass(&mut reg, Some(self.id), None);
+        if !super::one_shot() {
+            let _ = pass(&mut reg, Some(self.id), None);
+        }
         reg.entries.retain(|e| e.id != self.id);
         drop(reg);
         std::mem::forget(self);
@@ -333,6 +383,11 @@ fn pass(reg: &mut Registry, only: Option<u64>, unknown_roots: Option<&HashSet<u3
         roots.extend(r.iter().copied());
     }
     let children = own_children();
+    // The crash-safety keeper: a child of this process, never an orphan.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    let keeper = crate::sys::linux_spawn::keeper::pid_of_own_keeper();
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let keeper: Option<u32> = None;
     let listed: HashSet<u32> = children.iter().copied().collect();
     reg.checked.retain(|p, _| listed.contains(p));
     for e in &mut reg.entries {
@@ -340,7 +395,7 @@ fn pass(reg: &mut Registry, only: Option<u64>, unknown_roots: Option<&HashSet<u3
     }
     let entries = &mut reg.entries;
     for c in children {
-        if roots.contains(&c) {
+        if roots.contains(&c) || keeper == Some(c) {
             continue;
         }
         let Some(s) = stat(c) else { continue };

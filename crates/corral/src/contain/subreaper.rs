@@ -279,6 +279,8 @@ pub(crate) struct Subreaper {
     /// (pinned by a pidfd it holds), while the run lasts.
     handed: HashMap<(u32, u64), MemberReg>,
     released: bool,
+    /// How many live members `release` found (and handed to the keeper).
+    kept: usize,
     tracer: Tracer,
 }
 
@@ -299,6 +301,7 @@ impl Subreaper {
             keeper: None,
             handed: HashMap::new(),
             released: false,
+            kept: 0,
             tracer,
         }
     }
@@ -348,6 +351,14 @@ impl Subreaper {
     /// Finds the live members other than the root (and remembers them), and
     /// reaps this command's dead orphans.
     fn scan(&mut self, root: u32) -> Vec<Member> {
+        self.scan_with(root, true)
+    }
+
+    /// [`Subreaper::scan`], with or without the look at the root's process
+    /// group (a scan of all of `/proc`: the slow part of a scan). `release`
+    /// does without it, and looks at the group after the reap only if the
+    /// group still exists.
+    fn scan_with(&mut self, root: u32, group_scan: bool) -> Vec<Member> {
         let me = std::process::id();
         let other_roots: HashSet<u32> = live()
             .iter()
@@ -376,7 +387,12 @@ impl Subreaper {
         // The process group (pinned by the unreaped root): members found the
         // way the process-group tier finds them, should an orphan have gone
         // elsewhere than to corral.
-        if let Ok(group) = sys::group_members(root) {
+        let group = if group_scan {
+            sys::group_members(root)
+        } else {
+            Ok(Vec::new())
+        };
+        if let Ok(group) = group {
             for pid in group {
                 if skip(pid) || found.contains_key(&pid) {
                     continue;
@@ -614,6 +630,12 @@ impl Containment for Subreaper {
         }
     }
 
+    /// Nothing will be signalled any more: released now, and what the
+    /// release found is the count (one scan instead of two).
+    fn count_kept(&mut self, root: &mut Root) -> io::Result<usize> {
+        self.release(root).map(|()| self.kept)
+    }
+
     fn release(&mut self, root: &mut Root) -> io::Result<()> {
         if self.released {
             return Ok(());
@@ -623,9 +645,13 @@ impl Containment for Subreaper {
         self.keeper = None;
         // A last look: reap dead orphans, and hand what the policy keeps
         // (or what could not be killed) to the keeper. Nothing is
-        // signalled from here on.
-        let kept = match self.root {
-            Some(r) => self.scan(r),
+        // signalled from here on. The walk only: the root's group is looked
+        // at after the reap, and only if it still exists (with its leader
+        // reaped, a group exists only while a member lives, and its id
+        // cannot be reused meanwhile), so a run whose tree is gone costs no
+        // scan of /proc.
+        let mut kept = match self.root {
+            Some(r) => self.scan_with(r, false),
             None => Vec::new(),
         };
         // And of the members it was handed.
@@ -638,6 +664,21 @@ impl Containment for Subreaper {
         let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });
+        if self.root.is_some() && sys::group_exists(pid) {
+            let more: Vec<Member> = sys::group_members(pid)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|&p| p != pid && !kept.iter().any(|m| m.pid == p))
+                .filter_map(|p| {
+                    stat(p)
+                        .filter(|s| s.pgrp == pid && !s.dead())
+                        .map(|s| Member { pid: p, stat: s })
+                })
+                .collect();
+            keeper::adopt(more.iter().map(|m| (m.pid, m.stat.start)));
+            kept.extend(more);
+        }
+        self.kept = kept.len();
         // Deregistered only after the reap: until then no other command may
         // take the root for an orphan.
         self.deregister();

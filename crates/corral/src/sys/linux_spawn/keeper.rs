@@ -3,7 +3,9 @@
 //! (raw-syscall helpers).
 //!
 //! One small process per corral process, started on the first run that
-//! needs it: a fork (clone3 without `CLONE_VM`, on a stack of its own, all signals
+//! needs it (or earlier, by `corral::start_keeper`), and never waited for:
+//! what the host sends before the keeper runs is queued in the socket. A
+//! fork (clone3 without `CLONE_VM`, on a stack of its own, all signals
 //! blocked, every handler reset) that never execs and issues only raw
 //! system calls (no allocation, lock or TLS: it is a fork of a possibly
 //! multithreaded host). It starts its own session (a `kill` of corral's
@@ -135,9 +137,17 @@ struct Conn {
     /// Which keeper of this process this is: a registration with an
     /// earlier one (that died) must not free a slot of this one.
     generation: u64,
-    /// Slots the keeper has (it told us when it started): every slot holds
-    /// one descriptor, and the keeper has room for all of them.
+    /// Slots the keeper has (it told us in its first message): every slot
+    /// holds one descriptor, and the keeper has room for all of them. Until
+    /// that message is read, the capacity it will have ([`expected_capacity`]:
+    /// the same computation from the same descriptor limit).
     capacity: u32,
+    /// The keeper's first message was not read yet. Nobody waits for it:
+    /// registrations are queued in the socket, and the keeper reads them
+    /// after it sent it; it is read, if it has come, whenever the host
+    /// talks to the keeper or asks whether it holds a run
+    /// ([`Registration::is_live`], [`Registration::is_live_and_running`]).
+    hello_pending: bool,
     /// Slots below this were handed out at least once.
     fresh: u32,
     /// Slots handed out and given back (reused before fresh ones).
@@ -267,6 +277,19 @@ fn keeper_lock() -> MutexGuard<'static, Option<Conn>> {
 }
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
+
+/// The keeper's pid (low half) and the pid of the process that started it
+/// (high half), read without the keeper lock by [`pid_of_own_keeper`].
+static KEEPER_PID: AtomicU64 = AtomicU64::new(0);
+
+/// The pid of this process's keeper, if it started one: a child of this
+/// process that is never an orphan of a run (the orphan reaper leaves it
+/// alone without reading its `/proc` files).
+pub(crate) fn pid_of_own_keeper() -> Option<u32> {
+    let v = KEEPER_PID.load(Ordering::Relaxed);
+    let (owner, pid) = ((v >> 32) as u32, v as u32);
+    (pid != 0 && owner == crate::sys::per_process::pid()).then_some(pid)
+}
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
 /// A run registered with the keeper; dropping it unregisters.
@@ -282,10 +305,16 @@ impl Registration {
     /// runs (the pool) holds its registration across runs; once its keeper
     /// died, nothing would kill its tree at this process's death.
     pub(crate) fn is_live(&self) -> bool {
-        let guard = keeper_lock();
-        guard.as_ref().is_some_and(|c| {
+        let mut guard = keeper_lock();
+        guard.as_mut().is_some_and(|c| {
             c.owner == crate::sys::per_process::pid()
                 && c.generation == self.generation
+                // Its first message, if it came: a registration past the
+                // capacity it has is not held. Not come yet: what was sent
+                // is queued and honoured once it runs (as with a stopped
+                // keeper, below).
+                && read_hello(c, None).is_ok()
+                && self.slot < c.capacity
                 && c.alive()
         })
     }
@@ -298,11 +327,17 @@ impl Registration {
     /// taken as a busy one: what it is sent is queued and honoured once it
     /// runs.) The connection is kept: continued, it holds the next run.
     pub(crate) fn is_live_and_running(&self) -> bool {
-        let guard = keeper_lock();
-        guard.as_ref().is_some_and(|c| {
+        let mut guard = keeper_lock();
+        guard.as_mut().is_some_and(|c| {
             c.owner == crate::sys::per_process::pid()
                 && c.generation == self.generation
                 && c.state() == KeeperState::Running
+                // Its first message, if it came (not waited for: on a busy
+                // machine the keeper may not have run yet, and what was
+                // sent is queued for it; its capacity is then the one its
+                // descriptor limit gives, see `expected_capacity`).
+                && read_hello(c, None).is_ok()
+                && self.slot < c.capacity
         })
     }
 }
@@ -456,7 +491,10 @@ pub(crate) fn ensure() -> io::Result<()> {
 /// it is not running yet).
 #[cfg(test)]
 pub(crate) fn capacity() -> io::Result<u32> {
-    with_keeper(|c| Ok(c.capacity))
+    with_keeper(|c| {
+        read_hello(c, Some(HELLO_PATIENCE))?;
+        Ok(c.capacity)
+    })
 }
 
 /// Runs `f` on this process's keeper connection, under the lock, starting
@@ -470,6 +508,13 @@ fn with_keeper<T>(mut f: impl FnMut(&mut Conn) -> io::Result<T>) -> io::Result<T
         // Inherited through a fork: the parent's keeper, not ours.
         drop(guard.take());
     }
+    if let Some(c) = guard.as_mut().filter(|c| c.hello_pending) {
+        // Its first message, if it came (not waited for). End of file: it
+        // died before it was ready, and another is started.
+        if read_hello(c, None).is_err() {
+            reap_dead(guard.take());
+        }
+    }
     if guard.as_ref().is_some_and(|c| !c.alive()) {
         // The keeper died: a registration sent to it now would be lost
         // without an error (its socket may still take a message), and a
@@ -478,7 +523,7 @@ fn with_keeper<T>(mut f: impl FnMut(&mut Conn) -> io::Result<T>) -> io::Result<T
     }
     for _ in 0..2 {
         if guard.is_none() {
-            *guard = Some(start()?);
+            *guard = Some(launch()?);
         }
         if let Some(c) = guard.as_mut() {
             match f(c) {
@@ -505,6 +550,13 @@ fn reap_dead(conn: Option<Conn>) {
     if c.owner != crate::sys::per_process::pid() {
         return; // a fork's inherited keeper is not our child
     }
+    // Its pid is free once it is reaped below: no longer the keeper's.
+    let _ = KEEPER_PID.compare_exchange(
+        (u64::from(c.owner) << 32) | u64::from(c.pid as u32),
+        0,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
     drop(c.sock);
     for _ in 0..100 {
         // SAFETY: wait4 with a null status and rusage pointer: no memory is
@@ -615,9 +667,95 @@ fn enlarge_send_buffer(sock: &OwnedFd) {
     }
 }
 
-/// Starts the keeper and waits for it to say it is ready (once per
-/// process); returns the host's end of the socket.
-fn start() -> io::Result<Conn> {
+/// Starts this process's keeper if it is not running yet, without waiting
+/// for its first message: the first registration reads it (see
+/// [`with_keeper`]). A failure is left for that registration to meet
+/// again (it starts the keeper the usual way, and says why it could not).
+pub(crate) fn start_in_background() {
+    let mut guard = keeper_lock();
+    if guard
+        .as_ref()
+        .is_some_and(|c| c.owner != crate::sys::per_process::pid())
+    {
+        drop(guard.take());
+    }
+    if guard.is_none() {
+        *guard = launch().ok();
+    }
+}
+
+/// How long a run that asks whether the keeper held it waits for the
+/// keeper's first message (a running keeper sends it at once).
+#[cfg(test)]
+const HELLO_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads the keeper's first message, its capacity, if it has not been read
+/// yet: without waiting (`wait` None: still pending if it has not come), or
+/// waiting at most `wait`. End of file instead: it died before it was
+/// ready (it holds the only other end). A capacity below the one assumed
+/// until now (the keeper could not map its whole table) takes back the
+/// slots past it: registrations in them are not held.
+fn read_hello(c: &mut Conn, wait: Option<std::time::Duration>) -> io::Result<()> {
+    if !c.hello_pending {
+        return Ok(());
+    }
+    // Readable (the message, or end of file) within `wait`, or at once.
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let end = std::time::Instant::now() + wait.unwrap_or_default();
+    loop {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        let mut fds = [PollFd::new(&c.sock, PollFlags::IN)];
+        let ts = Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        match poll(&mut fds, Some(&ts)) {
+            Err(rustix::io::Errno::INTR) => continue,
+            Ok(0) => return Ok(()), // not come: still pending
+            _ => break,
+        }
+    }
+    let mut hello = [0u8; MSG_LEN];
+    let n = loop {
+        match rustix::io::read(&c.sock, &mut hello) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r?,
+        }
+    };
+    if n < AT_SLOT + 4 || hello[0] != OP_HELLO {
+        return Err(io::Error::other(
+            "the keeper ended before it was ready".to_string(),
+        ));
+    }
+    let capacity = u32::from_ne_bytes([
+        hello[AT_SLOT],
+        hello[AT_SLOT + 1],
+        hello[AT_SLOT + 2],
+        hello[AT_SLOT + 3],
+    ]);
+    if capacity < c.capacity {
+        c.free.retain(|&s| s < capacity);
+        c.fresh = c.fresh.min(capacity);
+        c.parents.retain(|&(_, s)| s < capacity);
+    }
+    c.capacity = capacity;
+    c.hello_pending = false;
+    Ok(())
+}
+
+/// The capacity a keeper started now will tell: one slot per descriptor
+/// its limit allows (the hard limit, which it raises its soft one to) less
+/// the socket, the host's pidfd and [`RESERVE_FDS`], at most [`MAX_SLOTS`]
+/// (see `make_table`), assumed until its first message says.
+fn expected_capacity() -> u32 {
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .maximum
+        .unwrap_or(u64::MAX);
+    (hard.saturating_sub(2 + RESERVE_FDS) as usize).min(MAX_SLOTS) as u32
+}
+
+/// Clones the keeper; its first message is not read yet.
+fn launch() -> io::Result<Conn> {
     if std::env::var_os(FAULT_START_ENV).is_some_and(|v| !v.is_empty()) {
         return Err(io::Error::other(format!(
             "the keeper could not be started ({FAULT_START_ENV} is set)"
@@ -647,6 +785,10 @@ fn start() -> io::Result<Conn> {
     let args = KeeperArgs {
         sock: theirs.as_raw_fd(),
         host: host.as_raw_fd(),
+        delay_ms: std::env::var(START_DELAY_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .map_or(0, |ms| ms.min(10_000)),
     };
     let stack = Stack::with_size(256 * 1024)?;
     let (low, size) = stack.usable();
@@ -692,32 +834,17 @@ fn start() -> io::Result<Conn> {
     if ret < 0 {
         return Err(io::Error::from_raw_os_error(errno_of(ret)));
     }
-    // The keeper's first message: its capacity. End of file instead: it
-    // died before it was ready (it holds the only other end).
-    let mut hello = [0u8; MSG_LEN];
-    let n = loop {
-        match rustix::io::read(&ours, &mut hello) {
-            Err(rustix::io::Errno::INTR) => continue,
-            r => break r?,
-        }
-    };
-    if n < AT_SLOT + 4 || hello[0] != OP_HELLO {
-        return Err(io::Error::other(
-            "the keeper ended before it was ready".to_string(),
-        ));
-    }
-    let capacity = u32::from_ne_bytes([
-        hello[AT_SLOT],
-        hello[AT_SLOT + 1],
-        hello[AT_SLOT + 2],
-        hello[AT_SLOT + 3],
-    ]);
+    KEEPER_PID.store(
+        (u64::from(crate::sys::per_process::pid()) << 32) | u64::from(ret as u32),
+        Ordering::Relaxed,
+    );
     Ok(Conn {
         sock: ours,
         pid: ret as i32,
         owner: crate::sys::per_process::pid(),
         generation: GENERATION.fetch_add(1, Ordering::Relaxed),
-        capacity,
+        capacity: expected_capacity(),
+        hello_pending: true,
         fresh: 0,
         free: Vec::new(),
         cookie_fresh: 0,
@@ -730,7 +857,16 @@ fn start() -> io::Result<Conn> {
 struct KeeperArgs {
     sock: c_int,
     host: c_int,
+    /// Test seam ([`START_DELAY_ENV`]): how long the keeper sleeps before
+    /// anything else (0: not at all).
+    delay_ms: u32,
 }
+
+/// Test seam: with this environment variable set to N, a keeper started in
+/// this process sleeps N ms before it does anything (capped at 10 s), so
+/// tests can prove that registrations sent to a keeper that has not run yet
+/// are honoured when the host dies (the host never waits for the keeper).
+pub(crate) const START_DELAY_ENV: &str = "CORRAL_TEST_KEEPER_START_DELAY_MS";
 
 /// What a slot of the keeper's table holds (0: nothing, so a fresh
 /// anonymous mapping is an empty table).
@@ -876,6 +1012,19 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
     // sizes the kernel expects; no allocation, lock, TLS or panic path
     // (every slot index is checked against the table's length).
     unsafe {
+        if a.delay_ms > 0 {
+            let nap = k::__kernel_timespec {
+                tv_sec: i64::from(a.delay_ms / 1000),
+                tv_nsec: i64::from(a.delay_ms % 1000) * 1_000_000,
+            };
+            syscall4(
+                k::__NR_nanosleep,
+                &nap as *const k::__kernel_timespec as usize,
+                0,
+                0,
+                0,
+            );
+        }
         let name = b"corral-keeper\0";
         syscall4(k::__NR_prctl, PR_SET_NAME, name.as_ptr() as usize, 0, 0);
         syscall4(k::__NR_setsid, 0, 0, 0, 0);
