@@ -283,6 +283,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         stdin: stdin_io,
         stdout: stdout_io,
         stderr: stderr_io,
+        setup: plan.setup,
     };
     let start = Instant::now();
     // `spec` is consumed: the parent's copies of the child's pipe ends are

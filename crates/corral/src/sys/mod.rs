@@ -144,6 +144,7 @@ pub(crate) struct SpawnSpec<'a> {
     pub(crate) stdin: ChildIo,
     pub(crate) stdout: ChildIo,
     pub(crate) stderr: ChildIo,
+    pub(crate) setup: &'a crate::spec::ChildSetup,
 }
 
 /// Why a spawn failed: the containment could not be set up, or the
