@@ -368,8 +368,8 @@ def _argv(args: Any, shell: bool, executable: Any) -> tuple:
         rest = [os.fsdecode(args)] if isinstance(args, (str, bytes)) else [os.fsdecode(a) for a in args]
         if not rest:
             raise ValueError("args is empty")
-        # subprocess: executable replaces the shell, argv[0] stays /bin/sh.
-        return ["/bin/sh", "-c", *rest], executable
+        # As subprocess: executable replaces the shell (and is its argv[0]).
+        return [executable or "/bin/sh", "-c", *rest], None
     if isinstance(args, (str, bytes, os.PathLike)):
         argv = [os.fsdecode(args)]
     else:
@@ -450,6 +450,16 @@ def _popen_keywords(
     return kw
 
 
+def _id_ok(n: int, what: str, too_large: type = OverflowError) -> int:
+    # As subprocess: negative is a ValueError; too large for an id_t an
+    # OverflowError (a ValueError in extra_groups).
+    if n < 0:
+        raise ValueError(f"{what} ID cannot be negative, got {n}")
+    if n >= 2**32 - 1:
+        raise too_large(f"{what} ID is too large: {n}")
+    return n
+
+
 def _ids(user: Any, group: Any, extra_groups: Any) -> Dict[str, Any]:
     """user=/group=/extra_groups= resolved as subprocess does."""
     kw: Dict[str, Any] = {}
@@ -462,8 +472,7 @@ def _ids(user: Any, group: Any, extra_groups: Any) -> Dict[str, Any]:
             kw["gid"] = group
         else:
             raise TypeError("Group must be a string or an integer, not {}".format(type(group)))
-        if kw["gid"] < 0:
-            raise ValueError(f"Group ID cannot be negative, got {kw['gid']}")
+        _id_ok(kw["gid"], "Group")
     if extra_groups is not None:
         gids = []
         for g in extra_groups:
@@ -476,8 +485,7 @@ def _ids(user: Any, group: Any, extra_groups: Any) -> Dict[str, Any]:
             else:
                 raise TypeError("Items in extra_groups must be a string or integer, not {}".format(type(g)))
         for g in gids:
-            if g < 0:
-                raise ValueError(f"Group ID cannot be negative, got {g}")
+            _id_ok(g, "Group", ValueError)
         kw["groups"] = gids
     if user is not None:
         if isinstance(user, str):
@@ -488,8 +496,7 @@ def _ids(user: Any, group: Any, extra_groups: Any) -> Dict[str, Any]:
             kw["uid"] = user
         else:
             raise TypeError("User must be a string or an integer")
-        if kw["uid"] < 0:
-            raise ValueError(f"User ID cannot be negative, got {kw['uid']}")
+        _id_ok(kw["uid"], "User")
     return kw
 
 
@@ -598,9 +605,19 @@ def _start(
     if _relay[1] is not None and err_mode != "stdout":
         err_mode = "inherit"
     captured = (out_mode == "capture", err_mode == "capture")
+    for a in argv if program is None else [*argv, program]:
+        if "\0" in a:
+            raise ValueError("embedded null byte")
     env_list = None
     if env is not None:
-        env_list = [(os.fsdecode(k), os.fsdecode(v)) for k, v in env.items()]
+        env_list = []
+        for k, v in env.items():
+            k, v = os.fsdecode(k), os.fsdecode(v)
+            if "\0" in k or "\0" in v:
+                raise ValueError("embedded null byte")
+            if "=" in k or not k:
+                raise ValueError("illegal environment variable name")
+            env_list.append((k, v))
     try:
         job = _corral.start(
             argv,
@@ -1033,6 +1050,14 @@ class Popen:
             raise TypeError("bufsize must be an integer")
         line_buffering = bufsize == 1 and self.text_mode
         if bufsize == 1:
+            if not self.text_mode:
+                import warnings
+
+                warnings.warn(
+                    "line buffering (buffering=1) isn't supported in binary mode, "
+                    "the default buffer size will be used",
+                    RuntimeWarning,
+                )
             bufsize = -1
         if "input" in corral_kw:
             raise TypeError("Popen() got an unexpected keyword argument 'input' (use communicate(input))")
@@ -1041,7 +1066,7 @@ class Popen:
         relay: List[Optional[int]] = [None, None]
         try:
             if stdin == PIPE:
-                r, w = os.pipe()
+                r, w = self._pipe()
                 child_ends.append(r)
                 stdin = r
                 self.stdin = io.open(w, "wb", bufsize)
@@ -1051,7 +1076,7 @@ class Popen:
                         self.stdin, write_through=True, line_buffering=line_buffering, encoding=encoding, errors=errors
                     )
             if stdout == PIPE:
-                r, w = os.pipe()
+                r, w = self._pipe()
                 child_ends.append(w)
                 relay[0] = w
                 self.stdout = io.open(r, "rb", bufsize)
@@ -1059,7 +1084,7 @@ class Popen:
                 if self.text_mode:
                     self.stdout = io.TextIOWrapper(self.stdout, encoding=encoding, errors=errors)
             if stderr == PIPE:
-                r, w = os.pipe()
+                r, w = self._pipe()
                 child_ends.append(w)
                 relay[1] = w
                 self.stderr = io.open(r, "rb", bufsize)
@@ -1110,6 +1135,16 @@ class Popen:
                 os.close(fd)
         self._cleanup_kw = corral_kw
         self.pid = self._job.pid
+
+    __class_getitem__ = classmethod(__import__("types").GenericAlias)
+
+    def _pipe(self) -> tuple:
+        r, w = os.pipe()
+        if self.pipesize is not None and self.pipesize > 0 and hasattr(__import__("fcntl"), "F_SETPIPE_SZ"):
+            import fcntl
+
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, self.pipesize)
+        return r, w
 
     # -- state
 
@@ -1274,8 +1309,6 @@ class Popen:
                             sel.unregister(key.fileobj)
                             key.fileobj.close()
                         self._fileobj2output[key.fileobj].append(data)
-                if self._job.done() and self.stdin in sel.get_map().values().__class__ and False:
-                    pass
                 if self._job.done() and self.stdin and not self.stdin.closed:
                     try:
                         sel.unregister(self.stdin)
@@ -1299,16 +1332,22 @@ class Popen:
     def __enter__(self) -> "Popen":
         return self
 
+    def __del__(self, _warn: Any = __import__("warnings").warn) -> None:
+        # As subprocess: a handle dropped while its command runs is a bug
+        # worth a ResourceWarning. Unlike subprocess, the tree is then killed
+        # (the job's drop cancels the run): nothing is left behind.
+        job = getattr(self, "_job", None)
+        if job is not None and self.result is None and not job.done():
+            _warn(f"subprocess {self.pid} is still running", ResourceWarning, source=self)
+
     def __exit__(self, exc_type: Any, value: Any, traceback: Any) -> None:
         if self.stdout:
             self.stdout.close()
         if self.stderr:
             self.stderr.close()
-        try:
+        try:  # as subprocess: a flush that fails (EPIPE) is raised, after the wait
             if self.stdin:
                 self.stdin.close()
-        except BrokenPipeError:
-            pass
         finally:
             try:
                 self.wait()
