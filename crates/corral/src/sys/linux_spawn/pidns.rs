@@ -195,6 +195,14 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> Result<NsChild, NsError> {
 }
 
 fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
+    // The init closes every descriptor but its own before it starts the
+    // command: descriptors to keep cannot pass through it.
+    if spec.setup.keep_fds.as_ref().is_some_and(|k| !k.is_empty()) {
+        return Err(NsError::Setup(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "descriptors to keep (pass_fds) cannot be passed through the PID namespace's init",
+        )));
+    }
     let prepared = Prepared::new(spec, std::env::vars_os()).map_err(NsError::Setup)?;
     let mut keep_owned = Vec::new();
     let stdio = [
