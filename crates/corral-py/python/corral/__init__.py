@@ -1278,6 +1278,9 @@ class Popen:
         stderr = self._fileobj2output.get(self.stderr) if self.stderr else None
         with selectors.PollSelector() as sel:
             if self.stdin and self._input is not None and not self.stdin.closed:
+                # Non-blocking: each write takes what the pipe has room for,
+                # not PIPE_BUF bytes per wake-up.
+                os.set_blocking(self.stdin.fileno(), False)
                 sel.register(self.stdin, selectors.EVENT_WRITE)
             if self.stdout and not self.stdout.closed:
                 sel.register(self.stdout, selectors.EVENT_READ)
@@ -1293,9 +1296,11 @@ class Popen:
                 for key, _events in ready:
                     if key.fileobj is self.stdin:
                         assert self._input is not None
-                        chunk = self._input[self._input_offset : self._input_offset + 512]
+                        chunk = self._input[self._input_offset : self._input_offset + (1 << 20)]
                         try:
                             self._input_offset += os.write(key.fd, chunk)
+                        except BlockingIOError:
+                            continue
                         except BrokenPipeError:
                             sel.unregister(key.fileobj)
                             key.fileobj.close()
