@@ -144,3 +144,13 @@ def test_create_subprocess_exec_and_shell(tree):
     asyncio.run(main())
     tree.pid("aholder")
     tree.assert_all_dead()
+
+
+def test_async_waiters_share_one_completion(tree):
+    async def main():
+        p = await corral.create_subprocess_exec("sh", "-c", "sleep 0.3; exit 5")
+        codes = await asyncio.wait_for(asyncio.gather(p.wait(), p.wait(), p.communicate()), SLACK)
+        assert codes[:2] == [5, 5] and codes[2] == (None, None)
+        assert await p.wait() == 5
+
+    asyncio.run(main())

@@ -290,7 +290,7 @@ impl Command {
 
     /// Runs the command as this user id (`setreuid(uid, uid)` in the child,
     /// after the groups and the group id). Unix only: elsewhere the spawn
-    /// fails with [`Error::InvalidInput`].
+    /// fails ([`Error::Spawn`], an `Unsupported` I/O error).
     pub fn uid(&mut self, uid: u32) -> &mut Command {
         self.setup.uid = Some(uid);
         self
@@ -305,7 +305,7 @@ impl Command {
 
     /// Sets the supplementary groups of the command (`setgroups`, first of
     /// the three; an empty list drops them all). Linux only: elsewhere the
-    /// spawn fails with [`Error::InvalidInput`].
+    /// spawn fails ([`Error::Spawn`], an `Unsupported` I/O error).
     pub fn groups(&mut self, groups: &[u32]) -> &mut Command {
         self.setup.groups = Some(groups.to_vec());
         self
@@ -331,7 +331,9 @@ impl Command {
     /// with `pass_fds`). Without it only descriptors marked inheritable
     /// (not close-on-exec) are inherited besides the three streams; corral
     /// opens none. On Linux, `close_range(CLOSE_RANGE_CLOEXEC)` (or one
-    /// `fcntl` per possible descriptor on older kernels). Linux only.
+    /// `fcntl` per possible descriptor on older kernels). Linux only; the PID
+    /// namespace tier refuses a non-empty `keep` (its init closes every
+    /// descriptor before it starts the command).
     pub fn close_other_fds(&mut self, keep: impl IntoIterator<Item = i32>) -> &mut Command {
         self.setup.keep_fds = Some(keep.into_iter().collect());
         self

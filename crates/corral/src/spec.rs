@@ -296,8 +296,9 @@ pub(crate) struct ChildSetup {
     pub(crate) restore_signals: bool,
 }
 
+#[cfg(unix)]
 impl ChildSetup {
-    /// Whether anything beyond arg0 is asked for.
+    /// Whether nothing beyond arg0 is asked for.
     pub(crate) fn is_plain(&self) -> bool {
         ChildSetup {
             arg0: self.arg0.clone(),

@@ -1379,6 +1379,7 @@ class AsyncProcess:
         self.stdout = stdout
         self.stderr = stderr
         self.pid = popen.pid
+        self._fut: Any = None
 
     @property
     def returncode(self) -> Optional[int]:
@@ -1389,26 +1390,36 @@ class AsyncProcess:
         self._popen.poll()
         return self._popen.result
 
-    async def wait(self) -> Optional[int]:
-        """Waits for the run to end; returns ``returncode``."""
+    def _ended(self) -> Any:
+        """One future per process, set once the run ended (the job takes one
+        completion callback: every waiter shares it)."""
         import asyncio
 
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
+        if self._fut is None:
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
 
-        def _wake(f: Any = fut) -> None:
-            if not f.done():
-                f.set_result(None)
+            def _wake(f: Any = fut) -> None:
+                if not f.done():
+                    f.set_result(None)
 
-        def _done() -> None:
-            try:
-                loop.call_soon_threadsafe(_wake)
-            except RuntimeError:
-                pass
+            def _done() -> None:
+                try:
+                    loop.call_soon_threadsafe(_wake)
+                except RuntimeError:  # the loop is closed
+                    pass
 
-        job = self._popen._job
-        if job.on_done(_done):
-            await fut
+            if not self._popen._job.on_done(_done):
+                _wake()
+            self._fut = fut
+        return self._fut
+
+    async def wait(self) -> Optional[int]:
+        """Waits for the run to end; returns ``returncode``. Cancelling the
+        wait leaves the run going, as asyncio's."""
+        import asyncio
+
+        await asyncio.shield(self._ended())
         return self._popen.poll()
 
     async def communicate(self, input: Optional[bytes] = None) -> tuple:
