@@ -38,8 +38,8 @@ def spawn_row(iters: int):
     true = "/bin/true" if os.path.exists("/bin/true") else "true"
     runs = [
         lambda: subprocess.run([true], capture_output=True).returncode,
-        lambda: corral.run([true]).returncode,
-        lambda: corral.run([true], containment="process_group").returncode,
+        lambda: corral.run([true], capture_output=True).returncode,
+        lambda: corral.run([true], capture_output=True, containment="process_group").returncode,
     ]
     times = [[], [], []]
     for i in range(iters):
@@ -62,7 +62,7 @@ if which == "subprocess":
 else:
     import corral
     kw = {} if which == "corral-default" else {"capture_limit": 1 << 20}
-    r = corral.run(argv, **kw)
+    r = corral.run(argv, capture_output=True, **kw)
     assert r.returncode == 0 and r.report["stdout_bytes"] == n, r
 print([l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1])
 """
@@ -118,7 +118,7 @@ def held_row(iters: int, hold: float, wait_delay: float, tmp: str):
                 except subprocess.TimeoutExpired:
                     subt.append(time.perf_counter() - t0)
             else:
-                r = corral.run(["sh", "-c", script], env=env, wait_delay=wait_delay)
+                r = corral.run(["sh", "-c", script], env=env, wait_delay=wait_delay, capture_output=True)
                 assert r.outcome == "output_held", r
                 cor.append(time.perf_counter() - t0)
                 holders.append(int(open(pidfile).read()))
@@ -127,6 +127,26 @@ def held_row(iters: int, hold: float, wait_delay: float, tmp: str):
     if left:
         raise SystemExit(f"corral left holders running: {left}")
     return sub, cor, subt
+
+
+def popen_row(iters: int, nbytes: int):
+    """Popen + communicate: `cat` echoes nbytes through stdin and stdout
+    (interleaved, rotating start)."""
+    data = b"x" * nbytes
+    runs = [
+        lambda: subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE),
+        lambda: corral.Popen(["cat"], stdin=corral.PIPE, stdout=corral.PIPE),
+    ]
+    times = [[], []]
+    for i in range(iters):
+        for k in range(2):
+            which = (i + k) % 2
+            t0 = time.perf_counter()
+            p = runs[which]()
+            out, _ = p.communicate(data)
+            times[which].append(time.perf_counter() - t0)
+            assert p.returncode == 0 and len(out) == nbytes
+    return times
 
 
 def main() -> int:
@@ -139,6 +159,9 @@ def main() -> int:
     wait_delay = 0.2
 
     sub, cor, cor_pg = spawn_row(spawn_iters)
+    popen_iters = 20 if a.quick else 300
+    psub_small, pcor_small = popen_row(popen_iters, 1000)
+    psub_big, pcor_big = popen_row(max(4, popen_iters // 10), 16 << 20)
     rss = rss_row(nbytes)
     with tempfile.TemporaryDirectory() as tmp:
         hsub, hcor, hsubt = held_row(held_iters, hold, wait_delay, tmp)
@@ -148,7 +171,7 @@ def main() -> int:
     mode = "quick" if a.quick else "full"
     print(f"corral Python bench ({mode} mode): Python {platform.python_version()}, "
           f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}, corral containment "
-          f"{corral.run(['true']).containment}")
+          f"{corral.run(['true']).containment}; the Popen rows compare subprocess.Popen with corral.Popen")
     print()
     print("| row | subprocess.run | corral.run | corral / subprocess |")
     print("|---|---|---|---|")
@@ -159,6 +182,9 @@ def main() -> int:
     m_pg, p_pg = statistics.median(cor_pg), pct(cor_pg, 99)
     print(f"| spawn + wait of `true`, `containment=\"process_group\"`, median / p99 | {us(ms_sub)} / {us(p_sub)} | "
           f"{us(m_pg)} / {us(p_pg)} | {m_pg / ms_sub:.2f} / {p_pg / p_sub:.2f} |")
+    for label, ps, pc in (("1 kB", psub_small, pcor_small), ("16 MiB", psub_big, pcor_big)):
+        a_s, a_c = statistics.median(ps), statistics.median(pc)
+        print(f"| Popen + communicate, `cat` echoes {label}, median ({len(ps)} runs) | {us(a_s)} | {us(a_c)} | {a_c / a_s:.2f} |")
     mb = nbytes / 1e6
     print(f"| peak RSS, {mb:.0f} MB of stdout captured (capture_limit=1 MiB) | {rss['subprocess']:.1f} MB | "
           f"{rss['corral-1MiB']:.1f} MB | {rss['corral-1MiB'] / rss['subprocess']:.2f} |")

@@ -70,7 +70,13 @@ struct Shared {
     /// The process that started the run: a forked child inherits the
     /// memory of its parent's jobs but not the thread that drives them.
     owner: u32,
+    /// Asks the driver to send a signal to the whole tree (the run goes
+    /// on); None once the report is in, or where the driver cannot.
+    signaller: Mutex<Option<Signaller>>,
 }
+
+/// Hands a signal to the driver of one run.
+type Signaller = Box<dyn Fn(Signal) + Send>;
 
 /// The thread that calls completion callbacks (with the GIL), so that the
 /// runtime thread never waits for the GIL: a Python thread holding it for
@@ -152,6 +158,7 @@ fn close_notifier() {
 
 impl Shared {
     fn finish(&self, report: Report) {
+        lock(&self.signaller).take();
         *lock(&self.state) = State::Done(Box::new(report));
         self.done.notify_all();
         let cb = lock(&self.callback).take();
@@ -195,6 +202,7 @@ mod driver {
     //! The shared runtime thread (re-created in a forked child, which does
     //! not inherit threads).
     use super::*;
+    use std::future::Future;
 
     static RT: Mutex<Option<(u32, tokio::runtime::Handle)>> = Mutex::new(None);
 
@@ -227,12 +235,24 @@ mod driver {
         // of them, this is the spawn's EMFILE, as the library's own steps.
         let h = handle().map_err(|e| runtime_error(program, e))?;
         let _enter = h.enter();
-        let running = cmd.spawn_async()?;
+        let mut running = cmd.spawn_async()?;
         let pid = running.id();
+        // Signal requests reach the task through a channel; the task hands
+        // them to the run, which sends them while it holds the identity.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Signal>();
+        *lock(&shared.signaller) = Some(Box::new(move |s| {
+            let _ = tx.send(s);
+        }));
         // The task always runs the lifecycle to its end (cancellation goes
         // through the token), so the report always arrives.
         h.spawn(async move {
-            let report = running.await;
+            let report = std::future::poll_fn(|cx| {
+                while let std::task::Poll::Ready(Some(sig)) = rx.poll_recv(cx) {
+                    running.signal(sig);
+                }
+                std::pin::Pin::new(&mut running).poll(cx)
+            })
+            .await;
             shared.finish(report);
         });
         Ok(pid)
@@ -300,6 +320,21 @@ impl Job {
     fn cancel_with(&self, signal: &Bound<'_, PyAny>) -> PyResult<()> {
         self.shared.cancel.cancel_with(parse_signal(signal)?);
         Ok(())
+    }
+
+    /// Sends this signal (a name or a number) to the whole tree without
+    /// ending the run (a root that dies of it is reported as signaled).
+    /// Returns False when the run is already over (nothing is sent: the
+    /// identity is released) or the platform's driver cannot.
+    fn signal(&self, signal: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let sig = parse_signal(signal)?;
+        Ok(match lock(&self.shared.signaller).as_ref() {
+            Some(f) => {
+                f(sig);
+                true
+            }
+            None => false,
+        })
     }
 
     /// Whether the report is in.
@@ -484,7 +519,12 @@ fn dup_fd(_fd: i64) -> PyResult<std::fs::File> {
     ))
 }
 
-fn output_of(s: Option<Stdio>, stderr: bool) -> PyResult<Output> {
+fn output_of(s: Option<Stdio>, relay: Option<i64>, stderr: bool) -> PyResult<Output> {
+    if let Some(fd) = relay {
+        // A pipe corral reads (so the wait delay applies to it) and moves,
+        // in order, into this descriptor: `corral.Popen`'s PIPE.
+        return Ok(Output::relay_file(dup_fd(fd)?));
+    }
     Ok(match s {
         None => Output::capture(),
         Some(Stdio::Fd(fd)) => Output::file(dup_fd(fd)?),
@@ -607,9 +647,11 @@ fn os_strerror(e: &std::io::Error) -> String {
 /// (`corral.run` / `corral.spawn`); see there.
 #[pyfunction]
 #[pyo3(signature = (argv, *, cwd=None, env=None, input=None, stdin="null".to_owned(),
-    stdin_fd=None, stdout=None, stderr=None, timeout=None, grace=None, wait_delay=None,
+    stdin_fd=None, stdout=None, stderr=None, stdout_relay=None, stderr_relay=None, timeout=None, grace=None, wait_delay=None,
     signal=None, leftovers=None, capture_limit=None, containment="auto".to_owned(),
-    confirm_window=None, memory_max=None, pids_max=None, require_crash_safety=false))]
+    confirm_window=None, memory_max=None, pids_max=None, require_crash_safety=false,
+    program=None, keep_fds=None, restore_signals=true, new_session=false, uid=None, gid=None,
+    groups=None, umask=None))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
@@ -621,6 +663,8 @@ fn start(
     stdin_fd: Option<i64>,
     stdout: Option<Stdio>,
     stderr: Option<Stdio>,
+    stdout_relay: Option<i64>,
+    stderr_relay: Option<i64>,
     timeout: Option<f64>,
     grace: Option<f64>,
     wait_delay: Option<f64>,
@@ -632,12 +676,49 @@ fn start(
     memory_max: Option<u64>,
     pids_max: Option<u64>,
     require_crash_safety: bool,
+    program: Option<OsString>,
+    keep_fds: Option<Vec<i32>>,
+    restore_signals: bool,
+    new_session: bool,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    groups: Option<Vec<u32>>,
+    umask: Option<u32>,
 ) -> PyResult<Job> {
-    let Some((program, args)) = argv.split_first() else {
+    let Some((arg0, args)) = argv.split_first() else {
         return Err(PyValueError::new_err("args must name a program"));
     };
-    let mut cmd = Command::new(program);
+    // `executable=`: that program runs, argv[0] stays the first argument.
+    let program = program.unwrap_or_else(|| arg0.clone());
+    let mut cmd = Command::new(&program);
+    if program != *arg0 {
+        cmd.arg0(arg0);
+    }
     cmd.args(args);
+    #[cfg(unix)]
+    {
+        if let Some(fds) = keep_fds {
+            cmd.close_other_fds(fds);
+        }
+        cmd.restore_signals(restore_signals);
+    }
+    #[cfg(not(unix))]
+    let _ = (keep_fds, restore_signals);
+    if new_session {
+        cmd.new_session(true);
+    }
+    if let Some(u) = uid {
+        cmd.uid(u);
+    }
+    if let Some(g) = gid {
+        cmd.gid(g);
+    }
+    if let Some(g) = groups {
+        cmd.groups(&g);
+    }
+    if let Some(m) = umask {
+        cmd.umask(m);
+    }
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
@@ -654,8 +735,8 @@ fn start(
             other => return Err(PyValueError::new_err(format!("bad stdin mode {other:?}"))),
         }),
     };
-    cmd.stdout(output_of(stdout, false)?);
-    cmd.stderr(output_of(stderr, true)?);
+    cmd.stdout(output_of(stdout, stdout_relay, false)?);
+    cmd.stderr(output_of(stderr, stderr_relay, true)?);
     if let Some(t) = timeout {
         cmd.timeout(secs(t, "timeout")?);
     }
@@ -702,10 +783,10 @@ fn start(
         done: Condvar::new(),
         cancel,
         owner: std::process::id(),
+        signaller: Mutex::new(None),
     });
     lock(&LIVE).push(Arc::downgrade(&shared));
     let for_driver = shared.clone();
-    let program = program.clone();
     let pid = py
         .detach(move || driver::start(&mut cmd, for_driver, &program))
         .map_err(spawn_error)?;

@@ -22,11 +22,11 @@ def os_threads() -> int:
 
 def test_run_async_result_and_check(tree):
     async def main():
-        r = await corral.run_async(["sh", "-c", "echo hi; exit 2"])
+        r = await corral.run_async(["sh", "-c", "echo hi; exit 2"], capture_output=True)
         assert r.outcome == "exited" and r.returncode == 2 and r.stdout == b"hi\n"
         with pytest.raises(subprocess.CalledProcessError):
             await corral.run_async(["false"], check=True)
-        r = await corral.run_async(["sh", "-c", '"$H" held & exit 0'], env=tree.env, wait_delay=0.3)
+        r = await corral.run_async(["sh", "-c", '"$H" held & exit 0'], env=tree.env, wait_delay=0.3, capture_output=True)
         assert r.outcome == "output_held"
 
     asyncio.run(main())
@@ -86,7 +86,7 @@ def test_run_in_threads_concurrently(tree):
     results = []
 
     def one(i):
-        results.append(corral.run(["sh", "-c", f"sleep 0.3; echo {i}"]))
+        results.append(corral.run(["sh", "-c", f"sleep 0.3; echo {i}"], capture_output=True))
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
     t0 = time.monotonic()

@@ -33,7 +33,9 @@ def _child(script: str, env: dict, timeout: float = 120) -> subprocess.Completed
 def test_result_has_every_field_of_the_report(tree):
     script = """trap '' TERM; "$H" stubborn sh -c 'trap "" TERM; while :; do sleep 0.05; done' & echo out; "$H" waiter"""
     t0 = time.monotonic()
-    r = corral.run(["sh", "-c", script], env=tree.env, timeout=0.5, grace=0.3)
+    with pytest.raises(corral.TimeoutExpired) as e:
+        corral.run(["sh", "-c", script], env=tree.env, timeout=0.5, grace=0.3, capture_output=True)
+    r = e.value.result
     elapsed = time.monotonic() - t0
     tree.pid("stubborn")
     tree.pid("waiter")
@@ -41,7 +43,7 @@ def test_result_has_every_field_of_the_report(tree):
     assert r.outcome == "timed_out", r
     assert elapsed < 0.8 + SLACK
     # Field by field: every key of the report is an attribute.
-    converted = {"timings", "usage", "stdout", "stderr"}
+    converted = {"timings", "usage", "stdout", "stderr", "returncode"}
     for k, v in r.report.items():
         assert hasattr(r, k), f"Result lacks {k}"
         if k not in converted:
@@ -65,7 +67,7 @@ def test_result_has_every_field_of_the_report(tree):
     else:
         assert r.usage is None
     # Streams not captured: no bytes seen, None as the stream itself.
-    r = corral.run(["sh", "-c", "echo gone"], stdout=corral.DEVNULL)
+    r = corral.run(["sh", "-c", "echo gone"], stdout=corral.DEVNULL, stderr=corral.PIPE)
     assert r.stdout is None and r.stdout_bytes is None and r.stderr_bytes == 0
 
 
@@ -151,7 +153,7 @@ def test_out_of_descriptors_is_an_oserror_with_emfile(tree):
         # Before any run: the binding's own runtime cannot be made either.
         resource.setrlimit(resource.RLIMIT_NOFILE, (open_fds(), hard))
         try:
-            corral.run(["sh", "-c", '"$H" first'])
+            corral.run(["sh", "-c", '"$H" first'], capture_output=True)
             print("first ran")
         except OSError as e:
             print("first", e.errno == errno.EMFILE, type(e) is OSError, "RLIMIT_NOFILE" in str(e))
@@ -162,7 +164,7 @@ def test_out_of_descriptors_is_an_oserror_with_emfile(tree):
         started, err = [], None
         for i in range(64):
             try:
-                started.append(corral.spawn(["sh", "-c", 'exec "$H" s%d' % i], timeout=60))
+                started.append(corral.spawn(["sh", "-c", 'exec "$H" s%d' % i], timeout=60, capture_output=True))
             except OSError as e:
                 err = e
                 break
@@ -219,7 +221,7 @@ def test_raise_nofile_limit_in_this_process_is_idempotent():
 def test_fields_through_run_async(tree):
     import asyncio
 
-    r = asyncio.run(corral.run_async(["sh", "-c", "echo x; exit 4"], require_crash_safety=True))
+    r = asyncio.run(corral.run_async(["sh", "-c", "echo x; exit 4"], require_crash_safety=True, capture_output=True))
     assert r.returncode == 4 and r.crash_safe is True and r.stdout_bytes == 2
     assert isinstance(r.timings, corral.Timings) and r.signals_sent == []
     assert errno.EMFILE == 24  # the number the binding raises on every Unix

@@ -20,7 +20,7 @@ SLACK = 5.0
 
 
 def test_clean_exit_and_returncode(tree):
-    r = corral.run(["sh", "-c", "echo out; echo err >&2; exit 7"])
+    r = corral.run(["sh", "-c", "echo out; echo err >&2; exit 7"], capture_output=True)
     assert r.outcome == "exited"
     assert r.returncode == 7 and r.exit_code == 7 and r.signal is None
     assert r.stdout == b"out\n" and r.stderr == b"err\n"
@@ -31,10 +31,10 @@ def test_clean_exit_and_returncode(tree):
 
 def test_held_output_returns_at_wait_delay(tree):
     t0 = time.monotonic()
-    r = corral.run(["sh", "-c", '"$H" holder & echo done; exit 0'], env=tree.env, wait_delay=0.5, timeout=60)
+    r = corral.run(["sh", "-c", '"$H" holder & echo done; exit 0'], env=tree.env, wait_delay=0.5, timeout=60, capture_output=True)
     elapsed = time.monotonic() - t0
     assert r.outcome == "output_held", r
-    assert r.returncode is None and r.exit_code == 0
+    assert r.returncode == 0 and r.exit_code == 0 and not r.ok
     assert r.stdout == b"done\n"
     assert 0.5 <= elapsed < 0.5 + SLACK
     tree.pid("holder")
@@ -99,10 +99,12 @@ def test_version_is_the_package_metadata():
 def test_timeout_with_term_ignoring_grandchild(tree):
     script = """trap '' TERM; "$H" stubborn sh -c 'trap "" TERM; while :; do sleep 0.05; done' & "$H" waiter"""
     t0 = time.monotonic()
-    r = corral.run(["sh", "-c", script], env=tree.env, timeout=0.5, grace=0.5)
+    with pytest.raises(corral.TimeoutExpired) as e:
+        corral.run(["sh", "-c", script], env=tree.env, timeout=0.5, grace=0.5)
     elapsed = time.monotonic() - t0
+    r = e.value.result
     assert r.outcome == "timed_out", r
-    assert r.returncode is None
+    assert r.returncode == -9
     assert r.report["signals_sent"] == ["TERM", "KILL"]
     assert 1.0 <= elapsed < 1.0 + SLACK
     tree.pid("stubborn")
@@ -125,7 +127,7 @@ def test_leftovers_policy(tree):
 
 def test_check_raises_subprocess_compatible_errors(tree):
     with pytest.raises(subprocess.CalledProcessError) as e:
-        corral.run(["sh", "-c", "echo x; exit 3"], check=True)
+        corral.run(["sh", "-c", "echo x; exit 3"], check=True, capture_output=True)
     assert isinstance(e.value, corral.CalledProcessError)
     assert isinstance(e.value, corral.CorralError)
     assert e.value.returncode == 3 and e.value.output == b"x\n"
@@ -137,12 +139,13 @@ def test_check_raises_subprocess_compatible_errors(tree):
     assert e.value.timeout == 0.3 and e.value.result.outcome == "timed_out"
 
     with pytest.raises(corral.OutputHeld) as e:
-        corral.run(["sh", "-c", '"$H" h & exit 0'], env=tree.env, wait_delay=0.2, check=True)
+        corral.run(["sh", "-c", '"$H" h & exit 0'], env=tree.env, wait_delay=0.2, check=True, capture_output=True)
     assert e.value.result.exit_code == 0
 
     with pytest.raises(corral.Signaled) as e:
         corral.run(["sh", "-c", "kill -KILL $$"], check=True)
-    assert e.value.result.signal == 9 and e.value.result.returncode is None
+    assert e.value.result.signal == 9 and e.value.returncode == -9
+    assert isinstance(e.value, subprocess.CalledProcessError)
 
     assert corral.run(["true"], check=True).returncode == 0
     tree.assert_all_dead()
@@ -166,15 +169,15 @@ def test_spawn_failures_are_oserrors(tmp_path):
 
 
 def test_subprocess_feel(tmp_path):
-    r = corral.run("echo $GREETING; pwd", shell=True, env={"GREETING": "hi", "PATH": os.environ["PATH"]}, cwd=tmp_path, text=True)
+    r = corral.run("echo $GREETING; pwd", shell=True, env={"GREETING": "hi", "PATH": os.environ["PATH"]}, cwd=tmp_path, text=True, capture_output=True)
     assert r.stdout == f"hi\n{tmp_path}\n"
-    assert corral.run(["cat"], input=b"abc").stdout == b"abc"
-    assert corral.run(['echo "$0:$1"', "zero", "one"], shell=True).stdout == b"zero:one\n"
-    assert corral.run(["cat"], input="é", text=True, encoding="utf-8").stdout == "é"
-    assert corral.run(["printf", "a\\r\\nb\\rc"], text=True).stdout == "a\nb\nc"
-    r = corral.run(["sh", "-c", "echo a; echo b >&2"], stderr=corral.STDOUT)
+    assert corral.run(["cat"], input=b"abc", capture_output=True).stdout == b"abc"
+    assert corral.run(['echo "$0:$1"', "zero", "one"], shell=True, capture_output=True).stdout == b"zero:one\n"
+    assert corral.run(["cat"], input="é", text=True, encoding="utf-8", capture_output=True).stdout == "é"
+    assert corral.run(["printf", "a\\r\\nb\\rc"], text=True, stdout=corral.PIPE).stdout == "a\nb\nc"
+    r = corral.run(["sh", "-c", "echo a; echo b >&2"], stderr=corral.STDOUT, stdout=corral.PIPE)
     assert r.stdout == b"a\nb\n" and r.stderr is None
-    r = corral.run(["sh", "-c", "echo a"], stdout=corral.DEVNULL)
+    r = corral.run(["sh", "-c", "echo a"], stdout=corral.DEVNULL, stderr=corral.PIPE)
     assert r.stdout is None and r.stderr == b""
     out = tmp_path / "out"
     with open(out, "wb") as fh:
@@ -191,7 +194,7 @@ def test_subprocess_feel(tmp_path):
 
 
 def test_capture_is_bounded_head_and_tail():
-    r = corral.run(["sh", "-c", "echo BEGIN; head -c 1000000 /dev/zero | tr '\\0' x; echo; echo END"], capture_limit=1000)
+    r = corral.run(["sh", "-c", "echo BEGIN; head -c 1000000 /dev/zero | tr '\\0' x; echo; echo END"], capture_limit=1000, capture_output=True)
     assert r.stdout.startswith(b"BEGIN\n") and r.stdout.endswith(b"END\n")
     assert len(r.stdout) == 1000
     assert r.stdout_omitted == r.report["stdout_bytes"] - 1000 > 0
@@ -206,7 +209,7 @@ def test_process_handle(tree):
     assert tree.alive("root"), "wait(timeout) must not end the run"
     p.cancel()
     r = p.wait()
-    assert r.outcome == "cancelled" and p.returncode is None
+    assert r.outcome == "cancelled" and p.returncode == -9
     assert p.poll() is r
     assert tree.wait_dead("root")
 
@@ -314,7 +317,7 @@ def test_300mb_output_peak_rss_is_bounded(tree):
     r = _child(
         """
         import corral, resource
-        r = corral.run(["sh", "-c", "head -c 300000000 /dev/zero"], capture_limit=1 << 20, timeout=120)
+        r = corral.run(["sh", "-c", "head -c 300000000 /dev/zero"], capture_limit=1 << 20, timeout=120, capture_output=True)
         assert r.returncode == 0, r
         assert r.report["stdout_bytes"] == 300000000 and len(r.stdout) == 1 << 20
         # VmHWM: this interpreter's own peak (ru_maxrss would also count the
@@ -337,7 +340,7 @@ def test_bad_arguments_are_clear_errors():
     with pytest.raises(ValueError):
         corral.run(["true"], stdout=corral.STDOUT)
     with pytest.raises(ValueError):
-        corral.run(["cat"], input=b"x", stdin=None)
+        corral.run(["cat"], input=b"x", stdin=corral.DEVNULL)
     with pytest.raises(ValueError):
         corral.run(["true"], signal="NOPE", grace=1)
 
@@ -345,7 +348,7 @@ def test_bad_arguments_are_clear_errors():
 def test_many_threads_waiting_on_one_process_share_one_result(tree):
     import threading
 
-    p = corral.spawn(["sh", "-c", "sleep 0.3; echo once"])
+    p = corral.spawn(["sh", "-c", "sleep 0.3; echo once"], capture_output=True)
     got = []
     threads = [threading.Thread(target=lambda: got.append(p.wait())) for _ in range(8)]
     for t in threads:

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use crate::cancel::CancelToken;
 use crate::contain::{ContainmentChoice, Limits, OsOp, Tracer};
 use crate::lifecycle::{self, Plan, Running};
-use crate::spec::{Input, LeftoverPolicy, Output, Settings, SharedLineCallback, Stream};
+use crate::spec::{
+    ChildSetup, Input, LeftoverPolicy, Output, Settings, SharedLineCallback, Stream,
+};
 use crate::{Error, Report, Signal};
 
 /// A command to run under a deadline with its whole tree contained.
@@ -41,6 +43,7 @@ pub struct Command {
     pub(crate) cancel: Option<CancelToken>,
     pub(crate) on_line: Option<SharedLineCallback>,
     pub(crate) tracer: Tracer,
+    pub(crate) setup: ChildSetup,
 }
 
 impl std::fmt::Debug for Command {
@@ -75,6 +78,7 @@ impl Command {
             cancel: None,
             on_line: None,
             tracer: Tracer::default(),
+            setup: ChildSetup::default(),
         }
     }
 
@@ -299,6 +303,72 @@ impl Command {
         self
     }
 
+    /// The `argv[0]` the program sees, instead of the program as given (which
+    /// is still what runs): `subprocess`'s `executable=`.
+    pub fn arg0(&mut self, arg0: impl AsRef<OsStr>) -> &mut Command {
+        self.setup.arg0 = Some(arg0.as_ref().to_owned());
+        self
+    }
+
+    /// Runs the command as this user id (`setreuid(uid, uid)` in the child,
+    /// after the groups and the group id). Unix only: elsewhere the spawn
+    /// fails ([`Error::Spawn`], an `Unsupported` I/O error).
+    pub fn uid(&mut self, uid: u32) -> &mut Command {
+        self.setup.uid = Some(uid);
+        self
+    }
+
+    /// Runs the command with this group id (`setregid(gid, gid)`, before the
+    /// user id). Unix only.
+    pub fn gid(&mut self, gid: u32) -> &mut Command {
+        self.setup.gid = Some(gid);
+        self
+    }
+
+    /// Sets the supplementary groups of the command (`setgroups`, first of
+    /// the three; an empty list drops them all). Linux only: elsewhere the
+    /// spawn fails ([`Error::Spawn`], an `Unsupported` I/O error).
+    pub fn groups(&mut self, groups: &[u32]) -> &mut Command {
+        self.setup.groups = Some(groups.to_vec());
+        self
+    }
+
+    /// Sets the command's file mode creation mask (`umask`). Unix only.
+    pub fn umask(&mut self, mask: u32) -> &mut Command {
+        self.setup.umask = Some(mask);
+        self
+    }
+
+    /// Starts the command in a new session (`setsid`) instead of only a new
+    /// process group: it loses its controlling terminal. The root still
+    /// leads a process group of its own, so containment is unchanged.
+    /// Unix only.
+    pub fn new_session(&mut self, yes: bool) -> &mut Command {
+        self.setup.new_session = yes;
+        self
+    }
+
+    /// Closes every descriptor above 2 at exec except `keep`, which the
+    /// command inherits at the same numbers (`subprocess`'s `close_fds=True`
+    /// with `pass_fds`). Without it only descriptors marked inheritable
+    /// (not close-on-exec) are inherited besides the three streams; corral
+    /// opens none. On Linux, `close_range(CLOSE_RANGE_CLOEXEC)` (or one
+    /// `fcntl` per possible descriptor on older kernels). Linux only; the PID
+    /// namespace tier refuses a non-empty `keep` (its init closes every
+    /// descriptor before it starts the command).
+    pub fn close_other_fds(&mut self, keep: impl IntoIterator<Item = i32>) -> &mut Command {
+        self.setup.keep_fds = Some(keep.into_iter().collect());
+        self
+    }
+
+    /// Sets SIGXFSZ back to the default disposition in the command, besides
+    /// SIGPIPE (always reset): a host that ignores them (CPython does) does
+    /// not hand that on (`subprocess`'s `restore_signals=True`). Unix only.
+    pub fn restore_signals(&mut self, yes: bool) -> &mut Command {
+        self.setup.restore_signals = yes;
+        self
+    }
+
     /// Starts the command. Its deadline counts from now; the tree is
     /// supervised while [`Running::wait`] runs (and terminated if the handle
     /// is dropped). Like std's `Stdio`, inputs and outputs given as files or
@@ -321,6 +391,7 @@ impl Command {
             cancel: self.cancel.clone().unwrap_or_default(),
             on_line: self.on_line.clone(),
             tracer: self.tracer.clone(),
+            setup: &self.setup,
         })
     }
 

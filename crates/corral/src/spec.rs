@@ -272,3 +272,39 @@ impl Default for Settings {
         }
     }
 }
+
+/// How the child sets itself up before exec, beyond its streams and its
+/// directory (the jobs of `subprocess.Popen`'s keywords, done without
+/// running caller code in the child). All off by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ChildSetup {
+    /// The `argv[0]` the program sees (default: the program as given).
+    pub(crate) arg0: Option<std::ffi::OsString>,
+    /// setreuid(uid, uid), last.
+    pub(crate) uid: Option<u32>,
+    /// setregid(gid, gid), before the uid.
+    pub(crate) gid: Option<u32>,
+    /// setgroups(groups), before the gid.
+    pub(crate) groups: Option<Vec<u32>>,
+    /// umask(mask).
+    pub(crate) umask: Option<u32>,
+    /// setsid() instead of setpgid(0, 0): a new session (whose process
+    /// group is the root's own, as without it).
+    pub(crate) new_session: bool,
+    /// Some: every descriptor above 2 is closed at exec but these, which
+    /// the child inherits at the same numbers.
+    pub(crate) keep_fds: Option<Vec<i32>>,
+    /// SIGXFSZ back to the default disposition (SIGPIPE always is).
+    pub(crate) restore_signals: bool,
+}
+
+#[cfg(unix)]
+impl ChildSetup {
+    /// Whether nothing beyond arg0 is asked for.
+    pub(crate) fn is_plain(&self) -> bool {
+        ChildSetup {
+            arg0: self.arg0.clone(),
+            ..ChildSetup::default()
+        } == *self
+    }
+}

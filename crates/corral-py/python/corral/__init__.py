@@ -38,6 +38,16 @@ from . import _corral
 __all__ = [
     "__version__",
     "run",
+    "call",
+    "check_call",
+    "check_output",
+    "getoutput",
+    "getstatusoutput",
+    "Popen",
+    "CompletedProcess",
+    "SubprocessError",
+    "create_subprocess_exec",
+    "create_subprocess_shell",
     "run_async",
     "spawn",
     "Process",
@@ -59,6 +69,7 @@ __all__ = [
     "DEVNULL",
 ]
 
+SubprocessError = subprocess.SubprocessError
 PIPE = subprocess.PIPE
 STDOUT = subprocess.STDOUT
 DEVNULL = subprocess.DEVNULL
@@ -73,6 +84,15 @@ enable_subreaper = _corral.enable_subreaper
 #: writes into the wheel's metadata.
 __version__: str = _corral.__version__
 raise_nofile_limit = _corral.raise_nofile_limit
+
+
+def _root_status(report: Mapping[str, Any]) -> Optional[int]:
+    """subprocess's returncode: the exit code, or -N for signal N."""
+    if report["exit_code"] is not None:
+        return report["exit_code"]
+    if report["signal"] is not None:
+        return -report["signal"]
+    return None
 
 
 def _text(data: bytes, encoding: str, errors: str) -> str:
@@ -107,14 +127,18 @@ class Usage(NamedTuple):
     pids_peak: Optional[int]
 
 
-class Result:
-    """What happened to one run.
+class Result(subprocess.CompletedProcess):
+    """What happened to one run: a ``subprocess.CompletedProcess`` (``args``,
+    ``returncode``, ``stdout``, ``stderr``, ``check_returncode()``) carrying
+    corral's report.
 
     ``outcome``: ``"exited"``, ``"signaled"``, ``"timed_out"``,
     ``"cancelled"``, ``"output_held"`` or ``"cleanup_failed"``.
-    ``returncode``: the exit code only when every lifecycle step was clean,
-    else None. ``exit_code`` / ``signal``: how the root process itself ended
-    (also after a timeout). ``stdout`` / ``stderr``: head and tail of the
+    ``returncode``: as in ``subprocess``, how the command itself ended: its
+    exit code, or ``-N`` when signal N ended it (None if it never ended, which
+    only a cleanup failure leaves). Whether every lifecycle step was clean is
+    ``outcome == "exited"`` (and ``ok``). ``exit_code`` / ``signal``: the
+    same, apart. ``stdout`` / ``stderr``: head and tail of the
     output (bytes, or str with ``text=True``; None for a stream not
     captured, as in ``subprocess``); ``stdout_omitted`` /
     ``stderr_omitted``: bytes left out between them; ``stdout_bytes`` /
@@ -160,15 +184,16 @@ class Result:
         "limits_hit",
         "pid",
         "timeout",
+        "_raw",
     )
 
     def __init__(self, args: Any, report: Dict[str, Any], text: bool, encoding: Optional[str], errors: Optional[str]):
         self.args = args
         self.report = report
         self.outcome: str = report["outcome"]
-        self.returncode: Optional[int] = report["returncode"]
         self.exit_code: Optional[int] = report["exit_code"]
         self.signal: Optional[int] = report["signal"]
+        self.returncode: Optional[int] = _root_status(report)
         self.stdout_omitted: int = report["stdout_omitted"]
         self.stderr_omitted: int = report["stderr_omitted"]
         self.stdout_bytes: Optional[int] = report["stdout_bytes"]
@@ -189,6 +214,9 @@ class Result:
         self.pid: int = report["pid"]
         self.timeout: Optional[float] = None
         out, err = report["stdout"], report["stderr"]
+        # The bytes as captured (TimeoutExpired carries them undecoded, as
+        # subprocess does).
+        self._raw = (out, err)
         if text:
             enc = encoding or locale.getpreferredencoding(False)
             # As subprocess's text mode: universal newlines. A cut between
@@ -201,7 +229,7 @@ class Result:
     @property
     def ok(self) -> bool:
         """True when the command exited 0 and every lifecycle step was clean."""
-        return self.returncode == 0
+        return self.outcome == "exited" and self.returncode == 0
 
     def check_returncode(self) -> None:
         """Raises the ``CorralError`` subclass for this result unless it is a
@@ -228,14 +256,15 @@ class CorralError(Exception):
 class TimeoutExpired(CorralError, subprocess.TimeoutExpired):
     """The deadline passed; the whole tree was terminated."""
 
-    def __init__(self, result: Optional[Result], cmd: Any, timeout: float):
-        subprocess.TimeoutExpired.__init__(
-            self,
-            cmd,
-            timeout,
-            output=result.stdout if result else None,
-            stderr=result.stderr if result else None,
-        )
+    def __init__(
+        self, result: Optional[Result], cmd: Any, timeout: float, output: Optional[bytes] = None, stderr: Optional[bytes] = None
+    ):
+        if result is not None:
+            # Bytes even in text mode, as subprocess documents; None for a
+            # stream that was not captured.
+            output = result._raw[0] if result.stdout is not None else None
+            stderr = result._raw[1] if result.stderr is not None else None
+        subprocess.TimeoutExpired.__init__(self, cmd, timeout, output=output, stderr=stderr)
         self.result = result
 
 
@@ -261,8 +290,9 @@ class OutputHeld(_ResultError):
     code."""
 
 
-class Signaled(_ResultError):
-    """The command was ended by a signal corral did not send."""
+class Signaled(CalledProcessError):
+    """The command was ended by a signal corral did not send: a
+    ``subprocess.CalledProcessError`` whose ``returncode`` is ``-N``."""
 
 
 class Cancelled(_ResultError):
@@ -291,7 +321,7 @@ def _error_for(r: Result) -> Optional[CorralError]:
             r, f"command {r.args!r} exited ({r.exit_code}) but its output was held open past the wait delay"
         )
     if r.outcome == "signaled":
-        return Signaled(r, f"command {r.args!r} was killed by signal {r.signal}")
+        return Signaled(r)
     if r.outcome == "cancelled":
         return Cancelled(r, f"command {r.args!r} was cancelled")
     if r.returncode is not None and r.returncode != 0:
@@ -304,9 +334,9 @@ _DEFAULT: Any = object()
 
 def _stdio(value: Any, name: str) -> Any:
     """subprocess-style stream spec -> what _corral.start takes."""
-    if value is _DEFAULT or value == PIPE:
+    if value == PIPE:
         return "capture"
-    if value is None:
+    if value is None or value is _DEFAULT:
         return "inherit"
     if value == DEVNULL:
         return "null"
@@ -325,28 +355,173 @@ def _stdio(value: Any, name: str) -> Any:
     raise TypeError(f"{name} must be PIPE, DEVNULL, None, a file descriptor or a file object")
 
 
-def _argv(args: Any, shell: bool, executable: Optional[str]) -> list:
+def _argv(args: Any, shell: bool, executable: Any) -> tuple:
+    """(argv, program to run or None: argv[0])."""
+    if executable is not None:
+        executable = os.fsdecode(executable)
     if shell:
+        if isinstance(args, os.PathLike):
+            raise TypeError("path-like args is not allowed when shell is true")
         # As subprocess: a string is the command; a list's first item is the
         # command and the rest its positional parameters ($0, $1, ...).
         if os.name == "nt":
             if not isinstance(args, (str, bytes)):
                 args = subprocess.list2cmdline([os.fsdecode(a) for a in args])
             comspec = os.environ.get("COMSPEC", "cmd.exe")
-            return [executable or comspec, "/c", os.fsdecode(args)]
+            return [executable or comspec, "/c", os.fsdecode(args)], None
         rest = [os.fsdecode(args)] if isinstance(args, (str, bytes)) else [os.fsdecode(a) for a in args]
         if not rest:
             raise ValueError("args is empty")
-        return [executable or "/bin/sh", "-c", *rest]
+        # As subprocess: executable replaces the shell (and is its argv[0]).
+        return [executable or "/bin/sh", "-c", *rest], None
     if isinstance(args, (str, bytes, os.PathLike)):
         argv = [os.fsdecode(args)]
     else:
         argv = [os.fsdecode(a) for a in args]
     if not argv:
         raise ValueError("args is empty")
-    if executable is not None:
-        argv[0] = os.fsdecode(executable)
-    return argv
+    return argv, executable
+
+
+_PREEXEC_FN_ERROR = (
+    "preexec_fn cannot run in corral's child: corral starts the command without running Python "
+    "code between fork and exec (that is what keeps it safe with threads and fast). Use the "
+    "keywords that do the usual jobs instead: start_new_session=True (setsid), process_group=, "
+    "user=, group=, extra_groups=, umask=, pass_fds=, restore_signals=, cwd=, env=; or wrap the "
+    "command (for example [\"sh\", \"-c\", 'ulimit -n 256; exec \"$0\" \"$@\"', *args])"
+)
+
+
+def _popen_keywords(
+    bufsize: int,
+    preexec_fn: Any,
+    close_fds: bool,
+    pass_fds: Sequence[int],
+    startupinfo: Any,
+    creationflags: int,
+    restore_signals: bool,
+    start_new_session: bool,
+    process_group: Optional[int],
+    user: Any,
+    group: Any,
+    extra_groups: Any,
+    umask: int,
+    pipesize: int,
+) -> Dict[str, Any]:
+    """Checks subprocess.Popen's keywords as subprocess does; returns what
+    _corral.start takes for them."""
+    if bufsize is None:
+        bufsize = -1
+    if not isinstance(bufsize, int):
+        raise TypeError("bufsize must be an integer")
+    if pipesize is None:
+        pipesize = -1
+    if not isinstance(pipesize, int):
+        raise TypeError("pipesize must be an integer")
+    if preexec_fn is not None:
+        raise ValueError(_PREEXEC_FN_ERROR)
+    if os.name != "nt":
+        if startupinfo is not None:
+            raise ValueError("startupinfo is only supported on Windows platforms")
+        if creationflags != 0:
+            raise ValueError("creationflags is only supported on Windows platforms")
+    elif startupinfo is not None or creationflags:
+        raise ValueError("startupinfo and creationflags are not supported by corral yet")
+    pass_fds = tuple(sorted(map(int, pass_fds)))
+    if pass_fds and not close_fds:
+        import warnings
+
+        warnings.warn("pass_fds overriding close_fds.", RuntimeWarning, stacklevel=4)
+        close_fds = True
+    kw: Dict[str, Any] = {}
+    if close_fds:
+        kw["keep_fds"] = list(pass_fds)
+    if not restore_signals:
+        kw["restore_signals"] = False
+    if start_new_session:
+        kw["new_session"] = True
+    if process_group is not None and process_group != 0:
+        # 0 (a group of its own, pgid = pid) is what corral does anyway.
+        raise ValueError(
+            f"process_group={process_group!r}: corral runs the command as the leader of a process "
+            "group of its own (process_group=0), which is how it finds and kills the whole tree; "
+            "joining another group would let a kill reach processes outside it"
+        )
+    ids = _ids(user, group, extra_groups)
+    kw.update(ids)
+    if umask is not None and umask >= 0:
+        kw["umask"] = int(umask)
+    return kw
+
+
+def _id_ok(n: int, what: str, too_large: type = OverflowError) -> int:
+    # As subprocess: negative is a ValueError; too large for an id_t an
+    # OverflowError (a ValueError in extra_groups).
+    if n < 0:
+        raise ValueError(f"{what} ID cannot be negative, got {n}")
+    if n >= 2**32 - 1:
+        raise too_large(f"{what} ID is too large: {n}")
+    return n
+
+
+def _ids(user: Any, group: Any, extra_groups: Any) -> Dict[str, Any]:
+    """user=/group=/extra_groups= resolved as subprocess does."""
+    kw: Dict[str, Any] = {}
+    if group is not None:
+        if isinstance(group, str):
+            import grp
+
+            kw["gid"] = grp.getgrnam(group).gr_gid
+        elif isinstance(group, int):
+            kw["gid"] = group
+        else:
+            raise TypeError("Group must be a string or an integer, not {}".format(type(group)))
+        _id_ok(kw["gid"], "Group")
+    if extra_groups is not None:
+        gids = []
+        for g in extra_groups:
+            if isinstance(g, str):
+                import grp
+
+                gids.append(grp.getgrnam(g).gr_gid)
+            elif isinstance(g, int):
+                gids.append(g)
+            else:
+                raise TypeError("Items in extra_groups must be a string or integer, not {}".format(type(g)))
+        for g in gids:
+            _id_ok(g, "Group", ValueError)
+        kw["groups"] = gids
+    if user is not None:
+        if isinstance(user, str):
+            import pwd
+
+            kw["uid"] = pwd.getpwnam(user).pw_uid
+        elif isinstance(user, int):
+            kw["uid"] = user
+        else:
+            raise TypeError("User must be a string or an integer")
+        _id_ok(kw["uid"], "User")
+    return kw
+
+
+def _cwd_error(cwd: Any, err: OSError) -> OSError:
+    """A spawn failure with a cwd given: the chdir's own error when the cwd
+    is what failed (subprocess's FileNotFoundError/NotADirectoryError/
+    PermissionError with filename=cwd), else the error as it is."""
+    import errno as _errno
+
+    path = os.fsdecode(cwd)
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return type(e)(e.errno, e.strerror, path)
+    import stat as _stat
+
+    if not _stat.S_ISDIR(st.st_mode):
+        return NotADirectoryError(_errno.ENOTDIR, os.strerror(_errno.ENOTDIR), path)
+    if not os.access(path, os.X_OK):
+        return PermissionError(_errno.EACCES, os.strerror(_errno.EACCES), path)
+    return err
 
 
 def _start(
@@ -362,11 +537,11 @@ def _start(
     stdin: Any = _DEFAULT,
     stdout: Any = _DEFAULT,
     stderr: Any = _DEFAULT,
-    capture_output: Optional[bool] = None,
+    capture_output: bool = False,
     cwd: Union[str, bytes, os.PathLike, None] = None,
     env: Optional[Mapping[Any, Any]] = None,
     shell: bool = False,
-    executable: Optional[str] = None,
+    executable: Any = None,
     text: Optional[bool] = None,
     encoding: Optional[str] = None,
     errors: Optional[str] = None,
@@ -376,38 +551,77 @@ def _start(
     memory_max: Optional[int] = None,
     pids_max: Optional[int] = None,
     require_crash_safety: bool = False,
+    bufsize: int = -1,
+    preexec_fn: Any = None,
+    close_fds: bool = True,
+    pass_fds: Sequence[int] = (),
+    startupinfo: Any = None,
+    creationflags: int = 0,
+    restore_signals: bool = True,
+    start_new_session: bool = False,
+    process_group: Optional[int] = None,
+    user: Any = None,
+    group: Any = None,
+    extra_groups: Any = None,
+    umask: int = -1,
+    pipesize: int = -1,
+    _relay: tuple = (None, None),
 ) -> tuple:
-    argv = _argv(args, shell, executable)
-    if capture_output is not None:
-        if capture_output and (stdout is not _DEFAULT or stderr is not _DEFAULT):
+    if capture_output:
+        if stdout is not _DEFAULT and stdout is not None or stderr is not _DEFAULT and stderr is not None:
             raise ValueError("stdout and stderr arguments may not be used with capture_output.")
-        if not capture_output:
-            stdout = None if stdout is _DEFAULT else stdout
-            stderr = None if stderr is _DEFAULT else stderr
+        stdout = stderr = PIPE
+    if input is not None and stdin is not _DEFAULT and stdin is not None:
+        raise ValueError("stdin and input arguments may not both be used.")
+    if text is not None and universal_newlines is not None and bool(universal_newlines) != bool(text):
+        raise subprocess.SubprocessError(
+            "Cannot disambiguate when both text and universal_newlines are supplied but different. "
+            "Pass one or the other."
+        )
+    extra = _popen_keywords(
+        bufsize, preexec_fn, close_fds, pass_fds, startupinfo, creationflags, restore_signals,
+        start_new_session, process_group, user, group, extra_groups, umask, pipesize,
+    )
+    argv, program = _argv(args, shell, executable)
     text_mode = bool(text or universal_newlines or encoding or errors)
     if isinstance(input, str):
         input = input.encode(encoding or locale.getpreferredencoding(False), errors or "strict")
-    stdin_mode = "null"
+    stdin_mode = "inherit"
     stdin_fd = None
     if input is not None:
-        if stdin is not _DEFAULT:
-            raise ValueError("stdin and input arguments may not both be used.")
-    elif stdin is None:
+        pass
+    elif stdin is None or stdin is _DEFAULT:
         stdin_mode = "inherit"
-    elif stdin is _DEFAULT or stdin == DEVNULL:
+    elif stdin == DEVNULL:
         stdin_mode = "null"
     elif stdin == PIPE:
-        raise ValueError("stdin=PIPE: pass the bytes as input=...")
+        # run(): nothing to write, then end of file (subprocess's
+        # communicate(None) closes the pipe at once).
+        input = b""
     else:
         s = _stdio(stdin, "stdin")
         if not isinstance(s, int):
             raise ValueError(f"bad stdin: {stdin!r}")
         stdin_fd = s
     out_mode, err_mode = _stdio(stdout, "stdout"), _stdio(stderr, "stderr")
+    if _relay[0] is not None:
+        out_mode = "inherit"
+    if _relay[1] is not None and err_mode != "stdout":
+        err_mode = "inherit"
     captured = (out_mode == "capture", err_mode == "capture")
+    for a in argv if program is None else [*argv, program]:
+        if "\0" in a:
+            raise ValueError("embedded null byte")
     env_list = None
     if env is not None:
-        env_list = [(os.fsdecode(k), os.fsdecode(v)) for k, v in env.items()]
+        env_list = []
+        for k, v in env.items():
+            k, v = os.fsdecode(k), os.fsdecode(v)
+            if "\0" in k or "\0" in v:
+                raise ValueError("embedded null byte")
+            if "=" in k or not k:
+                raise ValueError("illegal environment variable name")
+            env_list.append((k, v))
     try:
         job = _corral.start(
             argv,
@@ -418,6 +632,8 @@ def _start(
             stdin_fd=stdin_fd,
             stdout=out_mode,
             stderr=err_mode,
+            stdout_relay=_relay[0],
+            stderr_relay=_relay[1] if err_mode != "stdout" else None,
             timeout=timeout,
             grace=grace,
             wait_delay=wait_delay,
@@ -429,9 +645,15 @@ def _start(
             memory_max=memory_max,
             pids_max=pids_max,
             require_crash_safety=bool(require_crash_safety),
+            **({"program": program} if program is not None else {}),
+            **extra,
         )
     except _corral.ContainmentUnavailable as e:
         raise ContainmentError(str(e)) from None
+    except OSError as e:
+        if cwd is not None:
+            raise _cwd_error(cwd, e) from None
+        raise
     return job, (args, text_mode, encoding, errors, timeout, captured)
 
 
@@ -459,7 +681,52 @@ def _cleanup_bound(kw: Mapping[str, Any]) -> float:
     return (kw.get("grace") or 0.0) + 6 * max(10 * window, 5.0) + _CLEANUP_SLACK
 
 
-def run(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
+_POPEN_POSITIONAL = (
+    "bufsize",
+    "executable",
+    "stdin",
+    "stdout",
+    "stderr",
+    "preexec_fn",
+    "close_fds",
+    "shell",
+    "cwd",
+    "env",
+    "universal_newlines",
+    "startupinfo",
+    "creationflags",
+    "restore_signals",
+    "start_new_session",
+    "pass_fds",
+)
+
+
+def _popen_args(popenargs: tuple, kwargs: Dict[str, Any]) -> Any:
+    """subprocess's positional Popen arguments (args, bufsize, executable,
+    ...) folded into kwargs; returns args."""
+    if not popenargs:
+        if "args" not in kwargs:
+            raise TypeError("run() missing 1 required positional argument: 'args'")
+        return kwargs.pop("args")
+    if len(popenargs) > 1 + len(_POPEN_POSITIONAL):
+        raise TypeError("too many positional arguments")
+    for name, value in zip(_POPEN_POSITIONAL, popenargs[1:]):
+        if name in kwargs:
+            raise TypeError(f"got multiple values for argument {name!r}")
+        kwargs[name] = value
+    return popenargs[0]
+
+
+def _finish_run(r: Result, check: bool) -> Result:
+    # As subprocess: a timeout always raises (the tree is already killed).
+    if r.outcome == "timed_out":
+        raise TimeoutExpired(r, r.args, r.timeout or 0.0)
+    if check:
+        r.check_returncode()
+    return r
+
+
+def run(*popenargs: Any, check: bool = False, **kwargs: Any) -> Result:
     """Runs a command with its whole process tree contained; returns a
     :class:`Result` in bounded time.
 
@@ -477,14 +744,18 @@ def run(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
     exit: ``"keep-on-success"`` (default: kept after exit 0, killed after
     anything else), ``"kill"`` or ``"keep"``.
 
-    Streams: stdout and stderr are captured by default, at most
-    ``capture_limit`` bytes each (default 16 MiB; half head, half tail; what
-    is left out is counted in ``stdout_omitted``). As in ``subprocess``:
-    ``stdout=None`` passes the stream through, ``DEVNULL`` discards, a file
-    object or descriptor receives it, ``stderr=STDOUT`` merges;
-    ``capture_output=True`` is accepted. ``input`` (bytes, or str) is written
-    to stdin; otherwise stdin is the null device (``stdin=None`` inherits).
+    Streams, as in ``subprocess``: inherited unless asked for;
+    ``capture_output=True`` or ``stdout=PIPE`` / ``stderr=PIPE`` capture, at
+    most ``capture_limit`` bytes each (default 16 MiB; half head, half tail;
+    what is left out is counted in ``stdout_omitted``); ``DEVNULL``
+    discards, a file object or descriptor receives it, ``stderr=STDOUT``
+    merges. ``input`` (bytes, or str) is written to stdin.
     ``text=True`` (or ``encoding``/``errors``) decodes the output to str.
+    Every ``subprocess.Popen`` keyword is accepted with its meaning
+    (``executable``, ``close_fds``, ``pass_fds``, ``start_new_session``,
+    ``process_group``, ``user``, ``group``, ``extra_groups``, ``umask``,
+    ``restore_signals``, ``bufsize``, ``pipesize``), but ``preexec_fn``
+    (no Python code runs in corral's child: ``ValueError``).
 
     ``cwd``; ``env`` replaces the environment as in ``subprocess``.
     ``containment``: ``"auto"`` (the strongest available: a cgroup, else the
@@ -500,12 +771,12 @@ def run(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
     own death (the keeper that kills it then could not be started); by
     default the run goes ahead and ``result.crash_safe`` is False.
 
-    Unlike ``subprocess.run``, nothing is raised without ``check=True``: a
-    timeout is ``result.outcome == "timed_out"`` (``returncode`` None).
-    ``check=True`` raises unless the command exited 0 with every lifecycle
-    step clean: :class:`TimeoutExpired` (a ``subprocess.TimeoutExpired``),
-    :class:`CalledProcessError` (a ``subprocess.CalledProcessError``),
-    :class:`OutputHeld`, :class:`Signaled`, :class:`Cancelled`,
+    As ``subprocess.run``, a timeout always raises :class:`TimeoutExpired`
+    (a ``subprocess.TimeoutExpired`` carrying the result; the whole tree is
+    killed first). ``check=True`` raises unless the command exited 0 with
+    every lifecycle step clean: :class:`CalledProcessError` (a
+    ``subprocess.CalledProcessError``), :class:`Signaled` (one too,
+    ``returncode`` -N), :class:`OutputHeld`, :class:`Cancelled`,
     :class:`CleanupFailed`, all :class:`CorralError` with ``.result``.
     A program that cannot be started raises ``FileNotFoundError`` /
     ``PermissionError`` (``OSError``); out of file descriptors, an
@@ -518,6 +789,7 @@ def run(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
     (KeyboardInterrupt) while ``run`` waits kills the tree, waits for the
     cleanup, and re-raises.
     """
+    args = _popen_args(popenargs, kwargs)
     job, meta = _start(args, **kwargs)
     try:
         report = job.wait()
@@ -525,10 +797,56 @@ def run(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
         job.cancel()
         job.wait_quiet(_cleanup_bound(kwargs))
         raise
-    r = _result(report, meta)
-    if check:
-        r.check_returncode()
-    return r
+    return _finish_run(_result(report, meta), check)
+
+
+def call(*popenargs: Any, timeout: Optional[float] = None, **kwargs: Any) -> Optional[int]:
+    """As ``subprocess.call``: runs the command (tree contained) and returns
+    its ``returncode``; a timeout raises :class:`TimeoutExpired`."""
+    return run(*popenargs, timeout=timeout, **kwargs).returncode
+
+
+def check_call(*popenargs: Any, **kwargs: Any) -> int:
+    """As ``subprocess.check_call``: returns 0 or raises
+    :class:`CalledProcessError` (``output`` None, as subprocess)."""
+    args = _popen_args(popenargs, kwargs)
+    r = run(args, **kwargs)
+    if r.outcome != "exited" or r.returncode != 0:
+        exc = _error_for(r)
+        if exc is not None:
+            raise exc
+    return 0
+
+
+def check_output(*popenargs: Any, timeout: Optional[float] = None, **kwargs: Any) -> Any:
+    """As ``subprocess.check_output``: the captured stdout, or raises."""
+    for kw in ("stdout", "check"):
+        if kw in kwargs:
+            raise ValueError(f"{kw} argument not allowed, it will be overridden.")
+    if "input" in kwargs and kwargs["input"] is None:
+        # As subprocess: input=None means an empty input, not inherit.
+        text_mode = kwargs.get("universal_newlines") or kwargs.get("text") or kwargs.get("encoding") or kwargs.get("errors")
+        kwargs["input"] = "" if text_mode else b""
+    return run(*popenargs, stdout=PIPE, timeout=timeout, check=True, **kwargs).stdout
+
+
+def getstatusoutput(cmd: Any, *, encoding: Optional[str] = None, errors: Optional[str] = None) -> tuple:
+    """As ``subprocess.getstatusoutput``: ``(exitcode, output)`` of a shell
+    command, stderr merged, one trailing newline removed."""
+    try:
+        data = check_output(cmd, shell=True, text=True, stderr=STDOUT, encoding=encoding, errors=errors)
+        exitcode = 0
+    except subprocess.CalledProcessError as ex:
+        data = ex.output
+        exitcode = ex.returncode
+    if data[-1:] == "\n":
+        data = data[:-1]
+    return exitcode, data
+
+
+def getoutput(cmd: Any, *, encoding: Optional[str] = None, errors: Optional[str] = None) -> str:
+    """As ``subprocess.getoutput``: the output of a shell command."""
+    return getstatusoutput(cmd, encoding=encoding, errors=errors)[1]
 
 
 async def run_async(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
@@ -564,10 +882,7 @@ async def run_async(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
             pass
         raise
     report = job.poll()
-    r = _result(report, meta)
-    if check:
-        r.check_returncode()
-    return r
+    return _finish_run(_result(report, meta), check)
 
 
 class Process:
@@ -652,6 +967,550 @@ def spawn(args: Any, *, check: bool = False, **kwargs: Any) -> Process:
     ``subprocess.Popen`` of corral). Same arguments as :func:`run`; the
     deadline counts from now and the run is supervised in the background."""
     return Process(args, check=check, **kwargs)
+
+
+def _translate(data: bytes, encoding: Optional[str], errors: Optional[str]) -> str:
+    return _text(data, encoding or locale.getpreferredencoding(False), errors or "strict")
+
+
+class Popen:
+    """``subprocess.Popen`` with the whole tree contained.
+
+    Same signature and behaviour as ``subprocess.Popen``: ``stdin`` /
+    ``stdout`` / ``stderr`` (``PIPE`` gives file objects; text mode with
+    ``text`` / ``universal_newlines`` / ``encoding`` / ``errors``),
+    ``communicate(input, timeout)``, ``poll()``, ``wait(timeout)``,
+    ``send_signal()``, ``terminate()``, ``kill()``, ``returncode``,
+    ``pid``, a context manager. Differences, each for a promise (see the
+    README's table): signals go to the whole tree; a descendant that holds a
+    ``PIPE`` open after the command exited is killed after ``wait_delay``
+    (default 2 s), so ``communicate()`` and reading to end of file return in
+    bounded time; the tree is killed when the handle is garbage-collected
+    while running, and at interpreter exit; ``returncode`` is set once the
+    whole lifecycle ended (descendants handled, output closed). corral's
+    own keywords are accepted too (``timeout`` as a deadline for the whole
+    run, ``grace``, ``wait_delay``, ``leftovers``, ``containment``, ...).
+    ``result``: the :class:`Result` with corral's report once it ended.
+    """
+
+    def __init__(
+        self,
+        args: Any,
+        bufsize: int = -1,
+        executable: Any = None,
+        stdin: Any = None,
+        stdout: Any = None,
+        stderr: Any = None,
+        preexec_fn: Any = None,
+        close_fds: bool = True,
+        shell: bool = False,
+        cwd: Any = None,
+        env: Optional[Mapping[Any, Any]] = None,
+        universal_newlines: Optional[bool] = None,
+        startupinfo: Any = None,
+        creationflags: int = 0,
+        restore_signals: bool = True,
+        start_new_session: bool = False,
+        pass_fds: Sequence[int] = (),
+        *,
+        user: Any = None,
+        group: Any = None,
+        extra_groups: Any = None,
+        encoding: Optional[str] = None,
+        errors: Optional[str] = None,
+        text: Optional[bool] = None,
+        umask: int = -1,
+        pipesize: int = -1,
+        process_group: Optional[int] = None,
+        **corral_kw: Any,
+    ):
+        import io
+
+        self.args = args
+        self.stdin: Any = None
+        self.stdout: Any = None
+        self.stderr: Any = None
+        self.returncode: Optional[int] = None
+        self.result: Optional[Result] = None
+        self.pid: Optional[int] = None
+        self._job: Any = None
+        self._communication_started = False
+        self._fileobj2output: Dict[Any, List[bytes]] = {}
+        self._input: Optional[memoryview] = None
+        self._input_offset = 0
+        self.encoding = encoding
+        self.errors = errors
+        self.pipesize = pipesize
+        if text is not None and universal_newlines is not None and bool(universal_newlines) != bool(text):
+            raise subprocess.SubprocessError(
+                "Cannot disambiguate when both text and universal_newlines are supplied but different. "
+                "Pass one or the other."
+            )
+        self.text_mode = bool(text or universal_newlines or encoding or errors)
+        self.universal_newlines = self.text_mode
+        if bufsize is None:
+            bufsize = -1
+        if not isinstance(bufsize, int):
+            raise TypeError("bufsize must be an integer")
+        line_buffering = bufsize == 1 and self.text_mode
+        if bufsize == 1:
+            if not self.text_mode:
+                import warnings
+
+                warnings.warn(
+                    "line buffering (buffering=1) isn't supported in binary mode, "
+                    "the default buffer size will be used",
+                    RuntimeWarning,
+                )
+            bufsize = -1
+        if "input" in corral_kw:
+            raise TypeError("Popen() got an unexpected keyword argument 'input' (use communicate(input))")
+        child_ends: List[int] = []
+        mine: List[Any] = []
+        relay: List[Optional[int]] = [None, None]
+        try:
+            if stdin == PIPE:
+                r, w = self._pipe()
+                child_ends.append(r)
+                stdin = r
+                self.stdin = io.open(w, "wb", bufsize)
+                mine.append(self.stdin)
+                if self.text_mode:
+                    self.stdin = io.TextIOWrapper(
+                        self.stdin, write_through=True, line_buffering=line_buffering, encoding=encoding, errors=errors
+                    )
+            if stdout == PIPE:
+                r, w = self._pipe()
+                child_ends.append(w)
+                relay[0] = w
+                self.stdout = io.open(r, "rb", bufsize)
+                mine.append(self.stdout)
+                if self.text_mode:
+                    self.stdout = io.TextIOWrapper(self.stdout, encoding=encoding, errors=errors)
+            if stderr == PIPE:
+                r, w = self._pipe()
+                child_ends.append(w)
+                relay[1] = w
+                self.stderr = io.open(r, "rb", bufsize)
+                mine.append(self.stderr)
+                if self.text_mode:
+                    self.stderr = io.TextIOWrapper(self.stderr, encoding=encoding, errors=errors)
+            elif stderr == STDOUT and stdout is None:
+                # As subprocess: stderr goes where stdout goes (inherited).
+                stderr = 1
+            self._job, self._meta = _start(
+                args,
+                stdin=stdin,
+                stdout=stdout if stdout != PIPE else None,
+                stderr=stderr if stderr != PIPE else None,
+                bufsize=bufsize,
+                executable=executable,
+                preexec_fn=preexec_fn,
+                close_fds=close_fds,
+                shell=shell,
+                cwd=cwd,
+                env=env,
+                startupinfo=startupinfo,
+                creationflags=creationflags,
+                restore_signals=restore_signals,
+                start_new_session=start_new_session,
+                pass_fds=pass_fds,
+                user=user,
+                group=group,
+                extra_groups=extra_groups,
+                umask=umask,
+                pipesize=pipesize,
+                process_group=process_group,
+                text=self.text_mode,
+                encoding=encoding,
+                errors=errors,
+                _relay=tuple(relay),
+                **corral_kw,
+            )
+        except BaseException:
+            for f in mine:
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            raise
+        finally:
+            for fd in child_ends:
+                os.close(fd)
+        self._cleanup_kw = corral_kw
+        self.pid = self._job.pid
+
+    __class_getitem__ = classmethod(__import__("types").GenericAlias)
+
+    def _pipe(self) -> tuple:
+        r, w = os.pipe()
+        if self.pipesize is not None and self.pipesize > 0 and hasattr(__import__("fcntl"), "F_SETPIPE_SZ"):
+            import fcntl
+
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, self.pipesize)
+        return r, w
+
+    # -- state
+
+    def _set(self, report: Dict[str, Any]) -> Optional[int]:
+        if self.result is None:
+            self.result = _result(report, self._meta)
+            self.returncode = self.result.returncode
+        return self.returncode
+
+    def poll(self) -> Optional[int]:
+        """The returncode once the run ended, else None."""
+        if self.result is None:
+            report = self._job.poll()
+            if report is not None:
+                self._set(report)
+        return self.returncode
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        """Waits for the run to end and returns ``returncode``; raises
+        :class:`TimeoutExpired` (``result`` None, the run goes on) when
+        ``timeout`` passes first."""
+        if self.result is None:
+            report = self._job.wait(timeout)
+            if report is None:
+                raise TimeoutExpired(None, self.args, timeout or 0.0)
+            self._set(report)
+        return self.returncode
+
+    # -- signals
+
+    def send_signal(self, sig: int) -> None:
+        """Sends ``sig`` to the whole tree (nothing once the run ended: the
+        tree's identity is released, a pid is never signalled blindly)."""
+        if self.poll() is not None:
+            return
+        if not self._job.signal(int(sig)):
+            if not self._job.done():
+                self._job.cancel_with(int(sig))
+
+    def terminate(self) -> None:
+        """SIGTERM to the whole tree."""
+        import signal as _signal
+
+        self.send_signal(_signal.SIGTERM if os.name != "nt" else 15)
+
+    def kill(self) -> None:
+        """Kills the whole tree (SIGKILL to every process in it, then the
+        death of each is confirmed)."""
+        if self.poll() is not None:
+            return
+        self._job.cancel_with("KILL")
+
+    # -- I/O
+
+    def _stdin_write(self, input: Any) -> None:
+        if input:
+            try:
+                self.stdin.write(input)
+            except BrokenPipeError:
+                pass
+            except OSError as exc:
+                import errno as _errno
+
+                if exc.errno != _errno.EINVAL:
+                    raise
+        try:
+            self.stdin.close()
+        except BrokenPipeError:
+            pass
+        except OSError as exc:
+            import errno as _errno
+
+            if exc.errno != _errno.EINVAL:
+                raise
+
+    def communicate(self, input: Any = None, timeout: Optional[float] = None) -> tuple:
+        """As ``subprocess.Popen.communicate``: writes ``input``, reads
+        stdout and stderr to end of file, waits; returns ``(stdout,
+        stderr)``. Bounded even when a descendant holds a pipe open: it is
+        killed after the wait delay and the pipe closes."""
+        import time
+
+        if self._communication_started and input:
+            raise ValueError("Cannot send input after starting communication")
+        if timeout is None and not self._communication_started and [self.stdin, self.stdout, self.stderr].count(None) >= 2:
+            stdout = stderr = None
+            if self.stdin:
+                self._stdin_write(input)
+            elif self.stdout:
+                stdout = self.stdout.read()
+                self.stdout.close()
+            elif self.stderr:
+                stderr = self.stderr.read()
+                self.stderr.close()
+            self.wait()
+            return (stdout, stderr)
+        endtime = None if timeout is None else time.monotonic() + timeout
+        try:
+            stdout, stderr = self._communicate(input, endtime, timeout)
+        finally:
+            self._communication_started = True
+        self.wait(None if endtime is None else max(0.0, endtime - time.monotonic()))
+        return (stdout, stderr)
+
+    def _communicate(self, input: Any, endtime: Optional[float], orig_timeout: Optional[float]) -> tuple:
+        import selectors
+        import time
+
+        if self.stdin and not self._communication_started:
+            try:
+                self.stdin.flush()
+            except BrokenPipeError:
+                pass
+            if not input:
+                try:
+                    self.stdin.close()
+                except BrokenPipeError:
+                    pass
+        if not self._communication_started:
+            self._fileobj2output = {}
+            if self.stdout:
+                self._fileobj2output[self.stdout] = []
+            if self.stderr:
+                self._fileobj2output[self.stderr] = []
+            if self.stdin and input:
+                if self.text_mode:
+                    input = input.encode(self.stdin.encoding, self.stdin.errors)
+                self._input = memoryview(input)
+                self._input_offset = 0
+        stdout = self._fileobj2output.get(self.stdout) if self.stdout else None
+        stderr = self._fileobj2output.get(self.stderr) if self.stderr else None
+        with selectors.PollSelector() as sel:
+            if self.stdin and self._input is not None and not self.stdin.closed:
+                # Non-blocking: each write takes what the pipe has room for,
+                # not PIPE_BUF bytes per wake-up.
+                os.set_blocking(self.stdin.fileno(), False)
+                sel.register(self.stdin, selectors.EVENT_WRITE)
+            if self.stdout and not self.stdout.closed:
+                sel.register(self.stdout, selectors.EVENT_READ)
+            if self.stderr and not self.stderr.closed:
+                sel.register(self.stderr, selectors.EVENT_READ)
+            while sel.get_map():
+                remaining = None if endtime is None else endtime - time.monotonic()
+                if remaining is not None and remaining < 0:
+                    raise TimeoutExpired(None, self.args, orig_timeout or 0.0)
+                # In slices, so that a stdin nobody will read any more (the
+                # run ended, a descendant kept it open) is given up.
+                ready = sel.select(0.1 if remaining is None else min(remaining, 0.1))
+                for key, _events in ready:
+                    if key.fileobj is self.stdin:
+                        assert self._input is not None
+                        chunk = self._input[self._input_offset : self._input_offset + (1 << 20)]
+                        try:
+                            self._input_offset += os.write(key.fd, chunk)
+                        except BlockingIOError:
+                            continue
+                        except BrokenPipeError:
+                            sel.unregister(key.fileobj)
+                            key.fileobj.close()
+                        else:
+                            if self._input_offset >= len(self._input):
+                                sel.unregister(key.fileobj)
+                                key.fileobj.close()
+                    else:
+                        data = os.read(key.fd, 32768)
+                        if not data:
+                            sel.unregister(key.fileobj)
+                            key.fileobj.close()
+                        self._fileobj2output[key.fileobj].append(data)
+                if self._job.done() and self.stdin and not self.stdin.closed:
+                    try:
+                        sel.unregister(self.stdin)
+                    except (KeyError, ValueError):
+                        pass
+                    try:
+                        self.stdin.close()
+                    except OSError:
+                        pass
+        out = b"".join(stdout) if stdout is not None else None
+        err = b"".join(stderr) if stderr is not None else None
+        if self.text_mode:
+            if out is not None:
+                out = _translate(out, self.stdout.encoding, self.stdout.errors)
+            if err is not None:
+                err = _translate(err, self.stderr.encoding, self.stderr.errors)
+        return (out, err)
+
+    # -- context manager
+
+    def __enter__(self) -> "Popen":
+        return self
+
+    def __del__(self, _warn: Any = __import__("warnings").warn) -> None:
+        # As subprocess: a handle dropped while its command runs is a bug
+        # worth a ResourceWarning. Unlike subprocess, the tree is then killed
+        # (the job's drop cancels the run): nothing is left behind.
+        job = getattr(self, "_job", None)
+        if job is not None and self.result is None and not job.done():
+            _warn(f"subprocess {self.pid} is still running", ResourceWarning, source=self)
+
+    def __exit__(self, exc_type: Any, value: Any, traceback: Any) -> None:
+        if self.stdout:
+            self.stdout.close()
+        if self.stderr:
+            self.stderr.close()
+        try:  # as subprocess: a flush that fails (EPIPE) is raised, after the wait
+            if self.stdin:
+                self.stdin.close()
+        finally:
+            try:
+                self.wait()
+            except BaseException:
+                self._job.cancel()
+                self._job.wait_quiet(_cleanup_bound(self._cleanup_kw))
+                raise
+
+    def __repr__(self) -> str:
+        return f"<corral.Popen: returncode: {self.returncode} args: {self.args!r}>"
+
+
+class AsyncProcess:
+    """What :func:`create_subprocess_exec` returns, as
+    ``asyncio.subprocess.Process``: ``stdin`` (a ``StreamWriter``),
+    ``stdout`` / ``stderr`` (``StreamReader``), ``pid``, ``returncode``,
+    ``wait()``, ``communicate(input)``, ``send_signal``, ``terminate``,
+    ``kill`` (on the whole tree); ``result``: the :class:`Result` once it
+    ended."""
+
+    def __init__(self, popen: Popen, stdin: Any, stdout: Any, stderr: Any) -> None:
+        self._popen = popen
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self.pid = popen.pid
+        self._fut: Any = None
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return self._popen.poll()
+
+    @property
+    def result(self) -> Optional[Result]:
+        self._popen.poll()
+        return self._popen.result
+
+    def _ended(self) -> Any:
+        """One future per process, set once the run ended (the job takes one
+        completion callback: every waiter shares it)."""
+        import asyncio
+
+        if self._fut is None:
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
+
+            def _wake(f: Any = fut) -> None:
+                if not f.done():
+                    f.set_result(None)
+
+            def _done() -> None:
+                try:
+                    loop.call_soon_threadsafe(_wake)
+                except RuntimeError:  # the loop is closed
+                    pass
+
+            if not self._popen._job.on_done(_done):
+                _wake()
+            self._fut = fut
+        return self._fut
+
+    async def wait(self) -> Optional[int]:
+        """Waits for the run to end; returns ``returncode``. Cancelling the
+        wait leaves the run going, as asyncio's."""
+        import asyncio
+
+        await asyncio.shield(self._ended())
+        return self._popen.poll()
+
+    async def communicate(self, input: Optional[bytes] = None) -> tuple:
+        import asyncio
+
+        async def feed() -> None:
+            if self.stdin is None:
+                return
+            if input:
+                self.stdin.write(input)
+                try:
+                    await self.stdin.drain()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+            self.stdin.close()
+
+        async def read(s: Any) -> Optional[bytes]:
+            if s is None:
+                return None
+            return await s.read()
+
+        _, out, err = await asyncio.gather(feed(), read(self.stdout), read(self.stderr))
+        await self.wait()
+        return (out, err)
+
+    def send_signal(self, sig: int) -> None:
+        self._popen.send_signal(sig)
+
+    def terminate(self) -> None:
+        self._popen.terminate()
+
+    def kill(self) -> None:
+        self._popen.kill()
+
+    def __repr__(self) -> str:
+        return f"<corral.AsyncProcess {self.pid}>"
+
+
+async def create_subprocess_exec(
+    program: Any, *args: Any, stdin: Any = None, stdout: Any = None, stderr: Any = None, limit: int = 2**16, **kwds: Any
+) -> AsyncProcess:
+    """As ``asyncio.create_subprocess_exec``, with the whole tree contained
+    (corral's keywords accepted too)."""
+    return await _create(False, [program, *args], stdin, stdout, stderr, limit, kwds)
+
+
+async def create_subprocess_shell(
+    cmd: Any, stdin: Any = None, stdout: Any = None, stderr: Any = None, limit: int = 2**16, **kwds: Any
+) -> AsyncProcess:
+    """As ``asyncio.create_subprocess_shell``, with the whole tree contained."""
+    return await _create(True, cmd, stdin, stdout, stderr, limit, kwds)
+
+
+async def _create(shell: bool, args: Any, stdin: Any, stdout: Any, stderr: Any, limit: int, kwds: Dict[str, Any]) -> AsyncProcess:
+    import asyncio
+
+    for k in ("universal_newlines", "text", "encoding", "errors"):
+        if kwds.get(k):
+            raise ValueError(f"{k} must be False" if k != "encoding" and k != "errors" else f"{k} must be None")
+    if kwds.get("bufsize", 0) not in (0, -1):
+        raise ValueError("bufsize must be 0")
+    kwds.pop("bufsize", None)
+    loop = asyncio.get_running_loop()
+    p = Popen(args, shell=shell, stdin=stdin, stdout=stdout, stderr=stderr, bufsize=0, **kwds)
+    w = r_out = r_err = None
+    try:
+        if p.stdin is not None:
+            proto = asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=limit))
+            transport, _ = await loop.connect_write_pipe(lambda: proto, p.stdin)
+            w = asyncio.StreamWriter(transport, proto, None, loop)
+        for which in ("stdout", "stderr"):
+            f = getattr(p, which)
+            if f is None:
+                continue
+            reader = asyncio.StreamReader(limit=limit)
+            await loop.connect_read_pipe(lambda rd=reader: asyncio.StreamReaderProtocol(rd), f)
+            if which == "stdout":
+                r_out = reader
+            else:
+                r_err = reader
+    except BaseException:
+        p.kill()
+        raise
+    return AsyncProcess(p, w, r_out, r_err)
+
+
+CompletedProcess = Result
 
 
 def _at_exit() -> None:

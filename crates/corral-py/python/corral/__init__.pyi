@@ -1,8 +1,9 @@
 """Type stubs for corral: subprocess.run(timeout=...) that keeps four promises."""
 
+import asyncio
 import os
 import subprocess
-from typing import IO, Any, Dict, List, Literal, Mapping, NamedTuple, Optional, Sequence, Union, overload
+from typing import IO, Any, Dict, List, Literal, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, overload
 
 __version__: str
 
@@ -12,6 +13,9 @@ _Env = Mapping[Union[str, bytes], Union[str, bytes]]
 _Outcome = Literal["exited", "signaled", "timed_out", "cancelled", "output_held", "cleanup_failed"]
 _Leftovers = Literal["keep-on-success", "kill", "keep"]
 _Containment = Literal["auto", "cgroup", "pid_namespace", "subreaper", "process_group", "job_object"]
+
+CompletedProcess = Result
+SubprocessError = subprocess.SubprocessError
 
 PIPE: int
 STDOUT: int
@@ -29,11 +33,11 @@ class Usage(NamedTuple):
     memory_peak: Optional[int]
     pids_peak: Optional[int]
 
-class Result:
+class Result(subprocess.CompletedProcess[Any]):
     args: Any
     report: Dict[str, Any]
     outcome: _Outcome
-    returncode: Optional[int]
+    returncode: Optional[int]  # type: ignore[assignment]  # None only if the command never ended (cleanup failure)
     exit_code: Optional[int]
     signal: Optional[int]
     stdout: Union[bytes, str, None]
@@ -65,20 +69,27 @@ class CorralError(Exception):
     result: Optional[Result]
 
 class TimeoutExpired(CorralError, subprocess.TimeoutExpired):
-    def __init__(self, result: Optional[Result], cmd: Any, timeout: float) -> None: ...
+    def __init__(
+        self,
+        result: Optional[Result],
+        cmd: Any,
+        timeout: float,
+        output: Optional[bytes] = None,
+        stderr: Optional[bytes] = None,
+    ) -> None: ...
 
 class CalledProcessError(CorralError, subprocess.CalledProcessError):
     def __init__(self, result: Result) -> None: ...
 
 class OutputHeld(CorralError): ...
-class Signaled(CorralError): ...
+class Signaled(CalledProcessError): ...
 class Cancelled(CorralError): ...
 class CleanupFailed(CorralError): ...
 class ContainmentError(CorralError): ...
 
 def run(
     args: _Args,
-    *,
+    *popenargs: Any,
     check: bool = ...,
     timeout: Optional[float] = ...,
     grace: Optional[float] = ...,
@@ -90,11 +101,11 @@ def run(
     stdin: _Stream = ...,
     stdout: _Stream = ...,
     stderr: _Stream = ...,
-    capture_output: Optional[bool] = ...,
+    capture_output: bool = ...,
     cwd: Union[str, bytes, os.PathLike, None] = ...,
     env: Optional[_Env] = ...,
     shell: bool = ...,
-    executable: Optional[str] = ...,
+    executable: Union[str, bytes, os.PathLike, None] = ...,
     text: Optional[bool] = ...,
     encoding: Optional[str] = ...,
     errors: Optional[str] = ...,
@@ -104,6 +115,20 @@ def run(
     memory_max: Optional[int] = ...,
     pids_max: Optional[int] = ...,
     require_crash_safety: bool = ...,
+    bufsize: int = ...,
+    preexec_fn: None = ...,
+    close_fds: bool = ...,
+    pass_fds: Sequence[int] = ...,
+    startupinfo: Any = ...,
+    creationflags: int = ...,
+    restore_signals: bool = ...,
+    start_new_session: bool = ...,
+    process_group: Optional[int] = ...,
+    user: Union[str, int, None] = ...,
+    group: Union[str, int, None] = ...,
+    extra_groups: Optional[Sequence[Union[str, int]]] = ...,
+    umask: int = ...,
+    pipesize: int = ...,
 ) -> Result: ...
 async def run_async(
     args: _Args,
@@ -119,11 +144,11 @@ async def run_async(
     stdin: _Stream = ...,
     stdout: _Stream = ...,
     stderr: _Stream = ...,
-    capture_output: Optional[bool] = ...,
+    capture_output: bool = ...,
     cwd: Union[str, bytes, os.PathLike, None] = ...,
     env: Optional[_Env] = ...,
     shell: bool = ...,
-    executable: Optional[str] = ...,
+    executable: Union[str, bytes, os.PathLike, None] = ...,
     text: Optional[bool] = ...,
     encoding: Optional[str] = ...,
     errors: Optional[str] = ...,
@@ -133,6 +158,20 @@ async def run_async(
     memory_max: Optional[int] = ...,
     pids_max: Optional[int] = ...,
     require_crash_safety: bool = ...,
+    bufsize: int = ...,
+    preexec_fn: None = ...,
+    close_fds: bool = ...,
+    pass_fds: Sequence[int] = ...,
+    startupinfo: Any = ...,
+    creationflags: int = ...,
+    restore_signals: bool = ...,
+    start_new_session: bool = ...,
+    process_group: Optional[int] = ...,
+    user: Union[str, int, None] = ...,
+    group: Union[str, int, None] = ...,
+    extra_groups: Optional[Sequence[Union[str, int]]] = ...,
+    umask: int = ...,
+    pipesize: int = ...,
 ) -> Result: ...
 
 class Process:
@@ -164,11 +203,11 @@ def spawn(
     stdin: _Stream = ...,
     stdout: _Stream = ...,
     stderr: _Stream = ...,
-    capture_output: Optional[bool] = ...,
+    capture_output: bool = ...,
     cwd: Union[str, bytes, os.PathLike, None] = ...,
     env: Optional[_Env] = ...,
     shell: bool = ...,
-    executable: Optional[str] = ...,
+    executable: Union[str, bytes, os.PathLike, None] = ...,
     text: Optional[bool] = ...,
     encoding: Optional[str] = ...,
     errors: Optional[str] = ...,
@@ -178,6 +217,122 @@ def spawn(
     memory_max: Optional[int] = ...,
     pids_max: Optional[int] = ...,
     require_crash_safety: bool = ...,
+    bufsize: int = ...,
+    preexec_fn: None = ...,
+    close_fds: bool = ...,
+    pass_fds: Sequence[int] = ...,
+    startupinfo: Any = ...,
+    creationflags: int = ...,
+    restore_signals: bool = ...,
+    start_new_session: bool = ...,
+    process_group: Optional[int] = ...,
+    user: Union[str, int, None] = ...,
+    group: Union[str, int, None] = ...,
+    extra_groups: Optional[Sequence[Union[str, int]]] = ...,
+    umask: int = ...,
+    pipesize: int = ...,
 ) -> Process: ...
 def enable_subreaper() -> None: ...
 def raise_nofile_limit() -> Optional[int]: ...
+
+def call(args: _Args, *popenargs: Any, timeout: Optional[float] = ..., **kwargs: Any) -> Optional[int]: ...
+def check_call(args: _Args, *popenargs: Any, **kwargs: Any) -> int: ...
+def check_output(args: _Args, *popenargs: Any, timeout: Optional[float] = ..., **kwargs: Any) -> Any: ...
+def getstatusoutput(cmd: _Args, *, encoding: Optional[str] = ..., errors: Optional[str] = ...) -> Tuple[int, str]: ...
+def getoutput(cmd: _Args, *, encoding: Optional[str] = ..., errors: Optional[str] = ...) -> str: ...
+
+class Popen:
+    args: Any
+    stdin: Optional[IO[Any]]
+    stdout: Optional[IO[Any]]
+    stderr: Optional[IO[Any]]
+    pid: int
+    returncode: Optional[int]  # type: ignore[assignment]  # None only if the command never ended (cleanup failure)
+    result: Optional[Result]
+    text_mode: bool
+    universal_newlines: bool
+    encoding: Optional[str]
+    errors: Optional[str]
+    def __init__(
+        self,
+        args: _Args,
+        bufsize: int = ...,
+        executable: Union[str, bytes, os.PathLike, None] = ...,
+        stdin: _Stream = ...,
+        stdout: _Stream = ...,
+        stderr: _Stream = ...,
+        preexec_fn: None = ...,
+        close_fds: bool = ...,
+        shell: bool = ...,
+        cwd: Union[str, bytes, os.PathLike, None] = ...,
+        env: Optional[_Env] = ...,
+        universal_newlines: Optional[bool] = ...,
+        startupinfo: Any = ...,
+        creationflags: int = ...,
+        restore_signals: bool = ...,
+        start_new_session: bool = ...,
+        pass_fds: Sequence[int] = ...,
+        *,
+        user: Union[str, int, None] = ...,
+        group: Union[str, int, None] = ...,
+        extra_groups: Optional[Sequence[Union[str, int]]] = ...,
+        encoding: Optional[str] = ...,
+        errors: Optional[str] = ...,
+        text: Optional[bool] = ...,
+        umask: int = ...,
+        pipesize: int = ...,
+        process_group: Optional[int] = ...,
+        timeout: Optional[float] = ...,
+        grace: Optional[float] = ...,
+        wait_delay: Optional[float] = ...,
+        signal: Union[str, int, None] = ...,
+        leftovers: Optional[_Leftovers] = ...,
+        capture_limit: Optional[int] = ...,
+        containment: _Containment = ...,
+        confirm_window: Optional[float] = ...,
+        memory_max: Optional[int] = ...,
+        pids_max: Optional[int] = ...,
+        require_crash_safety: bool = ...,
+    ) -> None: ...
+    def __class_getitem__(cls, item: Any) -> Any: ...
+    def poll(self) -> Optional[int]: ...
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]: ...
+    def communicate(self, input: Any = None, timeout: Optional[float] = None) -> Tuple[Any, Any]: ...
+    def send_signal(self, sig: int) -> None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+    def __enter__(self) -> "Popen": ...
+    def __exit__(self, exc_type: Any, value: Any, traceback: Any) -> None: ...
+
+class AsyncProcess:
+    stdin: Optional[asyncio.StreamWriter]
+    stdout: Optional[asyncio.StreamReader]
+    stderr: Optional[asyncio.StreamReader]
+    pid: int
+    @property
+    def returncode(self) -> Optional[int]: ...
+    @property
+    def result(self) -> Optional[Result]: ...
+    async def wait(self) -> Optional[int]: ...
+    async def communicate(self, input: Optional[bytes] = None) -> Tuple[Optional[bytes], Optional[bytes]]: ...
+    def send_signal(self, sig: int) -> None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+
+async def create_subprocess_exec(
+    program: Union[str, bytes, os.PathLike],
+    *args: Union[str, bytes, os.PathLike],
+    stdin: _Stream = ...,
+    stdout: _Stream = ...,
+    stderr: _Stream = ...,
+    limit: int = ...,
+    **kwds: Any,
+) -> AsyncProcess: ...
+async def create_subprocess_shell(
+    cmd: Union[str, bytes],
+    stdin: _Stream = ...,
+    stdout: _Stream = ...,
+    stderr: _Stream = ...,
+    limit: int = ...,
+    **kwds: Any,
+) -> AsyncProcess: ...

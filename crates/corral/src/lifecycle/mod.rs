@@ -290,6 +290,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         stdout: stdout_io,
         stderr: stderr_io,
         sigpipe_ignored: settings.sigpipe_ignored,
+        setup: plan.setup,
     };
     let start = Instant::now();
     // `spec` is consumed: the parent's copies of the child's pipe ends are

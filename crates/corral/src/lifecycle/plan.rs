@@ -27,4 +27,5 @@ pub(crate) struct Plan<'a> {
     pub(crate) cancel: CancelToken,
     pub(crate) on_line: Option<SharedLineCallback>,
     pub(crate) tracer: Tracer,
+    pub(crate) setup: &'a crate::spec::ChildSetup,
 }

@@ -148,6 +148,7 @@ pub(crate) struct SpawnSpec<'a> {
     /// Windows has no SIGPIPE: the field is not read there.
     #[cfg_attr(not(unix), allow(dead_code))]
     pub(crate) sigpipe_ignored: bool,
+    pub(crate) setup: &'a crate::spec::ChildSetup,
 }
 
 /// Why a spawn failed: the containment could not be set up, or the

@@ -634,7 +634,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
     for (k, v) in &placement.env {
         cmd.env(k, v);
     }
-    if placement.new_group {
+    if placement.new_group && !spec.setup.new_session {
         new_process_group(&mut cmd);
     }
     if spec.sigpipe_ignored {
@@ -673,6 +673,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
     if !procs.is_empty() {
         enter_cgroups_before_exec(&mut cmd, &procs);
     }
+    child_setup(&mut cmd, spec.setup).map_err(SpawnError::Spawn)?;
     let child = cmd.spawn();
     // Close the parent's copies of the child's ends now.
     drop(cmd);
@@ -690,6 +691,79 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
         }
         Err(e) => Err(SpawnError::Spawn(e)),
     }
+}
+
+/// The caller's child setup ([`crate::spec::ChildSetup`]) on std's path: the
+/// same raw steps as the clone3 child on Linux, run after std's own (streams,
+/// directory, process group) and the cgroup placement.
+fn child_setup(cmd: &mut std::process::Command, setup: &crate::spec::ChildSetup) -> io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    if let Some(a0) = &setup.arg0 {
+        cmd.arg0(a0);
+    }
+    if setup.is_plain() {
+        return Ok(());
+    }
+    let new_session = setup.new_session;
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    {
+        // The closure owns its copy: the raw view points into its vectors,
+        // whose buffers do not move with them.
+        let owned = setup.clone();
+        let raw = super::linux_spawn::RawSetup::new(&owned);
+        // SAFETY: the closure runs in the forked child before exec: setsid
+        // and `apply_setup` only issue raw system calls (async-signal-safe,
+        // no allocation or lock) on the values of `raw`, which point into
+        // `owned`, moved into the closure with it and alive until it drops.
+        unsafe {
+            cmd.pre_exec(move || {
+                let _keep = &owned;
+                if new_session {
+                    rustix::process::setsid()?;
+                }
+                match super::linux_spawn::apply_setup(&raw) {
+                    0 => Ok(()),
+                    e => Err(io::Error::from_raw_os_error(e)),
+                }
+            });
+        }
+    }
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    {
+        if setup.groups.is_some() || setup.keep_fds.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "supplementary groups and descriptors to keep need Linux",
+            ));
+        }
+        if let Some(g) = setup.gid {
+            cmd.gid(g);
+        }
+        if let Some(u) = setup.uid {
+            cmd.uid(u);
+        }
+        let umask = setup.umask;
+        // SAFETY: runs in the forked child before exec; umask and setsid are
+        // async-signal-safe system calls, nothing is allocated.
+        unsafe {
+            cmd.pre_exec(move || {
+                if let Some(m) = umask {
+                    rustix::process::umask(rustix::fs::Mode::from_raw_mode(m as _));
+                }
+                if new_session {
+                    rustix::process::setsid()?;
+                }
+                Ok(())
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The errno the child reports when it could not enter its cgroup, so the

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 
-use super::raw::{errno_of, set_sigmask, syscall4, KernelSigaction, SIGSET_SIZE};
+use super::raw::{errno_of, set_sigmask, syscall4, KernelSigaction, SIGSET_SIZE, SIG_DFL};
 
 /// What the search does after `execve` failed on one candidate with
 /// `errno`, as glibc's `execvp` does.
@@ -74,6 +74,8 @@ pub(super) struct ChildArgs {
     /// the parent reads it once clone3 returned: no pipe is needed.
     /// [`NO_REPORT`] until then.
     pub(super) err: AtomicI32,
+    /// Ids, umask, session, descriptors to keep ([`apply_setup`]).
+    pub(super) setup: RawSetup,
 }
 
 /// The value of [`ChildArgs::err`] when the child exec'd (or died before it
@@ -145,8 +147,13 @@ unsafe fn child_exec(a: &ChildArgs) -> i32 {
             return errno_of(r);
         }
 
-        // 2. Leader of a new process group (pgid = pid).
-        let r = syscall4(k::__NR_setpgid, 0, 0, 0, 0);
+        // 2. Leader of a new process group (pgid = pid); of a new session
+        //    too when asked (setsid makes the same group).
+        let r = if a.setup.new_session {
+            syscall4(k::__NR_setsid, 0, 0, 0, 0)
+        } else {
+            syscall4(k::__NR_setpgid, 0, 0, 0, 0)
+        };
         if r < 0 {
             return errno_of(r);
         }
@@ -174,6 +181,12 @@ unsafe fn child_exec(a: &ChildArgs) -> i32 {
             if r < 0 {
                 return errno_of(r);
             }
+        }
+
+        // 4b. The caller's setup: umask, signals, ids, descriptors.
+        let r = apply_setup(&a.setup);
+        if r != 0 {
+            return r;
         }
 
         // 5. An empty signal mask for the program: a caller thread that
@@ -237,4 +250,149 @@ pub(super) unsafe fn exec_candidates(
         i = i.wrapping_add(1);
     }
     exhausted_errno(last, denied)
+}
+
+/// close_range's flag: mark close-on-exec instead of closing (Linux 5.11).
+const CLOSE_RANGE_CLOEXEC: usize = 1 << 2;
+
+/// [`ChildSetup`](crate::spec::ChildSetup) as the raw child reads it: plain
+/// values and pointers into the parent's vectors, which outlive the clone.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct RawSetup {
+    groups: *const u32,
+    /// usize::MAX: do not call setgroups.
+    n_groups: usize,
+    /// -1: unchanged.
+    gid: i64,
+    uid: i64,
+    umask: i64,
+    pub(super) new_session: bool,
+    close_fds: bool,
+    keep: *const i32,
+    n_keep: usize,
+    /// The descriptors to mark close-on-exec one by one when close_range
+    /// is not available: 3 up to this (the soft RLIMIT_NOFILE, capped).
+    fd_limit: usize,
+    restore_signals: bool,
+}
+
+// SAFETY: the pointers are only read, by a child about to exec, while the
+// vectors they point into are alive (see `RawSetup::new`); moving the view
+// to another thread (std's pre_exec closure must be Send + Sync) changes
+// nothing about that.
+unsafe impl Send for RawSetup {}
+// SAFETY: as for Send: only reads.
+unsafe impl Sync for RawSetup {}
+
+impl RawSetup {
+    /// Points into `s`, which must stay alive and unchanged until the
+    /// child has exec'd.
+    pub(crate) fn new(s: &crate::spec::ChildSetup) -> RawSetup {
+        let fd_limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .map_or(65536, |n| n.min(65536)) as usize;
+        RawSetup {
+            groups: s.groups.as_ref().map_or(std::ptr::null(), |g| g.as_ptr()),
+            n_groups: s.groups.as_ref().map_or(usize::MAX, Vec::len),
+            gid: s.gid.map_or(-1, i64::from),
+            uid: s.uid.map_or(-1, i64::from),
+            umask: s.umask.map_or(-1, i64::from),
+            new_session: s.new_session,
+            close_fds: s.keep_fds.is_some(),
+            keep: s.keep_fds.as_ref().map_or(std::ptr::null(), |k| k.as_ptr()),
+            n_keep: s.keep_fds.as_ref().map_or(0, Vec::len),
+            fd_limit,
+            restore_signals: s.restore_signals,
+        }
+    }
+}
+
+/// Applies `s` in a child about to exec, in `subprocess`'s order: umask,
+/// signals, groups, group id, user id, then the descriptors. Returns 0, or
+/// the errno of the step that failed. Raw system calls only (no allocation,
+/// lock, TLS or panic path). The session (or process group) is the
+/// caller's step.
+///
+/// # Safety
+/// Only in a freshly cloned or forked child about to exec; the pointers in
+/// `s` are valid as [`RawSetup::new`] requires.
+pub(crate) unsafe fn apply_setup(s: &RawSetup) -> i32 {
+    // SAFETY: (the whole body) each syscall gets plain values or pointers
+    // into the parent's vectors (valid: see `RawSetup::new`) with their
+    // lengths; loops are bounded by counts from `s`.
+    unsafe {
+        if s.umask >= 0 {
+            syscall4(k::__NR_umask, s.umask as usize, 0, 0, 0);
+        }
+        if s.restore_signals {
+            let dfl = KernelSigaction {
+                handler: SIG_DFL,
+                flags: 0,
+                restorer: 0,
+                mask: 0,
+            };
+            let r = syscall4(
+                k::__NR_rt_sigaction,
+                k::SIGXFSZ as usize,
+                &dfl as *const KernelSigaction as usize,
+                0,
+                SIGSET_SIZE,
+            );
+            if r < 0 {
+                return errno_of(r);
+            }
+        }
+        if s.n_groups != usize::MAX {
+            let r = syscall4(k::__NR_setgroups, s.n_groups, s.groups as usize, 0, 0);
+            if r < 0 {
+                return errno_of(r);
+            }
+        }
+        if s.gid >= 0 {
+            let r = syscall4(k::__NR_setregid, s.gid as usize, s.gid as usize, 0, 0);
+            if r < 0 {
+                return errno_of(r);
+            }
+        }
+        if s.uid >= 0 {
+            let r = syscall4(k::__NR_setreuid, s.uid as usize, s.uid as usize, 0, 0);
+            if r < 0 {
+                return errno_of(r);
+            }
+        }
+        if s.close_fds {
+            // Close-on-exec rather than closed: the spawn's own descriptors
+            // (the exec-error pipe of std's path) must live until the exec.
+            let r = syscall4(
+                k::__NR_close_range,
+                3,
+                u32::MAX as usize,
+                CLOSE_RANGE_CLOEXEC,
+                0,
+            );
+            if r < 0 {
+                let mut fd: usize = 3;
+                while fd < s.fd_limit {
+                    syscall4(
+                        k::__NR_fcntl,
+                        fd,
+                        k::F_SETFD as usize,
+                        k::FD_CLOEXEC as usize,
+                        0,
+                    );
+                    fd = fd.wrapping_add(1);
+                }
+            }
+            let mut i: usize = 0;
+            while i < s.n_keep {
+                let fd = *s.keep.add(i);
+                // A descriptor that is not open is not an error (as in
+                // subprocess): it is simply not there.
+                syscall4(k::__NR_fcntl, fd as usize, k::F_SETFD as usize, 0, 0);
+                i = i.wrapping_add(1);
+            }
+        }
+        0
+    }
 }

@@ -49,6 +49,7 @@ mod arch;
 #[path = "arch_x86_64.rs"]
 mod arch;
 mod child;
+pub(crate) use child::{apply_setup, RawSetup};
 /// Crash safety for the cgroup tier (a keeper forked without exec).
 pub(crate) mod keeper;
 mod parent;

@@ -13,7 +13,7 @@ use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 use rustix::process::Pid;
 
-use super::child::{child_main, ChildArgs, NO_REPORT};
+use super::child::{child_main, ChildArgs, RawSetup, NO_REPORT};
 use super::raw::sigpipe_handler;
 use super::raw::{clone3_with, errno_of, set_sigmask};
 use super::stack::Stack;
@@ -125,7 +125,7 @@ impl Prepared {
         parent_env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> io::Result<Prepared> {
         let mut argv = Vec::with_capacity(spec.args.len() + 1);
-        argv.push(cstring(spec.program)?);
+        argv.push(cstring(spec.setup.arg0.as_deref().unwrap_or(spec.program))?);
         for a in spec.args {
             argv.push(cstring(a)?);
         }
@@ -311,6 +311,7 @@ pub(crate) fn spawn(
         stdio,
         sigpipe: sigpipe_handler(spec.sigpipe_ignored),
         err: AtomicI32::new(NO_REPORT),
+        setup: RawSetup::new(spec.setup),
     };
     let mut pidfd: c_int = -1;
     let mut args = k::clone_args {
@@ -495,6 +496,7 @@ mod tests {
             stdout: ChildIo::Null,
             stderr: ChildIo::Null,
             sigpipe_ignored: false,
+            setup: &crate::spec::ChildSetup::default(),
         };
         let p = Prepared::new(&spec, Vec::new()).unwrap();
         assert_eq!(p.argv.len(), 4);

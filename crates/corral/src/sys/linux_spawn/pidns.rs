@@ -58,7 +58,7 @@ use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 use rustix::process::Pid;
 
-use super::child::exec_candidates;
+use super::child::{apply_setup, exec_candidates, RawSetup};
 use super::parent::{child_fd, Prepared};
 use super::raw::{clone3_with, errno_of, exit_now, set_sigmask, syscall4, syscall6};
 use super::raw::{sigpipe_handler, KernelSigaction, SIGSET_SIZE};
@@ -172,6 +172,8 @@ struct InitArgs {
     /// The write end of the init's exec-error pipe, set by the init before
     /// the clone (the command reads it from the shared memory).
     err_fd: c_int,
+    /// The command's ids, umask, session, descriptors to keep.
+    setup: RawSetup,
 }
 
 /// Whether this process would need a user namespace for a PID namespace.
@@ -195,6 +197,14 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> Result<NsChild, NsError> {
 }
 
 fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
+    // The init closes every descriptor but its own before it starts the
+    // command: descriptors to keep cannot pass through it.
+    if spec.setup.keep_fds.as_ref().is_some_and(|k| !k.is_empty()) {
+        return Err(NsError::Setup(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "descriptors to keep (pass_fds) cannot be passed through the PID namespace's init",
+        )));
+    }
     let prepared = Prepared::new(spec, std::env::vars_os()).map_err(NsError::Setup)?;
     let mut keep_owned = Vec::new();
     let stdio = [
@@ -246,6 +256,7 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
         n_keep,
         cmd_stack: cmd_stack.usable(),
         err_fd: -1,
+        setup: RawSetup::new(spec.setup),
     };
     let stack = Stack::new().map_err(NsError::Setup)?;
     let (stack_low, stack_size) = stack.usable();
@@ -875,6 +886,16 @@ unsafe fn command_exec(a: &InitArgs) -> i32 {
                 }
             }
             target += 1;
+        }
+        if a.setup.new_session {
+            let r = syscall4(k::__NR_setsid, 0, 0, 0, 0);
+            if r < 0 {
+                return errno_of(r);
+            }
+        }
+        let r = apply_setup(&a.setup);
+        if r != 0 {
+            return r;
         }
         let empty: u64 = 0;
         let r = set_sigmask(&empty, std::ptr::null_mut());
