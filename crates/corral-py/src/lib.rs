@@ -701,6 +701,9 @@ fn start(
             cmd.close_other_fds(fds);
         }
         cmd.restore_signals(restore_signals);
+        // CPython ignores SIGPIPE: without the restore the child inherits
+        // that, as `subprocess` does.
+        cmd.sigpipe_ignored(!restore_signals);
     }
     #[cfg(not(unix))]
     let _ = (keep_fds, restore_signals);

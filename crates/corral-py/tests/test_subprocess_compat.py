@@ -202,6 +202,7 @@ def test_restore_signals():
     r = corral.run(sh, capture_output=True, text=True, restore_signals=False)
     ign = int(r.stdout.split()[1], 16)
     assert ign & (1 << (signal.SIGXFSZ - 1)), "restore_signals=False keeps SIGXFSZ ignored"
+    assert ign & (1 << (signal.SIGPIPE - 1)), "restore_signals=False keeps SIGPIPE ignored"
     del code
 
 
