@@ -260,6 +260,25 @@ pub struct RunOpts {
     #[arg(short = 't', long, value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
 
+    /// Terminate the tree (like the timeout: exit 124, timeout_kind idle)
+    /// when the program wrote nothing to its stdout or stderr for this
+    /// long. The timer starts at the spawn and runs until the run ends,
+    /// the wait delay included. Only output corral relays counts: a
+    /// terminal passed through cannot restart it, so when neither stdout
+    /// nor stderr is relayed (both are terminals) the option is refused
+    /// (exit 125).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub idle_timeout: Option<Duration>,
+
+    /// Terminate the tree when the program wrote more than BYTES to its
+    /// stdout and stderr together (K, M, G suffixes): BYTES are relayed,
+    /// byte BYTES+1 ends the run (outcome output_limit, exit 122; the
+    /// report's byte counts say how many bytes corral read from each
+    /// stream, the dropped ones included). Output passed through to a
+    /// terminal is not counted.
+    #[arg(long = "max-output", value_parser = parse_bytes, value_name = "BYTES")]
+    pub max_output: Option<u64>,
+
     /// After the program exits, how long its descendants may hold its
     /// output open (when corral relays it: a pipe or socket) before they
     /// are killed.

@@ -63,7 +63,12 @@ pub(super) const OVERSLEPT: Duration = Duration::from_millis(250);
 /// Why the tree is being terminated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reason {
+    /// The deadline passed.
     TimedOut,
+    /// No output on a seen stream for the idle timeout.
+    Idle,
+    /// The output passed its limit.
+    OutputLimit,
     Cancelled,
     OutputHeld,
     /// The root exited cleanly; the policy says its leftovers die.
@@ -173,6 +178,7 @@ impl Phase {
     pub(super) fn next_timer(
         &self,
         root_exit_at: Option<Instant>,
+        last_output: Option<Instant>,
         policy: &Policy,
     ) -> Option<Instant> {
         match *self {
@@ -187,7 +193,10 @@ impl Phase {
                     (None, Some(f)) => Some(f),
                     (None, None) => root_exit_at.map(|e| later(e, policy.wait_delay)),
                 };
-                [policy.deadline, wait].into_iter().flatten().min()
+                [policy.deadline, policy.idle_at(last_output), wait]
+                    .into_iter()
+                    .flatten()
+                    .min()
             }
         }
     }
@@ -209,6 +218,20 @@ pub(super) struct Policy {
     /// members after it (the containment can still count those the kill
     /// already ended: "at least"), saving a look before the kill.
     pub(super) count_after_kill: bool,
+    /// No output seen for this long terminates the run.
+    pub(super) idle_timeout: Option<Duration>,
+    /// The spawn: the idle timer's start.
+    pub(super) started: Instant,
+}
+
+impl Policy {
+    /// When the idle timeout fires, with output last seen at `last_output`
+    /// (`None`: none since the spawn).
+    pub(super) fn idle_at(&self, last_output: Option<Instant>) -> Option<Instant> {
+        let idle = self.idle_timeout?;
+        let from = last_output.map_or(self.started, |t| t.max(self.started));
+        Some(later(from, idle))
+    }
 }
 
 /// What the lifecycle saw this step (cheap to gather).
@@ -222,6 +245,10 @@ pub(super) struct Observed {
     pub(super) open: usize,
     /// `Some(first signal)` once the run was cancelled.
     pub(super) cancel: Option<Option<Signal>>,
+    /// When output was last seen on a seen stream (`None`: none yet).
+    pub(super) last_output: Option<Instant>,
+    /// A byte past the output limit was seen.
+    pub(super) over_limit: bool,
 }
 
 /// The questions the decision may ask about the tree and the output;
@@ -493,6 +520,10 @@ fn supervise(
     // relay consumer that does not read) ends like end of file.
     let drained_out = draining_since.is_some_and(|d| now >= later(d, DRAIN_LIMIT));
     let open = if drained_out { 0 } else { seen.open };
+    // The limit was passed: whatever else happened, the output was cut.
+    if seen.over_limit {
+        return start(Reason::OutputLimit, None, probe, now, policy);
+    }
     if let Some(status) = seen.root {
         if open == 0 {
             // Clean exit: the leftovers policy decides.
@@ -513,9 +544,29 @@ fn supervise(
     if let Some(sig) = seen.cancel {
         return start(Reason::Cancelled, sig, probe, now, policy);
     }
-    if policy.deadline.is_some_and(|d| now >= d) {
-        return start(Reason::TimedOut, None, probe, now, policy);
+    // The first timer that fired: the deadline or the idle timeout (the
+    // deadline when both fell on the same instant).
+    let fired = [
+        policy.deadline.map(|d| (d, Reason::TimedOut)),
+        policy.idle_at(seen.last_output).map(|d| (d, Reason::Idle)),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|&(at, _)| now >= at)
+    .min_by_key(|&(at, _)| at);
+    let wait_end = seen
+        .root_exit_at
+        .filter(|_| draining_since.is_none())
+        .map(|e| later(e, policy.wait_delay));
+    if let Some((at, reason)) = fired {
+        // ... unless the wait delay ended before it: that decides first.
+        if wait_end.is_none_or(|w| at <= w || now < w) {
+            return start(reason, None, probe, now, policy);
+        }
     }
+    // The wait delay ended first but decided nothing: the timer that
+    // fired after it does.
+    let fired = fired.map(|(_, reason)| reason);
     if let Some(exit_at) = seen.root_exit_at {
         if draining_since.is_none() && now >= later(exit_at, policy.wait_delay) {
             // The wait delay is the grace for holders, not a deadline for
@@ -524,7 +575,10 @@ fn supervise(
             // written; it is drained (the pipes or the relay wake the
             // loop), and the run ends cleanly at end of file.
             if !probe.output_held() {
-                return stay(Some(now), foreign_hold_until);
+                return match fired {
+                    Some(reason) => start(reason, None, probe, now, policy),
+                    None => stay(Some(now), foreign_hold_until),
+                };
             }
             // Held by the tree, or by a process the tier cannot see (a
             // setsid escaper of a process group): at once. Held only by a
@@ -535,18 +589,27 @@ fn supervise(
             } else {
                 let until = foreign_hold_until.unwrap_or_else(|| later(now, FOREIGN_HOLD));
                 if now < until && probe.host_fork_holds_output() {
-                    return stay(None, Some(until));
+                    return match fired {
+                        Some(reason) => start(reason, None, probe, now, policy),
+                        None => stay(None, Some(until)),
+                    };
                 }
                 Some(until)
             };
             if !probe.output_held() {
                 // Let go in the meantime.
-                return stay(Some(now), foreign_hold_until);
+                return match fired {
+                    Some(reason) => start(reason, None, probe, now, policy),
+                    None => stay(Some(now), foreign_hold_until),
+                };
             }
             return start(Reason::OutputHeld, None, probe, now, policy);
         }
     }
-    stay(draining_since, foreign_hold_until)
+    match fired {
+        Some(reason) => start(reason, None, probe, now, policy),
+        None => stay(draining_since, foreign_hold_until),
+    }
 }
 
 /// Starts a termination: SIGKILL at once, or the first signal and a grace.
@@ -663,6 +726,8 @@ mod tests {
             confirm_limit: ms(10_000),
             leftovers: LeftoverPolicy::KeepOnSuccess,
             count_after_kill: false,
+            idle_timeout: None,
+            started: c.at(ms(0)),
         }
     }
 
@@ -672,6 +737,8 @@ mod tests {
             root_exit_at: None,
             open,
             cancel: None,
+            last_output: None,
+            over_limit: false,
         }
     }
 
@@ -681,6 +748,8 @@ mod tests {
             root_exit_at: Some(c.at(at)),
             open,
             cancel: None,
+            last_output: None,
+            over_limit: false,
         }
     }
 
@@ -828,6 +897,8 @@ mod tests {
             policy(&c, None, ms(0), ms(100)),
             Observed {
                 cancel: Some(None),
+                last_output: None,
+                over_limit: false,
                 ..exited(&c, 0, ms(4999), 0)
             },
             fake(&[9], false, false, false),
@@ -839,6 +910,8 @@ mod tests {
             policy(&c, None, ms(300), ms(100)),
             Observed {
                 cancel: Some(None),
+                last_output: None,
+                over_limit: false,
                 ..exited(&c, 0, ms(4999), 1)
             },
             fake(&[], false, false, false),
@@ -850,6 +923,8 @@ mod tests {
             policy(&c, None, ms(300), ms(100)),
             Observed {
                 cancel: Some(Some(Signal::KILL)),
+                last_output: None,
+                over_limit: false,
                 ..running(2)
             },
             fake(&[], false, false, false),
@@ -927,7 +1002,10 @@ mod tests {
         );
         // Draining: the next wake is the drain limit, and no question is
         // asked again before it.
-        assert_eq!(next.next_timer(Some(now), &p), Some(now + DRAIN_LIMIT));
+        assert_eq!(
+            next.next_timer(Some(now), None, &p),
+            Some(now + DRAIN_LIMIT)
+        );
         let mut fake = Fake::default();
         let (again, actions) = decide(
             next,
@@ -965,7 +1043,7 @@ mod tests {
         };
         let (waiting, _) = decide(Phase::START, &seen, &mut fake, now, &p);
         assert_eq!(
-            waiting.next_timer(seen.root_exit_at, &p),
+            waiting.next_timer(seen.root_exit_at, None, &p),
             Some(now + FOREIGN_HOLD)
         );
         let (still, _) = decide(waiting, &seen, &mut fake, now + ms(100), &p);
@@ -1141,26 +1219,29 @@ mod tests {
         let c = Clock(Instant::now());
         let t0 = c.at(ms(0));
         let p = policy(&c, Some(ms(800)), ms(0), ms(100));
-        assert_eq!(Phase::START.next_timer(None, &p), Some(t0 + ms(800)));
+        assert_eq!(Phase::START.next_timer(None, None, &p), Some(t0 + ms(800)));
         assert_eq!(
-            Phase::START.next_timer(Some(t0 + ms(10)), &p),
+            Phase::START.next_timer(Some(t0 + ms(10)), None, &p),
             Some(t0 + ms(110))
         );
         assert_eq!(
-            Phase::START.next_timer(Some(t0 + ms(750)), &p),
+            Phase::START.next_timer(Some(t0 + ms(750)), None, &p),
             Some(t0 + ms(800))
         );
         let mut phase = confirming(Reason::TimedOut, t0 + ms(1000), t0 + ms(5));
-        assert_eq!(phase.next_timer(None, &p), Some(t0 + ms(5)));
+        assert_eq!(phase.next_timer(None, None, &p), Some(t0 + ms(5)));
         phase.check_now(t0 + ms(1));
-        assert_eq!(phase.next_timer(None, &p), Some(t0 + ms(1)));
-        assert_eq!(Phase::Over { reason: None }.next_timer(None, &p), None);
+        assert_eq!(phase.next_timer(None, None, &p), Some(t0 + ms(1)));
+        assert_eq!(
+            Phase::Over { reason: None }.next_timer(None, None, &p),
+            None
+        );
         let forever = Policy {
             deadline: None,
             wait_delay: Duration::MAX,
             ..p
         };
-        let far = Phase::START.next_timer(Some(t0), &forever).unwrap();
+        let far = Phase::START.next_timer(Some(t0), None, &forever).unwrap();
         assert!(far > t0 + Duration::from_secs(3600 * 24 * 365));
     }
 
@@ -1180,6 +1261,8 @@ mod tests {
             root_exit_at: Some(t0),
             open: 0,
             cancel: None,
+            last_output: None,
+            over_limit: false,
         };
         let mut phase = confirming(Reason::TimedOut, later(t0, p.confirm_window), t0);
         if let Phase::Confirming { limit, cap, .. } = &mut phase {
@@ -1297,6 +1380,8 @@ mod tests {
             root_exit_at: Some(c.at(ms(0))),
             open: 0,
             cancel: None,
+            last_output: None,
+            over_limit: false,
         };
         let mut phase = confirming(Reason::TimedOut, c.at(ms(1000)), c.at(ms(100)));
         if let Phase::Confirming { left, .. } = &mut phase {
@@ -1353,6 +1438,8 @@ mod tests {
             Phase::START,
             &Observed {
                 cancel: Some(Some(Signal::KILL)),
+                last_output: None,
+                over_limit: false,
                 ..running(0)
             },
             &mut Fake::default(),
