@@ -1452,4 +1452,334 @@ mod tests {
             "{next:?}"
         );
     }
+
+    // ---- The idle timeout and the output limit (kept apart for merging). ----
+
+    /// The idle timeout and the output limit, row by row with a fake clock:
+    /// (case, idle timeout, deadline, wait delay, root exit, output last
+    /// seen, open streams, held by the tree, over the limit, now) -> the
+    /// reason the run ends for (`None`: it goes on).
+    #[test]
+    fn idle_timeout_and_output_limit_rows() {
+        let c = Clock(Instant::now());
+        type Row = (
+            &'static str,
+            Option<u64>,
+            Option<u64>,
+            u64,
+            Option<u64>,
+            Option<u64>,
+            usize,
+            bool,
+            bool,
+            u64,
+        );
+        let rows: &[(Row, Option<Reason>)] = &[
+            // Silent from the spawn: fires at the idle timeout, not before.
+            (
+                (
+                    "silent, early",
+                    Some(500),
+                    None,
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    false,
+                    499,
+                ),
+                None,
+            ),
+            (
+                (
+                    "silent, due",
+                    Some(500),
+                    None,
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    false,
+                    500,
+                ),
+                Some(Reason::Idle),
+            ),
+            // Output restarts it.
+            (
+                (
+                    "chatty",
+                    Some(500),
+                    None,
+                    2000,
+                    None,
+                    Some(400),
+                    1,
+                    false,
+                    false,
+                    800,
+                ),
+                None,
+            ),
+            (
+                (
+                    "chatty, then silent",
+                    Some(500),
+                    None,
+                    2000,
+                    None,
+                    Some(400),
+                    1,
+                    false,
+                    false,
+                    900,
+                ),
+                Some(Reason::Idle),
+            ),
+            // No idle timeout: silence is never a reason.
+            (
+                (
+                    "no idle limit",
+                    None,
+                    None,
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    false,
+                    100_000,
+                ),
+                None,
+            ),
+            // Both limits: the first that fired wins, the deadline on a tie.
+            (
+                (
+                    "deadline first",
+                    Some(500),
+                    Some(300),
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    false,
+                    600,
+                ),
+                Some(Reason::TimedOut),
+            ),
+            (
+                (
+                    "idle first",
+                    Some(500),
+                    Some(900),
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    false,
+                    950,
+                ),
+                Some(Reason::Idle),
+            ),
+            (
+                (
+                    "tie",
+                    Some(500),
+                    Some(500),
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    false,
+                    500,
+                ),
+                Some(Reason::TimedOut),
+            ),
+            // During the wait delay: a silent holder is ended by the idle
+            // timeout when it comes first ...
+            (
+                (
+                    "idle in the wait delay",
+                    Some(500),
+                    None,
+                    2000,
+                    Some(100),
+                    None,
+                    1,
+                    true,
+                    false,
+                    500,
+                ),
+                Some(Reason::Idle),
+            ),
+            // ... and by the wait delay when that ends first.
+            (
+                (
+                    "wait delay first",
+                    Some(1000),
+                    None,
+                    300,
+                    Some(100),
+                    None,
+                    1,
+                    true,
+                    false,
+                    1100,
+                ),
+                Some(Reason::OutputHeld),
+            ),
+            // Wait delay over with nothing held (draining), idle came after: idle.
+            (
+                (
+                    "wait delay, not held",
+                    Some(1000),
+                    None,
+                    300,
+                    Some(100),
+                    None,
+                    1,
+                    false,
+                    false,
+                    1100,
+                ),
+                Some(Reason::Idle),
+            ),
+            // A clean exit ends the run before the idle timeout matters.
+            (
+                (
+                    "clean exit",
+                    Some(500),
+                    None,
+                    2000,
+                    Some(100),
+                    None,
+                    0,
+                    false,
+                    false,
+                    5000,
+                ),
+                None,
+            ),
+            // Over the limit: at once, whatever else holds.
+            (
+                (
+                    "over the limit",
+                    Some(500),
+                    Some(300),
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    true,
+                    10,
+                ),
+                Some(Reason::OutputLimit),
+            ),
+            (
+                (
+                    "over, then exited",
+                    None,
+                    None,
+                    2000,
+                    Some(5),
+                    None,
+                    0,
+                    false,
+                    true,
+                    10,
+                ),
+                Some(Reason::OutputLimit),
+            ),
+            (
+                (
+                    "over, past the deadline",
+                    None,
+                    Some(5),
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    true,
+                    10,
+                ),
+                Some(Reason::OutputLimit),
+            ),
+        ];
+        for &((case, idle, deadline, wait_delay, exit, last, open, held, over, now), want) in rows {
+            let p = Policy {
+                idle_timeout: idle.map(ms),
+                ..policy(&c, deadline.map(ms), ms(0), ms(wait_delay))
+            };
+            let seen = Observed {
+                root: exit.map(|_| RootStatus::Exited(0)),
+                root_exit_at: exit.map(|e| c.at(ms(e))),
+                open,
+                cancel: None,
+                last_output: last.map(|l| c.at(ms(l))),
+                over_limit: over,
+            };
+            let mut probe = fake(&[7], held, held, false);
+            let (next, actions) = decide(Phase::START, &seen, &mut probe, c.at(ms(now)), &p);
+            let got = next.reason();
+            assert_eq!(got, want, "{case}");
+            if want.is_some() {
+                assert_eq!(actions, vec![Action::Signal(Signal::KILL)], "{case}");
+            }
+        }
+    }
+
+    /// The next timer while supervising includes the idle timeout, counted
+    /// from the last output (or the spawn).
+    #[test]
+    fn idle_timer_is_a_wake() {
+        let c = Clock(Instant::now());
+        let p = Policy {
+            idle_timeout: Some(ms(500)),
+            ..policy(&c, Some(ms(800)), ms(0), ms(100))
+        };
+        assert_eq!(Phase::START.next_timer(None, None, &p), Some(c.at(ms(500))));
+        assert_eq!(
+            Phase::START.next_timer(None, Some(c.at(ms(200))), &p),
+            Some(c.at(ms(700)))
+        );
+        assert_eq!(
+            Phase::START.next_timer(None, Some(c.at(ms(400))), &p),
+            Some(c.at(ms(800)))
+        );
+        // The end of the wait delay when it comes first.
+        assert_eq!(
+            Phase::START.next_timer(Some(c.at(ms(50))), Some(c.at(ms(400))), &p),
+            Some(c.at(ms(150)))
+        );
+        // With a grace: the idle timeout's termination starts with the
+        // first signal, as the deadline's.
+        let graceful = Policy {
+            grace: ms(300),
+            ..p
+        };
+        let (next, actions) = decide(
+            Phase::START,
+            &running(1),
+            &mut fake(&[7], false, false, false),
+            c.at(ms(500)),
+            &graceful,
+        );
+        assert!(
+            matches!(
+                next,
+                Phase::Grace {
+                    reason: Reason::Idle,
+                    ..
+                }
+            ),
+            "{next:?}"
+        );
+        assert_eq!(actions, vec![Action::Signal(Signal::TERM)]);
+    }
 }
