@@ -197,6 +197,10 @@ Task keys:
   cwd           working directory, relative to the manifest's directory
   env           variables added to corral's environment (task wins)
   timeout       time per run (\"500ms\", \"1m30s\", or seconds) [none]
+  idle_timeout  end a run that wrote nothing to stdout or stderr for this
+                long (timed_out, timeout_kind idle) [none]
+  max_output    end a run whose stdout and stderr together pass this many
+                bytes (\"10M\"; outcome output_limit) [none]
   wait_delay    how long descendants may hold the output after the exit [2s]
   grace         time between the first signal and SIGKILL [0]
   signal        the first signal when there is a grace [TERM]
