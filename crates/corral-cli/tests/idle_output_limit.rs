@@ -173,3 +173,62 @@ fn bad_values_are_usage_errors() {
         d.assert_code(125);
     }
 }
+
+/// The batch keys `idle_timeout` and `max_output`: a silent task times out
+/// (kind idle), a chatty one passes, a flood ends at the limit; each is
+/// classified, and reported with its byte counts.
+#[test]
+fn batch_keys_idle_timeout_and_max_output() {
+    let s = corral_testkit::Scratch::new();
+    let w = corral_testkit::Watch::new(&s);
+    let manifest = r#"
+[defaults]
+timeout = "20s"
+idle_timeout = "400ms"
+[[task]]
+name = "silent"
+shell = '"$H" silent'
+[[task]]
+name = "chatty"
+shell = 'i=0; while [ $i -lt 10 ]; do echo tick; sleep 0.1; i=$((i+1)); done'
+[[task]]
+name = "flood"
+run = ["yes"]
+max_output = "64K"
+"#;
+    let m = s.path("batch.toml");
+    std::fs::write(&m, manifest).unwrap();
+    let rp = s.path("report.json");
+    let d = run(
+        corral(
+            &s,
+            [
+                "batch".as_ref(),
+                m.as_os_str(),
+                "--report".as_ref(),
+                rp.as_os_str(),
+            ],
+        ),
+        15 * SEC,
+    );
+    d.assert_code(2);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&rp).unwrap()).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    let by = |task: &str| {
+        let r = runs.iter().find(|r| r["task"] == task).unwrap();
+        check_report(r);
+        r.clone()
+    };
+    let silent = by("silent");
+    assert_eq!(silent["status"], "error");
+    assert_eq!(silent["outcome"], "timed_out");
+    assert_eq!(silent["timeout_kind"], "idle");
+    assert!(w.wait_dead("silent", 2 * SEC));
+    let chatty = by("chatty");
+    assert_eq!(chatty["status"], "passed", "{chatty}");
+    assert_eq!(chatty["timeout_kind"], Value::Null);
+    let flood = by("flood");
+    assert_eq!(flood["status"], "error");
+    assert_eq!(flood["outcome"], "output_limit");
+    assert!(count(&flood, "stdout_bytes") > 64 * 1024);
+}
