@@ -47,6 +47,7 @@ __all__ = [
     "TimeoutExpired",
     "CalledProcessError",
     "OutputHeld",
+    "OutputLimitExceeded",
     "Signaled",
     "Cancelled",
     "CleanupFailed",
@@ -107,7 +108,9 @@ class Result:
     """What happened to one run.
 
     ``outcome``: ``"exited"``, ``"signaled"``, ``"timed_out"``,
-    ``"cancelled"``, ``"output_held"`` or ``"cleanup_failed"``.
+    ``"cancelled"``, ``"output_held"``, ``"output_limit"`` or
+    ``"cleanup_failed"``; ``timeout_kind``: ``"deadline"`` or ``"idle"`` on
+    a ``"timed_out"`` run, else None.
     ``returncode``: the exit code only when every lifecycle step was clean,
     else None. ``exit_code`` / ``signal``: how the root process itself ended
     (also after a timeout). ``stdout`` / ``stderr``: head and tail of the
@@ -162,6 +165,7 @@ class Result:
         self.args = args
         self.report = report
         self.outcome: str = report["outcome"]
+        self.timeout_kind: Optional[str] = report.get("timeout_kind")
         self.returncode: Optional[int] = report["returncode"]
         self.exit_code: Optional[int] = report["exit_code"]
         self.signal: Optional[int] = report["signal"]
@@ -257,6 +261,11 @@ class OutputHeld(_ResultError):
     code."""
 
 
+class OutputLimitExceeded(_ResultError):
+    """The command's output passed ``max_output`` bytes; the tree was
+    terminated."""
+
+
 class Signaled(_ResultError):
     """The command was ended by a signal corral did not send."""
 
@@ -286,6 +295,8 @@ def _error_for(r: Result) -> Optional[CorralError]:
         return OutputHeld(
             r, f"command {r.args!r} exited ({r.exit_code}) but its output was held open past the wait delay"
         )
+    if r.outcome == "output_limit":
+        return OutputLimitExceeded(r, f"command {r.args!r} wrote more than its output limit")
     if r.outcome == "signaled":
         return Signaled(r, f"command {r.args!r} was killed by signal {r.signal}")
     if r.outcome == "cancelled":
@@ -351,6 +362,8 @@ def _start(
     timeout: Optional[float] = None,
     grace: Optional[float] = None,
     wait_delay: Optional[float] = None,
+    idle_timeout: Optional[float] = None,
+    max_output: Optional[int] = None,
     signal: Union[str, int, None] = None,
     leftovers: Optional[str] = None,
     capture_limit: Optional[int] = None,
@@ -417,6 +430,8 @@ def _start(
             timeout=timeout,
             grace=grace,
             wait_delay=wait_delay,
+            idle_timeout=idle_timeout,
+            max_output=max_output,
             signal=signal,
             leftovers=leftovers,
             capture_limit=capture_limit,
@@ -467,7 +482,19 @@ def run(args: Any, *, check: bool = False, **kwargs: Any) -> Result:
     ``signal="TERM"``, and SIGKILL; default 0: SIGKILL at once),
     ``wait_delay`` (after the command exits, how long descendants may hold
     its output open before they are killed: outcome ``"output_held"``;
-    default 2).
+    default 2), ``idle_timeout`` (the tree is terminated, like at the
+    timeout, when no output arrived on a captured stream for that long:
+    outcome ``"timed_out"`` with ``result.timeout_kind == "idle"``; the
+    timer starts at the spawn and runs until the run ends, wait delay
+    included; ValueError when neither stdout nor stderr is captured).
+
+    ``max_output`` (bytes): stdout and stderr together may carry that many
+    bytes; one more ends the run (outcome ``"output_limit"``): no more than
+    ``max_output`` bytes are kept, the tree is terminated like at the
+    timeout, and ``stdout_bytes``/``stderr_bytes`` count every byte read,
+    the dropped ones included. ``result.timeout_kind`` says which limit
+    ended a ``"timed_out"`` run (``"deadline"`` or ``"idle"``; None
+    otherwise).
 
     ``leftovers``: what happens to descendants still running after a clean
     exit: ``"keep-on-success"`` (default: kept after exit 0, killed after

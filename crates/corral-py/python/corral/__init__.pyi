@@ -7,7 +7,7 @@ from typing import IO, Any, Dict, List, Literal, Mapping, NamedTuple, Optional, 
 _Args = Union[str, bytes, os.PathLike, Sequence[Union[str, bytes, os.PathLike]]]
 _Stream = Union[None, int, IO[Any]]
 _Env = Mapping[Union[str, bytes], Union[str, bytes]]
-_Outcome = Literal["exited", "signaled", "timed_out", "cancelled", "output_held", "cleanup_failed"]
+_Outcome = Literal["exited", "signaled", "timed_out", "cancelled", "output_held", "output_limit", "cleanup_failed"]
 _Leftovers = Literal["keep-on-success", "kill", "keep"]
 _Containment = Literal["auto", "cgroup", "pid_namespace", "subreaper", "process_group", "job_object"]
 
@@ -31,6 +31,7 @@ class Result:
     args: Any
     report: Dict[str, Any]
     outcome: _Outcome
+    timeout_kind: Optional[Literal["deadline", "idle"]]
     returncode: Optional[int]
     exit_code: Optional[int]
     signal: Optional[int]
@@ -69,6 +70,7 @@ class CalledProcessError(CorralError, subprocess.CalledProcessError):
     def __init__(self, result: Result) -> None: ...
 
 class OutputHeld(CorralError): ...
+class OutputLimitExceeded(CorralError): ...
 class Signaled(CorralError): ...
 class Cancelled(CorralError): ...
 class CleanupFailed(CorralError): ...
@@ -81,6 +83,8 @@ def run(
     timeout: Optional[float] = ...,
     grace: Optional[float] = ...,
     wait_delay: Optional[float] = ...,
+    idle_timeout: Optional[float] = ...,
+    max_output: Optional[int] = ...,
     signal: Union[str, int, None] = ...,
     leftovers: Optional[_Leftovers] = ...,
     capture_limit: Optional[int] = ...,
@@ -110,6 +114,8 @@ async def run_async(
     timeout: Optional[float] = ...,
     grace: Optional[float] = ...,
     wait_delay: Optional[float] = ...,
+    idle_timeout: Optional[float] = ...,
+    max_output: Optional[int] = ...,
     signal: Union[str, int, None] = ...,
     leftovers: Optional[_Leftovers] = ...,
     capture_limit: Optional[int] = ...,
@@ -155,6 +161,8 @@ def spawn(
     timeout: Optional[float] = ...,
     grace: Optional[float] = ...,
     wait_delay: Optional[float] = ...,
+    idle_timeout: Optional[float] = ...,
+    max_output: Optional[int] = ...,
     signal: Union[str, int, None] = ...,
     leftovers: Optional[_Leftovers] = ...,
     capture_limit: Optional[int] = ...,
