@@ -11,6 +11,9 @@
 //!     └──── tree empty, or window over with no progress: survivors
 //! ```
 //!
+//! ("deadline" includes the idle timeout, and the output limit is one more
+//! reason to terminate: see [`Reason`].)
+//!
 //! [`decide`] is pure: from the phase, what was observed, the clock and
 //! the run's [`Policy`] it computes the next phase and the [`Action`]s to
 //! take. It sends nothing itself. What is expensive or has to be asked of
