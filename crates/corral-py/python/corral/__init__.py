@@ -135,6 +135,7 @@ class Result:
         "args",
         "report",
         "outcome",
+        "timeout_kind",
         "returncode",
         "exit_code",
         "signal",
