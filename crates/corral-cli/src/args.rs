@@ -431,9 +431,11 @@ pub struct SignalPlan {
 const RUN_AFTER_HELP: &str = "\
 Exit status:
   N      the program exited with N, and every lifecycle step was clean
+  122    the output passed --max-output (the tree was terminated)
   123    the program exited, but a descendant held its output past the wait
          delay (the holders were killed)
-  124    timed out (the tree was terminated)
+  124    timed out: the deadline, or --idle-timeout without output (the
+         tree was terminated; the report's timeout_kind says which)
   125    corral failed: usage, containment (also --require-crash-safety when
          crash safety cannot be had), cleanup (survivors), report, out of
          file descriptors (EMFILE: the message gives the soft and hard
@@ -444,7 +446,7 @@ Exit status:
          corral received signal N (INT, TERM, HUP, QUIT, USR1, USR2, ...),
          passed it on to the tree, and exited
   With --preserve-status: the program's own status (128+N if killed) for
-  123 and 124 too.
+  122, 123 and 124 too.
 
 Signals: -t alone kills the tree with SIGKILL at the deadline. -k D sends
 -s SIG (default TERM) first, then SIGKILL D later if anything is left. -s SIG
@@ -465,14 +467,17 @@ it is a terminal or a regular file, the program writes there directly
 (bytes are not counted: null in the report) and corral does not wait for
 it: after the program exits, a descendant that still writes there is
 treated only by --leftovers (kept after a clean exit 0 under
-keep-on-success; use --leftovers kill to leave nothing behind).
+keep-on-success; use --leftovers kill to leave nothing behind). With
+--idle-timeout or --max-output a regular file is relayed too (counted and
+capped); a terminal never is.
 
 Terminal: in the foreground of a terminal, the tree gets the foreground
 while it runs. Ctrl-Z stops the tree and corral (the shell gets the
 terminal back); fg continues both.
 
 Report (--report): one JSON object: outcome (exited, signaled, timed_out,
-cancelled, output_held, spawn_failed, containment_failed, cleanup_failed),
+cancelled, output_held, output_limit, spawn_failed, containment_failed,
+cleanup_failed), timeout_kind (deadline or idle on timed_out, else null),
 exit_code, signal (the raw number), signal_name, containment, killed, kept,
 duration_ms, stdout_bytes / stderr_bytes (null when passed through), output
 (relayed or passed_through per stream), error, pid, signals_sent,
