@@ -62,6 +62,8 @@ impl OutputMeter {
     }
 
     /// Whether a limit is set.
+    /// (Used by the zero-copy relay, Linux only.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn is_limited(&self) -> bool {
         self.limit != u64::MAX
     }
@@ -71,6 +73,8 @@ impl OutputMeter {
     /// moved); what was not moved is given back with
     /// [`unreserve`](Self::unreserve). Returns what was granted (0: the
     /// limit is reached).
+    /// (Used by the zero-copy relay, Linux only.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn reserve(&self, want: u64) -> u64 {
         let mut seen = self.seen.load(Ordering::Relaxed);
         loop {
@@ -91,6 +95,8 @@ impl OutputMeter {
     }
 
     /// Gives back reserved bytes that were not moved.
+    /// (Used by the zero-copy relay, Linux only.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn unreserve(&self, n: u64) {
         if n > 0 {
             self.seen.fetch_sub(n, Ordering::Relaxed);
@@ -98,6 +104,8 @@ impl OutputMeter {
     }
 
     /// Output was seen now (for the idle timer, if there is one).
+    /// (Used by the zero-copy relay, Linux only.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn saw_output(&self) {
         if self.idle {
             self.touch();
