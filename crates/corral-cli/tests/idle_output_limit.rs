@@ -232,3 +232,61 @@ max_output = "64K"
     assert_eq!(flood["outcome"], "output_limit");
     assert!(count(&flood, "stdout_bytes") > 64 * 1024);
 }
+
+/// stdout and stderr both a terminal: corral sees no output, so nothing
+/// could restart the idle timer: `--idle-timeout` is refused (125), the
+/// program never runs, and the message says why.
+#[test]
+fn idle_timeout_is_refused_when_no_stream_is_seen() {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain libc calls on a descriptor we own; ptsname's static
+    // buffer is copied at once (this test opens one terminal).
+    let (master, slave_path) = unsafe {
+        let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(m >= 0, "posix_openpt");
+        assert_eq!(libc::grantpt(m), 0);
+        assert_eq!(libc::unlockpt(m), 0);
+        let name = std::ffi::CStr::from_ptr(libc::ptsname(m))
+            .to_string_lossy()
+            .into_owned();
+        (std::fs::File::from_raw_fd(m), name)
+    };
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&slave_path)
+        .unwrap();
+    let s = corral_testkit::Scratch::new();
+    let marker = s.path("ran");
+    let script = format!("touch {}", marker.display());
+    let mut c = corral(
+        &s,
+        ["run", "--idle-timeout", "1s", "--", "sh", "-c", &script],
+    );
+    c.stdout(slave.try_clone().unwrap()).stderr(slave);
+    let mut reader = master;
+    let seen = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        let mut text = String::new();
+        while let Ok(n) = std::io::Read::read(&mut reader, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+            if text.contains("idle") {
+                break;
+            }
+        }
+        text
+    });
+    let status = c.status().unwrap();
+    assert_eq!(status.code(), Some(125));
+    assert!(!marker.exists(), "the program ran");
+    // The last slave copies go with the command: the reader then ends.
+    drop(c);
+    let text = seen.join().unwrap();
+    assert!(
+        text.contains("--idle-timeout needs output corral sees"),
+        "{text}"
+    );
+}
