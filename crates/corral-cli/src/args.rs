@@ -198,6 +198,10 @@ Task keys:
   cwd           working directory, relative to the manifest's directory
   env           variables added to corral's environment (task wins)
   timeout       time per run (\"500ms\", \"1m30s\", or seconds) [none]
+  idle_timeout  end a run that wrote nothing to stdout or stderr for this
+                long (timed_out, timeout_kind idle) [none]
+  max_output    end a run whose stdout and stderr together pass this many
+                bytes (\"10M\"; outcome output_limit) [none]
   wait_delay    how long descendants may hold the output after the exit [2s]
   grace         time between the first signal and SIGKILL [0]
   signal        the first signal when there is a grace [TERM]
@@ -265,6 +269,25 @@ pub struct RunOpts {
     /// no limit, as with `timeout 0`.
     #[arg(short = 't', long, value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Option<Duration>,
+
+    /// Terminate the tree (like the timeout: exit 124, timeout_kind idle)
+    /// when the program wrote nothing to its stdout or stderr for this
+    /// long. The timer starts at the spawn and runs until the run ends,
+    /// the wait delay included. Only output corral relays counts: a
+    /// terminal passed through cannot restart it, so when neither stdout
+    /// nor stderr is relayed (both are terminals) the option is refused
+    /// (exit 125).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub idle_timeout: Option<Duration>,
+
+    /// Terminate the tree when the program wrote more than BYTES to its
+    /// stdout and stderr together (K, M, G suffixes): BYTES are relayed,
+    /// byte BYTES+1 ends the run (outcome output_limit, exit 122; the
+    /// report's byte counts say how many bytes corral read from each
+    /// stream, the dropped ones included). Output passed through to a
+    /// terminal is not counted.
+    #[arg(long = "max-output", value_parser = parse_bytes, value_name = "BYTES")]
+    pub max_output: Option<u64>,
 
     /// After the program exits, how long its descendants may hold its
     /// output open (when corral relays it: a pipe or socket) before they
@@ -414,9 +437,11 @@ pub struct SignalPlan {
 const RUN_AFTER_HELP: &str = "\
 Exit status:
   N      the program exited with N, and every lifecycle step was clean
+  122    the output passed --max-output (the tree was terminated)
   123    the program exited, but a descendant held its output past the wait
          delay (the holders were killed)
-  124    timed out (the tree was terminated)
+  124    timed out: the deadline, or --idle-timeout without output (the
+         tree was terminated; the report's timeout_kind says which)
   125    corral failed: usage, containment (also --require-crash-safety when
          crash safety cannot be had), cleanup (survivors), report, out of
          file descriptors (EMFILE: the message gives the soft and hard
@@ -427,7 +452,7 @@ Exit status:
          corral received signal N (INT, TERM, HUP, QUIT, USR1, USR2, ...),
          passed it on to the tree, and exited
   With --preserve-status: the program's own status (128+N if killed) for
-  123 and 124 too.
+  122, 123 and 124 too.
 
 Signals: -t alone kills the tree with SIGKILL at the deadline. -k D sends
 -s SIG (default TERM) first, then SIGKILL D later if anything is left. -s SIG
@@ -448,14 +473,17 @@ it is a terminal or a regular file, the program writes there directly
 (bytes are not counted: null in the report) and corral does not wait for
 it: after the program exits, a descendant that still writes there is
 treated only by --leftovers (kept after a clean exit 0 under
-keep-on-success; use --leftovers kill to leave nothing behind).
+keep-on-success; use --leftovers kill to leave nothing behind). With
+--idle-timeout or --max-output a regular file is relayed too (counted and
+capped); a terminal never is.
 
 Terminal: in the foreground of a terminal, the tree gets the foreground
 while it runs. Ctrl-Z stops the tree and corral (the shell gets the
 terminal back); fg continues both.
 
 Report (--report): one JSON object: outcome (exited, signaled, timed_out,
-cancelled, output_held, spawn_failed, containment_failed, cleanup_failed),
+cancelled, output_held, output_limit, spawn_failed, containment_failed,
+cleanup_failed), timeout_kind (deadline or idle on timed_out, else null),
 exit_code, signal (the raw number), signal_name, containment, killed, kept,
 duration_ms, stdout_bytes / stderr_bytes (null when passed through), output
 (relayed or passed_through per stream), error, pid, signals_sent,

@@ -2,6 +2,7 @@
 
 use corral::{Error, Outcome, Report, RootStatus, SpawnErrorKind};
 
+pub const OUTPUT_LIMIT: i32 = 122;
 pub const OUTPUT_HELD: i32 = 123;
 pub const TIMED_OUT: i32 = 124;
 pub const CORRAL_FAILED: i32 = 125;
@@ -24,7 +25,12 @@ pub fn for_run(report: &Report, received: Option<i32>, preserve_status: bool) ->
     if let (Some(sig), Outcome::Cancelled) = (received, report.outcome) {
         return 128 + sig;
     }
-    if preserve_status && matches!(report.outcome, Outcome::TimedOut | Outcome::OutputHeld) {
+    if preserve_status
+        && matches!(
+            report.outcome,
+            Outcome::TimedOut | Outcome::OutputHeld | Outcome::OutputLimit
+        )
+    {
         if let Some(c) = report.root.and_then(RootStatus::code) {
             return c;
         }
@@ -37,6 +43,7 @@ pub fn for_run(report: &Report, received: Option<i32>, preserve_status: bool) ->
         Outcome::Signaled(sig) => 128 + sig.as_raw(),
         Outcome::TimedOut => TIMED_OUT,
         Outcome::OutputHeld => OUTPUT_HELD,
+        Outcome::OutputLimit => OUTPUT_LIMIT,
         // Cancelled, and any outcome a later corral adds: corral's failure.
         _ => CORRAL_FAILED,
     }

@@ -11,6 +11,7 @@ use corral::{Error, Report};
 /// The report's fields, in the order they are written (the schema's).
 const FIELDS: &[&str] = &[
     "outcome",
+    "timeout_kind",
     "exit_code",
     "signal",
     "signal_name",

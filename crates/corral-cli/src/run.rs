@@ -78,13 +78,30 @@ pub fn run(opts: RunOpts) -> i32 {
     if let Some(t) = plan.timeout {
         cmd.timeout(t);
     }
+    if let Some(t) = opts.idle_timeout {
+        cmd.idle_timeout(t);
+    }
+    if let Some(n) = opts.max_output {
+        cmd.output_limit(n);
+    }
     if let Some(m) = opts.memory_max {
         cmd.memory_max(m);
     }
     if let Some(n) = opts.pids_max {
         cmd.pids_max(n);
     }
-    let relayed = [wire(&mut cmd, 1), wire(&mut cmd, 2)];
+    // A file is relayed too when corral must see the output (to count it
+    // or to restart the idle timer); a terminal always stays a terminal.
+    let watch = opts.idle_timeout.is_some() || opts.max_output.is_some();
+    let relayed = [wire(&mut cmd, 1, watch), wire(&mut cmd, 2, watch)];
+    if opts.idle_timeout.is_some() && !relayed.iter().any(|&r| r) {
+        say(format_args!(
+            "--idle-timeout needs output corral sees: stdout and stderr are both terminals \
+             passed through, whose output cannot restart the idle timer (redirect or pipe one \
+             of them)"
+        ));
+        return exit::CORRAL_FAILED;
+    }
 
     let token = CancelToken::new();
     cmd.cancel_token(&token);
@@ -274,10 +291,17 @@ fn verbose_line(
             "the program was killed by {s} (signal {}) after {took}, not sent by corral",
             s.as_raw()
         ),
+        Outcome::TimedOut if r.timeout_kind == Some(corral::TimeoutKind::Idle) => {
+            format!("timed out after {took}: no output for the idle timeout")
+        }
         Outcome::TimedOut => match timeout {
             Some(t) => format!("timed out after {} (the run took {took})", fmt_ms(t)),
             None => format!("timed out (the run took {took})"),
         },
+        Outcome::OutputLimit => format!(
+            "the program's output passed the limit after {took} ({} bytes)",
+            r.stdout.total_bytes() + r.stderr.total_bytes()
+        ),
         Outcome::OutputHeld => format!(
             "the program exited, but a descendant held its output past the {} wait delay ({took})",
             fmt_ms(wait_delay)
@@ -342,7 +366,7 @@ fn write_report(path: &std::path::Path, json: &JsonReport) -> std::io::Result<()
 /// a pipe or socket (so corral's caller sees EOF in bounded time, whatever
 /// the tree does with its copy). Returns whether it relays.
 #[cfg(unix)]
-fn wire(cmd: &mut Command, fd: i32) -> bool {
+fn wire(cmd: &mut Command, fd: i32, files_too: bool) -> bool {
     use std::os::fd::{AsFd, BorrowedFd};
     // SAFETY: fds 1 and 2 are open for the life of the process (std opens
     // /dev/null on a closed one at start-up; a failing fstat is handled); the
@@ -355,7 +379,7 @@ fn wire(cmd: &mut Command, fd: i32) -> bool {
             matches!(
                 ft,
                 rustix::fs::FileType::Fifo | rustix::fs::FileType::Socket
-            )
+            ) || (files_too && ft == rustix::fs::FileType::RegularFile)
         }
         Err(_) => false,
     };
@@ -376,7 +400,7 @@ fn wire(cmd: &mut Command, fd: i32) -> bool {
 }
 
 #[cfg(not(unix))]
-fn wire(cmd: &mut Command, fd: i32) -> bool {
+fn wire(cmd: &mut Command, fd: i32, _files_too: bool) -> bool {
     if fd == 1 {
         cmd.stdout(Output::inherit());
     } else {

@@ -241,6 +241,8 @@ fn parse(args: &[OsString]) -> Result<Parsed, Option<String>> {
     let command: Vec<OsString> = operands[1..].to_vec();
     Ok(Parsed::Run(Box::new(RunOpts {
         timeout: Some(duration),
+        idle_timeout: None,
+        max_output: None,
         wait_delay: Duration::from_secs(2),
         // `-k 0` disables the kill: corral's own escalation then applies.
         grace: seen.kill_after.filter(|k| !k.is_zero()),

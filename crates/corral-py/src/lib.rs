@@ -648,7 +648,7 @@ fn os_strerror(e: &std::io::Error) -> String {
 #[pyfunction]
 #[pyo3(signature = (argv, *, cwd=None, env=None, input=None, stdin="null".to_owned(),
     stdin_fd=None, stdout=None, stderr=None, stdout_relay=None, stderr_relay=None, timeout=None, grace=None, wait_delay=None,
-    signal=None, leftovers=None, capture_limit=None, containment="auto".to_owned(),
+    idle_timeout=None, max_output=None, signal=None, leftovers=None, capture_limit=None, containment="auto".to_owned(),
     confirm_window=None, memory_max=None, pids_max=None, require_crash_safety=false,
     program=None, keep_fds=None, restore_signals=true, new_session=false, uid=None, gid=None,
     groups=None, umask=None))]
@@ -668,6 +668,8 @@ fn start(
     timeout: Option<f64>,
     grace: Option<f64>,
     wait_delay: Option<f64>,
+    idle_timeout: Option<f64>,
+    max_output: Option<u64>,
     signal: Option<Bound<'_, PyAny>>,
     leftovers: Option<String>,
     capture_limit: Option<usize>,
@@ -748,6 +750,12 @@ fn start(
     }
     if let Some(t) = wait_delay {
         cmd.wait_delay(secs(t, "wait_delay")?);
+    }
+    if let Some(t) = idle_timeout {
+        cmd.idle_timeout(secs(t, "idle_timeout")?);
+    }
+    if let Some(n) = max_output {
+        cmd.output_limit(n);
     }
     if let Some(t) = confirm_window {
         cmd.confirm_window(secs(t, "confirm_window")?);
@@ -878,6 +886,10 @@ fn dur(d: Duration) -> f64 {
 fn report_dict(py: Python<'_>, r: Report) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("outcome", r.outcome_name())?;
+    d.set_item(
+        "timeout_kind",
+        r.timeout_kind.map(corral::TimeoutKind::name),
+    )?;
     d.set_item("returncode", r.exit_code())?;
     let exit_code = r.root.and_then(RootStatus::code);
     let signal = r.root.and_then(RootStatus::signal).map(|s| s.as_raw());

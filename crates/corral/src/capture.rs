@@ -5,6 +5,131 @@
 //! runaway writer costs at most the cap, and a reader still sees how the
 //! output began and how it ended.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// What the output limit and the idle timer need from every stream of a
+/// run, shared with the threads that read them (the zero-copy relay): the
+/// bytes let through against the limit, whether one more was refused, and
+/// when output was last seen. Made only for a run with an output limit or
+/// an idle timeout; each read costs one atomic add (and, with an idle
+/// timeout, a clock read).
+#[derive(Debug)]
+pub(crate) struct OutputMeter {
+    /// Bytes the streams together may carry (`u64::MAX`: no limit).
+    limit: u64,
+    /// Bytes the streams carried (the refused included).
+    seen: AtomicU64,
+    /// A byte past the limit was seen.
+    over: AtomicBool,
+    /// The last output seen, in nanoseconds after `start` (with an idle
+    /// timeout).
+    idle: bool,
+    start: Instant,
+    last: AtomicU64,
+}
+
+impl OutputMeter {
+    pub(crate) fn new(limit: Option<u64>, idle: bool, start: Instant) -> OutputMeter {
+        OutputMeter {
+            limit: limit.unwrap_or(u64::MAX),
+            seen: AtomicU64::new(0),
+            over: AtomicBool::new(false),
+            idle,
+            start,
+            last: AtomicU64::new(0),
+        }
+    }
+
+    /// `n` bytes arrived on some stream: returns how many of them are
+    /// within the limit (to be captured or relayed; the rest is dropped,
+    /// and the limit is then passed).
+    pub(crate) fn admit(&self, n: usize) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        if self.idle {
+            self.touch();
+        }
+        let before = self.seen.fetch_add(n as u64, Ordering::Relaxed);
+        let room = self.limit.saturating_sub(before);
+        if room < n as u64 {
+            self.over.store(true, Ordering::SeqCst);
+            room as usize
+        } else {
+            n
+        }
+    }
+
+    /// Whether a limit is set.
+    /// (Used by the zero-copy relay, Linux only.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn is_limited(&self) -> bool {
+        self.limit != u64::MAX
+    }
+
+    /// Takes up to `want` bytes of what is left within the limit before
+    /// moving them (the zero-copy relay, which cannot take back what it
+    /// moved); what was not moved is given back with
+    /// [`unreserve`](Self::unreserve). Returns what was granted (0: the
+    /// limit is reached).
+    /// (Used by the zero-copy relay, Linux only.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn reserve(&self, want: u64) -> u64 {
+        let mut seen = self.seen.load(Ordering::Relaxed);
+        loop {
+            let grant = self.limit.saturating_sub(seen).min(want);
+            if grant == 0 {
+                return 0;
+            }
+            match self.seen.compare_exchange_weak(
+                seen,
+                seen + grant,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return grant,
+                Err(now) => seen = now,
+            }
+        }
+    }
+
+    /// Gives back reserved bytes that were not moved.
+    /// (Used by the zero-copy relay, Linux only.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn unreserve(&self, n: u64) {
+        if n > 0 {
+            self.seen.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Output was seen now (for the idle timer, if there is one).
+    /// (Used by the zero-copy relay, Linux only.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn saw_output(&self) {
+        if self.idle {
+            self.touch();
+        }
+    }
+
+    /// Whether the output passed the limit.
+    pub(crate) fn is_over(&self) -> bool {
+        self.over.load(Ordering::SeqCst)
+    }
+
+    /// Output was seen now.
+    fn touch(&self) {
+        let at = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last.fetch_max(at, Ordering::Relaxed);
+    }
+
+    /// When output was last seen (the start when none was).
+    pub(crate) fn last_output(&self) -> Instant {
+        let at = Duration::from_nanos(self.last.load(Ordering::Relaxed));
+        self.start.checked_add(at).unwrap_or(self.start)
+    }
+}
+
 /// One captured output stream: head and tail kept, the middle counted.
 ///
 /// The reader fills the capture's own storage (`spare` then

@@ -165,6 +165,38 @@ impl Command {
         self
     }
 
+    /// The longest the program may stay silent: when no output arrived on
+    /// any stream corral sees (captured or relayed stdout and stderr) for
+    /// `d`, the tree is terminated like at the deadline (first signal,
+    /// [`grace`](Self::grace), SIGKILL) and the outcome is
+    /// [`Outcome::TimedOut`](crate::Outcome::TimedOut) with
+    /// [`Report::timeout_kind`](crate::Report::timeout_kind)
+    /// [`Idle`](crate::TimeoutKind::Idle). The timer starts at the spawn,
+    /// every byte seen restarts it, and it runs until the run ends, the
+    /// wait delay included; the first of the deadline, the idle timeout
+    /// and the end of the wait delay decides. Output corral does not see
+    /// (inherited, a file, null) cannot restart it: spawning with an idle
+    /// timeout and neither stream captured nor relayed is an
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput).
+    pub fn idle_timeout(&mut self, d: Duration) -> &mut Command {
+        self.settings.idle_timeout = Some(d);
+        self
+    }
+
+    /// The most bytes the program may write to its captured or relayed
+    /// stdout and stderr together: `bytes` are allowed, byte `bytes + 1`
+    /// ends the run. No more than `bytes` are captured or relayed (the
+    /// rest is dropped), the tree is terminated like at the deadline and
+    /// the outcome is [`Outcome::OutputLimit`](crate::Outcome::OutputLimit).
+    /// The report's byte counts ([`Captured::total_bytes`](crate::Captured::total_bytes))
+    /// then say how many bytes corral read from each stream before the end
+    /// of the run, the dropped ones included (at least `bytes + 1` in all).
+    /// Streams corral does not see are not counted.
+    pub fn output_limit(&mut self, bytes: u64) -> &mut Command {
+        self.settings.output_limit = Some(bytes);
+        self
+    }
+
     /// An absolute deadline (the earlier of this and the timeout wins).
     pub fn deadline(&mut self, at: Instant) -> &mut Command {
         self.settings.deadline = Some(at);

@@ -80,7 +80,7 @@ pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::Running;
 pub use report::{
     CleanupError, CrashSafety, Leftovers, LimitHit, Mechanism, Outcome, Report, RootStatus,
-    RunError, Timings, UnknownMechanism, Usage,
+    RunError, TimeoutKind, Timings, UnknownMechanism, Usage,
 };
 pub use signal::{Signal, UnknownSignal};
 pub use spec::{Input, LeftoverPolicy, LineCallback, Output, Stream};

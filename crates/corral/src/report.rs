@@ -61,7 +61,8 @@ pub enum Outcome {
     Exited(i32),
     /// The root was ended by a signal that corral did not send.
     Signaled(#[cfg_attr(feature = "serde", serde(with = "crate::signal::as_number"))] Signal),
-    /// The deadline passed; the tree was terminated.
+    /// The deadline passed, or the idle timeout (no output for that long):
+    /// the tree was terminated. [`Report::timeout_kind`] says which.
     TimedOut,
     /// The run was cancelled; the tree was terminated.
     Cancelled,
@@ -69,6 +70,33 @@ pub enum Outcome {
     /// descendant when the wait delay ended; the holders were killed. The
     /// root's own status is in [`Report::root`].
     OutputHeld,
+    /// The program wrote more than the output limit
+    /// ([`Command::output_limit`](crate::Command::output_limit)) to its
+    /// captured or relayed streams; the tree was terminated.
+    OutputLimit,
+}
+
+/// Which limit ended a [`Outcome::TimedOut`] run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum TimeoutKind {
+    /// The deadline ([`Command::timeout`](crate::Command::timeout) or
+    /// [`Command::deadline`](crate::Command::deadline)).
+    Deadline,
+    /// No output for the idle timeout ([`Command::idle_timeout`](crate::Command::idle_timeout)).
+    Idle,
+}
+
+impl TimeoutKind {
+    /// The name used in JSON reports: `deadline` or `idle`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeoutKind::Deadline => "deadline",
+            TimeoutKind::Idle => "idle",
+        }
+    }
 }
 
 impl Outcome {
@@ -80,6 +108,7 @@ impl Outcome {
             Outcome::TimedOut => "timed_out",
             Outcome::Cancelled => "cancelled",
             Outcome::OutputHeld => "output_held",
+            Outcome::OutputLimit => "output_limit",
         }
     }
 }
@@ -308,6 +337,8 @@ impl CrashSafety {
 pub struct Report {
     /// What happened.
     pub outcome: Outcome,
+    /// Which limit fired on a [`Outcome::TimedOut`] run (`None` otherwise).
+    pub timeout_kind: Option<TimeoutKind>,
     /// The root's real exit status, when it was observed (also after a
     /// timeout or with held output).
     pub root: Option<RootStatus>,
@@ -378,6 +409,7 @@ impl Report {
     pub fn synthetic(outcome: Outcome, mechanism: Mechanism) -> Report {
         Report {
             outcome,
+            timeout_kind: None,
             root: None,
             pid: 0,
             containment: mechanism,
@@ -432,7 +464,11 @@ impl Report {
     pub fn error_message(&self) -> Option<String> {
         match (&self.cleanup_error, self.outcome) {
             (Some(e), _) => Some(e.to_string()),
-            (None, Outcome::TimedOut) => Some("timed out".into()),
+            (None, Outcome::TimedOut) => Some(match self.timeout_kind {
+                Some(TimeoutKind::Idle) => "timed out: no output for the idle timeout".into(),
+                _ => "timed out".into(),
+            }),
+            (None, Outcome::OutputLimit) => Some("output passed the limit".into()),
             (None, Outcome::Cancelled) => Some("cancelled".into()),
             (None, Outcome::OutputHeld) => Some(format!(
                 "output still held open by a descendant when the wait delay ended; {} holder(s) killed",
@@ -473,6 +509,7 @@ fn run_error_message(outcome: Outcome, cleanup: Option<&CleanupError>) -> String
         Outcome::OutputHeld => {
             "a descendant held the command's output open past the wait delay".into()
         }
+        Outcome::OutputLimit => "the command's output passed the limit".into(),
     }
 }
 
@@ -526,8 +563,12 @@ mod json {
                 .cleanup_error
                 .as_ref()
                 .map_or(&[][..], |e| e.survivors());
-            let mut st = s.serialize_struct("Report", 20)?;
+            let mut st = s.serialize_struct("Report", 21)?;
             st.serialize_field("outcome", self.outcome_name())?;
+            st.serialize_field(
+                "timeout_kind",
+                &self.timeout_kind.map(super::TimeoutKind::name),
+            )?;
             st.serialize_field("exit_code", &exit_code)?;
             st.serialize_field("signal", &signal.map(|s| s.as_raw()))?;
             st.serialize_field("signal_name", &signal.map(|s| s.to_string()))?;

@@ -253,6 +253,10 @@ pub(crate) struct Settings {
     pub(crate) line_limit: usize,
     pub(crate) require_crash_safety: bool,
     pub(crate) sigpipe_ignored: bool,
+    /// No output on any seen stream for this long ends the run.
+    pub(crate) idle_timeout: Option<Duration>,
+    /// Bytes the captured/relayed streams may carry together.
+    pub(crate) output_limit: Option<u64>,
 }
 
 impl Default for Settings {
@@ -269,6 +273,8 @@ impl Default for Settings {
             line_limit: 4 << 20,
             require_crash_safety: false,
             sigpipe_ignored: false,
+            idle_timeout: None,
+            output_limit: None,
         }
     }
 }

@@ -152,7 +152,16 @@ pub fn classify(
     let Some(code) = report.exit_code() else {
         let why = match (&report.cleanup_error, report.outcome) {
             (Some(e), _) => format!("cleanup failed: {e}"),
-            (None, Outcome::TimedOut) => "timed out".into(),
+            (None, Outcome::TimedOut) => match report.timeout_kind {
+                Some(corral::TimeoutKind::Idle) => {
+                    "timed out (no output for the idle timeout)".into()
+                }
+                _ => "timed out".into(),
+            },
+            (None, Outcome::OutputLimit) => format!(
+                "output passed the limit ({} bytes written)",
+                report.stdout.total_bytes() + report.stderr.total_bytes()
+            ),
             (None, Outcome::Cancelled) => match stop {
                 Some(s) => format!("cancelled ({s})"),
                 None => "cancelled".into(),

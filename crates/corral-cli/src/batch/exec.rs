@@ -448,6 +448,12 @@ impl Batch {
         if let Some(m) = t.memory_max {
             cmd.memory_max(m);
         }
+        if let Some(d) = t.idle_timeout {
+            cmd.idle_timeout(d);
+        }
+        if let Some(n) = t.max_output {
+            cmd.output_limit(n);
+        }
         if let Some(p) = t.pids_max {
             cmd.pids_max(p);
         }

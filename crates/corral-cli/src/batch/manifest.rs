@@ -60,6 +60,10 @@ pub struct Task {
     pub cwd: Option<PathBuf>,
     pub env: Vec<(String, String)>,
     pub timeout: Option<Duration>,
+    /// No output for this long ends a run (timed_out, kind idle).
+    pub idle_timeout: Option<Duration>,
+    /// Bytes of stdout and stderr together a run may write.
+    pub max_output: Option<u64>,
     pub wait_delay: Duration,
     pub grace: Duration,
     pub signal: Signal,
@@ -106,11 +110,17 @@ impl Task {
     fn canonical(&self) -> String {
         // Keys added later are written only when set, so the fingerprint
         // of a manifest that does not use them stays what it was.
-        let later = if self.require_crash_safety {
-            " require_crash_safety=true"
+        let mut later = if self.require_crash_safety {
+            " require_crash_safety=true".to_owned()
         } else {
-            ""
+            String::new()
         };
+        if let Some(d) = self.idle_timeout {
+            later.push_str(&format!(" idle_timeout={}", d.as_nanos()));
+        }
+        if let Some(n) = self.max_output {
+            later.push_str(&format!(" max_output={n}"));
+        }
         format!(
             "name={:?} argv={:?} cwd={:?} env={:?} timeout={:?} wait_delay={:?} grace={:?} signal={} leftovers={:?} repeat={} expect_exit={} result_event={:?} retries={} warmup={} serial={} memory_max={:?} pids_max={:?} containment={:?}{later}\n",
             self.name,
@@ -283,6 +293,8 @@ struct RawDefaults {
     cwd: Option<String>,
     env: Option<BTreeMap<String, String>>,
     timeout: Option<Dur>,
+    idle_timeout: Option<Dur>,
+    max_output: Option<Bytes>,
     wait_delay: Option<Dur>,
     grace: Option<Dur>,
     signal: Option<Sig>,
@@ -308,6 +320,8 @@ struct RawTask {
     cwd: Option<String>,
     env: Option<BTreeMap<String, String>>,
     timeout: Option<Dur>,
+    idle_timeout: Option<Dur>,
+    max_output: Option<Bytes>,
     wait_delay: Option<Dur>,
     grace: Option<Dur>,
     signal: Option<Sig>,
@@ -558,6 +572,8 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
                 .or(defaults.timeout)
                 .map(|d| d.0)
                 .filter(|d| !d.is_zero()),
+            idle_timeout: t.idle_timeout.or(defaults.idle_timeout).map(|d| d.0),
+            max_output: t.max_output.or(defaults.max_output).map(|b| b.0),
             wait_delay: t
                 .wait_delay
                 .or(defaults.wait_delay)

@@ -259,6 +259,7 @@ pub const OUTCOMES: &[&str] = &[
     "signaled",
     "timed_out",
     "cancelled",
+    "output_limit",
     "output_held",
     "spawn_failed",
     "containment_failed",
@@ -407,10 +408,23 @@ pub fn check_report(v: &Value) {
             assert!(v["signal"].is_i64(), "signaled without signal: {v}");
             assert!(v["exit_code"].is_null(), "signaled with exit_code: {v}");
         }
-        "spawn_failed" | "containment_failed" | "cleanup_failed" | "timed_out" | "output_held" => {
+        "spawn_failed" | "containment_failed" | "cleanup_failed" | "timed_out" | "output_held"
+        | "output_limit" => {
             assert!(v["error"].is_string(), "{outcome} without error: {v}");
         }
         _ => {}
+    }
+    // Which timeout fired: only on a timed_out run, and then always.
+    if v.get("timeout_kind").is_some() {
+        let kind = &v["timeout_kind"];
+        if outcome == "timed_out" {
+            assert!(
+                kind == "deadline" || kind == "idle",
+                "timed_out without timeout_kind: {v}"
+            );
+        } else {
+            assert!(kind.is_null(), "timeout_kind on {outcome}: {v}");
+        }
     }
 }
 

@@ -58,6 +58,7 @@ __all__ = [
     "TimeoutExpired",
     "CalledProcessError",
     "OutputHeld",
+    "OutputLimitExceeded",
     "Signaled",
     "Cancelled",
     "CleanupFailed",
@@ -133,7 +134,9 @@ class Result(subprocess.CompletedProcess):
     corral's report.
 
     ``outcome``: ``"exited"``, ``"signaled"``, ``"timed_out"``,
-    ``"cancelled"``, ``"output_held"`` or ``"cleanup_failed"``.
+    ``"cancelled"``, ``"output_held"``, ``"output_limit"`` or
+    ``"cleanup_failed"``; ``timeout_kind``: ``"deadline"`` or ``"idle"`` on
+    a ``"timed_out"`` run, else None.
     ``returncode``: as in ``subprocess``, how the command itself ended: its
     exit code, or ``-N`` when signal N ended it (None if it never ended, which
     only a cleanup failure leaves). Whether every lifecycle step was clean is
@@ -160,6 +163,7 @@ class Result(subprocess.CompletedProcess):
         "args",
         "report",
         "outcome",
+        "timeout_kind",
         "returncode",
         "exit_code",
         "signal",
@@ -191,6 +195,7 @@ class Result(subprocess.CompletedProcess):
         self.args = args
         self.report = report
         self.outcome: str = report["outcome"]
+        self.timeout_kind: Optional[str] = report.get("timeout_kind")
         self.exit_code: Optional[int] = report["exit_code"]
         self.signal: Optional[int] = report["signal"]
         self.returncode: Optional[int] = _root_status(report)
@@ -290,6 +295,11 @@ class OutputHeld(_ResultError):
     code."""
 
 
+class OutputLimitExceeded(_ResultError):
+    """The command's output passed ``max_output`` bytes; the tree was
+    terminated."""
+
+
 class Signaled(CalledProcessError):
     """The command was ended by a signal corral did not send: a
     ``subprocess.CalledProcessError`` whose ``returncode`` is ``-N``."""
@@ -320,6 +330,8 @@ def _error_for(r: Result) -> Optional[CorralError]:
         return OutputHeld(
             r, f"command {r.args!r} exited ({r.exit_code}) but its output was held open past the wait delay"
         )
+    if r.outcome == "output_limit":
+        return OutputLimitExceeded(r, f"command {r.args!r} wrote more than its output limit")
     if r.outcome == "signaled":
         return Signaled(r)
     if r.outcome == "cancelled":
@@ -530,6 +542,8 @@ def _start(
     timeout: Optional[float] = None,
     grace: Optional[float] = None,
     wait_delay: Optional[float] = None,
+    idle_timeout: Optional[float] = None,
+    max_output: Optional[int] = None,
     signal: Union[str, int, None] = None,
     leftovers: Optional[str] = None,
     capture_limit: Optional[int] = None,
@@ -637,6 +651,8 @@ def _start(
             timeout=timeout,
             grace=grace,
             wait_delay=wait_delay,
+            idle_timeout=idle_timeout,
+            max_output=max_output,
             signal=signal,
             leftovers=leftovers,
             capture_limit=capture_limit,
@@ -654,11 +670,11 @@ def _start(
         if cwd is not None:
             raise _cwd_error(cwd, e) from None
         raise
-    return job, (args, text_mode, encoding, errors, timeout, captured)
+    return job, (args, text_mode, encoding, errors, (timeout, idle_timeout), captured)
 
 
 def _result(job_report: Dict[str, Any], meta: tuple) -> Result:
-    args, text_mode, encoding, errors, timeout, captured = meta
+    args, text_mode, encoding, errors, (timeout, idle_timeout), captured = meta
     r = Result(args, job_report, text_mode, encoding, errors)
     # As subprocess: None for a stream that was not captured (and its byte
     # count: corral did not see those bytes, as the CLI's null).
@@ -668,7 +684,9 @@ def _result(job_report: Dict[str, Any], meta: tuple) -> Result:
     if not captured[1]:
         r.stderr = None
         r.stderr_bytes = None
-    r.timeout = timeout
+    # The limit that fired, for `TimeoutExpired.timeout`: the idle timeout
+    # when it was the one.
+    r.timeout = idle_timeout if r.timeout_kind == "idle" else timeout
     return r
 
 
@@ -738,7 +756,19 @@ def run(*popenargs: Any, check: bool = False, **kwargs: Any) -> Result:
     ``signal="TERM"``, and SIGKILL; default 0: SIGKILL at once),
     ``wait_delay`` (after the command exits, how long descendants may hold
     its output open before they are killed: outcome ``"output_held"``;
-    default 2).
+    default 2), ``idle_timeout`` (the tree is terminated, like at the
+    timeout, when no output arrived on a captured stream for that long:
+    outcome ``"timed_out"`` with ``result.timeout_kind == "idle"``; the
+    timer starts at the spawn and runs until the run ends, wait delay
+    included; ValueError when neither stdout nor stderr is captured).
+
+    ``max_output`` (bytes): stdout and stderr together may carry that many
+    bytes; one more ends the run (outcome ``"output_limit"``): no more than
+    ``max_output`` bytes are kept, the tree is terminated like at the
+    timeout, and ``stdout_bytes``/``stderr_bytes`` count every byte read,
+    the dropped ones included. ``result.timeout_kind`` says which limit
+    ended a ``"timed_out"`` run (``"deadline"`` or ``"idle"``; None
+    otherwise).
 
     ``leftovers``: what happens to descendants still running after a clean
     exit: ``"keep-on-success"`` (default: kept after exit 0, killed after

@@ -10,7 +10,7 @@ __version__: str
 _Args = Union[str, bytes, os.PathLike, Sequence[Union[str, bytes, os.PathLike]]]
 _Stream = Union[None, int, IO[Any]]
 _Env = Mapping[Union[str, bytes], Union[str, bytes]]
-_Outcome = Literal["exited", "signaled", "timed_out", "cancelled", "output_held", "cleanup_failed"]
+_Outcome = Literal["exited", "signaled", "timed_out", "cancelled", "output_held", "output_limit", "cleanup_failed"]
 _Leftovers = Literal["keep-on-success", "kill", "keep"]
 _Containment = Literal["auto", "cgroup", "pid_namespace", "subreaper", "process_group", "job_object"]
 
@@ -37,6 +37,7 @@ class Result(subprocess.CompletedProcess[Any]):
     args: Any
     report: Dict[str, Any]
     outcome: _Outcome
+    timeout_kind: Optional[Literal["deadline", "idle"]]
     returncode: Optional[int]  # type: ignore[assignment]  # None only if the command never ended (cleanup failure)
     exit_code: Optional[int]
     signal: Optional[int]
@@ -82,6 +83,7 @@ class CalledProcessError(CorralError, subprocess.CalledProcessError):
     def __init__(self, result: Result) -> None: ...
 
 class OutputHeld(CorralError): ...
+class OutputLimitExceeded(CorralError): ...
 class Signaled(CalledProcessError): ...
 class Cancelled(CorralError): ...
 class CleanupFailed(CorralError): ...
@@ -94,6 +96,8 @@ def run(
     timeout: Optional[float] = ...,
     grace: Optional[float] = ...,
     wait_delay: Optional[float] = ...,
+    idle_timeout: Optional[float] = ...,
+    max_output: Optional[int] = ...,
     signal: Union[str, int, None] = ...,
     leftovers: Optional[_Leftovers] = ...,
     capture_limit: Optional[int] = ...,
@@ -137,6 +141,8 @@ async def run_async(
     timeout: Optional[float] = ...,
     grace: Optional[float] = ...,
     wait_delay: Optional[float] = ...,
+    idle_timeout: Optional[float] = ...,
+    max_output: Optional[int] = ...,
     signal: Union[str, int, None] = ...,
     leftovers: Optional[_Leftovers] = ...,
     capture_limit: Optional[int] = ...,
@@ -196,6 +202,8 @@ def spawn(
     timeout: Optional[float] = ...,
     grace: Optional[float] = ...,
     wait_delay: Optional[float] = ...,
+    idle_timeout: Optional[float] = ...,
+    max_output: Optional[int] = ...,
     signal: Union[str, int, None] = ...,
     leftovers: Optional[_Leftovers] = ...,
     capture_limit: Optional[int] = ...,

@@ -32,6 +32,8 @@ def start(
     timeout: Optional[float] = None,
     grace: Optional[float] = None,
     wait_delay: Optional[float] = None,
+    idle_timeout: Optional[float] = None,
+    max_output: Optional[int] = None,
     signal: Union[int, str, None] = None,
     leftovers: Optional[str] = None,
     capture_limit: Optional[int] = None,

@@ -29,9 +29,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, Wake};
+use crate::capture::OutputMeter;
 use crate::contain::{self, Containment, OsOp, Tracer};
 use crate::report::{
-    CleanupError, CrashSafety, Leftovers, Mechanism, Outcome, Report, RootStatus, Timings,
+    CleanupError, CrashSafety, Leftovers, Mechanism, Outcome, Report, RootStatus, TimeoutKind,
+    Timings,
 };
 use crate::spec::{InputKind, Settings, SharedLineCallback};
 use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
@@ -173,6 +175,9 @@ pub(crate) struct Life {
     poller: Poller,
     waker: Arc<dyn Wake>,
     streams: [Option<StreamIo>; 2],
+    /// The output limit and the idle timer's view of the streams (only
+    /// with one of them set).
+    meter: Option<Arc<OutputMeter>>,
     stdin: Option<StdinFeed>,
     cancel: CancelToken,
     /// Signals asked for by the owner (`AsyncRunning::signal`), sent to the
@@ -254,6 +259,20 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
     }
 
     let io_err = |e: io::Error| Error::spawn(plan.program.to_owned(), e);
+    if settings.idle_timeout.is_some() && !sees_output(&plan.stdout.0, &plan.stderr.0) {
+        return Err(Error::InvalidInput(
+            "an idle timeout needs output corral sees: capture or relay stdout or stderr \
+             (output inherited, sent to a file or to null cannot restart it)"
+                .into(),
+        ));
+    }
+    let meter = (settings.idle_timeout.is_some() || settings.output_limit.is_some()).then(|| {
+        Arc::new(OutputMeter::new(
+            settings.output_limit,
+            settings.idle_timeout.is_some(),
+            Instant::now(),
+        ))
+    });
     let poller = Poller::new().map_err(io_err)?;
     let waker = poller.waker();
 
@@ -275,6 +294,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
             capture_limit: settings.capture_limit,
             line_limit: settings.line_limit,
             lines: plan.on_line.is_some(),
+            meter: meter.clone(),
         },
         &waker,
         &io_err,
@@ -358,6 +378,8 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
             .max(phase::CONFIRM_LIMIT_MIN),
         leftovers: settings.leftovers,
         count_after_kill: tree.count_after_kill(),
+        idle_timeout: settings.idle_timeout,
+        started: start,
     };
     let life = Life {
         pid,
@@ -371,6 +393,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         poller,
         waker,
         streams: [out, err],
+        meter,
         stdin,
         cancel,
         signal_requests: SignalRequests::default(),
@@ -462,6 +485,8 @@ impl Life {
             root_exit_at: self.root_exit_at,
             open,
             cancel: self.cancel.state(),
+            last_output: self.last_output(),
+            over_limit: self.meter.as_ref().is_some_and(|m| m.is_over()),
         };
         let policy = self.policy;
         let step = phase::decide(self.phase, &seen, self, now, &policy);
@@ -613,7 +638,8 @@ impl Life {
     /// over: final drain, release.
     pub(crate) fn into_report(self: Box<Self>) -> Report {
         let outcome = match self.phase.reason() {
-            Some(Reason::TimedOut) => Outcome::TimedOut,
+            Some(Reason::TimedOut | Reason::Idle) => Outcome::TimedOut,
+            Some(Reason::OutputLimit) => Outcome::OutputLimit,
             Some(Reason::Cancelled) => Outcome::Cancelled,
             Some(Reason::OutputHeld) => Outcome::OutputHeld,
             Some(Reason::Leftovers) | None => match self.root_status {
@@ -623,7 +649,19 @@ impl Life {
                 None => Outcome::Cancelled,
             },
         };
-        self.finish(outcome)
+        let timeout_kind = match self.phase.reason() {
+            Some(Reason::TimedOut) => Some(TimeoutKind::Deadline),
+            Some(Reason::Idle) => Some(TimeoutKind::Idle),
+            _ => None,
+        };
+        let mut report = self.finish(outcome);
+        report.timeout_kind = timeout_kind;
+        report
+    }
+
+    /// When output was last seen (with an idle timeout).
+    fn last_output(&self) -> Option<Instant> {
+        self.meter.as_ref().map(|m| m.last_output())
     }
 
     /// A termination can end (the tree confirmed dead) before a step saw
@@ -764,7 +802,9 @@ impl Life {
 
     /// How long a driver may sleep before the next timer is due.
     pub(crate) fn next_wake(&self, now: Instant) -> Option<Duration> {
-        let at = self.phase.next_timer(self.root_exit_at, &self.policy);
+        let at = self
+            .phase
+            .next_timer(self.root_exit_at, self.last_output(), &self.policy);
         // A resting stream is read again when its rest ends.
         let at = self
             .streams
@@ -844,6 +884,7 @@ impl Life {
         let [out, err] = std::mem::take(&mut self.streams);
         Report {
             outcome,
+            timeout_kind: None,
             root: self.root_status,
             pid: self.pid,
             containment: self.mechanism,
@@ -949,6 +990,14 @@ fn start_root(spec: SpawnSpec<'_>, tree: &mut dyn Containment) -> Result<Root, S
     sys::spawn(spec, placement)
 }
 
+/// Whether corral sees some of the output (captures or relays a stream),
+/// so that an idle timeout can be restarted by it.
+fn sees_output(stdout: &crate::spec::OutputKind, stderr: &crate::spec::OutputKind) -> bool {
+    use crate::spec::OutputKind as K;
+    let seen = |k: &K| matches!(k, K::Capture | K::Relay(_) | K::RelayFile(_));
+    seen(stdout) || seen(stderr)
+}
+
 /// What the next wait sleeps on: the captured pipes worth reading, stdin
 /// while bytes are left, and the containment's descriptor while a
 /// termination waits for the tree to empty.
@@ -989,7 +1038,7 @@ impl Drop for Life {
         }
         while !self.phase.is_over() {
             let now = Instant::now();
-            if let Some(at) = self.phase.next_timer(self.root_exit_at, &policy) {
+            if let Some(at) = self.phase.next_timer(self.root_exit_at, None, &policy) {
                 std::thread::sleep(at.saturating_duration_since(now));
             }
             let now = Instant::now();
@@ -1001,6 +1050,8 @@ impl Drop for Life {
                 root_exit_at: self.root_exit_at,
                 open: 0,
                 cancel: Some(Some(Signal::KILL)),
+                last_output: None,
+                over_limit: false,
             };
             let step = phase::decide(self.phase, &seen, self, now, &policy);
             self.apply(step);

@@ -11,6 +11,9 @@
 //!     └──── tree empty, or window over with no progress: survivors
 //! ```
 //!
+//! ("deadline" includes the idle timeout, and the output limit is one more
+//! reason to terminate: see [`Reason`].)
+//!
 //! [`decide`] is pure: from the phase, what was observed, the clock and
 //! the run's [`Policy`] it computes the next phase and the [`Action`]s to
 //! take. It sends nothing itself. What is expensive or has to be asked of
@@ -63,7 +66,12 @@ pub(super) const OVERSLEPT: Duration = Duration::from_millis(250);
 /// Why the tree is being terminated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reason {
+    /// The deadline passed.
     TimedOut,
+    /// No output on a seen stream for the idle timeout.
+    Idle,
+    /// The output passed its limit.
+    OutputLimit,
     Cancelled,
     OutputHeld,
     /// The root exited cleanly; the policy says its leftovers die.
@@ -173,6 +181,7 @@ impl Phase {
     pub(super) fn next_timer(
         &self,
         root_exit_at: Option<Instant>,
+        last_output: Option<Instant>,
         policy: &Policy,
     ) -> Option<Instant> {
         match *self {
@@ -187,7 +196,10 @@ impl Phase {
                     (None, Some(f)) => Some(f),
                     (None, None) => root_exit_at.map(|e| later(e, policy.wait_delay)),
                 };
-                [policy.deadline, wait].into_iter().flatten().min()
+                [policy.deadline, policy.idle_at(last_output), wait]
+                    .into_iter()
+                    .flatten()
+                    .min()
             }
         }
     }
@@ -209,6 +221,20 @@ pub(super) struct Policy {
     /// members after it (the containment can still count those the kill
     /// already ended: "at least"), saving a look before the kill.
     pub(super) count_after_kill: bool,
+    /// No output seen for this long terminates the run.
+    pub(super) idle_timeout: Option<Duration>,
+    /// The spawn: the idle timer's start.
+    pub(super) started: Instant,
+}
+
+impl Policy {
+    /// When the idle timeout fires, with output last seen at `last_output`
+    /// (`None`: none since the spawn).
+    pub(super) fn idle_at(&self, last_output: Option<Instant>) -> Option<Instant> {
+        let idle = self.idle_timeout?;
+        let from = last_output.map_or(self.started, |t| t.max(self.started));
+        Some(later(from, idle))
+    }
 }
 
 /// What the lifecycle saw this step (cheap to gather).
@@ -222,6 +248,10 @@ pub(super) struct Observed {
     pub(super) open: usize,
     /// `Some(first signal)` once the run was cancelled.
     pub(super) cancel: Option<Option<Signal>>,
+    /// When output was last seen on a seen stream (`None`: none yet).
+    pub(super) last_output: Option<Instant>,
+    /// A byte past the output limit was seen.
+    pub(super) over_limit: bool,
 }
 
 /// The questions the decision may ask about the tree and the output;
@@ -493,6 +523,10 @@ fn supervise(
     // relay consumer that does not read) ends like end of file.
     let drained_out = draining_since.is_some_and(|d| now >= later(d, DRAIN_LIMIT));
     let open = if drained_out { 0 } else { seen.open };
+    // The limit was passed: whatever else happened, the output was cut.
+    if seen.over_limit {
+        return start(Reason::OutputLimit, None, probe, now, policy);
+    }
     if let Some(status) = seen.root {
         if open == 0 {
             // Clean exit: the leftovers policy decides.
@@ -513,9 +547,29 @@ fn supervise(
     if let Some(sig) = seen.cancel {
         return start(Reason::Cancelled, sig, probe, now, policy);
     }
-    if policy.deadline.is_some_and(|d| now >= d) {
-        return start(Reason::TimedOut, None, probe, now, policy);
+    // The first timer that fired: the deadline or the idle timeout (the
+    // deadline when both fell on the same instant).
+    let fired = [
+        policy.deadline.map(|d| (d, Reason::TimedOut)),
+        policy.idle_at(seen.last_output).map(|d| (d, Reason::Idle)),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|&(at, _)| now >= at)
+    .min_by_key(|&(at, _)| at);
+    let wait_end = seen
+        .root_exit_at
+        .filter(|_| draining_since.is_none())
+        .map(|e| later(e, policy.wait_delay));
+    if let Some((at, reason)) = fired {
+        // ... unless the wait delay ended before it: that decides first.
+        if wait_end.is_none_or(|w| at <= w || now < w) {
+            return start(reason, None, probe, now, policy);
+        }
     }
+    // The wait delay ended first but decided nothing: the timer that
+    // fired after it does.
+    let fired = fired.map(|(_, reason)| reason);
     if let Some(exit_at) = seen.root_exit_at {
         if draining_since.is_none() && now >= later(exit_at, policy.wait_delay) {
             // The wait delay is the grace for holders, not a deadline for
@@ -524,7 +578,10 @@ fn supervise(
             // written; it is drained (the pipes or the relay wake the
             // loop), and the run ends cleanly at end of file.
             if !probe.output_held() {
-                return stay(Some(now), foreign_hold_until);
+                return match fired {
+                    Some(reason) => start(reason, None, probe, now, policy),
+                    None => stay(Some(now), foreign_hold_until),
+                };
             }
             // Held by the tree, or by a process the tier cannot see (a
             // setsid escaper of a process group): at once. Held only by a
@@ -535,18 +592,27 @@ fn supervise(
             } else {
                 let until = foreign_hold_until.unwrap_or_else(|| later(now, FOREIGN_HOLD));
                 if now < until && probe.host_fork_holds_output() {
-                    return stay(None, Some(until));
+                    return match fired {
+                        Some(reason) => start(reason, None, probe, now, policy),
+                        None => stay(None, Some(until)),
+                    };
                 }
                 Some(until)
             };
             if !probe.output_held() {
                 // Let go in the meantime.
-                return stay(Some(now), foreign_hold_until);
+                return match fired {
+                    Some(reason) => start(reason, None, probe, now, policy),
+                    None => stay(Some(now), foreign_hold_until),
+                };
             }
             return start(Reason::OutputHeld, None, probe, now, policy);
         }
     }
-    stay(draining_since, foreign_hold_until)
+    match fired {
+        Some(reason) => start(reason, None, probe, now, policy),
+        None => stay(draining_since, foreign_hold_until),
+    }
 }
 
 /// Starts a termination: SIGKILL at once, or the first signal and a grace.
@@ -663,6 +729,8 @@ mod tests {
             confirm_limit: ms(10_000),
             leftovers: LeftoverPolicy::KeepOnSuccess,
             count_after_kill: false,
+            idle_timeout: None,
+            started: c.at(ms(0)),
         }
     }
 
@@ -672,6 +740,8 @@ mod tests {
             root_exit_at: None,
             open,
             cancel: None,
+            last_output: None,
+            over_limit: false,
         }
     }
 
@@ -681,6 +751,8 @@ mod tests {
             root_exit_at: Some(c.at(at)),
             open,
             cancel: None,
+            last_output: None,
+            over_limit: false,
         }
     }
 
@@ -828,6 +900,8 @@ mod tests {
             policy(&c, None, ms(0), ms(100)),
             Observed {
                 cancel: Some(None),
+                last_output: None,
+                over_limit: false,
                 ..exited(&c, 0, ms(4999), 0)
             },
             fake(&[9], false, false, false),
@@ -839,6 +913,8 @@ mod tests {
             policy(&c, None, ms(300), ms(100)),
             Observed {
                 cancel: Some(None),
+                last_output: None,
+                over_limit: false,
                 ..exited(&c, 0, ms(4999), 1)
             },
             fake(&[], false, false, false),
@@ -850,6 +926,8 @@ mod tests {
             policy(&c, None, ms(300), ms(100)),
             Observed {
                 cancel: Some(Some(Signal::KILL)),
+                last_output: None,
+                over_limit: false,
                 ..running(2)
             },
             fake(&[], false, false, false),
@@ -927,7 +1005,10 @@ mod tests {
         );
         // Draining: the next wake is the drain limit, and no question is
         // asked again before it.
-        assert_eq!(next.next_timer(Some(now), &p), Some(now + DRAIN_LIMIT));
+        assert_eq!(
+            next.next_timer(Some(now), None, &p),
+            Some(now + DRAIN_LIMIT)
+        );
         let mut fake = Fake::default();
         let (again, actions) = decide(
             next,
@@ -965,7 +1046,7 @@ mod tests {
         };
         let (waiting, _) = decide(Phase::START, &seen, &mut fake, now, &p);
         assert_eq!(
-            waiting.next_timer(seen.root_exit_at, &p),
+            waiting.next_timer(seen.root_exit_at, None, &p),
             Some(now + FOREIGN_HOLD)
         );
         let (still, _) = decide(waiting, &seen, &mut fake, now + ms(100), &p);
@@ -1141,26 +1222,29 @@ mod tests {
         let c = Clock(Instant::now());
         let t0 = c.at(ms(0));
         let p = policy(&c, Some(ms(800)), ms(0), ms(100));
-        assert_eq!(Phase::START.next_timer(None, &p), Some(t0 + ms(800)));
+        assert_eq!(Phase::START.next_timer(None, None, &p), Some(t0 + ms(800)));
         assert_eq!(
-            Phase::START.next_timer(Some(t0 + ms(10)), &p),
+            Phase::START.next_timer(Some(t0 + ms(10)), None, &p),
             Some(t0 + ms(110))
         );
         assert_eq!(
-            Phase::START.next_timer(Some(t0 + ms(750)), &p),
+            Phase::START.next_timer(Some(t0 + ms(750)), None, &p),
             Some(t0 + ms(800))
         );
         let mut phase = confirming(Reason::TimedOut, t0 + ms(1000), t0 + ms(5));
-        assert_eq!(phase.next_timer(None, &p), Some(t0 + ms(5)));
+        assert_eq!(phase.next_timer(None, None, &p), Some(t0 + ms(5)));
         phase.check_now(t0 + ms(1));
-        assert_eq!(phase.next_timer(None, &p), Some(t0 + ms(1)));
-        assert_eq!(Phase::Over { reason: None }.next_timer(None, &p), None);
+        assert_eq!(phase.next_timer(None, None, &p), Some(t0 + ms(1)));
+        assert_eq!(
+            Phase::Over { reason: None }.next_timer(None, None, &p),
+            None
+        );
         let forever = Policy {
             deadline: None,
             wait_delay: Duration::MAX,
             ..p
         };
-        let far = Phase::START.next_timer(Some(t0), &forever).unwrap();
+        let far = Phase::START.next_timer(Some(t0), None, &forever).unwrap();
         assert!(far > t0 + Duration::from_secs(3600 * 24 * 365));
     }
 
@@ -1180,6 +1264,8 @@ mod tests {
             root_exit_at: Some(t0),
             open: 0,
             cancel: None,
+            last_output: None,
+            over_limit: false,
         };
         let mut phase = confirming(Reason::TimedOut, later(t0, p.confirm_window), t0);
         if let Phase::Confirming { limit, cap, .. } = &mut phase {
@@ -1297,6 +1383,8 @@ mod tests {
             root_exit_at: Some(c.at(ms(0))),
             open: 0,
             cancel: None,
+            last_output: None,
+            over_limit: false,
         };
         let mut phase = confirming(Reason::TimedOut, c.at(ms(1000)), c.at(ms(100)));
         if let Phase::Confirming { left, .. } = &mut phase {
@@ -1353,6 +1441,8 @@ mod tests {
             Phase::START,
             &Observed {
                 cancel: Some(Some(Signal::KILL)),
+                last_output: None,
+                over_limit: false,
                 ..running(0)
             },
             &mut Fake::default(),
@@ -1364,5 +1454,335 @@ mod tests {
                 if until == c.at(ms(1000)) && limit == c.at(ms(10_000))),
             "{next:?}"
         );
+    }
+
+    // ---- The idle timeout and the output limit (kept apart for merging). ----
+
+    /// The idle timeout and the output limit, row by row with a fake clock:
+    /// (case, idle timeout, deadline, wait delay, root exit, output last
+    /// seen, open streams, held by the tree, over the limit, now) -> the
+    /// reason the run ends for (`None`: it goes on).
+    #[test]
+    fn idle_timeout_and_output_limit_rows() {
+        let c = Clock(Instant::now());
+        type Row = (
+            &'static str,
+            Option<u64>,
+            Option<u64>,
+            u64,
+            Option<u64>,
+            Option<u64>,
+            usize,
+            bool,
+            bool,
+            u64,
+        );
+        let rows: &[(Row, Option<Reason>)] = &[
+            // Silent from the spawn: fires at the idle timeout, not before.
+            (
+                (
+                    "silent, early",
+                    Some(500),
+                    None,
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    false,
+                    499,
+                ),
+                None,
+            ),
+            (
+                (
+                    "silent, due",
+                    Some(500),
+                    None,
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    false,
+                    500,
+                ),
+                Some(Reason::Idle),
+            ),
+            // Output restarts it.
+            (
+                (
+                    "chatty",
+                    Some(500),
+                    None,
+                    2000,
+                    None,
+                    Some(400),
+                    1,
+                    false,
+                    false,
+                    800,
+                ),
+                None,
+            ),
+            (
+                (
+                    "chatty, then silent",
+                    Some(500),
+                    None,
+                    2000,
+                    None,
+                    Some(400),
+                    1,
+                    false,
+                    false,
+                    900,
+                ),
+                Some(Reason::Idle),
+            ),
+            // No idle timeout: silence is never a reason.
+            (
+                (
+                    "no idle limit",
+                    None,
+                    None,
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    false,
+                    100_000,
+                ),
+                None,
+            ),
+            // Both limits: the first that fired wins, the deadline on a tie.
+            (
+                (
+                    "deadline first",
+                    Some(500),
+                    Some(300),
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    false,
+                    600,
+                ),
+                Some(Reason::TimedOut),
+            ),
+            (
+                (
+                    "idle first",
+                    Some(500),
+                    Some(900),
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    false,
+                    950,
+                ),
+                Some(Reason::Idle),
+            ),
+            (
+                (
+                    "tie",
+                    Some(500),
+                    Some(500),
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    false,
+                    500,
+                ),
+                Some(Reason::TimedOut),
+            ),
+            // During the wait delay: a silent holder is ended by the idle
+            // timeout when it comes first ...
+            (
+                (
+                    "idle in the wait delay",
+                    Some(500),
+                    None,
+                    2000,
+                    Some(100),
+                    None,
+                    1,
+                    true,
+                    false,
+                    500,
+                ),
+                Some(Reason::Idle),
+            ),
+            // ... and by the wait delay when that ends first.
+            (
+                (
+                    "wait delay first",
+                    Some(1000),
+                    None,
+                    300,
+                    Some(100),
+                    None,
+                    1,
+                    true,
+                    false,
+                    1100,
+                ),
+                Some(Reason::OutputHeld),
+            ),
+            // Wait delay over with nothing held (draining), idle came after: idle.
+            (
+                (
+                    "wait delay, not held",
+                    Some(1000),
+                    None,
+                    300,
+                    Some(100),
+                    None,
+                    1,
+                    false,
+                    false,
+                    1100,
+                ),
+                Some(Reason::Idle),
+            ),
+            // A clean exit ends the run before the idle timeout matters.
+            (
+                (
+                    "clean exit",
+                    Some(500),
+                    None,
+                    2000,
+                    Some(100),
+                    None,
+                    0,
+                    false,
+                    false,
+                    5000,
+                ),
+                None,
+            ),
+            // Over the limit: at once, whatever else holds.
+            (
+                (
+                    "over the limit",
+                    Some(500),
+                    Some(300),
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    true,
+                    10,
+                ),
+                Some(Reason::OutputLimit),
+            ),
+            (
+                (
+                    "over, then exited",
+                    None,
+                    None,
+                    2000,
+                    Some(5),
+                    None,
+                    0,
+                    false,
+                    true,
+                    10,
+                ),
+                Some(Reason::OutputLimit),
+            ),
+            (
+                (
+                    "over, past the deadline",
+                    None,
+                    Some(5),
+                    2000,
+                    None,
+                    None,
+                    1,
+                    false,
+                    true,
+                    10,
+                ),
+                Some(Reason::OutputLimit),
+            ),
+        ];
+        for &((case, idle, deadline, wait_delay, exit, last, open, held, over, now), want) in rows {
+            let p = Policy {
+                idle_timeout: idle.map(ms),
+                ..policy(&c, deadline.map(ms), ms(0), ms(wait_delay))
+            };
+            let seen = Observed {
+                root: exit.map(|_| RootStatus::Exited(0)),
+                root_exit_at: exit.map(|e| c.at(ms(e))),
+                open,
+                cancel: None,
+                last_output: last.map(|l| c.at(ms(l))),
+                over_limit: over,
+            };
+            let mut probe = fake(&[7], held, held, false);
+            let (next, actions) = decide(Phase::START, &seen, &mut probe, c.at(ms(now)), &p);
+            let got = next.reason();
+            assert_eq!(got, want, "{case}");
+            if want.is_some() {
+                assert_eq!(actions, vec![Action::Signal(Signal::KILL)], "{case}");
+            }
+        }
+    }
+
+    /// The next timer while supervising includes the idle timeout, counted
+    /// from the last output (or the spawn).
+    #[test]
+    fn idle_timer_is_a_wake() {
+        let c = Clock(Instant::now());
+        let p = Policy {
+            idle_timeout: Some(ms(500)),
+            ..policy(&c, Some(ms(800)), ms(0), ms(100))
+        };
+        assert_eq!(Phase::START.next_timer(None, None, &p), Some(c.at(ms(500))));
+        assert_eq!(
+            Phase::START.next_timer(None, Some(c.at(ms(200))), &p),
+            Some(c.at(ms(700)))
+        );
+        assert_eq!(
+            Phase::START.next_timer(None, Some(c.at(ms(400))), &p),
+            Some(c.at(ms(800)))
+        );
+        // The end of the wait delay when it comes first.
+        assert_eq!(
+            Phase::START.next_timer(Some(c.at(ms(50))), Some(c.at(ms(400))), &p),
+            Some(c.at(ms(150)))
+        );
+        // With a grace: the idle timeout's termination starts with the
+        // first signal, as the deadline's.
+        let graceful = Policy {
+            grace: ms(300),
+            ..p
+        };
+        let (next, actions) = decide(
+            Phase::START,
+            &running(1),
+            &mut fake(&[7], false, false, false),
+            c.at(ms(500)),
+            &graceful,
+        );
+        assert!(
+            matches!(
+                next,
+                Phase::Grace {
+                    reason: Reason::Idle,
+                    ..
+                }
+            ),
+            "{next:?}"
+        );
+        assert_eq!(actions, vec![Action::Signal(Signal::TERM)]);
     }
 }

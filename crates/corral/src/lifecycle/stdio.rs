@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::relay::Relay;
 use crate::cancel::Wake;
-use crate::capture::{Captured, LineSplitter};
+use crate::capture::{Captured, LineSplitter, OutputMeter};
 use crate::spec::{InputKind, OutputKind, SharedLineCallback, Stream};
 use crate::sys::{self, ChildIo, PipeEnd, ReadResult};
 use crate::Error;
@@ -32,6 +32,8 @@ pub(super) struct StreamIo {
     pub(super) capture: Captured,
     lines: Option<LineSplitter>,
     relay: Option<Relay>,
+    /// The run's output limit and idle timer, shared by its streams.
+    meter: Option<Arc<OutputMeter>>,
     /// A busy stream in a large pipe is not waited on until then, so that
     /// a wake reads a batch instead of each small write (see `pump`).
     pub(super) rest_until: Option<Instant>,
@@ -166,13 +168,18 @@ impl StreamIo {
             };
             match res {
                 Ok(ReadResult::Data(n)) => {
+                    // Past the output limit, bytes are counted, not kept.
+                    let keep = s.meter.as_ref().map_or(n, |m| m.admit(n));
+                    if keep < n {
+                        s.capture.count_uncaptured((n - keep) as u64);
+                    }
                     let data = if direct {
-                        s.capture.commit(n)
+                        s.capture.commit(keep)
                     } else {
-                        s.capture.push(&buf[..n]);
-                        &buf[..n]
+                        s.capture.push(&buf[..keep]);
+                        &buf[..keep]
                     };
-                    if let Some(r) = s.relay.as_ref() {
+                    if let Some(r) = s.relay.as_ref().filter(|_| !data.is_empty()) {
                         r.push(data);
                     }
                     if let (Some(lines), Some(cb)) = (s.lines.as_mut(), on_line) {
@@ -221,12 +228,14 @@ impl StdinFeed {
 }
 
 /// What the captured streams keep.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct StreamSettings {
     pub(super) capture_limit: usize,
     pub(super) line_limit: usize,
     /// A line callback is set: split the output into lines.
     pub(super) lines: bool,
+    /// The output limit and idle timer (when either is set).
+    pub(super) meter: Option<Arc<OutputMeter>>,
 }
 
 /// The streams of one run, wired: the child's ends (moved into the spawn)
@@ -273,6 +282,7 @@ pub(super) fn wire(
             capture: Captured::with_cap(limit),
             lines: settings.lines.then(|| LineSplitter::new(line_limit)),
             relay: relay.map(|w| Relay::start(w, waker.clone())),
+            meter: settings.meter.clone(),
             rest_until: None,
             #[cfg(target_os = "linux")]
             enlarged: None,
@@ -304,6 +314,7 @@ pub(super) fn wire(
                     ours,
                     dest,
                     waker.clone(),
+                    settings.meter.clone(),
                     sys::block_sigpipe_in_this_thread,
                 )
                 .map_err(io_err)?;

@@ -28,6 +28,7 @@ use rustix::pipe::{splice, SpliceFlags};
 
 use super::PipeEnd;
 use crate::cancel::Wake;
+use crate::capture::OutputMeter;
 
 const CHUNK: usize = 1 << 20;
 /// While batching, moves smaller than this wait `BATCH_WAIT` before the
@@ -78,6 +79,7 @@ impl SpliceRelay {
         src: PipeEnd,
         dest: File,
         waker: Arc<dyn Wake>,
+        meter: Option<Arc<OutputMeter>>,
         thread_setup: fn(),
     ) -> io::Result<SpliceRelay> {
         // A bigger pipe means fewer, larger moves; failure is harmless.
@@ -98,7 +100,11 @@ impl SpliceRelay {
             .name("corral-splice".into())
             .spawn(move || {
                 thread_setup();
-                let broken = run(&src, &dest, &stop_rx, &sh.bytes);
+                let limit = Limit {
+                    meter: meter.as_deref(),
+                    waker: &*waker,
+                };
+                let broken = run(&src, &dest, &stop_rx, &sh.bytes, &limit);
                 if broken {
                     sh.broken.store(true, Ordering::SeqCst);
                 }
@@ -136,7 +142,8 @@ impl SpliceRelay {
         self.src.upgrade()?.inode()
     }
 
-    /// Bytes relayed so far.
+    /// Bytes read from the child's pipe so far (relayed, and past an output
+    /// limit dropped).
     pub(crate) fn bytes(&self) -> u64 {
         self.shared.bytes.load(Ordering::SeqCst)
     }
@@ -296,22 +303,96 @@ impl Pacer {
     }
 }
 
+/// The run's output limit and idle timer, as the relay sees them.
+struct Limit<'a> {
+    meter: Option<&'a OutputMeter>,
+    waker: &'a dyn Wake,
+}
+
+impl Limit<'_> {
+    /// How many bytes the next move may carry: `CHUNK`, or with a limit
+    /// what is in the pipe within what is left (reserved: give back what
+    /// was not moved with `moved`). `None`: the limit is reached.
+    fn grant(&self, src: &PipeEnd) -> Option<usize> {
+        match self.meter {
+            Some(m) if m.is_limited() => {
+                let ready = rustix::io::ioctl_fionread(&src.0).unwrap_or(CHUNK as u64);
+                let want = ready.clamp(1, CHUNK as u64);
+                match m.reserve(want) {
+                    0 => None,
+                    n => Some(n as usize),
+                }
+            }
+            _ => Some(CHUNK),
+        }
+    }
+
+    /// A move of `moved` bytes of the `granted` ones was made.
+    fn moved(&self, granted: usize, moved: usize) {
+        if let Some(m) = self.meter {
+            if m.is_limited() {
+                m.unreserve((granted - moved) as u64);
+            }
+            if moved > 0 {
+                m.saw_output();
+            }
+        }
+    }
+
+    /// Past the limit: `n` bytes read and dropped (the lifecycle is woken
+    /// to end the run).
+    fn dropped(&self, n: usize) {
+        if let Some(m) = self.meter {
+            m.admit(n);
+            self.waker.wake();
+        }
+    }
+}
+
+/// Past the output limit: reads and drops what arrives (counted) until end
+/// of file or the stop. Returns false (the destination did not break).
+fn discard(src: &PipeEnd, stop: &OwnedFd, bytes: &AtomicU64, limit: &Limit<'_>) -> bool {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match rustix::io::read(&src.0, &mut buf[..]) {
+            Ok(0) => return false,
+            Ok(n) => {
+                bytes.fetch_add(n as u64, Ordering::Relaxed);
+                limit.dropped(n);
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => {
+                let (_, stopped) = readable(&src.0, stop, PollFlags::IN, None);
+                if stopped {
+                    return false;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
 /// The relay loop. Returns whether the destination broke.
-fn run(src: &PipeEnd, dest: &File, stop: &OwnedFd, bytes: &AtomicU64) -> bool {
+fn run(src: &PipeEnd, dest: &File, stop: &OwnedFd, bytes: &AtomicU64, limit: &Limit<'_>) -> bool {
     let zero = Timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     let mut pacer = Pacer::new(Instant::now());
     loop {
-        match splice(
+        let Some(len) = limit.grant(src) else {
+            return discard(src, stop, bytes, limit);
+        };
+        let res = splice(
             &src.0,
             None,
             dest,
             None,
-            CHUNK,
+            len,
             SpliceFlags::MOVE | SpliceFlags::NONBLOCK,
-        ) {
+        );
+        limit.moved(len, *res.as_ref().unwrap_or(&0));
+        match res {
             Ok(0) => return false, // end of file
             Ok(n) => {
                 bytes.fetch_add(n as u64, Ordering::Relaxed);
@@ -340,17 +421,28 @@ fn run(src: &PipeEnd, dest: &File, stop: &OwnedFd, bytes: &AtomicU64) -> bool {
                 }
             }
             Err(rustix::io::Errno::PIPE) => return true,
-            Err(rustix::io::Errno::INVAL) => return copy(src, dest, stop, bytes),
+            Err(rustix::io::Errno::INVAL) => return copy(src, dest, stop, bytes, limit),
             Err(_) => return true,
         }
     }
 }
 
 /// Fallback when the destination cannot be spliced to: read and write.
-fn copy(src: &PipeEnd, mut dest: &File, stop: &OwnedFd, bytes: &AtomicU64) -> bool {
+fn copy(
+    src: &PipeEnd,
+    mut dest: &File,
+    stop: &OwnedFd,
+    bytes: &AtomicU64,
+    limit: &Limit<'_>,
+) -> bool {
     let mut buf = vec![0u8; 256 * 1024];
     loop {
-        match rustix::io::read(&src.0, &mut buf[..]) {
+        let Some(len) = limit.grant(src) else {
+            return discard(src, stop, bytes, limit);
+        };
+        let res = rustix::io::read(&src.0, &mut buf[..len.min(256 * 1024)]);
+        limit.moved(len, *res.as_ref().unwrap_or(&0));
+        match res {
             Ok(0) => return false,
             Ok(n) => {
                 if dest.write_all(&buf[..n]).is_err() {
