@@ -230,6 +230,13 @@ impl Conn {
         )))
     }
 
+    /// Whether `slot` is one the keeper has: a run's slot below its
+    /// capacity, or a cookie slot in the second half of its table
+    /// (`capacity` more, see [`Conn::take_cookie_slot`]).
+    fn has_slot(&self, slot: u32) -> bool {
+        slot < self.capacity.saturating_mul(2)
+    }
+
     /// Gives `slot` back to its free list.
     fn give_back(&mut self, slot: u32) {
         if slot >= self.capacity {
@@ -314,7 +321,7 @@ impl Registration {
                 // is queued and honoured once it runs (as with a stopped
                 // keeper, below).
                 && read_hello(c, None).is_ok()
-                && self.slot < c.capacity
+                && c.has_slot(self.slot)
                 && c.alive()
         })
     }
@@ -337,7 +344,7 @@ impl Registration {
                 // sent is queued for it; its capacity is then the one its
                 // descriptor limit gives, see `expected_capacity`).
                 && read_hello(c, None).is_ok()
-                && self.slot < c.capacity
+                && c.has_slot(self.slot)
         })
     }
 }
