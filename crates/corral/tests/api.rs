@@ -264,6 +264,7 @@ fn a_report_serialises_to_the_documented_fields() {
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     for k in [
         "outcome",
+        "timeout_kind",
         "exit_code",
         "signal",
         "signal_name",
@@ -286,7 +287,7 @@ fn a_report_serialises_to_the_documented_fields() {
     ] {
         assert!(keys.contains(&k), "{k} missing: {v}");
     }
-    assert_eq!(keys.len(), 20, "{v}");
+    assert_eq!(keys.len(), 21, "{v}");
     // On Linux x86_64/aarch64 the keeper holds every run; elsewhere the
     // report says why not.
     assert_eq!(v["crash_safe"], r.crash_safety.is_held(), "{v}");
