@@ -46,7 +46,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
             ],
         ],
     ),
-    ("lifecycle", &[&["phase", "plan", "relay"], &["stdio"]]),
+    ("lifecycle", &[&["phase", "plan", "relay", "deaths"], &["stdio"]]),
     (
         "sys",
         &[
