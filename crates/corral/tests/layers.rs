@@ -46,7 +46,10 @@ const INNER: &[(&str, &[&[&str]])] = &[
             ],
         ],
     ),
-    ("lifecycle", &[&["phase", "plan", "relay", "deaths"], &["stdio"]]),
+    (
+        "lifecycle",
+        &[&["phase", "plan", "relay", "deaths"], &["stdio"]],
+    ),
     (
         "sys",
         &[

@@ -726,10 +726,13 @@ impl Life {
 
     /// Live members other than the root, remembered for the killed count.
     fn tree_members(&mut self) -> Vec<u32> {
+        // Asked before the listing: a stand-in that dies in between is not
+        // listed (members are live processes), and one that lives is
+        // filtered out, never counted as a member that corral killed.
+        let stand_in = self.tree.stand_in();
         match self.tree.members() {
             Ok(m) => {
                 let pid = self.pid;
-                let stand_in = self.tree.stand_in();
                 let listed = stand_in.filter(|c| m.contains(c));
                 let others: Vec<u32> = m
                     .into_iter()
