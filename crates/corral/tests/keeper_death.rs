@@ -78,8 +78,14 @@ fn check_tier(mechanism: Mechanism) {
         .run()
         .unwrap();
     assert!(r.crash_safety.is_held(), "{r:?}");
-    // The dead keeper was reaped when it was replaced: one keeper, alive.
-    let k = keepers();
+    // The dead keeper was reaped when it was replaced: one keeper, alive
+    // (the new one names itself once it runs, which is not waited for).
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut k = keepers();
+    while !(k.len() == 1 && !k[0].1) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+        k = keepers();
+    }
     assert!(k.len() == 1 && !k[0].1, "keepers (pid, zombie): {k:?}");
 
     // Required: held at the start (a new keeper), lost during the run; the

@@ -27,12 +27,22 @@ pub fn keepers_of(parent: u32) -> Vec<(i32, bool)> {
         .collect()
 }
 
-/// This process's live keeper.
+/// This process's live keeper. The keeper is started without being waited
+/// for and names itself (`corral-keeper`) once it runs: on a loaded machine
+/// that can come a little after the run that started it, so this looks for
+/// up to 10 s.
 pub fn own_keeper() -> Option<i32> {
-    keepers_of(std::process::id())
-        .into_iter()
-        .find(|k| !k.1)
-        .map(|k| k.0)
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let live = keepers_of(std::process::id())
+            .into_iter()
+            .find(|k| !k.1)
+            .map(|k| k.0);
+        if live.is_some() || std::time::Instant::now() >= until {
+            return live;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// SIGKILLs keeper `pid` through a pidfd (opened while it is this
