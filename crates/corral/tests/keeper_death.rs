@@ -80,13 +80,14 @@ fn check_tier(mechanism: Mechanism) {
     assert!(r.crash_safety.is_held(), "{r:?}");
     // The dead keeper was reaped when it was replaced: one keeper, alive
     // (the new one names itself once it runs, which is not waited for).
+    let one_alive = |k: &[(i32, bool)]| k.len() == 1 && !k[0].1;
     let until = Instant::now() + Duration::from_secs(10);
     let mut k = keepers();
-    while !(k.len() == 1 && !k[0].1) && Instant::now() < until {
+    while !one_alive(&k) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(5));
         k = keepers();
     }
-    assert!(k.len() == 1 && !k[0].1, "keepers (pid, zombie): {k:?}");
+    assert!(one_alive(&k), "keepers (pid, zombie): {k:?}");
 
     // Required: held at the start (a new keeper), lost during the run; the
     // run does not end cleanly.
