@@ -32,8 +32,10 @@ use crate::Signal;
 /// descriptors, and only while it is supervised).
 const MAX_WATCHED: usize = 256;
 
-/// How one watched member ended.
+/// How one watched member ended. Elsewhere than Linux and Windows no
+/// member is watched (the fallback rule counts), so only `Unknown` is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
 pub(super) enum Fate {
     /// Still running (a survivor, or a leftover kept).
     Alive,
