@@ -131,25 +131,25 @@ fn frozen_command_and_child_are_both_survivors(tier: Mechanism) {
     s.assert_none_left();
 }
 
-#[corral_testkit::needs(root, pidns)]
+#[corral_testkit::needs(root, freezer_v1, pidns)]
 #[test]
 fn frozen_survivors_pid_namespace() {
     frozen_command_and_child_are_both_survivors(Mechanism::PidNamespace);
 }
 
-#[corral_testkit::needs(root)]
+#[corral_testkit::needs(root, freezer_v1)]
 #[test]
 fn frozen_survivors_process_group() {
     frozen_command_and_child_are_both_survivors(Mechanism::ProcessGroup);
 }
 
-#[corral_testkit::needs(root)]
+#[corral_testkit::needs(root, freezer_v1)]
 #[test]
 fn frozen_survivors_subreaper() {
     frozen_command_and_child_are_both_survivors(Mechanism::Subreaper);
 }
 
-#[corral_testkit::needs(root, cgroup)]
+#[corral_testkit::needs(root, freezer_v1, cgroup)]
 #[test]
 fn frozen_survivors_cgroup() {
     frozen_command_and_child_are_both_survivors(Mechanism::Cgroup);

@@ -64,10 +64,14 @@ pub fn needs(attr: TokenStream, item: TokenStream) -> TokenStream {
             "script" => (!installed("script"))
                 .then_some("needs util-linux `script`: not installed when built"),
             "root" => (!root()).then_some("needs root: built as another user"),
+            "freezer_v1" => (!freezer_v1()).then_some(
+                "needs the cgroup v1 freezer at /sys/fs/cgroup/freezer (hybrid machines): \
+                 not here when built",
+            ),
             other => {
                 return compile_error(&format!(
                     "unknown requirement `{other}` (use cgroup, limits, pidns, userns, \
-                     unshare, script or root)"
+                     unshare, script, freezer_v1 or root)"
                 ))
             }
         };
@@ -148,6 +152,12 @@ fn with_runtime_check(item: TokenStream, what: &str) -> TokenStream {
     g.set_span(body.span());
     tokens[pos] = g.into();
     tokens.into_iter().collect()
+}
+
+/// The cgroup v1 freezer hierarchy is mounted (hybrid machines).
+fn freezer_v1() -> bool {
+    std::path::Path::new("/sys/fs/cgroup/freezer/freezer.state").exists()
+        || std::path::Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists()
 }
 
 fn compile_error(msg: &str) -> TokenStream {

@@ -605,6 +605,10 @@ pub fn holds(what: &str) -> bool {
             .is_ok(),
         #[cfg(unix)]
         "root" => rustix::process::geteuid().is_root(),
+        "freezer_v1" => {
+            std::path::Path::new("/sys/fs/cgroup/freezer/freezer.state").exists()
+                || std::path::Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists()
+        }
         _ => false,
     }
 }
