@@ -193,7 +193,7 @@ fn run_reports_exit_code_output_and_counts() {
     assert_eq!(r["signal"], Value::Null);
     assert_eq!(r["stdout"], "out\nin:hello:set\n");
     assert_eq!(r["stderr"], "err");
-    assert_eq!(r["stdout_bytes"], 16);
+    assert_eq!(r["stdout_bytes"], 17);
     assert_eq!(r["stderr_bytes"], 3);
     assert_eq!(r["killed"], 0);
     assert_eq!(r["kept"], 0);

@@ -34,16 +34,23 @@ impl Limits {
         if !root.is_dir() {
             return Err(format!("--root {}: not a directory", root.display()));
         }
-        if opts.default_timeout.is_zero() || opts.default_timeout > opts.max_timeout {
+        if opts.max_timeout.is_zero() {
+            return Err("--max-timeout must be more than 0".into());
+        }
+        let default_timeout = opts
+            .default_timeout
+            .unwrap_or(Duration::from_secs(600).min(opts.max_timeout));
+        if default_timeout.is_zero() || default_timeout > opts.max_timeout {
             return Err(format!(
-                "--default-timeout {:?} must be more than 0 and at most --max-timeout {:?}",
-                opts.default_timeout, opts.max_timeout
+                "--default-timeout {default_timeout:?} must be more than 0 and at most \
+                 --max-timeout {:?}",
+                opts.max_timeout
             ));
         }
         Ok(Limits {
             max_runs: opts.max_runs as usize,
             kept: opts.max_output_kept,
-            default_timeout: opts.default_timeout,
+            default_timeout,
             max_timeout: opts.max_timeout,
             root,
             require_crash_safety: opts.require_crash_safety,

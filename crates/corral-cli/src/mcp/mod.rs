@@ -38,10 +38,10 @@ pub struct McpOpts {
     #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_kept)]
     pub max_output_kept: usize,
 
-    /// The deadline of a run whose request gives no `timeout_ms`.
-    #[arg(long, value_name = "DURATION", default_value = "10m",
-          value_parser = crate::args::parse_duration)]
-    pub default_timeout: Duration,
+    /// The deadline of a run whose request gives no `timeout_ms` [default:
+    /// 10m, or --max-timeout when that is shorter].
+    #[arg(long, value_name = "DURATION", value_parser = crate::args::parse_duration)]
+    pub default_timeout: Option<Duration>,
 
     /// The longest `timeout_ms` a request may ask for (longer is refused).
     #[arg(long, value_name = "DURATION", default_value = "24h",
