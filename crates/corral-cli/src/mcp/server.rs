@@ -1,7 +1,10 @@
 //! The protocol side: the MCP server (official SDK `rmcp`) over stdio, on
 //! one tokio reactor thread, and the shutdown that kills every run.
 
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -10,7 +13,9 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::Notify;
 
 use super::limits::Limits;
 use super::runs::Registry;
@@ -120,8 +125,15 @@ pub fn serve(opts: McpOpts) -> i32 {
             tools,
             list: tools::list(),
         };
+        // The end of stdin ends the server at once: the SDK would go on
+        // serving the requests in flight for a while, their trees with them.
+        let eof = Arc::new(Notify::new());
+        let stdin = EofReader {
+            inner: tokio::io::stdin(),
+            eof: eof.clone(),
+        };
         let served = async {
-            match server.serve(rmcp::transport::stdio()).await {
+            match server.serve((stdin, tokio::io::stdout())).await {
                 Ok(service) => {
                     let _ = service.waiting().await;
                 }
@@ -132,6 +144,7 @@ pub fn serve(opts: McpOpts) -> i32 {
         };
         tokio::select! {
             () = served => {}
+            () = eof.notified() => {}
             _ = term.recv() => {}
             _ = int.recv() => {}
             _ = hup.recv() => {}
@@ -150,4 +163,29 @@ pub fn serve(opts: McpOpts) -> i32 {
     // waited for; a run future dropped here kills its tree.
     rt.shutdown_timeout(Duration::from_secs(1));
     code
+}
+
+/// The server's stdin, telling `eof` when it ends (or fails).
+struct EofReader<R> {
+    inner: R,
+    eof: Arc<Notify>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for EofReader<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        match &r {
+            Poll::Ready(Ok(())) if buf.filled().len() == before && buf.remaining() > 0 => {
+                self.eof.notify_one();
+            }
+            Poll::Ready(Err(_)) => self.eof.notify_one(),
+            _ => {}
+        }
+        r
+    }
 }
