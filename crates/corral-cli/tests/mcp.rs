@@ -125,6 +125,11 @@ impl Client {
     /// Closes the server's stdin and waits (bounded) for it to exit.
     fn close(&mut self, bound: Duration) -> std::process::ExitStatus {
         drop(self.stdin.take());
+        self.exit(bound)
+    }
+
+    /// Waits (bounded) for the server to exit.
+    fn exit(&mut self, bound: Duration) -> std::process::ExitStatus {
         let end = Instant::now() + bound;
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
@@ -477,6 +482,14 @@ fn server_end_kills_everything(how: &str) {
             let st = c.close(3 * SEC);
             assert!(st.success(), "{st:?}");
         }
+        "sigterm" => {
+            // Our own child, not reaped yet: its pid is still its own.
+            let pid = rustix::process::Pid::from_raw(c.child.id() as i32).unwrap();
+            rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+            // Its stdin still open.
+            let st = c.exit(3 * SEC);
+            assert!(st.success(), "{st:?}");
+        }
         _ => {
             c.child.kill().unwrap();
             c.child.wait().unwrap();
@@ -491,6 +504,11 @@ fn server_end_kills_everything(how: &str) {
 #[test]
 fn stdin_closed_kills_every_tree() {
     server_end_kills_everything("stdin");
+}
+
+#[test]
+fn sigterm_to_the_server_kills_every_tree() {
+    server_end_kills_everything("sigterm");
 }
 
 #[test]
