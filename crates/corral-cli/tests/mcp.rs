@@ -371,6 +371,32 @@ fn kill_with_a_signal_the_root_ignores_ends_in_sigkill() {
 }
 
 #[test]
+fn a_cancelled_request_kills_its_run() {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let mut c = Client::start(&s, &[]);
+    let script = r#""$H" plain & setsid "$H" esc >/dev/null 2>&1 & sleep 30"#;
+    c.next += 1;
+    let id = c.next;
+    c.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": "run", "arguments": {"command": script}}}));
+    for n in ["plain", "esc"] {
+        assert!(w.pid(n, 10 * SEC).is_some(), "{n} never ran");
+    }
+    c.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": id, "reason": "test"}}),
+    );
+    for n in ["plain", "esc"] {
+        assert!(w.wait_dead(n, FATE), "{n} outlived its cancelled request");
+    }
+    // The server goes on.
+    let r = c.ok("run", json!({"argv": ["true"]}));
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(c.ok("list", json!({}))["active"], 0);
+}
+
+#[test]
 fn protocol_errors_and_tool_errors() {
     let s = Scratch::new();
     let mut c = Client::start(&s, &["--max-runs", "1", "--max-timeout", "10s"]);

@@ -55,13 +55,17 @@ impl ServerHandler for Server {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let tools = self.tools.clone();
-        tools
-            .call(&request.name, request.arguments)
-            .await
-            .map(Into::into)
+        // A request the client cancels (notifications/cancelled) stops
+        // here: its run future is dropped, which kills the run's tree.
+        tokio::select! {
+            r = tools.call(&request.name, request.arguments) => r.map(Into::into),
+            () = context.ct.cancelled() => {
+                Err(ErrorData::internal_error("the request was cancelled", None))
+            }
+        }
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

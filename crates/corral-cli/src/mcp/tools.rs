@@ -477,6 +477,6 @@ fn tail(c: &Captured, kept: usize) -> (String, u64) {
         c.bytes()
     };
     let from = all.len().saturating_sub(kept);
-    let omitted = c.total_bytes() - (all.len() - from) as u64;
+    let omitted = c.total_bytes().saturating_sub((all.len() - from) as u64);
     (String::from_utf8_lossy(&all[from..]).into_owned(), omitted)
 }
