@@ -124,21 +124,6 @@ fn parse<T: for<'de> Deserialize<'de>>(tool: &str, args: Option<JsonObject>) -> 
         .map_err(|e| format!("{tool}: invalid arguments: {e}"))
 }
 
-/// An error and its causes, on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        let m = c.to_string();
-        if !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        src = c.source();
-    }
-    s
-}
-
 impl Tools {
     /// Carries out one call: `Err` only for an unknown tool.
     pub async fn call(
@@ -198,7 +183,7 @@ impl Tools {
         });
         let running = cmd
             .spawn_async()
-            .map_err(|e| format!("cannot run {:?}: {}", spec.argv[0], chain(&e)))?;
+            .map_err(|e| crate::exit::error_message(&e))?;
         drop(cmd);
         let report = running.await;
         drop(slot);
@@ -240,7 +225,7 @@ impl Tools {
         }
         let running = cmd
             .spawn_async()
-            .map_err(|e| format!("cannot run {:?}: {}", spec.argv[0], chain(&e)))?;
+            .map_err(|e| crate::exit::error_message(&e))?;
         drop(cmd);
         run.pid.store(running.id(), Ordering::Relaxed);
         // The initial input goes first: the lock is taken before `start`
