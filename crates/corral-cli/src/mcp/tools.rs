@@ -200,11 +200,11 @@ impl Tools {
         let spec = self.limits.check(parse::<RunArgs>("start", args)?)?;
         let slot = self.runs.slot()?;
         let mut cmd = self.command(&spec, &slot.token);
-        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| format!("cannot make a pipe for stdin: {e}"))?;
-        let stdin = tokio::net::unix::pipe::Sender::from_owned_fd(w)
+        // Close-on-exec (std's pipe): no other run's program inherits it.
+        let (r, w) = std::io::pipe().map_err(|e| format!("cannot make a pipe for stdin: {e}"))?;
+        let stdin = tokio::net::unix::pipe::Sender::from_owned_fd(w.into())
             .map_err(|e| format!("cannot watch the stdin pipe: {e}"))?;
-        cmd.stdin(Input::file(File::from(r)));
+        cmd.stdin(Input::file(File::from(std::os::fd::OwnedFd::from(r))));
         let run = Arc::new(Background::new(
             slot.id,
             spec.argv.clone(),
