@@ -541,3 +541,30 @@ fn sigterm_to_the_server_kills_every_tree() {
 fn sigkilled_server_kills_every_tree() {
     server_end_kills_everything("sigkill");
 }
+
+#[test]
+fn bad_server_flags_are_usage_errors() {
+    let s = Scratch::new();
+    for (args, says) in [
+        (&["--root", "/nonexistent/dir"][..], "--root"),
+        (&["--max-runs", "0"][..], "max-runs"),
+        (&["--max-output-kept", "0"][..], "max-output-kept"),
+        (
+            &["--default-timeout", "2m", "--max-timeout", "1m"][..],
+            "default-timeout",
+        ),
+        (&["--max-timeout", "soon"][..], "max-timeout"),
+    ] {
+        let out = Command::new(BIN)
+            .arg("mcp")
+            .args(args)
+            .current_dir(s.dir())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
