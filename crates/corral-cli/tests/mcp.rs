@@ -407,9 +407,16 @@ fn protocol_errors_and_tool_errors() {
         r["error"]["message"].as_str().unwrap().contains("nope"),
         "{r}"
     );
-    // An unknown method too.
-    let r = c.request("nope/nope", json!({}));
-    assert!(r["error"]["code"].is_i64(), "{r}");
+    // An unknown method too, and malformed params.
+    for (method, params) in [
+        ("nope/nope", json!({})),
+        ("tools/call", json!({"name": "run", "arguments": 5})),
+        ("tools/call", json!(null)),
+        ("tools/call", json!({"arguments": {}})),
+    ] {
+        let r = c.request(method, params.clone());
+        assert!(r["error"]["code"].is_i64(), "{method} {params}: {r}");
+    }
     // Bad arguments: tool errors with a clear message.
     for (tool, args, says) in [
         ("run", json!({}), "argv"),
@@ -431,6 +438,17 @@ fn protocol_errors_and_tool_errors() {
             json!({"argv": ["true"], "timeout_ms": -5}),
             "invalid arguments",
         ),
+        (
+            "run",
+            json!({"argv": ["true"], "timeout_ms": u64::MAX}),
+            "max-timeout",
+        ),
+        (
+            "run",
+            json!({"argv": ["true"], "max_output": 1.5}),
+            "invalid arguments",
+        ),
+        ("read", json!({"id": "99999999999999999999999"}), "no run"),
         ("run", json!({"argv": ["true"], "cwd": "/"}), "outside"),
         ("run", json!({"argv": ["true"], "cwd": "../.."}), "outside"),
         (
