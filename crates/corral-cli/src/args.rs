@@ -61,6 +61,10 @@ pub enum Cmd {
     /// whole manifest: 0, 1 or 2; 125 when the reports do not fit together
     /// or cannot be read or written.
     Merge(MergeOpts),
+    /// Serve the Model Context Protocol over stdio: tools for an AI agent to
+    /// run commands (run, start, read, write, kill, list), each contained
+    /// and bounded as `corral run` does.
+    Mcp(crate::mcp::McpOpts),
     /// Print a shell completion script for SHELL to stdout (for example
     /// `corral completions bash > /etc/bash_completion.d/corral`).
     #[command(hide = true)]

@@ -9,6 +9,7 @@ mod exit;
 mod generate;
 mod gnu;
 mod json;
+mod mcp;
 mod outfile;
 mod reference;
 mod run;
@@ -56,6 +57,7 @@ fn main() {
         args::Cmd::InstallTimeout { dir } => timeout::install(&dir),
         args::Cmd::Batch(opts) => batch::main(opts),
         args::Cmd::Merge(opts) => batch::merge::main(opts),
+        args::Cmd::Mcp(opts) => mcp::main(opts),
         args::Cmd::Completions { shell } => generate::completions(shell),
         args::Cmd::Man => generate::man(),
     };

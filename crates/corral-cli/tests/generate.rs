@@ -21,7 +21,7 @@ fn bash_completions_know_the_options_and_subcommands() {
     assert!(text.contains("complete -F"), "not a bash completion script");
     assert!(text.contains("--timeout"), "no --timeout");
     assert!(text.contains("--wait-delay"), "no --wait-delay");
-    for sub in ["run", "batch", "merge"] {
+    for sub in ["run", "batch", "merge", "mcp"] {
         assert!(
             text.contains(&format!("corral__subcmd__{sub}")),
             "no subcommand {sub}"
@@ -62,6 +62,7 @@ fn man_page_is_roff_with_every_subcommand() {
         ".SH \"CORRAL RUN\"",
         ".SH \"CORRAL BATCH\"",
         ".SH \"CORRAL MERGE\"",
+        ".SH \"CORRAL MCP\"",
     ] {
         assert!(text.contains(section), "no {section}");
     }
