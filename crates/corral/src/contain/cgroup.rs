@@ -260,6 +260,25 @@ impl Clone for CgroupError {
     }
 }
 
+impl From<super::cgroup_delegated::LeafError> for CgroupError {
+    fn from(e: super::cgroup_delegated::LeafError) -> CgroupError {
+        use super::cgroup_delegated::LeafError;
+        match e {
+            LeafError::Occupied { parent, pids } => CgroupError::Occupied { parent, pids },
+            LeafError::NotDelegated { parent, source } => CgroupError::NotDelegated {
+                parent,
+                what: "its cgroup.subtree_control",
+                source,
+            },
+            LeafError::Io { path, source } => CgroupError::Open { path, source },
+            LeafError::Enable { source } => CgroupError::SetLimit {
+                file: "cgroup.subtree_control",
+                source,
+            },
+        }
+    }
+}
+
 /// The run's error: the step as the reason, the OS error as the source.
 impl From<CgroupError> for crate::Error {
     fn from(e: CgroupError) -> crate::Error {
@@ -309,7 +328,16 @@ fn detect_now() -> Result<Hierarchy, CgroupError> {
         }
     }
     if let Err(e) = delegated(&h.own_v2) {
-        h.own_v2 = super::cgroup_delegated::beside(&h.own_v2, e, delegated)?;
+        h.own_v2 = match super::cgroup_delegated::beside(&h.own_v2, |p| delegated(p).is_ok()) {
+            Ok(parent) => parent,
+            Err(Some(sibling)) => {
+                return Err(CgroupError::DelegatedBeside {
+                    reason: e.to_string(),
+                    sibling,
+                })
+            }
+            Err(None) => return Err(e),
+        };
     }
     Ok(h)
 }
@@ -332,7 +360,7 @@ fn detect_now() -> Result<Hierarchy, CgroupError> {
 /// are writable). A directory whose files were not handed over with it
 /// (`chown` of the directory alone) is no delegation: `auto` falls back
 /// instead of failing at the spawn.
-pub(super) fn delegated(own: &Path) -> Result<(), CgroupError> {
+fn delegated(own: &Path) -> Result<(), CgroupError> {
     use rustix::fs::{accessat, Access, AtFlags, CWD};
     let check = |path: PathBuf, what: &'static str, access: Access| {
         accessat(CWD, &path, access, AtFlags::EACCESS).map_err(|e| CgroupError::NotDelegated {
@@ -796,7 +824,7 @@ pub(crate) struct Cgroup {
     leaf_hold: Option<super::cgroup_delegated::Hold>,
 }
 
-pub(super) fn write_file(path: &Path, data: &str) -> io::Result<()> {
+fn write_file(path: &Path, data: &str) -> io::Result<()> {
     let mut f = OpenOptions::new().write(true).open(path)?;
     f.write_all(data.as_bytes())
 }

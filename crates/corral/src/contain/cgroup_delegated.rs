@@ -39,8 +39,28 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::cgroup::CgroupError;
 use super::Limits;
+
+/// Why the controllers cannot be had (made a `CgroupError` by the caller).
+#[derive(Debug)]
+pub(crate) enum LeafError {
+    /// Other processes sit in the parent (their pids).
+    Occupied { parent: PathBuf, pids: String },
+    /// The parent's `cgroup.subtree_control` is not the user's.
+    NotDelegated { parent: PathBuf, source: io::Error },
+    /// A step on `path` failed (`mkdir` of the leaf, a move, a lock).
+    Io { path: PathBuf, source: io::Error },
+    /// The kernel refused to enable a controller for another reason.
+    Enable { source: io::Error },
+}
+
+fn write_file(path: &Path, data: &str) -> io::Result<()> {
+    use std::io::Write;
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(data.as_bytes())
+}
 
 /// The shared leaf corral processes move themselves into.
 pub(crate) const LEAF: &str = "corral-leaf";
@@ -119,7 +139,7 @@ fn words(path: &Path) -> Vec<String> {
 /// left to v1 groups or to the limit's own error) enabled for the runs'
 /// cgroups in `parent`, moving corral into the leaf if it stands in the way
 /// (see the module docs). `None`: nothing to hold (no controller wanted).
-pub(crate) fn prepare(parent: &Path, want: &[String]) -> Result<Option<Hold>, CgroupError> {
+pub(crate) fn prepare(parent: &Path, want: &[String]) -> Result<Option<Hold>, LeafError> {
     let offered = words(&parent.join("cgroup.controllers"));
     let want: Vec<&String> = want.iter().filter(|c| offered.contains(c)).collect();
     if want.is_empty() {
@@ -144,9 +164,9 @@ pub(crate) fn prepare(parent: &Path, want: &[String]) -> Result<Option<Hold>, Cg
 
 /// The shared lock on the parent, waited for while another corral undoes
 /// (that takes a moment; at most [`PATIENCE`] is waited).
-fn lock_shared(parent: &Path) -> Result<File, CgroupError> {
+fn lock_shared(parent: &Path) -> Result<File, LeafError> {
     use rustix::fs::{flock, FlockOperation};
-    let open = |source| CgroupError::Open {
+    let open = |source| LeafError::Io {
         path: parent.to_path_buf(),
         source,
     };
@@ -168,7 +188,7 @@ fn lock_shared(parent: &Path) -> Result<File, CgroupError> {
     }
 }
 
-fn enable(st: &mut State, parent: &Path, want: &[&String]) -> Result<(), CgroupError> {
+fn enable(st: &mut State, parent: &Path, want: &[&String]) -> Result<(), LeafError> {
     let control = parent.join("cgroup.subtree_control");
     let end = Instant::now() + PATIENCE;
     loop {
@@ -182,7 +202,7 @@ fn enable(st: &mut State, parent: &Path, want: &[&String]) -> Result<(), CgroupE
             .map(|c| format!("+{c}"))
             .collect::<Vec<_>>()
             .join(" ");
-        match super::cgroup::write_file(&control, &line) {
+        match write_file(&control, &line) {
             Ok(()) => {
                 for c in missing {
                     if !st.enabled.contains(c) {
@@ -203,7 +223,7 @@ fn enable(st: &mut State, parent: &Path, want: &[&String]) -> Result<(), CgroupE
                 let pids = words(&parent.join("cgroup.procs"));
                 // Nothing was enabled: corral may go back where it was.
                 move_back(st, parent);
-                return Err(CgroupError::Occupied {
+                return Err(LeafError::Occupied {
                     parent: parent.to_path_buf(),
                     pids: pids.join(" "),
                 });
@@ -214,18 +234,12 @@ fn enable(st: &mut State, parent: &Path, want: &[&String]) -> Result<(), CgroupE
                     io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
                 ) || e.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error()) =>
             {
-                return Err(CgroupError::NotDelegated {
+                return Err(LeafError::NotDelegated {
                     parent: parent.to_path_buf(),
-                    what: "its cgroup.subtree_control",
                     source: e,
                 })
             }
-            Err(source) => {
-                return Err(CgroupError::SetLimit {
-                    file: "cgroup.subtree_control",
-                    source,
-                })
-            }
+            Err(source) => return Err(LeafError::Enable { source }),
         }
     }
 }
@@ -263,26 +277,21 @@ fn keeper_pid() -> Option<u32> {
 /// unreaped child, so its pid is its own) into `dir`.
 fn move_to(dir: &Path) -> io::Result<()> {
     let procs = dir.join("cgroup.procs");
-    super::cgroup::write_file(&procs, "0")?;
+    write_file(&procs, "0")?;
     if let Some(k) = keeper_pid() {
-        let _ = super::cgroup::write_file(&procs, &k.to_string());
+        let _ = write_file(&procs, &k.to_string());
     }
     Ok(())
 }
 
-fn move_into_leaf(st: &mut State, parent: &Path) -> Result<(), CgroupError> {
+fn move_into_leaf(st: &mut State, parent: &Path) -> Result<(), LeafError> {
     let leaf = parent.join(LEAF);
     match fs::create_dir(&leaf) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(source) => {
-            return Err(CgroupError::Create {
-                parent: parent.to_path_buf(),
-                source,
-            })
-        }
+        Err(source) => return Err(LeafError::Io { path: leaf, source }),
     }
-    move_to(&leaf).map_err(|source| CgroupError::Open {
+    move_to(&leaf).map_err(|source| LeafError::Io {
         path: leaf.join("cgroup.procs"),
         source,
     })?;
@@ -334,7 +343,7 @@ fn undo(st: &mut State, parent: &Path) {
                 .map(|c| format!("-{c}"))
                 .collect::<Vec<_>>()
                 .join(" ");
-            super::cgroup::write_file(&parent.join("cgroup.subtree_control"), &line).is_ok()
+            write_file(&parent.join("cgroup.subtree_control"), &line).is_ok()
         });
     if disabled {
         st.enabled.clear();
@@ -365,8 +374,9 @@ pub(crate) fn home(parent: &Path) -> PathBuf {
     }
 }
 
-/// corral's own cgroup `own` is not delegated (`why`): the cgroup the
-/// runs' cgroups can be made in instead, or why there is none.
+/// corral's own cgroup `own` is not delegated: the cgroup the runs'
+/// cgroups can be made in instead (`Ok`), else a delegated cgroup beside
+/// it that cannot be used (`Err(Some)`) or none (`Err(None)`).
 ///
 /// * Its parent, when that is delegated (directory and `cgroup.procs`
 ///   writable): the kernel places a process from `own` into a cgroup made
@@ -377,28 +387,18 @@ pub(crate) fn home(parent: &Path) -> PathBuf {
 /// * A delegated cgroup beside `own` (not above it) cannot be used: the
 ///   common ancestor is not the user's. The error says which one is, and
 ///   how to start corral inside it.
-pub(crate) fn beside(
-    own: &Path,
-    why: CgroupError,
-    delegated: fn(&Path) -> Result<(), CgroupError>,
-) -> Result<PathBuf, CgroupError> {
+pub(crate) fn beside(own: &Path, delegated: fn(&Path) -> bool) -> Result<PathBuf, Option<PathBuf>> {
     let Some(parent) = own.parent().filter(|p| p.join("cgroup.procs").exists()) else {
-        return Err(why);
+        return Err(None);
     };
-    if delegated(parent).is_ok() {
+    if delegated(parent) {
         return Ok(parent.to_path_buf());
     }
     let sibling = fs::read_dir(parent).ok().and_then(|rd| {
         rd.flatten()
             .map(|e| e.path())
             .filter(|p| p != own && p.join("cgroup.procs").exists())
-            .find(|p| delegated(p).is_ok())
+            .find(|p| delegated(p))
     });
-    match sibling {
-        Some(sibling) => Err(CgroupError::DelegatedBeside {
-            reason: why.to_string(),
-            sibling,
-        }),
-        None => Err(why),
-    }
+    Err(sibling)
 }
