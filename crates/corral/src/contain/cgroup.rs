@@ -60,6 +60,10 @@
 //!   one-shot process (`corral::one_shot_process`, what `corral run`
 //!   declares) pools nothing and sets no watch: its run's cgroup is removed
 //!   at release, and its exit does not wait for the watch's teardown.
+//! * Delegated subtrees: corral's own cgroup is used when it is delegated
+//!   to this user, else its parent when that is (the runs' cgroups beside
+//!   corral's); a limit's controllers are enabled there by moving corral
+//!   into a shared leaf (see `cgroup_delegated`).
 //! * Migration: a member with write access to an ancestor's `cgroup.procs`
 //!   (root, or the owner of a delegated subtree) can move itself out; no
 //!   cgroup mechanism prevents that. One that stays in the root's process
@@ -356,8 +360,8 @@ fn detect_now() -> Result<Hierarchy, CgroupError> {
 /// need none (`cgroup.kill`, `cgroup.events` and `cgroup.freeze` are in
 /// every cgroup); limits need the controllers enabled in `own`'s
 /// `cgroup.subtree_control`, which the kernel refuses while corral sits in
-/// it (a run with limits then fails clearly, or uses v1 groups where those
-/// are writable). A directory whose files were not handed over with it
+/// it: corral then moves itself aside (`cgroup_delegated`), or uses v1
+/// groups where the controllers are v1. A directory whose files were not handed over with it
 /// (`chown` of the directory alone) is no delegation: `auto` falls back
 /// instead of failing at the spawn.
 fn delegated(own: &Path) -> Result<(), CgroupError> {

@@ -402,3 +402,35 @@ pub(crate) fn beside(own: &Path, delegated: fn(&Path) -> bool) -> Result<PathBuf
     });
     Err(sibling)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leaf_names_its_parent() {
+        let p = Path::new("/sys/fs/cgroup/user.slice/x.scope/corral-leaf");
+        assert_eq!(
+            above_leaf(p),
+            Some(Path::new("/sys/fs/cgroup/user.slice/x.scope"))
+        );
+        assert_eq!(above_leaf(Path::new("/sys/fs/cgroup/x.scope")), None);
+        assert_eq!(above_leaf(Path::new("/sys/fs/cgroup/corral-leafy")), None);
+    }
+
+    #[test]
+    fn limits_want_their_controllers() {
+        let none = Limits {
+            memory_max: None,
+            pids_max: None,
+        };
+        let both = Limits {
+            memory_max: Some(1 << 20),
+            pids_max: Some(20),
+        };
+        if std::env::var_os(EXTRA_VAR).is_none() {
+            assert!(wanted(none).is_empty());
+            assert_eq!(wanted(both), ["memory", "pids"]);
+        }
+    }
+}
