@@ -166,7 +166,11 @@ pub(crate) enum CgroupError {
     )]
     DelegatedBeside { reason: String, sibling: PathBuf },
     /// A v1 group for a limit could not be made.
-    #[error("cannot create {}", dir.display())]
+    #[error(
+        "cannot create {} (a limit here is a group in the v1 hierarchy: corral's group there must \
+         be writable by this user, delegated as its cgroup v2 is)",
+        dir.display()
+    )]
     CreateV1 {
         dir: PathBuf,
         #[source]

@@ -140,9 +140,14 @@ fn words(path: &Path) -> Vec<String> {
 /// cgroups in `parent`, moving corral into the leaf if it stands in the way
 /// (see the module docs). `None`: nothing to hold (no controller wanted).
 pub(crate) fn prepare(parent: &Path, want: &[String]) -> Result<Option<Hold>, LeafError> {
+    // The hierarchy's root has no "no internal processes" rule, and what
+    // it enables is the whole system's choice: left alone.
+    let at_root = parent
+        .parent()
+        .is_none_or(|p| !p.join("cgroup.procs").exists());
     let offered = words(&parent.join("cgroup.controllers"));
     let want: Vec<&String> = want.iter().filter(|c| offered.contains(c)).collect();
-    if want.is_empty() {
+    if want.is_empty() || at_root {
         return Ok(None);
     }
     let mut st = STATE.lock();
@@ -350,7 +355,7 @@ fn undo(st: &mut State, parent: &Path) {
         move_back(st, parent);
         if !st.moved && leaf_exists {
             // A corral that was in it may still be exiting.
-            let end = Instant::now() + Duration::from_millis(500);
+            let end = Instant::now() + Duration::from_millis(200);
             while fs::remove_dir(&leaf).is_err() && leaf.exists() && Instant::now() < end {
                 std::thread::sleep(Duration::from_millis(5));
             }
