@@ -651,3 +651,49 @@ fn v1_limits_need_the_v1_groups_delegated_too() {
     );
     assert_clean(&cg.0, &[]);
 }
+
+/// A corral killed (SIGKILL) while it holds the controllers never undoes
+/// them: its keeper kills the tree and removes the run's cgroup, and the
+/// leaf and the enabled controller stay (the delegated cgroup then accepts
+/// no process; the next corral is started in the leaf). The next corral,
+/// even one without limits, undoes them at its first run.
+#[corral_testkit::needs(root, cgroup, v2hugetlb)]
+#[test]
+fn the_next_corral_undoes_what_a_killed_one_left() {
+    hugetlb_offered();
+    let s = open_scratch();
+    let w = Watch::new(&s);
+    let cg = Delegated::new("killed", FULL);
+    let report = s.path("report.json");
+    let script = format!(r#""$H" kid & {} sleep 30"#, wait_for("kid"));
+    let r = start(
+        as_user_in(
+            &s,
+            &[&cg.0],
+            &[HOOK],
+            &report,
+            &["-t", "20", "--", "sh", "-c", &script],
+        ),
+        Sink::Null,
+        Sink::Null,
+    );
+    assert!(w.pid("kid", 10 * SEC).is_some(), "the tree never started");
+    // setpriv execs corral: the started process is corral itself.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(r.pid() as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let _ = r.finish(10 * SEC);
+    assert_dead(&w, &["kid"]);
+    let end = Instant::now() + 3 * SEC;
+    while children(&cg.0) != ["corral-leaf"] {
+        assert!(Instant::now() < end, "{:?}", children(&cg.0));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(words(&cg.0.join("cgroup.subtree_control")).contains(&"hugetlb".to_owned()));
+    let (done, v) = corral_as_user_in(&s, &cg.0, &["--", "true"]);
+    done.assert_code(0);
+    assert_eq!(v["containment"], "cgroup", "{v}");
+    assert_clean(&cg.0, &[]);
+}

@@ -914,7 +914,10 @@ impl Cgroup {
         limits: Limits,
         tracer: Tracer,
     ) -> Result<Cgroup, CgroupError> {
-        STALE.call_once(|| remove_stale(h));
+        STALE.call_once(|| {
+            remove_stale(h);
+            super::cgroup_delegated::tidy(&h.own_v2);
+        });
         // Controllers a limit needs, enabled in the parent (corral moves
         // itself aside if it stands in the way: see `cgroup_delegated`).
         let want = super::cgroup_delegated::wanted(limits);

@@ -29,8 +29,9 @@
 //!    controllers, and the last one out does this): the controllers are
 //!    disabled again (only if every child of the parent is corral's), corral
 //!    moves itself and its keeper back, and the leaf is removed. Leaves and
-//!    controllers of a corral killed before this are undone by the next one
-//!    that passes step 4 (a systemd scope removes its whole subtree anyway).
+//!    controllers of a corral killed before this are undone the same way by
+//!    the next corral there, at its first cgroup ([`tidy`]); a systemd scope
+//!    removes its whole subtree anyway.
 //!
 //! The state is per process; the parent is the one detection found.
 
@@ -330,16 +331,14 @@ fn undo(st: &mut State, parent: &Path) {
                 || e.file_name().to_string_lossy().starts_with("corral-")
         })
     });
-    // What corral enabled: everything corral asks for while the leaf
-    // exists (a process sat in the parent before, so nothing was enabled
-    // there), else only what this process enabled itself.
+    // What corral enabled: while the leaf exists, everything enabled (a
+    // process sat in the parent before corral moved aside, so nothing was
+    // enabled there then, and every cgroup below is corral's: no one else
+    // uses them); else only what this process enabled itself.
     let on = words(&parent.join("cgroup.subtree_control"));
     let ours: Vec<&String> = on
         .iter()
-        .filter(|c| {
-            st.enabled.contains(c)
-                || (leaf_exists && (matches!(c.as_str(), "memory" | "pids") || extra(c)))
-        })
+        .filter(|c| leaf_exists || st.enabled.contains(c))
         .collect();
     let disabled = ours.is_empty()
         || (only_corral && {
@@ -364,9 +363,22 @@ fn undo(st: &mut State, parent: &Path) {
     drop(lock);
 }
 
-fn extra(c: &str) -> bool {
-    std::env::var_os(EXTRA_VAR)
-        .is_some_and(|v| v.to_string_lossy().split_whitespace().any(|w| w == c))
+/// Undoes what a corral that died holding the controllers left in
+/// `parent` (it never reached step 4: SIGKILL), once per process, at its
+/// first cgroup run: with the exclusive lock (no corral uses them), the
+/// same as the last one out does.
+pub(crate) fn tidy(parent: &Path) {
+    if !parent.join(LEAF).exists() {
+        return;
+    }
+    let mut st = STATE.lock();
+    if st.lock.is_some() {
+        return;
+    }
+    let Ok(dir) = File::open(parent) else { return };
+    st.lock = Some(dir);
+    st.moved = st.moved || in_leaf(parent);
+    undo(&mut st, parent);
 }
 
 /// Where corral sits: the leaf once it moved itself (kept members of a run
