@@ -272,45 +272,8 @@ fn auto_in_a_half_delegated_subtree_falls_back_and_says_why() {
 #[corral_testkit::needs(root, cgroup, v2limits)]
 #[test]
 fn v2_limits_in_a_delegated_subtree() {
-    let s = open_scratch();
-    let w = Watch::new(&s);
     let cg = Delegated::new("v2limits", FULL);
-    let bomb = format!(
-        r#"setsid "$H" esc & {} i=0; while [ $i -lt 100 ]; do sleep 30 & i=$((i+1)); done; wait"#,
-        wait_for("esc")
-    );
-    let (done, v) = corral_as_user_in(
-        &s,
-        &cg.0,
-        &["--pids-max", "20", "-t", "3", "--", "sh", "-c", &bomb],
-    );
-    assert_eq!(v["containment"], "cgroup", "{v}\n{}", done.err());
-    assert_eq!(v["limits_hit"], serde_json::json!(["pids"]), "{v}");
-    assert!(
-        v["usage"]["pids_peak"].as_u64().is_some_and(|p| p <= 20),
-        "{v}"
-    );
-    assert_dead(&w, &["esc"]);
-    assert_eq!(count(&v, "leftover_processes"), 0, "{v}");
-    assert_clean(&cg.0, &[]);
-    let (done, v) = corral_as_user_in(
-        &s,
-        &cg.0,
-        &[
-            "--memory-max",
-            "64M",
-            "-t",
-            "20",
-            "--",
-            "sh",
-            "-c",
-            r#"exec python3 -c 'a = [b"x" * (1 << 20) for i in range(1000)]'"#,
-        ],
-    );
-    assert_eq!(v["containment"], "cgroup", "{v}\n{}", done.err());
-    assert_eq!(v["limits_hit"], serde_json::json!(["memory"]), "{v}");
-    assert_eq!(v["outcome"], "signaled", "{v}");
-    assert_clean(&cg.0, &[]);
+    limits_enforced(&[&cg.0]);
 }
 
 /// The same limits on a hybrid system, where they are v1 groups: root
@@ -319,21 +282,31 @@ fn v2_limits_in_a_delegated_subtree() {
 #[corral_testkit::needs(root, cgroup, v1limits)]
 #[test]
 fn v1_limits_in_a_delegated_subtree() {
-    let s = open_scratch();
-    let w = Watch::new(&s);
     let cg = Delegated::new("v1limits", FULL);
     let pids = DelegatedV1::new("pids", "v1limits");
     let mem = DelegatedV1::new("memory", "v1limits");
+    limits_enforced(&[&cg.0, &pids.0, &mem.0]);
+}
+
+/// corral as [`USER`] in the delegated cgroups `cgs` (v2 first): a fork
+/// bomb of helpers stops at `--pids-max 20` (every helper and a `setsid`
+/// escaper dead after the deadline), a memory hog is killed at
+/// `--memory-max 64M`; each outcome as the cgroup tier reports it, and
+/// nothing corral made is left in any of `cgs`.
+fn limits_enforced(cgs: &[&Path]) {
+    let s = open_scratch();
+    let w = Watch::new(&s);
     let report = s.path("report.json");
     let bomb = format!(
-        r#"setsid "$H" esc & {} i=0; while [ $i -lt 100 ]; do "$H" b$i & i=$((i+1)); done; wait"#,
+        r#"setsid "$H" esc & {} (i=0; while [ $i -lt 100 ]; do "$H" b$i & i=$((i+1)); done; wait); exec sleep 30"#,
         wait_for("esc")
     );
-    let cgs = [cg.0.as_path(), pids.0.as_path(), mem.0.as_path()];
+    // The bomb is a subshell (the shell dies when a fork fails); the root
+    // then becomes `sleep` without a fork, so the deadline ends the run.
     let done = run(
         as_user_in(
             &s,
-            &cgs,
+            cgs,
             &[],
             &report,
             &[
@@ -354,11 +327,13 @@ fn v1_limits_in_a_delegated_subtree() {
     let v = read_report(&report);
     assert_eq!(v["containment"], "cgroup", "{v}\n{}", done.err());
     assert_eq!(v["containment_note"], serde_json::Value::Null, "{v}");
+    assert_eq!(v["outcome"], "timed_out", "{v}");
     assert_eq!(v["limits_hit"], serde_json::json!(["pids"]), "{v}");
     assert!(
         v["usage"]["pids_peak"].as_u64().is_some_and(|p| p <= 20),
         "{v}"
     );
+    assert_eq!(count(&v, "kept"), 0, "{v}");
     // Every helper that could be forked is gone, the escaper too.
     let names = w.names();
     assert!(names.len() <= 20, "{names:?}");
@@ -370,7 +345,7 @@ fn v1_limits_in_a_delegated_subtree() {
     let done = run(
         as_user_in(
             &s,
-            &cgs,
+            cgs,
             &[],
             &report,
             &["--memory-max", "64M", "-t", "20", "--", "sh", "-c", hog],
@@ -382,7 +357,7 @@ fn v1_limits_in_a_delegated_subtree() {
     assert_eq!(v["limits_hit"], serde_json::json!(["memory"]), "{v}");
     assert_eq!(v["outcome"], "signaled", "{v}");
     assert_eq!(v["signal"], 9, "{v}");
-    for g in [&cg.0, &pids.0, &mem.0] {
+    for g in cgs {
         assert_clean(g, &[]);
     }
 }
