@@ -563,6 +563,39 @@ fn a_delegated_parent_is_used_for_the_runs_cgroups() {
     assert_clean(&cg.0, &["inner"]);
 }
 
+/// Parent-only delegation and a controller for the runs' cgroups (hugetlb
+/// standing in for a limit's): the delegated parent holds no process of its
+/// own, so corral enables it there directly (no leaf), and disables it after.
+#[corral_testkit::needs(root, cgroup, v2hugetlb)]
+#[test]
+fn a_delegated_parent_gets_the_controllers_directly() {
+    hugetlb_offered();
+    let s = open_scratch();
+    let _w = Watch::new(&s);
+    let cg = Delegated::new("parentctl", FULL);
+    let inner = cg.0.join("inner");
+    std::fs::create_dir(&inner).unwrap();
+    let report = s.path("report2.json");
+    let script = r#"c=$(sed -n 's/^0:://p' /proc/self/cgroup); p=$(sed -n 's/^0:://p' /proc/$PPID/cgroup); echo "$p $(cat /sys/fs/cgroup/unified$c/cgroup.controllers)" > "$CORRAL_TEST_DIR/ctl""#;
+    let done = run(
+        as_user_in(&s, &[&inner], &[HOOK], &report, &["--", "sh", "-c", script]),
+        30 * SEC,
+    );
+    done.assert_code(0);
+    let v = read_report(&report);
+    assert_eq!(v["containment"], "cgroup", "{v}");
+    let ctl = std::fs::read_to_string(s.path("ctl")).unwrap();
+    assert!(ctl.split_whitespace().any(|c| c == "hugetlb"), "{ctl}");
+    // corral stayed where it was: it was never in the way.
+    assert!(
+        ctl.split_whitespace()
+            .next()
+            .is_some_and(|p| p.ends_with("/inner")),
+        "{ctl}"
+    );
+    assert_clean(&cg.0, &["inner"]);
+}
+
 /// A cgroup beside corral's is delegated, corral's own and its parent are
 /// not: the kernel would refuse to place the command there (the common
 /// ancestor is root's). `auto` falls back, and the note names the

@@ -331,24 +331,24 @@ fn undo(st: &mut State, parent: &Path) {
                 || e.file_name().to_string_lossy().starts_with("corral-")
         })
     });
-    // What corral enabled: while the leaf exists, everything enabled (a
-    // process sat in the parent before corral moved aside, so nothing was
-    // enabled there then, and every cgroup below is corral's: no one else
-    // uses them); else only what this process enabled itself.
+    // What corral enabled: what this process enabled itself, whatever else
+    // is below (no one relied on it before); and, while the leaf exists and
+    // every cgroup below is corral's, everything enabled (a process sat in
+    // the parent before corral moved aside, so nothing was enabled there
+    // then, and no one else uses them now).
     let on = words(&parent.join("cgroup.subtree_control"));
     let ours: Vec<&String> = on
         .iter()
-        .filter(|c| leaf_exists || st.enabled.contains(c))
+        .filter(|c| (leaf_exists && only_corral) || st.enabled.contains(c))
         .collect();
-    let disabled = ours.is_empty()
-        || (only_corral && {
-            let line = ours
-                .iter()
-                .map(|c| format!("-{c}"))
-                .collect::<Vec<_>>()
-                .join(" ");
-            write_file(&parent.join("cgroup.subtree_control"), &line).is_ok()
-        });
+    let disabled = ours.is_empty() || {
+        let line = ours
+            .iter()
+            .map(|c| format!("-{c}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        write_file(&parent.join("cgroup.subtree_control"), &line).is_ok()
+    };
     if disabled {
         st.enabled.clear();
         move_back(st, parent);
