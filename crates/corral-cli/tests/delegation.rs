@@ -215,11 +215,11 @@ fn open_scratch() -> Scratch {
 #[test]
 fn auto_in_a_delegated_subtree_is_the_cgroup_tier() {
     let s = open_scratch();
-    let w = Watch::new(&s);
     let cg = Delegated::new(
         "full",
         &["cgroup.procs", "cgroup.threads", "cgroup.subtree_control"],
     );
+    let w = Watch::new(&s);
     let script = format!(
         r#"setsid "$H" esc & "$H" kid & {}{} cat /proc/self/cgroup > "$CORRAL_TEST_DIR/cg"; sleep 30"#,
         wait_for("esc"),
@@ -252,8 +252,8 @@ fn auto_in_a_delegated_subtree_is_the_cgroup_tier() {
 #[test]
 fn auto_in_a_half_delegated_subtree_falls_back_and_says_why() {
     let s = open_scratch();
-    let _w = Watch::new(&s);
     let cg = Delegated::new("half", &["cgroup.subtree_control"]);
+    let _w = Watch::new(&s);
     let (done, v) = corral_as_user_in(&s, &cg.0, &["--", "true"]);
     done.assert_code(0);
     assert_eq!(v["containment"], "subreaper", "{v}");
@@ -372,8 +372,8 @@ fn limits_enforced(cgs: &[&Path]) {
 fn a_controller_is_enabled_by_moving_corral_into_a_leaf() {
     hugetlb_offered();
     let s = open_scratch();
-    let w = Watch::new(&s);
     let cg = Delegated::new("leaf", FULL);
+    let w = Watch::new(&s);
     let report = s.path("report.json");
     let script = format!(
         r#"setsid "$H" esc & {} c=$(sed -n 's/^0:://p' /proc/self/cgroup); p=$(sed -n 's/^0:://p' /proc/$PPID/cgroup); echo "$c $p $(cat /sys/fs/cgroup/unified$c/cgroup.controllers)" > "$CORRAL_TEST_DIR/cg"; sleep 30"#,
@@ -419,8 +419,8 @@ fn a_controller_is_enabled_by_moving_corral_into_a_leaf() {
 fn several_corrals_move_aside_at_once() {
     hugetlb_offered();
     let s = open_scratch();
-    let _w = Watch::new(&s);
     let cg = Delegated::new("many", FULL);
+    let _w = Watch::new(&s);
     for round in 0..3 {
         let runs: Vec<(PathBuf, Run)> = (0..8)
             .map(|i| {
@@ -463,8 +463,10 @@ fn several_corrals_move_aside_at_once() {
 fn another_process_in_the_delegated_cgroup_is_named() {
     hugetlb_offered();
     let s = open_scratch();
-    let w = Watch::new(&s);
+    // Made before the Watch, so removed after it killed the shell (a
+    // failed assertion must not leave the cgroup behind).
     let cg = Delegated::new("occupied", FULL);
+    let w = Watch::new(&s);
     let mut shell = std::process::Command::new(s.path("H"))
         .arg("shell")
         .envs(s.env())
@@ -535,8 +537,8 @@ fn another_process_in_the_delegated_cgroup_is_named() {
 #[test]
 fn a_delegated_parent_is_used_for_the_runs_cgroups() {
     let s = open_scratch();
-    let w = Watch::new(&s);
     let cg = Delegated::new("parent", FULL);
+    let w = Watch::new(&s);
     let inner = cg.0.join("inner");
     std::fs::create_dir(&inner).unwrap();
     let script = format!(
@@ -571,8 +573,8 @@ fn a_delegated_parent_is_used_for_the_runs_cgroups() {
 fn a_delegated_parent_gets_the_controllers_directly() {
     hugetlb_offered();
     let s = open_scratch();
-    let _w = Watch::new(&s);
     let cg = Delegated::new("parentctl", FULL);
+    let _w = Watch::new(&s);
     let inner = cg.0.join("inner");
     std::fs::create_dir(&inner).unwrap();
     let report = s.path("report2.json");
@@ -637,8 +639,8 @@ fn a_delegated_cgroup_beside_corral_is_named_in_the_note() {
 #[test]
 fn v1_limits_need_the_v1_groups_delegated_too() {
     let s = open_scratch();
-    let _w = Watch::new(&s);
     let cg = Delegated::new("v1missing", FULL);
+    let _w = Watch::new(&s);
     let report = s.path("report.json");
     let done = run(
         as_user_in(
@@ -670,8 +672,8 @@ fn v1_limits_need_the_v1_groups_delegated_too() {
 fn the_next_corral_undoes_what_a_killed_one_left() {
     hugetlb_offered();
     let s = open_scratch();
-    let w = Watch::new(&s);
     let cg = Delegated::new("killed", FULL);
+    let w = Watch::new(&s);
     let report = s.path("report.json");
     let script = format!(r#""$H" kid & {} sleep 30"#, wait_for("kid"));
     let r = start(
