@@ -141,11 +141,11 @@ fn words(path: &Path) -> Vec<String> {
 /// cgroups in `parent`, moving corral into the leaf if it stands in the way
 /// (see the module docs). `None`: nothing to hold (no controller wanted).
 pub(crate) fn prepare(parent: &Path, want: &[String]) -> Result<Option<Hold>, LeafError> {
-    // The hierarchy's root has no "no internal processes" rule, and what
-    // it enables is the whole system's choice: left alone.
-    let at_root = parent
-        .parent()
-        .is_none_or(|p| !p.join("cgroup.procs").exists());
+    // The hierarchy's real root (it has no `cgroup.type`) has no "no
+    // internal processes" rule, and what it enables is the whole system's
+    // choice: left alone. A cgroup namespace's root (a container's) is an
+    // ordinary cgroup and follows the rule.
+    let at_root = !parent.join("cgroup.type").exists();
     let offered = words(&parent.join("cgroup.controllers"));
     let want: Vec<&String> = want.iter().filter(|c| offered.contains(c)).collect();
     if want.is_empty() || at_root {
