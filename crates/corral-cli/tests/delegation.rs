@@ -707,3 +707,68 @@ fn the_next_corral_undoes_what_a_killed_one_left() {
     assert_eq!(v["containment"], "cgroup", "{v}");
     assert_clean(&cg.0, &[]);
 }
+
+/// A corral without limits runs in the delegated cgroup (it stays where it
+/// was started: it needs no controller), and another asks for one: the
+/// first stands in the way like any other process, so the second fails
+/// with 125 naming it, and the first's run is untouched.
+#[corral_testkit::needs(root, cgroup, v2hugetlb)]
+#[test]
+fn a_corral_without_limits_in_the_way_is_named() {
+    hugetlb_offered();
+    let s = open_scratch();
+    let cg = Delegated::new("mixed", FULL);
+    let w = Watch::new(&s);
+    let first_report = s.path("first.json");
+    let first = start(
+        as_user_in(
+            &s,
+            &[&cg.0],
+            &[],
+            &first_report,
+            &[
+                "--",
+                "sh",
+                "-c",
+                &format!(r#""$H" kid & {} sleep 2"#, wait_for("kid")),
+            ],
+        ),
+        Sink::Null,
+        Sink::Null,
+    );
+    assert!(
+        w.pid("kid", 10 * SEC).is_some(),
+        "the first run never started"
+    );
+    let report = s.path("report.json");
+    let done = run(
+        as_user_in(
+            &s,
+            &[&cg.0],
+            &[HOOK],
+            &report,
+            &["--containment", "cgroup", "--", "true"],
+        ),
+        30 * SEC,
+    );
+    done.assert_code(125);
+    let err = done.err();
+    assert!(
+        err.contains("other processes sit in it") && err.contains(&first.pid().to_string()),
+        "{err}"
+    );
+    let done = first.finish(30 * SEC);
+    assert_eq!(done.code(), 0);
+    let v = read_report(&first_report);
+    assert_eq!(v["containment"], "cgroup", "{v}");
+    assert_eq!(v["outcome"], "exited", "{v}");
+    // Kept by the default policy (exit 0, output passed through): moved to
+    // corral's own cgroup, so the run's could be removed.
+    assert_eq!(count(&v, "kept"), 1, "{v}");
+    assert_alive(&w, &["kid"]);
+    let kid = w.pid("kid", FATE).unwrap();
+    assert!(words(&cg.0.join("cgroup.procs")).contains(&kid.to_string()));
+    assert_clean(&cg.0, &[]);
+    w.signal("kid", rustix::process::Signal::KILL);
+    assert_dead(&w, &["kid"]);
+}
