@@ -27,13 +27,20 @@
 //! 4. When this process's last such run ends, it takes the exclusive lock
 //!    (without waiting: a corral that holds the shared lock still needs the
 //!    controllers, and the last one out does this): the controllers are
-//!    disabled again (only if every child of the parent is corral's), corral
+//!    disabled again (those this process enabled; those another corral did,
+//!    only if every child of the parent is corral's), corral
 //!    moves itself and its keeper back, and the leaf is removed. Leaves and
 //!    controllers of a corral killed before this are undone the same way by
 //!    the next corral there, at its first cgroup ([`tidy`]); a systemd scope
 //!    removes its whole subtree anyway.
 //!
-//! The state is per process; the parent is the one detection found.
+//! The state is per process; the parent is the one detection found. A
+//! corral started by a process that a corral moved aside is born in the
+//! leaf: detection takes the leaf's parent as its own (`above_leaf`).
+//!
+//! Test hook: `CORRAL_TEST_V2_CONTROLLERS` names more controllers every
+//! cgroup run asks for (the tests use `hugetlb` where memory and pids are
+//! v1 groups).
 
 use std::fs::{self, File};
 use std::io;
