@@ -34,8 +34,9 @@ const INNER: &[(&str, &[&[&str]])] = &[
     (
         "contain",
         &[
-            // Reaping during the run, the subreaper switch, tree cookies.
-            &["orphans"],
+            // Reaping during the run, the subreaper switch, tree cookies;
+            // the controllers of a delegated subtree (the cgroup tier's).
+            &["orphans", "cgroup_delegated"],
             // One file per mechanism: none uses another.
             &[
                 "cgroup",

@@ -24,6 +24,11 @@
 //! - `unshare`: util-linux `unshare` is installed.
 //! - `script`: util-linux `script` is installed.
 //! - `root`: the effective user is root.
+//! - `v2limits` / `v2hugetlb`: root, and a cgroup made in this process's v2
+//!   cgroup can have the memory and pids (hugetlb) controllers: they are
+//!   enabled for its children, or it is the hierarchy's root and offers them.
+//! - `v1limits`: root, and the v1 `pids` and `memory` hierarchies are
+//!   mounted (a hybrid system).
 //!
 //! `CORRAL_TEST_ASSUME_UNPRIVILEGED=1` at build time treats `cgroup`,
 //! `limits` and `root` as unavailable and probes `pidns` through a user
@@ -68,10 +73,22 @@ pub fn needs(attr: TokenStream, item: TokenStream) -> TokenStream {
                 "needs the cgroup v1 freezer at /sys/fs/cgroup/freezer (hybrid machines): \
                  not here when built",
             ),
+            "v2limits" => (!v2_gives(&["memory", "pids"])).then_some(
+                "needs the memory and pids controllers in cgroup v2 for a child of this \
+                 process's cgroup (bound to v1 hierarchies here, when built)",
+            ),
+            "v2hugetlb" => (!v2_gives(&["hugetlb"])).then_some(
+                "needs the hugetlb controller in cgroup v2 for a child of this process's \
+                 cgroup (not offered here, when built)",
+            ),
+            "v1limits" => (!v1_limits()).then_some(
+                "needs v1 pids and memory hierarchies beside cgroup v2 (a hybrid system), \
+                 as root: not here when built",
+            ),
             other => {
                 return compile_error(&format!(
                     "unknown requirement `{other}` (use cgroup, limits, pidns, userns, \
-                     unshare, script, freezer_v1 or root)"
+                     unshare, script, root, freezer_v1, v2limits, v2hugetlb or v1limits)"
                 ))
             }
         };
@@ -194,6 +211,55 @@ fn writable_cgroup_v2() -> bool {
         .join(own.trim_start_matches('/'))
         .join(format!("corral-probe-{}", std::process::id()));
     std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok()
+}
+
+/// Root, and a child of this process's v2 cgroup can have every one of
+/// `ctrls` (see the kinds `v2limits`, `v2hugetlb`).
+fn v2_gives(ctrls: &[&str]) -> bool {
+    if !root() {
+        return false;
+    }
+    let Ok(mi) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let Some(point) = mi.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        post.starts_with("cgroup2 ")
+            .then(|| pre.split(' ').nth(4).map(std::path::PathBuf::from))?
+    }) else {
+        return false;
+    };
+    let Ok(cg) = std::fs::read_to_string("/proc/self/cgroup") else {
+        return false;
+    };
+    let Some(own) = cg.lines().find_map(|l| l.strip_prefix("0::")) else {
+        return false;
+    };
+    let has = |file: std::path::PathBuf| {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        ctrls
+            .iter()
+            .all(|c| text.split_whitespace().any(|w| w == *c))
+    };
+    let dir = point.join(own.trim_start_matches('/'));
+    has(dir.join("cgroup.subtree_control")) || (own == "/" && has(dir.join("cgroup.controllers")))
+}
+
+/// Root, and v1 `pids` and `memory` hierarchies are mounted.
+fn v1_limits() -> bool {
+    let Ok(mi) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let v1 = |c: &str| {
+        mi.lines().any(|l| {
+            l.split_once(" - ").is_some_and(|(_, post)| {
+                let p: Vec<&str> = post.split(' ').collect();
+                p.first() == Some(&"cgroup")
+                    && p.get(2).is_some_and(|o| o.split(',').any(|o| o == c))
+            })
+        })
+    };
+    root() && v1("pids") && v1("memory")
 }
 
 fn installed(program: &str) -> bool {

@@ -609,8 +609,75 @@ pub fn holds(what: &str) -> bool {
             std::path::Path::new("/sys/fs/cgroup/freezer/freezer.state").exists()
                 || std::path::Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists()
         }
+        #[cfg(target_os = "linux")]
+        "v2limits" => v2_gives(&["memory", "pids"]),
+        #[cfg(target_os = "linux")]
+        "v2hugetlb" => v2_gives(&["hugetlb"]),
+        #[cfg(target_os = "linux")]
+        "v1limits" => {
+            rustix::process::geteuid().is_root()
+                && ["pids", "memory"].iter().all(|c| v1_hierarchy(c).is_some())
+        }
         _ => false,
     }
+}
+
+/// Root, and a child of this process's v2 cgroup can have every one of
+/// `ctrls`: they are enabled for its children, or it is the hierarchy's
+/// root and offers them (the kinds `v2limits`, `v2hugetlb` of [`needs`]).
+#[cfg(target_os = "linux")]
+pub fn v2_gives(ctrls: &[&str]) -> bool {
+    let Some(own) = own_cgroup_v2() else {
+        return false;
+    };
+    let has = |file: PathBuf| {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        ctrls
+            .iter()
+            .all(|c| text.split_whitespace().any(|w| w == *c))
+    };
+    let at_root = !own.join("..").join("cgroup.procs").exists();
+    rustix::process::geteuid().is_root()
+        && (has(own.join("cgroup.subtree_control"))
+            || (at_root && has(own.join("cgroup.controllers"))))
+}
+
+/// This process's own cgroup v2 directory.
+#[cfg(target_os = "linux")]
+pub fn own_cgroup_v2() -> Option<PathBuf> {
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let point = mi.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        post.starts_with("cgroup2 ")
+            .then(|| pre.split(' ').nth(4).map(PathBuf::from))?
+    })?;
+    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
+    Some(point.join(own.trim_start_matches('/')))
+}
+
+/// This process's own group in the v1 hierarchy of `controller`, if one
+/// is mounted.
+#[cfg(target_os = "linux")]
+pub fn v1_hierarchy(controller: &str) -> Option<PathBuf> {
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let (root, point) = mi.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let p: Vec<&str> = post.split(' ').collect();
+        let f: Vec<&str> = pre.split(' ').collect();
+        (p.first() == Some(&"cgroup") && p.get(2)?.split(',').any(|o| o == controller))
+            .then(|| Some((f.get(3)?.to_string(), PathBuf::from(f.get(4)?))))?
+    })?;
+    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = cg.lines().find_map(|l| {
+        let mut it = l.splitn(3, ':');
+        let _ = it.next()?;
+        let ctrls = it.next()?;
+        let p = it.next()?;
+        ctrls.split(',').any(|c| c == controller).then_some(p)
+    })?;
+    let rel = path.strip_prefix(root.as_str()).unwrap_or(path);
+    Some(point.join(rel.trim_start_matches('/')))
 }
 
 /// corral sets a pids and a memory limit on a cgroup here.

@@ -60,6 +60,10 @@
 //!   one-shot process (`corral::one_shot_process`, what `corral run`
 //!   declares) pools nothing and sets no watch: its run's cgroup is removed
 //!   at release, and its exit does not wait for the watch's teardown.
+//! * Delegated subtrees: corral's own cgroup is used when it is delegated
+//!   to this user, else its parent when that is (the runs' cgroups beside
+//!   corral's); a limit's controllers are enabled there by moving corral
+//!   into a shared leaf (see `cgroup_delegated`).
 //! * Migration: a member with write access to an ancestor's `cgroup.procs`
 //!   (root, or the owner of a delegated subtree) can move itself out; no
 //!   cgroup mechanism prevents that. One that stays in the root's process
@@ -138,8 +142,35 @@ pub(crate) enum CgroupError {
         #[source]
         source: io::Error,
     },
+    /// A limit needs a controller enabled for the runs' cgroups, and the
+    /// kernel's "no internal processes" rule refuses it while these
+    /// processes (not corral's: it moved itself aside) sit in the parent.
+    #[error(
+        "cannot enable the controllers a limit needs in {}: other processes sit in it (pids {pids}), \
+         and the kernel enables a controller for child cgroups only in a cgroup with no process \
+         of its own (start corral in a cgroup of its own: systemd-run --user --scope -p \
+         Delegate=yes corral ...)",
+        parent.display()
+    )]
+    Occupied { parent: PathBuf, pids: String },
+    /// corral's own cgroup is not delegated, but a cgroup beside it is: a
+    /// process can be placed only where the user may write the
+    /// `cgroup.procs` of a cgroup above both where it is and where it goes.
+    #[error(
+        "{reason}; {} beside it is delegated to this user, but the kernel places a process \
+         only below a cgroup whose cgroup.procs the user may write and that holds both where it \
+         is and where it goes: start corral inside the delegated cgroup (echo $$ > {}/cgroup.procs \
+         first)",
+        sibling.display(),
+        sibling.display()
+    )]
+    DelegatedBeside { reason: String, sibling: PathBuf },
     /// A v1 group for a limit could not be made.
-    #[error("cannot create {}", dir.display())]
+    #[error(
+        "cannot create {} (a limit here is a group in the v1 hierarchy: corral's group there must \
+         be writable by this user, delegated as its cgroup v2 is)",
+        dir.display()
+    )]
     CreateV1 {
         dir: PathBuf,
         #[source]
@@ -175,6 +206,8 @@ impl CgroupError {
             | CgroupError::SetLimit { source, .. } => Some(source),
             CgroupError::NoV2Mount
             | CgroupError::NoV2Membership
+            | CgroupError::Occupied { .. }
+            | CgroupError::DelegatedBeside { .. }
             | CgroupError::NoController { .. } => None,
         }
     }
@@ -223,6 +256,33 @@ impl Clone for CgroupError {
                 source: copy(source),
             },
             CgroupError::NoController { controller } => CgroupError::NoController { controller },
+            CgroupError::DelegatedBeside { reason, sibling } => CgroupError::DelegatedBeside {
+                reason: reason.clone(),
+                sibling: sibling.clone(),
+            },
+            CgroupError::Occupied { parent, pids } => CgroupError::Occupied {
+                parent: parent.clone(),
+                pids: pids.clone(),
+            },
+        }
+    }
+}
+
+impl From<super::cgroup_delegated::LeafError> for CgroupError {
+    fn from(e: super::cgroup_delegated::LeafError) -> CgroupError {
+        use super::cgroup_delegated::LeafError;
+        match e {
+            LeafError::Occupied { parent, pids } => CgroupError::Occupied { parent, pids },
+            LeafError::NotDelegated { parent, source } => CgroupError::NotDelegated {
+                parent,
+                what: "its cgroup.subtree_control",
+                source,
+            },
+            LeafError::Io { path, source } => CgroupError::Open { path, source },
+            LeafError::Enable { source } => CgroupError::SetLimit {
+                file: "cgroup.subtree_control",
+                source,
+            },
         }
     }
 }
@@ -267,8 +327,26 @@ fn detect_now() -> Result<Hierarchy, CgroupError> {
             source,
         }
     })?;
-    let h = detect_from(&mountinfo, &cgroup)?;
-    delegated(&h.own_v2)?;
+    let mut h = detect_from(&mountinfo, &cgroup)?;
+    // Started by a process that a corral moved aside: the delegated cgroup
+    // is the leaf's parent (see `cgroup_delegated`).
+    if let Some(parent) = super::cgroup_delegated::above_leaf(&h.own_v2) {
+        if delegated(parent).is_ok() {
+            h.own_v2 = parent.to_path_buf();
+        }
+    }
+    if let Err(e) = delegated(&h.own_v2) {
+        h.own_v2 = match super::cgroup_delegated::beside(&h.own_v2, |p| delegated(p).is_ok()) {
+            Ok(parent) => parent,
+            Err(Some(sibling)) => {
+                return Err(CgroupError::DelegatedBeside {
+                    reason: e.to_string(),
+                    sibling,
+                })
+            }
+            Err(None) => return Err(e),
+        };
+    }
     Ok(h)
 }
 
@@ -286,8 +364,8 @@ fn detect_now() -> Result<Hierarchy, CgroupError> {
 /// need none (`cgroup.kill`, `cgroup.events` and `cgroup.freeze` are in
 /// every cgroup); limits need the controllers enabled in `own`'s
 /// `cgroup.subtree_control`, which the kernel refuses while corral sits in
-/// it (a run with limits then fails clearly, or uses v1 groups where those
-/// are writable). A directory whose files were not handed over with it
+/// it: corral then moves itself aside (`cgroup_delegated`), or uses v1
+/// groups where the controllers are v1. A directory whose files were not handed over with it
 /// (`chown` of the directory alone) is no delegation: `auto` falls back
 /// instead of failing at the spawn.
 fn delegated(own: &Path) -> Result<(), CgroupError> {
@@ -398,11 +476,14 @@ static SEQ: AtomicUsize = AtomicUsize::new(0);
 /// `own` (read once per process: corral never changes it).
 fn subtree_controllers(own: &Path) -> (bool, bool) {
     static CACHE: OnceLock<(bool, bool)> = OnceLock::new();
-    *CACHE.get_or_init(|| {
-        let text = fs::read_to_string(own.join("cgroup.subtree_control")).unwrap_or_default();
-        let has = |c: &str| text.split_whitespace().any(|w| w == c);
-        (has("memory"), has("pids"))
-    })
+    *CACHE.get_or_init(|| subtree_controllers_now(own))
+}
+
+/// [`subtree_controllers`], read now (corral may have just enabled them).
+fn subtree_controllers_now(own: &Path) -> (bool, bool) {
+    let text = fs::read_to_string(own.join("cgroup.subtree_control")).unwrap_or_default();
+    let has = |c: &str| text.split_whitespace().any(|w| w == c);
+    (has("memory"), has("pids"))
 }
 static STALE: Once = Once::new();
 
@@ -746,6 +827,9 @@ pub(crate) struct Cgroup {
     orphans: Option<super::orphans::Registration>,
     released: bool,
     tracer: Tracer,
+    /// The run's claim on controllers corral enabled in the parent
+    /// (dropped after the cgroup is gone: the last one undoes them).
+    leaf_hold: Option<super::cgroup_delegated::Hold>,
 }
 
 fn write_file(path: &Path, data: &str) -> io::Result<()> {
@@ -830,9 +914,24 @@ impl Cgroup {
         limits: Limits,
         tracer: Tracer,
     ) -> Result<Cgroup, CgroupError> {
-        STALE.call_once(|| remove_stale(h));
-        let (v2_memory, v2_pids) = subtree_controllers(&h.own_v2);
-        if Self::poolable(limits, v2_memory, v2_pids) {
+        STALE.call_once(|| {
+            remove_stale(h);
+            super::cgroup_delegated::tidy(&h.own_v2);
+        });
+        // Controllers a limit needs, enabled in the parent (corral moves
+        // itself aside if it stands in the way: see `cgroup_delegated`).
+        let want = super::cgroup_delegated::wanted(limits);
+        let leaf_hold = if want.is_empty() {
+            None
+        } else {
+            super::cgroup_delegated::prepare(&h.own_v2, &want)?
+        };
+        let (v2_memory, v2_pids) = match leaf_hold {
+            None => subtree_controllers(&h.own_v2),
+            // Just enabled, maybe: read again.
+            Some(_) => subtree_controllers_now(&h.own_v2),
+        };
+        if leaf_hold.is_none() && Self::poolable(limits, v2_memory, v2_pids) {
             if let Some(slot) = Self::borrow() {
                 let cpu_base = cpu_usec(&slot);
                 return Ok(Cgroup {
@@ -853,6 +952,7 @@ impl Cgroup {
                     orphans: None,
                     released: false,
                     tracer,
+                    leaf_hold: None,
                 });
             }
         }
@@ -929,6 +1029,7 @@ impl Cgroup {
             orphans: None,
             released: false,
             tracer,
+            leaf_hold,
         };
         // Crash safety: if this process dies before the run ends, the keeper
         // kills the cgroup and removes it. Without it (no clone3, too many
@@ -996,6 +1097,7 @@ impl Cgroup {
             && empty_thawed
             && self.killed_at.is_none()
             && self.v1.is_empty()
+            && self.leaf_hold.is_none()
             && self.slot.as_ref().is_some_and(|s| {
                 s.keeper.is_some()
                     && s.watch.is_some()
@@ -1274,13 +1376,15 @@ impl Cgroup {
         if !self.populated().unwrap_or(true) {
             return; // nothing left in the cgroup
         }
+        // corral's own cgroup (the leaf, if it moved itself aside).
+        let home = super::cgroup_delegated::home(&self.parent);
         for _ in 0..20 {
             let pids = self.all_procs();
             if pids.is_empty() {
                 break;
             }
             for pid in pids {
-                let _ = write_file(&self.parent.join("cgroup.procs"), &pid.to_string());
+                let _ = write_file(&home.join("cgroup.procs"), &pid.to_string());
                 for g in &self.v1 {
                     if let Some(parent) = g.dir.parent() {
                         let _ = write_file(&parent.join("cgroup.procs"), &pid.to_string());
