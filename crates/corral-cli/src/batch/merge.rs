@@ -220,7 +220,7 @@ fn shard(name: &str, d: &Value) -> Result<Shard, String> {
         d,
         "format_version",
         "format_version",
-        "a report format version",
+        "a report format version (a report of an older corral: merge it with that corral)",
     )
     .map_err(at)?;
     if version != report::FORMAT_VERSION {
@@ -433,33 +433,32 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
             .map(|r| (Some(r), r.task.as_str(), r.run))
             .chain(d.doc.not_run.iter().map(|n| (None, n.task.as_str(), n.run)));
         for (ran, task, run) in items {
-            let e = RunAt { task, run };
-            let label = format!("{}#{}", e.task, e.run);
+            let label = format!("{task}#{run}");
             let Some(&(ti, planned, first_ordinal)) =
-                tasks.get(e.task).filter(|(_, planned, _)| e.run < *planned)
+                tasks.get(task).filter(|(_, planned, _)| run < *planned)
             else {
                 return Err(format!("{name}: run {label} is not in the manifest's plan"));
             };
             let _ = planned;
-            let shard = shard_of_ordinal(first_ordinal + u64::from(e.run));
+            let shard = shard_of_ordinal(first_ordinal + u64::from(run));
             if shard != k {
                 return Err(format!(
                     "{name} (shard {k}/{count}) has run {label}, which belongs to shard {shard}/{count}"
                 ));
             }
-            if let Some(other) = seen.insert((e.task.to_owned(), u64::from(e.run)), name) {
+            if let Some(other) = seen.insert((task.to_owned(), u64::from(run)), name) {
                 return Err(format!(
                     "run {label} appears twice: in {other} and in {name}"
                 ));
             }
             match ran {
-                Some(r) => runs.push((ti, e.run, r.clone())),
+                Some(r) => runs.push((ti, run, r.clone())),
                 None => not_run.push((
                     ti,
-                    e.run,
+                    run,
                     NotRun {
-                        task: e.task.to_owned(),
-                        run: e.run,
+                        task: task.to_owned(),
+                        run,
                         shard,
                     },
                 )),
@@ -539,10 +538,4 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
         not_run,
         warmup_runs: warmups,
     })
-}
-
-/// A run's place in the plan.
-struct RunAt<'a> {
-    task: &'a str,
-    run: u32,
 }
