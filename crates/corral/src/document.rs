@@ -557,10 +557,14 @@ mod tests {
         };
         let mut outer = run.clone();
         outer.attempts.push(run.clone());
+        // The batch's fields, the report's, the kept output, in order.
+        let text = serde_json::to_string(&outer).unwrap();
+        assert!(text.starts_with("{\"task\":\"t\",\"run\":3,"), "{text}");
+        assert!(
+            text.ends_with(",\"stdout_tail\":\"out\",\"stderr_tail\":\"\"}"),
+            "{text}"
+        );
         let v = serde_json::to_value(&outer).unwrap();
-        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-        assert_eq!(keys.first().map(|k| k.as_str()), Some("task"));
-        assert_eq!(keys.last().map(|k| k.as_str()), Some("stderr_tail"));
         let back: BatchRun = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(back, outer);
         assert_eq!(back.key(), "t#3");
