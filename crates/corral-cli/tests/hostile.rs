@@ -524,6 +524,43 @@ fn merge_refuses_impossible_shard_reports_naming_shard_and_field() {
             "received_signal",
         ),
         ("exit code", |a, _| a["exit_code"] = "1".into(), "exit_code"),
+        // Read whole as the typed document: a misspelt key, an unknown
+        // one, a nested one, another format are refused, never defaulted.
+        (
+            "misspelt run key",
+            |a, _| {
+                let o = a["runs"][1].as_object_mut().unwrap();
+                let v = o.remove("crash_safe").unwrap();
+                o.insert("crash_safes".into(), v);
+            },
+            "crash_safes",
+        ),
+        (
+            "unknown key",
+            |_, b| b["surprise"] = true.into(),
+            "surprise",
+        ),
+        (
+            "misspelt timing",
+            |a, _| {
+                let t = a["runs"][0]["timings_ms"].as_object_mut().unwrap();
+                let v = t.remove("spawn").unwrap();
+                t.insert("spwan".into(), v);
+            },
+            "spwan",
+        ),
+        (
+            "missing report key",
+            |a, _| {
+                a["runs"][0].as_object_mut().unwrap().remove("killed");
+            },
+            "killed",
+        ),
+        (
+            "format version",
+            |a, _| a["format_version"] = 2.into(),
+            "format_version",
+        ),
     ];
     for (what, edit, field) in cases {
         let (mut x, mut y) = (a.clone(), b.clone());

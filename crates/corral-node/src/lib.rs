@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use corral::document::{OutcomeName, RunReport};
 use corral::{
     CancelToken, Command, ContainmentChoice, Error, Input, LeftoverPolicy, Mechanism, Output,
     Report, Signal, SpawnErrorKind,
@@ -271,7 +272,7 @@ fn os_errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
 /// `ENOENT`-style codes) and `syscall`.
 fn failed_start(e: &Error, elapsed: Duration) -> String {
     let containment = match e {
-        Error::Containment { mechanism, .. } => Some(mechanism.name()),
+        Error::Containment { mechanism, .. } => Some(*mechanism),
         _ => None,
     };
     let errno = match e {
@@ -291,30 +292,16 @@ fn failed_start(e: &Error, elapsed: Duration) -> String {
         } => os_errno(s),
         _ => None,
     };
-    let v = serde_json::json!({
-        "outcome": e.outcome_name(),
-        "exit_code": null,
-        "signal": null,
-        "signal_name": null,
-        "containment": containment,
-        "containment_note": null,
-        "crash_safe": null,
-        "crash_safety_note": null,
-        "killed": 0,
-        "kept": 0,
-        "duration_ms": elapsed.as_secs_f64() * 1000.0,
-        "stdout_bytes": null,
-        "stderr_bytes": null,
-        "error": e.to_string(),
-        "pid": null,
-        "signals_sent": [],
-        "survivors": [],
-        "timings_ms": null,
-        "usage": null,
-        "limits_hit": [],
-        "errno": errno,
-        "invalid_input": matches!(e, Error::InvalidInput(_)),
-    });
+    let outcome = OutcomeName::from_name(e.outcome_name()).unwrap_or(OutcomeName::SpawnFailed);
+    let doc = RunReport::not_started(outcome, containment, elapsed, e.to_string());
+    let mut v = serde_json::to_value(doc).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("errno".into(), errno.into());
+        o.insert(
+            "invalid_input".into(),
+            matches!(e, Error::InvalidInput(_)).into(),
+        );
+    }
     v.to_string()
 }
 

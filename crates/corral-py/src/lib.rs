@@ -23,9 +23,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use corral::document::RunReport;
 use corral::{
     CancelToken, Captured, Command, ContainmentChoice, Error, Input, LeftoverPolicy, Mechanism,
-    Output, Report, RootStatus, Signal, SpawnErrorKind,
+    Output, Report, Signal, SpawnErrorKind,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError, PyRuntimeError, PyValueError};
@@ -883,25 +884,53 @@ fn dur(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
+/// A JSON value as the Python object `json.loads` would give.
+fn json_to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use serde_json::Value;
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => u.into_pyobject(py)?.into_any(),
+            (None, Some(i)) => i.into_pyobject(py)?.into_any(),
+            _ => n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any(),
+        },
+        Value::String(s) => s.into_pyobject(py)?.into_any(),
+        Value::Array(a) => {
+            let l = PyList::empty(py);
+            for x in a {
+                l.append(json_to_py(py, x)?)?;
+            }
+            l.into_any()
+        }
+        Value::Object(o) => {
+            let d = PyDict::new(py);
+            for (k, x) in o {
+                d.set_item(k, json_to_py(py, x)?)?;
+            }
+            d.into_any()
+        }
+    })
+}
+
+/// The document's fields that Python shows in its own form (seconds, signal
+/// names): left out of the converted document, set below from the report.
+const PYTHON_FORM: [&str; 4] = ["duration_ms", "timings_ms", "usage", "signals_sent"];
+
+/// The report as Python's dict: the report document
+/// ([`corral::document::RunReport`]) converted once, then what Python
+/// shows in its own form (times in seconds, signal names) or only Python
+/// has (`returncode`, `cleanup_error`, the omitted counts, the streams).
 fn report_dict(py: Python<'_>, r: Report) -> PyResult<Bound<'_, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("outcome", r.outcome_name())?;
-    d.set_item(
-        "timeout_kind",
-        r.timeout_kind.map(corral::TimeoutKind::name),
-    )?;
+    let mut doc = serde_json::to_value(RunReport::from(&r))
+        .map_err(|e| PyRuntimeError::new_err(format!("the report could not be converted: {e}")))?;
+    if let Some(o) = doc.as_object_mut() {
+        for k in PYTHON_FORM {
+            o.remove(k);
+        }
+    }
+    let d = json_to_py(py, &doc)?.cast_into::<PyDict>()?;
     d.set_item("returncode", r.exit_code())?;
-    let exit_code = r.root.and_then(RootStatus::code);
-    let signal = r.root.and_then(RootStatus::signal).map(|s| s.as_raw());
-    d.set_item("exit_code", exit_code)?;
-    d.set_item("signal", signal)?;
-    d.set_item("pid", r.pid)?;
-    d.set_item("containment", r.containment.name())?;
-    d.set_item("containment_note", r.containment_note.as_deref())?;
-    d.set_item("crash_safe", r.crash_safety.is_held())?;
-    d.set_item("crash_safety_note", r.crash_safety.note())?;
-    d.set_item("killed", r.leftovers.killed)?;
-    d.set_item("kept", r.leftovers.kept)?;
     let sent = PyList::empty(py);
     for s in &r.signals_sent {
         match s.name() {
@@ -914,11 +943,6 @@ fn report_dict(py: Python<'_>, r: Report) -> PyResult<Bound<'_, PyDict>> {
         "cleanup_error",
         r.cleanup_error.as_ref().map(|e| e.to_string()),
     )?;
-    let survivors: Vec<u32> = r
-        .cleanup_error
-        .as_ref()
-        .map_or_else(Vec::new, |e| e.survivors().to_vec());
-    d.set_item("survivors", survivors)?;
     d.set_item("duration", dur(r.duration()))?;
     let t = PyDict::new(py);
     t.set_item("spawn", dur(r.timings.spawn))?;
@@ -937,10 +961,6 @@ fn report_dict(py: Python<'_>, r: Report) -> PyResult<Bound<'_, PyDict>> {
         }
         None => d.set_item("usage", py.None())?,
     }
-    let limits: Vec<&str> = r.limits_hit.iter().map(|l| l.name()).collect();
-    d.set_item("limits_hit", limits)?;
-    d.set_item("stdout_bytes", r.stdout.total_bytes())?;
-    d.set_item("stderr_bytes", r.stderr.total_bytes())?;
     d.set_item("stdout_omitted", r.stdout.omitted())?;
     d.set_item("stderr_omitted", r.stderr.omitted())?;
     // Streams last, one at a time, each freed once copied: the peak is the

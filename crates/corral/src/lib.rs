@@ -35,10 +35,12 @@
 //! clean exit 0); [`Running::signal`] signals the whole tree while the run
 //! is held.
 //!
-//! Features: `tokio` (Unix) adds `Command::spawn_async`; `serde` makes
+//! Features: `tokio` (Unix) adds `Command::spawn_async`; `serde` adds the
+//! typed report documents (`document`: `RunReport`, `BatchRun`), makes
 //! [`Report`] serialise to the documented JSON report (docs/report-schema.json
 //! in the repository) and the small types (`Outcome`, `Signal`, `Mechanism`,
-//! ...) serialise and deserialise.
+//! ...) serialise and deserialise; `schema` derives their JSON Schema
+//! (`document::run_report_schema`).
 //!
 //! The crate is organised as the lifecycle (`lifecycle`, one state machine
 //! for all platforms), the containment mechanisms behind one internal trait
@@ -55,6 +57,8 @@ mod cancel;
 mod capture;
 mod command;
 mod contain;
+#[cfg(feature = "serde")]
+pub mod document;
 mod error;
 mod lifecycle;
 mod report;

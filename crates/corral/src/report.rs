@@ -80,6 +80,7 @@ pub enum Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub enum TimeoutKind {
     /// The deadline ([`Command::timeout`](crate::Command::timeout) or
@@ -272,6 +273,7 @@ pub struct Usage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub enum LimitHit {
     /// The memory limit: the OOM killer killed a process of the tree.
@@ -327,7 +329,8 @@ impl CrashSafety {
 
 /// Everything about one run.
 ///
-/// With the `serde` feature, a `Report` serialises to the run report of the
+/// With the `serde` feature, a `Report` serialises as its
+/// [`RunReport`](crate::document::RunReport) document: the run report of the
 /// documented JSON schema (docs/report-schema.json, the object `corral run
 /// --report` writes, without the three fields only the command line knows:
 /// `output`, `received_signal`, `corral_exit`). Captured output is not part
@@ -513,87 +516,6 @@ fn run_error_message(outcome: Outcome, cleanup: Option<&CleanupError>) -> String
     }
 }
 
-#[cfg(feature = "serde")]
-mod json {
-    //! `Report` as the run report of docs/report-schema.json.
-
-    use serde::ser::{Serialize, SerializeStruct, Serializer};
-
-    use super::{Report, RootStatus};
-
-    /// Milliseconds with microsecond precision, as in the JSON report.
-    fn ms(d: std::time::Duration) -> f64 {
-        (d.as_secs_f64() * 1e6).round() / 1e3
-    }
-
-    struct Timings<'a>(&'a super::Timings);
-
-    impl Serialize for Timings<'_> {
-        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let t = self.0;
-            let mut st = s.serialize_struct("Timings", 4)?;
-            st.serialize_field("spawn", &ms(t.spawn))?;
-            st.serialize_field("root_exit", &t.root_exit.map(ms))?;
-            st.serialize_field("output_closed", &t.output_closed.map(ms))?;
-            st.serialize_field("cleanup_done", &ms(t.cleanup_done))?;
-            st.end()
-        }
-    }
-
-    struct Usage<'a>(&'a super::Usage);
-
-    impl Serialize for Usage<'_> {
-        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let u = self.0;
-            let mut st = s.serialize_struct("Usage", 4)?;
-            st.serialize_field("cpu_user_ms", &u.cpu_user.map(ms))?;
-            st.serialize_field("cpu_system_ms", &u.cpu_system.map(ms))?;
-            st.serialize_field("memory_peak", &u.memory_peak)?;
-            st.serialize_field("pids_peak", &u.pids_peak)?;
-            st.end()
-        }
-    }
-
-    impl Serialize for Report {
-        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let exit_code = self.root.and_then(RootStatus::code);
-            let signal = self.root.and_then(RootStatus::signal);
-            let sent: Vec<i32> = self.signals_sent.iter().map(|s| s.as_raw()).collect();
-            let survivors = self
-                .cleanup_error
-                .as_ref()
-                .map_or(&[][..], |e| e.survivors());
-            let mut st = s.serialize_struct("Report", 21)?;
-            st.serialize_field("outcome", self.outcome_name())?;
-            st.serialize_field(
-                "timeout_kind",
-                &self.timeout_kind.map(super::TimeoutKind::name),
-            )?;
-            st.serialize_field("exit_code", &exit_code)?;
-            st.serialize_field("signal", &signal.map(|s| s.as_raw()))?;
-            st.serialize_field("signal_name", &signal.map(|s| s.to_string()))?;
-            st.serialize_field("containment", self.containment.name())?;
-            st.serialize_field("containment_note", &self.containment_note)?;
-            st.serialize_field("crash_safe", &self.crash_safety.is_held())?;
-            st.serialize_field("crash_safety_note", &self.crash_safety.note())?;
-            st.serialize_field("killed", &self.leftovers.killed)?;
-            st.serialize_field("kept", &self.leftovers.kept)?;
-            st.serialize_field("duration_ms", &ms(self.duration()))?;
-            st.serialize_field("stdout_bytes", &self.stdout.total_bytes())?;
-            st.serialize_field("stderr_bytes", &self.stderr.total_bytes())?;
-            st.serialize_field("error", &self.error_message())?;
-            st.serialize_field("pid", &self.pid)?;
-            st.serialize_field("signals_sent", &sent)?;
-            st.serialize_field("survivors", survivors)?;
-            st.serialize_field("timings_ms", &Timings(&self.timings))?;
-            st.serialize_field("usage", &self.usage.as_ref().map(Usage))?;
-            let limits: Vec<&str> = self.limits_hit.iter().map(|l| l.name()).collect();
-            st.serialize_field("limits_hit", &limits)?;
-            st.end()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -660,6 +582,7 @@ mod tests {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub enum Mechanism {
     /// A new process group per command (every Unix). Holds every descendant

@@ -16,29 +16,21 @@
 //!   process also exited with `expect_exit` (default 0): a program that
 //!   reports success and then exits 1 has not passed → failed.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use corral::{Error, Outcome, Report};
 
 use super::manifest::EventRule;
 
-/// The one thing a run ended as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Passed,
-    Failed,
-    Error,
-}
+/// The one thing a run ended as (the report's `status`).
+pub use corral::document::RunStatus as Status;
 
-impl Status {
-    pub fn label(self) -> &'static str {
-        match self {
-            Status::Passed => "PASS",
-            Status::Failed => "FAIL",
-            Status::Error => "ERROR",
-        }
+/// The status as the progress lines show it.
+pub fn label(s: Status) -> &'static str {
+    match s {
+        Status::Passed => "PASS",
+        Status::Failed => "FAIL",
+        Status::Error => "ERROR",
     }
 }
 

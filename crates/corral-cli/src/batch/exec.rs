@@ -75,6 +75,7 @@ impl io::Write for OutputFile {
 }
 use crate::exit;
 use crate::json::JsonReport;
+use corral::document::RunReport;
 
 /// One run of one task.
 #[derive(Debug, Clone, Copy)]
@@ -133,7 +134,7 @@ pub struct RunRecord {
     /// Cancelled because the batch stopped (fail-fast or a signal).
     pub cancelled_by_stop: bool,
     /// The `corral run --report` object of the attempt.
-    pub report: Value,
+    pub report: RunReport,
     /// Kept output (head and tail), lossily as text.
     pub stdout: String,
     pub stderr: String,
@@ -625,7 +626,7 @@ impl Batch {
                 )
             }
         };
-        let report = report.into_value();
+        let report = report.into_document();
         RunRecord {
             job,
             task: j.task,

@@ -12,61 +12,51 @@
 //! (why not), each when the run's report has it (a run that never started
 //! has neither crash field).
 
-use quick_junit::Property;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
-use serde_json::Value;
+use corral::document::{BatchRun, RunStatus};
+use quick_junit::{
+    NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite,
+};
 
-use super::report::run_key;
+use super::report::{duration_of_ms, BatchDoc};
 
 /// Bytes of each stream kept in `<system-out>` / `<system-err>`.
 pub const KEEP: usize = 16 << 10;
 
-fn dur(ms: &Value) -> Duration {
-    super::report::duration_of_ms(ms.as_f64().unwrap_or(0.0))
-}
-
-fn text<'a>(r: &'a Value, k: &str) -> &'a str {
-    r[k].as_str().unwrap_or("")
-}
-
-pub fn render(doc: &Value, title: &str) -> Result<String, quick_junit::SerializeError> {
+pub fn render(doc: &BatchDoc, title: &str) -> Result<String, quick_junit::SerializeError> {
     let mut report = Report::new(format!("corral batch {title}"));
-    report.set_time(dur(&doc["duration_ms"]));
-    let plan = doc["plan"].as_array().cloned().unwrap_or_default();
+    report.set_time(duration_of_ms(doc.duration_ms));
     let mut suites: Vec<TestSuite> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for p in &plan {
-        let name = p["task"].as_str().unwrap_or("?").to_owned();
-        index.insert(name.clone(), suites.len());
-        suites.push(TestSuite::new(xml_safe(&name)));
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for p in &doc.plan {
+        index.insert(&p.task, suites.len());
+        suites.push(TestSuite::new(xml_safe(&p.task)));
     }
-    let mut cases: Vec<Vec<(u64, TestCase)>> = vec![Vec::new(); suites.len()];
+    let mut cases: Vec<Vec<(u32, TestCase)>> = vec![Vec::new(); suites.len()];
     let mut walls = vec![Duration::ZERO; suites.len()];
-    let empty = Vec::new();
-    for r in doc["runs"].as_array().unwrap_or(&empty) {
-        let task = text(r, "task");
-        let Some(&i) = index.get(task) else { continue };
+    for r in &doc.runs {
+        let Some(&i) = index.get(r.task.as_str()) else {
+            continue;
+        };
         let mut case = case_for(r);
-        case.set_classname(xml_safe(task));
-        walls[i] = walls[i].saturating_add(dur(&r["wall_ms"]));
-        cases[i].push((r["run"].as_u64().unwrap_or(0), case));
+        case.set_classname(xml_safe(&r.task));
+        walls[i] = walls[i].saturating_add(duration_of_ms(r.wall_ms));
+        cases[i].push((r.run, case));
     }
-    let stop = doc["stopped"].as_str();
-    for n in doc["not_run"].as_array().unwrap_or(&empty) {
-        let task = text(n, "task");
-        let Some(&i) = index.get(task) else { continue };
+    for n in &doc.not_run {
+        let Some(&i) = index.get(n.task.as_str()) else {
+            continue;
+        };
         let mut st = TestCaseStatus::skipped();
-        st.set_message(match stop {
+        st.set_message(match &doc.stopped {
             Some(s) => format!("not run: {s}"),
             None => "not run".into(),
         });
-        let mut case = TestCase::new(xml_safe(&run_key(n)), st);
-        case.set_classname(xml_safe(task));
-        cases[i].push((n["run"].as_u64().unwrap_or(0), case));
+        let mut case = TestCase::new(xml_safe(&n.key()), st);
+        case.set_classname(xml_safe(&n.task));
+        cases[i].push((n.run, case));
     }
     for ((suite, mut cs), wall) in suites.iter_mut().zip(cases).zip(walls) {
         cs.sort_by_key(|(run, _)| *run);
@@ -77,73 +67,71 @@ pub fn render(doc: &Value, title: &str) -> Result<String, quick_junit::Serialize
     report.to_string()
 }
 
-fn kind(r: &Value) -> NonSuccessKind {
-    if r["status"] == "failed" {
+fn kind(r: &BatchRun) -> NonSuccessKind {
+    if r.status == RunStatus::Failed {
         NonSuccessKind::Failure
     } else {
         NonSuccessKind::Error
     }
 }
 
-fn ty(r: &Value) -> String {
-    if r["status"] == "failed" {
+fn ty(r: &BatchRun) -> String {
+    if r.status == RunStatus::Failed {
         "failed".into()
     } else {
-        text(r, "outcome").to_owned()
+        r.report.outcome.as_str().to_owned()
     }
 }
 
-fn rerun(a: &Value) -> TestRerun {
+fn rerun(a: &BatchRun) -> TestRerun {
     let mut t = TestRerun::new(kind(a));
-    t.set_message(text(a, "reason").to_owned())
+    t.set_message(a.reason.clone().unwrap_or_default())
         .set_type(ty(a))
-        .set_time(dur(&a["wall_ms"]));
-    if !text(a, "stdout_tail").is_empty() {
-        t.set_system_out(tail(text(a, "stdout_tail")));
+        .set_time(duration_of_ms(a.wall_ms));
+    if !a.stdout_tail.is_empty() {
+        t.set_system_out(tail(&a.stdout_tail));
     }
-    if !text(a, "stderr_tail").is_empty() {
-        t.set_system_err(tail(text(a, "stderr_tail")));
+    if !a.stderr_tail.is_empty() {
+        t.set_system_err(tail(&a.stderr_tail));
     }
     t
 }
 
-fn case_for(r: &Value) -> TestCase {
-    let mut status = match r["status"].as_str() {
-        Some("passed") => TestCaseStatus::success(),
+fn case_for(r: &BatchRun) -> TestCase {
+    let mut status = match r.status {
+        RunStatus::Passed => TestCaseStatus::success(),
         _ => {
             let mut st = TestCaseStatus::non_success(kind(r));
-            st.set_message(text(r, "reason").to_owned());
+            st.set_message(r.reason.clone().unwrap_or_default());
             st.set_type(ty(r));
             st
         }
     };
     // Earlier attempts: flaky runs on a success, reruns on a non-success.
-    if let Some(attempts) = r["attempts"].as_array() {
-        status.add_reruns(attempts.iter().map(rerun));
-    }
-    let mut case = TestCase::new(xml_safe(&run_key(r)), status);
-    case.set_time(dur(&r["wall_ms"]));
+    status.add_reruns(r.attempts.iter().map(rerun));
+    let mut case = TestCase::new(xml_safe(&r.key()), status);
+    case.set_time(duration_of_ms(r.wall_ms));
     case.add_properties(properties(r));
-    if !text(r, "stdout_tail").is_empty() {
-        case.set_system_out(tail(text(r, "stdout_tail")));
+    if !r.stdout_tail.is_empty() {
+        case.set_system_out(tail(&r.stdout_tail));
     }
-    if !text(r, "stderr_tail").is_empty() {
-        case.set_system_err(tail(text(r, "stderr_tail")));
+    if !r.stderr_tail.is_empty() {
+        case.set_system_err(tail(&r.stderr_tail));
     }
     case
 }
 
 /// What a run's report says about its containment, as testcase properties.
-fn properties(r: &Value) -> Vec<Property> {
+fn properties(r: &BatchRun) -> Vec<Property> {
     let mut p = Vec::new();
-    if let Some(c) = r["containment"].as_str() {
-        p.push(Property::new("containment", c));
+    if let Some(c) = r.report.containment {
+        p.push(Property::new("containment", c.name()));
     }
-    if let Some(safe) = r["crash_safe"].as_bool() {
+    if let Some(safe) = r.report.crash_safe {
         p.push(Property::new("crash_safe", safe.to_string()));
     }
-    if let Some(note) = r["crash_safety_note"].as_str() {
-        p.push(Property::new("crash_safety_note", note));
+    if let Some(note) = &r.report.crash_safety_note {
+        p.push(Property::new("crash_safety_note", note.as_str()));
     }
     p
 }

@@ -13,11 +13,12 @@ use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use corral::document::BatchRun;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::report;
+use super::report::{self, BatchDoc, MergedFrom, NotRun, Part, PlanEntry};
 use crate::args::MergeOpts;
 use crate::exit::CORRAL_FAILED;
 
@@ -51,20 +52,17 @@ pub fn main(opts: MergeOpts) -> i32 {
             return CORRAL_FAILED;
         }
     };
-    let summary = report::summarize(
-        &report::planned(&merged["plan"]),
-        merged["runs"].as_array().map_or(&[], Vec::as_slice),
-    );
+    let summary = report::summarize(&report::planned(&merged.plan), &merged.runs);
     let mut doc = merged;
-    doc["tasks"] = serde_json::to_value(&summary).unwrap_or(Value::Null);
-    doc["totals"] = report::totals(&summary);
-    let code = doc["exit_code"].as_i64().unwrap_or(2) as i32;
-    let wall = report::duration_of_ms(doc["duration_ms"].as_f64().unwrap_or(0.0));
+    doc.totals = report::totals(&summary);
+    doc.tasks = summary.clone();
+    let code = doc.exit_code;
+    let wall = report::duration_of_ms(doc.duration_ms);
     let mut text = report::table(&summary, wall);
     text.push_str(&format!(
         "merged {} shard report(s) of manifest {}\n",
         docs.len(),
-        doc["manifest_fingerprint"].as_str().unwrap_or("")
+        doc.manifest_fingerprint
     ));
     if opts.report.as_deref() == Some(Path::new("-")) {
         let _ = std::io::stderr().write_all(text.as_bytes());
@@ -72,7 +70,7 @@ pub fn main(opts: MergeOpts) -> i32 {
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
     }
-    let title = doc["manifest"].as_str().unwrap_or("").to_owned();
+    let title = doc.manifest.clone();
     if !super::write_outputs(
         &doc,
         &summary,
@@ -109,47 +107,11 @@ fn read_all(paths: &[PathBuf]) -> Result<Vec<(String, Value)>, String> {
 /// beyond it a number is no measurement, and converting it would overflow.
 pub const MAX_MS: f64 = 1e13;
 
-/// One planned task of a report's `plan`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-struct PlanEntry {
-    task: String,
-    runs: u32,
-    warmup: u32,
-}
-
-/// A shard's `partition`: the K-th (1-based) of N.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-struct Part {
-    index: u32,
-    count: u32,
-}
-
-/// A run (or a run not run) of a report: its place in the plan, and the
-/// whole object as the report holds it, every field merge reads checked.
-struct Entry {
-    task: String,
-    run: u32,
-    doc: Value,
-}
-
-/// A shard report, every field the merge reads checked and typed before
-/// anything is built from it.
+/// A shard report: checked field by field, then read whole as a
+/// [`BatchDoc`].
 struct Shard {
     name: String,
-    manifest: String,
-    fingerprint: String,
-    partition: Option<Part>,
-    filters: Vec<String>,
-    plan: Vec<PlanEntry>,
-    exit_code: i32,
-    stopped: Option<String>,
-    received_signal: Option<i32>,
-    duration_ms: f64,
-    runs: Vec<Entry>,
-    not_run: Vec<Entry>,
-    warmups: Vec<Value>,
+    doc: BatchDoc,
 }
 
 /// Reads field `key` of `v` as a `T`; the error names the field (`path`)
@@ -250,9 +212,23 @@ fn check_run(r: &Value, path: &str, depth: u32) -> Result<(String, u32), String>
 }
 
 /// A shard report, checked field by field (types, ranges, the
-/// fingerprint's form) before the merge uses any of it.
+/// fingerprint's form: each error names the field) and then read whole as
+/// the typed document (an unknown or missing key is an error naming where).
 fn shard(name: &str, d: &Value) -> Result<Shard, String> {
     let at = |e: String| format!("{name}: {e}");
+    let version: u32 = field(
+        d,
+        "format_version",
+        "format_version",
+        "a report format version (a report of an older corral: merge it with that corral)",
+    )
+    .map_err(at)?;
+    if version != report::FORMAT_VERSION {
+        return Err(at(format!(
+            "field `format_version` is {version}: this corral reads report format {}",
+            report::FORMAT_VERSION
+        )));
+    }
     let fingerprint: String = field(
         d,
         "manifest_fingerprint",
@@ -280,31 +256,23 @@ fn shard(name: &str, d: &Value) -> Result<Shard, String> {
             )));
         }
     }
-    let runs: Vec<Value> = field(d, "runs", "runs", "a list of runs").map_err(at)?;
-    let not_run: Vec<Value> = field(d, "not_run", "not_run", "a list of runs").map_err(at)?;
-    let warmups: Option<Vec<Value>> =
-        field(d, "warmup_runs", "warmup_runs", "a list of runs").map_err(at)?;
-    let warmups = warmups.unwrap_or_default();
-    let mut entries = Vec::with_capacity(runs.len());
-    for (i, r) in runs.into_iter().enumerate() {
-        let (task, run) = check_run(&r, &format!("runs[{i}]"), 0).map_err(at)?;
-        entries.push(Entry { task, run, doc: r });
+    for k in ["runs", "warmup_runs"] {
+        let runs: Vec<Value> = field(d, k, k, "a list of runs").map_err(at)?;
+        for (i, r) in runs.iter().enumerate() {
+            check_run(r, &format!("{k}[{i}]"), 0).map_err(at)?;
+        }
     }
-    let mut skipped = Vec::with_capacity(not_run.len());
-    for (i, r) in not_run.into_iter().enumerate() {
+    let not_run: Vec<Value> = field(d, "not_run", "not_run", "a list of runs").map_err(at)?;
+    for (i, r) in not_run.iter().enumerate() {
         let p = format!("not_run[{i}]");
-        let task: String = field(&r, "task", &format!("{p}.task"), "a task name").map_err(at)?;
-        let run: u32 = field(
-            &r,
+        field::<String>(r, "task", &format!("{p}.task"), "a task name").map_err(at)?;
+        field::<u32>(
+            r,
             "run",
             &format!("{p}.run"),
             "a run index (an integer from 0)",
         )
         .map_err(at)?;
-        skipped.push(Entry { task, run, doc: r });
-    }
-    for (i, r) in warmups.iter().enumerate() {
-        check_run(r, &format!("warmup_runs[{i}]"), 0).map_err(at)?;
     }
     let signal: Option<i32> = field(
         d,
@@ -319,30 +287,46 @@ fn shard(name: &str, d: &Value) -> Result<Shard, String> {
             signal.unwrap_or(0)
         )));
     }
-    let manifest: Option<String> =
-        field(d, "manifest", "manifest", "the manifest's path").map_err(at)?;
+    field::<String>(d, "manifest", "manifest", "the manifest's path").map_err(at)?;
+    field::<Vec<String>>(d, "task_filters", "task_filters", "a list of strings").map_err(at)?;
+    field::<Vec<PlanEntry>>(
+        d,
+        "plan",
+        "plan",
+        "a list of {\"task\", \"runs\", \"warmup\"} (runs and warmup integers from 0 to 4294967295)",
+    )
+    .map_err(at)?;
+    field::<i32>(d, "exit_code", "exit_code", "an exit code (an integer)").map_err(at)?;
+    field::<Option<String>>(d, "stopped", "stopped", "null or a string").map_err(at)?;
+    ms_field(d, "duration_ms", "duration_ms", true).map_err(at)?;
+    let doc = typed(d).map_err(at)?;
     Ok(Shard {
         name: name.to_owned(),
-        manifest: manifest.unwrap_or_default(),
-        fingerprint,
-        partition,
-        filters: field(d, "task_filters", "task_filters", "a list of strings").map_err(at)?,
-        plan: field(
-            d,
-            "plan",
-            "plan",
-            "a list of {\"task\", \"runs\", \"warmup\"} (runs and warmup integers from 0 to 4294967295)",
-        )
-        .map_err(at)?,
-        exit_code: field(d, "exit_code", "exit_code", "an exit code (an integer)").map_err(at)?,
-        stopped: field(d, "stopped", "stopped", "null or a string").map_err(at)?,
-        received_signal: signal,
-        duration_ms: ms_field(d, "duration_ms", "duration_ms", true)
-            .map_err(at)?
-            .unwrap_or(0.0),
-        runs: entries,
-        not_run: skipped,
-        warmups,
+        doc,
+    })
+}
+
+/// The whole document, typed; on an error, the first list item that does
+/// not read is named (`runs[3]: unknown field ...`).
+fn typed(d: &Value) -> Result<BatchDoc, String> {
+    BatchDoc::deserialize(d).map_err(|e| {
+        for k in ["runs", "warmup_runs", "not_run"] {
+            let items = d
+                .get(k)
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice);
+            for (i, r) in items.iter().enumerate() {
+                let err = if k == "not_run" {
+                    NotRun::deserialize(r).err()
+                } else {
+                    BatchRun::deserialize(r).err()
+                };
+                if let Some(e) = err {
+                    return format!("`{k}[{i}]`: {e}");
+                }
+            }
+        }
+        format!("not a `corral batch --report` report: {e}")
     })
 }
 
@@ -356,7 +340,7 @@ fn describe(p: Option<Part>) -> String {
 /// The merged document (`tasks` and `totals` are filled by the caller).
 /// Every report is checked whole before anything is built, and the work
 /// is bounded by what the reports hold (never by a count they claim).
-pub fn merge(docs: &[(String, Value)]) -> Result<Value, String> {
+pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
     let shards: Vec<Shard> = docs
         .iter()
         .map(|(name, d)| shard(name, d))
@@ -368,32 +352,32 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value, String> {
     // Same manifest, filters, plan and shard count everywhere.
     for d in &shards[1..] {
         let name = &d.name;
-        if d.fingerprint != first.fingerprint {
+        if d.doc.manifest_fingerprint != first.doc.manifest_fingerprint {
             return Err(format!(
                 "{name} comes from a different manifest than {first_name} (fingerprint {:?} vs {:?})",
-                d.fingerprint, first.fingerprint
+                d.doc.manifest_fingerprint, first.doc.manifest_fingerprint
             ));
         }
-        if d.filters != first.filters {
+        if d.doc.task_filters != first.doc.task_filters {
             return Err(format!(
                 "{name} ran with --task filters {:?} but {first_name} with {:?}",
-                d.filters, first.filters
+                d.doc.task_filters, first.doc.task_filters
             ));
         }
-        if d.plan != first.plan {
+        if d.doc.plan != first.doc.plan {
             return Err(format!(
                 "{name} has a different plan (tasks, repeats, warmups) than {first_name}"
             ));
         }
-        if d.partition.map(|p| p.count) != first.partition.map(|p| p.count) {
+        if d.doc.partition.map(|p| p.count) != first.doc.partition.map(|p| p.count) {
             return Err(format!(
                 "{name} is {} but {first_name} is {}",
-                describe(d.partition),
-                describe(first.partition)
+                describe(d.doc.partition),
+                describe(first.doc.partition)
             ));
         }
     }
-    let count = match first.partition {
+    let count = match first.doc.partition {
         Some(p) => p.count,
         None if shards.len() == 1 => 1,
         None => {
@@ -403,7 +387,7 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value, String> {
         ))
         }
     };
-    let index = |d: &Shard| d.partition.map_or(1, |p| p.index);
+    let index = |d: &Shard| d.doc.partition.map_or(1, |p| p.index);
     // Each shard exactly once.
     let mut by_shard: HashMap<u32, &str> = HashMap::new();
     for d in &shards {
@@ -425,7 +409,7 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value, String> {
     // The plan: each task once, with the ordinal of its first run.
     let mut tasks: HashMap<&str, (usize, u32, u64)> = HashMap::new();
     let mut total: u64 = 0;
-    for (ti, p) in first.plan.iter().enumerate() {
+    for (ti, p) in first.doc.plan.iter().enumerate() {
         if tasks.insert(&p.task, (ti, p.runs, total)).is_some() {
             return Err(format!(
                 "{first_name}: field `plan[{ti}].task`: task {:?} is planned twice",
@@ -437,48 +421,56 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value, String> {
     let shard_of_ordinal = |o: u64| (o % u64::from(count)) as u32 + 1;
     // Every present run in the plan, in the shard the rule gives it, once.
     let mut seen: HashMap<RunKey, &str> = HashMap::new();
-    let mut runs: Vec<(usize, u32, Value)> = Vec::new();
-    let mut not_run: Vec<(usize, u32, Value)> = Vec::new();
-    let mut warmups: Vec<Value> = Vec::new();
+    let mut runs: Vec<(usize, u32, BatchRun)> = Vec::new();
+    let mut not_run: Vec<(usize, u32, NotRun)> = Vec::new();
+    let mut warmups: Vec<BatchRun> = Vec::new();
     for d in &shards {
         let (name, k) = (&d.name, index(d));
         let items = d
+            .doc
             .runs
             .iter()
-            .map(|r| (true, r))
-            .chain(d.not_run.iter().map(|r| (false, r)));
-        for (ran, e) in items {
-            let label = format!("{}#{}", e.task, e.run);
-            let Some(&(ti, planned, first_ordinal)) = tasks
-                .get(e.task.as_str())
-                .filter(|(_, planned, _)| e.run < *planned)
+            .map(|r| (Some(r), r.task.as_str(), r.run))
+            .chain(d.doc.not_run.iter().map(|n| (None, n.task.as_str(), n.run)));
+        for (ran, task, run) in items {
+            let label = format!("{task}#{run}");
+            let Some(&(ti, planned, first_ordinal)) =
+                tasks.get(task).filter(|(_, planned, _)| run < *planned)
             else {
                 return Err(format!("{name}: run {label} is not in the manifest's plan"));
             };
             let _ = planned;
-            let shard = shard_of_ordinal(first_ordinal + u64::from(e.run));
+            let shard = shard_of_ordinal(first_ordinal + u64::from(run));
             if shard != k {
                 return Err(format!(
                     "{name} (shard {k}/{count}) has run {label}, which belongs to shard {shard}/{count}"
                 ));
             }
-            if let Some(other) = seen.insert((e.task.clone(), u64::from(e.run)), name) {
+            if let Some(other) = seen.insert((task.to_owned(), u64::from(run)), name) {
                 return Err(format!(
                     "run {label} appears twice: in {other} and in {name}"
                 ));
             }
-            if ran {
-                runs.push((ti, e.run, e.doc.clone()));
-            } else {
-                not_run.push((ti, e.run, e.doc.clone()));
+            match ran {
+                Some(r) => runs.push((ti, run, r.clone())),
+                None => not_run.push((
+                    ti,
+                    run,
+                    NotRun {
+                        task: task.to_owned(),
+                        run,
+                        shard,
+                    },
+                )),
             }
         }
-        warmups.extend(d.warmups.iter().cloned());
+        warmups.extend(d.doc.warmup_runs.iter().cloned());
     }
     let missing = total - seen.len() as u64;
     if missing > 0 {
         // The first planned run not seen: within seen.len() + 1 steps.
         let first_missing = first
+            .doc
             .plan
             .iter()
             .flat_map(|p| (0..p.runs).map(move |r| (p.task.as_str(), r)))
@@ -499,49 +491,51 @@ pub fn merge(docs: &[(String, Value)]) -> Result<Value, String> {
     }
     runs.sort_by_key(|(ti, run, _)| (*ti, *run));
     not_run.sort_by_key(|(ti, run, _)| (*ti, *run));
-    let runs: Vec<Value> = runs.into_iter().map(|(_, _, r)| r).collect();
-    let not_run: Vec<Value> = not_run.into_iter().map(|(_, _, r)| r).collect();
-    let received = shards.iter().find_map(|d| d.received_signal);
+    let runs: Vec<BatchRun> = runs.into_iter().map(|(_, _, r)| r).collect();
+    let not_run: Vec<NotRun> = not_run.into_iter().map(|(_, _, r)| r).collect();
+    let received = shards.iter().find_map(|d| d.doc.received_signal);
     let code = report::exit_code(&runs, not_run.len(), received.is_some());
     let stopped: Vec<String> = shards
         .iter()
         .filter_map(|d| {
-            d.stopped
+            d.doc
+                .stopped
                 .as_ref()
                 .map(|s| format!("shard {}/{count}: {s}", index(d)))
         })
         .collect();
-    let duration = shards.iter().map(|d| d.duration_ms).fold(0.0, f64::max);
-    let mut from: Vec<(u32, Value)> = shards
+    let duration = shards.iter().map(|d| d.doc.duration_ms).fold(0.0, f64::max);
+    let mut from: Vec<(u32, MergedFrom)> = shards
         .iter()
         .map(|d| {
             (
                 index(d),
-                json!({
-                    "file": d.name,
-                    "partition": d.partition,
-                    "exit_code": d.exit_code,
-                    "duration_ms": d.duration_ms,
-                }),
+                MergedFrom {
+                    file: d.name.clone(),
+                    partition: d.doc.partition,
+                    exit_code: d.doc.exit_code,
+                    duration_ms: d.doc.duration_ms,
+                },
             )
         })
         .collect();
     from.sort_by_key(|(k, _)| *k);
-    Ok(json!({
-        "manifest": first.manifest,
-        "manifest_fingerprint": first.fingerprint,
-        "partition": null,
-        "merged_from": from.into_iter().map(|(_, f)| f).collect::<Vec<_>>(),
-        "task_filters": first.filters,
-        "plan": first.plan,
-        "exit_code": code,
-        "stopped": if stopped.is_empty() { Value::Null } else { Value::from(stopped.join("; ")) },
-        "received_signal": received,
-        "duration_ms": duration,
-        "totals": {},
-        "tasks": [],
-        "runs": runs,
-        "not_run": not_run,
-        "warmup_runs": warmups,
-    }))
+    Ok(BatchDoc {
+        format_version: report::FORMAT_VERSION,
+        manifest: first.doc.manifest.clone(),
+        manifest_fingerprint: first.doc.manifest_fingerprint.clone(),
+        partition: None,
+        merged_from: Some(from.into_iter().map(|(_, f)| f).collect()),
+        task_filters: first.doc.task_filters.clone(),
+        plan: first.doc.plan.clone(),
+        exit_code: code,
+        stopped: (!stopped.is_empty()).then(|| stopped.join("; ")),
+        received_signal: received,
+        duration_ms: duration,
+        totals: report::Totals::default(),
+        tasks: Vec::new(),
+        runs,
+        not_run,
+        warmup_runs: warmups,
+    })
 }

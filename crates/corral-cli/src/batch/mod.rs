@@ -43,8 +43,10 @@ use serde_json::{json, Value};
 use crate::args::{BatchOpts, ContainmentArg, ProgressArg};
 use crate::exit::CORRAL_FAILED;
 use classify::StopReason;
+use corral::document::BatchRun;
 use exec::{Batch, Event, Executor, Partition, RunOptions, RunRecord, Selection};
 use progress::{Mode, Progress, TaskSummary};
+use report::BatchDoc;
 
 /// Every run passed.
 pub const ALL_PASSED: i32 = 0;
@@ -325,13 +327,13 @@ fn run_batch(opts: BatchOpts) -> Result<i32, String> {
         .collect();
     let stop = batch.stop_reason();
     let mut doc = document(&batch, &records, &not_run, stop.as_ref(), wall);
-    doc["manifest"] = Value::from(opts.manifest.display().to_string());
-    doc["manifest_fingerprint"] = Value::from(fingerprint);
-    doc["task_filters"] = json!(opts.tasks);
-    let mut code = doc["exit_code"].as_i64().unwrap_or(2) as i32;
+    doc.manifest = opts.manifest.display().to_string();
+    doc.manifest_fingerprint = fingerprint;
+    doc.task_filters = opts.tasks.clone();
+    let mut code = doc.exit_code;
     let summary = here_summary(&batch, &doc);
-    doc["tasks"] = serde_json::to_value(&summary).unwrap_or(Value::Null);
-    doc["totals"] = report::totals(&summary);
+    doc.totals = report::totals(&summary);
+    doc.tasks = summary.clone();
 
     let text_to_stderr = is_stdout(opts.report.as_deref()) || is_stdout(opts.events.as_deref());
     let mut text = report::table(&summary, wall);
@@ -348,9 +350,7 @@ fn run_batch(opts: BatchOpts) -> Result<i32, String> {
     if let Some(p) = partition {
         text.push_str(&format!(
             "shard {}/{} of manifest {}\n",
-            p.index,
-            p.count,
-            doc["manifest_fingerprint"].as_str().unwrap_or("")
+            p.index, p.count, doc.manifest_fingerprint
         ));
     }
     // Written, not printed: a closed pipe must not panic corral before
@@ -391,10 +391,10 @@ fn not_crash_safe(records: &[RunRecord]) -> Option<String> {
         .iter()
         .flat_map(|r| std::iter::once(r).chain(&r.attempts))
     {
-        if r.report["crash_safe"] == false {
+        if r.report.crash_safe == Some(false) {
             n += 1;
             if note.is_none() {
-                note = r.report["crash_safety_note"].as_str().map(str::to_owned);
+                note.clone_from(&r.report.crash_safety_note);
             }
         }
     }
@@ -409,7 +409,7 @@ fn not_crash_safe(records: &[RunRecord]) -> Option<String> {
 
 /// The per-task table of this invocation: the tasks with a run here, each
 /// with its measured runs here.
-fn here_summary(batch: &Batch, doc: &Value) -> Vec<TaskSummary> {
+fn here_summary(batch: &Batch, doc: &BatchDoc) -> Vec<TaskSummary> {
     let mut planned: Vec<(String, usize)> = Vec::new();
     for j in batch.plan.iter().filter(|j| !j.warmup) {
         let name = &batch.tasks[j.task].name;
@@ -418,13 +418,13 @@ fn here_summary(batch: &Batch, doc: &Value) -> Vec<TaskSummary> {
             _ => planned.push((name.clone(), 1)),
         }
     }
-    report::summarize(&planned, doc["runs"].as_array().map_or(&[], Vec::as_slice))
+    report::summarize(&planned, &doc.runs)
 }
 
 /// Writes the JSON report, the JUnit XML and the Markdown table asked
 /// for; false when one could not be written (said on stderr).
 pub(crate) fn write_outputs(
-    doc: &Value,
+    doc: &BatchDoc,
     summary: &[TaskSummary],
     title: &str,
     report: Option<&Path>,
@@ -510,7 +510,7 @@ impl Events {
 /// A `finished` event: the report's run object, plus `event` and
 /// `will_retry` (another attempt follows this one).
 fn event_line(batch: &Batch, rec: &RunRecord, will_retry: bool) -> Value {
-    let mut v = run_json(batch, rec);
+    let mut v = serde_json::to_value(run_doc(batch, rec)).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
         o.insert("event".into(), Value::from("finished"));
         o.insert("will_retry".into(), Value::from(will_retry));
@@ -519,91 +519,95 @@ fn event_line(batch: &Batch, rec: &RunRecord, will_retry: bool) -> Value {
 }
 
 fn ms(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1e6).round() / 1e3
+    corral::document::ms(d)
 }
 
 /// One run (or attempt) as the report shows it: the batch's fields, then
 /// every field of a `corral run --report`, then the kept output.
-fn run_json(batch: &Batch, r: &RunRecord) -> Value {
+fn run_doc(batch: &Batch, r: &RunRecord) -> BatchRun {
     let j = batch.plan[r.job];
-    let mut o = serde_json::Map::new();
-    o.insert("task".into(), Value::from(batch.tasks[r.task].name.clone()));
-    o.insert("run".into(), Value::from(r.run));
-    o.insert("warmup".into(), Value::from(j.warmup));
-    o.insert("shard".into(), Value::from(j.shard));
-    o.insert(
-        "status".into(),
-        serde_json::to_value(r.status).unwrap_or_default(),
-    );
-    o.insert("reason".into(), json!(r.reason));
-    o.insert("result_code".into(), json!(r.result_code));
-    o.insert(
-        "result_event".into(),
-        r.result_event.clone().unwrap_or(Value::Null),
-    );
-    o.insert("cancelled_by_stop".into(), Value::from(r.cancelled_by_stop));
-    o.insert("started_ms".into(), Value::from(ms(r.started)));
-    o.insert("wall_ms".into(), Value::from(ms(r.wall)));
-    o.insert("attempt".into(), Value::from(r.attempt));
-    o.insert("flaky".into(), Value::from(r.flaky));
-    o.insert(
-        "attempts".into(),
-        Value::Array(r.attempts.iter().map(|a| run_json(batch, a)).collect()),
-    );
-    o.insert("stdout_file".into(), json!(r.stdout_file));
-    o.insert("stderr_file".into(), json!(r.stderr_file));
-    if let Value::Object(rep) = &r.report {
-        for (k, v) in rep {
-            o.entry(k.clone()).or_insert_with(|| v.clone());
-        }
+    BatchRun {
+        task: batch.tasks[r.task].name.clone(),
+        run: r.run,
+        warmup: j.warmup,
+        shard: j.shard,
+        status: r.status,
+        reason: r.reason.clone(),
+        result_code: r.result_code,
+        result_event: r.result_event.clone(),
+        cancelled_by_stop: r.cancelled_by_stop,
+        started_ms: ms(r.started),
+        wall_ms: ms(r.wall),
+        attempt: r.attempt,
+        flaky: r.flaky,
+        attempts: r.attempts.iter().map(|a| run_doc(batch, a)).collect(),
+        stdout_file: r.stdout_file.clone(),
+        stderr_file: r.stderr_file.clone(),
+        report: r.report.clone(),
+        stdout_tail: r.stdout.clone(),
+        stderr_tail: r.stderr.clone(),
     }
-    o.insert("stdout_tail".into(), Value::from(r.stdout.clone()));
-    o.insert("stderr_tail".into(), Value::from(r.stderr.clone()));
-    Value::Object(o)
 }
 
-/// The report document of this invocation (`tasks` and `totals` are
-/// filled in by the caller).
+/// The report document of this invocation (`manifest`, its fingerprint,
+/// the filters, `tasks` and `totals` are filled in by the caller).
 fn document(
     batch: &Batch,
     records: &[RunRecord],
     not_run: &[usize],
     stop: Option<&StopReason>,
     wall: Duration,
-) -> Value {
+) -> BatchDoc {
     let (warm, measured): (Vec<&RunRecord>, Vec<&RunRecord>) =
         records.iter().partition(|r| batch.plan[r.job].warmup);
-    let runs: Vec<Value> = measured.iter().map(|r| run_json(batch, r)).collect();
+    let runs: Vec<BatchRun> = measured.iter().map(|r| run_doc(batch, r)).collect();
     let received = match stop {
         Some(StopReason::Signal(s)) => Some(*s),
         _ => None,
     };
     let code = report::exit_code(&runs, not_run.len(), received.is_some());
-    let mut plan: Vec<Value> = Vec::new();
-    for (i, t) in batch.tasks.iter().enumerate() {
-        if batch.selected[i] {
-            plan.push(json!({"task": t.name, "runs": t.repeat, "warmup": t.warmup}));
-        }
+    let plan = batch
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| batch.selected[*i])
+        .map(|(_, t)| report::PlanEntry {
+            task: t.name.clone(),
+            runs: t.repeat,
+            warmup: t.warmup,
+        })
+        .collect();
+    BatchDoc {
+        format_version: report::FORMAT_VERSION,
+        manifest: String::new(),
+        manifest_fingerprint: String::new(),
+        partition: batch.partition.map(|p| report::Part {
+            index: p.index,
+            count: p.count,
+        }),
+        merged_from: None,
+        task_filters: Vec::new(),
+        plan,
+        exit_code: code,
+        stopped: stop.map(ToString::to_string),
+        received_signal: received,
+        duration_ms: ms(wall),
+        totals: report::Totals::default(),
+        tasks: Vec::new(),
+        runs,
+        not_run: not_run
+            .iter()
+            .map(|&j| {
+                let p = batch.plan[j];
+                report::NotRun {
+                    task: batch.tasks[p.task].name.clone(),
+                    run: p.run,
+                    shard: p.shard,
+                }
+            })
+            .collect(),
+        warmup_runs: warm.iter().map(|r| run_doc(batch, r)).collect(),
     }
-    json!({
-        "manifest": "",
-        "manifest_fingerprint": "",
-        "partition": batch.partition.map(|p| json!({"index": p.index, "count": p.count})),
-        "task_filters": [],
-        "plan": plan,
-        "exit_code": code,
-        "stopped": stop.map(ToString::to_string),
-        "received_signal": received,
-        "duration_ms": ms(wall),
-        "totals": {},
-        "tasks": [],
-        "runs": runs,
-        "not_run": not_run.iter().map(|&j| {
-            let p = batch.plan[j];
-            json!({"task": batch.tasks[p.task].name, "run": p.run, "shard": p.shard})
-        }).collect::<Vec<_>>(),
-        "warmup_runs": warm.iter().map(|r| run_json(batch, r)).collect::<Vec<_>>(),
-    })
 }
 
 fn check_writable(p: &Path) -> std::io::Result<()> {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::classify::Status;
+use super::classify::{label, Status};
 use super::exec::{Batch, RunRecord};
 
 /// How progress is shown.
@@ -123,7 +123,7 @@ impl Progress {
 pub fn run_line(batch: &Batch, rec: &RunRecord) -> String {
     let mut s = format!(
         "{:<5} {}  {}",
-        rec.status.label(),
+        label(rec.status),
         batch.run_name(rec.job),
         secs(rec.wall)
     );
@@ -165,7 +165,8 @@ pub fn secs(d: Duration) -> String {
 }
 
 /// Per-task numbers for the summary and the reports.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TaskSummary {
     pub name: String,
     pub runs: usize,
@@ -183,7 +184,8 @@ pub struct TaskSummary {
 }
 
 /// Statistics of one quantity over a task's runs, in milliseconds.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct WallStats {
     pub min: f64,
     pub median: f64,
@@ -194,7 +196,8 @@ pub struct WallStats {
     pub stddev: f64,
 }
 
-#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UsageStats {
     pub mean: u64,
     pub max: u64,

@@ -1,35 +1,123 @@
-//! The batch report as data: one JSON document built by `corral batch`
-//! and rebuilt by `corral merge`, and everything derived from it (the
-//! per-task table, the exit code, JUnit and Markdown), so a merged report
-//! and an unsharded one are made by the same code.
+//! The batch report as data: one typed document ([`BatchDoc`]) built by
+//! `corral batch` and rebuilt by `corral merge`, and everything derived
+//! from it (the per-task table, the exit code, JUnit and Markdown), so a
+//! merged report and an unsharded one are made by the same code.
 //!
-//! The document: `manifest`, `manifest_fingerprint`, `partition`
-//! (`{index, count}` or null), `task_filters`, `plan` (every task of the
-//! selection with its measured `runs` and `warmup` count, over all
-//! shards), `exit_code`, `stopped`, `received_signal`, `duration_ms`,
-//! `totals`, `tasks`, `runs`, `not_run`, `warmup_runs`.
+//! The document: `format_version`, `manifest`, `manifest_fingerprint`,
+//! `partition` (`{index, count}` or null), `merged_from` (a merged report
+//! only), `task_filters`, `plan` (every task of the selection with its
+//! measured `runs` and `warmup` count, over all shards), `exit_code`,
+//! `stopped`, `received_signal`, `duration_ms`, `totals`, `tasks`, `runs`
+//! (each a [`BatchRun`]: the batch's fields and the run's report),
+//! `not_run`, `warmup_runs`. Read back (merge), an unknown or missing key
+//! anywhere is an error.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use corral::document::{BatchRun, RunStatus};
+use serde::{Deserialize, Serialize};
 
 use super::progress::{percentile, secs, TaskSummary, UsageStats, WallStats};
 use super::{ALL_PASSED, SOME_ERRORED, SOME_FAILED};
 
-/// `name#run` of a run object.
-pub fn run_key(r: &Value) -> String {
-    let w = if r["warmup"].as_bool() == Some(true) {
-        "w"
-    } else {
-        ""
-    };
-    format!(
-        "{}#{w}{}",
-        r["task"].as_str().unwrap_or("?"),
-        r["run"].as_u64().unwrap_or(0)
-    )
+/// The version of the batch report's format (the run report's,
+/// [`corral::document::FORMAT_VERSION`]).
+pub const FORMAT_VERSION: u32 = corral::document::FORMAT_VERSION;
+
+/// A `corral batch --report` (or `corral merge --report`) document.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchDoc {
+    /// [`FORMAT_VERSION`] of the corral that wrote it.
+    pub format_version: u32,
+    /// The manifest's path, as given.
+    pub manifest: String,
+    /// The manifest's fingerprint (16 hex digits).
+    pub manifest_fingerprint: String,
+    /// The shard this report is (null: the whole selection, or merged).
+    pub partition: Option<Part>,
+    /// The shard reports a merged report was made of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_from: Option<Vec<MergedFrom>>,
+    /// The `--task` patterns.
+    pub task_filters: Vec<String>,
+    /// Every selected task, with its runs and warmups over all shards.
+    pub plan: Vec<PlanEntry>,
+    /// corral's exit code for the batch.
+    pub exit_code: i32,
+    /// Why the batch stopped early, when it did.
+    pub stopped: Option<String>,
+    /// The signal that stopped the batch, when one did.
+    pub received_signal: Option<i32>,
+    /// The batch's wall time, in milliseconds.
+    pub duration_ms: f64,
+    /// Totals of `tasks`.
+    pub totals: Totals,
+    /// The per-task table.
+    pub tasks: Vec<TaskSummary>,
+    /// The measured runs.
+    pub runs: Vec<BatchRun>,
+    /// The planned runs that never started.
+    pub not_run: Vec<NotRun>,
+    /// The warmup runs.
+    pub warmup_runs: Vec<BatchRun>,
+}
+
+/// One planned task of a report's `plan`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanEntry {
+    pub task: String,
+    pub runs: u32,
+    pub warmup: u32,
+}
+
+/// A shard's `partition`: the K-th (1-based) of N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Part {
+    pub index: u32,
+    pub count: u32,
+}
+
+/// One shard report of a merged report.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MergedFrom {
+    pub file: String,
+    pub partition: Option<Part>,
+    pub exit_code: i32,
+    pub duration_ms: f64,
+}
+
+/// A planned run that never started.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotRun {
+    pub task: String,
+    pub run: u32,
+    pub shard: u32,
+}
+
+impl NotRun {
+    /// `name#run`.
+    pub fn key(&self) -> String {
+        format!("{}#{}", self.task, self.run)
+    }
+}
+
+/// Totals of a report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Totals {
+    pub runs: usize,
+    pub passed: usize,
+    pub failed: usize,
+    pub errors: usize,
+    pub not_run: usize,
+    pub flaky: usize,
 }
 
 /// A time in milliseconds as a `Duration`, never panicking: NaN and
@@ -49,7 +137,7 @@ fn round_ms(x: f64) -> f64 {
 /// The per-task table: for each planned task (name, runs planned in this
 /// report), counts from `runs`, wall time statistics, and CPU time and
 /// peak memory when the runs measured them (cgroup tier).
-pub fn summarize(planned: &[(String, usize)], runs: &[Value]) -> Vec<TaskSummary> {
+pub fn summarize(planned: &[(String, usize)], runs: &[BatchRun]) -> Vec<TaskSummary> {
     let index: HashMap<&str, usize> = planned
         .iter()
         .enumerate()
@@ -67,27 +155,26 @@ pub fn summarize(planned: &[(String, usize)], runs: &[Value]) -> Vec<TaskSummary
     let mut cpus: Vec<Vec<f64>> = vec![Vec::new(); planned.len()];
     let mut mems: Vec<Vec<u64>> = vec![Vec::new(); planned.len()];
     for r in runs {
-        let Some(&i) = r["task"].as_str().and_then(|t| index.get(t)) else {
+        let Some(&i) = index.get(r.task.as_str()) else {
             continue;
         };
         let s = &mut out[i];
-        match r["status"].as_str() {
-            Some("passed") => s.passed += 1,
-            Some("failed") => s.failed += 1,
-            _ => s.errors += 1,
+        match r.status {
+            RunStatus::Passed => s.passed += 1,
+            RunStatus::Failed => s.failed += 1,
+            RunStatus::Error => s.errors += 1,
         }
-        if r["flaky"].as_bool() == Some(true) {
+        if r.flaky {
             s.flaky += 1;
         }
-        if let Some(w) = r["wall_ms"].as_f64() {
-            walls[i].push(w);
-        }
-        let u = &r["usage"];
-        if let (Some(a), Some(b)) = (u["cpu_user_ms"].as_f64(), u["cpu_system_ms"].as_f64()) {
-            cpus[i].push(a + b);
-        }
-        if let Some(m) = u["memory_peak"].as_u64() {
-            mems[i].push(m);
+        walls[i].push(r.wall_ms);
+        if let Some(u) = &r.report.usage {
+            if let (Some(a), Some(b)) = (u.cpu_user_ms, u.cpu_system_ms) {
+                cpus[i].push(a + b);
+            }
+            if let Some(m) = u.memory_peak {
+                mems[i].push(m);
+            }
         }
     }
     for (i, s) in out.iter_mut().enumerate() {
@@ -132,16 +219,16 @@ fn stats(v: &mut [f64]) -> Option<WallStats> {
 }
 
 /// Totals of a report.
-pub fn totals(summary: &[TaskSummary]) -> Value {
+pub fn totals(summary: &[TaskSummary]) -> Totals {
     let sum = |f: fn(&TaskSummary) -> usize| summary.iter().map(f).sum::<usize>();
-    json!({
-        "runs": sum(|s| s.runs),
-        "passed": sum(|s| s.passed),
-        "failed": sum(|s| s.failed),
-        "errors": sum(|s| s.errors),
-        "not_run": sum(|s| s.not_run),
-        "flaky": sum(|s| s.flaky),
-    })
+    Totals {
+        runs: sum(|s| s.runs),
+        passed: sum(|s| s.passed),
+        failed: sum(|s| s.failed),
+        errors: sum(|s| s.errors),
+        not_run: sum(|s| s.not_run),
+        flaky: sum(|s| s.flaky),
+    }
 }
 
 /// 0 every run passed; 1 a run failed and none errored; 2 a run errored.
@@ -149,17 +236,17 @@ pub fn totals(summary: &[TaskSummary]) -> Value {
 /// the exit code (the run that stopped the batch does). A batch stopped by
 /// a signal with runs cancelled or not run is 2; so is one with runs not
 /// run for any other reason.
-pub fn exit_code(runs: &[Value], not_run: usize, signalled: bool) -> i32 {
-    let cut_short = not_run > 0 || runs.iter().any(|r| r["cancelled_by_stop"] == true);
+pub fn exit_code(runs: &[BatchRun], not_run: usize, signalled: bool) -> i32 {
+    let cut_short = not_run > 0 || runs.iter().any(|r| r.cancelled_by_stop);
     if signalled && cut_short {
         return SOME_ERRORED;
     }
     let mut code = ALL_PASSED;
-    for r in runs.iter().filter(|r| r["cancelled_by_stop"] != true) {
-        match r["status"].as_str() {
-            Some("passed") => {}
-            Some("failed") => code = SOME_FAILED,
-            _ => return SOME_ERRORED,
+    for r in runs.iter().filter(|r| !r.cancelled_by_stop) {
+        match r.status {
+            RunStatus::Passed => {}
+            RunStatus::Failed => code = SOME_FAILED,
+            RunStatus::Error => return SOME_ERRORED,
         }
     }
     if code == ALL_PASSED && cut_short {
@@ -293,20 +380,9 @@ pub fn md_code(name: &str) -> String {
     format!("{fence}{pad}{body}{pad}{fence}")
 }
 
-/// The planned (name, runs) of a document's `plan`, restricted to what
-/// `runs_here` says is in this report (None: every planned run).
-pub fn planned(doc_plan: &Value) -> Vec<(String, usize)> {
-    doc_plan
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|p| {
-                    (
-                        p["task"].as_str().unwrap_or("?").to_owned(),
-                        p["runs"].as_u64().unwrap_or(0) as usize,
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+/// The planned (name, runs) of a document's `plan`.
+pub fn planned(plan: &[PlanEntry]) -> Vec<(String, usize)> {
+    plan.iter()
+        .map(|p| (p.task.clone(), p.runs as usize))
+        .collect()
 }

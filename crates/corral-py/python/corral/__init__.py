@@ -141,7 +141,9 @@ class Result(subprocess.CompletedProcess):
     exit code, or ``-N`` when signal N ended it (None if it never ended, which
     only a cleanup failure leaves). Whether every lifecycle step was clean is
     ``outcome == "exited"`` (and ``ok``). ``exit_code`` / ``signal``: the
-    same, apart. ``stdout`` / ``stderr``: head and tail of the
+    same, apart; ``signal_name``: the signal's name (``"SIGKILL"``).
+    ``error``: what kept the run from being an ordinary exit, in words (None
+    for an exit or a signal the root died of by itself). ``stdout`` / ``stderr``: head and tail of the
     output (bytes, or str with ``text=True``; None for a stream not
     captured, as in ``subprocess``); ``stdout_omitted`` /
     ``stderr_omitted``: bytes left out between them; ``stdout_bytes`` /
@@ -167,6 +169,8 @@ class Result(subprocess.CompletedProcess):
         "returncode",
         "exit_code",
         "signal",
+        "signal_name",
+        "error",
         "stdout",
         "stderr",
         "stdout_omitted",
@@ -198,6 +202,8 @@ class Result(subprocess.CompletedProcess):
         self.timeout_kind: Optional[str] = report.get("timeout_kind")
         self.exit_code: Optional[int] = report["exit_code"]
         self.signal: Optional[int] = report["signal"]
+        self.signal_name: Optional[str] = report["signal_name"]
+        self.error: Optional[str] = report["error"]
         self.returncode: Optional[int] = _root_status(report)
         self.stdout_omitted: int = report["stdout_omitted"]
         self.stderr_omitted: int = report["stderr_omitted"]

@@ -41,6 +41,8 @@ class Result(subprocess.CompletedProcess[Any]):
     returncode: Optional[int]  # type: ignore[assignment]  # None only if the command never ended (cleanup failure)
     exit_code: Optional[int]
     signal: Optional[int]
+    signal_name: Optional[str]
+    error: Optional[str]
     stdout: Union[bytes, str, None]
     stderr: Union[bytes, str, None]
     stdout_omitted: int
