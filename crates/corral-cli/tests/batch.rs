@@ -4,7 +4,8 @@
 //! NAME`) pinned by a Watch created before corral runs, so each one's fate
 //! is checked through its pidfd, and nothing is ever killed by name.
 
-#![cfg(unix)]
+// Linux only: the harness (tests/common) pins helpers by pidfd and reads /proc.
+#![cfg(target_os = "linux")]
 
 mod common;
 

@@ -2,7 +2,8 @@
 //! relay, signal pass-through. Every process tree is made of testkit helpers
 //! (`"$H" NAME`) pinned by a Watch created before corral runs.
 
-#![cfg(unix)]
+// Linux only: the harness (tests/common) pins helpers by pidfd and reads /proc.
+#![cfg(target_os = "linux")]
 
 mod common;
 

@@ -5,7 +5,8 @@
 //! Every case: a clear error (125) or the right file, never a panic,
 //! nothing of anyone else's overwritten.
 
-#![cfg(unix)]
+// Linux only: the harness (tests/common) pins helpers by pidfd and reads /proc.
+#![cfg(target_os = "linux")]
 
 mod common;
 

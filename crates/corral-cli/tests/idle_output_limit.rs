@@ -3,7 +3,8 @@
 //! `timeout_kind` and byte counts, what reached corral's stdout, the bound
 //! and every helper's fate.
 
-#![cfg(unix)]
+// Linux only: the harness (tests/common) pins helpers by pidfd and reads /proc.
+#![cfg(target_os = "linux")]
 
 mod common;
 

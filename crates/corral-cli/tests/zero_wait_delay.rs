@@ -5,7 +5,8 @@
 //! is a clean exit every time, and a grandchild that really holds the pipe
 //! is still `output_held` (exit 123) and dies.
 
-#![cfg(unix)]
+// Linux only: the harness (tests/common) pins helpers by pidfd and reads /proc.
+#![cfg(target_os = "linux")]
 
 mod common;
 
