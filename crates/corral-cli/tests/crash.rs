@@ -4,10 +4,7 @@
 //! escapers that kept the tree's cookie in their environment); a normal
 //! exit still keeps what keep-on-success keeps.
 
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 mod common;
 

@@ -12,10 +12,7 @@
 //! (corral's tests: the keeper's hold is recorded before the spawn); this
 //! is the reproduction, too slow and too heavy for every CI run.
 
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 mod common;
 

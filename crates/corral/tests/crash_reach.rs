@@ -8,10 +8,7 @@
 //!
 //! Each host is a child process (this binary, one `#[ignore]`d test): the
 //! keeper is per process, and the host is SIGKILLed.
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -11,7 +11,7 @@
 //! SIGTERM ignorer (the command has a long grace, which a dropped run must
 //! not wait for) and, where the tier holds it, a `setsid` escaper. The
 //! helpers are pinned by the test's own `Watch` (pidfds), never by the host.
-#![cfg(all(feature = "tokio", target_os = "linux"))]
+#![cfg(tokio_linux)]
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

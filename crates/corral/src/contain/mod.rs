@@ -19,10 +19,7 @@ pub(crate) mod cgroup;
 pub(crate) mod job_object;
 #[cfg(target_os = "linux")]
 pub(crate) mod orphans;
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#[cfg(linux_raw)]
 pub(crate) mod pid_namespace;
 #[cfg(unix)]
 pub(crate) mod process_group;
@@ -94,10 +91,7 @@ pub fn one_shot() -> bool {
 /// spawn, and a keeper that failed to start is started again then, or the
 /// run says it is not crash-safe. The PID-namespace tier needs no keeper.
 pub fn start_keeper() {
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
+    #[cfg(linux_raw)]
     crate::sys::linux_spawn::keeper::start_in_background();
 }
 
@@ -222,9 +216,9 @@ pub(crate) use crate::sys::WakeOn;
 pub(crate) mod cookie_hold {
     use super::{Mechanism, OsOp, Tracer};
 
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(linux_raw)]
     type Reg = crate::sys::linux_spawn::keeper::Registration;
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(not(linux_raw))]
     type Reg = ();
 
     /// The hold, or why there is none.
@@ -233,11 +227,11 @@ pub(crate) mod cookie_hold {
     impl CookieHold {
         /// Hands `cookie` to this process's keeper (before the spawn).
         pub(crate) fn take(cookie: &str, via: Mechanism, tracer: &Tracer) -> CookieHold {
-            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            #[cfg(linux_raw)]
             let got = crate::sys::linux_spawn::keeper::register_cookie(cookie).map_err(|e| {
                 format!("the crash-safety keeper could not take the tree's cookie: {e}")
             });
-            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+            #[cfg(not(linux_raw))]
             let got: Result<Reg, String> = {
                 let _ = cookie;
                 Err("no crash-safety keeper on this platform".to_string())
@@ -252,7 +246,7 @@ pub(crate) mod cookie_hold {
         /// taken, or the keeper that took it is gone).
         pub(crate) fn lost(&self) -> Option<String> {
             match &self.0 {
-                #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+                #[cfg(linux_raw)]
                 Ok(r) if !r.is_live() => Some(
                     "the crash-safety keeper that held the tree's cookie died during the run; \
                      escapers would outlive corral's own death"
@@ -455,10 +449,7 @@ pub(crate) fn select(
                 ))
             }
         }
-        #[cfg(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
+        #[cfg(linux_raw)]
         ContainmentChoice::Only(Mechanism::PidNamespace) => Ok(Selected {
             tree: Box::new(pid_namespace::PidNamespace::new(tracer)),
             note: None,

@@ -9,10 +9,7 @@ use std::path::Path;
 
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_proc;
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#[cfg(linux_raw)]
 pub(crate) mod linux_spawn;
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_splice;
@@ -34,7 +31,7 @@ pub(crate) use windows::*;
 /// architectures) it does nothing.
 #[cfg(target_os = "linux")]
 pub(crate) fn block_sigpipe_in_this_thread() {
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(linux_raw)]
     linux_spawn::block_sigpipe_in_this_thread();
 }
 
@@ -47,18 +44,12 @@ pub(crate) fn crash_safety_ahead(mechanism: crate::report::Mechanism) -> Result<
         // The namespace's init, the job: nothing to start.
         Mechanism::PidNamespace | Mechanism::JobObject => Ok(()),
         _ => {
-            #[cfg(all(
-                target_os = "linux",
-                any(target_arch = "x86_64", target_arch = "aarch64")
-            ))]
+            #[cfg(linux_raw)]
             {
                 linux_spawn::keeper::ensure()
                     .map_err(|e| format!("the crash-safety keeper could not be started: {e}"))
             }
-            #[cfg(not(all(
-                target_os = "linux",
-                any(target_arch = "x86_64", target_arch = "aarch64")
-            )))]
+            #[cfg(not(linux_raw))]
             {
                 Err("no crash-safety keeper on this platform".into())
             }
