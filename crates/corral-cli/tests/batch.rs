@@ -632,7 +632,7 @@ fn the_example_manifest_does_what_its_comments_say() {
     );
 }
 
-// ---- Shards, merging, retries, filters, events (issue #14) ----
+// ---- Shards, merging, retries, filters, events ----
 
 /// `task#run` -> (status, outcome) of a report's runs.
 fn verdicts(v: &Value) -> std::collections::BTreeMap<String, (String, String)> {

@@ -1,4 +1,4 @@
-//! Hostile files and documents (issue #23): symlinks planted by another
+//! Hostile files and documents: symlinks planted by another
 //! user where corral writes, `--output-dir` names that sanitize alike,
 //! shard reports with impossible times, counts and partitions, task names
 //! that break Markdown, and manifest entries no program can be given.

@@ -1,5 +1,4 @@
-//! `corral run --idle-timeout` and `--max-output` (issue #26, parts 1 and
-//! 2), with real trees: the outcome, corral's exit code, the report's
+//! `corral run --idle-timeout` and `--max-output`, with real trees: the outcome, corral's exit code, the report's
 //! `timeout_kind` and byte counts, what reached corral's stdout, the bound
 //! and every helper's fate.
 

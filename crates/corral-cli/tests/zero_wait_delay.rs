@@ -1,4 +1,4 @@
-//! `corral run --wait-delay 0` (issue #9, item 5): with corral's stdout a
+//! `corral run --wait-delay 0`: with corral's stdout a
 //! pipe, the output goes through the splice relay thread, which sees end of
 //! file a moment after the root's exit. A zero wait delay is no grace for
 //! holders, not a demand that end of file was already read: `echo hi | cat`

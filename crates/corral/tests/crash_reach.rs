@@ -1,4 +1,4 @@
-//! The keeper's reach when a library host dies (issue 23, items 9 and 11):
+//! The keeper's reach when a library host dies:
 //! in the subreaper tier (what `auto` picks for every unprivileged user)
 //! and the process-group tier, escapers that left the root's process group
 //! (`setsid`, a double fork re-parented to the host) die with the host,

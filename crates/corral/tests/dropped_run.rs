@@ -1,5 +1,4 @@
-//! A caller that drops a run and exits leaves nothing behind (issue #9,
-//! item 4).
+//! A caller that drops a run and exits leaves nothing behind.
 //!
 //! A *host* process (this test binary, re-run as the ignored test `host`)
 //! starts a tree, waits until every helper runs, drops the run (an async

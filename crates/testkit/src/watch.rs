@@ -266,8 +266,8 @@ fn same_ns(pid: &str, ns: &str) -> bool {
 /// namespace are checked again after the pidfd is open). Without `ns` a
 /// marked process of another namespace with the same inner pid could be
 /// taken for the helper: a parent host's `ready` loop's short-lived `cat`,
-/// pid 4 in its namespace, was pinned as its fork's helper, pid 4 in
-/// another (1 run in 100 of `adversarial_crash::a_fork_survives_its_parents_death_pid_namespace`).
+/// pid 4 in its namespace, could be pinned as its fork's helper, pid 4
+/// in another (`adversarial_crash::a_fork_survives_its_parents_death_pid_namespace`).
 fn pin_namespaced(inner: u32, mark: &str, ns: Option<&str>) -> Option<Pinned> {
     let is_it =
         |pid: u32| carries_mark(pid, mark) && ns.is_none_or(|ns| same_ns(&pid.to_string(), ns));

@@ -243,12 +243,10 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
     let mechanism = tree.mechanism();
     // The keeper is started before the spawn, for every run that needs one:
     // started at the root's registration instead (after the spawn), it
-    // left the first run of a process uncovered for as long as the keeper
-    // took to start (a clone and its first message: milliseconds under
-    // load), and a host killed then left its tree behind
-    // (`adversarial_crash::a_parent_survives_its_forks_death_process_group`,
-    // about 1 run in 15: the fork was in `clone3` or waiting for the
-    // keeper's first message when it was killed, its command's tree up).
+    // would leave the first run of a process uncovered for as long as the
+    // keeper takes to start (a clone and its first message: milliseconds
+    // under load), and a host killed then would leave its tree behind
+    // (`adversarial_crash::a_parent_survives_its_forks_death_process_group`).
     // Unrequired, a keeper that cannot start is only reported (the root's
     // registration tries again and says why).
     let ahead = sys::crash_safety_ahead(mechanism);
