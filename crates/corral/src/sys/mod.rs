@@ -17,12 +17,23 @@ pub(crate) mod linux_splice;
 pub(crate) mod per_process;
 #[cfg(unix)]
 mod unix;
-#[cfg(unix)]
-pub(crate) use unix::*;
 #[cfg(windows)]
 mod windows;
+
+// The contract: what every platform module exports, under the same names.
+#[cfg(unix)]
+pub(crate) use unix::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
 #[cfg(windows)]
-pub(crate) use windows::*;
+pub(crate) use windows::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
+// Unix only: process groups, shared descriptors, the async waker.
+#[cfg(unix)]
+pub(crate) use unix::{group_exists, group_members, signal_group, SharedFd, WakeCell, SIGCONT};
+// Linux only: the root set, signal conversion, the namespace init's status.
+#[cfg(target_os = "linux")]
+pub(crate) use unix::{descriptors_exhausted, roots, to_rustix, NS_MSG_EXITED};
+// Windows only: the exit code of a process the job killed.
+#[cfg(windows)]
+pub(crate) use windows::JOB_KILL_EXIT_CODE;
 
 /// Blocks SIGPIPE in the calling thread, for corral's own relay threads:
 /// their write into a destination whose reader went away must fail with
