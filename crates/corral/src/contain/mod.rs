@@ -288,12 +288,8 @@ pub(crate) trait Containment: Send {
     /// The mechanism, for reports.
     fn mechanism(&self) -> Mechanism;
     /// Where the child must be born so that it starts inside the
-    /// container (plain values for `sys::spawn`).
-    #[cfg(unix)]
+    /// container (plain values for `sys::spawn`; on Windows, the job).
     fn placement(&mut self) -> io::Result<crate::sys::Placement<'_>>;
-    /// The job the child must be born in (Windows).
-    #[cfg(windows)]
-    fn placement(&mut self) -> io::Result<crate::sys::Placement>;
     /// Takes hold of the tree once the root exists.
     fn attach(&mut self, root: &Root) -> io::Result<()>;
     /// Sends `sig` to every member of the tree (and SIGCONT after it, so that

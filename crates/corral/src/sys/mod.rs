@@ -120,10 +120,11 @@ pub(crate) struct Placement<'a> {
     pub(crate) _borrows: std::marker::PhantomData<&'a ()>,
 }
 
-/// Where the root is born (Windows): the job it is created in.
+/// Where the root is born (Windows): the job it is created in, borrowed
+/// from the containment.
 #[cfg(windows)]
-pub(crate) struct Placement {
-    pub(crate) job: std::os::windows::io::RawHandle,
+pub(crate) struct Placement<'a> {
+    pub(crate) job: std::os::windows::io::BorrowedHandle<'a>,
 }
 
 /// One of the child's standard streams.

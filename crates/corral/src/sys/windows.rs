@@ -689,14 +689,14 @@ impl Drop for AttrList {
 }
 
 /// Starts the root inside the containment's job (see the module docs).
-pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement) -> Result<Root, SpawnError> {
+pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Root, SpawnError> {
     if *spec.setup != crate::spec::ChildSetup::default() {
         return Err(SpawnError::Spawn(io::Error::new(
             io::ErrorKind::Unsupported,
             "arg0, user and group ids, groups, umask, sessions and descriptors to keep are Unix options",
         )));
     }
-    let job = placement.job as HANDLE;
+    let job = placement.job.as_raw_handle() as HANDLE;
     let env = environment(&spec);
     let app = resolve(spec.program, &env, spec.cwd).map_err(SpawnError::Spawn)?;
     let mut cmdline = command_line(spec.program, spec.args);
