@@ -342,15 +342,7 @@ pub(crate) trait Containment: Send {
     /// root is attached). By default what the root says (the keeper holds
     /// the root of a process-group or subreaper run).
     fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
-        #[cfg(unix)]
-        {
-            root.crash_safety()
-        }
-        #[cfg(windows)]
-        {
-            let _ = root;
-            crate::report::CrashSafety::Held
-        }
+        root.crash_safety()
     }
     /// Tree-wide usage and limits hit, read before release.
     fn usage(&self) -> Option<(crate::report::Usage, Vec<crate::report::LimitHit>)> {

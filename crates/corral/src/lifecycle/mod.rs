@@ -409,7 +409,6 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         finished: false,
         settings,
     };
-    #[cfg(unix)]
     let life = {
         let mut life = life;
         if let Some(e) = life.root.exit_watch_error() {

@@ -161,6 +161,17 @@ impl Root {
             unsafe { TerminateProcess(h, JOB_KILL_EXIT_CODE) };
         }
     }
+
+    /// The root's exit is watched through its process handle, which the
+    /// spawn already holds: nothing can be missing.
+    pub(crate) fn exit_watch_error(&mut self) -> Option<io::Error> {
+        None
+    }
+
+    /// The job holds the tree if corral dies (`KILL_ON_JOB_CLOSE`).
+    pub(crate) fn crash_safety(&self) -> crate::report::CrashSafety {
+        crate::report::CrashSafety::Held
+    }
 }
 
 /// Bytes a reader thread buffers before it stops reading (back-pressure),
