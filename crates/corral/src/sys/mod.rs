@@ -25,9 +25,12 @@ mod windows;
 pub(crate) use unix::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
 #[cfg(windows)]
 pub(crate) use windows::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
-// Unix only: process groups, shared descriptors, the async waker.
+// Unix only: process groups; for the async driver, shared descriptors and
+// its waker.
 #[cfg(unix)]
-pub(crate) use unix::{group_exists, group_members, signal_group, SharedFd, WakeCell, SIGCONT};
+pub(crate) use unix::{group_exists, group_members, signal_group, SIGCONT};
+#[cfg(tokio_unix)]
+pub(crate) use unix::{SharedFd, WakeCell};
 // Linux only: the root set, signal conversion, the namespace init's status.
 #[cfg(target_os = "linux")]
 pub(crate) use unix::{descriptors_exhausted, roots, to_rustix, NS_MSG_EXITED};
