@@ -3,10 +3,7 @@
 //! output during the wait delay; the grace period after the first
 //! signal), with 2+ tiers, and what the tree's fate then is.
 
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 mod common;
 

@@ -4,7 +4,8 @@
 //! NAME`) pinned by a Watch created before corral runs, so each one's fate
 //! is checked through its pidfd, and nothing is ever killed by name.
 
-#![cfg(unix)]
+// Linux only: the harness (tests/common) pins helpers by pidfd and reads /proc.
+#![cfg(target_os = "linux")]
 
 mod common;
 
@@ -631,7 +632,7 @@ fn the_example_manifest_does_what_its_comments_say() {
     );
 }
 
-// ---- Shards, merging, retries, filters, events (issue #14) ----
+// ---- Shards, merging, retries, filters, events ----
 
 /// `task#run` -> (status, outcome) of a report's runs.
 fn verdicts(v: &Value) -> std::collections::BTreeMap<String, (String, String)> {

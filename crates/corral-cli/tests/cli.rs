@@ -2,7 +2,8 @@
 //! relay, signal pass-through. Every process tree is made of testkit helpers
 //! (`"$H" NAME`) pinned by a Watch created before corral runs.
 
-#![cfg(unix)]
+// Linux only: the harness (tests/common) pins helpers by pidfd and reads /proc.
+#![cfg(target_os = "linux")]
 
 mod common;
 
@@ -877,7 +878,7 @@ fn help_and_version_exit_0() {
     d.assert_code(0);
 }
 
-// ------------------------------------------------- issue #10: the contract
+// ------------------------------------------------------------- the contract
 
 #[test]
 fn unknown_options_before_the_program_are_usage_errors() {
@@ -1015,7 +1016,7 @@ fn a_broken_stderr_or_stdout_never_makes_corral_panic() {
             std::thread::sleep(ms(5));
         }
     };
-    // Missing program, message on a broken stderr: 127 (was 101, a panic).
+    // Missing program, message on a broken stderr: 127, never a panic.
     assert_eq!(
         exit_of(&["run", "--", "no-such-program-x"], false, true),
         Some(127)
@@ -1262,7 +1263,7 @@ fn verbose_says_on_stderr_what_corral_did() {
 
 #[test]
 fn every_signal_that_would_kill_corral_is_passed_on() {
-    // Each one used to kill corral without a report while the tree ran on.
+    // Each one, unhandled, would kill corral without a report while the tree ran on.
     for (name, n) in [
         ("USR1", 10),
         ("USR2", 12),

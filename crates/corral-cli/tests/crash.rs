@@ -4,10 +4,7 @@
 //! escapers that kept the tree's cookie in their environment); a normal
 //! exit still keeps what keep-on-success keeps.
 
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 mod common;
 
@@ -101,7 +98,7 @@ fn sigkill_corral_mid_run(tier: &str) {
 /// The process-group and subreaper tiers: the keeper kills the root's
 /// process group, and every process that carries the tree's cookie
 /// (`CORRAL_TREE`): escapers that left the group (setsid, double fork)
-/// die too (issue 23, item 9; on main only the group died).
+/// die too.
 fn sigkill_corral_weak_tier(tier: &str) {
     sigkill_corral(tier, &[], &ALL);
 }

@@ -1,4 +1,4 @@
-//! Crash safety of `corral run` under heavy load (issue 23, item 11): 40
+//! Crash safety of `corral run` under heavy load: 40
 //! busy loops on the machine, `corral run` SIGKILLed at a random moment of
 //! its start (as a wrapper does when its own parent dies), the command's
 //! plain child must not outlive corral by more than 3 s.
@@ -12,10 +12,7 @@
 //! (corral's tests: the keeper's hold is recorded before the spawn); this
 //! is the reproduction, too slow and too heavy for every CI run.
 
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 mod common;
 

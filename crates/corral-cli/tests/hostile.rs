@@ -1,11 +1,12 @@
-//! Hostile files and documents (issue #23): symlinks planted by another
+//! Hostile files and documents: symlinks planted by another
 //! user where corral writes, `--output-dir` names that sanitize alike,
 //! shard reports with impossible times, counts and partitions, task names
 //! that break Markdown, and manifest entries no program can be given.
 //! Every case: a clear error (125) or the right file, never a panic,
 //! nothing of anyone else's overwritten.
 
-#![cfg(unix)]
+// Linux only: the harness (tests/common) pins helpers by pidfd and reads /proc.
+#![cfg(target_os = "linux")]
 
 mod common;
 

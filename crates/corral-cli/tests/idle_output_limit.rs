@@ -1,9 +1,9 @@
-//! `corral run --idle-timeout` and `--max-output` (issue #26, parts 1 and
-//! 2), with real trees: the outcome, corral's exit code, the report's
+//! `corral run --idle-timeout` and `--max-output`, with real trees: the outcome, corral's exit code, the report's
 //! `timeout_kind` and byte counts, what reached corral's stdout, the bound
 //! and every helper's fate.
 
-#![cfg(unix)]
+// Linux only: the harness (tests/common) pins helpers by pidfd and reads /proc.
+#![cfg(target_os = "linux")]
 
 mod common;
 

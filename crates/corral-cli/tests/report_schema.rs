@@ -4,7 +4,8 @@
 //! other CLI tests is checked against the schema as well, in
 //! `common::check_report`.)
 
-#![cfg(unix)]
+// Linux only: the harness (tests/common) pins helpers by pidfd and reads /proc.
+#![cfg(target_os = "linux")]
 
 mod common;
 

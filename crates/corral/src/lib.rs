@@ -51,7 +51,7 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(all(feature = "tokio", unix))]
+#[cfg(tokio_unix)]
 mod asynchronous;
 mod cancel;
 mod capture;
@@ -66,7 +66,7 @@ mod signal;
 mod spec;
 mod sys;
 
-#[cfg(all(feature = "tokio", unix))]
+#[cfg(tokio_unix)]
 pub use asynchronous::AsyncRunning;
 pub use cancel::CancelToken;
 pub use capture::Captured;

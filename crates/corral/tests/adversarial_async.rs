@@ -5,7 +5,7 @@
 //! `/proc/self/fd` comes back), no process may be left, and every report
 //! must be truthful (an exit is reported only with all its output, a
 //! cancellation only for a run that was cancelled).
-#![cfg(all(feature = "tokio", target_os = "linux"))]
+#![cfg(tokio_linux)]
 
 use std::time::{Duration, Instant};
 

@@ -1,10 +1,7 @@
 //! Adversarial crash safety of a library host: a host that forks (without
 //! exec) while its other threads run commands, and the fork runs commands
 //! too. The keeper is per process, so this binary is its own process.
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

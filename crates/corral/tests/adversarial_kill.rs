@@ -3,7 +3,8 @@
 //! must be dead at return, nothing reported as a survivor that is dead, and
 //! `killed` ("at least") must never exceed the number of processes that
 //! really were in the tree.
-#![cfg(unix)]
+// Linux only: the Watch pins helpers by pidfd and `ready` reads /proc.
+#![cfg(target_os = "linux")]
 
 use std::time::{Duration, Instant};
 

@@ -1,9 +1,6 @@
 //! Adversarial tests of the PID-namespace tier: what a command can do to
 //! its namespace and to the init, and what corral leaves in the host.
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 use std::time::{Duration, Instant};
 

@@ -296,10 +296,7 @@ fn a_report_serialises_to_the_documented_fields() {
         r.crash_safety.note(),
         "{v}"
     );
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
+    #[cfg(linux_raw)]
     assert_eq!(r.crash_safety, corral::CrashSafety::Held, "{v}");
     assert_eq!(v["outcome"], "exited");
     assert_eq!(v["exit_code"], 2);

@@ -3,7 +3,7 @@
 //! outcome, signals, output, every descendant's fate), in the
 //! process-group, cgroup and PID-namespace tiers: one test per scenario and
 //! tier, named `<tier>::<scenario>`.
-#![cfg(all(feature = "tokio", target_os = "linux"))]
+#![cfg(tokio_linux)]
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Many concurrent commands on the async API cost a constant number of
 //! threads. Its own test binary, so the thread count means something.
-#![cfg(all(feature = "tokio", target_os = "linux"))]
+#![cfg(tokio_linux)]
 
 use std::time::{Duration, Instant};
 

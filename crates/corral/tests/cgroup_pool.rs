@@ -330,7 +330,7 @@ impl Drop for ChildGuard {
     }
 }
 
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[cfg(linux_raw)]
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn a_crash_of_corral_leaves_no_pooled_cgroup() {

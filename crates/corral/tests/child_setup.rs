@@ -3,10 +3,7 @@
 //! each spawn path: std's (process group tier), clone3 into a cgroup, and the
 //! PID namespace's command. A path this machine cannot take is skipped per
 //! path; the process-group path always runs.
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 use std::os::fd::{AsFd, AsRawFd};
 

@@ -6,10 +6,7 @@
 //! the fallback; `fallback_path_runs_the_same_checks` re-runs some tests in a
 //! child process with `CORRAL_CLONE3=off`. Runs as root (CI); compiled as
 //! ignored (`#[needs(cgroup)]`) where no cgroup v2 hierarchy is writable.
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};

@@ -1,4 +1,4 @@
-//! The keeper's reach when a library host dies (issue 23, items 9 and 11):
+//! The keeper's reach when a library host dies:
 //! in the subreaper tier (what `auto` picks for every unprivileged user)
 //! and the process-group tier, escapers that left the root's process group
 //! (`setsid`, a double fork re-parented to the host) die with the host,
@@ -8,10 +8,7 @@
 //!
 //! Each host is a child process (this binary, one `#[ignore]`d test): the
 //! keeper is per process, and the host is SIGKILLed.
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -1,5 +1,4 @@
-//! A caller that drops a run and exits leaves nothing behind (issue #9,
-//! item 4).
+//! A caller that drops a run and exits leaves nothing behind.
 //!
 //! A *host* process (this test binary, re-run as the ignored test `host`)
 //! starts a tree, waits until every helper runs, drops the run (an async
@@ -11,7 +10,7 @@
 //! SIGTERM ignorer (the command has a long grace, which a dropped run must
 //! not wait for) and, where the tier holds it, a `setsid` escaper. The
 //! helpers are pinned by the test's own `Watch` (pidfds), never by the host.
-#![cfg(all(feature = "tokio", target_os = "linux"))]
+#![cfg(tokio_linux)]
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -3,10 +3,7 @@
 //! tree was crash-safe, and a run that required crash safety does not end
 //! cleanly. The keeper is per process, so this binary is its own process and
 //! its tests take turns.
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};

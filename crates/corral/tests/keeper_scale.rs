@@ -7,7 +7,7 @@
 //! one each in its own table (a limit of 1024 gives it room for 1006).
 //! Its own test binary: the tests count this process's descriptors and
 //! children.
-#![cfg(all(feature = "tokio", target_os = "linux"))]
+#![cfg(tokio_linux)]
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

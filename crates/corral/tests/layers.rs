@@ -2,7 +2,7 @@
 //! top-level module of `crates/corral/src` sits in a layer, and a module may
 //! name (`crate::...`) only modules of lower layers. Scans the source text,
 //! so a new upward `use crate::` edge, or a new module left out of the
-//! table, fails here. docs/DESIGN.md ("Module layers") explains the table.
+//! table, fails here. docs/DESIGN.md (its module table) explains the table.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -259,7 +259,7 @@ fn module_graph_follows_the_layer_table() {
     for m in &modules {
         if layer_of(m).is_none() {
             problems.push(format!(
-                "module `{m}` is not in the LAYERS table of tests/layers.rs (and docs/DESIGN.md)"
+                "module `{m}` is not in the LAYERS table of tests/layers.rs (and the module table of docs/DESIGN.md)"
             ));
         }
     }

@@ -7,10 +7,7 @@
 //! removed at its release; runs stay crash-safe with a keeper started in
 //! the background and never waited for; `reap_orphans_now` reaps an orphan
 //! (no reaping thread is started in a one-shot process).
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

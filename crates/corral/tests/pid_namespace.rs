@@ -5,10 +5,7 @@
 //! These tests pass as root and as an unprivileged user (`.ci/run` runs the
 //! suite as a user it creates). Where the kernel refuses namespaces they are
 //! skipped with a message, never passed.
-#![cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#![cfg(linux_raw)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -493,9 +493,9 @@ struct V1Group {
     procs: File,
 }
 
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[cfg(linux_raw)]
 type KeeperReg = crate::sys::linux_spawn::keeper::Registration;
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(not(linux_raw))]
 type KeeperReg = ();
 
 /// What a cgroup directory keeps across runs when it goes back to the pool:
@@ -759,9 +759,9 @@ fn cpu_usec(slot: &Slot) -> (u64, u64) {
 /// `Registration::is_live`): a pooled cgroup whose keeper died is retired,
 /// never lent to a run as crash-safe.
 fn held(slot: &Slot) -> bool {
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(linux_raw)]
     return slot.keeper.as_ref().is_some_and(KeeperReg::is_live);
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(not(linux_raw))]
     return slot.keeper.is_some();
 }
 
@@ -1034,7 +1034,7 @@ impl Cgroup {
         // Crash safety: if this process dies before the run ends, the keeper
         // kills the cgroup and removes it. Without it (no clone3, too many
         // runs) the run is only cleaned up by the next corral's stale pass.
-        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        #[cfg(linux_raw)]
         if let Some(slot) = cg.slot.as_mut() {
             slot.keeper =
                 crate::sys::linux_spawn::keeper::register(slot.dir_fd.as_fd(), &h.own_v2, &name)
@@ -1564,10 +1564,10 @@ impl Containment for Cgroup {
     /// it if this process dies).
     fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
         let keeper = self.slot.as_ref().and_then(|s| s.keeper.as_ref());
-        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        #[cfg(not(linux_raw))]
         let _ = root;
         // Once the run ended, a stopped keeper counts as lost too.
-        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        #[cfg(linux_raw)]
         if keeper.is_some_and(|k| {
             if root.exit_seen() {
                 !k.is_live_and_running()

@@ -21,7 +21,7 @@
 //!   `EXIT_PROCESS` for killed members).
 
 use std::io;
-use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
+use std::os::windows::io::{AsHandle, AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
 use std::ptr::{null, null_mut};
 
 use windows_sys::Win32::Foundation::{HANDLE, INVALID_HANDLE_VALUE};
@@ -125,7 +125,7 @@ impl JobObject {
         Ok(this)
     }
 
-    fn raw_job(&self) -> io::Result<HANDLE> {
+    fn job(&self) -> io::Result<&OwnedHandle> {
         if self.released {
             return Err(io::Error::other(
                 "job object already released; refusing to use it",
@@ -133,8 +133,11 @@ impl JobObject {
         }
         self.job
             .as_ref()
-            .map(|j| j.as_raw_handle() as HANDLE)
             .ok_or_else(|| io::Error::other("job object not created"))
+    }
+
+    fn raw_job(&self) -> io::Result<HANDLE> {
+        self.job().map(|j| j.as_raw_handle() as HANDLE)
     }
 
     /// Sets or lifts `KILL_ON_JOB_CLOSE`. (Wine reads the limit flags back
@@ -223,9 +226,9 @@ impl Containment for JobObject {
         Mechanism::JobObject
     }
 
-    fn placement(&mut self) -> io::Result<crate::sys::Placement> {
+    fn placement(&mut self) -> io::Result<crate::sys::Placement<'_>> {
         Ok(crate::sys::Placement {
-            job: self.raw_job()? as RawHandle,
+            job: self.job()?.as_handle(),
         })
     }
 

@@ -21,10 +21,7 @@ pub(crate) mod cgroup_delegated;
 pub(crate) mod job_object;
 #[cfg(target_os = "linux")]
 pub(crate) mod orphans;
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#[cfg(linux_raw)]
 pub(crate) mod pid_namespace;
 #[cfg(unix)]
 pub(crate) mod process_group;
@@ -96,10 +93,7 @@ pub fn one_shot() -> bool {
 /// spawn, and a keeper that failed to start is started again then, or the
 /// run says it is not crash-safe. The PID-namespace tier needs no keeper.
 pub fn start_keeper() {
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
+    #[cfg(linux_raw)]
     crate::sys::linux_spawn::keeper::start_in_background();
 }
 
@@ -224,9 +218,9 @@ pub(crate) use crate::sys::WakeOn;
 pub(crate) mod cookie_hold {
     use super::{Mechanism, OsOp, Tracer};
 
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(linux_raw)]
     type Reg = crate::sys::linux_spawn::keeper::Registration;
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(not(linux_raw))]
     type Reg = ();
 
     /// The hold, or why there is none.
@@ -235,11 +229,11 @@ pub(crate) mod cookie_hold {
     impl CookieHold {
         /// Hands `cookie` to this process's keeper (before the spawn).
         pub(crate) fn take(cookie: &str, via: Mechanism, tracer: &Tracer) -> CookieHold {
-            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            #[cfg(linux_raw)]
             let got = crate::sys::linux_spawn::keeper::register_cookie(cookie).map_err(|e| {
                 format!("the crash-safety keeper could not take the tree's cookie: {e}")
             });
-            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+            #[cfg(not(linux_raw))]
             let got: Result<Reg, String> = {
                 let _ = cookie;
                 Err("no crash-safety keeper on this platform".to_string())
@@ -254,7 +248,7 @@ pub(crate) mod cookie_hold {
         /// taken, or the keeper that took it is gone).
         pub(crate) fn lost(&self) -> Option<String> {
             match &self.0 {
-                #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+                #[cfg(linux_raw)]
                 Ok(r) if !r.is_live() => Some(
                     "the crash-safety keeper that held the tree's cookie died during the run; \
                      escapers would outlive corral's own death"
@@ -296,12 +290,8 @@ pub(crate) trait Containment: Send {
     /// The mechanism, for reports.
     fn mechanism(&self) -> Mechanism;
     /// Where the child must be born so that it starts inside the
-    /// container (plain values for `sys::spawn`).
-    #[cfg(unix)]
+    /// container (plain values for `sys::spawn`; on Windows, the job).
     fn placement(&mut self) -> io::Result<crate::sys::Placement<'_>>;
-    /// The job the child must be born in (Windows).
-    #[cfg(windows)]
-    fn placement(&mut self) -> io::Result<crate::sys::Placement>;
     /// Takes hold of the tree once the root exists.
     fn attach(&mut self, root: &Root) -> io::Result<()>;
     /// Sends `sig` to every member of the tree (and SIGCONT after it, so that
@@ -354,15 +344,7 @@ pub(crate) trait Containment: Send {
     /// root is attached). By default what the root says (the keeper holds
     /// the root of a process-group or subreaper run).
     fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
-        #[cfg(unix)]
-        {
-            root.crash_safety()
-        }
-        #[cfg(windows)]
-        {
-            let _ = root;
-            crate::report::CrashSafety::Held
-        }
+        root.crash_safety()
     }
     /// Tree-wide usage and limits hit, read before release.
     fn usage(&self) -> Option<(crate::report::Usage, Vec<crate::report::LimitHit>)> {
@@ -457,10 +439,7 @@ pub(crate) fn select(
                 ))
             }
         }
-        #[cfg(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
+        #[cfg(linux_raw)]
         ContainmentChoice::Only(Mechanism::PidNamespace) => Ok(Selected {
             tree: Box::new(pid_namespace::PidNamespace::new(tracer)),
             note: None,

@@ -384,9 +384,9 @@ fn pass(reg: &mut Registry, only: Option<u64>, unknown_roots: Option<&HashSet<u3
     }
     let children = own_children();
     // The crash-safety keeper: a child of this process, never an orphan.
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(linux_raw)]
     let keeper = crate::sys::linux_spawn::keeper::pid_of_own_keeper();
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(not(linux_raw))]
     let keeper: Option<u32> = None;
     let listed: HashSet<u32> = children.iter().copied().collect();
     reg.checked.retain(|p, _| listed.contains(p));

@@ -514,7 +514,7 @@ mod pins {
     /// unlike reading `/proc/PID/stat`, never waits on the memory map of a
     /// process that is exiting. `Some(0)` for a kernel thread; `None` when no
     /// such process exists. (rustix's `getpgid` cannot return a group of 0.)
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(linux_raw)]
     fn pgid_of(pid: u32) -> Option<u32> {
         let nr = linux_raw_sys::general::__NR_getpgid as usize;
         let ret: isize;
@@ -546,7 +546,7 @@ mod pins {
     }
 
     /// The process group of `pid` (other architectures: from its stat).
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(not(linux_raw))]
     fn pgid_of(pid: u32) -> Option<u32> {
         stat_of(pid).map(|s| s.pgrp)
     }

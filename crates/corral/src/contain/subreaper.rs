@@ -109,9 +109,9 @@ const ROUNDS: usize = 8;
 /// the group are what it has).
 const HANDED_MAX: usize = 64;
 
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[cfg(linux_raw)]
 type MemberReg = crate::sys::linux_spawn::keeper::Registration;
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(not(linux_raw))]
 type MemberReg = ();
 
 /// Commands of this process under subreaper containment, from creation to
@@ -322,14 +322,14 @@ impl Subreaper {
             if self.handed.contains_key(&key) {
                 continue;
             }
-            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            #[cfg(linux_raw)]
             if let Some(fd) = open_verified(m.pid, m.stat.start) {
                 if let Ok(reg) = crate::sys::linux_spawn::keeper::register_member(fd.as_fd(), m.pid)
                 {
                     self.handed.insert(key, reg);
                 }
             }
-            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+            #[cfg(not(linux_raw))]
             self.handed.insert(key, ());
         }
     }

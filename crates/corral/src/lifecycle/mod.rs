@@ -73,7 +73,7 @@ impl std::fmt::Debug for Running {
 
 impl Running {
     /// Hands the lifecycle to another driver (the async one).
-    #[cfg(all(feature = "tokio", unix))]
+    #[cfg(tokio_unix)]
     pub(crate) fn into_life(mut self) -> Box<Life> {
         self.life.take().expect("Running holds its lifecycle")
     }
@@ -151,7 +151,7 @@ impl Drop for Running {
 pub(crate) struct SignalRequests(Arc<std::sync::Mutex<Vec<Signal>>>);
 
 impl SignalRequests {
-    #[cfg_attr(not(all(feature = "tokio", unix)), allow(dead_code))]
+    #[cfg_attr(not(tokio_unix), allow(dead_code))]
     pub(crate) fn push(&self, sig: Signal) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).push(sig);
     }
@@ -243,12 +243,10 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
     let mechanism = tree.mechanism();
     // The keeper is started before the spawn, for every run that needs one:
     // started at the root's registration instead (after the spawn), it
-    // left the first run of a process uncovered for as long as the keeper
-    // took to start (a clone and its first message: milliseconds under
-    // load), and a host killed then left its tree behind
-    // (`adversarial_crash::a_parent_survives_its_forks_death_process_group`,
-    // about 1 run in 15: the fork was in `clone3` or waiting for the
-    // keeper's first message when it was killed, its command's tree up).
+    // would leave the first run of a process uncovered for as long as the
+    // keeper takes to start (a clone and its first message: milliseconds
+    // under load), and a host killed then would leave its tree behind
+    // (`adversarial_crash::a_parent_survives_its_forks_death_process_group`).
     // Unrequired, a keeper that cannot start is only reported (the root's
     // registration tries again and says why).
     let ahead = sys::crash_safety_ahead(mechanism);
@@ -411,7 +409,6 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         finished: false,
         settings,
     };
-    #[cfg(unix)]
     let life = {
         let mut life = life;
         if let Some(e) = life.root.exit_watch_error() {
@@ -517,7 +514,7 @@ impl Life {
 
     /// The synchronous driver to the end (used when an async run is dropped
     /// outside a runtime).
-    #[cfg(all(feature = "tokio", unix))]
+    #[cfg(tokio_unix)]
     pub(crate) fn run_to_end(self: Box<Self>) -> Report {
         self.run()
     }
@@ -532,7 +529,7 @@ impl Life {
     /// stragglers). No output is read here (no user callback runs inside a
     /// drop). Bounded: a few system calls and at most two scans of `/proc`.
     /// Confirming and releasing are left to the caller's continuation.
-    #[cfg(all(feature = "tokio", unix))]
+    #[cfg(tokio_unix)]
     pub(crate) fn kill_now(&mut self) {
         if self.phase.is_over() {
             return;
@@ -547,7 +544,7 @@ impl Life {
     /// One zero-timeout look at every descriptor, applied like the
     /// synchronous driver applies a wait. Returns whether anything was
     /// ready (then step again before sleeping).
-    #[cfg(all(feature = "tokio", unix))]
+    #[cfg(tokio_unix)]
     pub(crate) fn poll_now(&mut self) -> bool {
         let interest = interest(&self.phase, &self.streams, &self.stdin, self.tree.as_ref());
         match self.poller.wait(&self.root, interest, Some(Duration::ZERO)) {
@@ -577,7 +574,7 @@ impl Life {
 
     /// For the async driver: what its wakers fire (no descriptor is
     /// involved; see `sys::WakeCell::poll_woken`).
-    #[cfg(all(feature = "tokio", unix))]
+    #[cfg(tokio_unix)]
     pub(crate) fn wake_cell(&self) -> Arc<sys::WakeCell> {
         self.poller.cell()
     }
@@ -585,12 +582,12 @@ impl Life {
     // The descriptors an async driver registers with its reactor, shared
     // (not duplicated): see `sys::SharedFd`.
 
-    #[cfg(all(feature = "tokio", unix))]
+    #[cfg(tokio_unix)]
     pub(crate) fn root_fd(&self) -> Option<&sys::SharedFd> {
         self.root.exit_fd()
     }
 
-    #[cfg(all(feature = "tokio", unix))]
+    #[cfg(tokio_unix)]
     pub(crate) fn output_fd(&self, i: usize) -> Option<&sys::SharedFd> {
         self.streams[i]
             .as_ref()?
@@ -599,7 +596,7 @@ impl Life {
             .map(sys::PipeEnd::shared)
     }
 
-    #[cfg(all(feature = "tokio", unix))]
+    #[cfg(tokio_unix)]
     pub(crate) fn stdin_fd(&self) -> Option<&sys::SharedFd> {
         self.stdin.as_ref().map(|f| f.pipe.shared())
     }
@@ -615,7 +612,7 @@ impl Life {
 
     /// The queue through which another driver's owner asks for signals, and
     /// the waker that gets them carried out.
-    #[cfg(all(feature = "tokio", unix))]
+    #[cfg(tokio_unix)]
     pub(crate) fn signal_requests(&self) -> (SignalRequests, Arc<dyn Wake>) {
         (self.signal_requests.clone(), self.waker.clone())
     }

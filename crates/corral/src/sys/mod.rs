@@ -9,10 +9,7 @@ use std::path::Path;
 
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_proc;
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#[cfg(linux_raw)]
 pub(crate) mod linux_spawn;
 #[cfg(target_os = "linux")]
 pub(crate) mod linux_splice;
@@ -20,12 +17,26 @@ pub(crate) mod linux_splice;
 pub(crate) mod per_process;
 #[cfg(unix)]
 mod unix;
-#[cfg(unix)]
-pub(crate) use unix::*;
 #[cfg(windows)]
 mod windows;
+
+// The contract: what every platform module exports, under the same names.
+#[cfg(unix)]
+pub(crate) use unix::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
 #[cfg(windows)]
-pub(crate) use windows::*;
+pub(crate) use windows::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
+// Unix only: process groups; for the async driver, shared descriptors and
+// its waker.
+#[cfg(unix)]
+pub(crate) use unix::{group_exists, group_members, signal_group, SIGCONT};
+#[cfg(tokio_unix)]
+pub(crate) use unix::{SharedFd, WakeCell};
+// Linux only: the root set, signal conversion, the namespace init's status.
+#[cfg(target_os = "linux")]
+pub(crate) use unix::{descriptors_exhausted, roots, to_rustix, NS_MSG_EXITED};
+// Windows only: the exit code of a process the job killed.
+#[cfg(windows)]
+pub(crate) use windows::JOB_KILL_EXIT_CODE;
 
 /// Blocks SIGPIPE in the calling thread, for corral's own relay threads:
 /// their write into a destination whose reader went away must fail with
@@ -34,7 +45,7 @@ pub(crate) use windows::*;
 /// architectures) it does nothing.
 #[cfg(target_os = "linux")]
 pub(crate) fn block_sigpipe_in_this_thread() {
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(linux_raw)]
     linux_spawn::block_sigpipe_in_this_thread();
 }
 
@@ -47,18 +58,12 @@ pub(crate) fn crash_safety_ahead(mechanism: crate::report::Mechanism) -> Result<
         // The namespace's init, the job: nothing to start.
         Mechanism::PidNamespace | Mechanism::JobObject => Ok(()),
         _ => {
-            #[cfg(all(
-                target_os = "linux",
-                any(target_arch = "x86_64", target_arch = "aarch64")
-            ))]
+            #[cfg(linux_raw)]
             {
                 linux_spawn::keeper::ensure()
                     .map_err(|e| format!("the crash-safety keeper could not be started: {e}"))
             }
-            #[cfg(not(all(
-                target_os = "linux",
-                any(target_arch = "x86_64", target_arch = "aarch64")
-            )))]
+            #[cfg(not(linux_raw))]
             {
                 Err("no crash-safety keeper on this platform".into())
             }
@@ -118,10 +123,11 @@ pub(crate) struct Placement<'a> {
     pub(crate) _borrows: std::marker::PhantomData<&'a ()>,
 }
 
-/// Where the root is born (Windows): the job it is created in.
+/// Where the root is born (Windows): the job it is created in, borrowed
+/// from the containment.
 #[cfg(windows)]
-pub(crate) struct Placement {
-    pub(crate) job: std::os::windows::io::RawHandle,
+pub(crate) struct Placement<'a> {
+    pub(crate) job: std::os::windows::io::BorrowedHandle<'a>,
 }
 
 /// One of the child's standard streams.

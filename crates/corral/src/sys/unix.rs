@@ -47,10 +47,7 @@ pub(crate) struct Root {
     ns_status: Option<SharedFd>,
     /// Crash safety of the process-group and subreaper tiers: the keeper
     /// holds the root's pidfd until the root is reaped.
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
+    #[cfg(linux_raw)]
     keeper: Option<super::linux_spawn::keeper::Registration>,
     /// Whether the tree dies with this process (see [`Root::crash_safety`]).
     crash: crate::report::CrashSafety,
@@ -77,10 +74,7 @@ impl Root {
         // If this process dies while the root runs, the keeper kills the
         // root's group (see `linux_spawn::keeper`). Best effort: without it the
         // run is only not crash-safe.
-        #[cfg(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
+        #[cfg(linux_raw)]
         let (keeper, crash) = match pidfd.as_ref() {
             Some(fd) => {
                 use std::os::fd::AsFd;
@@ -107,10 +101,7 @@ impl Root {
                 ),
             ),
         };
-        #[cfg(not(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        )))]
+        #[cfg(not(linux_raw))]
         let crash = CrashSafety::Lost(
             "no crash-safety keeper on this platform: the tree would outlive corral's own death"
                 .into(),
@@ -129,20 +120,14 @@ impl Root {
             reaped: false,
             #[cfg(target_os = "linux")]
             ns_status: None,
-            #[cfg(all(
-                target_os = "linux",
-                any(target_arch = "x86_64", target_arch = "aarch64")
-            ))]
+            #[cfg(linux_raw)]
             keeper,
             crash,
         }
     }
 
     /// A root started by the clone3 path, with the pidfd it returned.
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
+    #[cfg(linux_raw)]
     pub(crate) fn from_clone3(pid: Pid, pidfd: OwnedFd) -> Root {
         roots::started(pid);
         Root {
@@ -161,10 +146,7 @@ impl Root {
 
     /// The init of a PID namespace: its pidfd pins it; the command's exit
     /// is read from `status` (non-blocking).
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
+    #[cfg(linux_raw)]
     pub(crate) fn from_ns_init(pid: Pid, pidfd: Arc<OwnedFd>, status: OwnedFd) -> Root {
         roots::started(pid);
         Root {
@@ -299,10 +281,7 @@ impl Root {
     }
 
     /// Whether the root's exit was seen (the run is ending).
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
+    #[cfg(linux_raw)]
     pub(crate) fn exit_seen(&self) -> bool {
         self.exited.is_some()
     }
@@ -311,10 +290,7 @@ impl Root {
     /// started by `std` (the process-group and subreaper tiers), whether the
     /// keeper took its pidfd.
     pub(crate) fn crash_safety(&self) -> CrashSafety {
-        #[cfg(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
+        #[cfg(linux_raw)]
         if self.keeper.as_ref().is_some_and(|k| {
             // Once the run ended, a stopped keeper counts as lost too.
             if self.exited.is_some() {
@@ -340,10 +316,7 @@ impl Root {
         self.exit_hint.set(true);
         // The keeper lets go of the root before its pid can be reused; if
         // it died meanwhile, the run was not crash-safe to the end.
-        #[cfg(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
+        #[cfg(linux_raw)]
         if let Some(k) = self.keeper.take() {
             if !k.is_live_and_running() {
                 self.crash = keeper_died();
@@ -582,10 +555,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
     // A cgroup containment: be born in it through clone3 (vfork speed),
     // unless that is not available in this process (then std's path below,
     // with the containment's pre-exec placement).
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
+    #[cfg(linux_raw)]
     if let Some(cgroup) = placement.cgroup_dir.filter(|_| placement.env.is_empty()) {
         use super::linux_spawn::{self, Clone3Error};
         if linux_spawn::usable() {
@@ -705,10 +675,7 @@ fn child_setup(cmd: &mut std::process::Command, setup: &crate::spec::ChildSetup)
         return Ok(());
     }
     let new_session = setup.new_session;
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
+    #[cfg(linux_raw)]
     {
         // The closure owns its copy: the raw view points into its vectors,
         // whose buffers do not move with them.
@@ -731,10 +698,7 @@ fn child_setup(cmd: &mut std::process::Command, setup: &crate::spec::ChildSetup)
             });
         }
     }
-    #[cfg(not(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    )))]
+    #[cfg(not(linux_raw))]
     {
         if setup.groups.is_some() || setup.keep_fds.is_some() {
             return Err(io::Error::new(
@@ -1182,10 +1146,7 @@ impl std::os::fd::AsFd for PipeEnd {
 
 /// What the report says when the keeper that held the root died during the
 /// run.
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#[cfg(linux_raw)]
 fn keeper_died() -> CrashSafety {
     CrashSafety::Lost(
         "the crash-safety keeper died or was stopped (SIGSTOP) during the run; \

@@ -161,6 +161,17 @@ impl Root {
             unsafe { TerminateProcess(h, JOB_KILL_EXIT_CODE) };
         }
     }
+
+    /// The root's exit is watched through its process handle, which the
+    /// spawn already holds: nothing can be missing.
+    pub(crate) fn exit_watch_error(&mut self) -> Option<io::Error> {
+        None
+    }
+
+    /// The job holds the tree if corral dies (`KILL_ON_JOB_CLOSE`).
+    pub(crate) fn crash_safety(&self) -> crate::report::CrashSafety {
+        crate::report::CrashSafety::Held
+    }
 }
 
 /// Bytes a reader thread buffers before it stops reading (back-pressure),
@@ -689,14 +700,14 @@ impl Drop for AttrList {
 }
 
 /// Starts the root inside the containment's job (see the module docs).
-pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement) -> Result<Root, SpawnError> {
+pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Root, SpawnError> {
     if *spec.setup != crate::spec::ChildSetup::default() {
         return Err(SpawnError::Spawn(io::Error::new(
             io::ErrorKind::Unsupported,
             "arg0, user and group ids, groups, umask, sessions and descriptors to keep are Unix options",
         )));
     }
-    let job = placement.job as HANDLE;
+    let job = placement.job.as_raw_handle() as HANDLE;
     let env = environment(&spec);
     let app = resolve(spec.program, &env, spec.cwd).map_err(SpawnError::Spawn)?;
     let mut cmdline = command_line(spec.program, spec.args);
