@@ -83,6 +83,11 @@ static ONE_SHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 /// [`start_keeper`] first thing.
 pub fn one_shot_process() {
     ONE_SHOT.store(true, std::sync::atomic::Ordering::SeqCst);
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    crate::sys::linux_spawn::keeper::set_lazy();
 }
 
 /// Whether [`one_shot_process`] was called in this process.

@@ -801,7 +801,7 @@ fn launch() -> io::Result<Conn> {
             .ok()
             .and_then(|v| v.parse::<u32>().ok())
             .map_or(0, |ms| ms.min(10_000)),
-        lazy: crate::contain::one_shot(),
+        lazy: LAZY.load(std::sync::atomic::Ordering::SeqCst),
     };
     let stack = Stack::with_size(256 * 1024)?;
     let (low, size) = stack.usable();
@@ -873,10 +873,20 @@ struct KeeperArgs {
     /// Test seam ([`START_DELAY_ENV`]): how long the keeper sleeps before
     /// anything else (0: not at all).
     delay_ms: u32,
-    /// The host is a one-shot process ([`crate::one_shot_process`]): the
+    /// The host is a one-shot process (`corral::one_shot_process`): the
     /// keeper is not woken by each message but reads its queue every
     /// [`LAZY_PERIOD_NS`] and when the host dies (see the serve loop).
     lazy: bool,
+}
+
+/// Set by `corral::one_shot_process` (through [`set_lazy`]): a keeper
+/// launched from then on is lazy ([`KeeperArgs::lazy`]).
+static LAZY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes the keepers this process launches from now on read their queue
+/// every [`LAZY_PERIOD_NS`] and at the host's death, not at each message.
+pub(crate) fn set_lazy() {
+    LAZY.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// Test seam: with this environment variable set to N, a keeper started in
@@ -1151,7 +1161,10 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                     MSG_CMSG_CLOEXEC | MSG_DONTWAIT,
                     0,
                 );
-                if n == -(en::EINTR as isize) {
+                // ECONNRESET: the host died with a message of the keeper's
+                // (its first) unread, which the kernel reports once, before
+                // the messages still queued here: read on, they count.
+                if n == -(en::EINTR as isize) || n == -(en::ECONNRESET as isize) {
                     continue;
                 }
                 if n == -(en::EAGAIN as isize) {
