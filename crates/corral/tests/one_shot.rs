@@ -6,7 +6,8 @@
 //! teardown at exit waits for an SRCU grace period); each run's cgroup is
 //! removed at its release; runs stay crash-safe with a keeper started in
 //! the background and never waited for; `reap_orphans_now` reaps an orphan
-//! (no reaping thread is started in a one-shot process).
+//! (no reaping thread is started in a one-shot process); the keeper is not
+//! woken by each registration (it reads its queue every 50 ms).
 #![cfg(linux_raw)]
 
 use std::sync::{Arc, Mutex};
@@ -117,4 +118,75 @@ fn a_one_shot_process_reaps_orphans_when_asked() {
     );
     assert!(corral::reap_orphans_now() >= 1);
     assert_eq!(state(pid), None, "still there after reap_orphans_now");
+}
+
+/// The keeper of this process: the child of one of its threads that named
+/// itself `corral-keeper` (it does so once it runs; waited for up to 10 s).
+fn own_keeper() -> u32 {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let children: Vec<u32> = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .flat_map(|c| {
+                c.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect::<Vec<u32>>()
+            })
+            .collect();
+        if let Some(&p) = children.iter().find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "corral-keeper")
+        }) {
+            return p;
+        }
+        assert!(Instant::now() < end, "no keeper named itself in 10 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Voluntary context switches of `pid` (each sleep it woke from).
+fn wake_ups(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_one_shot_keeper_is_not_woken_by_each_registration() {
+    corral::one_shot_process();
+    corral::start_keeper();
+    let keeper = own_keeper();
+    let before = wake_ups(keeper);
+    let started = Instant::now();
+    // 40 runs, each registered with the keeper and unregistered (two
+    // messages a run): a keeper woken by each message would wake about
+    // once a run; this one reads its queue every 50 ms.
+    let runs = 40;
+    for _ in 0..runs {
+        let r = Command::new("true")
+            .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
+            .timeout(Duration::from_secs(20))
+            .run()
+            .unwrap();
+        assert_eq!(r.exit_code(), Some(0), "{r:?}");
+        assert!(matches!(r.crash_safety, CrashSafety::Held), "{r:?}");
+    }
+    let elapsed = started.elapsed();
+    let woke = wake_ups(keeper) - before;
+    // One wake-up per period, one for scheduling slack at either end (the
+    // other tests of this binary run in parallel and register too).
+    let bound = elapsed.as_millis() as u64 / 50 + 3;
+    assert!(
+        woke <= bound,
+        "the keeper woke {woke} times in {elapsed:?} of {runs} runs (at most {bound} expected)"
+    );
+    assert!(
+        woke < runs,
+        "woken about once a run: {woke} for {runs} runs"
+    );
 }

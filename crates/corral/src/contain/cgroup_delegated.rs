@@ -280,9 +280,9 @@ fn sits_in(parent: &Path) -> bool {
 }
 
 fn keeper_pid() -> Option<u32> {
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(linux_raw)]
     return crate::sys::linux_spawn::keeper::pid_of_own_keeper();
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(not(linux_raw))]
     return None;
 }
 

@@ -67,7 +67,13 @@ static ONE_SHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 ///   is not the run's root, as `corral run` does; the run's own last pass
 ///   at its end is left out too (its `/proc` reads make the process's exit
 ///   cost its parent more than the pass saves; zombies left go to init when
-///   the process exits).
+///   the process exits);
+/// * a keeper started after this call ([`start_keeper`]) is not woken by
+///   each registration: it reads its queue every 50 ms and when the host
+///   dies, before it acts, so a short run wakes it not at all (each wake-up
+///   could take the CPU from the run on a loaded machine). Crash safety is
+///   the same: registrations wait in its socket, and the host's death
+///   still wakes it at once.
 ///
 /// Call it once, early, before the first run; calling it in a process that
 /// then runs many commands only makes those runs slower (no pooling).
@@ -76,6 +82,8 @@ static ONE_SHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 /// [`start_keeper`] first thing.
 pub fn one_shot_process() {
     ONE_SHOT.store(true, std::sync::atomic::Ordering::SeqCst);
+    #[cfg(linux_raw)]
+    crate::sys::linux_spawn::keeper::set_lazy();
 }
 
 /// Whether [`one_shot_process`] was called in this process.

@@ -1,7 +1,7 @@
 //! Process-group containment (every Unix).
 //!
-//! The root is spawned as the leader of a new process group (std keeps its
-//! posix_spawn/vfork path for this). The group id is the root's pid, and the
+//! The root is spawned as the leader of a new process group (Linux: the
+//! clone3 child of `sys::linux_spawn`; elsewhere std's posix_spawn/vfork). The group id is the root's pid, and the
 //! root is never reaped before [`release`](Containment::release): an
 //! unreaped zombie leader keeps its pid, so no new process (and no new group)
 //! can take that number while corral still signals it. No anchor process is

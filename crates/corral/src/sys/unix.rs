@@ -53,6 +53,45 @@ pub(crate) struct Root {
     crash: crate::report::CrashSafety,
 }
 
+/// If this process dies while the root runs, the keeper kills the root's
+/// group (see `linux_spawn::keeper`). Best effort: without it the run is
+/// only not crash-safe.
+#[cfg(linux_raw)]
+fn keeper_holds(
+    pidfd: Option<&SharedFd>,
+    pid: Pid,
+) -> (
+    Option<super::linux_spawn::keeper::Registration>,
+    CrashSafety,
+) {
+    match pidfd {
+        Some(fd) => {
+            use std::os::fd::AsFd;
+            match super::linux_spawn::keeper::register_root(
+                fd.as_fd(),
+                pid.as_raw_nonzero().get() as u32,
+            ) {
+                Ok(reg) => (Some(reg), CrashSafety::Held),
+                Err(e) => (
+                    None,
+                    CrashSafety::Lost(format!(
+                        "the crash-safety keeper could not take the root: {e}; \
+                         the tree would outlive corral's own death"
+                    )),
+                ),
+            }
+        }
+        None => (
+            None,
+            CrashSafety::Lost(
+                "no pidfd for the root, so the crash-safety keeper cannot hold it; \
+                 the tree would outlive corral's own death"
+                    .into(),
+            ),
+        ),
+    }
+}
+
 impl Root {
     pub(crate) fn new(child: std::process::Child) -> Root {
         let pid = Pid::from_child(&child);
@@ -71,36 +110,8 @@ impl Root {
                 }
                 Err(_) => (None, None),
             };
-        // If this process dies while the root runs, the keeper kills the
-        // root's group (see `linux_spawn::keeper`). Best effort: without it the
-        // run is only not crash-safe.
         #[cfg(linux_raw)]
-        let (keeper, crash) = match pidfd.as_ref() {
-            Some(fd) => {
-                use std::os::fd::AsFd;
-                match super::linux_spawn::keeper::register_root(
-                    fd.as_fd(),
-                    pid.as_raw_nonzero().get() as u32,
-                ) {
-                    Ok(reg) => (Some(reg), CrashSafety::Held),
-                    Err(e) => (
-                        None,
-                        CrashSafety::Lost(format!(
-                            "the crash-safety keeper could not take the root: {e}; \
-                             the tree would outlive corral's own death"
-                        )),
-                    ),
-                }
-            }
-            None => (
-                None,
-                CrashSafety::Lost(
-                    "no pidfd for the root, so the crash-safety keeper cannot hold it; \
-                     the tree would outlive corral's own death"
-                        .into(),
-                ),
-            ),
-        };
+        let (keeper, crash) = keeper_holds(pidfd.as_ref(), pid);
         #[cfg(not(linux_raw))]
         let crash = CrashSafety::Lost(
             "no crash-safety keeper on this platform: the tree would outlive corral's own death"
@@ -124,6 +135,18 @@ impl Root {
             keeper,
             crash,
         }
+    }
+
+    /// A root started by the clone3 path without a cgroup (a new process
+    /// group only), with the pidfd it returned: the keeper holds it as it
+    /// holds a root of std's path ([`Root::new`]).
+    #[cfg(linux_raw)]
+    pub(crate) fn from_clone3_grouped(pid: Pid, pidfd: OwnedFd) -> Root {
+        let mut root = Root::from_clone3(pid, pidfd);
+        let (keeper, crash) = keeper_holds(root.pidfd.as_ref(), pid);
+        root.keeper = keeper;
+        root.crash = crash;
+        root
     }
 
     /// A root started by the clone3 path, with the pidfd it returned.
@@ -547,42 +570,15 @@ fn stdio(io: ChildIo) -> Stdio {
     }
 }
 
-/// Starts the root inside the containment. std keeps its posix_spawn/vfork
+/// Starts the root inside the containment: through clone3 where it can
+/// (`spawn_clone3`), else through std, which keeps its posix_spawn/vfork
 /// path unless the containment needs code in the child before exec. Every
 /// descriptor corral opens is close-on-exec, so only the three standard
 /// streams are inherited.
 pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Root, SpawnError> {
-    // A cgroup containment: be born in it through clone3 (vfork speed),
-    // unless that is not available in this process (then std's path below,
-    // with the containment's pre-exec placement).
     #[cfg(linux_raw)]
-    if let Some(cgroup) = placement.cgroup_dir.filter(|_| placement.env.is_empty()) {
-        use super::linux_spawn::{self, Clone3Error};
-        if linux_spawn::usable() {
-            // `spec` is borrowed: its descriptors are closed when it drops
-            // on return, or reused by the fallback.
-            match linux_spawn::spawn(&spec, cgroup) {
-                Ok((pid, pidfd)) => return Ok(Root::from_clone3(pid, pidfd)),
-                Err(Clone3Error::Unsupported) => {}
-                Err(Clone3Error::Setup(e) | Clone3Error::Exec(e)) => {
-                    return Err(SpawnError::Spawn(e))
-                }
-                Err(Clone3Error::Clone(e)) => {
-                    let resources = matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::OutOfMemory
-                    ) || crate::error::out_of_descriptors(&e);
-                    return Err(if resources {
-                        SpawnError::Spawn(e)
-                    } else {
-                        SpawnError::Contain(crate::error::io_context(
-                            "clone3 could not start the child in its cgroup",
-                            e,
-                        ))
-                    });
-                }
-            }
-        }
+    if let Some(started) = spawn_clone3(&spec, &placement) {
+        return started;
     }
     let mut cmd = std::process::Command::new(spec.program);
     cmd.args(spec.args);
@@ -661,6 +657,50 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
         }
         Err(e) => Err(SpawnError::Spawn(e)),
     }
+}
+
+/// The clone3 path (vfork speed, no handler of corral's reset one by one in
+/// the child: `CLONE_CLEAR_SIGHAND`): a cgroup containment's root is born
+/// in its cgroup; a root that only needs a new process group (process-group
+/// and subreaper tiers) is started the same way without a cgroup. `None`:
+/// not usable for this placement or in this process, take std's path.
+#[cfg(linux_raw)]
+fn spawn_clone3(
+    spec: &SpawnSpec<'_>,
+    placement: &Placement<'_>,
+) -> Option<Result<Root, SpawnError>> {
+    use super::linux_spawn::{self, Clone3Error};
+    if !linux_spawn::usable() {
+        return None;
+    }
+    let cgroup = placement.cgroup_dir;
+    // The clone3 child always leads a new group; cgroup v1 placements
+    // write `cgroup.procs` before exec, on std's path.
+    if cgroup.is_none() && (!placement.new_group || !placement.cgroup_procs.is_empty()) {
+        return None;
+    }
+    // `spec` is borrowed: its descriptors are closed when it drops on
+    // return, or reused by the fallback.
+    Some(match linux_spawn::spawn(spec, cgroup, &placement.env) {
+        Ok((pid, pidfd)) if cgroup.is_some() => Ok(Root::from_clone3(pid, pidfd)),
+        Ok((pid, pidfd)) => Ok(Root::from_clone3_grouped(pid, pidfd)),
+        Err(Clone3Error::Unsupported) => return None,
+        Err(Clone3Error::Setup(e) | Clone3Error::Exec(e)) => Err(SpawnError::Spawn(e)),
+        Err(Clone3Error::Clone(e)) => {
+            let resources = matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::OutOfMemory
+            ) || crate::error::out_of_descriptors(&e);
+            Err(if resources || cgroup.is_none() {
+                SpawnError::Spawn(e)
+            } else {
+                SpawnError::Contain(crate::error::io_context(
+                    "clone3 could not start the child in its cgroup",
+                    e,
+                ))
+            })
+        }
+    })
 }
 
 /// The caller's child setup ([`crate::spec::ChildSetup`]) on std's path: the

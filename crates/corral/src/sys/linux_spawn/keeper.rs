@@ -70,6 +70,11 @@ const MAX_SLOTS: usize = 1 << 20;
 const RESERVE_FDS: u64 = 16;
 /// The keeper's nap after reading its queue (see the serve loop).
 const KEEPER_NAP_NS: i64 = 2_000_000;
+/// How often the keeper of a one-shot host reads its queue while the host
+/// lives (see the serve loop): a full queue blocks the host's `sendmsg` at
+/// most this long (plus the keeper's scheduling), well within `send`'s
+/// patience for descriptors in flight.
+const LAZY_PERIOD_NS: i64 = 50_000_000;
 /// Longest cgroup name carried.
 const NAME_MAX: usize = 64;
 /// A cgroup: its directory, the slot of the directory it is in, its name.
@@ -796,6 +801,7 @@ fn launch() -> io::Result<Conn> {
             .ok()
             .and_then(|v| v.parse::<u32>().ok())
             .map_or(0, |ms| ms.min(10_000)),
+        lazy: LAZY.load(std::sync::atomic::Ordering::SeqCst),
     };
     let stack = Stack::with_size(256 * 1024)?;
     let (low, size) = stack.usable();
@@ -867,6 +873,20 @@ struct KeeperArgs {
     /// Test seam ([`START_DELAY_ENV`]): how long the keeper sleeps before
     /// anything else (0: not at all).
     delay_ms: u32,
+    /// The host is a one-shot process (`corral::one_shot_process`): the
+    /// keeper is not woken by each message but reads its queue every
+    /// [`LAZY_PERIOD_NS`] and when the host dies (see the serve loop).
+    lazy: bool,
+}
+
+/// Set by `corral::one_shot_process` (through [`set_lazy`]): a keeper
+/// launched from then on is lazy ([`KeeperArgs::lazy`]).
+static LAZY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes the keepers this process launches from now on read their queue
+/// every [`LAZY_PERIOD_NS`] and at the host's death, not at each message.
+pub(crate) fn set_lazy() {
+    LAZY.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// Test seam: with this environment variable set to N, a keeper started in
@@ -1074,10 +1094,17 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
             revents: i16,
         }
         'serve: loop {
+            // A one-shot host's keeper is not woken by each message: it
+            // sleeps until the host dies (its pidfd; the socket's hang-up
+            // too) or its period ends, then reads everything queued. A
+            // run of `true` then costs the host no wake-up of the keeper
+            // (a wake-up that, on a loaded machine, can take the CPU from
+            // the host), and nothing is lost: queued registrations are
+            // read before the keeper acts, as after its nap below.
             let mut fds = [
                 PollFd {
                     fd: a.sock,
-                    events: k::POLLIN as i16,
+                    events: if a.lazy { 0 } else { k::POLLIN as i16 },
                     revents: 0,
                 },
                 PollFd {
@@ -1086,14 +1113,28 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                     revents: 0,
                 },
             ];
-            let r = syscall6(k::__NR_ppoll, [fds.as_mut_ptr() as usize, 2, 0, 0, 8, 0]);
+            // Rebuilt each round: ppoll writes the time left back.
+            let period = k::__kernel_timespec {
+                tv_sec: 0,
+                tv_nsec: LAZY_PERIOD_NS,
+            };
+            let timeout = if a.lazy {
+                &period as *const k::__kernel_timespec as usize
+            } else {
+                0
+            };
+            let r = syscall6(
+                k::__NR_ppoll,
+                [fds.as_mut_ptr() as usize, 2, timeout, 0, 8, 0],
+            );
             if r < 0 && r != -(en::EINTR as isize) {
                 break;
             }
             // The host died. Its registrations still in the socket's queue
             // are read first: a run that was told it is crash-safe is.
             let host_gone = fds[1].revents != 0;
-            if fds[0].revents == 0 && !host_gone {
+            let period_over = a.lazy && r == 0;
+            if fds[0].revents == 0 && !host_gone && !period_over {
                 continue;
             }
             // Every message waiting, then back to the poll.
@@ -1120,7 +1161,10 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                     MSG_CMSG_CLOEXEC | MSG_DONTWAIT,
                     0,
                 );
-                if n == -(en::EINTR as isize) {
+                // ECONNRESET: the host died with a message of the keeper's
+                // (its first) unread, which the kernel reports once, before
+                // the messages still queued here: read on, they count.
+                if n == -(en::EINTR as isize) || n == -(en::ECONNRESET as isize) {
                     continue;
                 }
                 if n == -(en::EAGAIN as isize) {
@@ -1133,6 +1177,9 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
             }
             if host_gone {
                 break;
+            }
+            if a.lazy {
+                continue; // the period is its nap
             }
             // A short nap before looking again: a busy host's messages
             // (two a process-group run) are then read in batches, not with

@@ -19,17 +19,21 @@
 //! 5.7 anyway). The child resets SIGPIPE to the default as std does, and
 //! empties its mask just before exec.
 //!
-//! `sys::spawn` uses this only when the containment's placement names a
-//! cgroup directory ([`Placement::cgroup_dir`](crate::sys::Placement)). When
-//! the kernel or a seccomp filter refuses clone3 (ENOSYS, EPERM, EINVAL,
-//! E2BIG) it records that once per process and falls back to std's fork path
-//! with a pre-exec write to `cgroup.procs`.
+//! `sys::spawn` uses this when the containment's placement names a cgroup
+//! directory ([`Placement::cgroup_dir`](crate::sys::Placement)), and, without
+//! `CLONE_INTO_CGROUP`, when it only asks for a new process group (the
+//! process-group and subreaper tiers): std's `posix_spawn` would reset every
+//! caught signal in the child one `rt_sigaction` at a time (two calls per
+//! signal for a process such as the CLI, which catches about 50), where
+//! `CLONE_CLEAR_SIGHAND` does it in the clone. When the kernel or a seccomp
+//! filter refuses clone3 (ENOSYS, EPERM, EINVAL, E2BIG) it records that once
+//! per process and falls back to std's path (with a pre-exec write to
+//! `cgroup.procs` for a cgroup).
 //!
 //! Differences from std's `Command::spawn` that a caller can see: a script
 //! without a `#!` line is not retried through `/bin/sh` (as with
-//! `posix_spawnp`, which the process-group tier uses through std); the
-//! child's signal mask is empty (std, since Rust 1.66, passes the calling
-//! thread's mask on, and so do the process-group tier and the fallback).
+//! `posix_spawnp`); the child's signal mask is empty (std, since Rust 1.66,
+//! passes the calling thread's mask on, and so does the fallback).
 //!
 //! Layout: `parent.rs` builds the description and issues the clone3;
 //! `child.rs` is all the clone3 child runs (no allocation); `raw.rs` is

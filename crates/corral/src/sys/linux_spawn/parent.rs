@@ -120,16 +120,26 @@ fn pointers(strings: &[CString]) -> Vec<*const c_char> {
 }
 
 impl Prepared {
+    /// `extra_env` is set after the command's own changes (the
+    /// containment's variables, as on std's path).
     pub(super) fn new(
         spec: &SpawnSpec<'_>,
         parent_env: impl IntoIterator<Item = (OsString, OsString)>,
+        extra_env: &[(OsString, OsString)],
     ) -> io::Result<Prepared> {
         let mut argv = Vec::with_capacity(spec.args.len() + 1);
         argv.push(cstring(spec.setup.arg0.as_deref().unwrap_or(spec.program))?);
         for a in spec.args {
             argv.push(cstring(a)?);
         }
-        let vars = child_env(spec.env_clear, parent_env, spec.env);
+        let mut vars = child_env(spec.env_clear, parent_env, spec.env);
+        if !extra_env.is_empty() {
+            let extra: Vec<(OsString, Option<OsString>)> = extra_env
+                .iter()
+                .map(|(k, v)| (k.clone(), Some(v.clone())))
+                .collect();
+            vars = child_env(false, vars, &extra);
+        }
         let envp = env_block(&vars)?;
         let path = vars
             .iter()
@@ -284,16 +294,21 @@ fn means_unsupported(errno: i32) -> bool {
         .any(|&e| e as i32 == errno)
 }
 
-/// Starts the program of `spec` inside the cgroup whose directory is
-/// `cgroup`, as the leader of a new process group. Returns its pid and a
+/// Starts the program of `spec` as the leader of a new process group,
+/// inside the cgroup whose directory is `cgroup` when one is given (born
+/// there: `CLONE_INTO_CGROUP`), else in corral's own cgroup (the
+/// process-group and subreaper tiers), with `extra_env` set in its
+/// environment after the command's own variables. Returns its pid and a
 /// pidfd (close-on-exec). The caller keeps ownership of the spec's
 /// descriptors (close them after a success; reuse them after
 /// `Unsupported`).
 pub(crate) fn spawn(
     spec: &SpawnSpec<'_>,
-    cgroup: BorrowedFd<'_>,
+    cgroup: Option<BorrowedFd<'_>>,
+    extra_env: &[(OsString, OsString)],
 ) -> Result<(Pid, OwnedFd), Clone3Error> {
-    let prepared = Prepared::new(spec, std::env::vars_os()).map_err(Clone3Error::Setup)?;
+    let prepared =
+        Prepared::new(spec, std::env::vars_os(), extra_env).map_err(Clone3Error::Setup)?;
     let mut keep = Vec::new();
     let stdio = child_stdio(spec, &mut keep).map_err(Clone3Error::Setup)?;
     let stack = take_stack().map_err(Clone3Error::Setup)?;
@@ -317,7 +332,7 @@ pub(crate) fn spawn(
     let mut args = k::clone_args {
         flags: (k::CLONE_VM | k::CLONE_VFORK | k::CLONE_PIDFD) as u64
             | k::CLONE_CLEAR_SIGHAND
-            | k::CLONE_INTO_CGROUP,
+            | cgroup.map_or(0, |_| k::CLONE_INTO_CGROUP),
         pidfd: &mut pidfd as *mut c_int as u64,
         child_tid: 0,
         parent_tid: 0,
@@ -327,7 +342,7 @@ pub(crate) fn spawn(
         tls: 0,
         set_tid: 0,
         set_tid_size: 0,
-        cgroup: cgroup.as_raw_fd() as u64,
+        cgroup: cgroup.map_or(0, |fd| fd.as_raw_fd() as u64),
     };
 
     let all: u64 = !0;
@@ -483,6 +498,28 @@ mod tests {
     }
 
     #[test]
+    fn containment_variables_are_set_after_the_commands_own() {
+        let env = [(os("A"), Some(os("cmd"))), (os("B"), Some(os("b")))];
+        let spec = SpawnSpec {
+            program: OsStr::new("/bin/prog"),
+            args: &[],
+            env: &env,
+            env_clear: true,
+            cwd: None,
+            stdin: ChildIo::Null,
+            stdout: ChildIo::Null,
+            stderr: ChildIo::Null,
+            sigpipe_ignored: false,
+            setup: &crate::spec::ChildSetup::default(),
+        };
+        let extra = [(os("A"), os("tier")), (os("C"), os("c"))];
+        let p = Prepared::new(&spec, Vec::new(), &extra).unwrap();
+        let got: Vec<&[u8]> = p._envp.iter().map(|c| c.as_bytes()).collect();
+        assert_eq!(got, [&b"A=tier"[..], b"B=b", b"C=c"]);
+        assert!(p.envp[3].is_null());
+    }
+
+    #[test]
     fn prepared_description_is_nul_terminated_and_uses_the_child_path() {
         let args = [os("a b"), OsString::from_vec(vec![0xff, b'x'])];
         let env = [(os("PATH"), Some(os("/p1:/p2")))];
@@ -498,7 +535,7 @@ mod tests {
             sigpipe_ignored: false,
             setup: &crate::spec::ChildSetup::default(),
         };
-        let p = Prepared::new(&spec, Vec::new()).unwrap();
+        let p = Prepared::new(&spec, Vec::new(), &[]).unwrap();
         assert_eq!(p.argv.len(), 4);
         assert!(p.argv[3].is_null());
         assert_eq!(p._argv[0].as_bytes(), b"prog");
@@ -512,7 +549,7 @@ mod tests {
 
         let nul = [os("a\0b")];
         let spec = SpawnSpec { args: &nul, ..spec };
-        let e = Prepared::new(&spec, Vec::new()).err().unwrap();
+        let e = Prepared::new(&spec, Vec::new(), &[]).err().unwrap();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     }
 

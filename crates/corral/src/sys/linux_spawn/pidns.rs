@@ -205,7 +205,7 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
             "descriptors to keep (pass_fds) cannot be passed through the PID namespace's init",
         )));
     }
-    let prepared = Prepared::new(spec, std::env::vars_os()).map_err(NsError::Setup)?;
+    let prepared = Prepared::new(spec, std::env::vars_os(), &[]).map_err(NsError::Setup)?;
     let mut keep_owned = Vec::new();
     let stdio = [
         child_fd(&spec.stdin, 0, &mut keep_owned).map_err(NsError::Setup)?,
