@@ -53,7 +53,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
     (
         "sys",
         &[
-            &["linux_proc", "linux_splice", "per_process"],
+            &["linux_proc", "linux_splice", "per_process", "pty"],
             &["linux_spawn"],
             &["unix", "windows"],
         ],

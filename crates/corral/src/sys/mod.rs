@@ -19,6 +19,8 @@ pub(crate) mod linux_splice;
 #[cfg(target_os = "linux")]
 pub(crate) mod per_process;
 #[cfg(unix)]
+pub(crate) mod pty;
+#[cfg(unix)]
 mod unix;
 #[cfg(unix)]
 pub(crate) use unix::*;
