@@ -10,6 +10,7 @@ mod generate;
 mod gnu;
 mod json;
 mod outfile;
+mod pty;
 mod reference;
 mod run;
 mod timeout;
