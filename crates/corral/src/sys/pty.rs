@@ -120,7 +120,9 @@ impl InputRelay {
         master: Arc<OwnedFd>,
         eof: u8,
     ) -> io::Result<InputRelay> {
-        let (stop_rx, stop_tx) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        // std's pipe is close-on-exec on every Unix.
+        let (stop_rx, stop_tx) = io::pipe()?;
+        let (stop_rx, stop_tx) = (OwnedFd::from(stop_rx), OwnedFd::from(stop_tx));
         std::thread::Builder::new()
             .name("corral-pty-input".into())
             .spawn(move || relay_input(source, &master, eof, &stop_rx))?;
