@@ -219,3 +219,75 @@ fn bad_sizes_and_a_size_without_pty_are_refused() {
         assert!(!d.err().is_empty());
     }
 }
+
+/// corral's stdout is a terminal (one this test owns): the program's
+/// terminal starts at its size, and a SIGWINCH to corral passes a resize
+/// on (the program's WINCH trap reads the new size).
+#[test]
+fn the_size_follows_corrals_terminal_and_its_resizes() {
+    use rustix::pty::OpenptFlags;
+    use rustix::termios::{tcsetwinsize, Winsize};
+    let size = |cols, rows| Winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let s = Scratch::new();
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let master = rustix::pty::openpt(flags).unwrap();
+    rustix::pty::grantpt(&master).unwrap();
+    rustix::pty::unlockpt(&master).unwrap();
+    let slave = rustix::pty::ioctl_tiocgptpeer(&master, flags).unwrap();
+    tcsetwinsize(&master, size(70, 20)).unwrap();
+    let mut c = corral(
+        &s,
+        [
+            "run",
+            "--pty",
+            "-t",
+            "20",
+            "--",
+            "sh",
+            "-c",
+            r#"trap 'echo winch=$(stty size); exit 0' WINCH; echo start=$(stty size); touch "$CORRAL_TEST_DIR/armed"; i=0; while [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done"#,
+        ],
+    );
+    c.stdout(Stdio::from(slave)).stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    drop(c); // the test's copy of the slave: end of file once corral exits
+    let master = std::sync::Arc::new(master);
+    let reader = {
+        let master = master.clone();
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = rustix::io::read(&*master, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n]);
+            }
+            String::from_utf8_lossy(&out).into_owned()
+        })
+    };
+    assert!(s.wait_file("armed", 10 * SEC), "the program never started");
+    tcsetwinsize(&*master, size(50, 15)).unwrap();
+    // corral's SIGWINCH watch starts just after the spawn: signal until the
+    // program has seen the resize and ended.
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    let end = std::time::Instant::now() + 10 * SEC;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(std::time::Instant::now() < end, "corral did not end");
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::WINCH);
+        std::thread::sleep(ms(100));
+    };
+    assert_eq!(status.code(), Some(0));
+    let out = reader.join().unwrap();
+    assert!(out.contains("start=20 70"), "{out:?}");
+    assert!(out.contains("winch=15 50"), "{out:?}");
+    s.assert_none_left();
+}
