@@ -294,7 +294,9 @@ pub struct RunOpts {
     /// (isatty is true, `tput cols` answers). corral relays what comes out
     /// to its stdout (counted; stderr_bytes is 0; --idle-timeout and
     /// --max-output apply to it) and its own stdin to the terminal, then
-    /// the terminal's end-of-file character (^D) once its stdin ends. A
+    /// the terminal's end-of-file character (^D) once its stdin ends (as
+    /// one Ctrl-D typed: after a last line without a newline it ends that
+    /// line, not the input; a program in raw mode reads it as a byte). A
     /// descendant still holding the terminal past the wait delay after the
     /// program exits is killed (123). Not on Windows.
     #[arg(long)]

@@ -389,7 +389,9 @@ impl Command {
     /// after the root exited is killed (`OutputHeld`). The stdin setting is
     /// what is typed: its bytes, file or corral's own stdin are written to
     /// the terminal, then the terminal's end-of-file character (`^D`) once
-    /// (at once for the null device). The window size can be changed while
+    /// (at once for the null device): as one Ctrl-D typed, it ends a last
+    /// line that has no newline rather than the input, and a program in raw
+    /// mode reads it as a byte. The window size can be changed while
     /// it runs through [`Running::pty_window`](crate::Running::pty_window).
     /// Windows has no pseudo-terminal here: the spawn fails with
     /// [`Error::InvalidInput`].
