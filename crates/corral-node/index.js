@@ -161,7 +161,7 @@ function checkArgv(argv, name = 'argv') {
   return argv
 }
 
-const COMMON = ['timeout', 'killSignal', 'killAfter', 'waitDelay', 'cwd', 'env', 'signal', 'containment', 'leftovers', 'requireCrashSafety', 'memoryMax', 'pidsMax']
+const COMMON = ['timeout', 'idleTimeout', 'maxOutput', 'killSignal', 'killAfter', 'waitDelay', 'cwd', 'env', 'signal', 'containment', 'leftovers', 'requireCrashSafety', 'memoryMax', 'pidsMax']
 
 // The options the native side takes, from checked user options.
 function nativeOptions(o, defaults) {
@@ -175,6 +175,8 @@ function nativeOptions(o, defaults) {
     killSignal,
     killAfterMs: killAfter,
     waitDelayMs: checkMs(o.waitDelay, 'waitDelay'),
+    idleTimeoutMs: checkMs(o.idleTimeout, 'idleTimeout'),
+    outputLimit: checkBytes(o.maxOutput, 'maxOutput'),
     containment: checkChoice(o.containment, 'containment', CONTAINMENTS),
     leftovers: checkChoice(o.leftovers, 'leftovers', LEFTOVERS),
     requireCrashSafety: o.requireCrashSafety === undefined ? undefined : !!o.requireCrashSafety,
@@ -196,6 +198,7 @@ function decode(buf, encoding) {
 function resultOf(report, stdout, stderr, encoding) {
   return {
     outcome: report.outcome,
+    timeoutKind: report.timeout_kind ?? null,
     exitCode: report.exit_code ?? null,
     signal: report.signal_name ?? null,
     stdout: decode(stdout, encoding),
@@ -497,7 +500,7 @@ function execError(report, cmd, stdout, stderr, maxBuffer, signal) {
   } else if (report.outcome === 'exited' && report.exit_code === 0) {
     return null
   } else {
-    const killed = ['timed_out', 'cancelled', 'output_held'].includes(report.outcome) || report.killed > 0
+    const killed = ['timed_out', 'cancelled', 'output_held', 'output_limit'].includes(report.outcome) || report.killed > 0
     e = commandFailed(cmd, stderr, {
       code: report.exit_code ?? null,
       killed,

@@ -293,6 +293,25 @@ pub struct RunOpts {
     #[arg(long = "max-output", value_parser = parse_bytes, value_name = "BYTES")]
     pub max_output: Option<u64>,
 
+    /// Run the program on a new pseudo-terminal: its stdin, stdout and
+    /// stderr are the terminal, the controlling terminal of its session
+    /// (isatty is true, `tput cols` answers). corral relays what comes out
+    /// to its stdout (counted; stderr_bytes is 0; --idle-timeout and
+    /// --max-output apply to it) and its own stdin to the terminal, then
+    /// the terminal's end-of-file character (^D) once its stdin ends (as
+    /// one Ctrl-D typed: after a last line without a newline it ends that
+    /// line, not the input; a program in raw mode reads it as a byte). A
+    /// descendant still holding the terminal past the wait delay after the
+    /// program exits is killed (123). Not on Windows.
+    #[arg(long)]
+    pub pty: bool,
+
+    /// The terminal's size with --pty when corral's stdout is not a
+    /// terminal (when it is, the size follows it, resizes included)
+    /// [default: 80x24].
+    #[arg(long, value_parser = parse_pty_size, value_name = "COLSxROWS", requires = "pty")]
+    pub pty_size: Option<corral::PtySize>,
+
     /// After the program exits, how long its descendants may hold its
     /// output open (when corral relays it: a pipe or socket) before they
     /// are killed.
@@ -389,6 +408,11 @@ pub struct RunOpts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FirstSignal(pub Option<Signal>);
 
+/// `--pty-size COLSxROWS`.
+fn parse_pty_size(s: &str) -> Result<corral::PtySize, String> {
+    s.parse()
+}
+
 impl RunOpts {
     /// The time limit, the first signal and the grace as the library takes
     /// them, and the deadline at which the run counts as timed out when that
@@ -483,7 +507,11 @@ capped); a terminal never is.
 
 Terminal: in the foreground of a terminal, the tree gets the foreground
 while it runs. Ctrl-Z stops the tree and corral (the shell gets the
-terminal back); fg continues both.
+terminal back); fg continues both. With --pty the program gets a terminal
+of its own instead (see --pty): its output (\n as \r\n, typed input
+echoed) comes to corral's stdout, whatever stdout is; when stdin is a
+terminal corral puts it in raw mode while the run lasts, so keys (Ctrl-C
+too) reach the program's terminal as typed.
 
 Report (--report): one JSON object: outcome (exited, signaled, timed_out,
 cancelled, output_held, output_limit, spawn_failed, containment_failed,

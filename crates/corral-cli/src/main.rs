@@ -11,6 +11,7 @@ mod gnu;
 mod json;
 mod mcp;
 mod outfile;
+mod pty;
 mod reference;
 mod run;
 mod timeout;

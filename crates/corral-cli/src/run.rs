@@ -92,8 +92,16 @@ pub fn run(opts: RunOpts) -> i32 {
     }
     // A file is relayed too when corral must see the output (to count it
     // or to restart the idle timer); a terminal always stays a terminal.
+    // On a pseudo-terminal everything comes out of it, relayed.
     let watch = opts.idle_timeout.is_some() || opts.max_output.is_some();
-    let relayed = [wire(&mut cmd, 1, watch), wire(&mut cmd, 2, watch)];
+    let relayed = match opts.pty {
+        true => {
+            cmd.pty(crate::pty::initial_size(opts.pty_size))
+                .stdout(relay_stdout());
+            [true, true]
+        }
+        false => [wire(&mut cmd, 1, watch), wire(&mut cmd, 2, watch)],
+    };
     if opts.idle_timeout.is_some() && !relayed.iter().any(|&r| r) {
         say(format_args!(
             "--idle-timeout needs output corral sees: stdout and stderr are both terminals \
@@ -128,10 +136,16 @@ pub fn run(opts: RunOpts) -> i32 {
         }
         // A terminal stays a terminal: the tree gets the foreground while it
         // runs (only when corral itself has it), and gives it back after.
-        let _terminal = crate::tty::hand_over(running.id(), &jobs);
+        // On a terminal of its own, corral's terminal follows it instead.
+        let pty = opts.pty.then(|| crate::pty::Session::start(&running));
+        let _terminal = match pty {
+            Some(_) => None,
+            None => crate::tty::hand_over(running.id(), &jobs),
+        };
         #[cfg(unix)]
         tstp.release(_terminal.as_ref().map(|_| running.id()));
         let report = running.wait();
+        drop(pty);
         // No job-control action after this point (the root is reaped); the
         // terminal is given back when `_terminal` drops, just after.
         jobs.end();
@@ -359,6 +373,21 @@ fn write_report(path: &std::path::Path, json: &JsonReport) -> std::io::Result<()
     } else {
         crate::outfile::write_atomic(path, text.as_bytes())
     }
+}
+
+/// corral's stdout as the destination of a pseudo-terminal's output (a
+/// closed stdout discards it).
+fn relay_stdout() -> Output {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        match std::io::stdout().as_fd().try_clone_to_owned() {
+            Ok(fd) => Output::relay_file(std::fs::File::from(fd)),
+            Err(_) => Output::null(),
+        }
+    }
+    #[cfg(not(unix))]
+    Output::inherit()
 }
 
 /// Hands corral's own stream `fd` to the child when it is a terminal or a

@@ -243,6 +243,8 @@ fn parse(args: &[OsString]) -> Result<Parsed, Option<String>> {
         timeout: Some(duration),
         idle_timeout: None,
         max_output: None,
+        pty: false,
+        pty_size: None,
         wait_delay: Duration::from_secs(2),
         // `-k 0` disables the kill: corral's own escalation then applies.
         grace: seen.kill_after.filter(|k| !k.is_zero()),

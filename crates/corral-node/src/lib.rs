@@ -329,6 +329,11 @@ pub struct StartOptions {
     pub kill_signal: Option<String>,
     pub kill_after_ms: Option<f64>,
     pub wait_delay_ms: Option<f64>,
+    /// No output for this long ends the run (0: none).
+    pub idle_timeout_ms: Option<f64>,
+    /// Bytes stdout and stderr may carry together (the library's output
+    /// limit).
+    pub output_limit: Option<f64>,
     pub capture_limit: Option<f64>,
     /// Cancel the run (with `kill_signal`) once either stream has passed
     /// this many bytes (execFile's `maxBuffer`).
@@ -528,6 +533,14 @@ fn command(
     }
     if let Some(t) = o.wait_delay_ms {
         cmd.wait_delay(ms(t, "waitDelay")?);
+    }
+    if let Some(t) = o.idle_timeout_ms {
+        if t > 0.0 {
+            cmd.idle_timeout(ms(t, "idleTimeout")?);
+        }
+    }
+    if let Some(n) = o.output_limit.filter(|n| n.is_finite()) {
+        cmd.output_limit(bytes(n) as u64);
     }
     if let Some(n) = o.capture_limit {
         cmd.capture_limit(bytes(n));

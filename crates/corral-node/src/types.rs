@@ -29,6 +29,18 @@ pub struct RunOptions {
     /// Milliseconds of grace between `killSignal` and SIGKILL. Default with
     /// a `killSignal`: 10 000 (`run`, `spawn`), 2 000 (`execFile`, `exec`).
     pub kill_after: Option<f64>,
+    /// Milliseconds without output on stdout or stderr after which the tree
+    /// is terminated like at the deadline (outcome `timed_out`,
+    /// `timeoutKind` "idle"). The timer starts at the spawn and runs until
+    /// the run ends, the wait delay included; any output corral reads
+    /// restarts it (output inherited or ignored cannot: with both streams
+    /// so, the run fails to start). 0 or absent: none.
+    pub idle_timeout: Option<f64>,
+    /// Bytes stdout and stderr may carry together: byte `maxOutput + 1`
+    /// terminates the tree (outcome `output_limit`); no more than
+    /// `maxOutput` bytes are kept or passed on, and the report's byte
+    /// counts say how many the program wrote. Absent: no cap.
+    pub max_output: Option<f64>,
     /// Milliseconds descendants may hold stdout/stderr open after the root
     /// exited before they are killed (outcome `output_held`). Default 2 000.
     pub wait_delay: Option<f64>,
@@ -113,9 +125,14 @@ pub struct ExecExtra {
 pub struct RunResult {
     /// The outcome, the library's name for it.
     #[napi(
-        ts_type = "'exited' | 'signaled' | 'timed_out' | 'cancelled' | 'output_held' | 'spawn_failed' | 'containment_failed' | 'cleanup_failed'"
+        ts_type = "'exited' | 'signaled' | 'timed_out' | 'cancelled' | 'output_held' | 'output_limit' | 'spawn_failed' | 'containment_failed' | 'cleanup_failed'"
     )]
     pub outcome: String,
+    /// Which limit ended a `timed_out` run: "deadline" (`timeout`) or
+    /// "idle" (`idleTimeout`); null on any other outcome (`output_limit`
+    /// included).
+    #[napi(ts_type = "'deadline' | 'idle' | null")]
+    pub timeout_kind: String,
     /// The root's exit code, or null (as `report.exit_code`: also after a
     /// timeout or with held output).
     #[napi(ts_type = "number | null")]
@@ -160,9 +177,11 @@ pub struct RunResult {
 pub struct Report {
     #[napi(
         js_name = "outcome",
-        ts_type = "'exited' | 'signaled' | 'timed_out' | 'cancelled' | 'output_held' | 'spawn_failed' | 'containment_failed' | 'cleanup_failed'"
+        ts_type = "'exited' | 'signaled' | 'timed_out' | 'cancelled' | 'output_held' | 'output_limit' | 'spawn_failed' | 'containment_failed' | 'cleanup_failed'"
     )]
     pub outcome: String,
+    #[napi(js_name = "timeout_kind", ts_type = "'deadline' | 'idle' | null")]
+    pub timeout_kind: String,
     #[napi(js_name = "exit_code", ts_type = "number | null")]
     pub exit_code: i32,
     #[napi(js_name = "signal", ts_type = "number | null")]

@@ -652,7 +652,7 @@ fn os_strerror(e: &std::io::Error) -> String {
     idle_timeout=None, max_output=None, signal=None, leftovers=None, capture_limit=None, containment="auto".to_owned(),
     confirm_window=None, memory_max=None, pids_max=None, require_crash_safety=false,
     program=None, keep_fds=None, restore_signals=true, new_session=false, uid=None, gid=None,
-    groups=None, umask=None))]
+    groups=None, umask=None, pty=None))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
@@ -687,6 +687,7 @@ fn start(
     gid: Option<u32>,
     groups: Option<Vec<u32>>,
     umask: Option<u32>,
+    pty: Option<(u16, u16)>,
 ) -> PyResult<Job> {
     let Some((arg0, args)) = argv.split_first() else {
         return Err(PyValueError::new_err("args must name a program"));
@@ -712,6 +713,9 @@ fn start(
     let _ = (keep_fds, restore_signals);
     if new_session {
         cmd.new_session(true);
+    }
+    if let Some((cols, rows)) = pty {
+        cmd.pty(corral::PtySize::new(cols, rows));
     }
     if let Some(u) = uid {
         cmd.uid(u);

@@ -10,7 +10,7 @@ use crate::cancel::CancelToken;
 use crate::contain::{ContainmentChoice, Limits, OsOp, Tracer};
 use crate::lifecycle::{self, Plan, Running};
 use crate::spec::{
-    ChildSetup, Input, LeftoverPolicy, Output, Settings, SharedLineCallback, Stream,
+    ChildSetup, Input, LeftoverPolicy, Output, PtySize, Settings, SharedLineCallback, Stream,
 };
 use crate::{Error, Report, Signal};
 
@@ -37,6 +37,7 @@ pub struct Command {
     pub(crate) stdin: Input,
     pub(crate) stdout: Output,
     pub(crate) stderr: Output,
+    pub(crate) pty: Option<PtySize>,
     pub(crate) settings: Settings,
     pub(crate) containment: ContainmentChoice,
     pub(crate) limits: Limits,
@@ -72,6 +73,7 @@ impl Command {
             stdin: Input::default(),
             stdout: Output::default(),
             stderr: Output::default(),
+            pty: None,
             settings: Settings::default(),
             containment: ContainmentChoice::Auto,
             limits: Limits::default(),
@@ -371,6 +373,33 @@ impl Command {
         self
     }
 
+    /// Runs the command on a new pseudo-terminal of `size` (Unix): its
+    /// stdin, stdout and stderr are the terminal's slave side, which is the
+    /// controlling terminal of the command's new session (`isatty` is true,
+    /// `tput cols` answers; the root still leads its process group, so
+    /// every tier contains the tree as without it). Everything the tree
+    /// writes to the terminal comes out of the master as stdout (with the
+    /// terminal's line discipline: `\n` becomes `\r\n`, typed input is
+    /// echoed): captured, relayed, counted, under the idle timeout and the
+    /// output limit, as the stdout setting says ([`Output::capture`],
+    /// [`Output::relay`], [`Output::relay_file`]; an inherited, file or
+    /// null stdout is relayed to that file, null discarded); stderr's
+    /// setting is not used and `stderr_bytes` is 0. The wait delay applies
+    /// to the terminal: a descendant still holding it past the wait delay
+    /// after the root exited is killed (`OutputHeld`). The stdin setting is
+    /// what is typed: its bytes, file or corral's own stdin are written to
+    /// the terminal, then the terminal's end-of-file character (`^D`) once
+    /// (at once for the null device): as one Ctrl-D typed, it ends a last
+    /// line that has no newline rather than the input, and a program in raw
+    /// mode reads it as a byte. The window size can be changed while
+    /// it runs through [`Running::pty_window`](crate::Running::pty_window).
+    /// Windows has no pseudo-terminal here: the spawn fails with
+    /// [`Error::InvalidInput`].
+    pub fn pty(&mut self, size: PtySize) -> &mut Command {
+        self.pty = Some(size);
+        self
+    }
+
     /// Starts the command in a new session (`setsid`) instead of only a new
     /// process group: it loses its controlling terminal. The root still
     /// leads a process group of its own, so containment is unchanged.
@@ -408,6 +437,19 @@ impl Command {
     /// uses the defaults for them); every other setting, stdin bytes and the
     /// line callback included, is kept.
     pub fn spawn(&mut self) -> Result<Running, Error> {
+        // On a terminal: a new session whose controlling terminal it is.
+        let pty_setup;
+        let setup = match self.pty {
+            Some(_) => {
+                pty_setup = ChildSetup {
+                    new_session: true,
+                    controlling_tty: true,
+                    ..self.setup.clone()
+                };
+                &pty_setup
+            }
+            None => &self.setup,
+        };
         lifecycle::spawn(Plan {
             program: &self.program,
             args: &self.args,
@@ -417,13 +459,14 @@ impl Command {
             stdin: &mut self.stdin,
             stdout: &mut self.stdout,
             stderr: &mut self.stderr,
+            pty: self.pty,
             settings: self.settings.clone(),
             containment: self.containment,
             limits: self.limits,
             cancel: self.cancel.clone().unwrap_or_default(),
             on_line: self.on_line.clone(),
             tracer: self.tracer.clone(),
-            setup: &self.setup,
+            setup,
         })
     }
 

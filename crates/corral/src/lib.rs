@@ -81,13 +81,13 @@ pub use contain::{
 #[cfg(unix)]
 pub use error::raise_nofile_limit;
 pub use error::{Error, SpawnErrorKind};
-pub use lifecycle::Running;
+pub use lifecycle::{PtyWindow, Running};
 pub use report::{
     CleanupError, CrashSafety, Leftovers, LimitHit, Mechanism, Outcome, Report, RootStatus,
     RunError, TimeoutKind, Timings, UnknownMechanism, Usage,
 };
 pub use signal::{Signal, UnknownSignal};
-pub use spec::{Input, LeftoverPolicy, LineCallback, Output, Stream};
+pub use spec::{Input, LeftoverPolicy, LineCallback, Output, PtySize, Stream};
 
 /// The README's Rust examples, compiled with the doctests (and denied
 /// warnings) so that they cannot drift from the library.

@@ -215,6 +215,53 @@ impl From<&str> for Input {
     }
 }
 
+/// The window size of a pseudo-terminal ([`Command::pty`](crate::Command::pty)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PtySize {
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+}
+
+impl PtySize {
+    /// `cols` x `rows`.
+    pub fn new(cols: u16, rows: u16) -> PtySize {
+        PtySize { cols, rows }
+    }
+}
+
+impl Default for PtySize {
+    /// 80 x 24, a terminal's classic size.
+    fn default() -> Self {
+        PtySize { cols: 80, rows: 24 }
+    }
+}
+
+impl std::fmt::Display for PtySize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x{}", self.cols, self.rows)
+    }
+}
+
+impl std::str::FromStr for PtySize {
+    type Err = String;
+    /// `COLSxROWS`, each from 1 to 65535 (`120x40`).
+    fn from_str(s: &str) -> Result<PtySize, String> {
+        let bad = || format!("invalid terminal size '{s}': expected COLSxROWS, such as 80x24");
+        let (c, r) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+        let num = |t: &str| {
+            t.parse::<u16>()
+                .ok()
+                .filter(|&n| n > 0 && t.bytes().all(|b| b.is_ascii_digit()))
+        };
+        match (num(c), num(r)) {
+            (Some(cols), Some(rows)) => Ok(PtySize { cols, rows }),
+            _ => Err(bad()),
+        }
+    }
+}
+
 /// What happens to processes of the tree that are still running when the
 /// root has exited and its output was drained.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -302,6 +349,9 @@ pub(crate) struct ChildSetup {
     pub(crate) keep_fds: Option<Vec<i32>>,
     /// SIGXFSZ back to the default disposition (SIGPIPE always is).
     pub(crate) restore_signals: bool,
+    /// Standard input is a terminal to make the controlling terminal of
+    /// the new session (`TIOCSCTTY`; `new_session` is set with it).
+    pub(crate) controlling_tty: bool,
 }
 
 #[cfg(unix)]

@@ -54,7 +54,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
     (
         "sys",
         &[
-            &["linux_proc", "linux_splice", "per_process"],
+            &["linux_proc", "linux_splice", "per_process", "pty"],
             &["linux_spawn"],
             &["unix", "windows"],
         ],

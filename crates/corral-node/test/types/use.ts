@@ -14,6 +14,10 @@ async function main() {
   ch.on('close', (code: number | null) => code)
   ch.stdout.on('data', (d: string) => d)
   const { stdout } = await promisify(execFile)('ls', ['-l'])
+  const l = await run(['yes'], { idleTimeout: 500, maxOutput: 1000 })
+  const kind: 'deadline' | 'idle' | null = l.timeoutKind
+  const capped: boolean = l.outcome === 'output_limit' && l.report.timeout_kind === null
+  console.log(kind, capped)
   console.log(code, s, buf, w, stdout, r.report.timings_ms?.spawn)
 }
 main()

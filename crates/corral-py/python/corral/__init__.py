@@ -542,6 +542,21 @@ def _cwd_error(cwd: Any, err: OSError) -> OSError:
     return err
 
 
+def _pty_size(pty: Any) -> Optional[tuple]:
+    """``pty=``: None/False (no terminal), True (80x24) or (cols, rows)."""
+    if pty is None or pty is False:
+        return None
+    if pty is True:
+        return (80, 24)
+    if isinstance(pty, (tuple, list)) and len(pty) == 2:
+        cols, rows = pty
+        if all(isinstance(n, int) and not isinstance(n, bool) for n in (cols, rows)):
+            if 1 <= cols <= 65535 and 1 <= rows <= 65535:
+                return (cols, rows)
+            raise ValueError(f"pty size must be 1..65535 columns and rows, not {pty!r}")
+    raise TypeError(f"pty must be a bool or a (cols, rows) tuple of ints, not {pty!r}")
+
+
 def _start(
     args: Any,
     *,
@@ -585,6 +600,7 @@ def _start(
     extra_groups: Any = None,
     umask: int = -1,
     pipesize: int = -1,
+    pty: Any = None,
     _relay: tuple = (None, None),
 ) -> tuple:
     if capture_output:
@@ -602,6 +618,7 @@ def _start(
         bufsize, preexec_fn, close_fds, pass_fds, startupinfo, creationflags, restore_signals,
         start_new_session, process_group, user, group, extra_groups, umask, pipesize,
     )
+    pty_size = _pty_size(pty)
     argv, program = _argv(args, shell, executable)
     text_mode = bool(text or universal_newlines or encoding or errors)
     if isinstance(input, str):
@@ -668,6 +685,7 @@ def _start(
             pids_max=pids_max,
             require_crash_safety=bool(require_crash_safety),
             **({"program": program} if program is not None else {}),
+            **({"pty": pty_size} if pty_size is not None else {}),
             **extra,
         )
     except _corral.ContainmentUnavailable as e:
@@ -775,6 +793,18 @@ def run(*popenargs: Any, check: bool = False, **kwargs: Any) -> Result:
     the dropped ones included. ``result.timeout_kind`` says which limit
     ended a ``"timed_out"`` run (``"deadline"`` or ``"idle"``; None
     otherwise).
+
+    ``pty=True`` (80x24) or ``pty=(cols, rows)`` (Unix): the command runs
+    on a new pseudo-terminal, the controlling terminal of its session: its
+    stdin, stdout and stderr are the terminal (``isatty`` is true, ``tput
+    cols`` answers). What it writes comes out as stdout, with the
+    terminal's line discipline (``\n`` as ``\r\n``, typed input echoed):
+    captured, passed on or counted as ``stdout`` says, under
+    ``idle_timeout`` and ``max_output``; ``stderr`` is not used
+    (``stderr_bytes`` is 0). ``input`` (or the stdin given) is typed on the
+    terminal, then the end-of-file character (Ctrl-D) once. A descendant
+    still holding the terminal past ``wait_delay`` after the command exits
+    is killed (``"output_held"``). The tree is contained as without it.
 
     ``leftovers``: what happens to descendants still running after a clean
     exit: ``"keep-on-success"`` (default: kept after exit 0, killed after

@@ -34,6 +34,7 @@ def start(
     wait_delay: Optional[float] = None,
     idle_timeout: Optional[float] = None,
     max_output: Optional[int] = None,
+    pty: Optional[Tuple[int, int]] = None,
     signal: Union[int, str, None] = None,
     leftovers: Optional[str] = None,
     capture_limit: Optional[int] = None,

@@ -47,6 +47,7 @@ mod stdio;
 
 use phase::{later, Action, Observed, Phase, Policy, Probe, Reason};
 pub(crate) use plan::Plan;
+pub use stdio::PtyWindow;
 use stdio::{watched_outputs, StdinFeed, StreamIo, StreamSettings, Wired};
 
 /// Reads per stream per wake-up, so one chatty stream cannot starve timers.
@@ -81,6 +82,17 @@ impl Running {
     /// The root's process id.
     pub fn id(&self) -> u32 {
         self.life.as_ref().map_or(0, |l| l.pid)
+    }
+
+    /// The window size of the run's pseudo-terminal
+    /// ([`Command::pty`](crate::Command::pty)), `None` without one. The
+    /// handle may be kept and used from another thread while
+    /// [`wait`](Self::wait) runs.
+    pub fn pty_window(&self) -> Option<PtyWindow> {
+        self.life
+            .as_ref()
+            .and_then(|l| l.pty.as_ref())
+            .map(stdio::PtyRun::window)
     }
 
     /// Cancels the run (idempotent; any thread may use
@@ -179,6 +191,8 @@ pub(crate) struct Life {
     /// with one of them set).
     meter: Option<Arc<OutputMeter>>,
     stdin: Option<StdinFeed>,
+    /// The run's pseudo-terminal (`Command::pty`).
+    pty: Option<stdio::PtyRun>,
     cancel: CancelToken,
     /// Signals asked for by the owner (`AsyncRunning::signal`), sent to the
     /// tree by the next step while the identity is held.
@@ -257,7 +271,10 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
     }
 
     let io_err = |e: io::Error| Error::spawn(plan.program.to_owned(), e);
-    if settings.idle_timeout.is_some() && !sees_output(&plan.stdout.0, &plan.stderr.0) {
+    if settings.idle_timeout.is_some()
+        && plan.pty.is_none()
+        && !sees_output(&plan.stdout.0, &plan.stderr.0)
+    {
         return Err(Error::InvalidInput(
             "an idle timeout needs output corral sees: capture or relay stdout or stderr \
              (output inherited, sent to a file or to null cannot restart it)"
@@ -280,6 +297,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         stderr: stderr_io,
         feed: stdin,
         streams: [out, err],
+        pty,
     } = stdio::wire(
         match &plan.stdin.0 {
             // Bytes stay with the command, which may run again.
@@ -288,6 +306,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         },
         std::mem::take(plan.stdout).0,
         std::mem::take(plan.stderr).0,
+        plan.pty,
         StreamSettings {
             capture_limit: settings.capture_limit,
             line_limit: settings.line_limit,
@@ -393,6 +412,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         streams: [out, err],
         meter,
         stdin,
+        pty,
         cancel,
         signal_requests: SignalRequests::default(),
         on_line: plan.on_line,

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::cancel::CancelToken;
 use crate::contain::{ContainmentChoice, Limits, Tracer};
-use crate::spec::{Input, Output, Settings, SharedLineCallback};
+use crate::spec::{Input, Output, PtySize, Settings, SharedLineCallback};
 
 /// One spawn, planned.
 pub(crate) struct Plan<'a> {
@@ -21,6 +21,8 @@ pub(crate) struct Plan<'a> {
     pub(crate) stdin: &'a mut Input,
     pub(crate) stdout: &'a mut Output,
     pub(crate) stderr: &'a mut Output,
+    /// Run on a new pseudo-terminal of this size.
+    pub(crate) pty: Option<PtySize>,
     pub(crate) settings: Settings,
     pub(crate) containment: ContainmentChoice,
     pub(crate) limits: Limits,

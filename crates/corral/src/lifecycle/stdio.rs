@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::relay::Relay;
 use crate::cancel::Wake;
 use crate::capture::{Captured, LineSplitter, OutputMeter};
-use crate::spec::{InputKind, OutputKind, SharedLineCallback, Stream};
+use crate::spec::{InputKind, OutputKind, PtySize, SharedLineCallback, Stream};
 use crate::sys::{self, ChildIo, PipeEnd, ReadResult};
 use crate::Error;
 
@@ -43,6 +43,10 @@ pub(super) struct StreamIo {
     /// A zero-copy relay thread owns the pipe instead (Linux).
     #[cfg(target_os = "linux")]
     splice: Option<sys::linux_splice::SpliceRelay>,
+    /// The "pipe" is a pseudo-terminal's master: its holders are not found
+    /// by a pipe inode.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    is_tty: bool,
 }
 
 impl StreamIo {
@@ -70,6 +74,11 @@ impl StreamIo {
     pub(super) fn inode(&self) -> Option<u64> {
         if let Some(sp) = &self.splice {
             return sp.inode();
+        }
+        if self.is_tty {
+            // Its holders hold the slave, not this: any live member of the
+            // tree may be one.
+            return None;
         }
         self.pipe.as_ref().and_then(PipeEnd::inode)
     }
@@ -246,6 +255,64 @@ pub(super) struct Wired {
     pub(super) stderr: ChildIo,
     pub(super) feed: Option<StdinFeed>,
     pub(super) streams: [Option<StreamIo>; 2],
+    pub(super) pty: Option<PtyRun>,
+}
+
+/// A run's pseudo-terminal, as corral keeps it: the master (also read as
+/// the stdout stream) and the input relay's thread, stopped on drop.
+pub(super) struct PtyRun {
+    #[cfg(unix)]
+    master: sys::SharedFd,
+    #[cfg(unix)]
+    _input: sys::pty::InputRelay,
+}
+
+impl PtyRun {
+    /// A handle on the terminal's window size.
+    pub(super) fn window(&self) -> PtyWindow {
+        PtyWindow {
+            #[cfg(unix)]
+            master: self.master.clone(),
+        }
+    }
+}
+
+/// The window size of a run's pseudo-terminal
+/// ([`Command::pty`](crate::Command::pty)), from any thread, while it runs
+/// (see [`Running::pty_window`](crate::Running::pty_window)): a caller
+/// whose own terminal was resized (SIGWINCH) passes its new size on, and
+/// the kernel sends SIGWINCH to the terminal's foreground group.
+#[derive(Clone)]
+pub struct PtyWindow {
+    #[cfg(unix)]
+    master: sys::SharedFd,
+}
+
+impl std::fmt::Debug for PtyWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PtyWindow").finish_non_exhaustive()
+    }
+}
+
+impl PtyWindow {
+    /// Sets the window size.
+    pub fn resize(&self, size: PtySize) -> io::Result<()> {
+        #[cfg(unix)]
+        return sys::pty::resize(&*self.master, size.cols, size.rows);
+        #[cfg(not(unix))]
+        {
+            let _ = size;
+            Err(io::ErrorKind::Unsupported.into())
+        }
+    }
+
+    /// The window size now.
+    pub fn size(&self) -> io::Result<PtySize> {
+        #[cfg(unix)]
+        return sys::pty::size_of(&*self.master).map(|(cols, rows)| PtySize { cols, rows });
+        #[cfg(not(unix))]
+        Err(io::ErrorKind::Unsupported.into())
+    }
 }
 
 /// Wires the three streams: a pipe corral reads (capture, relay) or
@@ -254,10 +321,14 @@ pub(super) fn wire(
     stdin: InputKind,
     stdout: OutputKind,
     stderr: OutputKind,
+    pty: Option<PtySize>,
     settings: StreamSettings,
     waker: &Arc<dyn Wake>,
     io_err: &dyn Fn(io::Error) -> Error,
 ) -> Result<Wired, Error> {
+    if let Some(size) = pty {
+        return wire_pty(stdin, stdout, size, settings, waker, io_err);
+    }
     let (stdin_io, stdin) = match stdin {
         InputKind::Null => (ChildIo::Null, None),
         InputKind::Inherit => (ChildIo::Inherit, None),
@@ -288,6 +359,7 @@ pub(super) fn wire(
             enlarged: None,
             #[cfg(target_os = "linux")]
             splice: None,
+            is_tty: false,
         };
     // Wires one output: a pipe we read (capture or relay) or a handle given
     // to the child as is.
@@ -360,7 +432,99 @@ pub(super) fn wire(
         stderr: stderr_io,
         feed: stdin,
         streams: [out, err],
+        pty: None,
     })
+}
+
+/// Wires a run on a new pseudo-terminal: the slave is the child's three
+/// streams; the master is read as stdout (captured and relayed as `stdout`
+/// says) and written by the input relay (what `stdin` gives, then the
+/// terminal's end-of-file character once).
+#[cfg(unix)]
+fn wire_pty(
+    stdin: InputKind,
+    stdout: OutputKind,
+    size: PtySize,
+    settings: StreamSettings,
+    waker: &Arc<dyn Wake>,
+    io_err: &dyn Fn(io::Error) -> Error,
+) -> Result<Wired, Error> {
+    use std::os::fd::{AsFd, OwnedFd};
+    // Where what comes out goes, besides the capture.
+    let relay: Option<Box<dyn Write + Send>> = match stdout {
+        OutputKind::Capture => None,
+        OutputKind::Relay(w) => Some(w),
+        OutputKind::RelayFile(f) | OutputKind::File(f) => Some(Box::new(f)),
+        OutputKind::Inherit => Some(Box::new(std::fs::File::from(
+            io::stdout().as_fd().try_clone_to_owned().map_err(io_err)?,
+        ))),
+        OutputKind::Null => Some(Box::new(io::sink())),
+        OutputKind::MergeWithStdout => {
+            return Err(Error::InvalidInput(
+                "only stderr can be merged with stdout".into(),
+            ))
+        }
+    };
+    let source = match stdin {
+        InputKind::Null => sys::pty::InputSource::Nothing,
+        InputKind::Bytes(b) => sys::pty::InputSource::Bytes(b),
+        InputKind::File(f) => sys::pty::InputSource::Fd(OwnedFd::from(f)),
+        // A closed stdin types nothing.
+        InputKind::Inherit => match io::stdin().as_fd().try_clone_to_owned() {
+            Ok(fd) => sys::pty::InputSource::Fd(fd),
+            Err(_) => sys::pty::InputSource::Nothing,
+        },
+    };
+    let opened = sys::pty::open(size.cols, size.rows).map_err(io_err)?;
+    let eof = opened.eof;
+    let (master, shared) = sys::pty_master(opened.master).map_err(io_err)?;
+    let slave = opened.slave;
+    let (slave_in, slave_out) = (
+        slave.try_clone().map_err(io_err)?,
+        slave.try_clone().map_err(io_err)?,
+    );
+    let input = sys::pty::InputRelay::start(source, shared.clone(), eof).map_err(io_err)?;
+    let stream = StreamIo {
+        which: Stream::Stdout,
+        pipe: Some(master),
+        capture: Captured::with_cap(settings.capture_limit),
+        lines: settings
+            .lines
+            .then(|| LineSplitter::new(settings.line_limit)),
+        relay: relay.map(|w| Relay::start(w, waker.clone())),
+        meter: settings.meter.clone(),
+        rest_until: None,
+        #[cfg(target_os = "linux")]
+        enlarged: Some(false),
+        #[cfg(target_os = "linux")]
+        splice: None,
+        is_tty: true,
+    };
+    Ok(Wired {
+        stdin: ChildIo::File(slave_in),
+        stdout: ChildIo::File(slave_out),
+        stderr: ChildIo::File(slave),
+        feed: None,
+        streams: [Some(stream), None],
+        pty: Some(PtyRun {
+            master: shared,
+            _input: input,
+        }),
+    })
+}
+
+#[cfg(not(unix))]
+fn wire_pty(
+    _stdin: InputKind,
+    _stdout: OutputKind,
+    _size: PtySize,
+    _settings: StreamSettings,
+    _waker: &Arc<dyn Wake>,
+    _io_err: &dyn Fn(io::Error) -> Error,
+) -> Result<Wired, Error> {
+    Err(Error::InvalidInput(
+        "a pseudo-terminal (Command::pty, --pty) is not available on Windows".into(),
+    ))
 }
 
 /// The captured pipes worth waiting on (not those whose relay is full).

@@ -16,6 +16,8 @@ pub(crate) mod linux_splice;
 #[cfg(target_os = "linux")]
 pub(crate) mod per_process;
 #[cfg(unix)]
+pub(crate) mod pty;
+#[cfg(unix)]
 mod unix;
 #[cfg(windows)]
 mod windows;

@@ -550,6 +550,14 @@ impl PipeEnd {
     }
 }
 
+/// corral's end of a pseudo-terminal (its master), made non-blocking: the
+/// end the lifecycle reads, and the same descriptor for the input relay.
+pub(crate) fn pty_master(fd: OwnedFd) -> io::Result<(PipeEnd, SharedFd)> {
+    let end = PipeEnd::nonblocking(fd)?;
+    let shared = end.0.clone();
+    Ok((end, shared))
+}
+
 /// A new pipe: (our non-blocking end, the child's end). `child_writes` says
 /// which direction.
 pub(crate) fn pipe(child_writes: bool) -> io::Result<(PipeEnd, std::fs::File)> {
@@ -753,8 +761,9 @@ fn child_setup(cmd: &mut std::process::Command, setup: &crate::spec::ChildSetup)
             cmd.uid(u);
         }
         let umask = setup.umask;
-        // SAFETY: runs in the forked child before exec; umask and setsid are
-        // async-signal-safe system calls, nothing is allocated.
+        let controlling_tty = setup.controlling_tty;
+        // SAFETY: runs in the forked child before exec; umask, setsid and
+        // ioctl are async-signal-safe system calls, nothing is allocated.
         unsafe {
             cmd.pre_exec(move || {
                 if let Some(m) = umask {
@@ -762,6 +771,9 @@ fn child_setup(cmd: &mut std::process::Command, setup: &crate::spec::ChildSetup)
                 }
                 if new_session {
                     rustix::process::setsid()?;
+                }
+                if controlling_tty {
+                    rustix::process::ioctl_tiocsctty(std::os::fd::BorrowedFd::borrow_raw(0))?;
                 }
                 Ok(())
             });

@@ -275,6 +275,7 @@ pub(crate) struct RawSetup {
     /// is not available: 3 up to this (the soft RLIMIT_NOFILE, capped).
     fd_limit: usize,
     restore_signals: bool,
+    controlling_tty: bool,
 }
 
 // SAFETY: the pointers are only read, by a child about to exec, while the
@@ -304,15 +305,45 @@ impl RawSetup {
             n_keep: s.keep_fds.as_ref().map_or(0, Vec::len),
             fd_limit,
             restore_signals: s.restore_signals,
+            controlling_tty: s.controlling_tty,
         }
+    }
+}
+
+/// Makes the terminal on standard input (the slave of `Command::pty`) the
+/// controlling terminal of the session the child has just made (`setsid`):
+/// `isatty` is true on its streams, `/dev/tty` opens, and the terminal's
+/// foreground group is the child's. Returns 0 or the errno. One raw system
+/// call: every spawn path calls it (through [`apply_setup`]) after the
+/// session and the streams are in place.
+///
+/// # Safety
+/// Only in a freshly cloned or forked child about to exec.
+#[inline(always)]
+pub(crate) unsafe fn pty_attach() -> i32 {
+    // SAFETY: ioctl(0, TIOCSCTTY, 0) takes no pointer.
+    let r = unsafe {
+        syscall4(
+            k::__NR_ioctl,
+            0,
+            linux_raw_sys::ioctl::TIOCSCTTY as usize,
+            0,
+            0,
+        )
+    };
+    if r < 0 {
+        errno_of(r)
+    } else {
+        0
     }
 }
 
 /// Applies `s` in a child about to exec, in `subprocess`'s order: umask,
 /// signals, groups, group id, user id, then the descriptors. Returns 0, or
 /// the errno of the step that failed. Raw system calls only (no allocation,
-/// lock, TLS or panic path). The session (or process group) is the
-/// caller's step.
+/// lock, TLS or panic path). The session (or process group) and the
+/// streams are the caller's steps, done before (the controlling terminal,
+/// first here, needs both).
 ///
 /// # Safety
 /// Only in a freshly cloned or forked child about to exec; the pointers in
@@ -322,6 +353,12 @@ pub(crate) unsafe fn apply_setup(s: &RawSetup) -> i32 {
     // into the parent's vectors (valid: see `RawSetup::new`) with their
     // lengths; loops are bounded by counts from `s`.
     unsafe {
+        if s.controlling_tty {
+            let r = pty_attach();
+            if r != 0 {
+                return r;
+            }
+        }
         if s.umask >= 0 {
             syscall4(k::__NR_umask, s.umask as usize, 0, 0, 0);
         }
