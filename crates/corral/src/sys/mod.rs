@@ -27,10 +27,10 @@ mod windows;
 pub(crate) use unix::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
 #[cfg(windows)]
 pub(crate) use windows::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
-// Unix only: process groups; for the async driver, shared descriptors and
+// Unix only: process groups, a pseudo-terminal's master; for the async driver, shared descriptors and
 // its waker.
 #[cfg(unix)]
-pub(crate) use unix::{group_exists, group_members, signal_group, SIGCONT};
+pub(crate) use unix::{group_exists, group_members, pty_master, signal_group, SIGCONT};
 #[cfg(tokio_unix)]
 pub(crate) use unix::{SharedFd, WakeCell};
 // Linux only: the root set, signal conversion, the namespace init's status.
