@@ -28,8 +28,8 @@ fn stdout_size() -> Option<PtySize> {
     (w.ws_col > 0 && w.ws_row > 0).then(|| PtySize::new(w.ws_col, w.ws_row))
 }
 
-/// What corral changed for the run: undone on drop (the raw mode) or by
-/// [`Session::end`] (the SIGWINCH watch).
+/// What corral changed for the run (the raw mode of its stdin, the
+/// SIGWINCH watch): both undone on drop.
 pub struct Session {
     #[cfg(unix)]
     saved: Option<rustix::termios::Termios>,

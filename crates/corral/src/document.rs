@@ -4,7 +4,7 @@
 //! these types and every consumer (the command line, batch, merge, JUnit,
 //! Markdown, Python, Node) reads them; the JSON Schema in
 //! docs/report-schema.json is generated from [`RunReport`] (feature
-//! `schema`: [`run_report_schema`]).
+//! `schema`: `run_report_schema`).
 //!
 //! A document read back (`corral merge` reads shard reports) is checked
 //! whole: an unknown or misspelt key is an error, never a silently
