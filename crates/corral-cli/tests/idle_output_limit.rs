@@ -158,6 +158,30 @@ fn a_file_gets_exactly_the_limit() {
     assert_eq!(len, 1 << 20);
 }
 
+/// Both streams relayed (to files: the zero-copy relay), the program
+/// writing them in turns, exactly the limit in all: never killed, every
+/// byte reaches its file. Repeated, since the two relays race for the
+/// room left.
+#[test]
+fn exactly_the_limit_across_both_relayed_streams_passes() {
+    for _ in 0..20 {
+        let ran = run_row_to(
+            &Row {
+                opts: opts(&["--max-output", "1000", "-t", "20"]),
+                tree: "i=0; while [ $i -lt 500 ]; do printf x; printf y >&2; i=$((i+1)); done"
+                    .into(),
+                code: Some(0),
+                fields: vec![("stdout_bytes", 500.into()), ("stderr_bytes", 500.into())],
+                ..Row::default()
+            },
+            |s| (Sink::File(s.path("out.txt")), Sink::File(s.path("err.txt"))),
+        );
+        for f in ["out.txt", "err.txt"] {
+            assert_eq!(std::fs::metadata(ran.s.path(f)).unwrap().len(), 500, "{f}");
+        }
+    }
+}
+
 #[test]
 fn bad_values_are_usage_errors() {
     for o in [

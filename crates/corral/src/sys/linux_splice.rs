@@ -309,21 +309,36 @@ struct Limit<'a> {
     waker: &'a dyn Wake,
 }
 
+/// What the next move may do under the run's output limit.
+#[derive(Debug, PartialEq, Eq)]
+enum Grant {
+    /// Move up to this many bytes (reserved: give back what was not moved
+    /// with [`Limit::moved`]).
+    Move(usize),
+    /// The pipe is empty: wait for the writer, reserving nothing (a
+    /// reservation held while waiting would take room the other stream's
+    /// bytes are entitled to, and fire the limit at exactly `limit` bytes).
+    Empty,
+    /// The limit is reached.
+    Over,
+}
+
 impl Limit<'_> {
     /// How many bytes the next move may carry: `CHUNK`, or with a limit
-    /// what is in the pipe within what is left (reserved: give back what
-    /// was not moved with `moved`). `None`: the limit is reached.
-    fn grant(&self, src: &PipeEnd) -> Option<usize> {
+    /// exactly what is in the pipe within what is left, reserved.
+    fn grant(&self, src: &PipeEnd) -> Grant {
         match self.meter {
             Some(m) if m.is_limited() => {
                 let ready = rustix::io::ioctl_fionread(&src.0).unwrap_or(CHUNK as u64);
-                let want = ready.clamp(1, CHUNK as u64);
-                match m.reserve(want) {
-                    0 => None,
-                    n => Some(n as usize),
+                if ready == 0 {
+                    return Grant::Empty;
+                }
+                match m.reserve(ready.min(CHUNK as u64)) {
+                    0 => Grant::Over,
+                    n => Grant::Move(n as usize),
                 }
             }
-            _ => Some(CHUNK),
+            _ => Grant::Move(CHUNK),
         }
     }
 
@@ -347,6 +362,14 @@ impl Limit<'_> {
             self.waker.wake();
         }
     }
+}
+
+/// The pipe was empty under a limit: waits until it is readable or the
+/// stop. Returns whether the relay is over: stopped, or readable with
+/// nothing in it (every writer is gone: end of file).
+fn await_writer(src: &PipeEnd, stop: &OwnedFd) -> bool {
+    let (ready, stopped) = readable(&src.0, stop, PollFlags::IN, None);
+    stopped || (ready && rustix::io::ioctl_fionread(&src.0).unwrap_or(1) == 0)
 }
 
 /// Past the output limit: reads and drops what arrives (counted) until end
@@ -380,8 +403,18 @@ fn run(src: &PipeEnd, dest: &File, stop: &OwnedFd, bytes: &AtomicU64, limit: &Li
     };
     let mut pacer = Pacer::new(Instant::now());
     loop {
-        let Some(len) = limit.grant(src) else {
-            return discard(src, stop, bytes, limit);
+        let len = match limit.grant(src) {
+            Grant::Move(len) => len,
+            Grant::Over => return discard(src, stop, bytes, limit),
+            Grant::Empty => {
+                let start = Instant::now();
+                let over = await_writer(src, stop);
+                pacer.waited_for_writer(start.elapsed());
+                if over {
+                    return false;
+                }
+                continue;
+            }
         };
         let res = splice(
             &src.0,
@@ -437,8 +470,11 @@ fn copy(
 ) -> bool {
     let mut buf = vec![0u8; 256 * 1024];
     loop {
-        let Some(len) = limit.grant(src) else {
-            return discard(src, stop, bytes, limit);
+        let len = match limit.grant(src) {
+            Grant::Move(len) => len,
+            Grant::Over => return discard(src, stop, bytes, limit),
+            Grant::Empty if await_writer(src, stop) => return false,
+            Grant::Empty => continue,
         };
         let res = rustix::io::read(&src.0, &mut buf[..len.min(256 * 1024)]);
         limit.moved(len, *res.as_ref().unwrap_or(&0));
@@ -465,6 +501,49 @@ fn copy(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct NoWake;
+    impl Wake for NoWake {
+        fn wake(&self) {}
+    }
+
+    /// An empty pipe reserves nothing: with the other stream holding
+    /// exactly the bytes left, all of them may move and the limit is not
+    /// passed.
+    #[test]
+    fn an_empty_pipe_takes_no_room_from_the_other_stream() {
+        let meter = OutputMeter::new(Some(10), false, Instant::now());
+        let limit = Limit {
+            meter: Some(&meter),
+            waker: &NoWake,
+        };
+        let (quiet, _quiet_w) = super::super::pipe(true).unwrap();
+        let (busy, mut busy_w) = super::super::pipe(true).unwrap();
+        busy_w.write_all(&[b'x'; 10]).unwrap();
+        assert_eq!(limit.grant(&quiet), Grant::Empty);
+        assert_eq!(limit.grant(&busy), Grant::Move(10));
+        limit.moved(10, 10);
+        assert!(!meter.is_over());
+        // One byte more is over the limit.
+        busy_w.write_all(b"y").unwrap();
+        assert_eq!(limit.grant(&busy), Grant::Over);
+    }
+
+    /// Waiting on an empty pipe ends at its end of file and at the stop,
+    /// and not before data.
+    #[test]
+    fn await_writer_ends_at_end_of_file_or_stop() {
+        let (stop_r, stop_w) = rustix::pipe::pipe().unwrap();
+        let (src, w) = super::super::pipe(true).unwrap();
+        drop(w);
+        assert!(await_writer(&src, &stop_r));
+        let (src, mut w) = super::super::pipe(true).unwrap();
+        w.write_all(b"z").unwrap();
+        assert!(!await_writer(&src, &stop_r));
+        let (src, _w) = super::super::pipe(true).unwrap();
+        rustix::io::write(&stop_w, b"s").unwrap();
+        assert!(await_writer(&src, &stop_r));
+    }
 
     /// Feeds the pacer moves of `n` bytes every `step`, the moves of each
     /// mode as given, until `until` after `t0`; returns the time reached.
