@@ -27,12 +27,12 @@ mod windows;
 pub(crate) use unix::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
 #[cfg(windows)]
 pub(crate) use windows::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
-// Unix only: process groups, a pseudo-terminal's master; for the async driver, shared descriptors and
-// its waker.
-#[cfg(unix)]
-pub(crate) use unix::{group_exists, group_members, pty_master, signal_group, SIGCONT};
+// Unix only: process groups, shared descriptors, a pseudo-terminal's
+// master; for the async driver, its waker.
 #[cfg(tokio_unix)]
-pub(crate) use unix::{SharedFd, WakeCell};
+pub(crate) use unix::WakeCell;
+#[cfg(unix)]
+pub(crate) use unix::{group_exists, group_members, pty_master, signal_group, SharedFd, SIGCONT};
 // Linux only: the root set, signal conversion, the namespace init's status.
 #[cfg(target_os = "linux")]
 pub(crate) use unix::{descriptors_exhausted, roots, to_rustix, NS_MSG_EXITED};
