@@ -271,6 +271,9 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         (&["capture-corral-limits", &size], rounds),
         (&["capture-std", &size], reps),
         (&["capture-sink", &size], reps),
+        // The control: the plain capture again, paired with itself (the
+        // spread of its per-round ratios is the noise of this machine).
+        (&["capture-corral", &size], rounds),
     ])?;
     let (c, cl, s, k) = (v[0], v[1], v[2], v[3]);
     if let Some(r) = all.iter().flatten().find(|r| r.bytes != cfg.output_bytes) {
@@ -309,12 +312,18 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         ratio(c.hwm as f64, s.hwm as f64),
         "≤ cap + a few MiB",
     );
-    let (cw, clw) = (child_walls(&all[0]), child_walls(&all[1]));
+    let (cw, clw, cw2) = (
+        child_walls(&all[0]),
+        child_walls(&all[1]),
+        child_walls(&all[4]),
+    );
     t.row(
         "4",
         format!(
-            "capture {human} with `output_limit(1 TiB)` + `idle_timeout(1 h)` (active, never firing), throughput (↑; ratio: median of paired rounds, {})",
-            spread(&clw, &cw)
+            "capture {human} with `output_limit(1 TiB)` + `idle_timeout(1 h)` (active, never firing), throughput (↑; ratio: median of paired rounds, {}; control, the plain capture against itself: {} ({}))",
+            spread(&clw, &cw),
+            paired_ratio(&cw2, &cw),
+            spread(&cw2, &cw)
         ),
         fmt_rate(cl.bytes, cl.wall),
         "the same capture without either (same rounds)",
@@ -346,6 +355,8 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
                 &size,
                 "/dev/zero",
             ],
+            // The control: the plain relay again, paired with itself.
+            &[&cli, "run", "--", "head", "-c", &size, "/dev/zero"],
         ],
     )?;
     let (plain, relay, tout, limited) = (v[0], v[1], v[2], v[3]);
@@ -381,8 +392,10 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
     t.row(
         "4",
         format!(
-            "CLI: `corral run --max-output 1T --idle-timeout 1h -- head -c {human} /dev/zero | cat` (active, never firing), throughput (↑; ratio: median of paired rounds, {})",
-            spread(&all[3], &all[1])
+            "CLI: `corral run --max-output 1T --idle-timeout 1h -- head -c {human} /dev/zero | cat` (active, never firing), throughput (↑; ratio: median of paired rounds, {}; control, the plain relay against itself: {} ({}))",
+            spread(&all[3], &all[1]),
+            paired_ratio(&all[4], &all[1]),
+            spread(&all[4], &all[1])
         ),
         fmt_rate(b, limited.0),
         "the plain relay `corral run -- head | cat` (same rounds)",
