@@ -125,14 +125,20 @@ fn run(args: &[String]) -> Result<String, String> {
     let what = arg(0)?;
     let t0 = Instant::now();
     let (bytes, threads) = match what.as_str() {
-        "capture-corral" => {
-            let r = corral::Command::new("head")
-                .args(head_args(&arg(1)?))
+        // `capture-corral-limits`: the same with the output cap (1 TiB, far
+        // above the stream: the metered path, never firing; `u64::MAX`
+        // would mean no cap) and an idle timeout of an hour.
+        "capture-corral" | "capture-corral-limits" => {
+            let mut c = corral::Command::new("head");
+            c.args(head_args(&arg(1)?))
                 .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
                 .capture_limit(1 << 20)
-                .stderr(Output::null())
-                .run()
-                .map_err(|e| e.to_string())?;
+                .stderr(Output::null());
+            if what == "capture-corral-limits" {
+                c.output_limit(1 << 40)
+                    .idle_timeout(Duration::from_secs(3600));
+            }
+            let r = c.run().map_err(|e| e.to_string())?;
             if !r.success() {
                 return Err(format!("head under corral: {}", r.outcome_name()));
             }

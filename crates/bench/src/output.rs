@@ -2,7 +2,10 @@
 //! against std's unbounded `output()` (and a plain read loop, the ceiling),
 //! each in a fresh process so that its peak RSS is its own; then the CLI's
 //! relay `corral run -- head -c SIZE /dev/zero | cat` against a plain pipe
-//! and coreutils `timeout 60`.
+//! and coreutils `timeout 60`. The capture and the relay also run with the
+//! output cap and the idle timer set far beyond the run (active, never
+//! firing), paired round by round with the same run without them: what the
+//! metering costs.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -68,22 +71,33 @@ pub fn child(args: &[&str]) -> Result<ChildResult, String> {
     Ok(r)
 }
 
-/// Runs each child measurement `reps` times, interleaved, and keeps the
-/// median run (by wall time) of each.
-fn median_children(reps: usize, runs: &[&[&str]]) -> Result<Vec<ChildResult>, String> {
-    let mut all: Vec<Vec<ChildResult>> = vec![Vec::new(); runs.len()];
-    for _ in 0..reps {
-        for (i, args) in runs.iter().enumerate() {
-            all[i].push(child(args)?);
+/// Runs the child measurements interleaved, round by round (the order
+/// rotates per round); `runs[i].1` is how many rounds measurement `i` takes
+/// part in (the first ones). The median run (by wall time) of each, and
+/// every run of each, in round order, for paired ratios.
+fn median_children(
+    runs: &[(&[&str], usize)],
+) -> Result<(Vec<ChildResult>, Vec<Vec<ChildResult>>), String> {
+    let n = runs.len();
+    let rounds = runs.iter().map(|r| r.1).max().unwrap_or(0);
+    let mut all: Vec<Vec<ChildResult>> = vec![Vec::new(); n];
+    for round in 0..rounds {
+        for k in 0..n {
+            let i = (round + k) % n;
+            if round < runs[i].1 {
+                all[i].push(child(runs[i].0)?);
+            }
         }
     }
-    Ok(all
-        .into_iter()
-        .map(|mut v| {
+    let medians = all
+        .iter()
+        .map(|v| {
+            let mut v = v.clone();
             v.sort_by_key(|r| r.wall);
             v[v.len() / 2]
         })
-        .collect())
+        .collect();
+    Ok((medians, all))
 }
 
 /// The `corral` CLI to measure: `--corral-bin`, else the one beside this
@@ -201,44 +215,72 @@ fn median_pipelines(reps: usize, runs: &[&[&str]]) -> Result<(Vec<(Duration, u64
     Ok((medians, all))
 }
 
-/// Throughput of `a` over that of `b`, per round (the two ran in the same
-/// round, back to back), then the median: on a shared machine the load
-/// changes from second to second, and a ratio of two medians taken over
-/// different moments can be far from either pairing.
-fn paired_ratio(a: &[(Duration, u64)], b: &[(Duration, u64)]) -> String {
+/// Throughput of `a` over that of `b` (the same bytes), per round (the
+/// two ran in the same round, back to back), then the median: on a shared
+/// machine the load changes from second to second, and a ratio of two
+/// medians taken over different moments can be far from either pairing.
+fn paired(a: &[Duration], b: &[Duration]) -> Option<(f64, f64, f64)> {
     let mut r: Vec<f64> = a
         .iter()
         .zip(b)
-        .filter(|(x, _)| !x.0.is_zero())
-        .map(|(x, y)| y.0.as_secs_f64() / x.0.as_secs_f64())
+        .filter(|(x, _)| !x.is_zero())
+        .map(|(x, y)| y.as_secs_f64() / x.as_secs_f64())
         .collect();
     if r.is_empty() {
-        return "—".into();
+        return None;
     }
     r.sort_by(f64::total_cmp);
-    format!("{:.2}", r[r.len() / 2])
+    Some((r[r.len() / 2], r[0], r[r.len() - 1]))
+}
+
+fn paired_ratio(a: &[Duration], b: &[Duration]) -> String {
+    match paired(a, b) {
+        Some((m, _, _)) => format!("{m:.2}"),
+        None => "—".into(),
+    }
+}
+
+/// The spread of the per-round ratios, for the label of a row that
+/// claims "no measurable cost".
+fn spread(a: &[Duration], b: &[Duration]) -> String {
+    match paired(a, b) {
+        Some((_, lo, hi)) => format!("{} pairs, {lo:.2}-{hi:.2}", a.len().min(b.len())),
+        None => "no pairs".into(),
+    }
+}
+
+fn walls(v: &[(Duration, u64)]) -> Vec<Duration> {
+    v.iter().map(|r| r.0).collect()
+}
+
+fn child_walls(v: &[ChildResult]) -> Vec<Duration> {
+    v.iter().map(|r| r.wall).collect()
 }
 
 pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
     let size = cfg.output_bytes.to_string();
     let human = format!("{} MiB", cfg.output_bytes >> 20);
     let reps = cfg.output_reps;
-    let v = median_children(
-        reps,
-        &[
-            &["capture-corral", &size],
-            &["capture-std", &size],
-            &["capture-sink", &size],
-        ],
-    )?;
-    let (c, s, k) = (v[0], v[1], v[2]);
-    for r in [&c, &s, &k] {
-        if r.bytes != cfg.output_bytes {
-            return Err(format!(
-                "capture got {} of {} bytes",
-                r.bytes, cfg.output_bytes
-            ));
-        }
+    // Paired rounds: a ratio is the median of per-round ratios, which needs
+    // more rounds than a median of one variant. The capture with the cap
+    // and the idle timer set (both active, never firing) is paired with the
+    // plain capture in every round; the peers run in the first `reps`.
+    let rounds = reps.max(3) * 2 + 1;
+    let (v, all) = median_children(&[
+        (&["capture-corral", &size], rounds),
+        (&["capture-corral-limits", &size], rounds),
+        (&["capture-std", &size], reps),
+        (&["capture-sink", &size], reps),
+        // The control: the plain capture again, paired with itself (the
+        // spread of its per-round ratios is the noise of this machine).
+        (&["capture-corral", &size], rounds),
+    ])?;
+    let (c, cl, s, k) = (v[0], v[1], v[2], v[3]);
+    if let Some(r) = all.iter().flatten().find(|r| r.bytes != cfg.output_bytes) {
+        return Err(format!(
+            "capture got {} of {} bytes",
+            r.bytes, cfg.output_bytes
+        ));
     }
     t.row(
         "4",
@@ -270,23 +312,55 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         ratio(c.hwm as f64, s.hwm as f64),
         "≤ cap + a few MiB",
     );
+    let (cw, clw, cw2) = (
+        child_walls(&all[0]),
+        child_walls(&all[1]),
+        child_walls(&all[4]),
+    );
+    t.row(
+        "4",
+        format!(
+            "capture {human} with `output_limit(1 TiB)` + `idle_timeout(1 h)` (active, never firing), throughput (↑; ratio: median of paired rounds, {}; control, the plain capture against itself: {} ({}))",
+            spread(&clw, &cw),
+            paired_ratio(&cw2, &cw),
+            spread(&cw2, &cw)
+        ),
+        fmt_rate(cl.bytes, cl.wall),
+        "the same capture without either (same rounds)",
+        fmt_rate(c.bytes, c.wall),
+        paired_ratio(&clw, &cw),
+        "≈ 1.00 (no measurable cost)",
+    );
 
     let Some(cli) = corral_cli(cfg, t) else {
         return Ok(());
     };
     let cli = cli.display().to_string();
-    // Paired rounds: the ratio is the median of per-round ratios, which
-    // needs more rounds than a median of one variant.
-    let rounds = reps.max(3) * 2 + 1;
     let (v, all) = median_pipelines(
         rounds,
         &[
             &["head", "-c", &size, "/dev/zero"],
             &[&cli, "run", "--", "head", "-c", &size, "/dev/zero"],
             &["timeout", "60", "head", "-c", &size, "/dev/zero"],
+            &[
+                &cli,
+                "run",
+                "--max-output",
+                "1T",
+                "--idle-timeout",
+                "1h",
+                "--",
+                "head",
+                "-c",
+                &size,
+                "/dev/zero",
+            ],
+            // The control: the plain relay again, paired with itself.
+            &[&cli, "run", "--", "head", "-c", &size, "/dev/zero"],
         ],
     )?;
-    let (plain, relay, tout) = (v[0], v[1], v[2]);
+    let (plain, relay, tout, limited) = (v[0], v[1], v[2], v[3]);
+    let all: Vec<Vec<Duration>> = all.iter().map(|r| walls(r)).collect();
     let b = cfg.output_bytes;
     t.row(
         "4",
@@ -314,6 +388,29 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         fmt_kib(tout.1),
         ratio(relay.1 as f64, tout.1 as f64),
         "≤ 1 MiB queue + a few MiB",
+    );
+    t.row(
+        "4",
+        format!(
+            "CLI: `corral run --max-output 1T --idle-timeout 1h -- head -c {human} /dev/zero | cat` (active, never firing), throughput (↑; ratio: median of paired rounds, {}; control, the plain relay against itself: {} ({}))",
+            spread(&all[3], &all[1]),
+            paired_ratio(&all[4], &all[1]),
+            spread(&all[4], &all[1])
+        ),
+        fmt_rate(b, limited.0),
+        "the plain relay `corral run -- head | cat` (same rounds)",
+        fmt_rate(b, relay.0),
+        paired_ratio(&all[3], &all[1]),
+        "≈ 1.00 (no measurable cost)",
+    );
+    t.row(
+        "4",
+        format!("CLI relay {human} with --max-output + --idle-timeout, throughput (↑)"),
+        fmt_rate(b, limited.0),
+        "plain pipe `head | cat`",
+        fmt_rate(b, plain.0),
+        paired_ratio(&all[3], &all[0]),
+        "",
     );
     Ok(())
 }
