@@ -102,14 +102,14 @@ fn a_terminal_holder_is_killed_after_the_wait_delay_subreaper() {
     holder_row("subreaper");
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn a_terminal_holder_is_killed_after_the_wait_delay_cgroup() {
     holder_row("cgroup");
 }
 
-#[test]
 #[corral_testkit::needs(pidns)]
+#[test]
 fn a_terminal_holder_is_killed_after_the_wait_delay_pid_namespace() {
     holder_row("pid-namespace");
 }

@@ -666,8 +666,8 @@ fn concurrent_runs_leaving_orphans_keep_their_roots_until_release_cgroup() {
 /// once, when the kept process exited; a child mid-exec then was missed.)
 /// The helper empties what `/proc/PID/environ` shows with `prctl(PR_SET_MM)`
 /// (root only) and restores it 300 ms after it was re-parented.
-#[test]
 #[corral_testkit::needs(root)]
+#[test]
 fn late_orphan_mid_exec_is_adopted_and_reaped() {
     let _g = setup();
     let s = Scratch::new();
