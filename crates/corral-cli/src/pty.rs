@@ -80,7 +80,7 @@ impl Drop for Session {
 fn raw_stdin() -> Option<rustix::termios::Termios> {
     use rustix::termios::{isatty, tcgetattr, tcgetpgrp, tcsetattr, OptionalActions};
     let stdin = std::io::stdin();
-    if !isatty(&stdin) || tcgetpgrp(&stdin).ok()? != rustix::process::getpgrp() {
+    if !isatty(&stdin) || Some(tcgetpgrp(&stdin).ok()?) != crate::tty::own_group() {
         return None;
     }
     let saved = tcgetattr(&stdin).ok()?;

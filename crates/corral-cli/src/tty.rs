@@ -139,6 +139,16 @@ impl JobControl {
     pub fn on_continued(&self) {}
 }
 
+/// corral's own process group; `None` when its leader lives outside corral's
+/// PID namespace (`getpgrp` then gives 0, which rustix's `getpgrp` cannot
+/// represent: it asserts in debug builds and makes an invalid `Pid` in
+/// release). Such a group cannot own the terminal as corral sees it.
+#[cfg(unix)]
+pub fn own_group() -> Option<rustix::process::Pid> {
+    // SAFETY: getpgrp takes no arguments, touches no memory and cannot fail.
+    rustix::process::Pid::from_raw(unsafe { libc::getpgrp() })
+}
+
 /// Hands the terminal on stdin to process group `pgid` if corral owns it.
 #[cfg(unix)]
 pub fn hand_over(pgid: u32, jobs: &JobControl) -> Option<Foreground> {
@@ -147,7 +157,7 @@ pub fn hand_over(pgid: u32, jobs: &JobControl) -> Option<Foreground> {
     if !isatty(&stdin) {
         return None;
     }
-    let ours = rustix::process::getpgrp();
+    let ours = own_group()?;
     if tcgetpgrp(&stdin).ok()? != ours {
         return None; // corral itself is in the background
     }
