@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use corral::{Command, ContainmentChoice, Error, Mechanism, OsOp, Outcome, Report, Signal};
 use corral_testkit::scenario::{escapers, Count::AtLeast, Fate::Dead, Row, Tier};
-use corral_testkit::{assert_between, Scratch, Watch};
+use corral_testkit::{Scratch, Watch};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -199,6 +199,7 @@ fn cancellation_and_trace_go_through_the_namespace() {
     assert!(last_signal < reaped, "{ops:?}");
 }
 
+#[cfg(feature = "tokio")]
 #[corral_testkit::needs(pidns)]
 #[test]
 fn async_api_in_the_namespace() {
@@ -229,7 +230,7 @@ fn async_api_in_the_namespace() {
     check(&r);
     assert_eq!(r.outcome, Outcome::TimedOut);
     assert_eq!(r.stdout.text_lossy(), "out\n");
-    assert_between(t.elapsed(), 2 * SEC, 8 * SEC);
+    corral_testkit::assert_between(t.elapsed(), 2 * SEC, 8 * SEC);
     assert_dead(&w, &["esc"]);
     let r = rt.block_on(async { pn(&s, "exit 5").run_async().await.unwrap() });
     assert_eq!(r.outcome, Outcome::Exited(5));
@@ -307,6 +308,7 @@ fn library_host_killed_takes_the_tree_along_pid_namespace_sync() {
     library_host_killed_takes_the_tree_along("pid_namespace", "sync");
 }
 
+#[cfg(feature = "tokio")]
 #[corral_testkit::needs(pidns)]
 #[test]
 fn library_host_killed_takes_the_tree_along_pid_namespace_async() {
@@ -319,6 +321,7 @@ fn library_host_killed_takes_the_tree_along_cgroup_sync() {
     library_host_killed_takes_the_tree_along("cgroup", "sync");
 }
 
+#[cfg(feature = "tokio")]
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn library_host_killed_takes_the_tree_along_cgroup_async() {
@@ -336,6 +339,7 @@ fn crash_host() {
                    ( trap '' TERM; "$H" stubborn sh -c 'trap "" TERM; sleep 30' ) &
                    ( setsid sh -c '"$H" daemon >/dev/null 2>&1 &' & )
                    sleep 30"#;
+    #[cfg(feature = "tokio")]
     if std::env::var("CORRAL_CRASH_API").as_deref() == Ok("async") {
         // A multi-threaded runtime: the run is spawned and driven on worker
         // threads.
