@@ -1,8 +1,8 @@
 //! Every file corral creates (`corral run --report`, the batch and merge
 //! `--report`, `--junit`, `--export-markdown`, `--events`, and the
 //! `--output-dir` captures) is made here, so none can be turned against the
-//! user who runs corral (issue #23: a root corral writing a predictable
-//! `<path>.tmp<pid>` through a symlink a local user planted).
+//! user who runs corral (for example a root corral made to write a
+//! predictable `<path>.tmp<pid>` through a symlink a local user planted).
 //!
 //! The rules:
 //! * a file is never written through a name another user can plant: the

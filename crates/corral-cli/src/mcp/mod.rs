@@ -1,4 +1,4 @@
-//! `corral mcp`: a Model Context Protocol server over stdio (issue #26).
+//! `corral mcp`: a Model Context Protocol server over stdio.
 //!
 //! One concern per file: `server` speaks the protocol (through the official
 //! SDK, `rmcp`), `tools` declares and carries out the six tools, `runs` keeps
