@@ -10,7 +10,6 @@
 //! the exit code are recomputed from the runs.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use corral::document::BatchRun;
@@ -18,87 +17,85 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::error::BatchError;
+use super::events::RunEnd;
 use super::report::{self, BatchDoc, MergedFrom, NotRun, Part, PlanEntry};
+use super::reporter::{end_run, ReportFile, Reporter, Table};
+use super::Ended;
 use crate::args::MergeOpts;
-use crate::exit::CORRAL_FAILED;
 
 /// A run: task name and run index.
 type RunKey = (String, u64);
 
 pub fn main(opts: MergeOpts) -> i32 {
+    super::exit_code(run(&opts))
+}
+
+fn run(opts: &MergeOpts) -> Result<Ended, BatchError> {
     for (what, p) in [
         ("--report", &opts.report),
         ("--junit", &opts.junit),
         ("--export-markdown", &opts.export_markdown),
     ] {
         if let Some(p) = p {
-            if let Err(e) = super::check_writable(p) {
-                say!("corral: {what} {}: {e}", p.display());
-                return CORRAL_FAILED;
-            }
+            super::check_writable(p).map_err(|source| BatchError::Unwritable {
+                what,
+                path: p.clone(),
+                source,
+            })?;
         }
     }
-    let docs = match read_all(&opts.reports) {
-        Ok(d) => d,
-        Err(e) => {
-            say!("corral: merge: {e}");
-            return CORRAL_FAILED;
-        }
-    };
-    let merged = match merge(&docs) {
-        Ok(m) => m,
-        Err(e) => {
-            say!("corral: merge: {e}");
-            return CORRAL_FAILED;
-        }
-    };
-    let summary = report::summarize(&report::planned(&merged.plan), &merged.runs);
-    let mut doc = merged;
+    let docs = read_all(&opts.reports)?;
+    let mut doc = merge(&docs).map_err(BatchError::Merge)?;
+    let summary = report::summarize(&report::planned(&doc.plan), &doc.runs);
     doc.totals = report::totals(&summary);
-    doc.tasks = summary.clone();
+    doc.tasks = summary;
     let code = doc.exit_code;
-    let wall = report::duration_of_ms(doc.duration_ms);
-    let mut text = report::table(&summary, wall);
-    text.push_str(&format!(
+    let notes = format!(
         "merged {} shard report(s) of manifest {}\n",
         docs.len(),
         doc.manifest_fingerprint
-    ));
-    if opts.report.as_deref() == Some(Path::new("-")) {
-        let _ = std::io::stderr().write_all(text.as_bytes());
-    } else {
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
-    }
-    let title = doc.manifest.clone();
-    if !super::write_outputs(
-        &doc,
-        &summary,
-        &title,
+    );
+    let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(Table {
+        to_stderr: opts.report.as_deref() == Some(Path::new("-")),
+    })];
+    for f in ReportFile::all(
         opts.report.as_deref(),
         opts.junit.as_deref(),
         opts.export_markdown.as_deref(),
     ) {
-        return CORRAL_FAILED;
+        reporters.push(Box::new(f));
     }
-    code
+    let end = RunEnd {
+        wall: report::duration_of_ms(doc.duration_ms),
+        title: doc.manifest.clone(),
+        doc,
+        notes,
+    };
+    let errors = end_run(&mut reporters, end);
+    Ok(Ended { code, errors })
 }
 
-fn read_all(paths: &[PathBuf]) -> Result<Vec<(String, Value)>, String> {
+fn read_all(paths: &[PathBuf]) -> Result<Vec<(String, Value)>, BatchError> {
     let mut out = Vec::new();
     for p in paths {
-        let name = p.display().to_string();
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{name}: cannot read: {e}"))?;
-        let v: Value =
-            serde_json::from_str(&text).map_err(|e| format!("{name}: not a JSON report: {e}"))?;
+        let file = p.display().to_string();
+        let text = match std::fs::read_to_string(p) {
+            Ok(t) => t,
+            Err(source) => return Err(BatchError::MergeRead { file, source }),
+        };
+        let v: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(source) => return Err(BatchError::MergeJson { file, source }),
+        };
         for k in ["manifest_fingerprint", "plan", "runs", "not_run"] {
             if v.get(k).is_none() {
-                return Err(format!(
-                    "{name}: not a `corral batch --report` report (no `{k}`)"
-                ));
+                return Err(BatchError::Merge(format!(
+                    "{file}: not a `corral batch --report` report (no `{k}`)"
+                )));
             }
         }
-        out.push((name, v));
+        out.push((file, v));
     }
     Ok(out)
 }
