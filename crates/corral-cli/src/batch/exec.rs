@@ -895,3 +895,84 @@ impl Executor for ThreadPool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_retried() {
+        use Status::{Error, Failed, Passed};
+        // (status, output lost, ran: (clean cleanup, cancelled), retryable)
+        let table = [
+            (Failed, false, Some((true, false)), true),
+            (Error, false, Some((true, false)), true),
+            (Passed, false, Some((true, false)), false),
+            (Failed, true, Some((true, false)), false),
+            (Failed, false, Some((false, false)), false),
+            (Error, false, Some((true, true)), false),
+            (Error, false, None, false),
+            (Failed, true, None, false),
+        ];
+        for (status, lost, ran, want) in table {
+            assert_eq!(
+                retryable(status, lost, ran),
+                want,
+                "{status:?} lost={lost} ran={ran:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn when_another_attempt_follows() {
+        // (retryable, attempt, retries, stopped, again)
+        let table = [
+            (true, 0, 1, false, true),
+            (true, 1, 1, false, false),
+            (true, 0, 0, false, false),
+            (true, 0, 3, true, false),
+            (false, 0, 3, false, false),
+            (true, 2, 3, false, true),
+            (true, u32::MAX - 1, u32::MAX, false, true),
+        ];
+        for (r, attempt, retries, stopped, want) in table {
+            assert_eq!(
+                will_retry(r, attempt, retries, stopped),
+                want,
+                "{r} {attempt}/{retries} stopped={stopped}"
+            );
+        }
+    }
+
+    #[test]
+    fn output_file_stems() {
+        let job = |run, warmup| Job {
+            task: 0,
+            run,
+            warmup,
+            shard: 1,
+        };
+        let table = [
+            (job(0, false), 0, "t#0"),
+            (job(3, false), 0, "t#3"),
+            (job(1, true), 0, "t#w1"),
+            (job(2, false), 1, "t#2.retry1"),
+            (job(0, true), 9, "t#w0.retry9"),
+        ];
+        for (j, attempt, want) in table {
+            assert_eq!(output_stem("t", j, attempt), want);
+        }
+    }
+
+    #[test]
+    fn ready_futures_run_on_the_calling_thread() {
+        let mut n = 0;
+        let got = block_on_ready(async {
+            for i in 0..3 {
+                n += std::future::ready(i).await;
+            }
+            n
+        });
+        assert_eq!(got, 3);
+    }
+}

@@ -345,8 +345,34 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
     let Some(first) = shards.first() else {
         return Err("no report given".into());
     };
+    check_alike(&shards)?;
+    let count = shard_count(&shards)?;
+    let by_shard = each_shard_once(&shards, count)?;
+    let plan = PlanIndex::new(first)?;
+    let placed = place_runs(&shards, &plan, count)?;
+    let seen = placed.seen.len() as u64;
+    if seen < plan.total {
+        return Err(first_missing(
+            first,
+            &placed,
+            &by_shard,
+            count,
+            plan.total - seen,
+        ));
+    }
+    Ok(assemble(&shards, count, placed))
+}
+
+/// The index of a report's shard: K of `K/N`, 1 for a report that is not
+/// a shard.
+fn index(d: &Shard) -> u32 {
+    d.doc.partition.map_or(1, |p| p.index)
+}
+
+/// Same manifest, filters, plan and shard count everywhere.
+fn check_alike(shards: &[Shard]) -> Result<(), String> {
+    let first = &shards[0];
     let first_name = &first.name;
-    // Same manifest, filters, plan and shard count everywhere.
     for d in &shards[1..] {
         let name = &d.name;
         if d.doc.manifest_fingerprint != first.doc.manifest_fingerprint {
@@ -374,20 +400,28 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
             ));
         }
     }
-    let count = match first.doc.partition {
-        Some(p) => p.count,
-        None if shards.len() == 1 => 1,
-        None => {
-            return Err(format!(
-            "{first_name} is not a shard (it ran without --partition), and {} reports were given",
+    Ok(())
+}
+
+/// The shard count N: a report without a partition is the whole batch,
+/// alone.
+fn shard_count(shards: &[Shard]) -> Result<u32, String> {
+    let first = &shards[0];
+    match first.doc.partition {
+        Some(p) => Ok(p.count),
+        None if shards.len() == 1 => Ok(1),
+        None => Err(format!(
+            "{} is not a shard (it ran without --partition), and {} reports were given",
+            first.name,
             shards.len()
-        ))
-        }
-    };
-    let index = |d: &Shard| d.doc.partition.map_or(1, |p| p.index);
-    // Each shard exactly once.
+        )),
+    }
+}
+
+/// Each shard exactly once: the report of each shard index.
+fn each_shard_once(shards: &[Shard], count: u32) -> Result<HashMap<u32, &str>, String> {
     let mut by_shard: HashMap<u32, &str> = HashMap::new();
-    for d in &shards {
+    for d in shards {
         let k = index(d);
         if let Some(other) = by_shard.insert(k, &d.name) {
             return Err(format!(
@@ -403,25 +437,60 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
             "shard {k}/{count} is missing (its report was not given)"
         ));
     }
-    // The plan: each task once, with the ordinal of its first run.
-    let mut tasks: HashMap<&str, (usize, u32, u64)> = HashMap::new();
-    let mut total: u64 = 0;
-    for (ti, p) in first.doc.plan.iter().enumerate() {
-        if tasks.insert(&p.task, (ti, p.runs, total)).is_some() {
-            return Err(format!(
-                "{first_name}: field `plan[{ti}].task`: task {:?} is planned twice",
-                p.task
-            ));
+    Ok(by_shard)
+}
+
+/// The plan: each task once, with its place, its planned runs and the
+/// ordinal of its first run.
+struct PlanIndex<'a> {
+    tasks: HashMap<&'a str, (usize, u32, u64)>,
+    total: u64,
+}
+
+impl<'a> PlanIndex<'a> {
+    fn new(first: &'a Shard) -> Result<PlanIndex<'a>, String> {
+        let mut tasks = HashMap::new();
+        let mut total: u64 = 0;
+        for (ti, p) in first.doc.plan.iter().enumerate() {
+            if tasks.insert(p.task.as_str(), (ti, p.runs, total)).is_some() {
+                return Err(format!(
+                    "{}: field `plan[{ti}].task`: task {:?} is planned twice",
+                    first.name, p.task
+                ));
+            }
+            total += u64::from(p.runs);
         }
-        total += u64::from(p.runs);
+        Ok(PlanIndex { tasks, total })
     }
-    let shard_of_ordinal = |o: u64| (o % u64::from(count)) as u32 + 1;
-    // Every present run in the plan, in the shard the rule gives it, once.
-    let mut seen: HashMap<RunKey, &str> = HashMap::new();
-    let mut runs: Vec<(usize, u32, BatchRun)> = Vec::new();
-    let mut not_run: Vec<(usize, u32, NotRun)> = Vec::new();
-    let mut warmups: Vec<BatchRun> = Vec::new();
-    for d in &shards {
+}
+
+/// The shard (1-based) of the run with this ordinal in the plan.
+fn shard_of_ordinal(ordinal: u64, count: u32) -> u32 {
+    (ordinal % u64::from(count)) as u32 + 1
+}
+
+/// The runs of every shard, each checked to be in the plan, in its shard
+/// and there once; with their place in the plan (task, run) for sorting.
+struct Placed<'a> {
+    seen: HashMap<RunKey, &'a str>,
+    runs: Vec<(usize, u32, BatchRun)>,
+    not_run: Vec<(usize, u32, NotRun)>,
+    warmups: Vec<BatchRun>,
+}
+
+/// Every present run in the plan, in the shard the rule gives it, once.
+fn place_runs<'a>(
+    shards: &'a [Shard],
+    plan: &PlanIndex<'_>,
+    count: u32,
+) -> Result<Placed<'a>, String> {
+    let mut placed = Placed {
+        seen: HashMap::new(),
+        runs: Vec::new(),
+        not_run: Vec::new(),
+        warmups: Vec::new(),
+    };
+    for d in shards {
         let (name, k) = (&d.name, index(d));
         let items = d
             .doc
@@ -431,26 +500,27 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
             .chain(d.doc.not_run.iter().map(|n| (None, n.task.as_str(), n.run)));
         for (ran, task, run) in items {
             let label = format!("{task}#{run}");
-            let Some(&(ti, planned, first_ordinal)) =
-                tasks.get(task).filter(|(_, planned, _)| run < *planned)
+            let Some(&(ti, _, first_ordinal)) = plan
+                .tasks
+                .get(task)
+                .filter(|(_, planned, _)| run < *planned)
             else {
                 return Err(format!("{name}: run {label} is not in the manifest's plan"));
             };
-            let _ = planned;
-            let shard = shard_of_ordinal(first_ordinal + u64::from(run));
+            let shard = shard_of_ordinal(first_ordinal + u64::from(run), count);
             if shard != k {
                 return Err(format!(
                     "{name} (shard {k}/{count}) has run {label}, which belongs to shard {shard}/{count}"
                 ));
             }
-            if let Some(other) = seen.insert((task.to_owned(), u64::from(run)), name) {
+            if let Some(other) = placed.seen.insert((task.to_owned(), u64::from(run)), name) {
                 return Err(format!(
                     "run {label} appears twice: in {other} and in {name}"
                 ));
             }
             match ran {
-                Some(r) => runs.push((ti, run, r.clone())),
-                None => not_run.push((
+                Some(r) => placed.runs.push((ti, run, r.clone())),
+                None => placed.not_run.push((
                     ti,
                     run,
                     NotRun {
@@ -461,31 +531,51 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
                 )),
             }
         }
-        warmups.extend(d.doc.warmup_runs.iter().cloned());
+        placed.warmups.extend(d.doc.warmup_runs.iter().cloned());
     }
-    let missing = total - seen.len() as u64;
-    if missing > 0 {
-        // The first planned run not seen: within seen.len() + 1 steps.
-        let first_missing = first
-            .doc
-            .plan
-            .iter()
-            .flat_map(|p| (0..p.runs).map(move |r| (p.task.as_str(), r)))
-            .enumerate()
-            .find(|(_, (t, r))| !seen.contains_key(&((*t).to_owned(), u64::from(*r))));
-        if let Some((ordinal, (task, run))) = first_missing {
-            let shard = shard_of_ordinal(ordinal as u64);
-            return Err(format!(
-                "run {task}#{run} (shard {shard}/{count}) is missing from {}{}",
-                by_shard[&shard],
-                if missing > 1 {
-                    format!(" ({missing} runs missing in all)")
-                } else {
-                    String::new()
-                }
-            ));
+    Ok(placed)
+}
+
+/// The error for `missing` planned runs no report has: names the first
+/// (found within seen + 1 steps) and the shard report it should be in.
+fn first_missing(
+    first: &Shard,
+    placed: &Placed<'_>,
+    by_shard: &HashMap<u32, &str>,
+    count: u32,
+    missing: u64,
+) -> String {
+    let found = first
+        .doc
+        .plan
+        .iter()
+        .flat_map(|p| (0..p.runs).map(move |r| (p.task.as_str(), r)))
+        .enumerate()
+        .find(|(_, (t, r))| !placed.seen.contains_key(&((*t).to_owned(), u64::from(*r))));
+    let Some((ordinal, (task, run))) = found else {
+        return format!("{missing} run(s) missing");
+    };
+    let shard = shard_of_ordinal(ordinal as u64, count);
+    format!(
+        "run {task}#{run} (shard {shard}/{count}) is missing from {}{}",
+        by_shard[&shard],
+        if missing > 1 {
+            format!(" ({missing} runs missing in all)")
+        } else {
+            String::new()
         }
-    }
+    )
+}
+
+/// The merged document from checked shards and their placed runs.
+fn assemble(shards: &[Shard], count: u32, placed: Placed<'_>) -> BatchDoc {
+    let first = &shards[0];
+    let Placed {
+        mut runs,
+        mut not_run,
+        warmups,
+        ..
+    } = placed;
     runs.sort_by_key(|(ti, run, _)| (*ti, *run));
     not_run.sort_by_key(|(ti, run, _)| (*ti, *run));
     let runs: Vec<BatchRun> = runs.into_iter().map(|(_, _, r)| r).collect();
@@ -517,7 +607,7 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
         })
         .collect();
     from.sort_by_key(|(k, _)| *k);
-    Ok(BatchDoc {
+    BatchDoc {
         format_version: report::FORMAT_VERSION,
         manifest: first.doc.manifest.clone(),
         manifest_fingerprint: first.doc.manifest_fingerprint.clone(),
@@ -534,5 +624,25 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
         runs,
         not_run,
         warmup_runs: warmups,
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// merge places runs by the rule `corral batch --partition` shards by.
+    #[test]
+    fn the_shard_of_an_ordinal_is_the_batch_rule() {
+        for count in [1, 2, 3, 7] {
+            for ordinal in 0..50u64 {
+                assert_eq!(
+                    shard_of_ordinal(ordinal, count),
+                    super::super::exec::shard_of(ordinal as usize, count),
+                    "{ordinal} of {count}"
+                );
+            }
+        }
+        assert_eq!(shard_of_ordinal(u64::MAX, u32::MAX), 1);
+    }
 }

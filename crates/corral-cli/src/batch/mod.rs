@@ -674,6 +674,45 @@ mod tests {
     }
 
     #[test]
+    fn task_selection() {
+        let names = ["unit-a", "unit-b", "lint"];
+        let pats = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let table: [(&[&str], Option<[bool; 3]>); 6] = [
+            (&[], Some([true, true, true])),
+            (&["unit-*"], Some([true, true, false])),
+            (&["lint", "unit-b"], Some([false, true, true])),
+            (&["*"], Some([true, true, true])),
+            (&["unit-?"], Some([true, true, false])),
+            (&["unit-*", "nope"], None),
+        ];
+        for (p, want) in table {
+            let got = select(&names, &pats(p)).ok();
+            assert_eq!(got, want.map(|w| w.to_vec()), "{p:?}");
+        }
+        let e = select(&names, &pats(&["x*"])).unwrap_err();
+        assert_eq!(
+            error::render(&e),
+            "--task \"x*\" matches no task (tasks: unit-a, unit-b, lint)"
+        );
+    }
+
+    #[test]
+    fn report_files_in_the_order_they_are_written() {
+        use reporter::FileKind;
+        let p = |s: &'static str| Some(Path::new(s));
+        let kinds = |v: Vec<ReportFile>| v.into_iter().map(|f| f.kind).collect::<Vec<_>>();
+        assert_eq!(
+            kinds(ReportFile::all(p("r"), p("j"), p("m"))),
+            [FileKind::Json, FileKind::JUnit, FileKind::Markdown]
+        );
+        assert_eq!(
+            kinds(ReportFile::all(None, p("j"), None)),
+            [FileKind::JUnit]
+        );
+        assert!(ReportFile::all(None, None, None).is_empty());
+    }
+
+    #[test]
     fn round_robin_shards() {
         let shards: Vec<u32> = (0..7).map(|i| exec::shard_of(i, 3)).collect();
         assert_eq!(shards, [1, 2, 3, 1, 2, 3, 1]);
