@@ -7,9 +7,11 @@
 //! tokio reactor thread on Unix, a bounded pool of threads elsewhere).
 //!
 //! An executor takes jobs until there are none (plan done, or the batch
-//! was stopped), runs each job's attempts (retries) and reports through the
-//! channel: `Started` before each attempt, `Retrying` for an attempt run
-//! again, then `Finished` or `Skipped`. The channel closes when the
+//! was stopped), runs each job's attempts through the one attempt loop
+//! ([`Batch::run_job`]: retries, flakiness, fail-fast) and sends typed
+//! events ([`BatchEvent`]) through the channel: `AttemptStarted` before each
+//! attempt, `AttemptFinished` after it (`will_retry` when another follows),
+//! or `JobSkipped`. It knows no reporter. The channel closes when the
 //! executor is done, which is how the caller knows.
 
 use std::future::Future;

@@ -6,9 +6,15 @@
 //! * `manifest`: reading and checking the TOML, before anything runs, and
 //!   the manifest's fingerprint;
 //! * `classify`: the verdict of one run, and the result-event scanner;
-//! * `exec`: the plan (filters, shards, warmups), one run and its retries,
-//!   the scheduler (`serial`, warmups first) and the executors;
-//! * `progress`: the live display and the per-run lines;
+//! * `exec`: the plan (filters, shards, warmups), one run and its retries
+//!   (one attempt loop), the scheduler (`serial`, warmups first) and the
+//!   executors;
+//! * `events`: the typed event stream the executor sends ([`BatchEvent`]);
+//! * `reporter`: the outputs, each made from the events by its own
+//!   reporter (the `--events` log, the table, the report files);
+//! * `progress`: the live display and the per-run lines (a reporter);
+//! * `error`: [`BatchError`], every failure of a batch or a merge, said
+//!   once with its sources by [`exit_code`];
 //! * `report`: the report document and what is derived from it (table,
 //!   totals, exit code, Markdown), shared with `merge`;
 //! * `junit`: the JUnit XML, from the report document;
