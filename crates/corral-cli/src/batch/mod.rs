@@ -719,6 +719,27 @@ mod tests {
     }
 
     #[test]
+    fn the_exit_code_is_corral_failed_after_any_error() {
+        let ended = |code, errors: usize| {
+            Ok(Ended {
+                code,
+                errors: (0..errors).map(|_| BatchError::BothStdout).collect(),
+            })
+        };
+        let table = [
+            (ended(ALL_PASSED, 0), ALL_PASSED),
+            (ended(SOME_FAILED, 0), SOME_FAILED),
+            (ended(SOME_ERRORED, 0), SOME_ERRORED),
+            (ended(ALL_PASSED, 1), CORRAL_FAILED),
+            (ended(SOME_FAILED, 2), CORRAL_FAILED),
+            (Err(BatchError::BothStdout), CORRAL_FAILED),
+        ];
+        for (result, want) in table {
+            assert_eq!(exit_code(result), want);
+        }
+    }
+
+    #[test]
     fn round_robin_shards() {
         let shards: Vec<u32> = (0..7).map(|i| exec::shard_of(i, 3)).collect();
         assert_eq!(shards, [1, 2, 3, 1, 2, 3, 1]);

@@ -258,3 +258,157 @@ pub fn end_run(reporters: &mut [Box<dyn Reporter>], end: RunEnd) -> Vec<BatchErr
         .filter_map(|r| r.event(&event).err())
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::batch::exec::{RunOptions, Selection};
+    use crate::batch::{document, manifest};
+
+    /// A writer into a buffer the test keeps, or one that always fails.
+    struct Sink(Option<Arc<Mutex<Vec<u8>>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            match &self.0 {
+                Some(b) => b.lock().unwrap().write(buf),
+                None => Err(std::io::Error::other("boom")),
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn batch() -> Arc<Batch> {
+        let text = "[[task]]\nname = \"a\"\nrun = [\"true\"]\nretries = 1\nrepeat = 2\n";
+        let tasks = manifest::parse("m.toml", text, Path::new(".")).unwrap();
+        Arc::new(Batch::new(
+            tasks,
+            Selection {
+                tasks: vec![true],
+                partition: None,
+            },
+            RunOptions {
+                fail_fast: false,
+                keep_output: 1024,
+                containment: corral::ContainmentChoice::Auto,
+                retries: None,
+                output_dir: None,
+                require_crash_safety: false,
+            },
+        ))
+    }
+
+    /// A record of job `job` without running anything (a spawn error).
+    fn record(batch: &Batch, job: usize) -> Box<RunRecord> {
+        let (_, prep) = batch.prepare(job, 0);
+        let err = corral::Error::InvalidInput("no".into());
+        Box::new(batch.conclude(job, Err(err), prep, Instant::now()))
+    }
+
+    fn end(batch: &Batch) -> BatchEvent {
+        let doc = document(batch, &[], &[], None, Duration::ZERO);
+        BatchEvent::RunFinished(Box::new(RunEnd {
+            doc,
+            wall: Duration::ZERO,
+            notes: String::new(),
+            title: "m.toml".into(),
+        }))
+    }
+
+    /// The `--events` log is made from the events alone: a line per
+    /// attempt started and finished, none for a skipped job, and its
+    /// write error only at the end.
+    #[test]
+    fn the_event_log_is_made_from_the_events() {
+        let b = batch();
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let mut log = EventLog {
+            batch: b.clone(),
+            out: Box::new(Sink(Some(buf.clone()))),
+            name: "mem".into(),
+            failed: None,
+        };
+        let events = [
+            BatchEvent::AttemptStarted {
+                job: 1,
+                attempt: 0,
+                at: Duration::from_micros(1500),
+            },
+            BatchEvent::AttemptFinished {
+                record: record(&b, 1),
+                will_retry: true,
+            },
+            BatchEvent::JobSkipped { job: 0 },
+            BatchEvent::AttemptFinished {
+                record: record(&b, 1),
+                will_retry: false,
+            },
+            end(&b),
+        ];
+        for e in &events {
+            log.event(e).unwrap();
+        }
+        let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(
+            lines[0],
+            json!({"event": "started", "task": "a", "run": 1, "warmup": false,
+                   "shard": 1, "attempt": 0, "started_ms": 1.5})
+        );
+        for (line, retry) in lines[1..].iter().zip([true, false]) {
+            assert_eq!(line["event"], "finished");
+            assert_eq!(line["will_retry"], retry);
+            assert_eq!(line["task"], "a");
+            assert_eq!(line["run"], 1);
+            assert_eq!(line["status"], "error");
+        }
+
+        let mut broken = EventLog {
+            batch: b.clone(),
+            out: Box::new(Sink(None)),
+            name: "mem".into(),
+            failed: None,
+        };
+        for e in &events[..4] {
+            assert!(broken.event(e).is_ok());
+        }
+        let err = broken.event(&events[4]).unwrap_err();
+        assert_eq!(
+            crate::batch::error::render(&err),
+            "cannot write the events to mem: boom"
+        );
+    }
+
+    /// The table and the report files act on the end of the run only.
+    #[test]
+    fn end_reporters_ignore_the_run_time_events() {
+        let b = batch();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        let mut f = ReportFile {
+            kind: FileKind::Json,
+            path: path.clone(),
+        };
+        f.event(&BatchEvent::JobSkipped { job: 0 }).unwrap();
+        assert!(!path.exists());
+        f.event(&end(&b)).unwrap();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["plan"][0]["task"], "a");
+        let mut missing = ReportFile {
+            kind: FileKind::Markdown,
+            path: dir.path().join("no/such/dir/m.md"),
+        };
+        let err = missing.event(&end(&b)).unwrap_err();
+        assert!(matches!(err, BatchError::Markdown { .. }), "{err:?}");
+        assert!(!err.to_string().contains("No such file"), "{err}");
+    }
+}
