@@ -16,8 +16,18 @@ pub enum BatchError {
     /// `--partition`: `why` says what is wrong with `spec`.
     #[error("--partition {spec:?}: {why}")]
     Partition { spec: String, why: String },
+    /// The manifest is not one corral can run (the error names the file,
+    /// the line and the key).
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    #[error("{file}: cannot read the manifest")]
+    ManifestRead {
+        file: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("<stdin>: cannot read the manifest from standard input")]
+    ManifestStdin(#[source] io::Error),
     #[error("--task {pattern:?} matches no task (tasks: {})", tasks.join(", "))]
     NoTask { pattern: String, tasks: Vec<String> },
     /// An output option names a file corral cannot write (`what`: the
@@ -114,6 +124,17 @@ mod tests {
                     source: gone(),
                 },
                 "--output-dir out: cannot create it: gone",
+            ),
+            (
+                BatchError::ManifestRead {
+                    file: "m.toml".into(),
+                    source: gone(),
+                },
+                "m.toml: cannot read the manifest: gone",
+            ),
+            (
+                BatchError::ManifestStdin(gone()),
+                "<stdin>: cannot read the manifest from standard input: gone",
             ),
             (
                 BatchError::Workers(gone()),

@@ -23,6 +23,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::error::BatchError;
 use crate::args::{parse_bytes, parse_duration};
 
 /// The shell used for `shell = "..."` tasks.
@@ -338,35 +339,27 @@ struct RawTask {
     require_crash_safety: Option<bool>,
 }
 
-/// Reads and checks the manifest at `path`.
-pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+/// Reads and checks the manifest at `path` (`-`: standard input).
+pub fn load(path: &Path) -> Result<Manifest, BatchError> {
     if path == Path::new("-") {
         let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text).map_err(|e| {
-            ManifestError {
-                file: "<stdin>".into(),
-                line: 0,
-                col: 0,
-                key: None,
-                message: format!("cannot read the manifest from standard input: {e}"),
-            }
-        })?;
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)
+            .map_err(BatchError::ManifestStdin)?;
         // Relative `cwd`s are relative to corral's working directory.
-        return parse("<stdin>", &text, Path::new(".")).map(|tasks| Manifest { tasks });
+        let tasks = parse("<stdin>", &text, Path::new("."))?;
+        return Ok(Manifest { tasks });
     }
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
-        file: file.clone(),
-        line: 0,
-        col: 0,
-        key: None,
-        message: format!("cannot read the manifest: {e}"),
-    })?;
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(source) => return Err(BatchError::ManifestRead { file, source }),
+    };
     let base = path
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
-    parse(&file, &text, &base).map(|tasks| Manifest { tasks })
+    let tasks = parse(&file, &text, &base)?;
+    Ok(Manifest { tasks })
 }
 
 /// Makes the errors that point into the manifest's text.
