@@ -46,7 +46,7 @@ fn run(opts: &MergeOpts) -> Result<Ended, BatchError> {
         }
     }
     let docs = read_all(&opts.reports)?;
-    let mut doc = merge(&docs).map_err(BatchError::Merge)?;
+    let mut doc = merge(&docs)?;
     let summary = report::summarize(&report::planned(&doc.plan), &doc.runs);
     doc.totals = report::totals(&summary);
     doc.tasks = summary;
@@ -90,7 +90,7 @@ fn read_all(paths: &[PathBuf]) -> Result<Vec<(String, Value)>, BatchError> {
         };
         for k in ["manifest_fingerprint", "plan", "runs", "not_run"] {
             if v.get(k).is_none() {
-                return Err(BatchError::Merge(format!(
+                return Err(BatchError::NotAReport(format!(
                     "{file}: not a `corral batch --report` report (no `{k}`)"
                 )));
             }
@@ -337,13 +337,13 @@ fn describe(p: Option<Part>) -> String {
 /// The merged document (`tasks` and `totals` are filled by the caller).
 /// Every report is checked whole before anything is built, and the work
 /// is bounded by what the reports hold (never by a count they claim).
-pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
+pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, MergeError> {
     let shards: Vec<Shard> = docs
         .iter()
-        .map(|(name, d)| shard(name, d))
+        .map(|(name, d)| shard(name, d).map_err(MergeError::Invalid))
         .collect::<Result<_, _>>()?;
     let Some(first) = shards.first() else {
-        return Err("no report given".into());
+        return Err(MergeError::NoReport);
     };
     check_alike(&shards)?;
     let count = shard_count(&shards)?;
@@ -370,34 +370,36 @@ fn index(d: &Shard) -> u32 {
 }
 
 /// Same manifest, filters, plan and shard count everywhere.
-fn check_alike(shards: &[Shard]) -> Result<(), String> {
-    let first = &shards[0];
-    let first_name = &first.name;
+fn check_alike(shards: &[Shard]) -> Result<(), MergeError> {
+    let first_name = &shards[0].name;
     for d in &shards[1..] {
-        let name = &d.name;
-        if d.doc.manifest_fingerprint != first.doc.manifest_fingerprint {
-            return Err(format!(
-                "{name} comes from a different manifest than {first_name} (fingerprint {:?} vs {:?})",
-                d.doc.manifest_fingerprint, first.doc.manifest_fingerprint
-            ));
+        let (file, first) = (d.name.clone(), first_name.clone());
+        if d.doc.manifest_fingerprint != shards[0].doc.manifest_fingerprint {
+            return Err(MergeError::OtherManifest {
+                file,
+                first,
+                fingerprint: d.doc.manifest_fingerprint.clone(),
+                first_fingerprint: shards[0].doc.manifest_fingerprint.clone(),
+            });
         }
-        if d.doc.task_filters != first.doc.task_filters {
-            return Err(format!(
-                "{name} ran with --task filters {:?} but {first_name} with {:?}",
-                d.doc.task_filters, first.doc.task_filters
-            ));
+        if d.doc.task_filters != shards[0].doc.task_filters {
+            return Err(MergeError::OtherFilters {
+                file,
+                first,
+                filters: d.doc.task_filters.clone(),
+                first_filters: shards[0].doc.task_filters.clone(),
+            });
         }
-        if d.doc.plan != first.doc.plan {
-            return Err(format!(
-                "{name} has a different plan (tasks, repeats, warmups) than {first_name}"
-            ));
+        if d.doc.plan != shards[0].doc.plan {
+            return Err(MergeError::OtherPlan { file, first });
         }
-        if d.doc.partition.map(|p| p.count) != first.doc.partition.map(|p| p.count) {
-            return Err(format!(
-                "{name} is {} but {first_name} is {}",
-                describe(d.doc.partition),
-                describe(first.doc.partition)
-            ));
+        if d.doc.partition.map(|p| p.count) != shards[0].doc.partition.map(|p| p.count) {
+            return Err(MergeError::OtherCount {
+                file,
+                shard: describe(d.doc.partition),
+                first,
+                first_shard: describe(shards[0].doc.partition),
+            });
         }
     }
     Ok(())
@@ -405,37 +407,36 @@ fn check_alike(shards: &[Shard]) -> Result<(), String> {
 
 /// The shard count N: a report without a partition is the whole batch,
 /// alone.
-fn shard_count(shards: &[Shard]) -> Result<u32, String> {
+fn shard_count(shards: &[Shard]) -> Result<u32, MergeError> {
     let first = &shards[0];
     match first.doc.partition {
         Some(p) => Ok(p.count),
         None if shards.len() == 1 => Ok(1),
-        None => Err(format!(
-            "{} is not a shard (it ran without --partition), and {} reports were given",
-            first.name,
-            shards.len()
-        )),
+        None => Err(MergeError::NotAShard {
+            file: first.name.clone(),
+            given: shards.len(),
+        }),
     }
 }
 
 /// Each shard exactly once: the report of each shard index.
-fn each_shard_once(shards: &[Shard], count: u32) -> Result<HashMap<u32, &str>, String> {
+fn each_shard_once(shards: &[Shard], count: u32) -> Result<HashMap<u32, &str>, MergeError> {
     let mut by_shard: HashMap<u32, &str> = HashMap::new();
     for d in shards {
-        let k = index(d);
-        if let Some(other) = by_shard.insert(k, &d.name) {
-            return Err(format!(
-                "shard {k}/{count} is given twice: {other} and {}",
-                d.name
-            ));
+        let index = index(d);
+        if let Some(other) = by_shard.insert(index, &d.name) {
+            return Err(MergeError::ShardTwice {
+                index,
+                count,
+                first: other.to_owned(),
+                second: d.name.clone(),
+            });
         }
     }
     // At most as many steps as reports were given (each shard is there
     // once, so the first one missing is among the first len+1).
-    if let Some(k) = (1..=count).find(|k| !by_shard.contains_key(k)) {
-        return Err(format!(
-            "shard {k}/{count} is missing (its report was not given)"
-        ));
+    if let Some(index) = (1..=count).find(|k| !by_shard.contains_key(k)) {
+        return Err(MergeError::ShardMissing { index, count });
     }
     Ok(by_shard)
 }
@@ -448,15 +449,16 @@ struct PlanIndex<'a> {
 }
 
 impl<'a> PlanIndex<'a> {
-    fn new(first: &'a Shard) -> Result<PlanIndex<'a>, String> {
+    fn new(first: &'a Shard) -> Result<PlanIndex<'a>, MergeError> {
         let mut tasks = HashMap::new();
         let mut total: u64 = 0;
         for (ti, p) in first.doc.plan.iter().enumerate() {
             if tasks.insert(p.task.as_str(), (ti, p.runs, total)).is_some() {
-                return Err(format!(
-                    "{}: field `plan[{ti}].task`: task {:?} is planned twice",
-                    first.name, p.task
-                ));
+                return Err(MergeError::PlannedTwice {
+                    file: first.name.clone(),
+                    index: ti,
+                    task: p.task.clone(),
+                });
             }
             total += u64::from(p.runs);
         }
@@ -483,7 +485,7 @@ fn place_runs<'a>(
     shards: &'a [Shard],
     plan: &PlanIndex<'_>,
     count: u32,
-) -> Result<Placed<'a>, String> {
+) -> Result<Placed<'a>, MergeError> {
     let mut placed = Placed {
         seen: HashMap::new(),
         runs: Vec::new(),
@@ -505,18 +507,27 @@ fn place_runs<'a>(
                 .get(task)
                 .filter(|(_, planned, _)| run < *planned)
             else {
-                return Err(format!("{name}: run {label} is not in the manifest's plan"));
+                return Err(MergeError::NotPlanned {
+                    file: name.clone(),
+                    run: label,
+                });
             };
             let shard = shard_of_ordinal(first_ordinal + u64::from(run), count);
             if shard != k {
-                return Err(format!(
-                    "{name} (shard {k}/{count}) has run {label}, which belongs to shard {shard}/{count}"
-                ));
+                return Err(MergeError::WrongShard {
+                    file: name.clone(),
+                    index: k,
+                    count,
+                    run: label,
+                    belongs: shard,
+                });
             }
             if let Some(other) = placed.seen.insert((task.to_owned(), u64::from(run)), name) {
-                return Err(format!(
-                    "run {label} appears twice: in {other} and in {name}"
-                ));
+                return Err(MergeError::RunTwice {
+                    run: label,
+                    first: other.to_owned(),
+                    second: name.clone(),
+                });
             }
             match ran {
                 Some(r) => placed.runs.push((ti, run, r.clone())),
@@ -544,7 +555,7 @@ fn first_missing(
     by_shard: &HashMap<u32, &str>,
     count: u32,
     missing: u64,
-) -> String {
+) -> MergeError {
     let found = first
         .doc
         .plan
@@ -552,19 +563,18 @@ fn first_missing(
         .flat_map(|p| (0..p.runs).map(move |r| (p.task.as_str(), r)))
         .enumerate()
         .find(|(_, (t, r))| !placed.seen.contains_key(&((*t).to_owned(), u64::from(*r))));
-    let Some((ordinal, (task, run))) = found else {
-        return format!("{missing} run(s) missing");
-    };
+    // Some planned run is not seen (every seen run is a planned one).
+    let (ordinal, (task, run)) = found.unwrap_or((0, ("", 0)));
     let shard = shard_of_ordinal(ordinal as u64, count);
-    format!(
-        "run {task}#{run} (shard {shard}/{count}) is missing from {}{}",
-        by_shard[&shard],
-        if missing > 1 {
-            format!(" ({missing} runs missing in all)")
-        } else {
-            String::new()
-        }
-    )
+    MergeError::RunMissing {
+        run: format!("{task}#{run}"),
+        shard,
+        count,
+        file: by_shard
+            .get(&shard)
+            .map_or_else(String::new, |f| (*f).to_owned()),
+        missing,
+    }
 }
 
 /// The merged document from checked shards and their placed runs.
@@ -644,5 +654,92 @@ mod tests {
             }
         }
         assert_eq!(shard_of_ordinal(u64::MAX, u32::MAX), 1);
+    }
+}
+
+/// Why shard reports do not merge into one report (each names the files,
+/// the shards or the run).
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("no report given")]
+    NoReport,
+    /// A report that does not read as a shard report: `FILE: field ...`.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{file} comes from a different manifest than {first} (fingerprint {fingerprint:?} vs {first_fingerprint:?})")]
+    OtherManifest {
+        file: String,
+        first: String,
+        fingerprint: String,
+        first_fingerprint: String,
+    },
+    #[error("{file} ran with --task filters {filters:?} but {first} with {first_filters:?}")]
+    OtherFilters {
+        file: String,
+        first: String,
+        filters: Vec<String>,
+        first_filters: Vec<String>,
+    },
+    #[error("{file} has a different plan (tasks, repeats, warmups) than {first}")]
+    OtherPlan { file: String, first: String },
+    /// `shard`: `shard K/N` or `not a shard (no --partition)`.
+    #[error("{file} is {shard} but {first} is {first_shard}")]
+    OtherCount {
+        file: String,
+        shard: String,
+        first: String,
+        first_shard: String,
+    },
+    #[error("{file} is not a shard (it ran without --partition), and {given} reports were given")]
+    NotAShard { file: String, given: usize },
+    #[error("shard {index}/{count} is given twice: {first} and {second}")]
+    ShardTwice {
+        index: u32,
+        count: u32,
+        first: String,
+        second: String,
+    },
+    #[error("shard {index}/{count} is missing (its report was not given)")]
+    ShardMissing { index: u32, count: u32 },
+    #[error("{file}: field `plan[{index}].task`: task {task:?} is planned twice")]
+    PlannedTwice {
+        file: String,
+        index: usize,
+        task: String,
+    },
+    #[error("{file}: run {run} is not in the manifest's plan")]
+    NotPlanned { file: String, run: String },
+    #[error(
+        "{file} (shard {index}/{count}) has run {run}, which belongs to shard {belongs}/{count}"
+    )]
+    WrongShard {
+        file: String,
+        index: u32,
+        count: u32,
+        run: String,
+        belongs: u32,
+    },
+    #[error("run {run} appears twice: in {first} and in {second}")]
+    RunTwice {
+        run: String,
+        first: String,
+        second: String,
+    },
+    #[error("run {run} (shard {shard}/{count}) is missing from {file}{}", in_all(*.missing))]
+    RunMissing {
+        run: String,
+        shard: u32,
+        count: u32,
+        file: String,
+        missing: u64,
+    },
+}
+
+/// ` (N runs missing in all)` when more than one is.
+fn in_all(missing: u64) -> String {
+    if missing > 1 {
+        format!(" ({missing} runs missing in all)")
+    } else {
+        String::new()
     }
 }
