@@ -966,6 +966,62 @@ mod tests {
         }
     }
 
+    /// (job, attempt, will_retry) of every event an executor sends, in
+    /// order, for a batch of a failing task run twice with one retry.
+    fn attempts_seen(executor: &dyn Executor) -> Vec<(usize, u32, Option<bool>)> {
+        let text = "[[task]]\nname = \"f\"\nrun = [\"false\"]\nrepeat = 2\nretries = 1\n";
+        let tasks =
+            super::super::manifest::parse("m.toml", text, std::path::Path::new(".")).unwrap();
+        let batch = Arc::new(Batch::new(
+            tasks,
+            Selection {
+                tasks: vec![true],
+                partition: None,
+            },
+            RunOptions {
+                fail_fast: false,
+                keep_output: 1024,
+                containment: ContainmentChoice::Auto,
+                retries: None,
+                output_dir: None,
+                require_crash_safety: false,
+            },
+        ));
+        let (tx, rx) = std::sync::mpsc::channel();
+        executor.start(batch, 1, tx).unwrap();
+        rx.iter()
+            .map(|e| match e {
+                BatchEvent::AttemptStarted { job, attempt, .. } => (job, attempt, None),
+                BatchEvent::AttemptFinished { record, will_retry } => {
+                    assert_eq!(record.status, Status::Failed);
+                    assert_eq!(record.attempts.len(), if will_retry { 0 } else { 1 });
+                    (record.job, record.attempt, Some(will_retry))
+                }
+                BatchEvent::JobSkipped { job } => (job, u32::MAX, None),
+                BatchEvent::RunFinished(_) => unreachable!("the executor never ends the run"),
+            })
+            .collect()
+    }
+
+    /// One attempt loop: the thread pool (sync API) and the reactor (async
+    /// API) send the same events for the same plan.
+    #[test]
+    fn both_executors_send_the_same_attempts() {
+        let want = vec![
+            (0, 0, None),
+            (0, 0, Some(true)),
+            (0, 1, None),
+            (0, 1, Some(false)),
+            (1, 0, None),
+            (1, 0, Some(true)),
+            (1, 1, None),
+            (1, 1, Some(false)),
+        ];
+        assert_eq!(attempts_seen(&ThreadPool), want);
+        #[cfg(unix)]
+        assert_eq!(attempts_seen(&Reactor), want);
+    }
+
     #[test]
     fn ready_futures_run_on_the_calling_thread() {
         let mut n = 0;
