@@ -7,21 +7,26 @@
 //! tokio reactor thread on Unix, a bounded pool of threads elsewhere).
 //!
 //! An executor takes jobs until there are none (plan done, or the batch
-//! was stopped), runs each job's attempts (retries) and reports through the
-//! channel: `Started` before each attempt, `Retrying` for an attempt run
-//! again, then `Finished` or `Skipped`. The channel closes when the
+//! was stopped), runs each job's attempts through the one attempt loop
+//! ([`Batch::run_job`]: retries, flakiness, fail-fast) and sends typed
+//! events ([`BatchEvent`]) through the channel: `AttemptStarted` before each
+//! attempt, `AttemptFinished` after it (`will_retry` when another follows),
+//! or `JobSkipped`. It knows no reporter. The channel closes when the
 //! executor is done, which is how the caller knows.
 
+use std::future::Future;
 use std::io;
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use corral::{CancelToken, Command, ContainmentChoice, Error, Mechanism, Output, Report, Stream};
 use serde_json::Value;
 
-use super::classify::{classify, EventScanner, Status, StopReason};
+use super::classify::{classify, EventScanner, Status, StopReason, Verdict};
+use super::events::BatchEvent;
 use super::manifest::{ContainmentKey, Task};
 
 /// `name#run`, or `name#wN` for a warmup run.
@@ -30,9 +35,8 @@ pub fn job_name(tasks: &[Task], j: &Job) -> String {
     format!("{}#{w}{}", tasks[j.task].name, j.run)
 }
 
-/// One attempt, ready to spawn.
+/// What the conclusion of one attempt needs besides its result.
 pub struct Prepared {
-    pub cmd: Command,
     pub scanner: Option<Arc<Mutex<EventScanner>>>,
     /// `--output-dir` files (stdout, stderr).
     pub files: [Option<String>; 2],
@@ -149,22 +153,6 @@ pub struct RunRecord {
     /// Where `--output-dir` put the full streams.
     pub stdout_file: Option<String>,
     pub stderr_file: Option<String>,
-}
-
-/// What an executor reports.
-pub enum Event {
-    Started {
-        job: usize,
-        attempt: u32,
-        at: Duration,
-    },
-    Finished(Box<RunRecord>),
-    /// An attempt that failed or errored and is run again.
-    Retrying(Box<RunRecord>),
-    /// The batch stopped before this job could start; nothing ran.
-    Skipped {
-        job: usize,
-    },
 }
 
 /// The shared state of one batch.
@@ -418,10 +406,38 @@ impl Batch {
         self.stop.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The command for a job, and the scanner its stdout lines feed (when
-    /// the task reads a result event).
-    pub fn prepare(&self, job: usize, attempt: u32) -> Prepared {
+    /// The command of one attempt of a job, and what its conclusion needs
+    /// (the scanner its stdout lines feed, the `--output-dir` files).
+    pub fn prepare(&self, job: usize, attempt: u32) -> (Command, Prepared) {
         let j = self.plan[job];
+        let t = &self.tasks[j.task];
+        let mut cmd = self.command(j, attempt);
+        let out = self.output_files(&mut cmd, j, attempt);
+        // The library delivers lines of up to 4 MiB whole and longer ones in
+        // pieces of that size: MAX_EVENT_LINE matches it, so the scanner
+        // can tell a piece from a line.
+        let scanner = t.result_event.as_ref().map(|rule| {
+            let s = Arc::new(Mutex::new(EventScanner::new(&rule.ty)));
+            let feed = s.clone();
+            cmd.on_line(move |stream, line| {
+                if stream == Stream::Stdout {
+                    feed.lock().unwrap_or_else(|e| e.into_inner()).line(line);
+                }
+            });
+            s
+        });
+        let prep = Prepared {
+            scanner,
+            files: out.files,
+            open_error: out.open_error,
+            write_error: out.write_error,
+            attempt,
+        };
+        (cmd, prep)
+    }
+
+    /// The task's command line, environment and limits.
+    fn command(&self, j: Job, attempt: u32) -> Command {
         let t = &self.tasks[j.task];
         let mut cmd = Command::new(&t.argv[0]);
         let containment = match t.containment {
@@ -458,73 +474,49 @@ impl Batch {
         if let Some(p) = t.pids_max {
             cmd.pids_max(p);
         }
-        // `--output-dir`: every byte goes to the run's files as it comes
-        // (the library's relay writer thread), while the capture keeps only
-        // head and tail for the reports.
-        let mut files = [None, None];
-        let mut open_error = None;
-        let write_error = Arc::new(Mutex::new(None));
-        if let Some(dir) = &self.opts.output_dir {
-            let mut stem = format!("{}#", self.stems[j.task]);
-            if j.warmup {
-                stem.push('w');
-            }
-            stem.push_str(&j.run.to_string());
-            if attempt > 0 {
-                stem.push_str(&format!(".retry{attempt}"));
-            }
-            for (i, ext) in ["stdout", "stderr"].into_iter().enumerate() {
-                let path = dir.join(format!("{stem}.{ext}"));
-                match crate::outfile::create(&path, crate::outfile::Links::Replace) {
-                    Ok(f) => {
-                        let w = OutputFile {
-                            f,
-                            path: path.display().to_string(),
-                            failed: write_error.clone(),
-                        };
-                        if i == 0 {
-                            cmd.stdout(Output::relay(w));
-                        } else {
-                            cmd.stderr(Output::relay(w));
-                        }
-                        files[i] = Some(path.display().to_string());
-                    }
-                    Err(e) => {
-                        open_error.get_or_insert(format!(
-                            "cannot create {} (--output-dir): {e}",
-                            path.display()
-                        ));
-                    }
-                }
-            }
-        }
         if let Some(d) = &t.cwd {
             cmd.current_dir(d);
         }
         if let Some(to) = t.timeout {
             cmd.timeout(to);
         }
-        // The library delivers lines of up to 4 MiB whole and longer ones in
-        // pieces of that size: MAX_EVENT_LINE matches it, so the scanner
-        // can tell a piece from a line.
-        let scanner = t.result_event.as_ref().map(|rule| {
-            let s = Arc::new(Mutex::new(EventScanner::new(&rule.ty)));
-            let feed = s.clone();
-            cmd.on_line(move |stream, line| {
-                if stream == Stream::Stdout {
-                    feed.lock().unwrap_or_else(|e| e.into_inner()).line(line);
+        cmd
+    }
+
+    /// `--output-dir`: every byte goes to the run's files as it comes
+    /// (the library's relay writer thread), while the capture keeps only
+    /// head and tail for the reports.
+    fn output_files(&self, cmd: &mut Command, j: Job, attempt: u32) -> OutputFiles {
+        let mut out = OutputFiles::default();
+        let Some(dir) = &self.opts.output_dir else {
+            return out;
+        };
+        let stem = output_stem(&self.stems[j.task], j, attempt);
+        for (i, ext) in ["stdout", "stderr"].into_iter().enumerate() {
+            let path = dir.join(format!("{stem}.{ext}"));
+            match crate::outfile::create(&path, crate::outfile::Links::Replace) {
+                Ok(f) => {
+                    let w = OutputFile {
+                        f,
+                        path: path.display().to_string(),
+                        failed: out.write_error.clone(),
+                    };
+                    if i == 0 {
+                        cmd.stdout(Output::relay(w));
+                    } else {
+                        cmd.stderr(Output::relay(w));
+                    }
+                    out.files[i] = Some(path.display().to_string());
                 }
-            });
-            s
-        });
-        Prepared {
-            cmd,
-            scanner,
-            files,
-            open_error,
-            write_error,
-            attempt,
+                Err(e) => {
+                    out.open_error.get_or_insert(format!(
+                        "cannot create {} (--output-dir): {e}",
+                        path.display()
+                    ));
+                }
+            }
         }
+        out
     }
 
     /// Classifies a finished run into its record.
@@ -542,91 +534,25 @@ impl Batch {
             write_error,
             ..
         } = prep;
-        let mut write_error = write_error.lock().unwrap_or_else(|e| e.into_inner()).take();
-        // Every byte the run wrote is in its file, or the run says not.
-        if let (None, Ok(r)) = (&write_error, &result) {
-            for (file, total) in [
-                (&stdout_file, r.stdout.total_bytes()),
-                (&stderr_file, r.stderr.total_bytes()),
-            ] {
-                let Some(f) = file else { continue };
-                let len = std::fs::metadata(f).map_or(0, |m| m.len());
-                if len != total {
-                    write_error = Some(format!(
-                        "{f} (--output-dir) has {len} of the {total} bytes the run wrote"
-                    ));
-                    break;
-                }
-            }
-        }
+        let write_error = write_error.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let write_error = write_error.or_else(|| short_file(&result, [&stdout_file, &stderr_file]));
         let wall = started.elapsed();
         let j = self.plan[job];
-        let t = &self.tasks[j.task];
         let stop = self.stop_reason();
-        // Read only after a clean lifecycle; `classify` enforces that too.
-        let clean = matches!(&result, Ok(r) if r.exit_code().is_some());
         let seen = scanner.and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).take());
-        let ignored = !clean && seen.is_some();
-        let event = if clean { seen } else { None };
-        let mut v = classify(
-            &result,
-            t.expect_exit,
-            t.result_event.as_ref(),
-            event.as_ref(),
-            stop.as_ref(),
+        let (v, event) = self.verdict(j.task, &result, seen, stop.as_ref(), write_error.as_deref());
+        let retryable = retryable(
+            v.status,
+            write_error.is_some(),
+            match &result {
+                Ok(r) => Some((
+                    r.cleanup_error.is_none(),
+                    r.outcome == corral::Outcome::Cancelled,
+                )),
+                Err(_) => None,
+            },
         );
-        if ignored {
-            if let (Some(r), Some(rule)) = (v.reason.as_mut(), &t.result_event) {
-                r.push_str(&format!(
-                    "; its {:?} event was not read (only a clean exit's is)",
-                    rule.ty
-                ));
-            }
-        }
-        let received = match &stop {
-            Some(StopReason::Signal(s)) => Some(*s),
-            _ => None,
-        };
-        // Output that could not be kept is corral's failure: an error,
-        // whatever the program did.
-        if let Some(e) = &write_error {
-            v.status = Status::Error;
-            v.reason = Some(match v.reason.take() {
-                Some(r) => format!("{e}; {r}"),
-                None => e.clone(),
-            });
-        }
-        // Retried: what the program did (failed, timed out, held its
-        // output, died by a signal corral did not send, a missing result
-        // event). Never retried: what corral or the machine did (spawn,
-        // containment or cleanup failure) and cancellations.
-        let retryable = v.status != Status::Passed
-            && write_error.is_none()
-            && match &result {
-                Ok(r) => r.cleanup_error.is_none() && r.outcome != corral::Outcome::Cancelled,
-                Err(_) => false,
-            };
-        let (report, stdout, stderr, cancelled_by_stop) = match &result {
-            Ok(r) => {
-                let code = exit::for_report(r, received);
-                (
-                    JsonReport::from_report(r, received, code),
-                    r.stdout.text_lossy(),
-                    r.stderr.text_lossy(),
-                    stop.is_some() && r.outcome == corral::Outcome::Cancelled,
-                )
-            }
-            Err(e) => {
-                let code = exit::for_error(e, received);
-                (
-                    JsonReport::from_error(e, received, code, wall),
-                    String::new(),
-                    String::new(),
-                    false,
-                )
-            }
-        };
-        let report = report.into_document();
+        let (report, stdout, stderr, cancelled_by_stop) = report_of(&result, stop.as_ref(), wall);
         RunRecord {
             job,
             task: j.task,
@@ -650,32 +576,102 @@ impl Batch {
         }
     }
 
-    /// Runs one attempt after another until one passes, one is not
-    /// retryable, the task's retries are spent or the batch stops; sends
-    /// `Retrying` for each attempt run again and `Finished` for the last.
-    /// Returns the record to finish with, or None when the job never
-    /// started (skipped).
-    fn next_attempt(
+    /// The verdict of a run, and the result event it is judged by (read
+    /// only after a clean lifecycle; `classify` enforces that too). Output
+    /// that could not be kept is corral's failure: an error, whatever the
+    /// program did.
+    fn verdict(
         &self,
-        job: usize,
-        mut rec: RunRecord,
-        earlier: &mut Vec<RunRecord>,
-        tx: &Sender<Event>,
-    ) -> Option<RunRecord> {
-        let j = self.plan[job];
-        if rec.retryable && rec.attempt < self.retries(j.task) && !self.token.is_cancelled() {
-            let _ = tx.send(Event::Retrying(Box::new(rec.clone())));
-            earlier.push(rec);
-            return None;
+        task: usize,
+        result: &Result<Report, Error>,
+        seen: Option<Value>,
+        stop: Option<&StopReason>,
+        write_error: Option<&str>,
+    ) -> (Verdict, Option<Value>) {
+        let t = &self.tasks[task];
+        let clean = matches!(result, Ok(r) if r.exit_code().is_some());
+        let ignored = !clean && seen.is_some();
+        let event = if clean { seen } else { None };
+        let mut v = classify(
+            result,
+            t.expect_exit,
+            t.result_event.as_ref(),
+            event.as_ref(),
+            stop,
+        );
+        if ignored {
+            if let (Some(r), Some(rule)) = (v.reason.as_mut(), &t.result_event) {
+                r.push_str(&format!(
+                    "; its {:?} event was not read (only a clean exit's is)",
+                    rule.ty
+                ));
+            }
         }
-        rec.flaky = rec.status == Status::Passed && !earlier.is_empty();
-        rec.attempts = std::mem::take(earlier);
-        Some(rec)
+        if let Some(e) = write_error {
+            v.status = Status::Error;
+            v.reason = Some(match v.reason.take() {
+                Some(r) => format!("{e}; {r}"),
+                None => e.to_owned(),
+            });
+        }
+        (v, event)
+    }
+
+    /// Runs one job, every attempt, to its end: until an attempt passes,
+    /// one is not retryable, the task's retries are spent or the batch
+    /// stops. `run` runs one attempt's command (the sync API on a worker
+    /// thread, the async API on the reactor): the one thing the executors
+    /// do differently. Sends `AttemptStarted` before each attempt and
+    /// `AttemptFinished` after it (`will_retry` when another follows), or
+    /// `JobSkipped` when the batch stopped before the job started.
+    async fn run_job<F, Fut>(&self, job: usize, tx: &Sender<BatchEvent>, mut run: F)
+    where
+        F: FnMut(Command) -> Fut,
+        Fut: Future<Output = Result<Report, Error>>,
+    {
+        let task = self.plan[job].task;
+        let mut earlier: Vec<RunRecord> = Vec::new();
+        let mut attempt = 0;
+        loop {
+            let (cmd, prep) = self.prepare(job, attempt);
+            let at = self.start.elapsed();
+            let _ = tx.send(BatchEvent::AttemptStarted { job, attempt, at });
+            let started = Instant::now();
+            // An attempt whose output files could not be made does not run
+            // (an error of corral's, not retried).
+            let result = match &prep.open_error {
+                Some(e) => Err(Error::InvalidInput(e.clone())),
+                None => run(cmd).await,
+            };
+            if matches!(result, Err(Error::CancelledBeforeSpawn)) {
+                self.end_cancelled(job, earlier, tx);
+                return;
+            }
+            let mut rec = self.conclude(job, result, prep, started);
+            let again = will_retry(
+                rec.retryable,
+                rec.attempt,
+                self.retries(task),
+                self.token.is_cancelled(),
+            );
+            if !again {
+                rec.flaky = rec.status == Status::Passed && !earlier.is_empty();
+                rec.attempts = earlier;
+                self.finish(job, rec, tx);
+                return;
+            }
+            let _ = tx.send(BatchEvent::AttemptFinished {
+                record: Box::new(rec.clone()),
+                will_retry: true,
+            });
+            earlier.push(rec);
+            attempt += 1;
+        }
     }
 
     /// Sends the final record of a job, and stops the batch under
     /// `--fail-fast` when it did not pass.
-    fn finish(&self, job: usize, rec: RunRecord, tx: &Sender<Event>) {
+    fn finish(&self, job: usize, rec: RunRecord, tx: &Sender<BatchEvent>) {
         let j = self.plan[job];
         if self.opts.fail_fast
             && !j.warmup
@@ -684,85 +680,133 @@ impl Batch {
         {
             self.stop(StopReason::FailFast(self.run_name(job)), None);
         }
-        let _ = tx.send(Event::Finished(Box::new(rec)));
-    }
-
-    /// Before spawning: an attempt whose output files could not be made
-    /// does not run (an error of corral's, not retried).
-    fn precheck(prep: &Prepared) -> Option<Result<Report, Error>> {
-        prep.open_error
-            .as_ref()
-            .map(|e| Err(Error::InvalidInput(e.clone())))
-    }
-
-    /// Runs one job (every attempt) to its end on this thread.
-    #[cfg_attr(unix, allow(dead_code))]
-    fn run_sync(&self, job: usize, tx: &Sender<Event>) {
-        let mut earlier = Vec::new();
-        let mut attempt = 0;
-        loop {
-            let mut prep = self.prepare(job, attempt);
-            let at = self.start.elapsed();
-            let _ = tx.send(Event::Started { job, attempt, at });
-            let started = Instant::now();
-            let result = match Self::precheck(&prep) {
-                Some(r) => r,
-                None => prep.cmd.run(),
-            };
-            if matches!(result, Err(Error::CancelledBeforeSpawn)) {
-                self.end_cancelled(job, earlier, tx);
-                return;
-            }
-            let rec = self.conclude(job, result, prep, started);
-            if let Some(rec) = self.next_attempt(job, rec, &mut earlier, tx) {
-                self.finish(job, rec, tx);
-                return;
-            }
-            attempt += 1;
-        }
+        let _ = tx.send(BatchEvent::AttemptFinished {
+            record: Box::new(rec),
+            will_retry: false,
+        });
     }
 
     /// The batch stopped before an attempt could start: a job that never
     /// started is skipped; one with earlier attempts ends as its last one.
-    fn end_cancelled(&self, job: usize, mut earlier: Vec<RunRecord>, tx: &Sender<Event>) {
-        match earlier.pop() {
-            None => {
-                let _ = tx.send(Event::Skipped { job });
-            }
+    fn end_cancelled(&self, job: usize, mut earlier: Vec<RunRecord>, tx: &Sender<BatchEvent>) {
+        let event = match earlier.pop() {
+            None => BatchEvent::JobSkipped { job },
             Some(mut last) => {
                 last.attempts = earlier;
-                let _ = tx.send(Event::Finished(Box::new(last)));
+                BatchEvent::AttemptFinished {
+                    record: Box::new(last),
+                    will_retry: false,
+                }
             }
-        }
+        };
+        let _ = tx.send(event);
     }
 }
 
-impl Batch {
-    /// [`run_sync`](Self::run_sync) on the async API.
-    #[cfg(unix)]
-    async fn run_async(&self, job: usize, tx: &Sender<Event>) {
-        let mut earlier = Vec::new();
-        let mut attempt = 0;
-        loop {
-            let mut prep = self.prepare(job, attempt);
-            let at = self.start.elapsed();
-            let _ = tx.send(Event::Started { job, attempt, at });
-            let started = Instant::now();
-            let result = match Self::precheck(&prep) {
-                Some(r) => r,
-                None => prep.cmd.run_async().await,
-            };
-            if matches!(result, Err(Error::CancelledBeforeSpawn)) {
-                self.end_cancelled(job, earlier, tx);
-                return;
-            }
-            let rec = self.conclude(job, result, prep, started);
-            if let Some(rec) = self.next_attempt(job, rec, &mut earlier, tx) {
-                self.finish(job, rec, tx);
-                return;
-            }
-            attempt += 1;
+/// The `--output-dir` files of one attempt.
+#[derive(Default)]
+struct OutputFiles {
+    /// (stdout, stderr).
+    files: [Option<String>; 2],
+    open_error: Option<String>,
+    write_error: Arc<Mutex<Option<String>>>,
+}
+
+/// `stem#run` (`stem#wN` for a warmup), `.retryN` for a later attempt.
+fn output_stem(task_stem: &str, j: Job, attempt: u32) -> String {
+    let mut stem = format!("{task_stem}#");
+    if j.warmup {
+        stem.push('w');
+    }
+    stem.push_str(&j.run.to_string());
+    if attempt > 0 {
+        stem.push_str(&format!(".retry{attempt}"));
+    }
+    stem
+}
+
+/// Every byte the run wrote is in its `--output-dir` file, or the run
+/// says not: the first file shorter (or longer) than the stream.
+fn short_file(result: &Result<Report, Error>, files: [&Option<String>; 2]) -> Option<String> {
+    let Ok(r) = result else { return None };
+    for (file, total) in files
+        .into_iter()
+        .zip([r.stdout.total_bytes(), r.stderr.total_bytes()])
+    {
+        let Some(f) = file else { continue };
+        let len = std::fs::metadata(f).map_or(0, |m| m.len());
+        if len != total {
+            return Some(format!(
+                "{f} (--output-dir) has {len} of the {total} bytes the run wrote"
+            ));
         }
+    }
+    None
+}
+
+/// The run's `corral run --report` object, its kept output, and whether
+/// the batch's stop cancelled it.
+fn report_of(
+    result: &Result<Report, Error>,
+    stop: Option<&StopReason>,
+    wall: Duration,
+) -> (RunReport, String, String, bool) {
+    let received = match stop {
+        Some(StopReason::Signal(s)) => Some(*s),
+        _ => None,
+    };
+    let (report, stdout, stderr, cancelled_by_stop) = match result {
+        Ok(r) => {
+            let code = exit::for_report(r, received);
+            (
+                JsonReport::from_report(r, received, code),
+                r.stdout.text_lossy(),
+                r.stderr.text_lossy(),
+                stop.is_some() && r.outcome == corral::Outcome::Cancelled,
+            )
+        }
+        Err(e) => {
+            let code = exit::for_error(e, received);
+            (
+                JsonReport::from_error(e, received, code, wall),
+                String::new(),
+                String::new(),
+                false,
+            )
+        }
+    };
+    (report.into_document(), stdout, stderr, cancelled_by_stop)
+}
+
+/// Whether an attempt that did not pass may run again (the count aside).
+/// Retried: what the program did (failed, timed out, held its output, died
+/// by a signal corral did not send, a missing result event). Never
+/// retried: what corral or the machine did (spawn failure: `ran` is None;
+/// containment or cleanup failure; output lost) and cancellations. `ran`:
+/// (cleanup was clean, the run was cancelled).
+pub fn retryable(status: Status, lost_output: bool, ran: Option<(bool, bool)>) -> bool {
+    status != Status::Passed
+        && !lost_output
+        && matches!(ran, Some((clean_cleanup, cancelled)) if clean_cleanup && !cancelled)
+}
+
+/// Whether another attempt follows this one: it may be retried, the
+/// task's retries are not spent, and the batch has not stopped.
+pub fn will_retry(retryable: bool, attempt: u32, retries: u32, stopped: bool) -> bool {
+    retryable && attempt < retries && !stopped
+}
+
+/// Drives a future whose every await is ready at once (the attempt loop
+/// over the sync API) on this thread.
+#[cfg_attr(unix, allow(dead_code))]
+fn block_on_ready<F: Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
     }
 }
 
@@ -774,7 +818,7 @@ pub struct Reactor;
 
 #[cfg(unix)]
 impl Executor for Reactor {
-    fn start(&self, batch: Arc<Batch>, jobs: usize, tx: Sender<Event>) -> io::Result<()> {
+    fn start(&self, batch: Arc<Batch>, jobs: usize, tx: Sender<BatchEvent>) -> io::Result<()> {
         let n = jobs.clamp(1, batch.plan.len().max(1));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -788,7 +832,8 @@ impl Executor for Reactor {
                         let (b, tx) = (batch.clone(), tx.clone());
                         set.spawn(async move {
                             while let Some(job) = b.next_job().await {
-                                b.run_async(job, &tx).await;
+                                b.run_job(job, &tx, |mut cmd| async move { cmd.run_async().await })
+                                    .await;
                                 b.done(job);
                             }
                         });
@@ -806,7 +851,7 @@ pub trait Executor {
     /// Starts running; returns once the work is under way. The events
     /// channel closes (every sender dropped) when every job has finished or
     /// been skipped.
-    fn start(&self, batch: Arc<Batch>, jobs: usize, tx: Sender<Event>) -> io::Result<()>;
+    fn start(&self, batch: Arc<Batch>, jobs: usize, tx: Sender<BatchEvent>) -> io::Result<()>;
 }
 
 /// `jobs` threads, each supervising one run at a time with the sync API: a
@@ -816,7 +861,7 @@ pub trait Executor {
 pub struct ThreadPool;
 
 impl Executor for ThreadPool {
-    fn start(&self, batch: Arc<Batch>, jobs: usize, tx: Sender<Event>) -> io::Result<()> {
+    fn start(&self, batch: Arc<Batch>, jobs: usize, tx: Sender<BatchEvent>) -> io::Result<()> {
         let n = jobs.clamp(1, batch.plan.len().max(1));
         let mut started = 0;
         let mut last_err = None;
@@ -827,7 +872,9 @@ impl Executor for ThreadPool {
                 .stack_size(1 << 20)
                 .spawn(move || {
                     while let Some(job) = b.next_job_blocking() {
-                        b.run_sync(job, &tx);
+                        block_on_ready(
+                            b.run_job(job, &tx, |mut cmd| std::future::ready(cmd.run())),
+                        );
                         b.done(job);
                     }
                 });
@@ -848,5 +895,144 @@ impl Executor for ThreadPool {
             }
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_retried() {
+        use Status::{Error, Failed, Passed};
+        // (status, output lost, ran: (clean cleanup, cancelled), retryable)
+        let table = [
+            (Failed, false, Some((true, false)), true),
+            (Error, false, Some((true, false)), true),
+            (Passed, false, Some((true, false)), false),
+            (Failed, true, Some((true, false)), false),
+            (Failed, false, Some((false, false)), false),
+            (Error, false, Some((true, true)), false),
+            (Error, false, None, false),
+            (Failed, true, None, false),
+        ];
+        for (status, lost, ran, want) in table {
+            assert_eq!(
+                retryable(status, lost, ran),
+                want,
+                "{status:?} lost={lost} ran={ran:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn when_another_attempt_follows() {
+        // (retryable, attempt, retries, stopped, again)
+        let table = [
+            (true, 0, 1, false, true),
+            (true, 1, 1, false, false),
+            (true, 0, 0, false, false),
+            (true, 0, 3, true, false),
+            (false, 0, 3, false, false),
+            (true, 2, 3, false, true),
+            (true, u32::MAX - 1, u32::MAX, false, true),
+        ];
+        for (r, attempt, retries, stopped, want) in table {
+            assert_eq!(
+                will_retry(r, attempt, retries, stopped),
+                want,
+                "{r} {attempt}/{retries} stopped={stopped}"
+            );
+        }
+    }
+
+    #[test]
+    fn output_file_stems() {
+        let job = |run, warmup| Job {
+            task: 0,
+            run,
+            warmup,
+            shard: 1,
+        };
+        let table = [
+            (job(0, false), 0, "t#0"),
+            (job(3, false), 0, "t#3"),
+            (job(1, true), 0, "t#w1"),
+            (job(2, false), 1, "t#2.retry1"),
+            (job(0, true), 9, "t#w0.retry9"),
+        ];
+        for (j, attempt, want) in table {
+            assert_eq!(output_stem("t", j, attempt), want);
+        }
+    }
+
+    /// (job, attempt, will_retry) of every event an executor sends, in
+    /// order, for a batch of a failing task run twice with one retry.
+    #[cfg(unix)]
+    fn attempts_seen(executor: &dyn Executor) -> Vec<(usize, u32, Option<bool>)> {
+        let text = "[[task]]\nname = \"f\"\nrun = [\"false\"]\nrepeat = 2\nretries = 1\n";
+        let tasks =
+            super::super::manifest::parse("m.toml", text, std::path::Path::new(".")).unwrap();
+        let batch = Arc::new(Batch::new(
+            tasks,
+            Selection {
+                tasks: vec![true],
+                partition: None,
+            },
+            RunOptions {
+                fail_fast: false,
+                keep_output: 1024,
+                containment: ContainmentChoice::Auto,
+                retries: None,
+                output_dir: None,
+                require_crash_safety: false,
+            },
+        ));
+        let (tx, rx) = std::sync::mpsc::channel();
+        executor.start(batch, 1, tx).unwrap();
+        rx.iter()
+            .map(|e| match e {
+                BatchEvent::AttemptStarted { job, attempt, .. } => (job, attempt, None),
+                BatchEvent::AttemptFinished { record, will_retry } => {
+                    assert_eq!(record.status, Status::Failed);
+                    assert_eq!(record.attempts.len(), if will_retry { 0 } else { 1 });
+                    (record.job, record.attempt, Some(will_retry))
+                }
+                BatchEvent::JobSkipped { job } => (job, u32::MAX, None),
+                BatchEvent::RunFinished(_) => unreachable!("the executor never ends the run"),
+            })
+            .collect()
+    }
+
+    /// One attempt loop: the thread pool (sync API) and the reactor (async
+    /// API) send the same events for the same plan (`false` is a Unix
+    /// program).
+    #[cfg(unix)]
+    #[test]
+    fn both_executors_send_the_same_attempts() {
+        let want = vec![
+            (0, 0, None),
+            (0, 0, Some(true)),
+            (0, 1, None),
+            (0, 1, Some(false)),
+            (1, 0, None),
+            (1, 0, Some(true)),
+            (1, 1, None),
+            (1, 1, Some(false)),
+        ];
+        assert_eq!(attempts_seen(&ThreadPool), want);
+        assert_eq!(attempts_seen(&Reactor), want);
+    }
+
+    #[test]
+    fn ready_futures_run_on_the_calling_thread() {
+        let mut n = 0;
+        let got = block_on_ready(async {
+            for i in 0..3 {
+                n += std::future::ready(i).await;
+            }
+            n
+        });
+        assert_eq!(got, 3);
     }
 }

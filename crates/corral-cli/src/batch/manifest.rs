@@ -23,6 +23,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::error::BatchError;
 use crate::args::{parse_bytes, parse_duration};
 
 /// The shell used for `shell = "..."` tasks.
@@ -338,61 +339,68 @@ struct RawTask {
     require_crash_safety: Option<bool>,
 }
 
-/// Reads and checks the manifest at `path`.
-pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+/// Reads and checks the manifest at `path` (`-`: standard input).
+pub fn load(path: &Path) -> Result<Manifest, BatchError> {
     if path == Path::new("-") {
         let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text).map_err(|e| {
-            ManifestError {
-                file: "<stdin>".into(),
-                line: 0,
-                col: 0,
-                key: None,
-                message: format!("cannot read the manifest from standard input: {e}"),
-            }
-        })?;
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)
+            .map_err(BatchError::ManifestStdin)?;
         // Relative `cwd`s are relative to corral's working directory.
-        return parse("<stdin>", &text, Path::new(".")).map(|tasks| Manifest { tasks });
+        let tasks = parse("<stdin>", &text, Path::new("."))?;
+        return Ok(Manifest { tasks });
     }
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
-        file: file.clone(),
-        line: 0,
-        col: 0,
-        key: None,
-        message: format!("cannot read the manifest: {e}"),
-    })?;
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(source) => return Err(BatchError::ManifestRead { file, source }),
+    };
     let base = path
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
-    parse(&file, &text, &base).map(|tasks| Manifest { tasks })
+    let tasks = parse(&file, &text, &base)?;
+    Ok(Manifest { tasks })
 }
 
-/// Parses and checks manifest text. `file` names it in errors; relative
-/// `cwd`s are resolved against `base`.
-pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestError> {
-    let err_at = |span: Option<Range<usize>>, key: Option<String>, message: String| {
-        let (line, col) = span.map_or((0, 0), |s| line_col(text, s.start));
+/// Makes the errors that point into the manifest's text.
+struct At<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl At<'_> {
+    fn err(
+        &self,
+        span: Option<Range<usize>>,
+        key: Option<String>,
+        message: String,
+    ) -> ManifestError {
+        let (line, col) = span.map_or((0, 0), |s| line_col(self.text, s.start));
         ManifestError {
-            file: file.to_owned(),
+            file: self.file.to_owned(),
             line,
             col,
             key,
             message,
         }
-    };
+    }
+}
+
+/// Parses and checks manifest text. `file` names it in errors; relative
+/// `cwd`s are resolved against `base`.
+pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestError> {
+    let at = At { file, text };
     // Syntax first: a document that is not TOML has no keys to name.
     let doc = toml::de::DeTable::parse(text)
-        .map_err(|e| err_at(e.span(), None, first_line(e.message())))?;
+        .map_err(|e| at.err(e.span(), None, first_line(e.message())))?;
     let raw: RawManifest = toml::from_str(text).map_err(|e| {
         let key = e.span().and_then(|s| key_at(doc.get_ref(), s.start, text));
-        err_at(e.span(), key, first_line(e.message()))
+        at.err(e.span(), key, first_line(e.message()))
     })?;
 
     let defaults = raw.defaults.unwrap_or_default();
     if raw.task.is_empty() {
-        return Err(err_at(
+        return Err(at.err(
             None,
             None,
             "no tasks: add at least one [[task]] table with a name and `run` or `shell`".into(),
@@ -400,7 +408,7 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
     }
     if let Some(r) = &defaults.repeat {
         if *r.get_ref() == 0 {
-            return Err(err_at(
+            return Err(at.err(
                 Some(r.span()),
                 Some("defaults.repeat".into()),
                 "must be at least 1".into(),
@@ -412,195 +420,229 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
     for (i, spanned) in raw.task.into_iter().enumerate() {
         let span = spanned.span();
         let t = spanned.into_inner();
-        let here = |k: &str| format!("task[{i}].{k}");
-        let name = match &t.name {
-            Some(n) if !n.get_ref().trim().is_empty() => n.get_ref().clone(),
-            Some(n) => {
-                return Err(err_at(
-                    Some(n.span()),
-                    Some(here("name")),
-                    "must not be empty".into(),
-                ))
-            }
-            None => {
-                return Err(err_at(
-                    Some(span),
-                    Some(here("name")),
-                    "missing: every task needs a name".into(),
-                ))
-            }
-        };
-        let name_span = t.name.as_ref().map(Spanned::span);
-        if let Some((at, c)) = name.char_indices().find(|(_, c)| c.is_control()) {
-            return Err(err_at(
-                name_span,
-                Some(here("name")),
-                format!(
-                    "task name {name:?} holds the control character U+{:04X} (at byte {at}); \
-                     names are shown in tables, reports and file names: use printable characters",
-                    c as u32
-                ),
-            ));
-        }
-        if let Some(first) = names.insert(name.clone(), i) {
-            return Err(err_at(
-                name_span,
-                Some(here("name")),
-                format!("duplicate task name {name:?} (also task[{first}])"),
-            ));
-        }
-        let argv = match (&t.run, &t.shell) {
-            (Some(_), Some(sh)) => {
-                return Err(err_at(
-                    Some(sh.span()),
-                    Some(here("shell")),
-                    format!("task {name:?} has both `run` and `shell`; give exactly one"),
-                ))
-            }
-            (None, None) => {
-                return Err(err_at(
-                    name_span.or(Some(span)),
-                    Some(here("run")),
-                    format!(
-                        "task {name:?} has neither `run` (an argv list) nor `shell` (a string for sh -c)"
-                    ),
-                ))
-            }
-            (Some(run), None) => {
-                if run.get_ref().is_empty() || run.get_ref()[0].is_empty() {
-                    return Err(err_at(
-                        Some(run.span()),
-                        Some(here("run")),
-                        "must name a program: a non-empty list like [\"make\", \"test\"]".into(),
-                    ));
-                }
-                run.get_ref().clone()
-            }
-            (None, Some(sh)) => vec![SHELL.into(), "-c".into(), sh.get_ref().clone()],
-        };
-        if let Some(k) = argv.iter().position(|a| a.contains('\0')) {
-            let key = if t.run.is_some() {
-                format!("run[{k}]")
-            } else {
-                "shell".into()
-            };
-            let span = t.run.as_ref().map(Spanned::span);
-            let span = span.or(t.shell.as_ref().map(Spanned::span));
-            return Err(err_at(
-                span,
-                Some(here(&key)),
-                "holds a NUL byte, which no program argument can hold".into(),
-            ));
-        }
-        let repeat = match &t.repeat {
-            Some(r) if *r.get_ref() == 0 => {
-                return Err(err_at(
-                    Some(r.span()),
-                    Some(here("repeat")),
-                    "must be at least 1".into(),
-                ))
-            }
-            Some(r) => *r.get_ref(),
-            None => defaults.repeat.as_ref().map_or(1, |r| *r.get_ref()),
-        };
-        let own_env = t.env.unwrap_or_default();
-        for (table, vars) in [
-            ("defaults.env".to_owned(), defaults.env.as_ref()),
-            (here("env"), Some(&own_env)),
-        ] {
-            for (k, v) in vars.into_iter().flatten() {
-                if let Some(why) = bad_env(k, v) {
-                    return Err(err_at(
-                        name_span.or(Some(span.clone())),
-                        Some(format!("{table}.{k:?}")),
-                        why,
-                    ));
-                }
-            }
-        }
-        let mut env = defaults.env.clone().unwrap_or_default();
-        env.extend(own_env);
-        let cwd_key = if t.cwd.is_some() {
-            here("cwd")
-        } else {
-            "defaults.cwd".into()
-        };
-        let cwd_raw = t.cwd.or_else(|| defaults.cwd.clone());
-        if cwd_raw.as_ref().is_some_and(|c| c.contains('\0')) {
-            let key = cwd_key;
-            return Err(err_at(
-                name_span.or(Some(span.clone())),
-                Some(key),
-                "holds a NUL byte, which no path can hold".into(),
-            ));
-        }
-        let cwd = cwd_raw.as_ref().map(|c| base.join(c));
-        let pids_max = t.pids_max.as_ref().or(defaults.pids_max.as_ref());
-        if let Some(p) = pids_max {
-            if *p.get_ref() == 0 {
-                let key = if t.pids_max.is_some() {
-                    here("pids_max")
-                } else {
-                    "defaults.pids_max".into()
-                };
-                return Err(err_at(
-                    Some(p.span()),
-                    Some(key),
-                    "must be at least 1".into(),
-                ));
-            }
-        }
-        let pids_max = pids_max.map(|p| *p.get_ref());
-        // A task that says how to read its result replaces the default's
-        // way entirely (`expect_exit` alone drops a default result_event).
-        let (expect_exit, result_event) = if t.expect_exit.is_some() || t.result_event.is_some() {
-            (t.expect_exit.unwrap_or(0), t.result_event)
-        } else {
-            (
-                defaults.expect_exit.unwrap_or(0),
-                defaults.result_event.clone(),
-            )
-        };
-        tasks.push(Task {
-            name,
-            argv,
-            cwd,
-            env: env.into_iter().collect(),
-            // 0 is no limit, as `corral run -t 0` (and coreutils `timeout 0`).
-            timeout: t
-                .timeout
-                .or(defaults.timeout)
-                .map(|d| d.0)
-                .filter(|d| !d.is_zero()),
-            idle_timeout: t.idle_timeout.or(defaults.idle_timeout).map(|d| d.0),
-            max_output: t.max_output.or(defaults.max_output).map(|b| b.0),
-            wait_delay: t
-                .wait_delay
-                .or(defaults.wait_delay)
-                .map_or(Duration::from_secs(2), |d| d.0),
-            grace: t.grace.or(defaults.grace).map_or(Duration::ZERO, |d| d.0),
-            signal: t.signal.or(defaults.signal).map_or(Signal::TERM, |s| s.0),
-            leftovers: t
-                .leftovers
-                .or(defaults.leftovers)
-                .unwrap_or(LeftoverPolicy::Kill),
-            repeat,
-            expect_exit,
-            result_event,
-            retries: t.retries.or(defaults.retries).unwrap_or(0),
-            warmup: t.warmup.or(defaults.warmup).unwrap_or(0),
-            serial: t.serial.or(defaults.serial).unwrap_or(false),
-            memory_max: t.memory_max.or(defaults.memory_max).map(|b| b.0),
-            pids_max,
-            containment: t.containment.or(defaults.containment),
-            require_crash_safety: t
-                .require_crash_safety
-                .or(defaults.require_crash_safety)
-                .unwrap_or(false),
-            cwd_raw,
-        });
+        let named = task_name(&at, i, &t, span.clone(), &mut names)?;
+        // Where a task-wide error points: its name, else the task.
+        let whole = named.1.clone().or(Some(span));
+        tasks.push(task(&at, i, t, named, whole, &defaults, base)?);
     }
     Ok(tasks)
+}
+
+/// One checked task, `[defaults]` applied (`named`: its checked name and
+/// where the name is).
+fn task(
+    at: &At<'_>,
+    i: usize,
+    t: RawTask,
+    (name, name_span): (String, Option<Range<usize>>),
+    whole: Option<Range<usize>>,
+    defaults: &RawDefaults,
+    base: &Path,
+) -> Result<Task, ManifestError> {
+    let here = |k: &str| format!("task[{i}].{k}");
+    let argv = task_argv(at, i, &t, &name, name_span, whole.clone())?;
+    let repeat = match &t.repeat {
+        Some(r) if *r.get_ref() == 0 => {
+            return Err(at.err(
+                Some(r.span()),
+                Some(here("repeat")),
+                "must be at least 1".into(),
+            ))
+        }
+        Some(r) => *r.get_ref(),
+        None => defaults.repeat.as_ref().map_or(1, |r| *r.get_ref()),
+    };
+    let env = task_env(at, i, t.env.unwrap_or_default(), defaults, whole.clone())?;
+    let cwd_key = if t.cwd.is_some() {
+        here("cwd")
+    } else {
+        "defaults.cwd".into()
+    };
+    let cwd_raw = t.cwd.or_else(|| defaults.cwd.clone());
+    if cwd_raw.as_ref().is_some_and(|c| c.contains('\0')) {
+        return Err(at.err(
+            whole,
+            Some(cwd_key),
+            "holds a NUL byte, which no path can hold".into(),
+        ));
+    }
+    let cwd = cwd_raw.as_ref().map(|c| base.join(c));
+    let pids_max = t.pids_max.as_ref().or(defaults.pids_max.as_ref());
+    if let Some(p) = pids_max.filter(|p| *p.get_ref() == 0) {
+        let key = if t.pids_max.is_some() {
+            here("pids_max")
+        } else {
+            "defaults.pids_max".into()
+        };
+        return Err(at.err(Some(p.span()), Some(key), "must be at least 1".into()));
+    }
+    let pids_max = pids_max.map(|p| *p.get_ref());
+    // A task that says how to read its result replaces the default's
+    // way entirely (`expect_exit` alone drops a default result_event).
+    let (expect_exit, result_event) = if t.expect_exit.is_some() || t.result_event.is_some() {
+        (t.expect_exit.unwrap_or(0), t.result_event)
+    } else {
+        (
+            defaults.expect_exit.unwrap_or(0),
+            defaults.result_event.clone(),
+        )
+    };
+    Ok(Task {
+        name,
+        argv,
+        cwd,
+        env,
+        // 0 is no limit, as `corral run -t 0` (and coreutils `timeout 0`).
+        timeout: t
+            .timeout
+            .or(defaults.timeout)
+            .map(|d| d.0)
+            .filter(|d| !d.is_zero()),
+        idle_timeout: t.idle_timeout.or(defaults.idle_timeout).map(|d| d.0),
+        max_output: t.max_output.or(defaults.max_output).map(|b| b.0),
+        wait_delay: t
+            .wait_delay
+            .or(defaults.wait_delay)
+            .map_or(Duration::from_secs(2), |d| d.0),
+        grace: t.grace.or(defaults.grace).map_or(Duration::ZERO, |d| d.0),
+        signal: t.signal.or(defaults.signal).map_or(Signal::TERM, |s| s.0),
+        leftovers: t
+            .leftovers
+            .or(defaults.leftovers)
+            .unwrap_or(LeftoverPolicy::Kill),
+        repeat,
+        expect_exit,
+        result_event,
+        retries: t.retries.or(defaults.retries).unwrap_or(0),
+        warmup: t.warmup.or(defaults.warmup).unwrap_or(0),
+        serial: t.serial.or(defaults.serial).unwrap_or(false),
+        memory_max: t.memory_max.or(defaults.memory_max).map(|b| b.0),
+        pids_max,
+        containment: t.containment.or(defaults.containment),
+        require_crash_safety: t
+            .require_crash_safety
+            .or(defaults.require_crash_safety)
+            .unwrap_or(false),
+        cwd_raw,
+    })
+}
+
+/// A task's name: present, not blank, printable, and not another task's
+/// (`names`: the names so far, with their task's place); and where it is.
+fn task_name(
+    at: &At<'_>,
+    i: usize,
+    t: &RawTask,
+    span: Range<usize>,
+    names: &mut BTreeMap<String, usize>,
+) -> Result<(String, Option<Range<usize>>), ManifestError> {
+    let key = || Some(format!("task[{i}].name"));
+    let name = match &t.name {
+        Some(n) if !n.get_ref().trim().is_empty() => n.get_ref().clone(),
+        Some(n) => return Err(at.err(Some(n.span()), key(), "must not be empty".into())),
+        None => return Err(at.err(Some(span), key(), "missing: every task needs a name".into())),
+    };
+    let name_span = t.name.as_ref().map(Spanned::span);
+    if let Some((byte, c)) = name.char_indices().find(|(_, c)| c.is_control()) {
+        return Err(at.err(
+            name_span,
+            key(),
+            format!(
+                "task name {name:?} holds the control character U+{:04X} (at byte {byte}); \
+                 names are shown in tables, reports and file names: use printable characters",
+                c as u32
+            ),
+        ));
+    }
+    if let Some(first) = names.insert(name.clone(), i) {
+        return Err(at.err(
+            name_span,
+            key(),
+            format!("duplicate task name {name:?} (also task[{first}])"),
+        ));
+    }
+    Ok((name, name_span))
+}
+
+/// A task's argv: its `run` list, or `sh -c` and its `shell` string;
+/// exactly one of them, naming a program, without a NUL byte.
+fn task_argv(
+    at: &At<'_>,
+    i: usize,
+    t: &RawTask,
+    name: &str,
+    name_span: Option<Range<usize>>,
+    whole: Option<Range<usize>>,
+) -> Result<Vec<String>, ManifestError> {
+    let here = |k: &str| Some(format!("task[{i}].{k}"));
+    let argv = match (&t.run, &t.shell) {
+        (Some(_), Some(sh)) => {
+            return Err(at.err(
+                Some(sh.span()),
+                here("shell"),
+                format!("task {name:?} has both `run` and `shell`; give exactly one"),
+            ))
+        }
+        (None, None) => {
+            return Err(at.err(
+                name_span.or(whole),
+                here("run"),
+                format!(
+                "task {name:?} has neither `run` (an argv list) nor `shell` (a string for sh -c)"
+            ),
+            ))
+        }
+        (Some(run), None) => {
+            if run.get_ref().is_empty() || run.get_ref()[0].is_empty() {
+                return Err(at.err(
+                    Some(run.span()),
+                    here("run"),
+                    "must name a program: a non-empty list like [\"make\", \"test\"]".into(),
+                ));
+            }
+            run.get_ref().clone()
+        }
+        (None, Some(sh)) => vec![SHELL.into(), "-c".into(), sh.get_ref().clone()],
+    };
+    if let Some(k) = argv.iter().position(|a| a.contains('\0')) {
+        let key = if t.run.is_some() {
+            format!("run[{k}]")
+        } else {
+            "shell".into()
+        };
+        let span = t.run.as_ref().map(Spanned::span);
+        let span = span.or(t.shell.as_ref().map(Spanned::span));
+        return Err(at.err(
+            span,
+            here(&key),
+            "holds a NUL byte, which no program argument can hold".into(),
+        ));
+    }
+    Ok(argv)
+}
+
+/// A task's environment: `[defaults]`' then its own, each entry one a
+/// program can be given.
+fn task_env(
+    at: &At<'_>,
+    i: usize,
+    own_env: BTreeMap<String, String>,
+    defaults: &RawDefaults,
+    whole: Option<Range<usize>>,
+) -> Result<Vec<(String, String)>, ManifestError> {
+    for (table, vars) in [
+        ("defaults.env".to_owned(), defaults.env.as_ref()),
+        (format!("task[{i}].env"), Some(&own_env)),
+    ] {
+        for (k, v) in vars.into_iter().flatten() {
+            if let Some(why) = bad_env(k, v) {
+                return Err(at.err(whole, Some(format!("{table}.{k:?}")), why));
+            }
+        }
+    }
+    let mut env = defaults.env.clone().unwrap_or_default();
+    env.extend(own_env);
+    Ok(env.into_iter().collect())
 }
 
 /// Why an `env` entry cannot be passed to a program: a name that is empty

@@ -10,7 +10,6 @@
 //! the exit code are recomputed from the runs.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use corral::document::BatchRun;
@@ -18,87 +17,85 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::error::BatchError;
+use super::events::RunEnd;
 use super::report::{self, BatchDoc, MergedFrom, NotRun, Part, PlanEntry};
+use super::reporter::{end_run, ReportFile, Reporter, Table};
+use super::Ended;
 use crate::args::MergeOpts;
-use crate::exit::CORRAL_FAILED;
 
 /// A run: task name and run index.
 type RunKey = (String, u64);
 
 pub fn main(opts: MergeOpts) -> i32 {
+    super::exit_code(run(&opts))
+}
+
+fn run(opts: &MergeOpts) -> Result<Ended, BatchError> {
     for (what, p) in [
         ("--report", &opts.report),
         ("--junit", &opts.junit),
         ("--export-markdown", &opts.export_markdown),
     ] {
         if let Some(p) = p {
-            if let Err(e) = super::check_writable(p) {
-                say!("corral: {what} {}: {e}", p.display());
-                return CORRAL_FAILED;
-            }
+            super::check_writable(p).map_err(|source| BatchError::Unwritable {
+                what,
+                path: p.clone(),
+                source,
+            })?;
         }
     }
-    let docs = match read_all(&opts.reports) {
-        Ok(d) => d,
-        Err(e) => {
-            say!("corral: merge: {e}");
-            return CORRAL_FAILED;
-        }
-    };
-    let merged = match merge(&docs) {
-        Ok(m) => m,
-        Err(e) => {
-            say!("corral: merge: {e}");
-            return CORRAL_FAILED;
-        }
-    };
-    let summary = report::summarize(&report::planned(&merged.plan), &merged.runs);
-    let mut doc = merged;
+    let docs = read_all(&opts.reports)?;
+    let mut doc = merge(&docs)?;
+    let summary = report::summarize(&report::planned(&doc.plan), &doc.runs);
     doc.totals = report::totals(&summary);
-    doc.tasks = summary.clone();
+    doc.tasks = summary;
     let code = doc.exit_code;
-    let wall = report::duration_of_ms(doc.duration_ms);
-    let mut text = report::table(&summary, wall);
-    text.push_str(&format!(
+    let notes = format!(
         "merged {} shard report(s) of manifest {}\n",
         docs.len(),
         doc.manifest_fingerprint
-    ));
-    if opts.report.as_deref() == Some(Path::new("-")) {
-        let _ = std::io::stderr().write_all(text.as_bytes());
-    } else {
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
-    }
-    let title = doc.manifest.clone();
-    if !super::write_outputs(
-        &doc,
-        &summary,
-        &title,
+    );
+    let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(Table {
+        to_stderr: opts.report.as_deref() == Some(Path::new("-")),
+    })];
+    for f in ReportFile::all(
         opts.report.as_deref(),
         opts.junit.as_deref(),
         opts.export_markdown.as_deref(),
     ) {
-        return CORRAL_FAILED;
+        reporters.push(Box::new(f));
     }
-    code
+    let end = RunEnd {
+        wall: report::duration_of_ms(doc.duration_ms),
+        title: doc.manifest.clone(),
+        doc,
+        notes,
+    };
+    let errors = end_run(&mut reporters, end);
+    Ok(Ended { code, errors })
 }
 
-fn read_all(paths: &[PathBuf]) -> Result<Vec<(String, Value)>, String> {
+fn read_all(paths: &[PathBuf]) -> Result<Vec<(String, Value)>, BatchError> {
     let mut out = Vec::new();
     for p in paths {
-        let name = p.display().to_string();
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{name}: cannot read: {e}"))?;
-        let v: Value =
-            serde_json::from_str(&text).map_err(|e| format!("{name}: not a JSON report: {e}"))?;
+        let file = p.display().to_string();
+        let text = match std::fs::read_to_string(p) {
+            Ok(t) => t,
+            Err(source) => return Err(BatchError::MergeRead { file, source }),
+        };
+        let v: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(source) => return Err(BatchError::MergeJson { file, source }),
+        };
         for k in ["manifest_fingerprint", "plan", "runs", "not_run"] {
             if v.get(k).is_none() {
-                return Err(format!(
-                    "{name}: not a `corral batch --report` report (no `{k}`)"
-                ));
+                return Err(BatchError::NotAReport(format!(
+                    "{file}: not a `corral batch --report` report (no `{k}`)"
+                )));
             }
         }
-        out.push((name, v));
+        out.push((file, v));
     }
     Ok(out)
 }
@@ -340,91 +337,162 @@ fn describe(p: Option<Part>) -> String {
 /// The merged document (`tasks` and `totals` are filled by the caller).
 /// Every report is checked whole before anything is built, and the work
 /// is bounded by what the reports hold (never by a count they claim).
-pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
+pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, MergeError> {
     let shards: Vec<Shard> = docs
         .iter()
-        .map(|(name, d)| shard(name, d))
+        .map(|(name, d)| shard(name, d).map_err(MergeError::Invalid))
         .collect::<Result<_, _>>()?;
     let Some(first) = shards.first() else {
-        return Err("no report given".into());
+        return Err(MergeError::NoReport);
     };
-    let first_name = &first.name;
-    // Same manifest, filters, plan and shard count everywhere.
+    check_alike(&shards)?;
+    let count = shard_count(&shards)?;
+    let by_shard = each_shard_once(&shards, count)?;
+    let plan = PlanIndex::new(first)?;
+    let placed = place_runs(&shards, &plan, count)?;
+    let seen = placed.seen.len() as u64;
+    if seen < plan.total {
+        return Err(first_missing(
+            first,
+            &placed,
+            &by_shard,
+            count,
+            plan.total - seen,
+        ));
+    }
+    Ok(assemble(&shards, count, placed))
+}
+
+/// The index of a report's shard: K of `K/N`, 1 for a report that is not
+/// a shard.
+fn index(d: &Shard) -> u32 {
+    d.doc.partition.map_or(1, |p| p.index)
+}
+
+/// Same manifest, filters, plan and shard count everywhere.
+fn check_alike(shards: &[Shard]) -> Result<(), MergeError> {
+    let first_name = &shards[0].name;
     for d in &shards[1..] {
-        let name = &d.name;
-        if d.doc.manifest_fingerprint != first.doc.manifest_fingerprint {
-            return Err(format!(
-                "{name} comes from a different manifest than {first_name} (fingerprint {:?} vs {:?})",
-                d.doc.manifest_fingerprint, first.doc.manifest_fingerprint
-            ));
+        let (file, first) = (d.name.clone(), first_name.clone());
+        if d.doc.manifest_fingerprint != shards[0].doc.manifest_fingerprint {
+            return Err(MergeError::OtherManifest {
+                file,
+                first,
+                fingerprint: d.doc.manifest_fingerprint.clone(),
+                first_fingerprint: shards[0].doc.manifest_fingerprint.clone(),
+            });
         }
-        if d.doc.task_filters != first.doc.task_filters {
-            return Err(format!(
-                "{name} ran with --task filters {:?} but {first_name} with {:?}",
-                d.doc.task_filters, first.doc.task_filters
-            ));
+        if d.doc.task_filters != shards[0].doc.task_filters {
+            return Err(MergeError::OtherFilters {
+                file,
+                first,
+                filters: d.doc.task_filters.clone(),
+                first_filters: shards[0].doc.task_filters.clone(),
+            });
         }
-        if d.doc.plan != first.doc.plan {
-            return Err(format!(
-                "{name} has a different plan (tasks, repeats, warmups) than {first_name}"
-            ));
+        if d.doc.plan != shards[0].doc.plan {
+            return Err(MergeError::OtherPlan { file, first });
         }
-        if d.doc.partition.map(|p| p.count) != first.doc.partition.map(|p| p.count) {
-            return Err(format!(
-                "{name} is {} but {first_name} is {}",
-                describe(d.doc.partition),
-                describe(first.doc.partition)
-            ));
+        if d.doc.partition.map(|p| p.count) != shards[0].doc.partition.map(|p| p.count) {
+            return Err(MergeError::OtherCount {
+                file,
+                shard: describe(d.doc.partition),
+                first,
+                first_shard: describe(shards[0].doc.partition),
+            });
         }
     }
-    let count = match first.doc.partition {
-        Some(p) => p.count,
-        None if shards.len() == 1 => 1,
-        None => {
-            return Err(format!(
-            "{first_name} is not a shard (it ran without --partition), and {} reports were given",
-            shards.len()
-        ))
-        }
-    };
-    let index = |d: &Shard| d.doc.partition.map_or(1, |p| p.index);
-    // Each shard exactly once.
+    Ok(())
+}
+
+/// The shard count N: a report without a partition is the whole batch,
+/// alone.
+fn shard_count(shards: &[Shard]) -> Result<u32, MergeError> {
+    let first = &shards[0];
+    match first.doc.partition {
+        Some(p) => Ok(p.count),
+        None if shards.len() == 1 => Ok(1),
+        None => Err(MergeError::NotAShard {
+            file: first.name.clone(),
+            given: shards.len(),
+        }),
+    }
+}
+
+/// Each shard exactly once: the report of each shard index.
+fn each_shard_once(shards: &[Shard], count: u32) -> Result<HashMap<u32, &str>, MergeError> {
     let mut by_shard: HashMap<u32, &str> = HashMap::new();
-    for d in &shards {
-        let k = index(d);
-        if let Some(other) = by_shard.insert(k, &d.name) {
-            return Err(format!(
-                "shard {k}/{count} is given twice: {other} and {}",
-                d.name
-            ));
+    for d in shards {
+        let index = index(d);
+        if let Some(other) = by_shard.insert(index, &d.name) {
+            return Err(MergeError::ShardTwice {
+                index,
+                count,
+                first: other.to_owned(),
+                second: d.name.clone(),
+            });
         }
     }
     // At most as many steps as reports were given (each shard is there
     // once, so the first one missing is among the first len+1).
-    if let Some(k) = (1..=count).find(|k| !by_shard.contains_key(k)) {
-        return Err(format!(
-            "shard {k}/{count} is missing (its report was not given)"
-        ));
+    if let Some(index) = (1..=count).find(|k| !by_shard.contains_key(k)) {
+        return Err(MergeError::ShardMissing { index, count });
     }
-    // The plan: each task once, with the ordinal of its first run.
-    let mut tasks: HashMap<&str, (usize, u32, u64)> = HashMap::new();
-    let mut total: u64 = 0;
-    for (ti, p) in first.doc.plan.iter().enumerate() {
-        if tasks.insert(&p.task, (ti, p.runs, total)).is_some() {
-            return Err(format!(
-                "{first_name}: field `plan[{ti}].task`: task {:?} is planned twice",
-                p.task
-            ));
+    Ok(by_shard)
+}
+
+/// The plan: each task once, with its place, its planned runs and the
+/// ordinal of its first run.
+struct PlanIndex<'a> {
+    tasks: HashMap<&'a str, (usize, u32, u64)>,
+    total: u64,
+}
+
+impl<'a> PlanIndex<'a> {
+    fn new(first: &'a Shard) -> Result<PlanIndex<'a>, MergeError> {
+        let mut tasks = HashMap::new();
+        let mut total: u64 = 0;
+        for (ti, p) in first.doc.plan.iter().enumerate() {
+            if tasks.insert(p.task.as_str(), (ti, p.runs, total)).is_some() {
+                return Err(MergeError::PlannedTwice {
+                    file: first.name.clone(),
+                    index: ti,
+                    task: p.task.clone(),
+                });
+            }
+            total += u64::from(p.runs);
         }
-        total += u64::from(p.runs);
+        Ok(PlanIndex { tasks, total })
     }
-    let shard_of_ordinal = |o: u64| (o % u64::from(count)) as u32 + 1;
-    // Every present run in the plan, in the shard the rule gives it, once.
-    let mut seen: HashMap<RunKey, &str> = HashMap::new();
-    let mut runs: Vec<(usize, u32, BatchRun)> = Vec::new();
-    let mut not_run: Vec<(usize, u32, NotRun)> = Vec::new();
-    let mut warmups: Vec<BatchRun> = Vec::new();
-    for d in &shards {
+}
+
+/// The shard (1-based) of the run with this ordinal in the plan.
+fn shard_of_ordinal(ordinal: u64, count: u32) -> u32 {
+    (ordinal % u64::from(count)) as u32 + 1
+}
+
+/// The runs of every shard, each checked to be in the plan, in its shard
+/// and there once; with their place in the plan (task, run) for sorting.
+struct Placed<'a> {
+    seen: HashMap<RunKey, &'a str>,
+    runs: Vec<(usize, u32, BatchRun)>,
+    not_run: Vec<(usize, u32, NotRun)>,
+    warmups: Vec<BatchRun>,
+}
+
+/// Every present run in the plan, in the shard the rule gives it, once.
+fn place_runs<'a>(
+    shards: &'a [Shard],
+    plan: &PlanIndex<'_>,
+    count: u32,
+) -> Result<Placed<'a>, MergeError> {
+    let mut placed = Placed {
+        seen: HashMap::new(),
+        runs: Vec::new(),
+        not_run: Vec::new(),
+        warmups: Vec::new(),
+    };
+    for d in shards {
         let (name, k) = (&d.name, index(d));
         let items = d
             .doc
@@ -434,26 +502,36 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
             .chain(d.doc.not_run.iter().map(|n| (None, n.task.as_str(), n.run)));
         for (ran, task, run) in items {
             let label = format!("{task}#{run}");
-            let Some(&(ti, planned, first_ordinal)) =
-                tasks.get(task).filter(|(_, planned, _)| run < *planned)
+            let Some(&(ti, _, first_ordinal)) = plan
+                .tasks
+                .get(task)
+                .filter(|(_, planned, _)| run < *planned)
             else {
-                return Err(format!("{name}: run {label} is not in the manifest's plan"));
+                return Err(MergeError::NotPlanned {
+                    file: name.clone(),
+                    run: label,
+                });
             };
-            let _ = planned;
-            let shard = shard_of_ordinal(first_ordinal + u64::from(run));
+            let shard = shard_of_ordinal(first_ordinal + u64::from(run), count);
             if shard != k {
-                return Err(format!(
-                    "{name} (shard {k}/{count}) has run {label}, which belongs to shard {shard}/{count}"
-                ));
+                return Err(MergeError::WrongShard {
+                    file: name.clone(),
+                    index: k,
+                    count,
+                    run: label,
+                    belongs: shard,
+                });
             }
-            if let Some(other) = seen.insert((task.to_owned(), u64::from(run)), name) {
-                return Err(format!(
-                    "run {label} appears twice: in {other} and in {name}"
-                ));
+            if let Some(other) = placed.seen.insert((task.to_owned(), u64::from(run)), name) {
+                return Err(MergeError::RunTwice {
+                    run: label,
+                    first: other.to_owned(),
+                    second: name.clone(),
+                });
             }
             match ran {
-                Some(r) => runs.push((ti, run, r.clone())),
-                None => not_run.push((
+                Some(r) => placed.runs.push((ti, run, r.clone())),
+                None => placed.not_run.push((
                     ti,
                     run,
                     NotRun {
@@ -464,31 +542,50 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
                 )),
             }
         }
-        warmups.extend(d.doc.warmup_runs.iter().cloned());
+        placed.warmups.extend(d.doc.warmup_runs.iter().cloned());
     }
-    let missing = total - seen.len() as u64;
-    if missing > 0 {
-        // The first planned run not seen: within seen.len() + 1 steps.
-        let first_missing = first
-            .doc
-            .plan
-            .iter()
-            .flat_map(|p| (0..p.runs).map(move |r| (p.task.as_str(), r)))
-            .enumerate()
-            .find(|(_, (t, r))| !seen.contains_key(&((*t).to_owned(), u64::from(*r))));
-        if let Some((ordinal, (task, run))) = first_missing {
-            let shard = shard_of_ordinal(ordinal as u64);
-            return Err(format!(
-                "run {task}#{run} (shard {shard}/{count}) is missing from {}{}",
-                by_shard[&shard],
-                if missing > 1 {
-                    format!(" ({missing} runs missing in all)")
-                } else {
-                    String::new()
-                }
-            ));
-        }
+    Ok(placed)
+}
+
+/// The error for `missing` planned runs no report has: names the first
+/// (found within seen + 1 steps) and the shard report it should be in.
+fn first_missing(
+    first: &Shard,
+    placed: &Placed<'_>,
+    by_shard: &HashMap<u32, &str>,
+    count: u32,
+    missing: u64,
+) -> MergeError {
+    let found = first
+        .doc
+        .plan
+        .iter()
+        .flat_map(|p| (0..p.runs).map(move |r| (p.task.as_str(), r)))
+        .enumerate()
+        .find(|(_, (t, r))| !placed.seen.contains_key(&((*t).to_owned(), u64::from(*r))));
+    // Some planned run is not seen (every seen run is a planned one).
+    let (ordinal, (task, run)) = found.unwrap_or((0, ("", 0)));
+    let shard = shard_of_ordinal(ordinal as u64, count);
+    MergeError::RunMissing {
+        run: format!("{task}#{run}"),
+        shard,
+        count,
+        file: by_shard
+            .get(&shard)
+            .map_or_else(String::new, |f| (*f).to_owned()),
+        missing,
     }
+}
+
+/// The merged document from checked shards and their placed runs.
+fn assemble(shards: &[Shard], count: u32, placed: Placed<'_>) -> BatchDoc {
+    let first = &shards[0];
+    let Placed {
+        mut runs,
+        mut not_run,
+        warmups,
+        ..
+    } = placed;
     runs.sort_by_key(|(ti, run, _)| (*ti, *run));
     not_run.sort_by_key(|(ti, run, _)| (*ti, *run));
     let runs: Vec<BatchRun> = runs.into_iter().map(|(_, _, r)| r).collect();
@@ -520,7 +617,7 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
         })
         .collect();
     from.sort_by_key(|(k, _)| *k);
-    Ok(BatchDoc {
+    BatchDoc {
         format_version: report::FORMAT_VERSION,
         manifest: first.doc.manifest.clone(),
         manifest_fingerprint: first.doc.manifest_fingerprint.clone(),
@@ -537,5 +634,112 @@ pub fn merge(docs: &[(String, Value)]) -> Result<BatchDoc, String> {
         runs,
         not_run,
         warmup_runs: warmups,
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// merge places runs by the rule `corral batch --partition` shards by.
+    #[test]
+    fn the_shard_of_an_ordinal_is_the_batch_rule() {
+        for count in [1, 2, 3, 7] {
+            for ordinal in 0..50u64 {
+                assert_eq!(
+                    shard_of_ordinal(ordinal, count),
+                    super::super::exec::shard_of(ordinal as usize, count),
+                    "{ordinal} of {count}"
+                );
+            }
+        }
+        assert_eq!(shard_of_ordinal(u64::MAX, u32::MAX), 1);
+    }
+}
+
+/// Why shard reports do not merge into one report (each names the files,
+/// the shards or the run).
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("no report given")]
+    NoReport,
+    /// A report that does not read as a shard report: `FILE: field ...`.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{file} comes from a different manifest than {first} (fingerprint {fingerprint:?} vs {first_fingerprint:?})")]
+    OtherManifest {
+        file: String,
+        first: String,
+        fingerprint: String,
+        first_fingerprint: String,
+    },
+    #[error("{file} ran with --task filters {filters:?} but {first} with {first_filters:?}")]
+    OtherFilters {
+        file: String,
+        first: String,
+        filters: Vec<String>,
+        first_filters: Vec<String>,
+    },
+    #[error("{file} has a different plan (tasks, repeats, warmups) than {first}")]
+    OtherPlan { file: String, first: String },
+    /// `shard`: `shard K/N` or `not a shard (no --partition)`.
+    #[error("{file} is {shard} but {first} is {first_shard}")]
+    OtherCount {
+        file: String,
+        shard: String,
+        first: String,
+        first_shard: String,
+    },
+    #[error("{file} is not a shard (it ran without --partition), and {given} reports were given")]
+    NotAShard { file: String, given: usize },
+    #[error("shard {index}/{count} is given twice: {first} and {second}")]
+    ShardTwice {
+        index: u32,
+        count: u32,
+        first: String,
+        second: String,
+    },
+    #[error("shard {index}/{count} is missing (its report was not given)")]
+    ShardMissing { index: u32, count: u32 },
+    #[error("{file}: field `plan[{index}].task`: task {task:?} is planned twice")]
+    PlannedTwice {
+        file: String,
+        index: usize,
+        task: String,
+    },
+    #[error("{file}: run {run} is not in the manifest's plan")]
+    NotPlanned { file: String, run: String },
+    #[error(
+        "{file} (shard {index}/{count}) has run {run}, which belongs to shard {belongs}/{count}"
+    )]
+    WrongShard {
+        file: String,
+        index: u32,
+        count: u32,
+        run: String,
+        belongs: u32,
+    },
+    #[error("run {run} appears twice: in {first} and in {second}")]
+    RunTwice {
+        run: String,
+        first: String,
+        second: String,
+    },
+    #[error("run {run} (shard {shard}/{count}) is missing from {file}{}", in_all(*.missing))]
+    RunMissing {
+        run: String,
+        shard: u32,
+        count: u32,
+        file: String,
+        missing: u64,
+    },
+}
+
+/// ` (N runs missing in all)` when more than one is.
+fn in_all(missing: u64) -> String {
+    if missing > 1 {
+        format!(" ({missing} runs missing in all)")
+    } else {
+        String::new()
+    }
 }

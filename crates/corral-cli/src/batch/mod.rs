@@ -6,9 +6,15 @@
 //! * `manifest`: reading and checking the TOML, before anything runs, and
 //!   the manifest's fingerprint;
 //! * `classify`: the verdict of one run, and the result-event scanner;
-//! * `exec`: the plan (filters, shards, warmups), one run and its retries,
-//!   the scheduler (`serial`, warmups first) and the executors;
-//! * `progress`: the live display and the per-run lines;
+//! * `exec`: the plan (filters, shards, warmups), one run and its retries
+//!   (one attempt loop), the scheduler (`serial`, warmups first) and the
+//!   executors;
+//! * `events`: the typed event stream the executor sends ([`BatchEvent`]);
+//! * `reporter`: the outputs, each made from the events by its own
+//!   reporter (the `--events` log, the table, the report files);
+//! * `progress`: the live display and the per-run lines (a reporter);
+//! * `error`: [`BatchError`], every failure of a batch or a merge, said
+//!   once with its sources by [`exit_code`];
 //! * `report`: the report document and what is derived from it (table,
 //!   totals, exit code, Markdown), shared with `merge`;
 //! * `junit`: the JUnit XML, from the report document;
@@ -24,12 +30,15 @@ macro_rules! say {
 }
 
 mod classify;
+mod error;
+mod events;
 mod exec;
 mod junit;
 mod manifest;
 pub mod merge;
 mod progress;
 mod report;
+mod reporter;
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -38,15 +47,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corral::{ContainmentChoice, Mechanism};
-use serde_json::{json, Value};
 
 use crate::args::{BatchOpts, ContainmentArg, ProgressArg};
 use crate::exit::CORRAL_FAILED;
 use classify::StopReason;
 use corral::document::BatchRun;
-use exec::{Batch, Event, Executor, Partition, RunOptions, RunRecord, Selection};
+use error::BatchError;
+use events::{BatchEvent, RunEnd};
+use exec::{Batch, Executor, Partition, RunOptions, RunRecord, Selection};
 use progress::{Mode, Progress, TaskSummary};
 use report::BatchDoc;
+use reporter::{EventLog, ReportFile, Reporter, Table};
 
 /// Every run passed.
 pub const ALL_PASSED: i32 = 0;
@@ -56,12 +67,30 @@ pub const SOME_FAILED: i32 = 1;
 pub const SOME_ERRORED: i32 = 2;
 
 pub fn main(opts: BatchOpts) -> i32 {
-    match run_batch(opts) {
-        Ok(code) => code,
-        Err(msg) => {
-            say!("corral: {msg}");
-            CORRAL_FAILED
-        }
+    exit_code(run_batch(opts))
+}
+
+/// How a batch or a merge ended: its exit code, and what its reporters
+/// could not write (each makes the exit code corral's failure).
+struct Ended {
+    code: i32,
+    errors: Vec<BatchError>,
+}
+
+/// The exit code of a batch or a merge; its errors are said on stderr,
+/// each with its sources: the one place they are rendered.
+fn exit_code(result: Result<Ended, BatchError>) -> i32 {
+    let (code, errors) = match result {
+        Ok(end) => (end.code, end.errors),
+        Err(e) => (CORRAL_FAILED, vec![e]),
+    };
+    for e in &errors {
+        say!("corral: {}", error::render(e));
+    }
+    if errors.is_empty() {
+        code
+    } else {
+        CORRAL_FAILED
     }
 }
 
@@ -76,8 +105,11 @@ fn is_stdout(p: Option<&Path>) -> bool {
 pub fn parse_partition(
     spec: &str,
     env: impl Fn(&str) -> Option<String>,
-) -> Result<Partition, String> {
-    let bad = |why: String| format!("--partition {spec:?}: {why}");
+) -> Result<Partition, BatchError> {
+    let bad = |why: String| BatchError::Partition {
+        spec: spec.to_owned(),
+        why,
+    };
     let (k, n) = spec.rsplit_once('/').ok_or_else(|| {
         bad("expected K/N (the K-th of N shards, 1 <= K <= N), or env:VAR/N".into())
     })?;
@@ -148,103 +180,40 @@ pub fn glob(pat: &str, name: &str) -> bool {
     p[i..].iter().all(|&c| c == '*')
 }
 
-fn run_batch(opts: BatchOpts) -> Result<i32, String> {
+fn run_batch(opts: BatchOpts) -> Result<Ended, BatchError> {
     if is_stdout(opts.events.as_deref()) && is_stdout(opts.report.as_deref()) {
-        return Err(
-            "--events - and --report - both want stdout; send one of them to a file".into(),
-        );
+        return Err(BatchError::BothStdout);
     }
     let partition = opts
         .partition
         .as_deref()
         .map(|s| parse_partition(s, |v| std::env::var(v).ok()))
         .transpose()?;
-    let manifest = manifest::load(&opts.manifest).map_err(|e| e.to_string())?;
+    let manifest = manifest::load(&opts.manifest)?;
     let fingerprint = manifest::fingerprint(&manifest.tasks);
-    let mut selected = vec![opts.tasks.is_empty(); manifest.tasks.len()];
-    for pat in &opts.tasks {
-        let mut any = false;
-        for (i, t) in manifest.tasks.iter().enumerate() {
-            if glob(pat, &t.name) {
-                selected[i] = true;
-                any = true;
-            }
-        }
-        if !any {
-            let names: Vec<&str> = manifest.tasks.iter().map(|t| t.name.as_str()).collect();
-            return Err(format!(
-                "--task {pat:?} matches no task (tasks: {})",
-                names.join(", ")
-            ));
-        }
-    }
-    for (what, p) in [
-        ("--report", &opts.report),
-        ("--junit", &opts.junit),
-        ("--events", &opts.events),
-        ("--export-markdown", &opts.export_markdown),
-    ] {
-        if let Some(p) = p {
-            check_writable(p).map_err(|e| format!("{what} {}: {e}", p.display()))?;
-        }
-    }
-    if let Some(d) = &opts.output_dir {
-        std::fs::create_dir_all(d)
-            .map_err(|e| format!("--output-dir {}: cannot create it: {e}", d.display()))?;
-    }
-    let jobs = opts.jobs.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        |j| j as usize,
-    );
-    let containment = match opts.containment {
-        ContainmentArg::Auto => ContainmentChoice::Auto,
-        ContainmentArg::Cgroup => ContainmentChoice::Only(Mechanism::Cgroup),
-        ContainmentArg::ProcessGroup => ContainmentChoice::Only(Mechanism::ProcessGroup),
-        ContainmentArg::Subreaper => ContainmentChoice::Only(Mechanism::Subreaper),
-        ContainmentArg::PidNamespace => ContainmentChoice::Only(Mechanism::PidNamespace),
-    };
-    let keep = usize::try_from(opts.keep_output).unwrap_or(usize::MAX);
+    let names: Vec<&str> = manifest.tasks.iter().map(|t| t.name.as_str()).collect();
+    let selected = select(&names, &opts.tasks)?;
+    check_outputs(&opts)?;
     let batch = Arc::new(Batch::new(
         manifest.tasks,
         Selection {
             tasks: selected,
             partition,
         },
-        RunOptions {
-            fail_fast: opts.fail_fast,
-            keep_output: keep,
-            containment,
-            retries: opts.retries,
-            output_dir: opts.output_dir.clone(),
-            require_crash_safety: opts.require_crash_safety,
-        },
+        run_options(&opts),
     ));
     if opts.list {
-        let (k, n) = partition.map_or((1, 1), |p| (p.index, p.count));
-        let mut out = String::new();
-        for j in &batch.plan {
-            let name = exec::job_name(&batch.tasks, j);
-            let _ = j.shard;
-            if j.warmup {
-                out.push_str(&format!("{name} {k}/{n} warmup\n"));
-            } else {
-                out.push_str(&format!("{name} {k}/{n}\n"));
-            }
-        }
-        let mut o = std::io::stdout().lock();
-        let _ = o.write_all(out.as_bytes()).and_then(|()| o.flush());
-        return Ok(ALL_PASSED);
+        list(&batch, partition);
+        return Ok(Ended {
+            code: ALL_PASSED,
+            errors: Vec::new(),
+        });
     }
-    let mut events = match opts.events.as_deref() {
-        None => None,
-        Some(p) if p == Path::new("-") => Some(Events::new(Box::new(std::io::stdout()), "-")),
-        Some(p) => {
-            let f = crate::outfile::create(p, crate::outfile::Links::FollowTrusted)
-                .map_err(|e| format!("--events {}: {e}", p.display()))?;
-            Some(Events::new(Box::new(f), &p.display().to_string()))
-        }
-    };
-    let jobs = fit_fd_limit(jobs);
+    let mut reporters = end_reporters(&opts, &batch)?;
+    let jobs = fit_fd_limit(opts.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |j| j as usize,
+    ));
     // The subreaper only when a run asks for the subreaper tier: it changes
     // the whole process (every orphan of every tree, in every tier, comes
     // here, and `auto` then falls back to the subreaper tier rather than a
@@ -260,125 +229,207 @@ fn run_batch(opts: BatchOpts) -> Result<i32, String> {
     // Before the first spawn: from here on a signal stops the batch and
     // kills every tree instead of killing corral and leaving them.
     let _signals = stop_on_signals(&batch);
-
     let mode = match opts.progress {
         ProgressArg::Auto if std::io::stderr().is_terminal() => Mode::Bar,
         ProgressArg::Auto | ProgressArg::Lines => Mode::Lines,
         ProgressArg::Bar => Mode::Bar,
         ProgressArg::None => Mode::None,
     };
-    let mut progress = Progress::new(mode, batch.plan.len());
+    let mut errors = Vec::new();
+    let records = drive(&batch, jobs, mode, &mut reporters, &mut errors)?;
+    let end = run_end(&batch, &opts, &records, fingerprint);
+    let code = end.doc.exit_code;
+    errors.extend(reporter::end_run(&mut reporters, end));
+    Ok(Ended { code, errors })
+}
+
+/// The tasks `--task` selects (every task without a pattern); a pattern
+/// that matches no task is an error.
+fn select(names: &[&str], patterns: &[String]) -> Result<Vec<bool>, BatchError> {
+    let mut selected = vec![patterns.is_empty(); names.len()];
+    for pat in patterns {
+        let mut any = false;
+        for (i, name) in names.iter().enumerate() {
+            if glob(pat, name) {
+                selected[i] = true;
+                any = true;
+            }
+        }
+        if !any {
+            return Err(BatchError::NoTask {
+                pattern: pat.clone(),
+                tasks: names.iter().map(|&n| n.to_owned()).collect(),
+            });
+        }
+    }
+    Ok(selected)
+}
+
+/// Before anything runs: every output file can be written, and the
+/// `--output-dir` exists.
+fn check_outputs(opts: &BatchOpts) -> Result<(), BatchError> {
+    for (what, p) in [
+        ("--report", &opts.report),
+        ("--junit", &opts.junit),
+        ("--events", &opts.events),
+        ("--export-markdown", &opts.export_markdown),
+    ] {
+        if let Some(p) = p {
+            check_writable(p).map_err(|source| BatchError::Unwritable {
+                what,
+                path: p.clone(),
+                source,
+            })?;
+        }
+    }
+    if let Some(d) = &opts.output_dir {
+        std::fs::create_dir_all(d).map_err(|source| BatchError::OutputDir {
+            path: d.clone(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+fn run_options(opts: &BatchOpts) -> RunOptions {
+    let containment = match opts.containment {
+        ContainmentArg::Auto => ContainmentChoice::Auto,
+        ContainmentArg::Cgroup => ContainmentChoice::Only(Mechanism::Cgroup),
+        ContainmentArg::ProcessGroup => ContainmentChoice::Only(Mechanism::ProcessGroup),
+        ContainmentArg::Subreaper => ContainmentChoice::Only(Mechanism::Subreaper),
+        ContainmentArg::PidNamespace => ContainmentChoice::Only(Mechanism::PidNamespace),
+    };
+    RunOptions {
+        fail_fast: opts.fail_fast,
+        keep_output: usize::try_from(opts.keep_output).unwrap_or(usize::MAX),
+        containment,
+        retries: opts.retries,
+        output_dir: opts.output_dir.clone(),
+        require_crash_safety: opts.require_crash_safety,
+    }
+}
+
+/// `--list`: the runs of this invocation, one a line, on stdout.
+fn list(batch: &Batch, partition: Option<Partition>) {
+    let (k, n) = partition.map_or((1, 1), |p| (p.index, p.count));
+    let mut out = String::new();
+    for j in &batch.plan {
+        let name = exec::job_name(&batch.tasks, j);
+        if j.warmup {
+            out.push_str(&format!("{name} {k}/{n} warmup\n"));
+        } else {
+            out.push_str(&format!("{name} {k}/{n}\n"));
+        }
+    }
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(out.as_bytes()).and_then(|()| o.flush());
+}
+
+/// The reporters of the batch's end, in the order they report: the table,
+/// the `--events` log (opened now), the report files.
+fn end_reporters(
+    opts: &BatchOpts,
+    batch: &Arc<Batch>,
+) -> Result<Vec<Box<dyn Reporter>>, BatchError> {
+    let to_stderr = is_stdout(opts.report.as_deref()) || is_stdout(opts.events.as_deref());
+    let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(Table { to_stderr })];
+    if let Some(p) = &opts.events {
+        reporters.push(Box::new(EventLog::open(batch.clone(), p)?));
+    }
+    for f in ReportFile::all(
+        opts.report.as_deref(),
+        opts.junit.as_deref(),
+        opts.export_markdown.as_deref(),
+    ) {
+        reporters.push(Box::new(f));
+    }
+    Ok(reporters)
+}
+
+/// Runs the plan on the executor and hands each of its events to every
+/// reporter (the live display first); returns the jobs' final records, in
+/// plan order, once the executor is done.
+fn drive(
+    batch: &Arc<Batch>,
+    jobs: usize,
+    mode: Mode,
+    reporters: &mut Vec<Box<dyn Reporter>>,
+    errors: &mut Vec<BatchError>,
+) -> Result<Vec<RunRecord>, BatchError> {
     let (tx, rx) = mpsc::channel();
     #[cfg(unix)]
     let executor = exec::Reactor;
     #[cfg(not(unix))]
     let executor = exec::ThreadPool;
-    if let Err(e) = executor.start(batch.clone(), jobs, tx) {
-        progress.finish();
-        return Err(format!("cannot start worker threads: {e}"));
-    }
+    executor
+        .start(batch.clone(), jobs, tx)
+        .map_err(BatchError::Workers)?;
+    reporters.insert(0, Box::new(Progress::new(mode, batch.clone())));
     let mut records: Vec<RunRecord> = Vec::with_capacity(batch.plan.len());
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(Event::Started { job, attempt, at }) => {
-                progress.started(job);
-                if let Some(ev) = &mut events {
-                    let j = batch.plan[job];
-                    ev.write(&json!({
-                        "event": "started",
-                        "task": batch.tasks[j.task].name,
-                        "run": j.run,
-                        "warmup": j.warmup,
-                        "shard": j.shard,
-                        "attempt": attempt,
-                        "started_ms": ms(at),
-                    }));
+            Ok(event) => {
+                errors.extend(reporters.iter_mut().filter_map(|r| r.event(&event).err()));
+                if let BatchEvent::AttemptFinished {
+                    record,
+                    will_retry: false,
+                } = event
+                {
+                    records.push(*record);
                 }
-            }
-            Ok(Event::Skipped { job }) => progress.skipped(job),
-            Ok(Event::Retrying(rec)) => {
-                progress.retrying(&batch, &rec);
-                if let Some(ev) = &mut events {
-                    ev.write(&event_line(&batch, &rec, true));
-                }
-            }
-            Ok(Event::Finished(rec)) => {
-                progress.finished(&batch, &rec);
-                if let Some(ev) = &mut events {
-                    ev.write(&event_line(&batch, &rec, false));
-                }
-                records.push(*rec);
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        progress.tick(&batch);
+        for r in reporters.iter_mut() {
+            r.tick();
+        }
     }
-    progress.finish();
-    let wall = batch.start.elapsed();
     records.sort_by_key(|r| r.job);
+    Ok(records)
+}
 
+/// The end of the batch: its report document and the table's notes.
+fn run_end(batch: &Batch, opts: &BatchOpts, records: &[RunRecord], fingerprint: String) -> RunEnd {
+    let wall = batch.start.elapsed();
     let mut seen = vec![false; batch.plan.len()];
-    for r in &records {
+    for r in records {
         seen[r.job] = true;
     }
     let not_run: Vec<usize> = (0..batch.plan.len())
         .filter(|&j| !seen[j] && !batch.plan[j].warmup)
         .collect();
     let stop = batch.stop_reason();
-    let mut doc = document(&batch, &records, &not_run, stop.as_ref(), wall);
+    let mut doc = document(batch, records, &not_run, stop.as_ref(), wall);
     doc.manifest = opts.manifest.display().to_string();
     doc.manifest_fingerprint = fingerprint;
     doc.task_filters = opts.tasks.clone();
-    let mut code = doc.exit_code;
-    let summary = here_summary(&batch, &doc);
+    let summary = here_summary(batch, &doc);
     doc.totals = report::totals(&summary);
-    doc.tasks = summary.clone();
-
-    let text_to_stderr = is_stdout(opts.report.as_deref()) || is_stdout(opts.events.as_deref());
-    let mut text = report::table(&summary, wall);
+    doc.tasks = summary;
+    let cancelled = records.iter().filter(|r| r.cancelled_by_stop).count();
+    let mut notes = String::new();
     if let Some(s) = &stop {
-        text.push_str(&format!(
-            "stopped: {s}; {} run(s) cancelled, {} not run\n",
-            records.iter().filter(|r| r.cancelled_by_stop).count(),
+        notes.push_str(&format!(
+            "stopped: {s}; {cancelled} run(s) cancelled, {} not run\n",
             not_run.len()
         ));
     }
-    if let Some(line) = not_crash_safe(&records) {
-        text.push_str(&line);
+    if let Some(line) = not_crash_safe(records) {
+        notes.push_str(&line);
     }
-    if let Some(p) = partition {
-        text.push_str(&format!(
+    if let Some(p) = batch.partition {
+        notes.push_str(&format!(
             "shard {}/{} of manifest {}\n",
             p.index, p.count, doc.manifest_fingerprint
         ));
     }
-    // Written, not printed: a closed pipe must not panic corral before
-    // the reports are written.
-    if text_to_stderr {
-        let _ = std::io::stderr().write_all(text.as_bytes());
-    } else {
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    RunEnd {
+        doc,
+        wall,
+        notes,
+        title: opts.manifest.display().to_string(),
     }
-    if let Some(ev) = &events {
-        if let Some(e) = &ev.failed {
-            say!("corral: cannot write the events to {}: {e}", ev.name);
-            code = CORRAL_FAILED;
-        }
-    }
-    let title = opts.manifest.display().to_string();
-    if !write_outputs(
-        &doc,
-        &summary,
-        &title,
-        opts.report.as_deref(),
-        opts.junit.as_deref(),
-        opts.export_markdown.as_deref(),
-    ) {
-        code = CORRAL_FAILED;
-    }
-    Ok(code)
 }
 
 /// A line for the end of the table when runs (warmups and earlier attempts
@@ -421,134 +472,6 @@ fn here_summary(batch: &Batch, doc: &BatchDoc) -> Vec<TaskSummary> {
     report::summarize(&planned, &doc.runs)
 }
 
-/// Writes the JSON report, the JUnit XML and the Markdown table asked
-/// for; false when one could not be written (said on stderr).
-pub(crate) fn write_outputs(
-    doc: &BatchDoc,
-    summary: &[TaskSummary],
-    title: &str,
-    report: Option<&Path>,
-    junit: Option<&Path>,
-    markdown: Option<&Path>,
-) -> bool {
-    let mut ok = true;
-    if let Some(path) = report {
-        let written = serde_json::to_string_pretty(doc)
-            .map_err(std::io::Error::other)
-            .and_then(|mut s| {
-                s.push('\n');
-                if path == Path::new("-") {
-                    let mut o = std::io::stdout().lock();
-                    o.write_all(s.as_bytes()).and_then(|()| o.flush())
-                } else {
-                    crate::outfile::write_atomic(path, s.as_bytes())
-                }
-            });
-        if let Err(e) = written {
-            say!("corral: cannot write the report {}: {e}", path.display());
-            ok = false;
-        }
-    }
-    if let Some(path) = junit {
-        let written = junit::render(doc, title)
-            .map_err(std::io::Error::other)
-            .and_then(|s| crate::outfile::write_atomic(path, s.as_bytes()));
-        if let Err(e) = written {
-            say!(
-                "corral: cannot write the JUnit report {}: {e}",
-                path.display()
-            );
-            ok = false;
-        }
-    }
-    if let Some(path) = markdown {
-        if let Err(e) = crate::outfile::write_atomic(path, report::markdown(summary).as_bytes()) {
-            say!(
-                "corral: cannot write the Markdown table {}: {e}",
-                path.display()
-            );
-            ok = false;
-        }
-    }
-    ok
-}
-
-/// `--events`: one JSON object per line, flushed as it is written. The
-/// first write error is kept (and reported at the end); nothing more is
-/// written after it.
-struct Events {
-    out: Box<dyn Write>,
-    name: String,
-    failed: Option<std::io::Error>,
-}
-
-impl Events {
-    fn new(out: Box<dyn Write>, name: &str) -> Events {
-        Events {
-            out,
-            name: name.to_owned(),
-            failed: None,
-        }
-    }
-
-    fn write(&mut self, v: &Value) {
-        if self.failed.is_some() {
-            return;
-        }
-        let mut line = v.to_string();
-        line.push('\n');
-        if let Err(e) = self
-            .out
-            .write_all(line.as_bytes())
-            .and_then(|()| self.out.flush())
-        {
-            self.failed = Some(e);
-        }
-    }
-}
-
-/// A `finished` event: the report's run object, plus `event` and
-/// `will_retry` (another attempt follows this one).
-fn event_line(batch: &Batch, rec: &RunRecord, will_retry: bool) -> Value {
-    let mut v = serde_json::to_value(run_doc(batch, rec)).unwrap_or_default();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("event".into(), Value::from("finished"));
-        o.insert("will_retry".into(), Value::from(will_retry));
-    }
-    v
-}
-
-fn ms(d: Duration) -> f64 {
-    corral::document::ms(d)
-}
-
-/// One run (or attempt) as the report shows it: the batch's fields, then
-/// every field of a `corral run --report`, then the kept output.
-fn run_doc(batch: &Batch, r: &RunRecord) -> BatchRun {
-    let j = batch.plan[r.job];
-    BatchRun {
-        task: batch.tasks[r.task].name.clone(),
-        run: r.run,
-        warmup: j.warmup,
-        shard: j.shard,
-        status: r.status,
-        reason: r.reason.clone(),
-        result_code: r.result_code,
-        result_event: r.result_event.clone(),
-        cancelled_by_stop: r.cancelled_by_stop,
-        started_ms: ms(r.started),
-        wall_ms: ms(r.wall),
-        attempt: r.attempt,
-        flaky: r.flaky,
-        attempts: r.attempts.iter().map(|a| run_doc(batch, a)).collect(),
-        stdout_file: r.stdout_file.clone(),
-        stderr_file: r.stderr_file.clone(),
-        report: r.report.clone(),
-        stdout_tail: r.stdout.clone(),
-        stderr_tail: r.stderr.clone(),
-    }
-}
-
 /// The report document of this invocation (`manifest`, its fingerprint,
 /// the filters, `tasks` and `totals` are filled in by the caller).
 fn document(
@@ -560,7 +483,10 @@ fn document(
 ) -> BatchDoc {
     let (warm, measured): (Vec<&RunRecord>, Vec<&RunRecord>) =
         records.iter().partition(|r| batch.plan[r.job].warmup);
-    let runs: Vec<BatchRun> = measured.iter().map(|r| run_doc(batch, r)).collect();
+    let runs: Vec<BatchRun> = measured
+        .iter()
+        .map(|r| reporter::run_doc(batch, r))
+        .collect();
     let received = match stop {
         Some(StopReason::Signal(s)) => Some(*s),
         _ => None,
@@ -591,7 +517,7 @@ fn document(
         exit_code: code,
         stopped: stop.map(ToString::to_string),
         received_signal: received,
-        duration_ms: ms(wall),
+        duration_ms: corral::document::ms(wall),
         totals: report::Totals::default(),
         tasks: Vec::new(),
         runs,
@@ -606,7 +532,7 @@ fn document(
                 }
             })
             .collect(),
-        warmup_runs: warm.iter().map(|r| run_doc(batch, r)).collect(),
+        warmup_runs: warm.iter().map(|r| reporter::run_doc(batch, r)).collect(),
     }
 }
 
@@ -730,13 +656,13 @@ mod tests {
     fn partitions() {
         let none = |_: &str| None;
         assert_eq!(
-            parse_partition("2/3", none),
-            Ok(Partition { index: 2, count: 3 })
+            parse_partition("2/3", none).ok(),
+            Some(Partition { index: 2, count: 3 })
         );
         let env = |v: &str| (v == "IX").then(|| "0".to_owned());
         assert_eq!(
-            parse_partition("env:IX/4", env),
-            Ok(Partition { index: 1, count: 4 })
+            parse_partition("env:IX/4", env).ok(),
+            Some(Partition { index: 1, count: 4 })
         );
         for bad in [
             "0/3",
@@ -750,6 +676,66 @@ mod tests {
             "-1/3",
         ] {
             assert!(parse_partition(bad, none).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn task_selection() {
+        let names = ["unit-a", "unit-b", "lint"];
+        let pats = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let table: [(&[&str], Option<[bool; 3]>); 6] = [
+            (&[], Some([true, true, true])),
+            (&["unit-*"], Some([true, true, false])),
+            (&["lint", "unit-b"], Some([false, true, true])),
+            (&["*"], Some([true, true, true])),
+            (&["unit-?"], Some([true, true, false])),
+            (&["unit-*", "nope"], None),
+        ];
+        for (p, want) in table {
+            let got = select(&names, &pats(p)).ok();
+            assert_eq!(got, want.map(|w| w.to_vec()), "{p:?}");
+        }
+        let e = select(&names, &pats(&["x*"])).unwrap_err();
+        assert_eq!(
+            error::render(&e),
+            "--task \"x*\" matches no task (tasks: unit-a, unit-b, lint)"
+        );
+    }
+
+    #[test]
+    fn report_files_in_the_order_they_are_written() {
+        use reporter::FileKind;
+        let p = |s: &'static str| Some(Path::new(s));
+        let kinds = |v: Vec<ReportFile>| v.into_iter().map(|f| f.kind).collect::<Vec<_>>();
+        assert_eq!(
+            kinds(ReportFile::all(p("r"), p("j"), p("m"))),
+            [FileKind::Json, FileKind::JUnit, FileKind::Markdown]
+        );
+        assert_eq!(
+            kinds(ReportFile::all(None, p("j"), None)),
+            [FileKind::JUnit]
+        );
+        assert!(ReportFile::all(None, None, None).is_empty());
+    }
+
+    #[test]
+    fn the_exit_code_is_corral_failed_after_any_error() {
+        let ended = |code, errors: usize| {
+            Ok(Ended {
+                code,
+                errors: (0..errors).map(|_| BatchError::BothStdout).collect(),
+            })
+        };
+        let table = [
+            (ended(ALL_PASSED, 0), ALL_PASSED),
+            (ended(SOME_FAILED, 0), SOME_FAILED),
+            (ended(SOME_ERRORED, 0), SOME_ERRORED),
+            (ended(ALL_PASSED, 1), CORRAL_FAILED),
+            (ended(SOME_FAILED, 2), CORRAL_FAILED),
+            (Err(BatchError::BothStdout), CORRAL_FAILED),
+        ];
+        for (result, want) in table {
+            assert_eq!(exit_code(result), want);
         }
     }
 

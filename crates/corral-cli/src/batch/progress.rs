@@ -4,12 +4,16 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::classify::{label, Status};
+use super::error::BatchError;
+use super::events::BatchEvent;
 use super::exec::{Batch, RunRecord};
+use super::reporter::Reporter;
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,7 +23,9 @@ pub enum Mode {
     None,
 }
 
+/// The live display: a reporter of the batch's events.
 pub struct Progress {
+    batch: Arc<Batch>,
     mode: Mode,
     bar: Option<ProgressBar>,
     running: HashMap<usize, Instant>,
@@ -29,7 +35,8 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(mode: Mode, total: usize) -> Progress {
+    pub fn new(mode: Mode, batch: Arc<Batch>) -> Progress {
+        let total = batch.plan.len();
         let bar = (mode == Mode::Bar).then(|| {
             let pb = ProgressBar::with_draw_target(
                 Some(total as u64),
@@ -45,6 +52,7 @@ impl Progress {
             pb
         });
         Progress {
+            batch,
             mode,
             bar,
             running: HashMap::new(),
@@ -54,17 +62,17 @@ impl Progress {
         }
     }
 
-    pub fn started(&mut self, job: usize) {
+    fn started(&mut self, job: usize) {
         self.running.insert(job, Instant::now());
     }
 
-    pub fn skipped(&mut self, job: usize) {
+    fn skipped(&mut self, job: usize) {
         self.running.remove(&job);
     }
 
     /// An attempt failed or errored and runs again.
-    pub fn retrying(&mut self, batch: &Batch, rec: &RunRecord) {
-        let line = format!("RETRY {}", run_line(batch, rec));
+    fn retrying(&mut self, rec: &RunRecord) {
+        let line = format!("RETRY {}", run_line(&self.batch, rec));
         match (&self.bar, self.mode) {
             (Some(pb), _) => pb.println(line),
             (None, Mode::Lines) => say!("{line}"),
@@ -72,11 +80,11 @@ impl Progress {
         }
     }
 
-    pub fn finished(&mut self, batch: &Batch, rec: &RunRecord) {
+    fn finished(&mut self, rec: &RunRecord) {
         self.running.remove(&rec.job);
         self.done += 1;
         self.counts[rec.status as usize] += 1;
-        let line = run_line(batch, rec);
+        let line = run_line(&self.batch, rec);
         match (&self.bar, self.mode) {
             (Some(pb), _) => {
                 if rec.status != Status::Passed {
@@ -90,7 +98,7 @@ impl Progress {
     }
 
     /// Refreshes the bar's message: counts, running, queued, slowest.
-    pub fn tick(&mut self, batch: &Batch) {
+    fn refresh(&mut self) {
         let Some(pb) = &self.bar else { return };
         let queued = self.total - self.done - self.running.len();
         let mut msg = format!(
@@ -105,17 +113,38 @@ impl Progress {
             let _ = write!(
                 msg,
                 " · slowest {} ({})",
-                batch.run_name(*job),
+                self.batch.run_name(*job),
                 secs(at.elapsed())
             );
         }
         pb.set_message(msg);
     }
 
+    /// Clears the bar (before the table is printed).
     pub fn finish(&mut self) {
         if let Some(pb) = self.bar.take() {
             pb.finish_and_clear();
         }
+    }
+}
+
+impl Reporter for Progress {
+    fn event(&mut self, event: &BatchEvent) -> Result<(), BatchError> {
+        match event {
+            BatchEvent::AttemptStarted { job, .. } => self.started(*job),
+            BatchEvent::AttemptFinished {
+                record,
+                will_retry: true,
+            } => self.retrying(record),
+            BatchEvent::AttemptFinished { record, .. } => self.finished(record),
+            BatchEvent::JobSkipped { job } => self.skipped(*job),
+            BatchEvent::RunFinished(_) => self.finish(),
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self) {
+        self.refresh();
     }
 }
 
