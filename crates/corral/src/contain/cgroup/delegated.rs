@@ -3,7 +3,7 @@
 //! A run with a limit needs the `memory`/`pids` controllers in its own
 //! cgroup, so enabled in the `cgroup.subtree_control` of the cgroup the runs'
 //! cgroups are made in (the *parent*: corral's own cgroup, or the delegated
-//! cgroup above it, see `cgroup::detect`). The kernel's "no internal
+//! cgroup above it, see `hierarchy::detect`). The kernel's "no internal
 //! processes" rule refuses that (`EBUSY`) while a process sits in the parent
 //! itself, and an unprivileged corral in a delegated subtree (`systemd-run
 //! --user --scope -p Delegate=yes corral ...`, a cgroup root handed over)
@@ -47,7 +47,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::Limits;
+use crate::contain::Limits;
 
 /// Why the controllers cannot be had (made a `CgroupError` by the caller).
 #[derive(Debug)]
