@@ -4,6 +4,7 @@ use std::io;
 use std::path::PathBuf;
 
 use super::delegated;
+use super::files::CgroupFile;
 use crate::contain::Mechanism;
 
 /// Why the cgroup tier cannot be had for a run: the step that failed, in
@@ -184,7 +185,7 @@ impl From<delegated::LeafError> for CgroupError {
             },
             LeafError::Io { path, source } => CgroupError::Open { path, source },
             LeafError::Enable { source } => CgroupError::SetLimit {
-                file: "cgroup.subtree_control",
+                file: CgroupFile::SubtreeControl.name(),
                 source,
             },
         }

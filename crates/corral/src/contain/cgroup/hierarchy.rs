@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 use super::delegated;
 use super::error::CgroupError;
+use super::files::{CgroupFile, Controller};
 
 /// Where cgroups live for this process.
 #[derive(Debug, Clone)]
@@ -18,6 +19,16 @@ pub(crate) struct Hierarchy {
     /// when those are mounted (hybrid systems).
     pub(crate) own_v1_pids: Option<PathBuf>,
     pub(crate) own_v1_memory: Option<PathBuf>,
+}
+
+impl Hierarchy {
+    /// corral's own directory in the v1 hierarchy of `ctrl`, if mounted.
+    pub(crate) fn own_v1(&self, ctrl: Controller) -> Option<&PathBuf> {
+        match ctrl {
+            Controller::Pids => self.own_v1_pids.as_ref(),
+            Controller::Memory => self.own_v1_memory.as_ref(),
+        }
+    }
 }
 
 fn read_override(var: &str, default: &str) -> io::Result<String> {
@@ -105,7 +116,7 @@ fn delegated(own: &Path) -> Result<(), CgroupError> {
         Access::WRITE_OK | Access::EXEC_OK,
     )?;
     check(
-        own.join("cgroup.procs"),
+        CgroupFile::Procs.path(own),
         "its cgroup.procs",
         Access::WRITE_OK,
     )?;
@@ -187,8 +198,8 @@ pub(crate) fn detect_from(mountinfo: &str, cgroup: &str) -> Result<Hierarchy, Cg
     };
     Ok(Hierarchy {
         own_v2: join(v2, own),
-        own_v1_pids: v1("pids"),
-        own_v1_memory: v1("memory"),
+        own_v1_pids: v1(Controller::Pids.name()),
+        own_v1_memory: v1(Controller::Memory.name()),
     })
 }
 
@@ -201,9 +212,9 @@ pub(super) fn subtree_controllers(own: &Path) -> (bool, bool) {
 
 /// [`subtree_controllers`], read now (corral may have just enabled them).
 pub(super) fn subtree_controllers_now(own: &Path) -> (bool, bool) {
-    let text = fs::read_to_string(own.join("cgroup.subtree_control")).unwrap_or_default();
-    let has = |c: &str| text.split_whitespace().any(|w| w == c);
-    (has("memory"), has("pids"))
+    let on = CgroupFile::SubtreeControl.read_words(own);
+    let has = |c: Controller| on.iter().any(|w| w == c.name());
+    (has(Controller::Memory), has(Controller::Pids))
 }
 
 #[cfg(test)]

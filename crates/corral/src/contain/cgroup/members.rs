@@ -5,7 +5,7 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::files::write_file;
+use super::files::{CgroupFile, Events};
 use super::Cgroup;
 use crate::contain::{Mechanism, OsOp};
 use crate::sys;
@@ -22,14 +22,14 @@ impl Cgroup {
     /// notification by reading through the watched descriptor).
     pub(super) fn populated(&self) -> io::Result<bool> {
         match &self.slot {
-            Some(s) => s.read_events().map(|(p, _)| p),
+            Some(s) => s.read_events().map(|e| e.populated),
             // Back in the pool: it was proven empty then.
             None => Ok(false),
         }
     }
 
     pub(super) fn procs_of(dir: &Path, out: &mut Vec<u32>) {
-        if let Ok(s) = fs::read_to_string(dir.join("cgroup.procs")) {
+        if let Ok(s) = CgroupFile::Procs.read(dir) {
             out.extend(s.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
         }
         // Nested cgroups made by the command itself are part of the tree.
@@ -141,17 +141,17 @@ impl Cgroup {
 
     pub(super) fn kill_all(&mut self) -> io::Result<()> {
         self.killed_at.get_or_insert_with(Instant::now);
-        match write_file(&self.dir.join("cgroup.kill"), "1") {
+        match CgroupFile::Kill.write(&self.dir, "1") {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 // Before Linux 5.14: freeze (no fork, no exit can race us),
                 // kill every member, thaw.
-                write_file(&self.dir.join("cgroup.freeze"), "1")?;
+                CgroupFile::Freeze.write(&self.dir, "1")?;
                 let end = Instant::now() + Duration::from_millis(200);
                 let mut frozen = false;
                 while Instant::now() < end {
-                    let ev = fs::read_to_string(self.dir.join("cgroup.events")).unwrap_or_default();
-                    if ev.lines().any(|l| l.trim() == "frozen 1") {
+                    let ev = CgroupFile::Events.read(&self.dir).unwrap_or_default();
+                    if Events::parse(&ev).frozen {
                         frozen = true;
                         break;
                     }
@@ -175,7 +175,7 @@ impl Cgroup {
                     // membership, so a reused pid is never hit.
                     let _ = self.signal_members(Signal::KILL, None);
                 }
-                write_file(&self.dir.join("cgroup.freeze"), "0")
+                CgroupFile::Freeze.write(&self.dir, "0")
             }
             Err(e) => Err(e),
         }
@@ -193,10 +193,10 @@ impl Cgroup {
                 break;
             }
             for pid in pids {
-                let _ = write_file(&home.join("cgroup.procs"), &pid.to_string());
+                let _ = CgroupFile::Procs.write(&home, &pid.to_string());
                 for g in &self.v1 {
                     if let Some(parent) = g.dir.parent() {
-                        let _ = write_file(&parent.join("cgroup.procs"), &pid.to_string());
+                        let _ = CgroupFile::Procs.write(parent, &pid.to_string());
                     }
                 }
             }

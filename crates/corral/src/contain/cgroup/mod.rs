@@ -86,7 +86,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::contain::{Containment, Limits, Mechanism, OsOp, Tracer};
 use crate::report::{LimitHit, Usage};
@@ -94,7 +94,7 @@ use crate::sys::{self, Root};
 use crate::Signal;
 
 pub(crate) use error::CgroupError;
-use files::{kv, read_kv, read_u64};
+use files::{CgroupFile, Controller, Events};
 pub(crate) use hierarchy::{detect, Hierarchy};
 use hierarchy::{subtree_controllers, subtree_controllers_now};
 use owner::{claim, name_for, remove_stale, SEQ, STALE};
@@ -103,6 +103,7 @@ use pool::{cpu_usec, pool, KillWatch, Slot};
 
 /// A v1 group made for one command.
 struct V1Group {
+    controller: Controller,
     dir: PathBuf,
     procs: File,
 }
@@ -119,8 +120,6 @@ pub(crate) struct Cgroup {
     /// The v2 `cgroup.procs`, opened only when v1 groups are used too (the
     /// child then writes itself into each before exec).
     v2_procs: Option<File>,
-    v1_memory: Option<PathBuf>,
-    v1_pids: Option<PathBuf>,
     limits: Limits,
     /// Whether the v2 memory / pids controllers are enabled for our cgroups
     /// (their accounting files exist then).
@@ -175,8 +174,6 @@ impl Cgroup {
                     cpu_base,
                     v1: Vec::new(),
                     v2_procs: None,
-                    v1_memory: None,
-                    v1_pids: None,
                     limits,
                     v2_memory,
                     v2_pids,
@@ -225,8 +222,8 @@ impl Cgroup {
         };
         // A cgroup v2 directory has `cgroup.events`; its descriptor is
         // opened when first needed (see `Slot::events`).
-        if let Err(e) = fs::symlink_metadata(dir.join("cgroup.events")) {
-            return Err(cleanup(dir.join("cgroup.events"), e));
+        if let Err(e) = fs::symlink_metadata(CgroupFile::Events.path(&dir)) {
+            return Err(cleanup(CgroupFile::Events.path(&dir), e));
         }
         // Watched from before the command runs, if it may be pooled.
         let (watch, epoch) = if Self::poolable(limits, v2_memory, v2_pids) {
@@ -252,8 +249,6 @@ impl Cgroup {
             cpu_base: (0, 0),
             v1: Vec::new(),
             v2_procs: None,
-            v1_memory: None,
-            v1_pids: None,
             limits,
             v2_memory,
             v2_pids,
@@ -301,7 +296,7 @@ impl Containment for Cgroup {
                 self.v2_procs = Some(
                     OpenOptions::new()
                         .write(true)
-                        .open(self.dir.join("cgroup.procs"))?,
+                        .open(CgroupFile::Procs.path(&self.dir))?,
                 );
             }
             procs.extend(self.v2_procs.as_ref().map(AsFd::as_fd));
@@ -437,54 +432,7 @@ impl Containment for Cgroup {
     }
 
     fn usage(&self) -> Option<(Usage, Vec<LimitHit>)> {
-        let cpu = match &self.slot {
-            Some(slot) => slot.cpu_stat(),
-            None => fs::read_to_string(self.dir.join("cpu.stat")).unwrap_or_default(),
-        };
-        // This run's share: a pooled cgroup's counters include earlier runs.
-        let cpu_field = |key: &str, base: u64| {
-            kv(&cpu, key).map(|v| Duration::from_micros(v.saturating_sub(base)))
-        };
-        let mut usage = Usage {
-            cpu_user: cpu_field("user_usec", self.cpu_base.0),
-            cpu_system: cpu_field("system_usec", self.cpu_base.1),
-            memory_peak: None,
-            pids_peak: None,
-        };
-        let mut hits = Vec::new();
-        // The memory and pids files exist only where those controllers are
-        // enabled for our cgroups; do not probe for them otherwise.
-        if self.v2_memory {
-            usage.memory_peak = read_u64(&self.dir.join("memory.peak"));
-            if read_kv(&self.dir.join("memory.events"), "oom_kill").unwrap_or(0) > 0 {
-                hits.push(LimitHit::Memory);
-            }
-        }
-        if self.v2_pids {
-            usage.pids_peak = read_u64(&self.dir.join("pids.peak"));
-            if read_kv(&self.dir.join("pids.events"), "max").unwrap_or(0) > 0 {
-                hits.push(LimitHit::Pids);
-            }
-        }
-        if let Some(m) = &self.v1_memory {
-            usage.memory_peak = usage
-                .memory_peak
-                .or(read_u64(&m.join("memory.max_usage_in_bytes")));
-            if read_kv(&m.join("memory.oom_control"), "oom_kill").unwrap_or(0) > 0
-                && !hits.contains(&LimitHit::Memory)
-            {
-                hits.push(LimitHit::Memory);
-            }
-        }
-        if let Some(p) = &self.v1_pids {
-            usage.pids_peak = usage.pids_peak.or(read_u64(&p.join("pids.peak")));
-            if read_kv(&p.join("pids.events"), "max").unwrap_or(0) > 0
-                && !hits.contains(&LimitHit::Pids)
-            {
-                hits.push(LimitHit::Pids);
-            }
-        }
-        Some((usage, hits))
+        Some(self.usage_now())
     }
 
     fn release(&mut self, root: &mut Root) -> io::Result<()> {
@@ -496,10 +444,10 @@ impl Containment for Cgroup {
         // read: an empty cgroup stays empty unless someone outside the tree
         // moves a process in, which the next borrow's own read would see.
         let events = match &self.slot {
-            Some(s) => s.read_events(),
-            None => Ok((false, false)),
+            Some(s) => s.read_events().ok(),
+            None => Some(Events::default()),
         };
-        let was_empty = matches!(events, Ok((false, _)));
+        let was_empty = events.is_some_and(|e| !e.populated);
         let clean_exit = matches!(root.peek_exit(), Ok(Some(crate::RootStatus::Exited(_))));
         // Kept (or unkillable) members leave the per-command cgroup so that
         // it can be removed; nothing is signalled from here on.
@@ -512,7 +460,7 @@ impl Containment for Cgroup {
         let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });
-        if was_empty && self.give_back(clean_exit, matches!(events, Ok((false, false)))) {
+        if was_empty && self.give_back(clean_exit, events == Some(Events::default())) {
             self.tracer.record(OsOp::Released {
                 via: Mechanism::Cgroup,
             });

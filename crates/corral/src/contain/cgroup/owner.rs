@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
-use super::files::{remove_tree, write_file};
+use super::files::{remove_tree, CgroupFile, Events};
 use super::hierarchy::Hierarchy;
 use super::pool::{pool, KillWatch};
 use super::Cgroup;
@@ -150,9 +150,9 @@ pub(super) fn remove_stale(h: &Hierarchy) {
             }
             // Ours now, and abandoned: kill what is left, then remove the
             // v1 groups and the directory, still holding the lock.
-            let events = fs::read_to_string(dir.join("cgroup.events")).unwrap_or_default();
-            if events.lines().any(|l| l.trim() == "populated 1") {
-                let _ = write_file(&dir.join("cgroup.kill"), "1");
+            let events = CgroupFile::Events.read(&dir).unwrap_or_default();
+            if Events::parse(&events).populated {
+                let _ = CgroupFile::Kill.write(&dir, "1");
             }
             let v1: Vec<PathBuf> = [h.own_v1_pids.as_ref(), h.own_v1_memory.as_ref()]
                 .into_iter()

@@ -7,7 +7,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::files::{kv, remove_tree};
+use super::files::{kv, remove_tree, CgroupFile, Events};
 use super::Cgroup;
 use crate::contain::{Limits, OsOp};
 
@@ -48,21 +48,21 @@ impl Slot {
     pub(super) fn read_kept(
         &self,
         which: &std::sync::OnceLock<Option<File>>,
-        name: &str,
+        file: CgroupFile,
     ) -> Option<String> {
         let f = which
-            .get_or_init(|| File::open(self.dir.join(name)).ok())
+            .get_or_init(|| File::open(file.path(&self.dir)).ok())
             .as_ref()?;
         let mut buf = [0u8; 1024];
         let n = f.read_at(&mut buf, 0).ok()?;
         Some(String::from_utf8_lossy(&buf[..n]).into_owned())
     }
 
-    /// (populated, frozen), through the kept descriptor if there is one.
-    pub(super) fn read_events(&self) -> io::Result<(bool, bool)> {
+    /// `cgroup.events`, through the kept descriptor if there is one.
+    pub(super) fn read_events(&self) -> io::Result<Events> {
         match self.events.get() {
             Some(f) => events_of(f),
-            None => events_of(&File::open(self.dir.join("cgroup.events"))?),
+            None => events_of(&File::open(CgroupFile::Events.path(&self.dir))?),
         }
     }
 
@@ -71,12 +71,12 @@ impl Slot {
         if let Some(f) = self.events.get() {
             return Ok(f);
         }
-        let f = File::open(self.dir.join("cgroup.events"))?;
+        let f = File::open(CgroupFile::Events.path(&self.dir))?;
         Ok(self.events.get_or_init(|| f))
     }
 
     pub(super) fn cpu_stat(&self) -> String {
-        self.read_kept(&self.cpu_stat, "cpu.stat")
+        self.read_kept(&self.cpu_stat, CgroupFile::CpuStat)
             .unwrap_or_default()
     }
 }
@@ -241,7 +241,9 @@ impl KillWatch {
 /// `cgroup.max.descendants`, `cgroup.max.depth`, `cgroup.pressure`,
 /// `cgroup.subtree_control`, `cgroup.type`) keeps the cgroup out of the pool.
 pub(super) fn harmless_write(name: &[u8]) -> bool {
-    matches!(name, b"cgroup.procs" | b"cgroup.threads")
+    [CgroupFile::Procs, CgroupFile::Threads]
+        .iter()
+        .any(|f| f.name().as_bytes() == name)
         || name.ends_with(b".events")
         || name.ends_with(b".events.local")
 }
@@ -257,15 +259,11 @@ pub(super) fn pool() -> std::sync::MutexGuard<'static, Pool> {
     pool
 }
 
-/// Reads `cgroup.events` through its descriptor: (populated, frozen).
-pub(super) fn events_of(events: &File) -> io::Result<(bool, bool)> {
+/// Reads `cgroup.events` through its descriptor.
+pub(super) fn events_of(events: &File) -> io::Result<Events> {
     let mut buf = [0u8; 256];
     let n = events.read_at(&mut buf, 0)?;
-    let text = std::str::from_utf8(&buf[..n]).unwrap_or("");
-    Ok((
-        text.lines().any(|l| l.trim() == "populated 1"),
-        text.lines().any(|l| l.trim() == "frozen 1"),
-    ))
+    Ok(Events::parse(std::str::from_utf8(&buf[..n]).unwrap_or("")))
 }
 
 /// The cgroup's own cumulative CPU time, (user, system) in microseconds.
@@ -349,7 +347,12 @@ impl Cgroup {
             let trusted = slot.epoch == pool.epoch
                 && slot.watch.is_some_and(|wd| !pool.killed.contains(&wd))
                 && held(&slot);
-            if trusted && matches!(slot.events().and_then(events_of), Ok((false, false))) {
+            if trusted
+                && slot
+                    .events()
+                    .and_then(events_of)
+                    .is_ok_and(|e| e == Events::default())
+            {
                 return Some(slot);
             }
             retire(&mut pool, slot);
@@ -376,7 +379,7 @@ impl Cgroup {
             && self.slot.as_ref().is_some_and(|s| {
                 s.keeper.is_some()
                     && s.watch.is_some()
-                    && s.read_kept(&s.cg_stat, "cgroup.stat")
+                    && s.read_kept(&s.cg_stat, CgroupFile::Stat)
                         .is_some_and(|t| kv(&t, "nr_descendants") == Some(0))
             });
         if !fit {
