@@ -1,5 +1,6 @@
 //! The cgroup's members: listing, signalling, killing, moving out.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::path::Path;
@@ -16,6 +17,25 @@ use crate::Signal;
 /// `cgroup.kill` skipped, or a process slow to die that a second SIGKILL
 /// does not hurt).
 pub(super) const STRAGGLERS_AFTER: Duration = Duration::from_millis(5);
+
+/// The straggler rule: which of the members `listed` now get a SIGKILL of
+/// their own. None before the tree was sent SIGKILL, nor until
+/// [`STRAGGLERS_AFTER`] has passed since (`since_kill`); then each one not
+/// yet `sent` one, once.
+pub(super) fn stragglers(
+    since_kill: Option<Duration>,
+    listed: &[u32],
+    sent: &HashSet<u32>,
+) -> Vec<u32> {
+    if since_kill.is_none_or(|d| d < STRAGGLERS_AFTER) {
+        return Vec::new();
+    }
+    listed
+        .iter()
+        .copied()
+        .filter(|p| !sent.contains(p))
+        .collect()
+}
 
 impl Cgroup {
     /// Whether any process is left in the cgroup (re-arms the POLLPRI
@@ -121,17 +141,8 @@ impl Cgroup {
     /// whose leader thread already exited while other threads run; one
     /// signal to the process (what `kill(2)` does) ends it.
     pub(super) fn kill_stragglers(&mut self, listed: &[u32]) {
-        if self
-            .killed_at
-            .is_none_or(|t| t.elapsed() < STRAGGLERS_AFTER)
-        {
-            return;
-        }
-        let new: Vec<u32> = listed
-            .iter()
-            .copied()
-            .filter(|p| !self.stragglers.contains(p))
-            .collect();
+        let since_kill = self.killed_at.map(|t| t.elapsed());
+        let new = stragglers(since_kill, listed, &self.stragglers);
         if new.is_empty() {
             return;
         }
@@ -200,6 +211,57 @@ impl Cgroup {
                     }
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn straggler_rule_table() {
+        let ms = Duration::from_millis;
+        let sent: HashSet<u32> = [7].into_iter().collect();
+        let none = HashSet::new();
+        /// (name, time since the tree's SIGKILL, listed, sent before, to kill)
+        type Case<'a> = (
+            &'a str,
+            Option<Duration>,
+            &'a [u32],
+            &'a HashSet<u32>,
+            &'a [u32],
+        );
+        let cases: &[Case] = &[
+            ("no SIGKILL yet", None, &[5, 6], &none, &[]),
+            (
+                "just killed: the tree is still dying",
+                Some(ms(0)),
+                &[5, 6],
+                &none,
+                &[],
+            ),
+            (
+                "one instant short",
+                Some(STRAGGLERS_AFTER - Duration::from_nanos(1)),
+                &[5],
+                &none,
+                &[],
+            ),
+            (
+                "at the delay",
+                Some(STRAGGLERS_AFTER),
+                &[5, 6],
+                &none,
+                &[5, 6],
+            ),
+            ("long after", Some(ms(900)), &[5, 6], &none, &[5, 6]),
+            ("each once", Some(ms(50)), &[5, 7], &sent, &[5]),
+            ("all already sent", Some(ms(50)), &[7], &sent, &[]),
+            ("nothing listed", Some(ms(50)), &[], &none, &[]),
+        ];
+        for (name, since, listed, sent, want) in cases {
+            assert_eq!(stragglers(*since, listed, sent), *want, "{name}");
         }
     }
 }

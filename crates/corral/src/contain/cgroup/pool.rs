@@ -319,6 +319,147 @@ pub(super) fn retry_retired(pool: &mut Pool) {
     }
 }
 
+/// Why a cgroup is not lent to a run or taken back into the pool (the
+/// pool rules' answer; the cgroup is then removed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unfit {
+    /// The run asked for a limit, v2 peaks are accounted, or the process
+    /// is one-shot (see [`Cgroup::poolable`]).
+    NotPoolable,
+    /// The root did not exit by itself (killed, signalled, not seen).
+    RootNotClean,
+    /// Members were left, or the cgroup is frozen (or unreadable).
+    NotEmpty,
+    /// corral killed the tree (`cgroup.kill` written).
+    Killed,
+    /// The run had v1 groups or held controllers in the parent.
+    Limited,
+    /// No keeper holds it (it would outlive corral's death).
+    NotHeld,
+    /// No `cgroup.kill` watch: a write by someone else could not be seen.
+    Unwatched,
+    /// An interface file was written while it was in use or pooled.
+    Written,
+    /// The command left a nested cgroup (or `cgroup.stat` is unreadable).
+    Nested,
+    /// The watch's queue overflowed since it was made or borrowed.
+    Stale,
+    /// The pool holds [`POOL_MAX`] already.
+    Full,
+}
+
+/// What a run's cgroup showed when the run ended: the facts the
+/// give-back rule reads before the pool is locked.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Returned {
+    /// [`Cgroup::poolable`].
+    pub(super) poolable: bool,
+    /// The root exited by itself.
+    pub(super) clean_exit: bool,
+    /// `populated 0` and not frozen, read at release.
+    pub(super) empty_thawed: bool,
+    /// corral sent SIGKILL to the tree.
+    pub(super) killed: bool,
+    /// v1 groups or a hold on the parent's controllers belong to the run.
+    pub(super) limited: bool,
+    /// A keeper registration holds it.
+    pub(super) keeper: bool,
+    /// Its `cgroup.kill` is watched.
+    pub(super) watched: bool,
+}
+
+/// The pool's view of one cgroup, read under its lock.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct InPool {
+    /// Cgroups waiting in the pool now.
+    pub(super) pooled: usize,
+    /// No event was lost since the cgroup was made or borrowed.
+    pub(super) same_epoch: bool,
+    /// Its watch saw a write to an interface file.
+    pub(super) written: bool,
+}
+
+/// Whether a cgroup may serve runs after its own (see
+/// [`Cgroup::poolable`]): no limit, no v2 peak accounted, not one-shot.
+pub(super) fn may_pool(limited: bool, v2_peaks: bool, one_shot: bool) -> bool {
+    !limited && !v2_peaks && !one_shot
+}
+
+/// The give-back rule: whether a finished run's cgroup goes back to the
+/// pool. `nested` (the `nr_descendants` of `cgroup.stat`, a read) and
+/// `pool` (the pool's lock) are asked only once every earlier fact allows
+/// it, in this order.
+pub(super) fn give_back_rule(
+    run: &Returned,
+    nested: impl FnOnce() -> Option<u64>,
+    pool: impl FnOnce() -> InPool,
+) -> Result<(), Unfit> {
+    let checks = [
+        (run.poolable, Unfit::NotPoolable),
+        (run.clean_exit, Unfit::RootNotClean),
+        (run.empty_thawed, Unfit::NotEmpty),
+        (!run.killed, Unfit::Killed),
+        (!run.limited, Unfit::Limited),
+        (run.keeper, Unfit::NotHeld),
+        (run.watched, Unfit::Unwatched),
+    ];
+    if let Some(&(_, why)) = checks.iter().find(|(ok, _)| !ok) {
+        return Err(why);
+    }
+    if nested() != Some(0) {
+        return Err(Unfit::Nested);
+    }
+    let pool = pool();
+    if pool.pooled >= POOL_MAX {
+        return Err(Unfit::Full);
+    }
+    if !pool.same_epoch {
+        return Err(Unfit::Stale);
+    }
+    if pool.written {
+        return Err(Unfit::Written);
+    }
+    Ok(())
+}
+
+/// A pooled cgroup, as a borrow sees it with the pool locked.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pooled {
+    /// No event was lost since it was given back.
+    pub(super) same_epoch: bool,
+    /// Its `cgroup.kill` is watched.
+    pub(super) watched: bool,
+    /// Its watch saw a write to an interface file.
+    pub(super) written: bool,
+    /// The keeper that holds it is alive.
+    pub(super) held: bool,
+}
+
+/// The lend rule: whether a pooled cgroup may serve the next run. `events`
+/// (a read of `cgroup.events`) is asked only when the pool's own facts
+/// allow it; it must say empty and not frozen.
+pub(super) fn lend_rule(
+    slot: &Pooled,
+    events: impl FnOnce() -> Option<Events>,
+) -> Result<(), Unfit> {
+    if !slot.same_epoch {
+        return Err(Unfit::Stale);
+    }
+    if !slot.watched {
+        return Err(Unfit::Unwatched);
+    }
+    if slot.written {
+        return Err(Unfit::Written);
+    }
+    if !slot.held {
+        return Err(Unfit::NotHeld);
+    }
+    if events() != Some(Events::default()) {
+        return Err(Unfit::NotEmpty);
+    }
+    Ok(())
+}
+
 impl Cgroup {
     /// Whether a run may use a pooled cgroup: it asks for no limit (a
     /// limited run gets a new cgroup, removed after it, so no limit can
@@ -329,7 +470,11 @@ impl Cgroup {
     /// pooled: no run would borrow it, and the watch that pooling needs
     /// costs the process's exit an SRCU grace period (see [`KillWatch`]).
     pub(super) fn poolable(limits: Limits, v2_memory: bool, v2_pids: bool) -> bool {
-        !limits.any() && !v2_memory && !v2_pids && !crate::contain::one_shot()
+        may_pool(
+            limits.any(),
+            v2_memory || v2_pids,
+            crate::contain::one_shot(),
+        )
     }
 
     /// A pooled cgroup proven empty now (`populated 0`, not frozen) and
@@ -344,57 +489,64 @@ impl Cgroup {
         KillWatch::drain(&mut pool);
         loop {
             let slot = pool.slots.pop()?;
-            let trusted = slot.epoch == pool.epoch
-                && slot.watch.is_some_and(|wd| !pool.killed.contains(&wd))
-                && held(&slot);
-            if trusted
-                && slot
-                    .events()
-                    .and_then(events_of)
-                    .is_ok_and(|e| e == Events::default())
-            {
+            let facts = Pooled {
+                same_epoch: slot.epoch == pool.epoch,
+                watched: slot.watch.is_some(),
+                written: slot.watch.is_some_and(|wd| pool.killed.contains(&wd)),
+                held: held(&slot),
+            };
+            if lend_rule(&facts, || slot.events().and_then(events_of).ok()).is_ok() {
                 return Some(slot);
             }
             retire(&mut pool, slot);
         }
     }
 
-    /// Puts the cgroup back in the pool if it can serve another run: it was
-    /// poolable, its root exited by itself and corral never killed the tree
-    /// (once `cgroup.kill` was written to a cgroup, Linux 6.18 kills every
-    /// child later cloned into it with `CLONE_INTO_CGROUP` at birth: found
-    /// by trying; a write by anyone else is caught by [`KillWatch`] at the
-    /// next borrow), the keeper holds it (so it is removed if corral dies),
-    /// no v1 group belongs to it, it was empty and not frozen when the run
-    /// ended (`empty_thawed`, read by `release`; the next borrow reads it
-    /// again), the command left no nested cgroup, and the pool has room.
-    /// Otherwise the caller removes it.
+    /// Puts the cgroup back in the pool if it can serve another run
+    /// ([`give_back_rule`]): it was poolable, its root exited by itself and
+    /// corral never killed the tree (once `cgroup.kill` was written to a
+    /// cgroup, Linux 6.18 kills every child later cloned into it with
+    /// `CLONE_INTO_CGROUP` at birth: found by trying; a write by anyone
+    /// else is caught by [`KillWatch`] at the next borrow), the keeper
+    /// holds it (so it is removed if corral dies), no v1 group belongs to
+    /// it, it was empty and not frozen when the run ended (`empty_thawed`,
+    /// read by `release`; the next borrow reads it again), the command left
+    /// no nested cgroup, and the pool has room. Otherwise the caller
+    /// removes it.
     pub(super) fn give_back(&mut self, clean_exit: bool, empty_thawed: bool) -> bool {
-        let fit = Self::poolable(self.limits, self.v2_memory, self.v2_pids)
-            && clean_exit
-            && empty_thawed
-            && self.killed_at.is_none()
-            && self.v1.is_empty()
-            && self.leaf_hold.is_none()
-            && self.slot.as_ref().is_some_and(|s| {
-                s.keeper.is_some()
-                    && s.watch.is_some()
-                    && s.read_kept(&s.cg_stat, CgroupFile::Stat)
-                        .is_some_and(|t| kv(&t, "nr_descendants") == Some(0))
-            });
-        if !fit {
-            return false;
-        }
-        let mut pool = pool();
         let Some(slot) = self.slot.as_ref() else {
             return false;
         };
-        if pool.slots.len() >= POOL_MAX
-            || slot.epoch != pool.epoch
-            || slot.watch.is_some_and(|wd| pool.killed.contains(&wd))
-        {
+        let run = Returned {
+            poolable: Self::poolable(self.limits, self.v2_memory, self.v2_pids),
+            clean_exit,
+            empty_thawed,
+            killed: self.killed_at.is_some(),
+            limited: !self.v1.is_empty() || self.leaf_hold.is_some(),
+            keeper: slot.keeper.is_some(),
+            watched: slot.watch.is_some(),
+        };
+        let mut locked = None;
+        let verdict = give_back_rule(
+            &run,
+            || {
+                slot.read_kept(&slot.cg_stat, CgroupFile::Stat)
+                    .and_then(|t| kv(&t, "nr_descendants"))
+            },
+            || {
+                let pool = pool();
+                let facts = InPool {
+                    pooled: pool.slots.len(),
+                    same_epoch: slot.epoch == pool.epoch,
+                    written: slot.watch.is_some_and(|wd| pool.killed.contains(&wd)),
+                };
+                locked = Some(pool);
+                facts
+            },
+        );
+        let (Ok(()), Some(mut pool)) = (verdict, locked) else {
             return false;
-        }
+        };
         if let Some(slot) = self.slot.take() {
             if self.tracer.enabled() {
                 let inode = fs::metadata(&self.dir).map_or(0, |m| m.ino());
@@ -403,5 +555,338 @@ impl Cgroup {
             pool.slots.push(slot);
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run whose cgroup may go back, facts one by one spoiled below.
+    const CLEAN: Returned = Returned {
+        poolable: true,
+        clean_exit: true,
+        empty_thawed: true,
+        killed: false,
+        limited: false,
+        keeper: true,
+        watched: true,
+    };
+    const ROOM: InPool = InPool {
+        pooled: 0,
+        same_epoch: true,
+        written: false,
+    };
+
+    #[test]
+    fn give_back_rule_table() {
+        /// (name, the run's facts, nr_descendants, the pool's facts, answer)
+        type Case = (
+            &'static str,
+            Returned,
+            Option<u64>,
+            InPool,
+            Result<(), Unfit>,
+        );
+        let cases: &[Case] = &[
+            ("clean", CLEAN, Some(0), ROOM, Ok(())),
+            (
+                "limited or one-shot",
+                Returned {
+                    poolable: false,
+                    ..CLEAN
+                },
+                Some(0),
+                ROOM,
+                Err(Unfit::NotPoolable),
+            ),
+            (
+                "root killed by a signal",
+                Returned {
+                    clean_exit: false,
+                    ..CLEAN
+                },
+                Some(0),
+                ROOM,
+                Err(Unfit::RootNotClean),
+            ),
+            (
+                "members kept",
+                Returned {
+                    empty_thawed: false,
+                    ..CLEAN
+                },
+                Some(0),
+                ROOM,
+                Err(Unfit::NotEmpty),
+            ),
+            (
+                "corral killed the tree",
+                Returned {
+                    killed: true,
+                    ..CLEAN
+                },
+                Some(0),
+                ROOM,
+                Err(Unfit::Killed),
+            ),
+            (
+                "v1 groups or a leaf hold",
+                Returned {
+                    limited: true,
+                    ..CLEAN
+                },
+                Some(0),
+                ROOM,
+                Err(Unfit::Limited),
+            ),
+            (
+                "no keeper",
+                Returned {
+                    keeper: false,
+                    ..CLEAN
+                },
+                Some(0),
+                ROOM,
+                Err(Unfit::NotHeld),
+            ),
+            (
+                "no watch",
+                Returned {
+                    watched: false,
+                    ..CLEAN
+                },
+                Some(0),
+                ROOM,
+                Err(Unfit::Unwatched),
+            ),
+            ("a nested cgroup", CLEAN, Some(1), ROOM, Err(Unfit::Nested)),
+            (
+                "cgroup.stat unreadable",
+                CLEAN,
+                None,
+                ROOM,
+                Err(Unfit::Nested),
+            ),
+            (
+                "pool full",
+                CLEAN,
+                Some(0),
+                InPool {
+                    pooled: POOL_MAX,
+                    ..ROOM
+                },
+                Err(Unfit::Full),
+            ),
+            (
+                "one below full",
+                CLEAN,
+                Some(0),
+                InPool {
+                    pooled: POOL_MAX - 1,
+                    ..ROOM
+                },
+                Ok(()),
+            ),
+            (
+                "watch queue overflowed",
+                CLEAN,
+                Some(0),
+                InPool {
+                    same_epoch: false,
+                    ..ROOM
+                },
+                Err(Unfit::Stale),
+            ),
+            (
+                "cgroup.kill written by the command",
+                CLEAN,
+                Some(0),
+                InPool {
+                    written: true,
+                    ..ROOM
+                },
+                Err(Unfit::Written),
+            ),
+            (
+                "first failing fact wins",
+                Returned {
+                    clean_exit: false,
+                    killed: true,
+                    ..CLEAN
+                },
+                Some(3),
+                InPool {
+                    written: true,
+                    ..ROOM
+                },
+                Err(Unfit::RootNotClean),
+            ),
+        ];
+        for (name, run, nested, pool, want) in cases {
+            let got = give_back_rule(run, || *nested, || *pool);
+            assert_eq!(got, *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn give_back_rule_reads_and_locks_only_when_the_run_allows() {
+        let reads = std::cell::Cell::new(0);
+        let locks = std::cell::Cell::new(0);
+        let killed = Returned {
+            killed: true,
+            ..CLEAN
+        };
+        let got = give_back_rule(
+            &killed,
+            || {
+                reads.set(reads.get() + 1);
+                Some(0)
+            },
+            || {
+                locks.set(locks.get() + 1);
+                ROOM
+            },
+        );
+        assert_eq!(got, Err(Unfit::Killed));
+        assert_eq!((reads.get(), locks.get()), (0, 0));
+        let got = give_back_rule(
+            &CLEAN,
+            || {
+                reads.set(reads.get() + 1);
+                Some(2)
+            },
+            || {
+                locks.set(locks.get() + 1);
+                ROOM
+            },
+        );
+        assert_eq!(got, Err(Unfit::Nested));
+        assert_eq!((reads.get(), locks.get()), (1, 0));
+    }
+
+    #[test]
+    fn lend_rule_table() {
+        const OK: Pooled = Pooled {
+            same_epoch: true,
+            watched: true,
+            written: false,
+            held: true,
+        };
+        let empty = Some(Events::default());
+        /// (name, the pool's facts, what cgroup.events says, answer)
+        type Case = (&'static str, Pooled, Option<Events>, Result<(), Unfit>);
+        let cases: &[Case] = &[
+            ("empty and trusted", OK, empty, Ok(())),
+            (
+                "populated (moved in from outside)",
+                OK,
+                Some(Events {
+                    populated: true,
+                    frozen: false,
+                }),
+                Err(Unfit::NotEmpty),
+            ),
+            (
+                "frozen by the command",
+                OK,
+                Some(Events {
+                    populated: false,
+                    frozen: true,
+                }),
+                Err(Unfit::NotEmpty),
+            ),
+            ("events unreadable", OK, None, Err(Unfit::NotEmpty)),
+            (
+                "watch overflowed",
+                Pooled {
+                    same_epoch: false,
+                    ..OK
+                },
+                empty,
+                Err(Unfit::Stale),
+            ),
+            (
+                "no watch",
+                Pooled {
+                    watched: false,
+                    ..OK
+                },
+                empty,
+                Err(Unfit::Unwatched),
+            ),
+            (
+                "written while pooled",
+                Pooled {
+                    written: true,
+                    ..OK
+                },
+                empty,
+                Err(Unfit::Written),
+            ),
+            (
+                "keeper died",
+                Pooled { held: false, ..OK },
+                empty,
+                Err(Unfit::NotHeld),
+            ),
+        ];
+        for (name, slot, events, want) in cases {
+            assert_eq!(lend_rule(slot, || *events), *want, "{name}");
+        }
+        // A slot the pool distrusts is retired without a read.
+        let read = std::cell::Cell::new(false);
+        let stale = Pooled {
+            same_epoch: false,
+            ..OK
+        };
+        let _ = lend_rule(&stale, || {
+            read.set(true);
+            empty
+        });
+        assert!(!read.get());
+    }
+
+    #[test]
+    fn may_pool_table() {
+        // (limited, v2 peaks accounted, one-shot) -> poolable
+        let cases = [
+            ((false, false, false), true),
+            ((true, false, false), false),
+            ((false, true, false), false),
+            ((false, false, true), false),
+            ((true, true, true), false),
+        ];
+        for ((limited, peaks, one_shot), want) in cases {
+            assert_eq!(
+                may_pool(limited, peaks, one_shot),
+                want,
+                "{limited} {peaks} {one_shot}"
+            );
+        }
+    }
+
+    #[test]
+    fn harmless_writes_change_nothing_a_later_run_sees() {
+        let cases: &[(&[u8], bool)] = &[
+            (b"cgroup.procs", true),
+            (b"cgroup.threads", true),
+            (b"cgroup.events", true),
+            (b"memory.events", true),
+            (b"memory.events.local", true),
+            (b"cgroup.kill", false),
+            (b"cgroup.freeze", false),
+            (b"cgroup.max.descendants", false),
+            (b"cgroup.subtree_control", false),
+            (b"pids.max", false),
+        ];
+        for (name, want) in cases {
+            assert_eq!(
+                harmless_write(name),
+                *want,
+                "{}",
+                String::from_utf8_lossy(name)
+            );
+        }
     }
 }
