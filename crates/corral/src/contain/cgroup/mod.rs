@@ -84,8 +84,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use crate::contain::{Containment, Limits, Mechanism, OsOp, Tracer};
@@ -97,7 +95,7 @@ pub(crate) use error::CgroupError;
 use files::{CgroupFile, Controller, Events};
 pub(crate) use hierarchy::{detect, Hierarchy};
 use hierarchy::{subtree_controllers, subtree_controllers_now};
-use owner::{claim, name_for, remove_stale, SEQ, STALE};
+use owner::{make_dir, remove_stale, STALE};
 pub(crate) use pool::drain_pool;
 use pool::{cpu_usec, pool, KillWatch, Slot};
 
@@ -159,107 +157,31 @@ impl Cgroup {
         } else {
             delegated::prepare(&h.own_v2, &want)?
         };
-        let (v2_memory, v2_pids) = match leaf_hold {
+        let v2 = match leaf_hold {
             None => subtree_controllers(&h.own_v2),
             // Just enabled, maybe: read again.
             Some(_) => subtree_controllers_now(&h.own_v2),
         };
-        if leaf_hold.is_none() && Self::poolable(limits, v2_memory, v2_pids) {
+        let poolable = Self::poolable(limits, v2.0, v2.1);
+        if leaf_hold.is_none() && poolable {
             if let Some(slot) = Self::borrow() {
                 let cpu_base = cpu_usec(&slot);
-                return Ok(Cgroup {
-                    dir: slot.dir.clone(),
-                    parent: h.own_v2.clone(),
-                    slot: Some(slot),
-                    cpu_base,
-                    v1: Vec::new(),
-                    v2_procs: None,
-                    limits,
-                    v2_memory,
-                    v2_pids,
-                    pgid: None,
-                    killed_at: None,
-                    stragglers: std::collections::HashSet::new(),
-                    orphans: None,
-                    released: false,
-                    tracer,
-                    leaf_hold: None,
-                });
+                return Ok(Self::assemble(
+                    &h.own_v2, slot, cpu_base, limits, v2, tracer, None,
+                ));
             }
         }
-        let mut attempt = 0;
-        let (name, dir, dir_fd) = loop {
-            let name = name_for(SEQ.fetch_add(1, Ordering::Relaxed));
-            let dir = h.own_v2.join(&name);
-            let made = fs::create_dir(&dir).and_then(|()| claim(&dir));
-            match made {
-                Ok(fd) => break (name, dir, fd),
-                // The name is taken, or a cleaner that found the new
-                // directory before it was locked is removing it: take the
-                // next number (never remove it: the cleaner does).
-                Err(e)
-                    if attempt < 16
-                        && matches!(
-                            e.kind(),
-                            io::ErrorKind::AlreadyExists
-                                | io::ErrorKind::NotFound
-                                | io::ErrorKind::WouldBlock
-                        ) =>
-                {
-                    attempt += 1;
-                }
-                Err(source) => {
-                    return Err(CgroupError::Create {
-                        parent: h.own_v2.clone(),
-                        source,
-                    })
-                }
-            }
-        };
-        let cleanup = |path: PathBuf, source: io::Error| {
-            let _ = fs::remove_dir(&dir);
-            CgroupError::Open { path, source }
-        };
-        // A cgroup v2 directory has `cgroup.events`; its descriptor is
-        // opened when first needed (see `Slot::events`).
-        if let Err(e) = fs::symlink_metadata(CgroupFile::Events.path(&dir)) {
-            return Err(cleanup(CgroupFile::Events.path(&dir), e));
-        }
+        let (name, dir, dir_fd) = make_dir(&h.own_v2)?;
         // Watched from before the command runs, if it may be pooled.
-        let (watch, epoch) = if Self::poolable(limits, v2_memory, v2_pids) {
+        let (watch, epoch) = if poolable {
             let mut pool = pool();
             let epoch = pool.epoch;
             (KillWatch::add(&mut pool, &dir), epoch)
         } else {
             (None, 0)
         };
-        let mut cg = Cgroup {
-            dir: dir.clone(),
-            parent: h.own_v2.clone(),
-            slot: Some(Slot {
-                dir: dir.clone(),
-                dir_fd,
-                events: OnceLock::new(),
-                keeper: None,
-                cpu_stat: std::sync::OnceLock::new(),
-                cg_stat: std::sync::OnceLock::new(),
-                watch,
-                epoch,
-            }),
-            cpu_base: (0, 0),
-            v1: Vec::new(),
-            v2_procs: None,
-            limits,
-            v2_memory,
-            v2_pids,
-            pgid: None,
-            killed_at: None,
-            stragglers: std::collections::HashSet::new(),
-            orphans: None,
-            released: false,
-            tracer,
-            leaf_hold,
-        };
+        let slot = Slot::new(dir, dir_fd, watch, epoch);
+        let mut cg = Self::assemble(&h.own_v2, slot, (0, 0), limits, v2, tracer, leaf_hold);
         // Crash safety: if this process dies before the run ends, the keeper
         // kills the cgroup and removes it. Without it (no clone3, too many
         // runs) the run is only cleaned up by the next corral's stale pass.
@@ -274,6 +196,38 @@ impl Cgroup {
             return Err(e);
         }
         Ok(cg)
+    }
+
+    /// A run's `Cgroup` in `slot` (new, or borrowed from the pool with
+    /// `cpu_base` already used), below `parent`; `v2` says whether the v2
+    /// memory and pids controllers are enabled for it.
+    fn assemble(
+        parent: &std::path::Path,
+        slot: Slot,
+        cpu_base: (u64, u64),
+        limits: Limits,
+        v2: (bool, bool),
+        tracer: Tracer,
+        leaf_hold: Option<delegated::Hold>,
+    ) -> Cgroup {
+        Cgroup {
+            dir: slot.dir.clone(),
+            parent: parent.to_path_buf(),
+            slot: Some(slot),
+            cpu_base,
+            v1: Vec::new(),
+            v2_procs: None,
+            limits,
+            v2_memory: v2.0,
+            v2_pids: v2.1,
+            pgid: None,
+            killed_at: None,
+            stragglers: std::collections::HashSet::new(),
+            orphans: None,
+            released: false,
+            tracer,
+            leaf_hold,
+        }
     }
 }
 

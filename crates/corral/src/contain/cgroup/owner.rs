@@ -4,10 +4,11 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
+use super::error::CgroupError;
 use super::files::{remove_tree, CgroupFile, Events};
 use super::hierarchy::Hierarchy;
 use super::pool::{pool, KillWatch};
@@ -84,6 +85,50 @@ pub(super) fn claim(dir: &Path) -> io::Result<File> {
         return Err(io::ErrorKind::NotFound.into());
     }
     Ok(fd)
+}
+
+/// Makes a new cgroup directory under `parent` and takes its ownership
+/// lock ([`claim`]): its name, path and locked descriptor.
+pub(super) fn make_dir(parent: &Path) -> Result<(String, PathBuf, File), CgroupError> {
+    let mut attempt = 0;
+    let (name, dir, dir_fd) = loop {
+        let name = name_for(SEQ.fetch_add(1, Ordering::Relaxed));
+        let dir = parent.join(&name);
+        let made = fs::create_dir(&dir).and_then(|()| claim(&dir));
+        match made {
+            Ok(fd) => break (name, dir, fd),
+            // The name is taken, or a cleaner that found the new
+            // directory before it was locked is removing it: take the
+            // next number (never remove it: the cleaner does).
+            Err(e)
+                if attempt < 16
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::AlreadyExists
+                            | io::ErrorKind::NotFound
+                            | io::ErrorKind::WouldBlock
+                    ) =>
+            {
+                attempt += 1;
+            }
+            Err(source) => {
+                return Err(CgroupError::Create {
+                    parent: parent.to_path_buf(),
+                    source,
+                })
+            }
+        }
+    };
+    // A cgroup v2 directory has `cgroup.events`; its descriptor is
+    // opened when first needed (see `Slot::events`).
+    if let Err(source) = fs::symlink_metadata(CgroupFile::Events.path(&dir)) {
+        let _ = fs::remove_dir(&dir);
+        return Err(CgroupError::Open {
+            path: CgroupFile::Events.path(&dir),
+            source,
+        });
+    }
+    Ok((name, dir, dir_fd))
 }
 
 impl Cgroup {

@@ -44,6 +44,21 @@ pub(super) struct Slot {
 }
 
 impl Slot {
+    /// A new cgroup's slot: its directory and locked descriptor, its
+    /// watch (if it may be pooled) and the pool's epoch then.
+    pub(super) fn new(dir: PathBuf, dir_fd: File, watch: Option<i32>, epoch: u64) -> Slot {
+        Slot {
+            dir,
+            dir_fd,
+            events: OnceLock::new(),
+            keeper: None,
+            cpu_stat: OnceLock::new(),
+            cg_stat: OnceLock::new(),
+            watch,
+            epoch,
+        }
+    }
+
     /// Reads one of the slot's kept files from its start.
     pub(super) fn read_kept(
         &self,
