@@ -99,6 +99,27 @@ use owner::{make_dir, remove_stale, STALE};
 pub(crate) use pool::drain_pool;
 use pool::{cpu_usec, pool, KillWatch, Slot};
 
+/// What `release` does with the run's cgroup, by the one read of
+/// `cgroup.events` it makes (`None`: unreadable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AtRelease {
+    /// Members are left (kept by the leftovers policy, or unkillable), or
+    /// it cannot be known: they are moved to corral's own cgroup so that
+    /// the directory can be removed, and it is removed.
+    MoveOut,
+    /// Empty: it may go back to the pool, if also not frozen (`thawed`)
+    /// and the give-back rule agrees (`pool::give_back_rule`); else removed.
+    Empty { thawed: bool },
+}
+
+/// The release rule (see [`AtRelease`]).
+fn at_release(events: Option<Events>) -> AtRelease {
+    match events {
+        Some(e) if !e.populated => AtRelease::Empty { thawed: !e.frozen },
+        _ => AtRelease::MoveOut,
+    }
+}
+
 /// A v1 group made for one command.
 struct V1Group {
     controller: Controller,
@@ -401,11 +422,11 @@ impl Containment for Cgroup {
             Some(s) => s.read_events().ok(),
             None => Some(Events::default()),
         };
-        let was_empty = events.is_some_and(|e| !e.populated);
+        let plan = at_release(events);
         let clean_exit = matches!(root.peek_exit(), Ok(Some(crate::RootStatus::Exited(_))));
         // Kept (or unkillable) members leave the per-command cgroup so that
         // it can be removed; nothing is signalled from here on.
-        if !was_empty {
+        if plan == AtRelease::MoveOut {
             self.move_out();
         }
         if let Some(o) = self.orphans.take() {
@@ -414,7 +435,11 @@ impl Containment for Cgroup {
         let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });
-        if was_empty && self.give_back(clean_exit, events == Some(Events::default())) {
+        let pooled = match plan {
+            AtRelease::Empty { thawed } => self.give_back(clean_exit, thawed),
+            AtRelease::MoveOut => false,
+        };
+        if pooled {
             self.tracer.record(OsOp::Released {
                 via: Mechanism::Cgroup,
             });
@@ -441,6 +466,27 @@ impl Drop for Cgroup {
             self.released = true;
             let _ = self.kill_all();
             self.remove_dirs();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_rule_table() {
+        let ev = |populated, frozen| Some(Events { populated, frozen });
+        let cases = [
+            (ev(false, false), AtRelease::Empty { thawed: true }),
+            (ev(false, true), AtRelease::Empty { thawed: false }),
+            (ev(true, false), AtRelease::MoveOut),
+            (ev(true, true), AtRelease::MoveOut),
+            // Unreadable: members may be left; nothing is pooled.
+            (None, AtRelease::MoveOut),
+        ];
+        for (events, want) in cases {
+            assert_eq!(at_release(events), want, "{events:?}");
         }
     }
 }
