@@ -49,8 +49,10 @@ const INNER: &[(&str, &[&[&str]])] = &[
     (
         "contain/cgroup",
         &[
-            // Interface files; the controllers of a delegated subtree.
-            &["files", "delegated"],
+            // The interface files.
+            &["files"],
+            // The controllers of a delegated subtree.
+            &["delegated"],
             &["error"],
             &["hierarchy"],
             &["pool"],

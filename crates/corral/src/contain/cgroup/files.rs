@@ -155,6 +155,38 @@ impl Controller {
     }
 }
 
+/// The limit controllers enabled for the runs' cgroups (in the parent's
+/// `cgroup.subtree_control`): their accounting files (peaks, events) exist
+/// in every run's cgroup.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Enabled {
+    pub(crate) memory: bool,
+    pub(crate) pids: bool,
+}
+
+impl Enabled {
+    /// From the words of `cgroup.subtree_control`.
+    pub(crate) fn from_words(words: &[String]) -> Enabled {
+        let on = |c: Controller| words.iter().any(|w| w == c.name());
+        Enabled {
+            memory: on(Controller::Memory),
+            pids: on(Controller::Pids),
+        }
+    }
+
+    pub(crate) fn has(self, ctrl: Controller) -> bool {
+        match ctrl {
+            Controller::Pids => self.pids,
+            Controller::Memory => self.memory,
+        }
+    }
+
+    /// Some peak is accounted (a run's cgroup is then never pooled).
+    pub(crate) fn any(self) -> bool {
+        self.memory || self.pids
+    }
+}
+
 /// The value of `key` in the text of a flat-keyed file (`key value` lines).
 pub(super) fn kv(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
@@ -231,6 +263,45 @@ mod tests {
         ];
         for (text, want) in cases {
             assert_eq!(Events::parse(text), *want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn enabled_controllers_from_subtree_control() {
+        let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        let cases = [
+            ("", Enabled::default()),
+            ("cpu io", Enabled::default()),
+            (
+                "memory",
+                Enabled {
+                    memory: true,
+                    pids: false,
+                },
+            ),
+            (
+                "cpu pids",
+                Enabled {
+                    memory: false,
+                    pids: true,
+                },
+            ),
+            (
+                "memory pids",
+                Enabled {
+                    memory: true,
+                    pids: true,
+                },
+            ),
+            // A word that only contains the name is another controller.
+            ("pids_x memoryy", Enabled::default()),
+        ];
+        for (text, want) in cases {
+            let got = Enabled::from_words(&words(text));
+            assert_eq!(got, want, "{text:?}");
+            assert_eq!(got.any(), want.memory || want.pids);
+            assert_eq!(got.has(Controller::Memory), want.memory);
+            assert_eq!(got.has(Controller::Pids), want.pids);
         }
     }
 

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use super::delegated;
 use super::error::CgroupError;
-use super::files::{CgroupFile, Controller};
+use super::files::{CgroupFile, Controller, Enabled};
 
 /// Where cgroups live for this process.
 #[derive(Debug, Clone)]
@@ -205,16 +205,14 @@ pub(crate) fn detect_from(mountinfo: &str, cgroup: &str) -> Result<Hierarchy, Cg
 
 /// Whether the memory and pids controllers are enabled for the children of
 /// `own` (read once per process: corral never changes it).
-pub(super) fn subtree_controllers(own: &Path) -> (bool, bool) {
-    static CACHE: OnceLock<(bool, bool)> = OnceLock::new();
+pub(super) fn subtree_controllers(own: &Path) -> Enabled {
+    static CACHE: OnceLock<Enabled> = OnceLock::new();
     *CACHE.get_or_init(|| subtree_controllers_now(own))
 }
 
 /// [`subtree_controllers`], read now (corral may have just enabled them).
-pub(super) fn subtree_controllers_now(own: &Path) -> (bool, bool) {
-    let on = CgroupFile::SubtreeControl.read_words(own);
-    let has = |c: Controller| on.iter().any(|w| w == c.name());
-    (has(Controller::Memory), has(Controller::Pids))
+pub(super) fn subtree_controllers_now(own: &Path) -> Enabled {
+    Enabled::from_words(&CgroupFile::SubtreeControl.read_words(own))
 }
 
 #[cfg(test)]

@@ -29,10 +29,7 @@ impl Cgroup {
     /// Whether the v2 `ctrl` is enabled for our cgroups (its accounting
     /// files exist then).
     fn v2_accounts(&self, ctrl: Controller) -> bool {
-        match ctrl {
-            Controller::Pids => self.v2_pids,
-            Controller::Memory => self.v2_memory,
-        }
+        self.v2.has(ctrl)
     }
 
     /// This run's v1 group of `ctrl`, if it has one.

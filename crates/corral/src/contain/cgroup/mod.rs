@@ -92,7 +92,7 @@ use crate::sys::{self, Root};
 use crate::Signal;
 
 pub(crate) use error::CgroupError;
-use files::{CgroupFile, Controller, Events};
+use files::{CgroupFile, Controller, Enabled, Events};
 pub(crate) use hierarchy::{detect, Hierarchy};
 use hierarchy::{subtree_controllers, subtree_controllers_now};
 use owner::{make_dir, remove_stale, STALE};
@@ -142,8 +142,7 @@ pub(crate) struct Cgroup {
     limits: Limits,
     /// Whether the v2 memory / pids controllers are enabled for our cgroups
     /// (their accounting files exist then).
-    v2_memory: bool,
-    v2_pids: bool,
+    v2: Enabled,
     pgid: Option<u32>,
     /// When SIGKILL was sent to the tree.
     killed_at: Option<Instant>,
@@ -183,7 +182,7 @@ impl Cgroup {
             // Just enabled, maybe: read again.
             Some(_) => subtree_controllers_now(&h.own_v2),
         };
-        let poolable = Self::poolable(limits, v2.0, v2.1);
+        let poolable = Self::poolable(limits, v2);
         if leaf_hold.is_none() && poolable {
             if let Some(slot) = Self::borrow() {
                 let cpu_base = cpu_usec(&slot);
@@ -227,7 +226,7 @@ impl Cgroup {
         slot: Slot,
         cpu_base: (u64, u64),
         limits: Limits,
-        v2: (bool, bool),
+        v2: Enabled,
         tracer: Tracer,
         leaf_hold: Option<delegated::Hold>,
     ) -> Cgroup {
@@ -239,8 +238,7 @@ impl Cgroup {
             v1: Vec::new(),
             v2_procs: None,
             limits,
-            v2_memory: v2.0,
-            v2_pids: v2.1,
+            v2,
             pgid: None,
             killed_at: None,
             stragglers: std::collections::HashSet::new(),

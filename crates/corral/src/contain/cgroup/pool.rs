@@ -7,7 +7,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::files::{kv, remove_tree, CgroupFile, Events};
+use super::files::{kv, remove_tree, CgroupFile, Enabled, Events};
 use super::Cgroup;
 use crate::contain::{Limits, OsOp};
 
@@ -484,12 +484,8 @@ impl Cgroup {
     /// In a one-shot process ([`crate::one_shot_process`]) nothing is
     /// pooled: no run would borrow it, and the watch that pooling needs
     /// costs the process's exit an SRCU grace period (see [`KillWatch`]).
-    pub(super) fn poolable(limits: Limits, v2_memory: bool, v2_pids: bool) -> bool {
-        may_pool(
-            limits.any(),
-            v2_memory || v2_pids,
-            crate::contain::one_shot(),
-        )
+    pub(super) fn poolable(limits: Limits, v2: Enabled) -> bool {
+        may_pool(limits.any(), v2.any(), crate::contain::one_shot())
     }
 
     /// A pooled cgroup proven empty now (`populated 0`, not frozen) and
@@ -533,7 +529,7 @@ impl Cgroup {
             return false;
         };
         let run = Returned {
-            poolable: Self::poolable(self.limits, self.v2_memory, self.v2_pids),
+            poolable: Self::poolable(self.limits, self.v2),
             clean_exit,
             empty_thawed,
             killed: self.killed_at.is_some(),
