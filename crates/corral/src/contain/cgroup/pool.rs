@@ -300,7 +300,7 @@ pub(super) fn held(slot: &Slot) -> bool {
     return slot.keeper.is_some();
 }
 
-/// Removes every pooled cgroup (see [`super::release_cgroup_pool`]).
+/// Removes every pooled cgroup (see [`crate::contain::release_cgroup_pool`]).
 pub(crate) fn drain_pool() -> usize {
     let mut pool = pool();
     let slots = std::mem::take(&mut pool.slots);
