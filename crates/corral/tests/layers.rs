@@ -34,9 +34,8 @@ const INNER: &[(&str, &[&[&str]])] = &[
     (
         "contain",
         &[
-            // Reaping during the run, the subreaper switch, tree cookies;
-            // the controllers of a delegated subtree (the cgroup tier's).
-            &["orphans", "cgroup_delegated"],
+            // Reaping during the run, the subreaper switch, tree cookies.
+            &["orphans"],
             // One file per mechanism: none uses another.
             &[
                 "cgroup",
@@ -45,6 +44,20 @@ const INNER: &[(&str, &[&[&str]])] = &[
                 "process_group",
                 "subreaper",
             ],
+        ],
+    ),
+    (
+        "contain/cgroup",
+        &[
+            // The interface files.
+            &["files"],
+            // The controllers of a delegated subtree.
+            &["delegated"],
+            &["error"],
+            &["hierarchy"],
+            &["pool"],
+            // Ownership and removal, limits, the members.
+            &["owner", "limits", "members"],
         ],
     ),
     (

@@ -15,8 +15,6 @@ use crate::Signal;
 
 #[cfg(target_os = "linux")]
 pub(crate) mod cgroup;
-#[cfg(target_os = "linux")]
-pub(crate) mod cgroup_delegated;
 #[cfg(windows)]
 pub(crate) mod job_object;
 #[cfg(target_os = "linux")]

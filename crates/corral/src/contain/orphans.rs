@@ -345,17 +345,54 @@ fn own_children() -> Vec<u32> {
     out
 }
 
-/// Whether `pid`'s cgroup v2 path has a component named `name`.
-fn in_cgroup(pid: u32, name: &str) -> bool {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-    text.lines()
+/// `/proc/<pid>/cgroup` (empty if it cannot be read).
+fn cgroup_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default()
+}
+
+/// Whether the cgroup v2 path in `proc_cgroup` (the text of
+/// `/proc/<pid>/cgroup`) has a component named `name`.
+fn in_cgroup(proc_cgroup: &str, name: &str) -> bool {
+    proc_cgroup
+        .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .is_some_and(|p| p.split('/').any(|c| c == name))
 }
 
-fn claimed(e: &Entry, pid: u32, s: &Stat) -> bool {
+/// What a pass does with one child of this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// A registered run's root, the keeper, gone, or no longer a child of
+    /// this process: never touched.
+    Leave,
+    /// Alive: its environment says which run it belongs to, while it can
+    /// still be read.
+    Learn,
+    /// A zombie child: reaped if a run claims it ([`claimed`]).
+    Zombie,
+}
+
+/// The first half of the attribution rule: `reserved` (the root of a
+/// registered run, or the keeper) is never touched, whatever its state;
+/// otherwise the child's `stat` (if it could be read) says whether it is
+/// still a child of this process (`me`), alive or a zombie.
+fn look(reserved: bool, stat: Option<&Stat>, me: u32) -> Look {
+    match stat {
+        _ if reserved => Look::Leave,
+        Some(s) if s.ppid == me && s.is_dead() => Look::Zombie,
+        Some(s) if s.ppid == me => Look::Learn,
+        _ => Look::Leave,
+    }
+}
+
+/// The second half of the attribution rule: whether the zombie child
+/// `pid` (its `stat`) belongs to the run of `e`: in the run's cgroup (read
+/// from `proc_cgroup`, asked only for a cgroup claim), in the root's
+/// process group, or (tree claim) a descendant the tier or this watch saw
+/// alive with the same start time.
+fn claimed(e: &Entry, pid: u32, s: &Stat, proc_cgroup: impl FnOnce() -> String) -> bool {
     match &e.claim {
-        Claim::Cgroup(name) => in_cgroup(pid, name),
+        Claim::Cgroup(name) => in_cgroup(&proc_cgroup(), name),
         Claim::Group => s.pgrp == e.root,
         Claim::Tree { known, .. } => {
             s.pgrp == e.root
@@ -395,14 +432,13 @@ fn pass(reg: &mut Registry, only: Option<u64>, unknown_roots: Option<&HashSet<u3
     }
     let entries = &mut reg.entries;
     for c in children {
-        if roots.contains(&c) || keeper == Some(c) {
+        let reserved = roots.contains(&c) || keeper == Some(c);
+        let s = if reserved { None } else { stat(c) };
+        let look = look(reserved, s.as_ref(), me);
+        let Some(s) = s.filter(|_| look != Look::Leave) else {
             continue;
-        }
-        let Some(s) = stat(c) else { continue };
-        if s.ppid != me {
-            continue;
-        }
-        if !(s.state == b'Z' || s.state == b'X') {
+        };
+        if look == Look::Learn {
             // A live orphan: its environment says which run it belongs to
             // while it can still be read (a zombie's cannot).
             if reg.checked.get(&c) != Some(&s.start) {
@@ -436,7 +472,7 @@ fn pass(reg: &mut Registry, only: Option<u64>, unknown_roots: Option<&HashSet<u3
             || entries
                 .iter()
                 .filter(|e| only.is_none_or(|id| e.id == id))
-                .any(|e| claimed(e, c, &s));
+                .any(|e| claimed(e, c, &s, || cgroup_of(c)));
         if !ours {
             continue;
         }
@@ -510,5 +546,198 @@ fn run() {
             // No waitid: look again later.
             Err(_) => std::thread::sleep(POLL),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(ppid: u32, state: u8, pgrp: u32, start: u64) -> Stat {
+        Stat {
+            pid: 50,
+            state,
+            ppid,
+            pgrp,
+            session: 1,
+            flags: 0,
+            threads: 1,
+            start,
+            exit_code: None,
+        }
+    }
+
+    #[test]
+    fn look_rule_table() {
+        const ME: u32 = 10;
+        // (name, reserved, stat, answer)
+        let cases: &[(&str, bool, Option<Stat>, Look)] = &[
+            (
+                "a live child: learn its cookies",
+                false,
+                Some(stat(ME, b'S', 50, 1)),
+                Look::Learn,
+            ),
+            (
+                "a zombie child",
+                false,
+                Some(stat(ME, b'Z', 50, 1)),
+                Look::Zombie,
+            ),
+            ("dead (X)", false, Some(stat(ME, b'X', 50, 1)), Look::Zombie),
+            (
+                "stopped is alive",
+                false,
+                Some(stat(ME, b'T', 50, 1)),
+                Look::Learn,
+            ),
+            (
+                "a run's root, even a zombie",
+                true,
+                Some(stat(ME, b'Z', 50, 1)),
+                Look::Leave,
+            ),
+            ("the keeper", true, Some(stat(ME, b'S', 50, 1)), Look::Leave),
+            (
+                "reaped by someone else, pid reused",
+                false,
+                Some(stat(77, b'Z', 50, 1)),
+                Look::Leave,
+            ),
+            ("gone", false, None, Look::Leave),
+        ];
+        for (name, reserved, s, want) in cases {
+            assert_eq!(look(*reserved, s.as_ref(), ME), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn attribution_rule_table() {
+        const ROOT: u32 = 100;
+        let known = Arc::new(Mutex::new(HashMap::from([(61, 7)])));
+        let entry = |claim: Claim, learned: &[(u32, u64)]| Entry {
+            id: 0,
+            root: ROOT,
+            claim,
+            learned: learned.iter().copied().collect(),
+        };
+        let cg = "corral-1-00000000000000ab-3";
+        let inside = format!("0::/user.slice/{cg}\n");
+        let nested = format!("0::/user.slice/{cg}/inner\n");
+        let prefix = format!("0::/user.slice/{cg}0\n");
+        let tree = || Claim::Tree {
+            known: known.clone(),
+            cookie: "1.2".into(),
+        };
+        // (name, entry, pid, stat, /proc/<pid>/cgroup, claimed)
+        let cases: Vec<(&str, Entry, u32, Stat, &str, bool)> = vec![
+            (
+                "in the run's cgroup",
+                entry(Claim::Cgroup(cg.into()), &[]),
+                60,
+                stat(1, b'Z', 9, 1),
+                &inside,
+                true,
+            ),
+            (
+                "in a cgroup the command made below it",
+                entry(Claim::Cgroup(cg.into()), &[]),
+                60,
+                stat(1, b'Z', 9, 1),
+                &nested,
+                true,
+            ),
+            (
+                "a cgroup whose name only starts the same",
+                entry(Claim::Cgroup(cg.into()), &[]),
+                60,
+                stat(1, b'Z', 9, 1),
+                &prefix,
+                false,
+            ),
+            (
+                "cgroup claim: the group does not count",
+                entry(Claim::Cgroup(cg.into()), &[]),
+                60,
+                stat(1, b'Z', ROOT, 1),
+                "0::/other\n",
+                false,
+            ),
+            (
+                "in the root's group",
+                entry(Claim::Group, &[]),
+                60,
+                stat(1, b'Z', ROOT, 1),
+                "",
+                true,
+            ),
+            (
+                "another group",
+                entry(Claim::Group, &[]),
+                60,
+                stat(1, b'Z', 99, 1),
+                "",
+                false,
+            ),
+            (
+                "tree: in the group",
+                entry(tree(), &[]),
+                60,
+                stat(1, b'Z', ROOT, 1),
+                "",
+                true,
+            ),
+            (
+                "tree: seen by the tier's scans",
+                entry(tree(), &[]),
+                61,
+                stat(1, b'Z', 99, 7),
+                "",
+                true,
+            ),
+            (
+                "tree: a reused pid of one the tier saw",
+                entry(tree(), &[]),
+                61,
+                stat(1, b'Z', 99, 8),
+                "",
+                false,
+            ),
+            (
+                "tree: seen alive here with the cookie",
+                entry(tree(), &[(62, 4)]),
+                62,
+                stat(1, b'Z', 99, 4),
+                "",
+                true,
+            ),
+            (
+                "tree: a reused pid of one seen alive",
+                entry(tree(), &[(62, 4)]),
+                62,
+                stat(1, b'Z', 99, 5),
+                "",
+                false,
+            ),
+            (
+                "tree: never seen, another group",
+                entry(tree(), &[]),
+                63,
+                stat(1, b'Z', 99, 1),
+                "",
+                false,
+            ),
+        ];
+        for (name, e, pid, s, text, want) in cases {
+            assert_eq!(claimed(&e, pid, &s, || text.to_owned()), want, "{name}");
+        }
+        // Only a cgroup claim reads /proc/<pid>/cgroup.
+        let read = std::cell::Cell::new(false);
+        let group = entry(Claim::Group, &[]);
+        let _ = claimed(&group, 60, &stat(1, b'Z', ROOT, 1), || {
+            read.set(true);
+            String::new()
+        });
+        assert!(!read.get());
     }
 }

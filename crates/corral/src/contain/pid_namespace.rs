@@ -105,7 +105,7 @@ impl Drop for Init {
     }
 }
 
-/// The line `key` of /proc/<pid>/status, split in fields.
+/// The line `key` of `/proc/<pid>/status`, split in fields.
 fn status_field(pid: u32, key: &str) -> Option<Vec<u32>> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix(key))?;

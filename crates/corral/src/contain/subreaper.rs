@@ -252,6 +252,91 @@ struct Member {
     stat: Stat,
 }
 
+/// What a scan of one tree holds fixed: its root, this process, the roots
+/// of the other runs (never this tree's), and this process's own session
+/// and group (shared with the host and every root: they never link a
+/// process to this tree).
+struct Scope {
+    root: u32,
+    me: u32,
+    other_roots: HashSet<u32>,
+    own: Option<Stat>,
+}
+
+impl Scope {
+    fn new(seq: u64, root: u32) -> Scope {
+        let me = std::process::id();
+        let other_roots = live()
+            .iter()
+            .filter(|&&(s, _)| s != seq)
+            .filter_map(|&(_, r)| r)
+            .collect();
+        Scope {
+            root,
+            me,
+            other_roots,
+            own: stat(me),
+        }
+    }
+
+    /// Never a member found by the walk: the root (pinned, counted apart)
+    /// and the other runs' roots.
+    fn skip(&self, pid: u32) -> bool {
+        pid == self.root || self.other_roots.contains(&pid)
+    }
+
+    /// A session or group id that never links a process to this tree.
+    fn foreign(&self, id: u32) -> bool {
+        self.own.is_some_and(|o| id == o.session || id == o.pgrp) || self.other_roots.contains(&id)
+    }
+}
+
+/// What the tier knows of its tree when it meets an orphan of corral.
+struct Seen<'a> {
+    /// The start time the tier remembered for this pid, if any.
+    known_start: Option<u64>,
+    root: u32,
+    /// Sessions and groups made inside the tree and still in use.
+    links: &'a HashSet<u32>,
+}
+
+/// The subreaper tier's attribution rule for a child of corral that the
+/// walk did not reach (an orphan re-parented to corral): it is this tree's
+/// when the tier saw it before (same start time), it is in the root's
+/// group, or in a session or group made inside the tree, or (dead) its pid
+/// is such a session or group leader's, or (alive) it carries the tree's
+/// cookie in its environment (`cookie`, read only then: a zombie's
+/// environment cannot be read).
+fn adopted(pid: u32, s: &Stat, seen: &Seen<'_>, cookie: impl FnOnce() -> bool) -> bool {
+    seen.known_start == Some(s.start)
+        || s.pgrp == seen.root
+        || seen.links.contains(&s.session)
+        || seen.links.contains(&s.pgrp)
+        || (s.dead() && seen.links.contains(&pid))
+        || (!s.dead() && cookie())
+}
+
+/// The subreaper tier's straggler rule: which members found after the
+/// tree was sent `sig` get it now. Only members outside the root's group
+/// (the group is signalled as one) not yet reached; after SIGKILL every
+/// such member, after a graceful signal only the orphans re-parented to
+/// corral (`me`): a process whose parent still lives may be what a signal
+/// handler started to clean up, and is left to finish within the grace.
+fn late_targets(
+    sig: Signal,
+    members: &[Member],
+    root: u32,
+    me: u32,
+    reached: &HashSet<(u32, u64)>,
+) -> Vec<Member> {
+    members
+        .iter()
+        .filter(|m| m.stat.pgrp != root && !reached.contains(&(m.pid, m.stat.start)))
+        .filter(|m| sig == Signal::KILL || m.stat.ppid == me)
+        .copied()
+        .collect()
+}
+
 pub(crate) struct Subreaper {
     seq: u64,
     cookie: String,
@@ -359,115 +444,134 @@ impl Subreaper {
     /// does without it, and looks at the group after the reap only if the
     /// group still exists.
     fn scan_with(&mut self, root: u32, group_scan: bool) -> Vec<Member> {
-        let me = std::process::id();
-        let other_roots: HashSet<u32> = live()
-            .iter()
-            .filter(|&&(seq, _)| seq != self.seq)
-            .filter_map(|&(_, r)| r)
-            .collect();
-        let skip = |pid: u32| pid == root || other_roots.contains(&pid);
-        // corral's own session and group are shared with the host and every
-        // root: they never link a process to this tree.
-        let own = stat(me);
-        let foreign = |id: u32| {
-            own.is_some_and(|o| id == o.session || id == o.pgrp) || other_roots.contains(&id)
-        };
+        let scope = Scope::new(self.seq, root);
+        let (mut found, mut queue) = self.seeds(&scope, group_scan);
+        let mut walked: HashSet<u32> = HashSet::new();
+        for _ in 0..ROUNDS {
+            Self::walk(&scope, &mut found, &mut queue, &mut walked);
+            // Sessions and groups made inside the tree (rules 4 and 5).
+            for s in found.values() {
+                for id in [s.session, s.pgrp] {
+                    if !scope.foreign(id) {
+                        self.links.insert(id);
+                    }
+                }
+            }
+            if !self.adopt_orphans(&scope, &mut found, &mut queue) {
+                break;
+            }
+        }
+        self.settle(&found, scope.me)
+    }
+
+    /// Where a scan starts: the root, the descendants remembered from
+    /// earlier scans (as long as they are the same process, wherever they
+    /// were re-parented to) and, with `group_scan`, the root's process
+    /// group (pinned by the unreaped root: members found the way the
+    /// process-group tier finds them, should an orphan have gone elsewhere
+    /// than to corral).
+    fn seeds(&self, scope: &Scope, group_scan: bool) -> (HashMap<u32, Stat>, Vec<u32>) {
+        let root = scope.root;
         let mut found: HashMap<u32, Stat> = HashMap::new();
         let mut queue: Vec<u32> = vec![root];
-        // Descendants remembered from earlier scans stay members as long as
-        // they are the same process, wherever they were re-parented to.
         for (&pid, &start) in &self.known {
             if let Some(s) = stat(pid).filter(|s| s.start == start) {
-                if !skip(pid) {
+                if !scope.skip(pid) {
                     found.insert(pid, s);
                     queue.push(pid);
                 }
             }
         }
-        // The process group (pinned by the unreaped root): members found the
-        // way the process-group tier finds them, should an orphan have gone
-        // elsewhere than to corral.
         let group = if group_scan {
             sys::group_members(root)
         } else {
             Ok(Vec::new())
         };
-        if let Ok(group) = group {
-            for pid in group {
-                if skip(pid) || found.contains_key(&pid) {
-                    continue;
-                }
-                if let Some(s) = stat(pid).filter(|s| s.pgrp == root) {
-                    found.insert(pid, s);
-                    queue.push(pid);
-                }
+        for pid in group.unwrap_or_default() {
+            if scope.skip(pid) || found.contains_key(&pid) {
+                continue;
+            }
+            if let Some(s) = stat(pid).filter(|s| s.pgrp == root) {
+                found.insert(pid, s);
+                queue.push(pid);
             }
         }
-        let mut walked: HashSet<u32> = HashSet::new();
-        for _ in 0..ROUNDS {
-            while let Some(p) = queue.pop() {
-                if !walked.insert(p) {
-                    continue;
-                }
-                let kids = children(p);
-                // The list belongs to `p` only if `p` is still the process
-                // we attributed (the root is pinned).
-                if p != root && stat(p).map(|s| s.start) != found.get(&p).map(|s| s.start) {
-                    continue;
-                }
-                for c in kids {
-                    if skip(c) || found.contains_key(&c) {
-                        continue;
-                    }
-                    // Still a child of `p`, or re-parented to us meanwhile.
-                    let Some(s) = stat(c).filter(|s| s.ppid == p || s.ppid == me) else {
-                        continue;
-                    };
-                    found.insert(c, s);
-                    if !s.dead() {
-                        queue.push(c);
-                    }
-                }
+        (found, queue)
+    }
+
+    /// Walks down from every queued process to its children.
+    fn walk(
+        scope: &Scope,
+        found: &mut HashMap<u32, Stat>,
+        queue: &mut Vec<u32>,
+        walked: &mut HashSet<u32>,
+    ) {
+        while let Some(p) = queue.pop() {
+            if !walked.insert(p) {
+                continue;
             }
-            // Sessions and groups made inside the tree (rules 4 and 5).
-            for s in found.values() {
-                for id in [s.session, s.pgrp] {
-                    if !foreign(id) {
-                        self.links.insert(id);
-                    }
-                }
+            let kids = children(p);
+            // The list belongs to `p` only if `p` is still the process
+            // we attributed (the root is pinned).
+            if p != scope.root && stat(p).map(|s| s.start) != found.get(&p).map(|s| s.start) {
+                continue;
             }
-            // Orphans re-parented to corral.
-            let mut more = false;
-            for c in children(me) {
-                if skip(c) || found.contains_key(&c) {
+            for c in kids {
+                if scope.skip(c) || found.contains_key(&c) {
                     continue;
                 }
-                let Some(s) = stat(c).filter(|s| s.ppid == me) else {
+                // Still a child of `p`, or re-parented to us meanwhile.
+                let Some(s) = stat(c).filter(|s| s.ppid == p || s.ppid == scope.me) else {
                     continue;
                 };
-                let ours = self.known.get(&c) == Some(&s.start)
-                    || s.pgrp == root
-                    || self.links.contains(&s.session)
-                    || self.links.contains(&s.pgrp)
-                    || (s.dead() && self.links.contains(&c))
-                    || (!s.dead() && cookies(c).contains(&self.cookie));
-                if ours {
-                    found.insert(c, s);
-                    if !s.dead() {
-                        queue.push(c);
-                    }
-                    more = true;
+                found.insert(c, s);
+                if !s.dead() {
+                    queue.push(c);
                 }
             }
-            if !more {
-                break;
+        }
+    }
+
+    /// Orphans re-parented to corral that belong to this tree
+    /// ([`adopted`]); whether any was found (another round then).
+    fn adopt_orphans(
+        &self,
+        scope: &Scope,
+        found: &mut HashMap<u32, Stat>,
+        queue: &mut Vec<u32>,
+    ) -> bool {
+        let mut more = false;
+        for c in children(scope.me) {
+            if scope.skip(c) || found.contains_key(&c) {
+                continue;
+            }
+            let Some(s) = stat(c).filter(|s| s.ppid == scope.me) else {
+                continue;
+            };
+            let seen = Seen {
+                known_start: self.known.get(&c).copied(),
+                root: scope.root,
+                links: &self.links,
+            };
+            if adopted(c, &s, &seen, || cookies(c).contains(&self.cookie)) {
+                found.insert(c, s);
+                if !s.dead() {
+                    queue.push(c);
+                }
+                more = true;
             }
         }
+        more
+    }
+
+    /// Ends a scan: reaps the dead orphans of this tree, remembers the live
+    /// members (and publishes them for the orphan reaper), keeps the links
+    /// still in use; returns the live members.
+    fn settle(&mut self, found: &HashMap<u32, Stat>, me: u32) -> Vec<Member> {
         let mut members = Vec::new();
         self.known.clear();
         let mut still_used: HashSet<u32> = HashSet::new();
-        for (&pid, &s) in &found {
+        for (&pid, &s) in found {
             if s.dead() && s.ppid == me {
                 reap_verified(pid, s.start);
                 continue;
@@ -510,13 +614,7 @@ impl Subreaper {
     /// left to finish within the grace, as under a process group.
     fn catch_up(&mut self, members: &[Member], root: u32) {
         let Some(sig) = self.last_signal else { return };
-        let me = std::process::id();
-        let new: Vec<Member> = members
-            .iter()
-            .filter(|m| m.stat.pgrp != root && !self.reached.contains(&(m.pid, m.stat.start)))
-            .filter(|m| sig == Signal::KILL || m.stat.ppid == me)
-            .copied()
-            .collect();
+        let new = late_targets(sig, members, root, std::process::id(), &self.reached);
         Self::signal_outside(&self.tracer, &new, root, sig);
         if sig != Signal::KILL && sig != Signal::CONT {
             Self::signal_outside(&self.tracer, &new, root, Signal::CONT);
@@ -851,6 +949,135 @@ mod keeper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const ROOT: u32 = 100;
+    const ME: u32 = 10;
+
+    fn st(state: u8, ppid: u32, pgrp: u32, session: u32, start: u64) -> Stat {
+        Stat {
+            state,
+            ppid,
+            pgrp,
+            session,
+            start,
+            threads_alive: false,
+        }
+    }
+
+    #[test]
+    fn adoption_rule_table() {
+        let links: HashSet<u32> = [300, 400].into_iter().collect();
+        let seen = |known_start| Seen {
+            known_start,
+            root: ROOT,
+            links: &links,
+        };
+        let alive = |pgrp, session| st(b'S', ME, pgrp, session, 5);
+        let zombie = |pgrp, session| st(b'Z', ME, pgrp, session, 5);
+        let leader_thread_gone = Stat {
+            threads_alive: true,
+            ..zombie(9, 9)
+        };
+        /// (name, pid, stat, remembered start, carries the cookie, adopted)
+        type Case = (&'static str, u32, Stat, Option<u64>, bool, bool);
+        let cases: &[Case] = &[
+            ("seen before", 50, alive(9, 9), Some(5), false, true),
+            (
+                "a reused pid of one seen",
+                50,
+                alive(9, 9),
+                Some(4),
+                false,
+                false,
+            ),
+            ("in the root's group", 50, alive(ROOT, 9), None, false, true),
+            (
+                "in a session made inside",
+                50,
+                alive(9, 300),
+                None,
+                false,
+                true,
+            ),
+            (
+                "in a group made inside",
+                50,
+                alive(400, 9),
+                None,
+                false,
+                true,
+            ),
+            ("alive with the cookie", 50, alive(9, 9), None, true, true),
+            ("alive without", 50, alive(9, 9), None, false, false),
+            (
+                "the dead leader of a session made inside",
+                300,
+                zombie(300, 300),
+                None,
+                false,
+                true,
+            ),
+            ("a dead stranger", 50, zombie(9, 9), None, false, false),
+            // A zombie's environment cannot be read: no cookie counts.
+            ("dead, cookie ignored", 50, zombie(9, 9), None, true, false),
+            // A zombie leader whose other threads run is alive.
+            (
+                "threads still run",
+                50,
+                leader_thread_gone,
+                None,
+                true,
+                true,
+            ),
+        ];
+        for (name, pid, s, known, cookie, want) in cases {
+            assert_eq!(adopted(*pid, s, &seen(*known), || *cookie), *want, "{name}");
+        }
+        // The environment is read only when nothing else decides.
+        let read = std::cell::Cell::new(false);
+        assert!(adopted(50, &alive(ROOT, 9), &seen(None), || {
+            read.set(true);
+            false
+        }));
+        assert!(!read.get());
+    }
+
+    #[test]
+    fn late_signal_rule_table() {
+        let m = |pid, ppid, pgrp| Member {
+            pid,
+            stat: st(b'S', ppid, pgrp, 1, u64::from(pid)),
+        };
+        let in_group = m(51, ROOT, ROOT);
+        let child_of_member = m(52, 60, 9);
+        let orphan = m(53, ME, 9);
+        let reached_one = m(54, ME, 9);
+        let members = [in_group, child_of_member, orphan, reached_one];
+        let reached: HashSet<(u32, u64)> = [(54, 54)].into_iter().collect();
+        // (signal, pids that get it now)
+        let cases: &[(Signal, &[u32])] = &[
+            // Every member outside the group not yet reached.
+            (Signal::KILL, &[52, 53]),
+            // Graceful: only the orphans of corral; a process whose parent
+            // lives may be a handler's clean-up.
+            (Signal::TERM, &[53]),
+            (Signal::INT, &[53]),
+        ];
+        for (sig, want) in cases {
+            let got: Vec<u32> = late_targets(*sig, &members, ROOT, ME, &reached)
+                .iter()
+                .map(|m| m.pid)
+                .collect();
+            assert_eq!(got, *want, "{sig:?}");
+        }
+        // A reused pid (another start time) is not the one reached.
+        let reborn = Member {
+            pid: 54,
+            stat: st(b'S', ME, 9, 1, 99),
+        };
+        let got = late_targets(Signal::KILL, &[reborn], ROOT, ME, &reached);
+        assert_eq!(got.len(), 1);
+    }
 
     #[test]
     fn own_stat_is_readable() {

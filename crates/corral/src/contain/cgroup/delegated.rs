@@ -3,7 +3,7 @@
 //! A run with a limit needs the `memory`/`pids` controllers in its own
 //! cgroup, so enabled in the `cgroup.subtree_control` of the cgroup the runs'
 //! cgroups are made in (the *parent*: corral's own cgroup, or the delegated
-//! cgroup above it, see `cgroup::detect`). The kernel's "no internal
+//! cgroup above it, see `hierarchy::detect`). The kernel's "no internal
 //! processes" rule refuses that (`EBUSY`) while a process sits in the parent
 //! itself, and an unprivileged corral in a delegated subtree (`systemd-run
 //! --user --scope -p Delegate=yes corral ...`, a cgroup root handed over)
@@ -47,7 +47,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::Limits;
+use super::files::CgroupFile;
+use crate::contain::Limits;
 
 /// Why the controllers cannot be had (made a `CgroupError` by the caller).
 #[derive(Debug)]
@@ -60,14 +61,6 @@ pub(crate) enum LeafError {
     Io { path: PathBuf, source: io::Error },
     /// The kernel refused to enable a controller for another reason.
     Enable { source: io::Error },
-}
-
-fn write_file(path: &Path, data: &str) -> io::Result<()> {
-    use std::io::Write;
-    fs::OpenOptions::new()
-        .write(true)
-        .open(path)?
-        .write_all(data.as_bytes())
 }
 
 /// The shared leaf corral processes move themselves into.
@@ -135,14 +128,6 @@ pub(crate) fn wanted(limits: Limits) -> Vec<String> {
     want
 }
 
-fn words(path: &Path) -> Vec<String> {
-    fs::read_to_string(path)
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect()
-}
-
 /// Makes the controllers of `want` that the parent offers (the others are
 /// left to v1 groups or to the limit's own error) enabled for the runs'
 /// cgroups in `parent`, moving corral into the leaf if it stands in the way
@@ -152,8 +137,8 @@ pub(crate) fn prepare(parent: &Path, want: &[String]) -> Result<Option<Hold>, Le
     // internal processes" rule, and what it enables is the whole system's
     // choice: left alone. A cgroup namespace's root (a container's) is an
     // ordinary cgroup and follows the rule.
-    let at_root = !parent.join("cgroup.type").exists();
-    let offered = words(&parent.join("cgroup.controllers"));
+    let at_root = !CgroupFile::Type.path(parent).exists();
+    let offered = CgroupFile::Controllers.read_words(parent);
     let want: Vec<&String> = want.iter().filter(|c| offered.contains(c)).collect();
     if want.is_empty() || at_root {
         return Ok(None);
@@ -202,10 +187,10 @@ fn lock_shared(parent: &Path) -> Result<File, LeafError> {
 }
 
 fn enable(st: &mut State, parent: &Path, want: &[&String]) -> Result<(), LeafError> {
-    let control = parent.join("cgroup.subtree_control");
+    let control = CgroupFile::SubtreeControl;
     let end = Instant::now() + PATIENCE;
     loop {
-        let on = words(&control);
+        let on = control.read_words(parent);
         let missing: Vec<&String> = want.iter().copied().filter(|c| !on.contains(c)).collect();
         if missing.is_empty() {
             return Ok(());
@@ -215,7 +200,7 @@ fn enable(st: &mut State, parent: &Path, want: &[&String]) -> Result<(), LeafErr
             .map(|c| format!("+{c}"))
             .collect::<Vec<_>>()
             .join(" ");
-        match write_file(&control, &line) {
+        match control.write(parent, &line) {
             Ok(()) => {
                 for c in missing {
                     if !st.enabled.contains(c) {
@@ -233,7 +218,7 @@ fn enable(st: &mut State, parent: &Path, want: &[&String]) -> Result<(), LeafErr
                     std::thread::sleep(Duration::from_millis(5));
                     continue;
                 }
-                let pids = words(&parent.join("cgroup.procs"));
+                let pids = CgroupFile::Procs.read_words(parent);
                 // Nothing was enabled: corral may go back where it was.
                 move_back(st, parent);
                 return Err(LeafError::Occupied {
@@ -267,14 +252,16 @@ pub(crate) fn above_leaf(own: &Path) -> Option<&Path> {
 
 /// Whether this process sits in the leaf of `parent`.
 fn in_leaf(parent: &Path) -> bool {
-    words(&parent.join(LEAF).join("cgroup.procs"))
+    CgroupFile::Procs
+        .read_words(&parent.join(LEAF))
         .iter()
         .any(|p| p.parse::<u32>().ok() == Some(std::process::id()))
 }
 
 /// Whether this process sits in `parent` itself.
 fn sits_in(parent: &Path) -> bool {
-    words(&parent.join("cgroup.procs"))
+    CgroupFile::Procs
+        .read_words(parent)
         .iter()
         .any(|p| p.parse::<u32>().ok() == Some(std::process::id()))
 }
@@ -289,10 +276,9 @@ fn keeper_pid() -> Option<u32> {
 /// Moves this process (every thread: `cgroup.procs`) and its keeper (an
 /// unreaped child, so its pid is its own) into `dir`.
 fn move_to(dir: &Path) -> io::Result<()> {
-    let procs = dir.join("cgroup.procs");
-    write_file(&procs, "0")?;
+    CgroupFile::Procs.write(dir, "0")?;
     if let Some(k) = keeper_pid() {
-        let _ = write_file(&procs, &k.to_string());
+        let _ = CgroupFile::Procs.write(dir, &k.to_string());
     }
     Ok(())
 }
@@ -305,7 +291,7 @@ fn move_into_leaf(st: &mut State, parent: &Path) -> Result<(), LeafError> {
         Err(source) => return Err(LeafError::Io { path: leaf, source }),
     }
     move_to(&leaf).map_err(|source| LeafError::Io {
-        path: leaf.join("cgroup.procs"),
+        path: CgroupFile::Procs.path(&leaf),
         source,
     })?;
     st.moved = true;
@@ -343,7 +329,7 @@ fn undo(st: &mut State, parent: &Path) {
     // every cgroup below is corral's, everything enabled (a process sat in
     // the parent before corral moved aside, so nothing was enabled there
     // then, and no one else uses them now).
-    let on = words(&parent.join("cgroup.subtree_control"));
+    let on = CgroupFile::SubtreeControl.read_words(parent);
     let ours: Vec<&String> = on
         .iter()
         .filter(|c| (leaf_exists && only_corral) || st.enabled.contains(c))
@@ -354,7 +340,7 @@ fn undo(st: &mut State, parent: &Path) {
             .map(|c| format!("-{c}"))
             .collect::<Vec<_>>()
             .join(" ");
-        write_file(&parent.join("cgroup.subtree_control"), &line).is_ok()
+        CgroupFile::SubtreeControl.write(parent, &line).is_ok()
     };
     if disabled {
         st.enabled.clear();
@@ -412,7 +398,7 @@ pub(crate) fn home(parent: &Path) -> PathBuf {
 ///   common ancestor is not the user's. The error says which one is, and
 ///   how to start corral inside it.
 pub(crate) fn beside(own: &Path, delegated: fn(&Path) -> bool) -> Result<PathBuf, Option<PathBuf>> {
-    let Some(parent) = own.parent().filter(|p| p.join("cgroup.procs").exists()) else {
+    let Some(parent) = own.parent().filter(|p| CgroupFile::Procs.path(p).exists()) else {
         return Err(None);
     };
     if delegated(parent) {
@@ -421,7 +407,7 @@ pub(crate) fn beside(own: &Path, delegated: fn(&Path) -> bool) -> Result<PathBuf
     let sibling = fs::read_dir(parent).ok().and_then(|rd| {
         rd.flatten()
             .map(|e| e.path())
-            .filter(|p| p != own && p.join("cgroup.procs").exists())
+            .filter(|p| p != own && CgroupFile::Procs.path(p).exists())
             .find(|p| delegated(p))
     });
     Err(sibling)

@@ -1,0 +1,267 @@
+//! The cgroup's members: listing, signalling, killing, moving out.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::files::{CgroupFile, Events};
+use super::Cgroup;
+use crate::contain::{Mechanism, OsOp};
+use crate::sys;
+use crate::Signal;
+
+/// Members still listed this long after `cgroup.kill` get a SIGKILL of
+/// their own (a dying tree is normally gone by then; what is left is what
+/// `cgroup.kill` skipped, or a process slow to die that a second SIGKILL
+/// does not hurt).
+pub(super) const STRAGGLERS_AFTER: Duration = Duration::from_millis(5);
+
+/// The straggler rule: which of the members `listed` now get a SIGKILL of
+/// their own. None before the tree was sent SIGKILL, nor until
+/// [`STRAGGLERS_AFTER`] has passed since (`since_kill`); then each one not
+/// yet `sent` one, once.
+pub(super) fn stragglers(
+    since_kill: Option<Duration>,
+    listed: &[u32],
+    sent: &HashSet<u32>,
+) -> Vec<u32> {
+    if since_kill.is_none_or(|d| d < STRAGGLERS_AFTER) {
+        return Vec::new();
+    }
+    listed
+        .iter()
+        .copied()
+        .filter(|p| !sent.contains(p))
+        .collect()
+}
+
+impl Cgroup {
+    /// Whether any process is left in the cgroup (re-arms the POLLPRI
+    /// notification by reading through the watched descriptor).
+    pub(super) fn populated(&self) -> io::Result<bool> {
+        match &self.slot {
+            Some(s) => s.read_events().map(|e| e.populated),
+            // Back in the pool: it was proven empty then.
+            None => Ok(false),
+        }
+    }
+
+    pub(super) fn procs_of(dir: &Path, out: &mut Vec<u32>) {
+        if let Ok(s) = CgroupFile::Procs.read(dir) {
+            out.extend(s.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+        }
+        // Nested cgroups made by the command itself are part of the tree.
+        if let Ok(rd) = fs::read_dir(dir) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    Self::procs_of(&e.path(), out);
+                }
+            }
+        }
+    }
+
+    pub(super) fn all_procs(&self) -> Vec<u32> {
+        let mut v = Vec::new();
+        Self::procs_of(&self.dir, &mut v);
+        v
+    }
+
+    /// Live members of the root's process group (pinned by the unreaped
+    /// root, so every one descends from the tree) outside the cgroup: a
+    /// process with write access to an ancestor's `cgroup.procs` (root, or
+    /// the owner of a delegated subtree) can move itself out, and no cgroup
+    /// mechanism can stop it. Those that also left the group are not found
+    /// (the PID-namespace tier holds them).
+    pub(super) fn migrated(&self) -> Vec<u32> {
+        match self.pgid {
+            Some(pgid) if !self.released => sys::group_members(pgid).unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
+    pub(super) fn check_live(&self) -> io::Result<()> {
+        if self.released {
+            return Err(io::Error::other(
+                "cgroup already released; refusing to signal",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Signals each member through a pidfd, after checking that the pinned
+    /// process is still in this cgroup (so a reused pid is never hit).
+    /// Members already reached through the process group (`skip_pgid`) are
+    /// skipped, so each process gets the signal once.
+    pub(super) fn signal_members(&self, sig: Signal, skip_pgid: Option<u32>) -> io::Result<()> {
+        self.signal_pids(&self.all_procs(), sig, skip_pgid)
+    }
+
+    /// Signals each of `pids` that is still in this cgroup, through a pidfd
+    /// opened before the membership check (so a reused pid is never hit).
+    pub(super) fn signal_pids(
+        &self,
+        pids: &[u32],
+        sig: Signal,
+        skip_pgid: Option<u32>,
+    ) -> io::Result<()> {
+        let rsig = sys::to_rustix(sig)?;
+        let rel = self.dir.strip_prefix(&self.parent).unwrap_or(&self.dir);
+        let marker = format!("/{}", rel.display());
+        for &pid in pids {
+            let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
+                continue;
+            };
+            let Ok(fd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty())
+            else {
+                continue;
+            };
+            let cg = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            let inside = cg
+                .lines()
+                .find_map(|l| l.strip_prefix("0::"))
+                .is_some_and(|p| p.ends_with(&marker) || p.contains(&format!("{marker}/")));
+            let in_group = skip_pgid
+                .is_some_and(|pgid| sys::linux_proc::stat_of(pid).is_some_and(|s| s.pgrp == pgid));
+            if inside && !in_group {
+                self.tracer.record(OsOp::SignalMember {
+                    via: Mechanism::Cgroup,
+                    pid,
+                    signal: sig,
+                });
+                let _ = rustix::process::pidfd_send_signal(&fd, rsig);
+            }
+        }
+        Ok(())
+    }
+
+    /// After SIGKILL: members that are still listed a little later get a
+    /// SIGKILL of their own, once each. `cgroup.kill` passes over a process
+    /// whose leader thread already exited while other threads run; one
+    /// signal to the process (what `kill(2)` does) ends it.
+    pub(super) fn kill_stragglers(&mut self, listed: &[u32]) {
+        let since_kill = self.killed_at.map(|t| t.elapsed());
+        let new = stragglers(since_kill, listed, &self.stragglers);
+        if new.is_empty() {
+            return;
+        }
+        self.stragglers.extend(new.iter().copied());
+        let _ = self.signal_pids(&new, Signal::KILL, None);
+    }
+
+    pub(super) fn kill_all(&mut self) -> io::Result<()> {
+        self.killed_at.get_or_insert_with(Instant::now);
+        match CgroupFile::Kill.write(&self.dir, "1") {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // Before Linux 5.14: freeze (no fork, no exit can race us),
+                // kill every member, thaw.
+                CgroupFile::Freeze.write(&self.dir, "1")?;
+                let end = Instant::now() + Duration::from_millis(200);
+                let mut frozen = false;
+                while Instant::now() < end {
+                    let ev = CgroupFile::Events.read(&self.dir).unwrap_or_default();
+                    if Events::parse(&ev).frozen {
+                        frozen = true;
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if frozen {
+                    // Frozen members neither exit nor fork: their pids are
+                    // theirs until the SIGKILL below lands.
+                    for pid in self.all_procs() {
+                        if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                            self.tracer.record(OsOp::SignalMember {
+                                via: Mechanism::Cgroup,
+                                pid,
+                                signal: Signal::KILL,
+                            });
+                            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                        }
+                    }
+                } else {
+                    // Not confirmed frozen: through pidfds checked for
+                    // membership, so a reused pid is never hit.
+                    let _ = self.signal_members(Signal::KILL, None);
+                }
+                CgroupFile::Freeze.write(&self.dir, "0")
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) fn move_out(&self) {
+        if !self.populated().unwrap_or(true) {
+            return; // nothing left in the cgroup
+        }
+        // corral's own cgroup (the leaf, if it moved itself aside).
+        let home = super::delegated::home(&self.parent);
+        for _ in 0..20 {
+            let pids = self.all_procs();
+            if pids.is_empty() {
+                break;
+            }
+            for pid in pids {
+                let _ = CgroupFile::Procs.write(&home, &pid.to_string());
+                for g in &self.v1 {
+                    if let Some(parent) = g.dir.parent() {
+                        let _ = CgroupFile::Procs.write(parent, &pid.to_string());
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn straggler_rule_table() {
+        let ms = Duration::from_millis;
+        let sent: HashSet<u32> = [7].into_iter().collect();
+        let none = HashSet::new();
+        /// (name, time since the tree's SIGKILL, listed, sent before, to kill)
+        type Case<'a> = (
+            &'a str,
+            Option<Duration>,
+            &'a [u32],
+            &'a HashSet<u32>,
+            &'a [u32],
+        );
+        let cases: &[Case] = &[
+            ("no SIGKILL yet", None, &[5, 6], &none, &[]),
+            (
+                "just killed: the tree is still dying",
+                Some(ms(0)),
+                &[5, 6],
+                &none,
+                &[],
+            ),
+            (
+                "one instant short",
+                Some(STRAGGLERS_AFTER - Duration::from_nanos(1)),
+                &[5],
+                &none,
+                &[],
+            ),
+            (
+                "at the delay",
+                Some(STRAGGLERS_AFTER),
+                &[5, 6],
+                &none,
+                &[5, 6],
+            ),
+            ("long after", Some(ms(900)), &[5, 6], &none, &[5, 6]),
+            ("each once", Some(ms(50)), &[5, 7], &sent, &[5]),
+            ("all already sent", Some(ms(50)), &[7], &sent, &[]),
+            ("nothing listed", Some(ms(50)), &[], &none, &[]),
+        ];
+        for (name, since, listed, sent, want) in cases {
+            assert_eq!(stragglers(*since, listed, sent), *want, "{name}");
+        }
+    }
+}

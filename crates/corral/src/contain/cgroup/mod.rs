@@ -1,0 +1,490 @@
+//! cgroup v2 containment (Linux).
+//!
+//! Each command gets a fresh cgroup `corral-<corral pid>-<token>-<n>` under
+//! corral's own cgroup, where `<token>` is drawn at random once per process:
+//! the name is unique even between corrals that share a parent cgroup from
+//! different PID namespaces (where both may be pid 1). No descendant can
+//! exist outside it unless it moves itself out (below), so the kill never
+//! races a half-placed child. A descendant that calls `setsid()` or
+//! double-forks stays inside. Placement:
+//!
+//! * Born in it: `clone3(CLONE_INTO_CGROUP | CLONE_VFORK | CLONE_VM)` on
+//!   Linux 5.7+ (x86_64, aarch64), see `sys/linux_spawn/`; the spawn costs
+//!   what a vfork costs, whatever the size of the parent.
+//! * Fallback: std's fork path with a pre-exec write to `cgroup.procs` (the
+//!   child moves itself before it execs, while the parent is still inside
+//!   `fork`). Used when clone3 is refused (old kernel, seccomp; probed once
+//!   per process), and always when per-command groups of the v1
+//!   `pids`/`memory` hierarchies are in use (limits on a hybrid system):
+//!   clone3 can only place the child in a v2 cgroup, and writing its pid to
+//!   the v1 groups from the parent after the clone would let it run (and
+//!   fork) outside them first.
+//!
+//! * Kill: `cgroup.kill` (Linux 5.14+); older kernels: freeze, SIGKILL every
+//!   member, thaw. `cgroup.kill` skips a process whose thread-group leader
+//!   has exited while other threads run (seen on 6.18): members still listed
+//!   in `cgroup.procs` a few milliseconds after the kill are sent SIGKILL
+//!   once more, each through a pidfd whose cgroup membership is checked.
+//! * Graceful signal: to the process group (kept for delivery order) and to
+//!   every member of the cgroup that left the group, each through a pidfd
+//!   whose cgroup membership is checked after it was opened (reuse-safe).
+//! * Empty: `cgroup.events` says `populated 0`; it is pollable (POLLPRI), and
+//!   the lifecycle also checks on a short timer because notifications are
+//!   rate limited.
+//! * Release: members left by the leftovers policy are moved to corral's own
+//!   cgroup, then the directory is removed.
+//! * Ownership: the creator holds an exclusive `flock` on a descriptor of
+//!   the directory from just after `mkdir` until the directory is gone (or
+//!   it dies). The first cgroup a corral process makes is preceded by a
+//!   cleanup of its siblings: a directory of this name form whose lock can be
+//!   taken is abandoned, so what is left in it is killed and it is removed.
+//!   A held lock, another name form (an older corral), or a file system
+//!   without flock means "in doubt": nothing is signalled or removed. No
+//!   pid, so no PID namespace and no pid reuse, takes part in the decision.
+//! * Pool: a run without limits borrows an empty cgroup that an earlier
+//!   run of this process gave back, so the hot path has no `mkdir`/`rmdir`.
+//!   A cgroup goes back only when nothing can leak from its run into the
+//!   next: no limit was set (a limited run's cgroup and v1 groups are always
+//!   removed), no v2 peak is accounted (`memory.peak`/`pids.peak` cannot be
+//!   read per run; CPU time is reported as a difference from the borrow),
+//!   the root exited by itself and nobody wrote `cgroup.kill` there (on
+//!   Linux 6.18 a child later cloned into such a cgroup is killed at birth,
+//!   and no file of the cgroup shows it: corral's own writes are known, any
+//!   other is seen by an inotify watch on the file, read at each borrow;
+//!   without the watch nothing is pooled), it held no kept member, has no nested cgroup, reads
+//!   `populated 0` and not frozen, and the keeper holds it. A borrow reads
+//!   `populated 0` again; one that is not empty is retired, never used.
+//!   While pooled the directory keeps its ownership lock (no other corral
+//!   may take it) and its keeper registration (removed if corral dies); at
+//!   most [`POOL_MAX`](pool::POOL_MAX). `corral::release_cgroup_pool` removes them. A
+//!   one-shot process (`corral::one_shot_process`, what `corral run`
+//!   declares) pools nothing and sets no watch: its run's cgroup is removed
+//!   at release, and its exit does not wait for the watch's teardown.
+//! * Delegated subtrees: corral's own cgroup is used when it is delegated
+//!   to this user, else its parent when that is (the runs' cgroups beside
+//!   corral's); a limit's controllers are enabled there by moving corral
+//!   into a shared leaf (see `delegated`).
+//! * Migration: a member with write access to an ancestor's `cgroup.procs`
+//!   (root, or the owner of a delegated subtree) can move itself out; no
+//!   cgroup mechanism prevents that. One that stays in the root's process
+//!   group is still found (a scan of the group once the cgroup is empty) and
+//!   killed (SIGKILL to the pinned group after `cgroup.kill`); one that also
+//!   leaves the group escapes.
+
+mod delegated;
+mod error;
+mod files;
+mod hierarchy;
+mod limits;
+mod members;
+mod owner;
+mod pool;
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::contain::{Containment, Limits, Mechanism, OsOp, Tracer};
+use crate::report::{LimitHit, Usage};
+use crate::sys::{self, Root};
+use crate::Signal;
+
+pub(crate) use error::CgroupError;
+use files::{CgroupFile, Controller, Enabled, Events};
+pub(crate) use hierarchy::{detect, Hierarchy};
+use hierarchy::{subtree_controllers, subtree_controllers_now};
+use owner::{make_dir, remove_stale, STALE};
+pub(crate) use pool::drain_pool;
+use pool::{cpu_usec, pool, KillWatch, Slot};
+
+/// What `release` does with the run's cgroup, by the one read of
+/// `cgroup.events` it makes (`None`: unreadable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AtRelease {
+    /// Members are left (kept by the leftovers policy, or unkillable), or
+    /// it cannot be known: they are moved to corral's own cgroup so that
+    /// the directory can be removed, and it is removed.
+    MoveOut,
+    /// Empty: it may go back to the pool, if also not frozen (`thawed`)
+    /// and the give-back rule agrees (`pool::give_back_rule`); else removed.
+    Empty { thawed: bool },
+}
+
+/// The release rule (see [`AtRelease`]).
+fn at_release(events: Option<Events>) -> AtRelease {
+    match events {
+        Some(e) if !e.populated => AtRelease::Empty { thawed: !e.frozen },
+        _ => AtRelease::MoveOut,
+    }
+}
+
+/// A v1 group made for one command.
+struct V1Group {
+    controller: Controller,
+    dir: PathBuf,
+    procs: File,
+}
+
+pub(crate) struct Cgroup {
+    dir: PathBuf,
+    parent: PathBuf,
+    /// The directory's descriptors; `None` once it went back to the pool.
+    slot: Option<Slot>,
+    /// CPU time the cgroup had used when this run borrowed it (zero for a
+    /// new one): usage is reported as the difference.
+    cpu_base: (u64, u64),
+    v1: Vec<V1Group>,
+    /// The v2 `cgroup.procs`, opened only when v1 groups are used too (the
+    /// child then writes itself into each before exec).
+    v2_procs: Option<File>,
+    limits: Limits,
+    /// Whether the v2 memory / pids controllers are enabled for our cgroups
+    /// (their accounting files exist then).
+    v2: Enabled,
+    pgid: Option<u32>,
+    /// When SIGKILL was sent to the tree.
+    killed_at: Option<Instant>,
+    /// Members already sent a SIGKILL of their own after that.
+    stragglers: std::collections::HashSet<u32>,
+    /// Prompt reaping of the tree's orphans (subreaper processes only).
+    orphans: Option<crate::contain::orphans::Registration>,
+    released: bool,
+    tracer: Tracer,
+    /// The run's claim on controllers corral enabled in the parent
+    /// (dropped after the cgroup is gone: the last one undoes them).
+    leaf_hold: Option<delegated::Hold>,
+}
+
+impl Cgroup {
+    /// Creates the per-command cgroup (and v1 groups for limits). Fails if
+    /// the hierarchy is not writable or a limit cannot be had.
+    pub(crate) fn create(
+        h: &Hierarchy,
+        limits: Limits,
+        tracer: Tracer,
+    ) -> Result<Cgroup, CgroupError> {
+        STALE.call_once(|| {
+            remove_stale(h);
+            delegated::tidy(&h.own_v2);
+        });
+        // Controllers a limit needs, enabled in the parent (corral moves
+        // itself aside if it stands in the way: see `delegated`).
+        let want = delegated::wanted(limits);
+        let leaf_hold = if want.is_empty() {
+            None
+        } else {
+            delegated::prepare(&h.own_v2, &want)?
+        };
+        let v2 = match leaf_hold {
+            None => subtree_controllers(&h.own_v2),
+            // Just enabled, maybe: read again.
+            Some(_) => subtree_controllers_now(&h.own_v2),
+        };
+        let poolable = Self::poolable(limits, v2);
+        if leaf_hold.is_none() && poolable {
+            if let Some(slot) = Self::borrow() {
+                let cpu_base = cpu_usec(&slot);
+                return Ok(Self::assemble(
+                    &h.own_v2, slot, cpu_base, limits, v2, tracer, None,
+                ));
+            }
+        }
+        let (name, dir, dir_fd) = make_dir(&h.own_v2)?;
+        // Watched from before the command runs, if it may be pooled.
+        let (watch, epoch) = if poolable {
+            let mut pool = pool();
+            let epoch = pool.epoch;
+            (KillWatch::add(&mut pool, &dir), epoch)
+        } else {
+            (None, 0)
+        };
+        let slot = Slot::new(dir, dir_fd, watch, epoch);
+        let mut cg = Self::assemble(&h.own_v2, slot, (0, 0), limits, v2, tracer, leaf_hold);
+        // Crash safety: if this process dies before the run ends, the keeper
+        // kills the cgroup and removes it. Without it (no clone3, too many
+        // runs) the run is only cleaned up by the next corral's stale pass.
+        #[cfg(linux_raw)]
+        if let Some(slot) = cg.slot.as_mut() {
+            slot.keeper =
+                crate::sys::linux_spawn::keeper::register(slot.dir_fd.as_fd(), &h.own_v2, &name)
+                    .ok();
+        }
+        if let Err(e) = cg.apply_limits(h, &name) {
+            cg.remove_dirs();
+            return Err(e);
+        }
+        Ok(cg)
+    }
+
+    /// A run's `Cgroup` in `slot` (new, or borrowed from the pool with
+    /// `cpu_base` already used), below `parent`; `v2` says whether the v2
+    /// memory and pids controllers are enabled for it.
+    fn assemble(
+        parent: &std::path::Path,
+        slot: Slot,
+        cpu_base: (u64, u64),
+        limits: Limits,
+        v2: Enabled,
+        tracer: Tracer,
+        leaf_hold: Option<delegated::Hold>,
+    ) -> Cgroup {
+        Cgroup {
+            dir: slot.dir.clone(),
+            parent: parent.to_path_buf(),
+            slot: Some(slot),
+            cpu_base,
+            v1: Vec::new(),
+            v2_procs: None,
+            limits,
+            v2,
+            pgid: None,
+            killed_at: None,
+            stragglers: std::collections::HashSet::new(),
+            orphans: None,
+            released: false,
+            tracer,
+            leaf_hold,
+        }
+    }
+}
+
+impl Containment for Cgroup {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::Cgroup
+    }
+
+    fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
+        let slot = self
+            .slot
+            .as_ref()
+            .ok_or_else(|| io::Error::other("cgroup already released"))?;
+        // Only v2: the spawn opens `cgroup.procs` through the directory if
+        // it cannot be born there (no clone3). With v1 groups, every
+        // `cgroup.procs` is written by the child before exec.
+        let mut procs = Vec::new();
+        if !self.v1.is_empty() {
+            if self.v2_procs.is_none() {
+                self.v2_procs = Some(
+                    OpenOptions::new()
+                        .write(true)
+                        .open(CgroupFile::Procs.path(&self.dir))?,
+                );
+            }
+            procs.extend(self.v2_procs.as_ref().map(AsFd::as_fd));
+        }
+        procs.extend(self.v1.iter().map(|g| g.procs.as_fd()));
+        Ok(sys::Placement {
+            new_group: true,
+            // Born inside with clone3 where only v2 is used: clone3 cannot
+            // enter v1 groups (see the module documentation), so with those
+            // the child writes itself into every `cgroup.procs` before exec.
+            cgroup_dir: self.v1.is_empty().then(|| slot.dir_fd.as_fd()),
+            cgroup_procs: procs,
+            cgroup_path: Some(&self.dir),
+            env: Vec::new(),
+        })
+    }
+
+    fn attach(&mut self, root: &Root) -> io::Result<()> {
+        self.pgid = Some(root.id());
+        let name = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        self.orphans = name.and_then(|n| {
+            crate::contain::orphans::register(root.id(), crate::contain::orphans::Claim::Cgroup(n))
+        });
+        Ok(())
+    }
+
+    fn signal(&mut self, sig: Signal) -> io::Result<()> {
+        self.check_live()?;
+        let inode = fs::metadata(&self.dir)
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+            .unwrap_or(0);
+        self.tracer.record(OsOp::SignalTree {
+            via: Mechanism::Cgroup,
+            target: inode,
+            signal: sig,
+        });
+        if sig == Signal::KILL {
+            self.killed_at.get_or_insert_with(Instant::now);
+            let res = self.kill_all();
+            // A member that moved itself out of the cgroup (root, or write
+            // access to an ancestor's cgroup.procs) but stayed in the process
+            // group, which the unreaped root pins.
+            if let Some(pgid) = self.pgid {
+                let _ = sys::signal_group(pgid, Signal::KILL);
+            }
+            return res;
+        }
+        // The group first (delivery order as with a process group), then
+        // every member that left the group.
+        if let Some(pgid) = self.pgid {
+            sys::signal_group(pgid, sig)?;
+        }
+        self.signal_members(sig, self.pgid)?;
+        if sig != Signal::CONT {
+            if let Some(pgid) = self.pgid {
+                sys::signal_group(pgid, Signal::CONT)?;
+            }
+            self.signal_members(Signal::CONT, self.pgid)?;
+        }
+        Ok(())
+    }
+
+    fn members(&mut self) -> io::Result<Vec<u32>> {
+        if !self.populated()? {
+            // The cgroup is empty. Before that is taken for "the tree is
+            // gone", one scan for members of the root's process group that
+            // live outside it: they left the cgroup by migration (see
+            // `migrated`). Only here, so a run pays for it once, when its
+            // tree seems gone, and not on every check.
+            return Ok(self.migrated());
+        }
+        let pids = self.all_procs();
+        if !self.released {
+            self.kill_stragglers(&pids);
+        }
+        Ok(pids)
+    }
+
+    /// Without the scan for migrated members: whatever the policy keeps is
+    /// left alone anyway, and a clean run must not pay for a scan of /proc.
+    fn count_kept(&mut self, root: &mut Root) -> io::Result<usize> {
+        if !self.populated()? {
+            return Ok(0);
+        }
+        let pid = root.id();
+        Ok(self.all_procs().into_iter().filter(|&p| p != pid).count())
+    }
+
+    #[cfg(unix)]
+    fn wake_fd(&self) -> Option<(BorrowedFd<'_>, crate::contain::WakeOn)> {
+        let slot = self.slot.as_ref()?;
+        Some((
+            slot.events().ok()?.as_fd(),
+            crate::contain::WakeOn::Priority,
+        ))
+    }
+
+    /// Crash-safe when the keeper holds the cgroup (it kills and removes
+    /// it if this process dies).
+    fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
+        let keeper = self.slot.as_ref().and_then(|s| s.keeper.as_ref());
+        #[cfg(not(linux_raw))]
+        let _ = root;
+        // Once the run ended, a stopped keeper counts as lost too.
+        #[cfg(linux_raw)]
+        if keeper.is_some_and(|k| {
+            if root.exit_seen() {
+                !k.is_live_and_running()
+            } else {
+                !k.is_live()
+            }
+        }) {
+            return crate::report::CrashSafety::Lost(
+                "the crash-safety keeper died or was stopped (SIGSTOP) during the run; \
+                 the tree would have \
+                 outlived corral's own death (the next corral removes the cgroup)"
+                    .into(),
+            );
+        }
+        if keeper.is_some() {
+            crate::report::CrashSafety::Held
+        } else {
+            crate::report::CrashSafety::Lost(
+                "the crash-safety keeper does not hold the cgroup (it could not be started, \
+                 or holds as many runs as it can); the tree would outlive corral's own death \
+                 (the next corral removes the cgroup)"
+                    .into(),
+            )
+        }
+    }
+
+    fn usage(&self) -> Option<(Usage, Vec<LimitHit>)> {
+        Some(self.usage_now())
+    }
+
+    fn release(&mut self, root: &mut Root) -> io::Result<()> {
+        if self.released {
+            return Ok(());
+        }
+        self.released = true;
+        // Only a cgroup that held no kept member goes back to the pool. One
+        // read: an empty cgroup stays empty unless someone outside the tree
+        // moves a process in, which the next borrow's own read would see.
+        let events = match &self.slot {
+            Some(s) => s.read_events().ok(),
+            None => Some(Events::default()),
+        };
+        let plan = at_release(events);
+        let clean_exit = matches!(root.peek_exit(), Ok(Some(crate::RootStatus::Exited(_))));
+        // Kept (or unkillable) members leave the per-command cgroup so that
+        // it can be removed; nothing is signalled from here on.
+        if plan == AtRelease::MoveOut {
+            self.move_out();
+        }
+        if let Some(o) = self.orphans.take() {
+            o.finish();
+        }
+        let pid = root.id();
+        let res = root.reap();
+        self.tracer.record(OsOp::Reaped { pid });
+        let pooled = match plan {
+            AtRelease::Empty { thawed } => self.give_back(clean_exit, thawed),
+            AtRelease::MoveOut => false,
+        };
+        if pooled {
+            self.tracer.record(OsOp::Released {
+                via: Mechanism::Cgroup,
+            });
+            return res;
+        }
+        self.remove_dirs();
+        self.tracer.record(OsOp::Released {
+            via: Mechanism::Cgroup,
+        });
+        if self.dir.exists() {
+            return Err(io::Error::other(format!(
+                "could not remove {}",
+                self.dir.display()
+            )));
+        }
+        res
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // A Cgroup dropped without release (spawn failed): nothing ran in it.
+        if !self.released {
+            self.released = true;
+            let _ = self.kill_all();
+            self.remove_dirs();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_rule_table() {
+        let ev = |populated, frozen| Some(Events { populated, frozen });
+        let cases = [
+            (ev(false, false), AtRelease::Empty { thawed: true }),
+            (ev(false, true), AtRelease::Empty { thawed: false }),
+            (ev(true, false), AtRelease::MoveOut),
+            (ev(true, true), AtRelease::MoveOut),
+            // Unreadable: members may be left; nothing is pooled.
+            (None, AtRelease::MoveOut),
+        ];
+        for (events, want) in cases {
+            assert_eq!(at_release(events), want, "{events:?}");
+        }
+    }
+}
