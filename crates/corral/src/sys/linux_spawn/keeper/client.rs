@@ -12,7 +12,10 @@ use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 
 use super::process::{keeper_main, KeeperArgs};
-use super::protocol::*;
+use super::protocol::{
+    rights_control, Iovec, Message, Msghdr, AF_UNIX, MSG_LEN, MSG_NOSIGNAL, OP_ADD, OP_ADD_MEMBER,
+    OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_PARENT, SOCK_SEQPACKET, SOL_SOCKET,
+};
 use super::{MAX_SLOTS, RESERVE_FDS};
 use crate::sys::linux_spawn::raw::{clone3_with, errno_of, set_sigmask, syscall4, syscall6};
 use crate::sys::linux_spawn::stack::Stack;
@@ -243,10 +246,9 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut msg = [0u8; MSG_LEN];
-        msg[0] = OP_DEL;
-        msg[AT_ID..AT_ID + 8].copy_from_slice(&self.id.to_ne_bytes());
-        msg[AT_SLOT..AT_SLOT + 4].copy_from_slice(&self.slot.to_ne_bytes());
+        let mut msg = Message::new(OP_DEL);
+        msg.id = self.id;
+        msg.slot = self.slot;
         let mut guard = keeper_lock();
         if let Some(c) = guard.as_mut().filter(|c| {
             c.owner == crate::sys::per_process::pid() && c.generation == self.generation
@@ -254,7 +256,7 @@ impl Drop for Registration {
             // Sent before the slot can be handed out again: the socket
             // keeps the order, so the keeper never sees the next run's
             // registration before this removal.
-            let _ = send(&c.sock, &msg, None);
+            let _ = send(&c.sock, &msg.encode(), None);
             c.give_back(self.slot);
         }
     }
@@ -266,10 +268,7 @@ impl Drop for Registration {
 /// Linux 6.9; the root alone before), also when the root itself was
 /// already reaped. Never a stranger: the pidfd names the root's own group.
 pub(crate) fn register_root(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Registration> {
-    let mut msg = [0u8; MSG_LEN];
-    msg[0] = OP_ADD_ROOT;
-    msg[AT_NAME_LEN] = 4;
-    msg[AT_NAME..AT_NAME + 4].copy_from_slice(&pid.to_ne_bytes());
+    let mut msg = Message::with_pid(OP_ADD_ROOT, pid);
     with_keeper(|c| add(c, &mut msg, Some(pidfd.as_raw_fd())))
 }
 
@@ -280,10 +279,7 @@ pub(crate) fn register_root(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Regis
 /// (what it made with `setsid`/`setpgid`), through that pidfd. For members
 /// the cookie cannot find (they cleared their environment).
 pub(crate) fn register_member(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Registration> {
-    let mut msg = [0u8; MSG_LEN];
-    msg[0] = OP_ADD_MEMBER;
-    msg[AT_NAME_LEN] = 4;
-    msg[AT_NAME..AT_NAME + 4].copy_from_slice(&pid.to_ne_bytes());
+    let mut msg = Message::with_pid(OP_ADD_MEMBER, pid);
     with_keeper(|c| add(c, &mut msg, Some(pidfd.as_raw_fd())))
 }
 
@@ -295,13 +291,11 @@ pub(crate) fn register_member(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Reg
 /// and the keeper's hold), and escapers that left the root's group
 /// (`setsid`, double fork) but kept their environment.
 pub(crate) fn register_cookie(cookie: &str) -> io::Result<Registration> {
-    if cookie.is_empty() || cookie.len() > NAME_MAX || cookie.bytes().any(|b| b == 0 || b == b',') {
-        return Err(io::Error::other("tree cookie unfit for the keeper"));
+    let unfit = || io::Error::other("tree cookie unfit for the keeper");
+    if cookie.is_empty() || cookie.bytes().any(|b| b == 0 || b == b',') {
+        return Err(unfit());
     }
-    let mut msg = [0u8; MSG_LEN];
-    msg[0] = OP_COOKIE;
-    msg[AT_NAME_LEN] = cookie.len() as u8;
-    msg[AT_NAME..AT_NAME + cookie.len()].copy_from_slice(cookie.as_bytes());
+    let mut msg = Message::with_name(OP_COOKIE, cookie.as_bytes()).ok_or_else(unfit)?;
     with_keeper(|c| add(c, &mut msg, None))
 }
 
@@ -311,16 +305,10 @@ pub(crate) fn register_cookie(cookie: &str) -> io::Result<Registration> {
 /// opened and sent once per keeper: a run costs one `sendmsg` with one
 /// descriptor, and the keeper one descriptor.
 pub(crate) fn register(dir: BorrowedFd<'_>, parent: &Path, name: &str) -> io::Result<Registration> {
-    if name.len() > NAME_MAX {
-        return Err(io::Error::other("cgroup name too long for the keeper"));
-    }
-    let mut msg = [0u8; MSG_LEN];
-    msg[0] = OP_ADD;
-    msg[AT_NAME_LEN] = name.len() as u8;
-    msg[AT_NAME..AT_NAME + name.len()].copy_from_slice(name.as_bytes());
+    let mut msg = Message::with_name(OP_ADD, name.as_bytes())
+        .ok_or_else(|| io::Error::other("cgroup name too long for the keeper"))?;
     with_keeper(|c| {
-        let parent_slot = parent_slot(c, parent)?;
-        msg[AT_PARENT..AT_PARENT + 4].copy_from_slice(&parent_slot.to_ne_bytes());
+        msg.parent = parent_slot(c, parent)?;
         add(c, &mut msg, Some(dir.as_raw_fd()))
     })
 }
@@ -337,10 +325,9 @@ fn parent_slot(c: &mut Conn, parent: &Path) -> io::Result<u32> {
         rustix::fs::Mode::empty(),
     )?;
     let slot = c.take_slot()?;
-    let mut msg = [0u8; MSG_LEN];
-    msg[0] = OP_PARENT;
-    msg[AT_SLOT..AT_SLOT + 4].copy_from_slice(&slot.to_ne_bytes());
-    match send(&c.sock, &msg, Some(fd.as_raw_fd())) {
+    let mut msg = Message::new(OP_PARENT);
+    msg.slot = slot;
+    match send(&c.sock, &msg.encode(), Some(fd.as_raw_fd())) {
         Ok(()) => {
             c.parents.push((parent.to_path_buf(), slot));
             Ok(slot)
@@ -353,16 +340,16 @@ fn parent_slot(c: &mut Conn, parent: &Path) -> io::Result<u32> {
 }
 
 /// Sends `msg` (an add) with `fd`, if any, in a free slot.
-fn add(c: &mut Conn, msg: &mut [u8; MSG_LEN], fd: Option<c_int>) -> io::Result<Registration> {
+fn add(c: &mut Conn, msg: &mut Message, fd: Option<c_int>) -> io::Result<Registration> {
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    let slot = if msg[0] == OP_COOKIE {
+    let slot = if msg.op == OP_COOKIE {
         c.take_cookie_slot()?
     } else {
         c.take_slot()?
     };
-    msg[AT_ID..AT_ID + 8].copy_from_slice(&id.to_ne_bytes());
-    msg[AT_SLOT..AT_SLOT + 4].copy_from_slice(&slot.to_ne_bytes());
-    match send(&c.sock, msg, fd) {
+    msg.id = id;
+    msg.slot = slot;
+    match send(&c.sock, &msg.encode(), fd) {
         Ok(()) => Ok(Registration {
             id,
             slot,
@@ -483,8 +470,7 @@ fn send(sock: &OwnedFd, msg: &[u8], fd: Option<c_int>) -> io::Result<()> {
         base: msg.as_ptr() as usize,
         len: msg.len(),
     };
-    // CMSG_SPACE(4): the length rounded up to 8.
-    let mut control = [0u8; CMSG_LEN1.div_ceil(8) * 8];
+    let mut control = rights_control(fd.unwrap_or(-1));
     let mut hdr = Msghdr {
         name: 0,
         namelen: 0,
@@ -494,11 +480,7 @@ fn send(sock: &OwnedFd, msg: &[u8], fd: Option<c_int>) -> io::Result<()> {
         controllen: 0,
         flags: 0,
     };
-    if let Some(fd) = fd {
-        control[0..8].copy_from_slice(&(CMSG_LEN1 as u64).to_ne_bytes());
-        control[8..12].copy_from_slice(&SOL_SOCKET.to_ne_bytes());
-        control[12..16].copy_from_slice(&SCM_RIGHTS.to_ne_bytes());
-        control[16..20].copy_from_slice(&fd.to_ne_bytes());
+    if fd.is_some() {
         hdr.control = control.as_mut_ptr();
         hdr.controllen = control.len();
     }
@@ -621,17 +603,9 @@ fn read_hello(c: &mut Conn, wait: Option<std::time::Duration>) -> io::Result<()>
             r => break r?,
         }
     };
-    if n < AT_SLOT + 4 || hello[0] != OP_HELLO {
-        return Err(io::Error::other(
-            "the keeper ended before it was ready".to_string(),
-        ));
-    }
-    let capacity = u32::from_ne_bytes([
-        hello[AT_SLOT],
-        hello[AT_SLOT + 1],
-        hello[AT_SLOT + 2],
-        hello[AT_SLOT + 3],
-    ]);
+    let Some(capacity) = Message::capacity_of_hello(&hello, n) else {
+        return Err(io::Error::other("the keeper ended before it was ready"));
+    };
     if capacity < c.capacity {
         c.free.retain(|&s| s < capacity);
         c.fresh = c.fresh.min(capacity);

@@ -7,9 +7,12 @@ use std::os::raw::c_int;
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 
-use super::protocol::*;
+use super::protocol::{
+    received_fds, Iovec, Message, Msghdr, MSG_CMSG_CLOEXEC, MSG_DONTWAIT, MSG_LEN, MSG_NOSIGNAL,
+    NAME_MAX, OP_ADD, OP_ADD_MEMBER, OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_HELLO, OP_PARENT,
+};
 use super::{MAX_SLOTS, RESERVE_FDS};
-use crate::sys::linux_spawn::raw::{syscall4, syscall6};
+use crate::sys::linux_spawn::raw::{exit_now, syscall4, syscall6};
 
 /// prctl(2) option that names the calling thread.
 const PR_SET_NAME: usize = 15;
@@ -170,25 +173,42 @@ unsafe fn make_table() -> Table {
     }
 }
 
+/// The keeper's life, as steps: detach from the host, map the table and
+/// say how many slots it has, hold what the host sends until it dies, then
+/// kill every held tree and remove the cgroups.
+///
 /// # Safety
 /// Only in the keeper child.
 #[inline(never)]
 unsafe fn keeper(a: &KeeperArgs) -> ! {
-    // SAFETY: (the whole body) raw syscalls on this process's own memory, with
-    // sizes the kernel expects; no allocation, lock, TLS or panic path
-    // (every slot index is checked against the table's length).
+    // SAFETY: each step is called in the keeper child, its only thread,
+    // on this process's own memory (no allocation, lock, TLS or panic
+    // path; every slot index is checked against the table's length).
+    unsafe {
+        detach(a);
+        let mut table = make_table();
+        send_hello(a.sock, &table);
+        serve_until_host_dies(a, &mut table);
+        kill_held(&table);
+        remove_cgroups(&table);
+        exit_now(0)
+    }
+}
+
+/// Sleeps the test delay, if any, takes the keeper's name, starts its own
+/// session and closes every descriptor but the socket and the host's pidfd.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn detach(a: &KeeperArgs) {
+    // SAFETY: nanosleep reads a timespec of this frame, prctl a
+    // NUL-terminated name of static memory; setsid and the closes take no
+    // pointer (the descriptors closed are the keeper's own copies).
     unsafe {
         if a.delay_ms > 0 {
-            let nap = k::__kernel_timespec {
-                tv_sec: i64::from(a.delay_ms / 1000),
-                tv_nsec: i64::from(a.delay_ms % 1000) * 1_000_000,
-            };
-            syscall4(
-                k::__NR_nanosleep,
-                &nap as *const k::__kernel_timespec as usize,
-                0,
-                0,
-                0,
+            nap(
+                i64::from(a.delay_ms / 1000),
+                i64::from(a.delay_ms % 1000) * 1_000_000,
             );
         }
         let name = b"corral-keeper\0";
@@ -207,17 +227,47 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
             close_range_or_loop(lo as usize + 1, hi as usize - 1);
         }
         close_range_or_loop(hi as usize + 1, u32::MAX as usize);
+    }
+}
 
-        let mut table = make_table();
-        let mut hello = [0u8; MSG_LEN];
-        hello[0] = OP_HELLO;
-        // Slots past the first half hold cookies (no descriptor).
-        let cap = ((table.len / 2) as u32).to_ne_bytes();
-        hello[AT_SLOT..AT_SLOT + 4].copy_from_slice(&cap);
+/// `nanosleep` for `sec` seconds and `nsec` nanoseconds (an interrupted
+/// sleep is not resumed).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn nap(sec: i64, nsec: i64) {
+    let ts = k::__kernel_timespec {
+        tv_sec: sec,
+        tv_nsec: nsec,
+    };
+    // SAFETY: nanosleep reads the timespec on this frame; no remainder is
+    // asked for.
+    unsafe {
+        syscall4(
+            k::__NR_nanosleep,
+            &ts as *const k::__kernel_timespec as usize,
+            0,
+            0,
+            0,
+        );
+    }
+}
+
+/// Tells the host the table's capacity, in the keeper's first message.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn send_hello(sock: c_int, table: &Table) {
+    let mut hello = Message::new(OP_HELLO);
+    // Slots past the first half hold cookies (no descriptor).
+    hello.slot = (table.len / 2) as u32;
+    let hello = hello.encode();
+    // SAFETY: sendto reads the `MSG_LEN` bytes of `hello`, on this frame.
+    unsafe {
         syscall6(
             k::__NR_sendto,
             [
-                a.sock as usize,
+                sock as usize,
                 hello.as_ptr() as usize,
                 MSG_LEN,
                 MSG_NOSIGNAL,
@@ -225,123 +275,258 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                 0,
             ],
         );
+    }
+}
 
-        #[repr(C)]
-        struct PollFd {
-            fd: c_int,
-            events: i16,
-            revents: i16,
-        }
-        'serve: loop {
-            // A one-shot host's keeper is not woken by each message: it
-            // sleeps until the host dies (its pidfd; the socket's hang-up
-            // too) or its period ends, then reads everything queued. A
-            // run of `true` then costs the host no wake-up of the keeper
-            // (a wake-up that, on a loaded machine, can take the CPU from
-            // the host), and nothing is lost: queued registrations are
-            // read before the keeper acts, as after its nap below.
-            let mut fds = [
-                PollFd {
-                    fd: a.sock,
-                    events: if a.lazy { 0 } else { k::POLLIN as i16 },
-                    revents: 0,
-                },
-                PollFd {
-                    fd: a.host,
-                    events: k::POLLIN as i16,
-                    revents: 0,
-                },
-            ];
-            // Rebuilt each round: ppoll writes the time left back.
-            let period = k::__kernel_timespec {
-                tv_sec: 0,
-                tv_nsec: LAZY_PERIOD_NS,
-            };
-            let timeout = if a.lazy {
-                &period as *const k::__kernel_timespec as usize
-            } else {
-                0
-            };
-            let r = syscall6(
+/// The kernel's `struct pollfd`.
+#[repr(C)]
+struct PollFd {
+    fd: c_int,
+    events: i16,
+    revents: i16,
+}
+
+/// Holds what the host sends until the host dies (its pidfd is readable,
+/// the socket reaches end of file) or the poll fails; every message queued
+/// by then is read first: a run that was told it is crash-safe is.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn serve_until_host_dies(a: &KeeperArgs, table: &mut Table) {
+    loop {
+        // A one-shot host's keeper is not woken by each message: it
+        // sleeps until the host dies (its pidfd; the socket's hang-up
+        // too) or its period ends, then reads everything queued. A
+        // run of `true` then costs the host no wake-up of the keeper
+        // (a wake-up that, on a loaded machine, can take the CPU from
+        // the host), and nothing is lost: queued registrations are
+        // read before the keeper acts, as after its nap below.
+        let mut fds = [
+            PollFd {
+                fd: a.sock,
+                events: if a.lazy { 0 } else { k::POLLIN as i16 },
+                revents: 0,
+            },
+            PollFd {
+                fd: a.host,
+                events: k::POLLIN as i16,
+                revents: 0,
+            },
+        ];
+        // Rebuilt each round: ppoll writes the time left back.
+        let period = k::__kernel_timespec {
+            tv_sec: 0,
+            tv_nsec: LAZY_PERIOD_NS,
+        };
+        let timeout = if a.lazy {
+            &period as *const k::__kernel_timespec as usize
+        } else {
+            0
+        };
+        // SAFETY: ppoll reads and writes the two pollfds and the timespec
+        // on this frame (or waits without a timeout); no signal mask.
+        let r = unsafe {
+            syscall6(
                 k::__NR_ppoll,
                 [fds.as_mut_ptr() as usize, 2, timeout, 0, 8, 0],
-            );
-            if r < 0 && r != -(en::EINTR as isize) {
-                break;
-            }
-            // The host died. Its registrations still in the socket's queue
-            // are read first: a run that was told it is crash-safe is.
-            let host_gone = fds[1].revents != 0;
-            let period_over = a.lazy && r == 0;
-            if fds[0].revents == 0 && !host_gone && !period_over {
-                continue;
-            }
-            // Every message waiting, then back to the poll.
-            loop {
-                let mut msg = [0u8; MSG_LEN];
-                let mut control = [0u8; 64];
-                let mut iov = Iovec {
-                    base: msg.as_mut_ptr() as usize,
-                    len: MSG_LEN,
-                };
-                let mut hdr = Msghdr {
-                    name: 0,
-                    namelen: 0,
-                    iov: &mut iov,
-                    iovlen: 1,
-                    control: control.as_mut_ptr(),
-                    controllen: control.len(),
-                    flags: 0,
-                };
-                let n = syscall4(
-                    k::__NR_recvmsg,
-                    a.sock as usize,
-                    &mut hdr as *mut Msghdr as usize,
-                    MSG_CMSG_CLOEXEC | MSG_DONTWAIT,
-                    0,
-                );
-                // ECONNRESET: the host died with a message of the keeper's
-                // (its first) unread, which the kernel reports once, before
-                // the messages still queued here: read on, they count.
-                if n == -(en::EINTR as isize) || n == -(en::ECONNRESET as isize) {
-                    continue;
-                }
-                if n == -(en::EAGAIN as isize) {
-                    break;
-                }
-                if n <= 0 {
-                    break 'serve; // end of file: the host closed its end (it died)
-                }
-                serve(&mut table, &msg, &control, hdr.controllen);
-            }
-            if host_gone {
-                break;
-            }
-            if a.lazy {
-                continue; // the period is its nap
-            }
-            // A short nap before looking again: a busy host's messages
-            // (two a process-group run) are then read in batches, not with
-            // a wake-up each, which took CPU from the host's next run. A
-            // message waits at most this long; the host's death is seen at
-            // most this late, and its queued messages are still read first.
-            let nap = k::__kernel_timespec {
-                tv_sec: 0,
-                tv_nsec: KEEPER_NAP_NS,
-            };
-            syscall4(
-                k::__NR_nanosleep,
-                &nap as *const k::__kernel_timespec as usize,
-                0,
-                0,
-                0,
-            );
+            )
+        };
+        if r < 0 && r != -(en::EINTR as isize) {
+            return;
         }
+        let host_gone = fds[1].revents != 0;
+        let period_over = a.lazy && r == 0;
+        if fds[0].revents == 0 && !host_gone && !period_over {
+            continue;
+        }
+        // SAFETY: in the keeper.
+        if !unsafe { read_queue(a.sock, table) } || host_gone {
+            return; // end of file (the host closed its end: it died), or its pidfd said so
+        }
+        if a.lazy {
+            continue; // the period is its nap
+        }
+        // A short nap before looking again: a busy host's messages
+        // (two a process-group run) are then read in batches, not with
+        // a wake-up each, which took CPU from the host's next run. A
+        // message waits at most this long; the host's death is seen at
+        // most this late, and its queued messages are still read first.
+        // SAFETY: in the keeper.
+        unsafe { nap(0, KEEPER_NAP_NS) };
+    }
+}
 
-        // The host is gone: kill every held tree, then remove the cgroups.
-        let mut i = 0;
-        while i < table.high {
-            if let Some(s) = table.at(i) {
+/// Applies every message waiting in the socket; `false` at end of file
+/// (the host closed its end: it died).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn read_queue(sock: c_int, table: &mut Table) -> bool {
+    loop {
+        let mut msg = [0u8; MSG_LEN];
+        let mut control = [0u8; 64];
+        let mut iov = Iovec {
+            base: msg.as_mut_ptr() as usize,
+            len: MSG_LEN,
+        };
+        let mut hdr = Msghdr {
+            name: 0,
+            namelen: 0,
+            iov: &mut iov,
+            iovlen: 1,
+            control: control.as_mut_ptr(),
+            controllen: control.len(),
+            flags: 0,
+        };
+        // SAFETY: recvmsg writes at most `MSG_LEN` bytes into `msg` and 64
+        // into `control`, both on this frame, as `hdr` (also here) says.
+        let n = unsafe {
+            syscall4(
+                k::__NR_recvmsg,
+                sock as usize,
+                &mut hdr as *mut Msghdr as usize,
+                MSG_CMSG_CLOEXEC | MSG_DONTWAIT,
+                0,
+            )
+        };
+        // ECONNRESET: the host died with a message of the keeper's
+        // (its first) unread, which the kernel reports once, before
+        // the messages still queued here: read on, they count.
+        if n == -(en::EINTR as isize) || n == -(en::ECONNRESET as isize) {
+            continue;
+        }
+        if n == -(en::EAGAIN as isize) {
+            return true;
+        }
+        if n <= 0 {
+            return false;
+        }
+        // SAFETY: in the keeper.
+        unsafe { serve(table, &Message::decode(&msg), &control, hdr.controllen) };
+    }
+}
+
+/// What a slot holds after message `op`: [`EMPTY`] for a removal (or an
+/// unknown kind).
+fn kind_of(op: u8) -> u8 {
+    match op {
+        OP_ADD => CGROUP,
+        OP_ADD_ROOT => ROOT,
+        OP_PARENT => PARENT,
+        OP_COOKIE => COOKIE,
+        OP_ADD_MEMBER => MEMBER,
+        _ => EMPTY,
+    }
+}
+
+/// Applies one message from the host to the table: the descriptor that
+/// came with it is held in the slot the host chose, or closed.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn serve(table: &mut Table, msg: &Message, control: &[u8; 64], controllen: usize) {
+    // The descriptors that came with the message (the host sends at most
+    // one; any other is closed).
+    let mut got: c_int = -1;
+    for fd in received_fds(control, controllen) {
+        if got < 0 {
+            got = fd;
+        } else {
+            // SAFETY: in the keeper, a descriptor it just received.
+            unsafe { close(fd) };
+        }
+    }
+    let slot = msg.slot as usize;
+    let kind = kind_of(msg.op);
+    if msg.op == OP_DEL {
+        // SAFETY: in the keeper; the slot is bounds-checked.
+        if let Some(s) = unsafe { table.at(slot) } {
+            if (s.kind == CGROUP || s.kind == ROOT || s.kind == COOKIE || s.kind == MEMBER)
+                && s.id == msg.id
+            {
+                if s.fd >= 0 {
+                    // SAFETY: the slot's own descriptor, closed once.
+                    unsafe { close(s.fd) };
+                }
+                s.kind = EMPTY;
+            }
+        }
+    } else if kind != EMPTY && (got >= 0 || kind == COOKIE) {
+        // SAFETY: in the keeper.
+        if unsafe { hold(table, slot, kind, msg, got) } {
+            got = -1;
+        }
+    }
+    if got >= 0 {
+        // SAFETY: a descriptor received and not held.
+        unsafe { close(got) };
+    }
+}
+
+/// Puts what `msg` registers (of `kind`, with descriptor `fd` or -1) in
+/// `slot`; `false` if the table has no such slot.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn hold(table: &mut Table, slot: usize, kind: u8, msg: &Message, fd: c_int) -> bool {
+    // SAFETY: in the keeper; the slot is bounds-checked.
+    let Some(s) = (unsafe { table.at(slot) }) else {
+        return false;
+    };
+    if s.kind != EMPTY && s.fd >= 0 {
+        // Not given back first (the host never does this).
+        // SAFETY: the slot's own descriptor, replaced.
+        unsafe { close(s.fd) };
+    }
+    let len = msg.name_len as usize;
+    let mut j = 0;
+    while j < len && j < NAME_MAX {
+        s.name[j] = msg.name[j];
+        j += 1;
+    }
+    s.name[j] = 0;
+    s.id = msg.id;
+    s.fd = fd;
+    s.parent = msg.parent;
+    s.kind = kind;
+    if kind == COOKIE {
+        if slot >= table.cookie_high {
+            table.cookie_high = slot + 1;
+        }
+    } else if slot >= table.high {
+        table.high = slot + 1;
+    }
+    true
+}
+
+/// `close(fd)`, its result ignored.
+///
+/// # Safety
+/// In the keeper only; `fd` is its own and not used after.
+unsafe fn close(fd: c_int) {
+    // SAFETY: close takes no pointer.
+    unsafe {
+        syscall4(k::__NR_close, fd as usize, 0, 0, 0);
+    }
+}
+
+/// The host is gone: kills every held root's group and member, writes
+/// `cgroup.kill` of every held cgroup, then kills the trees held by their
+/// cookie (after `cgroup.kill`, which is one write a tree; this looks at
+/// every process, in rounds).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn kill_held(table: &Table) {
+    let kill = b"cgroup.kill\0";
+    let mut i = 0;
+    while i < table.high {
+        // SAFETY: in the keeper; the slot is bounds-checked and no other
+        // reference to it is alive.
+        if let Some(s) = unsafe { table.at(i) } {
+            // SAFETY: the slot's descriptors are the keeper's; openat reads
+            // the NUL-terminated name above, write one byte of static memory.
+            unsafe {
                 if s.kind == ROOT {
                     kill_root(s.fd);
                     s.kind = EMPTY;
@@ -350,13 +535,17 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                     s.kind = EMPTY;
                 }
             }
-            i += 1;
         }
-        let kill = b"cgroup.kill\0";
-        let mut i = 0;
-        while i < table.high {
-            if let Some(s) = table.at(i) {
-                if s.kind == CGROUP {
+        i += 1;
+    }
+    let mut i = 0;
+    while i < table.high {
+        // SAFETY: as above.
+        if let Some(s) = unsafe { table.at(i) } {
+            if s.kind == CGROUP {
+                // SAFETY: openat reads the NUL-terminated name, relative
+                // to the cgroup's directory; write reads one static byte.
+                unsafe {
                     let fd = syscall4(
                         k::__NR_openat,
                         s.fd as usize,
@@ -367,180 +556,90 @@ unsafe fn keeper(a: &KeeperArgs) -> ! {
                     if fd >= 0 {
                         let one = b"1";
                         syscall4(k::__NR_write, fd as usize, one.as_ptr() as usize, 1, 0);
-                        syscall4(k::__NR_close, fd as usize, 0, 0, 0);
+                        close(fd as c_int);
                     }
                 }
             }
-            i += 1;
         }
-        // Then the trees held by their cookie (after `cgroup.kill`, which
-        // is one write a tree; this looks at every process, in rounds).
-        let mut cookies = false;
-        let mut i = table.half;
-        while i < table.cookie_high {
-            cookies |= table.at(i).is_some_and(|s| s.kind == COOKIE);
-            i += 1;
-        }
-        if cookies {
-            kill_by_cookies(&table);
-        }
-        // Remove: retried every 2 ms for up to 2 s (the kill completes
-        // asynchronously; a populated cgroup cannot be removed).
-        let mut round = 0;
-        while round < 1000 {
-            let mut left = false;
-            let mut i = 0;
-            while i < table.high {
-                let (kind, fd, parent) = match table.at(i) {
-                    Some(s) => (s.kind, s.fd, s.parent as usize),
-                    None => break,
-                };
-                if kind == CGROUP {
-                    remove_below(fd, 0);
-                    let pfd = match table.at(parent) {
-                        Some(p) if p.kind == PARENT => p.fd,
-                        _ => -1,
-                    };
-                    let r = match table.at(i) {
-                        Some(s) => syscall4(
-                            k::__NR_unlinkat,
-                            pfd as isize as usize,
-                            s.name.as_ptr() as usize,
-                            k::AT_REMOVEDIR as usize,
-                            0,
-                        ),
-                        None => 0,
-                    };
-                    if r == 0 || r == -(en::ENOENT as isize) || pfd < 0 {
-                        if let Some(s) = table.at(i) {
-                            s.kind = EMPTY;
-                        }
-                    } else {
-                        left = true;
-                    }
-                }
-                i += 1;
-            }
-            if !left {
-                break;
-            }
-            let ts: [i64; 2] = [0, 2_000_000];
-            syscall4(k::__NR_nanosleep, ts.as_ptr() as usize, 0, 0, 0);
-            round += 1;
-        }
-        loop {
-            syscall4(k::__NR_exit_group, 0, 0, 0, 0);
-        }
+        i += 1;
+    }
+    let mut cookies = false;
+    let mut i = table.half;
+    while i < table.cookie_high {
+        // SAFETY: as above.
+        cookies |= unsafe { table.at(i) }.is_some_and(|s| s.kind == COOKIE);
+        i += 1;
+    }
+    if cookies {
+        // SAFETY: in the keeper.
+        unsafe { kill_by_cookies(table) };
     }
 }
 
-/// Applies one message from the host to the table: the descriptor that
-/// came with it is held in the slot the host chose, or closed.
+/// Removes every held cgroup (and what is below it): retried every 2 ms
+/// for up to 2 s (the kill completes asynchronously; a populated cgroup
+/// cannot be removed).
 ///
 /// # Safety
 /// In the keeper only.
-unsafe fn serve(table: &mut Table, msg: &[u8; MSG_LEN], control: &[u8; 64], controllen: usize) {
-    // SAFETY: raw close on descriptors this process received; slots
-    // reached through `Table::at` (bounds-checked).
+unsafe fn remove_cgroups(table: &Table) {
+    let mut round = 0;
+    while round < 1000 {
+        let mut left = false;
+        let mut i = 0;
+        while i < table.high {
+            // SAFETY: in the keeper, the slot bounds-checked.
+            let (kind, fd, parent) = match unsafe { table.at(i) } {
+                Some(s) => (s.kind, s.fd, s.parent as usize),
+                None => break,
+            };
+            // SAFETY: in the keeper; the descriptors are its own.
+            if kind == CGROUP && !unsafe { remove_cgroup(table, i, fd, parent) } {
+                left = true;
+            }
+            i += 1;
+        }
+        if !left {
+            break;
+        }
+        // SAFETY: in the keeper.
+        unsafe { nap(0, 2_000_000) };
+        round += 1;
+    }
+}
+
+/// Removes the cgroup in slot `i` (directory `fd`, in the directory of
+/// slot `parent`) and what is below it; `false` if it is still there.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn remove_cgroup(table: &Table, i: usize, fd: c_int, parent: usize) -> bool {
+    // SAFETY: in the keeper; the slots are bounds-checked and each
+    // reference ends before the next is made; unlinkat reads the slot's
+    // NUL-terminated name.
     unsafe {
-        // The descriptors that came with the message (the host sends at
-        // most one; any other is closed).
-        let mut got: c_int = -1;
-        if controllen >= CMSG_LEN1 {
-            let len = u64::from_ne_bytes([
-                control[0], control[1], control[2], control[3], control[4], control[5], control[6],
-                control[7],
-            ]) as usize;
-            let level = i32::from_ne_bytes([control[8], control[9], control[10], control[11]]);
-            let typ = i32::from_ne_bytes([control[12], control[13], control[14], control[15]]);
-            if level == SOL_SOCKET && typ == SCM_RIGHTS {
-                let mut off = CMSG_HDR;
-                while off + 4 <= len.min(controllen).min(control.len()) {
-                    let fd = i32::from_ne_bytes([
-                        control[off],
-                        control[off + 1],
-                        control[off + 2],
-                        control[off + 3],
-                    ]);
-                    if got < 0 {
-                        got = fd;
-                    } else {
-                        syscall4(k::__NR_close, fd as usize, 0, 0, 0);
-                    }
-                    off += 4;
-                }
-            }
-        }
-        let id = u64::from_ne_bytes([
-            msg[AT_ID],
-            msg[AT_ID + 1],
-            msg[AT_ID + 2],
-            msg[AT_ID + 3],
-            msg[AT_ID + 4],
-            msg[AT_ID + 5],
-            msg[AT_ID + 6],
-            msg[AT_ID + 7],
-        ]);
-        let slot = u32::from_ne_bytes([
-            msg[AT_SLOT],
-            msg[AT_SLOT + 1],
-            msg[AT_SLOT + 2],
-            msg[AT_SLOT + 3],
-        ]) as usize;
-        let parent = u32::from_ne_bytes([
-            msg[AT_PARENT],
-            msg[AT_PARENT + 1],
-            msg[AT_PARENT + 2],
-            msg[AT_PARENT + 3],
-        ]);
-        let kind = match msg[0] {
-            OP_ADD => CGROUP,
-            OP_ADD_ROOT => ROOT,
-            OP_PARENT => PARENT,
-            OP_COOKIE => COOKIE,
-            OP_ADD_MEMBER => MEMBER,
-            _ => EMPTY,
+        remove_below(fd, 0);
+        let pfd = match table.at(parent) {
+            Some(p) if p.kind == PARENT => p.fd,
+            _ => -1,
         };
-        if msg[0] == OP_DEL {
-            if let Some(s) = table.at(slot) {
-                if (s.kind == CGROUP || s.kind == ROOT || s.kind == COOKIE || s.kind == MEMBER)
-                    && s.id == id
-                {
-                    if s.fd >= 0 {
-                        syscall4(k::__NR_close, s.fd as usize, 0, 0, 0);
-                    }
-                    s.kind = EMPTY;
-                }
+        let r = match table.at(i) {
+            Some(s) => syscall4(
+                k::__NR_unlinkat,
+                pfd as isize as usize,
+                s.name.as_ptr() as usize,
+                k::AT_REMOVEDIR as usize,
+                0,
+            ),
+            None => 0,
+        };
+        if r == 0 || r == -(en::ENOENT as isize) || pfd < 0 {
+            if let Some(s) = table.at(i) {
+                s.kind = EMPTY;
             }
-        } else if kind != EMPTY && (got >= 0 || kind == COOKIE) {
-            if let Some(s) = table.at(slot) {
-                if s.kind != EMPTY && s.fd >= 0 {
-                    // Not given back first (the host never does this).
-                    syscall4(k::__NR_close, s.fd as usize, 0, 0, 0);
-                }
-                let len = (msg[AT_NAME_LEN] as usize).min(NAME_MAX);
-                let mut j = 0;
-                while j < len {
-                    s.name[j] = msg[AT_NAME + j];
-                    j += 1;
-                }
-                s.name[len] = 0;
-                s.id = id;
-                s.fd = got;
-                s.parent = parent;
-                s.kind = kind;
-                got = -1;
-                if kind == COOKIE {
-                    if slot >= table.cookie_high {
-                        table.cookie_high = slot + 1;
-                    }
-                } else if slot >= table.high {
-                    table.high = slot + 1;
-                }
-            }
-        }
-        if got >= 0 {
-            syscall4(k::__NR_close, got as usize, 0, 0, 0);
+            true
+        } else {
+            false
         }
     }
 }
