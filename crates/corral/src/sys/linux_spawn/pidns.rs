@@ -51,17 +51,13 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
 
-/// prctl(2) option that names the calling thread.
-const PR_SET_NAME: usize = 15;
-
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 use rustix::process::Pid;
 
-use super::child::{apply_setup, exec_candidates, RawSetup};
+use super::child::{exec_with, ExecPlan};
 use super::parent::{child_fd, Prepared};
-use super::raw::{clone3_with, errno_of, exit_now, set_sigmask, syscall4, syscall6};
-use super::raw::{sigpipe_handler, KernelSigaction, SIGSET_SIZE};
+use super::raw::{self, clone3_with, errno_of, exit_now, set_sigmask, Errno, PollFd};
 use super::stack::Stack;
 use crate::sys::SpawnSpec;
 
@@ -152,14 +148,8 @@ fn host_pidfd() -> Option<c_int> {
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct InitArgs {
-    argv: *const *const std::os::raw::c_char,
-    envp: *const *const std::os::raw::c_char,
-    candidates: *const *const std::os::raw::c_char,
-    n_candidates: usize,
-    cwd: *const std::os::raw::c_char,
-    stdio: [c_int; 3],
-    /// SIGPIPE's handler for the command (see `ChildArgs::sigpipe`).
-    sigpipe: usize,
+    /// The command's program, streams and setup.
+    plan: ExecPlan,
     sync_r: c_int,
     ctl_r: c_int,
     status_w: c_int,
@@ -172,8 +162,6 @@ struct InitArgs {
     /// The write end of the init's exec-error pipe, set by the init before
     /// the clone (the command reads it from the shared memory).
     err_fd: c_int,
-    /// The command's ids, umask, session, descriptors to keep.
-    setup: RawSetup,
 }
 
 /// Whether this process would need a user namespace for a PID namespace.
@@ -238,16 +226,7 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     keep[..n_keep].sort_unstable();
     let cmd_stack = Stack::new().map_err(NsError::Setup)?;
     let init_args = InitArgs {
-        argv: prepared.argv.as_ptr(),
-        envp: prepared.envp.as_ptr(),
-        candidates: prepared.candidates.as_ptr(),
-        n_candidates: prepared.candidates.len() - 1,
-        cwd: prepared
-            .cwd
-            .as_ref()
-            .map_or(std::ptr::null(), |c| c.as_ptr()),
-        stdio,
-        sigpipe: sigpipe_handler(spec.sigpipe_ignored),
+        plan: prepared.plan(stdio, spec),
         sync_r: sync_r.as_raw_fd(),
         ctl_r: ctl_r.as_raw_fd(),
         status_w: status_w.as_raw_fd(),
@@ -256,7 +235,6 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
         n_keep,
         cmd_stack: cmd_stack.usable(),
         err_fd: -1,
-        setup: RawSetup::new(spec.setup),
     };
     let stack = Stack::new().map_err(NsError::Setup)?;
     let (stack_low, stack_size) = stack.usable();
@@ -281,11 +259,9 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     };
     let all: u64 = !0;
     let mut old_mask: u64 = 0;
-    // SAFETY: `old_mask` is a writable 8-byte sigset; the mask is restored
-    // right after the clone on every path.
-    let r = unsafe { set_sigmask(&all, &mut old_mask) };
-    if r < 0 {
-        return Err(NsError::Setup(io::Error::from_raw_os_error(errno_of(r))));
+    // The mask is restored right after the clone on every path.
+    if let Err(e) = set_sigmask(&all, Some(&mut old_mask)) {
+        return Err(NsError::Setup(e.into()));
     }
     // SAFETY: CLONE_VM: the child shares this process's memory and runs on
     // `stack` (kept mapped until the init has exited, see
@@ -301,10 +277,8 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
             &init_args as *const InitArgs as *const c_void,
         )
     };
-    // SAFETY: restores the mask saved above.
-    unsafe {
-        set_sigmask(&old_mask, std::ptr::null_mut());
-    }
+    // Restores the mask saved above.
+    let _ = set_sigmask(&old_mask, None);
     drop(keep_owned);
     drop(sync_r);
     drop(ctl_r);
@@ -417,31 +391,13 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
 /// Sends one control byte to the init; a gone init is not an error
 /// (`Ok(false)`), and never raises SIGPIPE.
 pub(crate) fn send_ctl(ctl: &OwnedFd, byte: u8) -> io::Result<bool> {
-    const MSG_NOSIGNAL: usize = 0x4000;
-    let b = [byte];
+    const MSG_NOSIGNAL: u32 = 0x4000;
     loop {
-        // SAFETY: sendto on a descriptor we own, with one readable byte and
-        // no address.
-        let r = unsafe {
-            syscall6(
-                k::__NR_sendto,
-                [
-                    ctl.as_raw_fd() as usize,
-                    b.as_ptr() as usize,
-                    1,
-                    MSG_NOSIGNAL,
-                    0,
-                    0,
-                ],
-            )
-        };
-        if r >= 0 {
-            return Ok(true);
-        }
-        match errno_of(r) {
-            e if e == en::EINTR as i32 => continue,
-            e if e == en::EPIPE as i32 || e == en::ECONNRESET as i32 => return Ok(false),
-            e => return Err(io::Error::from_raw_os_error(e)),
+        match raw::send(ctl.as_raw_fd(), &[byte], MSG_NOSIGNAL) {
+            Ok(_) => return Ok(true),
+            Err(Errno::INTR) => continue,
+            Err(Errno::PIPE | Errno::CONNRESET) => return Ok(false),
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -459,9 +415,10 @@ fn write_maps(pid: Pid) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes one 8-byte message (ignoring failures: corral may be gone).
+/// Writes one 8-byte message, kind then value (ignoring failures: corral
+/// may be gone).
 #[inline(always)]
-unsafe fn report(fd: c_int, kind: u32, value: i32) {
+fn report(fd: c_int, kind: u32, value: i32) {
     let mut msg = [0u8; 8];
     let a = kind.to_ne_bytes();
     let b = value.to_ne_bytes();
@@ -471,32 +428,21 @@ unsafe fn report(fd: c_int, kind: u32, value: i32) {
         msg[i + 4] = b[i];
         i += 1;
     }
-    loop {
-        // SAFETY: `msg` is 8 readable bytes.
-        let r = unsafe { syscall4(k::__NR_write, fd as usize, msg.as_ptr() as usize, 8, 0) };
-        if r != -(en::EINTR as isize) {
-            break;
-        }
-    }
+    while raw::write(fd, &msg) == Err(Errno::INTR) {}
 }
 
 /// Closes every descriptor above 2 that is not in `keep[..n]` (sorted).
 #[inline(always)]
-unsafe fn close_others(keep: &[c_int; MAX_KEEP], n: usize) {
+fn close_others(keep: &[c_int; MAX_KEEP], n: usize) {
     let mut from: usize = 3;
     let mut i = 0;
     while i < n && i < MAX_KEEP {
         let fd = keep[i] as usize;
-        if fd > from {
-            // SAFETY: close_range takes no pointer.
-            let r = unsafe { syscall4(k::__NR_close_range, from, fd - 1, 0, 0) };
-            if r < 0 {
-                let mut f = from;
-                while f < fd {
-                    // SAFETY: close takes no pointer.
-                    unsafe { syscall4(k::__NR_close, f, 0, 0, 0) };
-                    f += 1;
-                }
+        if fd > from && raw::close_range(from, fd - 1).is_err() {
+            let mut f = from;
+            while f < fd {
+                raw::close(f as c_int);
+                f += 1;
             }
         }
         if fd + 1 > from {
@@ -504,16 +450,7 @@ unsafe fn close_others(keep: &[c_int; MAX_KEEP], n: usize) {
         }
         i += 1;
     }
-    // SAFETY: close_range takes no pointer.
-    let r = unsafe { syscall4(k::__NR_close_range, from, u32::MAX as usize, 0, 0) };
-    if r < 0 {
-        let mut f = from;
-        while f < 4096 {
-            // SAFETY: close takes no pointer.
-            unsafe { syscall4(k::__NR_close, f, 0, 0, 0) };
-            f += 1;
-        }
-    }
+    raw::close_from_to(from, u32::MAX as usize);
 }
 
 /// The init's whole life. Never returns.
@@ -532,6 +469,8 @@ extern "C" fn init_main(arg: *const c_void) -> ! {
     }
 }
 
+/// The init's life, as steps (numbered as in the module's documentation).
+///
 /// # Safety
 /// Only in the child made by `clone3_with`, with `a` as described there.
 #[inline(never)]
@@ -540,283 +479,221 @@ unsafe fn init(a: &InitArgs) -> ! {
     // pointers inside (argv, envp, candidates, cwd) point into the host's
     // memory and are only used by the command before its exec, which
     // happens before MSG_STARTED.
-    // SAFETY: (the whole body) raw syscalls with pointers to `a`'s memory or
-    // this frame's locals, of the sizes the kernel expects; no allocation,
-    // lock, TLS or panic path (indexing is bounded by constants).
-    unsafe {
-        // A name for `ps` and /proc/<pid>/comm (the command line is still
-        // the host's: the init is a copy of it).
-        let name = b"corral-init\0";
-        syscall4(k::__NR_prctl, PR_SET_NAME, name.as_ptr() as usize, 0, 0);
-        close_others(&a.keep, a.n_keep);
+    // A name for `ps` and /proc/<pid>/comm (the command line is still the
+    // host's: the init is a copy of it).
+    raw::set_thread_name(c"corral-init");
+    // 1. Only the descriptors it needs.
+    close_others(&a.keep, a.n_keep);
+    // 2. The go byte.
+    wait_for_go(a.sync_r);
+    // 3., 4. The namespace's mounts, its group, the command.
+    let sigfd = match set_up_namespace() {
+        Ok(fd) => fd,
+        Err((step, e)) => fail(a, step, e),
+    };
+    // SAFETY: in the init, with `a` its own copy.
+    let cmd = unsafe { start_command(a) };
+    report(a.status_w, MSG_STARTED, cmd as i32);
+    let_go_of_streams(a);
+    // 5. The loop.
+    serve(a, sigfd, cmd)
+}
 
-        // 2. Wait for the go byte.
-        let mut b = [0u8; 1];
-        loop {
-            let r = syscall4(
-                k::__NR_read,
-                a.sync_r as usize,
-                b.as_mut_ptr() as usize,
-                1,
-                0,
-            );
-            if r == 1 {
-                break;
-            }
-            if r != -(en::EINTR as isize) {
-                exit_now(127);
-            }
-        }
-        syscall4(k::__NR_close, a.sync_r as usize, 0, 0, 0);
-        let fail = |step: i32, r: isize| -> ! {
-            report(a.status_w, MSG_SETUP_FAILED, (step << 16) | errno_of(r));
-            exit_now(127)
-        };
+/// Reports that setup step `step` failed with `e`, and exits.
+fn fail(a: &InitArgs, step: i32, e: Errno) -> ! {
+    report(a.status_w, MSG_SETUP_FAILED, (step << 16) | e.raw());
+    exit_now(127)
+}
 
-        // 3. Private mounts, fresh /proc.
-        let root = b"/\0";
-        let r = syscall6(
-            k::__NR_mount,
-            [
-                0,
-                root.as_ptr() as usize,
-                0,
-                (k::MS_REC | k::MS_PRIVATE) as usize,
-                0,
-                0,
-            ],
-        );
-        if r < 0 {
-            fail(STEP_MOUNT_PRIVATE, r);
+/// Waits for the go byte on `sync_r` (the parent writes the uid/gid maps
+/// first); end of file or an error means the parent is gone: exit.
+fn wait_for_go(sync_r: c_int) {
+    let mut b = [0u8; 1];
+    loop {
+        match raw::read(sync_r, &mut b) {
+            Ok(1) => break,
+            Err(Errno::INTR) => continue,
+            _ => exit_now(127),
         }
-        let proc_ = b"proc\0";
-        let target = b"/proc\0";
-        let r = syscall6(
-            k::__NR_mount,
-            [
-                proc_.as_ptr() as usize,
-                target.as_ptr() as usize,
-                proc_.as_ptr() as usize,
-                (k::MS_NOSUID | k::MS_NODEV | k::MS_NOEXEC) as usize,
-                0,
-                0,
-            ],
-        );
-        if r < 0 {
-            fail(STEP_MOUNT_PROC, r);
-        }
+    }
+    raw::close(sync_r);
+}
 
-        // 4. Group leader; SIGCHLD through a signalfd (every signal stays
-        //    blocked in the init: only SIGKILL can end it).
-        let r = syscall4(k::__NR_setpgid, 0, 0, 0, 0);
-        if r < 0 {
-            fail(STEP_SETPGID, r);
-        }
-        let chld: u64 = 1 << (k::SIGCHLD - 1);
-        let sigfd = syscall4(
-            k::__NR_signalfd4,
-            usize::MAX, // -1: a new signalfd
-            &chld as *const u64 as usize,
-            SIGSET_SIZE,
-            (k::O_CLOEXEC | k::O_NONBLOCK) as usize,
-        );
-        if sigfd < 0 {
-            fail(STEP_SIGNALFD, sigfd);
-        }
-        let mut ep = [0 as c_int; 2];
-        let r = syscall4(
-            k::__NR_pipe2,
-            ep.as_mut_ptr() as usize,
-            k::O_CLOEXEC as usize,
-            0,
-            0,
-        );
-        if r < 0 {
-            fail(STEP_PIPE, r);
-        }
-        // The command: a vfork-style clone on its own stack (the init is
-        // single-threaded and has no handlers, so sharing its memory until
-        // the exec is safe, and the host's memory is not copied again).
-        let mut targs = *a;
-        targs.err_fd = ep[1];
-        let mut cargs = k::clone_args {
-            flags: (k::CLONE_VM | k::CLONE_VFORK) as u64,
-            pidfd: 0,
-            child_tid: 0,
-            parent_tid: 0,
-            exit_signal: k::SIGCHLD as u64,
-            stack: a.cmd_stack.0,
-            stack_size: a.cmd_stack.1,
-            tls: 0,
-            set_tid: 0,
-            set_tid_size: 0,
-            cgroup: 0,
-        };
-        let cmd = clone3_with(
+/// Private mounts and a fresh `/proc`; the init leads a new process group
+/// and takes SIGCHLD through a signalfd (every signal stays blocked in the
+/// init: only SIGKILL can end it). The signalfd, or the step that failed.
+fn set_up_namespace() -> Result<c_int, (i32, Errno)> {
+    raw::mount(None, c"/", None, k::MS_REC | k::MS_PRIVATE).map_err(|e| (STEP_MOUNT_PRIVATE, e))?;
+    raw::mount(
+        Some(c"proc"),
+        c"/proc",
+        Some(c"proc"),
+        k::MS_NOSUID | k::MS_NODEV | k::MS_NOEXEC,
+    )
+    .map_err(|e| (STEP_MOUNT_PROC, e))?;
+    raw::setpgid_self().map_err(|e| (STEP_SETPGID, e))?;
+    raw::signalfd_for(k::SIGCHLD, k::O_CLOEXEC | k::O_NONBLOCK).map_err(|e| (STEP_SIGNALFD, e))
+}
+
+/// Starts the command: a vfork-style clone on its own stack (the init is
+/// single-threaded and has no handlers, so sharing its memory until the
+/// exec is safe, and the host's memory is not copied again). Its pid; if it
+/// could not exec, the init reports why and exits.
+///
+/// # Safety
+/// In the init only.
+unsafe fn start_command(a: &InitArgs) -> isize {
+    let ep = match raw::pipe2(k::O_CLOEXEC) {
+        Ok(ep) => ep,
+        Err(e) => fail(a, STEP_PIPE, e),
+    };
+    let mut targs = *a;
+    targs.err_fd = ep[1];
+    let mut cargs = k::clone_args {
+        flags: (k::CLONE_VM | k::CLONE_VFORK) as u64,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: k::SIGCHLD as u64,
+        stack: a.cmd_stack.0,
+        stack_size: a.cmd_stack.1,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: 0,
+    };
+    // SAFETY: `cmd_stack` is mapped by the host for the command and unused
+    // otherwise; `targs` is on this frame, which the vfork-style clone keeps
+    // alive until the command exec'd or exited; `command_main` does not
+    // return, allocate or lock.
+    let cmd = unsafe {
+        clone3_with(
             &mut cargs,
             command_main,
             &targs as *const InitArgs as *const c_void,
-        );
-        if cmd < 0 {
-            fail(STEP_FORK, cmd);
+        )
+    };
+    if cmd < 0 {
+        fail(a, STEP_FORK, Errno::from_ret(cmd));
+    }
+    raw::close(ep[1]);
+    // The exec error, if any: 4 bytes, or end of file once it exec'd.
+    let mut eb = [0u8; 4];
+    let mut got: usize = 0;
+    while got < 4 {
+        match raw::read(ep[0], eb.get_mut(got..).unwrap_or_default()) {
+            Err(Errno::INTR) => continue,
+            Ok(n) if n > 0 => got += n,
+            _ => break,
         }
-        syscall4(k::__NR_close, ep[1] as usize, 0, 0, 0);
-        let mut eb = [0u8; 4];
-        let mut got: usize = 0;
-        loop {
-            let r = syscall4(
-                k::__NR_read,
-                ep[0] as usize,
-                eb.as_mut_ptr().wrapping_add(got) as usize,
-                4 - got,
-                0,
-            );
-            if r == -(en::EINTR as isize) {
-                continue;
-            }
-            if r <= 0 {
-                break;
-            }
-            got = got.wrapping_add(r as usize);
-            if got >= 4 {
-                break;
-            }
-        }
-        syscall4(k::__NR_close, ep[0] as usize, 0, 0, 0);
-        if got > 0 {
-            let mut st: c_int = 0;
-            syscall4(
-                k::__NR_wait4,
-                cmd as usize,
-                &mut st as *mut c_int as usize,
-                0,
-                0,
-            );
-            report(a.status_w, MSG_EXEC_FAILED, i32::from_ne_bytes(eb));
-            exit_now(127);
-        }
-        report(a.status_w, MSG_STARTED, cmd as i32);
-        // The command has its streams: let go of ours, so that only the
-        // tree holds the pipes (end of file must reach corral).
-        let mut fd = 0;
-        while fd < 3 {
-            syscall4(k::__NR_close, fd, 0, 0, 0);
-            fd += 1;
-        }
-        let mut i = 0;
-        while i < 3 {
-            if a.stdio[i] > 2 {
-                syscall4(k::__NR_close, a.stdio[i] as usize, 0, 0, 0);
-            }
-            i += 1;
-        }
+    }
+    raw::close(ep[0]);
+    if got > 0 {
+        let mut st: c_int = 0;
+        let _ = raw::wait4(cmd, Some(&mut st), 0);
+        report(a.status_w, MSG_EXEC_FAILED, i32::from_ne_bytes(eb));
+        exit_now(127);
+    }
+    cmd
+}
 
-        // 5. The loop.
-        #[repr(C)]
-        struct PollFd {
-            fd: c_int,
-            events: i16,
-            revents: i16,
+/// The command has its streams: let go of ours, so that only the tree
+/// holds the pipes (end of file must reach corral).
+fn let_go_of_streams(a: &InitArgs) {
+    let mut fd = 0;
+    while fd < 3 {
+        raw::close(fd);
+        fd += 1;
+    }
+    let mut i = 0;
+    while i < 3 {
+        if a.plan.stdio[i] > 2 {
+            raw::close(a.plan.stdio[i]);
         }
-        let mut watching = true;
-        let mut cmd_done = false;
-        let mut buf = [0u8; 512];
-        loop {
-            let mut fds = [
-                PollFd {
-                    fd: sigfd as c_int,
-                    events: k::POLLIN as i16,
-                    revents: 0,
-                },
-                PollFd {
-                    fd: if watching { a.ctl_r } else { -1 },
-                    events: k::POLLIN as i16,
-                    revents: 0,
-                },
-                PollFd {
-                    fd: if watching { a.host_pidfd } else { -1 },
-                    events: k::POLLIN as i16,
-                    revents: 0,
-                },
-            ];
-            let r = syscall6(
-                k::__NR_ppoll,
-                [fds.as_mut_ptr() as usize, 3, 0, 0, SIGSET_SIZE, 0],
-            );
-            if r < 0 && r != -(en::EINTR as isize) {
+        i += 1;
+    }
+}
+
+/// The init's loop: reaps every child, reports the command's wait status,
+/// passes corral's signals on to the namespace, and exits once the command
+/// has exited and no process is left (or the host died, or corral closed
+/// the control pipe without detaching).
+fn serve(a: &InitArgs, sigfd: c_int, cmd: isize) -> ! {
+    let mut watching = true;
+    let mut cmd_done = false;
+    let mut buf = [0u8; 512];
+    loop {
+        let mut fds = [
+            PollFd::readable(sigfd),
+            PollFd::readable(if watching { a.ctl_r } else { -1 }),
+            PollFd::readable(if watching { a.host_pidfd } else { -1 }),
+        ];
+        if let Err(e) = raw::ppoll(&mut fds, None) {
+            if e != Errno::INTR {
                 // Cannot wait: do not spin; end the namespace.
                 exit_now(126);
             }
-            // The control pipe first: a host that sent the detach byte and
-            // then exited (a normal end with kept leftovers) wakes this poll
-            // with both ready when the init runs late (load); the byte was
-            // written before the exit, so it is in the pipe now.
-            if fds[1].revents != 0 && watching {
-                let n = syscall4(
-                    k::__NR_read,
-                    a.ctl_r as usize,
-                    buf.as_mut_ptr() as usize,
-                    buf.len(),
-                    0,
-                );
-                if n == 0 || (n < 0 && n != -(en::EINTR as isize) && n != -(en::EAGAIN as isize)) {
-                    // corral closed the control pipe without detaching.
-                    exit_now(137);
-                }
-                let mut j: usize = 0;
-                while n > 0 && j < (n as usize) && j < buf.len() {
-                    let c = buf[j];
-                    if c == CTL_DETACH {
-                        watching = false;
-                    } else if c as u32 == k::SIGKILL {
-                        exit_now(137);
-                    } else if c != 0 {
-                        syscall4(k::__NR_kill, usize::MAX, c as usize, 0, 0);
-                        syscall4(k::__NR_kill, usize::MAX, k::SIGCONT as usize, 0, 0);
-                    }
-                    j += 1;
-                }
+        }
+        // The control pipe first: a host that sent the detach byte and
+        // then exited (a normal end with kept leftovers) wakes this poll
+        // with both ready when the init runs late (load); the byte was
+        // written before the exit, so it is in the pipe now.
+        if fds[1].revents != 0 && watching {
+            watching = read_control(a.ctl_r, &mut buf);
+        }
+        if fds[2].revents != 0 && watching {
+            // The host died: the kernel kills the namespace as we go.
+            exit_now(137);
+        }
+        // Drain the signalfd, then reap everything that exited.
+        while matches!(raw::read(sigfd, &mut buf), Ok(n) if n > 0) {}
+        reap(a, cmd, &mut cmd_done);
+    }
+}
+
+/// Acts on the bytes corral wrote on the control pipe: a signal to pass
+/// on to every process of the namespace (then SIGCONT), SIGKILL (the init
+/// exits: the kernel kills the namespace), or the detach byte. Whether to
+/// go on watching the host (`false` once detached); exits if corral closed
+/// the pipe without detaching.
+fn read_control(ctl_r: c_int, buf: &mut [u8; 512]) -> bool {
+    let n = match raw::read(ctl_r, buf) {
+        Ok(0) => exit_now(137), // corral closed it without detaching
+        Ok(n) => n,
+        Err(Errno::INTR | Errno::AGAIN) => 0,
+        Err(_) => exit_now(137),
+    };
+    let mut watching = true;
+    let mut j: usize = 0;
+    while j < n && j < buf.len() {
+        let c = buf[j];
+        if c == CTL_DETACH {
+            watching = false;
+        } else if c as u32 == k::SIGKILL {
+            exit_now(137);
+        } else if c != 0 {
+            let _ = raw::kill(-1, c as u32);
+            let _ = raw::kill(-1, k::SIGCONT);
+        }
+        j += 1;
+    }
+    watching
+}
+
+/// Reaps every child that exited; reports the command's status when it is
+/// among them; exits once the command is done and no child is left.
+fn reap(a: &InitArgs, cmd: isize, cmd_done: &mut bool) {
+    loop {
+        let mut st: c_int = 0;
+        match raw::wait4(-1, Some(&mut st), k::WNOHANG | k::__WALL) {
+            Ok(p) if p as isize == cmd => {
+                report(a.status_w, MSG_EXITED, st);
+                *cmd_done = true;
             }
-            if fds[2].revents != 0 && watching {
-                // The host died: the kernel kills the namespace as we go.
-                exit_now(137);
-            }
-            // Drain the signalfd, then reap everything that exited.
-            loop {
-                let n = syscall4(
-                    k::__NR_read,
-                    sigfd as usize,
-                    buf.as_mut_ptr() as usize,
-                    buf.len(),
-                    0,
-                );
-                if n <= 0 {
-                    break;
-                }
-            }
-            loop {
-                let mut st: c_int = 0;
-                let p = syscall4(
-                    k::__NR_wait4,
-                    usize::MAX, // -1: any child
-                    &mut st as *mut c_int as usize,
-                    (k::WNOHANG | k::__WALL) as usize,
-                    0,
-                );
-                if p == cmd {
-                    report(a.status_w, MSG_EXITED, st);
-                    cmd_done = true;
-                    continue;
-                }
-                if p > 0 {
-                    continue;
-                }
-                if p == -(en::ECHILD as isize) && cmd_done {
-                    // Nothing left in the namespace.
-                    exit_now(0);
-                }
-                break;
-            }
+            Ok(p) if p > 0 => {}
+            // Nothing left in the namespace.
+            Err(Errno::CHILD) if *cmd_done => exit_now(0),
+            _ => return,
         }
     }
 }
@@ -825,83 +702,12 @@ unsafe fn init(a: &InitArgs) -> ! {
 /// the errno on the init's error pipe and exit.
 extern "C" fn command_main(arg: *const c_void) -> ! {
     // SAFETY: `arg` points to the init's `targs`, alive while the init is
-    // suspended (CLONE_VFORK); only raw syscalls follow.
-    unsafe {
+    // suspended (CLONE_VFORK); the plan's pointers are valid until the
+    // exec (see `InitArgs`); only raw syscalls follow.
+    let e = unsafe {
         let a = &*(arg as *const InitArgs);
-        let e = command_exec(a);
-        let bytes = e.to_ne_bytes();
-        syscall4(
-            k::__NR_write,
-            a.err_fd as usize,
-            bytes.as_ptr() as usize,
-            4,
-            0,
-        );
-        exit_now(127)
-    }
-}
-
-/// The command's side of the init's clone: streams, mask, exec. Returns the
-/// errno to report.
-///
-/// # Safety
-/// Only in the command's child of the init.
-#[inline(never)]
-unsafe fn command_exec(a: &InitArgs) -> i32 {
-    // SAFETY: raw syscalls on this process's own memory, as in `init`.
-    unsafe {
-        let dfl = KernelSigaction {
-            handler: a.sigpipe,
-            flags: 0,
-            restorer: 0,
-            mask: 0,
-        };
-        let r = syscall4(
-            k::__NR_rt_sigaction,
-            k::SIGPIPE as usize,
-            &dfl as *const KernelSigaction as usize,
-            0,
-            SIGSET_SIZE,
-        );
-        if r < 0 {
-            return errno_of(r);
-        }
-        if !a.cwd.is_null() {
-            let r = syscall4(k::__NR_chdir, a.cwd as usize, 0, 0, 0);
-            if r < 0 {
-                return errno_of(r);
-            }
-        }
-        let mut target = 0;
-        while target < 3 {
-            let src = a.stdio[target];
-            if src >= 0 {
-                let r = if src as usize == target {
-                    syscall4(k::__NR_fcntl, src as usize, k::F_SETFD as usize, 0, 0)
-                } else {
-                    syscall4(k::__NR_dup3, src as usize, target, 0, 0)
-                };
-                if r < 0 {
-                    return errno_of(r);
-                }
-            }
-            target += 1;
-        }
-        if a.setup.new_session {
-            let r = syscall4(k::__NR_setsid, 0, 0, 0, 0);
-            if r < 0 {
-                return errno_of(r);
-            }
-        }
-        let r = apply_setup(&a.setup);
-        if r != 0 {
-            return r;
-        }
-        let empty: u64 = 0;
-        let r = set_sigmask(&empty, std::ptr::null_mut());
-        if r < 0 {
-            return errno_of(r);
-        }
-        exec_candidates(a.argv, a.envp, a.candidates, a.n_candidates)
-    }
+        (exec_with(&a.plan, false), a.err_fd)
+    };
+    let _ = raw::write(e.1, &e.0.to_ne_bytes());
+    exit_now(127)
 }

@@ -13,11 +13,13 @@ use linux_raw_sys::general as k;
 
 use super::process::{keeper_main, KeeperArgs};
 use super::protocol::{
-    rights_control, Iovec, Message, Msghdr, AF_UNIX, MSG_LEN, MSG_NOSIGNAL, OP_ADD, OP_ADD_MEMBER,
-    OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_PARENT, SOCK_SEQPACKET, SOL_SOCKET,
+    rights_control, Message, AF_UNIX, MSG_LEN, MSG_NOSIGNAL, OP_ADD, OP_ADD_MEMBER, OP_ADD_ROOT,
+    OP_COOKIE, OP_DEL, OP_PARENT, SOCK_SEQPACKET, SOL_SOCKET,
 };
 use super::{MAX_SLOTS, RESERVE_FDS};
-use crate::sys::linux_spawn::raw::{clone3_with, errno_of, set_sigmask, syscall4, syscall6};
+use crate::sys::linux_spawn::raw::{
+    self, clone3_with, errno_of, set_sigmask, Errno, Iovec, Msghdr,
+};
 use crate::sys::linux_spawn::stack::Stack;
 use crate::sys::per_process::PerProcess;
 
@@ -76,27 +78,13 @@ impl Conn {
     fn state(&self) -> KeeperState {
         // siginfo_t: 128 bytes; si_code at 8, si_pid at 16 (64-bit).
         let mut info = [0u8; 128];
-        // SAFETY: waitid writes at most a siginfo_t (128 bytes) into
-        // `info`; the rusage pointer is null. WNOHANG: it does not block;
-        // WNOWAIT: the child's state stays as it is.
-        let r = unsafe {
-            syscall6(
-                k::__NR_waitid,
-                [
-                    k::P_PID as usize,
-                    self.pid as usize,
-                    info.as_mut_ptr() as usize,
-                    (k::WEXITED | k::WSTOPPED | k::WNOHANG | k::WNOWAIT | k::__WALL) as usize,
-                    0,
-                    0,
-                ],
-            )
-        };
-        if r == -(en::EINTR as isize) {
-            return self.state();
-        }
-        if r < 0 {
-            return KeeperState::Gone;
+        // WNOHANG: it does not block; WNOWAIT: the child's state stays as
+        // it is.
+        let flags = k::WEXITED | k::WSTOPPED | k::WNOHANG | k::WNOWAIT | k::__WALL;
+        match raw::waitid(self.pid as u32, &mut info, flags) {
+            Err(Errno::INTR) => return self.state(),
+            Err(_) => return KeeperState::Gone,
+            Ok(_) => {}
         }
         let code = i32::from_ne_bytes([info[8], info[9], info[10], info[11]]);
         let pid = i32::from_ne_bytes([info[16], info[17], info[18], info[19]]);
@@ -445,20 +433,10 @@ fn reap_dead(conn: Option<Conn>) {
     );
     drop(c.sock);
     for _ in 0..100 {
-        // SAFETY: wait4 with a null status and rusage pointer: no memory is
-        // written. `c.pid` is this process's unreaped child (nothing else
-        // waits for it: it has no exit signal, and only `__WALL` finds it),
-        // so the pid cannot name another process.
-        let r = unsafe {
-            syscall4(
-                k::__NR_wait4,
-                c.pid as usize,
-                0,
-                (k::WNOHANG | k::__WALL) as usize,
-                0,
-            )
-        };
-        if r != 0 {
+        // `c.pid` is this process's unreaped child (nothing else waits for
+        // it: it has no exit signal, and only `__WALL` finds it), so the
+        // pid cannot name another process.
+        if raw::wait4(c.pid as isize, None, k::WNOHANG | k::__WALL) != Ok(0) {
             return; // reaped, or not ours to reap (ECHILD)
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
@@ -492,25 +470,13 @@ fn send(sock: &OwnedFd, msg: &[u8], fd: Option<c_int>) -> io::Result<()> {
     loop {
         // SAFETY: `hdr` describes `msg` and `control`, both alive and of
         // the lengths given; the socket is ours.
-        let r = unsafe {
-            syscall4(
-                k::__NR_sendmsg,
-                sock.as_raw_fd() as usize,
-                &hdr as *const Msghdr as usize,
-                MSG_NOSIGNAL,
-                0,
-            )
-        };
-        if r >= 0 {
-            return Ok(());
-        }
-        let e = errno_of(r);
-        if e == en::ETOOMANYREFS as i32 && std::time::Instant::now() < patience {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-            continue;
-        }
-        if e != en::EINTR as i32 {
-            return Err(io::Error::from_raw_os_error(e));
+        match unsafe { raw::sendmsg(sock.as_raw_fd(), &hdr, MSG_NOSIGNAL) } {
+            Ok(_) => return Ok(()),
+            Err(Errno::TOOMANYREFS) if std::time::Instant::now() < patience => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -524,25 +490,11 @@ fn send(sock: &OwnedFd, msg: &[u8], fd: Option<c_int>) -> io::Result<()> {
 /// `net.core.wmem_max`); best effort. Queued messages are not lost if the
 /// host dies: the keeper reads them all before it acts.
 fn enlarge_send_buffer(sock: &OwnedFd) {
-    const SO_SNDBUF: usize = 7;
-    const SO_SNDBUFFORCE: usize = 32;
+    const SO_SNDBUF: u32 = 7;
+    const SO_SNDBUFFORCE: u32 = 32;
     let want: c_int = 4 << 20; // the kernel doubles it
     for opt in [SO_SNDBUFFORCE, SO_SNDBUF] {
-        // SAFETY: `want` is an int that outlives the call, its size given.
-        let r = unsafe {
-            syscall6(
-                k::__NR_setsockopt,
-                [
-                    sock.as_raw_fd() as usize,
-                    SOL_SOCKET as usize,
-                    opt,
-                    &want as *const c_int as usize,
-                    std::mem::size_of::<c_int>(),
-                    0,
-                ],
-            )
-        };
-        if r == 0 {
+        if raw::setsockopt_int(sock.as_raw_fd(), SOL_SOCKET as u32, opt, want).is_ok() {
             return;
         }
     }
@@ -634,20 +586,7 @@ fn launch() -> io::Result<Conn> {
             "the keeper could not be started ({FAULT_START_ENV} is set)"
         )));
     }
-    let mut pair = [0 as c_int; 2];
-    // SAFETY: `pair` is two writable ints.
-    let r = unsafe {
-        syscall4(
-            k::__NR_socketpair,
-            AF_UNIX,
-            SOCK_SEQPACKET | k::O_CLOEXEC as usize,
-            0,
-            pair.as_mut_ptr() as usize,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::from_raw_os_error(errno_of(r)));
-    }
+    let pair = raw::socketpair(AF_UNIX, SOCK_SEQPACKET | k::O_CLOEXEC)?;
     // SAFETY: socketpair just returned these two descriptors; we own them.
     let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
     enlarge_send_buffer(&ours);
@@ -683,11 +622,8 @@ fn launch() -> io::Result<Conn> {
     };
     let all: u64 = !0;
     let mut old: u64 = 0;
-    // SAFETY: a writable sigset; restored right after the clone.
-    let r = unsafe { set_sigmask(&all, &mut old) };
-    if r < 0 {
-        return Err(io::Error::from_raw_os_error(errno_of(r)));
-    }
+    // Restored right after the clone.
+    set_sigmask(&all, Some(&mut old))?;
     // SAFETY: no CLONE_VM: the child runs `keeper_main` on its own copy of
     // `stack` and of `args`, with every signal blocked and every handler
     // reset, and never returns.
@@ -698,10 +634,8 @@ fn launch() -> io::Result<Conn> {
             &args as *const KeeperArgs as *const std::ffi::c_void,
         )
     };
-    // SAFETY: restores the saved mask.
-    unsafe {
-        set_sigmask(&old, std::ptr::null_mut());
-    }
+    // Restores the saved mask.
+    let _ = set_sigmask(&old, None);
     drop(stack);
     drop(theirs);
     drop(host);

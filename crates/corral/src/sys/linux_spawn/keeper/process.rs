@@ -4,18 +4,16 @@
 
 use std::os::raw::c_int;
 
-use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 
 use super::protocol::{
-    received_fds, Iovec, Message, Msghdr, MSG_CMSG_CLOEXEC, MSG_DONTWAIT, MSG_LEN, MSG_NOSIGNAL,
-    NAME_MAX, OP_ADD, OP_ADD_MEMBER, OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_HELLO, OP_PARENT,
+    received_fds, Message, MSG_CMSG_CLOEXEC, MSG_DONTWAIT, MSG_LEN, MSG_NOSIGNAL, NAME_MAX, OP_ADD,
+    OP_ADD_MEMBER, OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_HELLO, OP_PARENT,
 };
 use super::{MAX_SLOTS, RESERVE_FDS};
-use crate::sys::linux_spawn::raw::{exit_now, syscall4, syscall6};
+use crate::sys::linux_spawn::raw::{self, exit_now, Errno, Iovec, Msghdr, PollFd};
+use std::ffi::CStr;
 
-/// prctl(2) option that names the calling thread.
-const PR_SET_NAME: usize = 15;
 /// The keeper's nap after reading its queue (see the serve loop).
 const KEEPER_NAP_NS: i64 = 2_000_000;
 /// How often the keeper of a one-shot host reads its queue while the host
@@ -104,73 +102,36 @@ impl Table {
 /// pidfd and [`RESERVE_FDS`] (at most [`MAX_SLOTS`]); fewer if the mapping
 /// cannot be made that large, none if it cannot be made at all (the host
 /// then registers nothing, and says so).
-///
-/// # Safety
-/// In the keeper only.
-unsafe fn make_table() -> Table {
-    // SAFETY: prlimit64 and mmap on this frame's buffers; no pointer is
-    // kept but the new mapping's.
-    unsafe {
-        let mut lim = [0u64; 2];
-        let mut usable = 0u64;
-        if syscall4(
-            k::__NR_prlimit64,
-            0,
-            k::RLIMIT_NOFILE as usize,
-            0,
-            lim.as_mut_ptr() as usize,
-        ) == 0
-        {
-            usable = lim[0];
-            if lim[1] > lim[0] {
-                let raised = [lim[1], lim[1]];
-                if syscall4(
-                    k::__NR_prlimit64,
-                    0,
-                    k::RLIMIT_NOFILE as usize,
-                    raised.as_ptr() as usize,
-                    0,
-                ) == 0
-                {
-                    usable = lim[1];
-                }
-            }
+fn make_table() -> Table {
+    let mut usable = 0u64;
+    if let Ok([soft, hard]) = raw::nofile_limit() {
+        usable = soft;
+        if hard > soft && raw::set_nofile_limit([hard, hard]).is_ok() {
+            usable = hard;
         }
-        let len = (usable.saturating_sub(2 + RESERVE_FDS) as usize).min(MAX_SLOTS);
-        let mut table = Table {
-            base: std::ptr::null_mut(),
-            len: 0,
-            high: 0,
-            half: 0,
-            cookie_high: 0,
-        };
-        // Where the mapping cannot be reserved (strict overcommit, a low
-        // RLIMIT_AS), a smaller table: half as many slots each time.
-        let mut len = len;
-        // Twice: as many cookie slots (no descriptor) again.
-        while len > 0 {
-            let p = syscall6(
-                k::__NR_mmap,
-                [
-                    0,
-                    2 * len * std::mem::size_of::<Slot>(),
-                    (k::PROT_READ | k::PROT_WRITE) as usize,
-                    (k::MAP_PRIVATE | k::MAP_ANONYMOUS | k::MAP_NORESERVE) as usize,
-                    usize::MAX, // fd -1
-                    0,
-                ],
-            );
-            if !(-4095..0).contains(&p) {
-                table.base = p as usize as *mut Slot;
-                table.len = 2 * len;
-                table.half = len;
-                table.cookie_high = len;
-                break;
-            }
-            len /= 2;
-        }
-        table
     }
+    let mut table = Table {
+        base: std::ptr::null_mut(),
+        len: 0,
+        high: 0,
+        half: 0,
+        cookie_high: 0,
+    };
+    // Where the mapping cannot be reserved (strict overcommit, a low
+    // RLIMIT_AS), a smaller table: half as many slots each time.
+    let mut len = (usable.saturating_sub(2 + RESERVE_FDS) as usize).min(MAX_SLOTS);
+    while len > 0 {
+        // Twice: as many cookie slots (no descriptor) again.
+        if let Ok(p) = raw::map_anonymous(2 * len * std::mem::size_of::<Slot>()) {
+            table.base = p.cast::<Slot>();
+            table.len = 2 * len;
+            table.half = len;
+            table.cookie_high = len;
+            break;
+        }
+        len /= 2;
+    }
+    table
 }
 
 /// The keeper's life, as steps: detach from the host, map the table and
@@ -181,109 +142,52 @@ unsafe fn make_table() -> Table {
 /// Only in the keeper child.
 #[inline(never)]
 unsafe fn keeper(a: &KeeperArgs) -> ! {
+    detach(a);
+    let mut table = make_table();
+    send_hello(a.sock, &table);
     // SAFETY: each step is called in the keeper child, its only thread,
     // on this process's own memory (no allocation, lock, TLS or panic
     // path; every slot index is checked against the table's length).
     unsafe {
-        detach(a);
-        let mut table = make_table();
-        send_hello(a.sock, &table);
         serve_until_host_dies(a, &mut table);
         kill_held(&table);
         remove_cgroups(&table);
-        exit_now(0)
     }
+    exit_now(0)
 }
 
 /// Sleeps the test delay, if any, takes the keeper's name, starts its own
 /// session and closes every descriptor but the socket and the host's pidfd.
-///
-/// # Safety
-/// In the keeper only.
-unsafe fn detach(a: &KeeperArgs) {
-    // SAFETY: nanosleep reads a timespec of this frame, prctl a
-    // NUL-terminated name of static memory; setsid and the closes take no
-    // pointer (the descriptors closed are the keeper's own copies).
-    unsafe {
-        if a.delay_ms > 0 {
-            nap(
-                i64::from(a.delay_ms / 1000),
-                i64::from(a.delay_ms % 1000) * 1_000_000,
-            );
-        }
-        let name = b"corral-keeper\0";
-        syscall4(k::__NR_prctl, PR_SET_NAME, name.as_ptr() as usize, 0, 0);
-        syscall4(k::__NR_setsid, 0, 0, 0, 0);
-        // Keep only the socket and the pidfd.
-        let (lo, hi) = if a.sock < a.host {
-            (a.sock, a.host)
-        } else {
-            (a.host, a.sock)
-        };
-        if lo > 0 {
-            close_range_or_loop(0, lo as usize - 1);
-        }
-        if hi > lo + 1 {
-            close_range_or_loop(lo as usize + 1, hi as usize - 1);
-        }
-        close_range_or_loop(hi as usize + 1, u32::MAX as usize);
-    }
-}
-
-/// `nanosleep` for `sec` seconds and `nsec` nanoseconds (an interrupted
-/// sleep is not resumed).
-///
-/// # Safety
-/// In the keeper only.
-unsafe fn nap(sec: i64, nsec: i64) {
-    let ts = k::__kernel_timespec {
-        tv_sec: sec,
-        tv_nsec: nsec,
-    };
-    // SAFETY: nanosleep reads the timespec on this frame; no remainder is
-    // asked for.
-    unsafe {
-        syscall4(
-            k::__NR_nanosleep,
-            &ts as *const k::__kernel_timespec as usize,
-            0,
-            0,
-            0,
+fn detach(a: &KeeperArgs) {
+    if a.delay_ms > 0 {
+        raw::nanosleep(
+            i64::from(a.delay_ms / 1000),
+            i64::from(a.delay_ms % 1000) * 1_000_000,
         );
     }
+    raw::set_thread_name(c"corral-keeper");
+    let _ = raw::setsid();
+    // Keep only the socket and the pidfd.
+    let (lo, hi) = if a.sock < a.host {
+        (a.sock, a.host)
+    } else {
+        (a.host, a.sock)
+    };
+    if lo > 0 {
+        raw::close_from_to(0, lo as usize - 1);
+    }
+    if hi > lo + 1 {
+        raw::close_from_to(lo as usize + 1, hi as usize - 1);
+    }
+    raw::close_from_to(hi as usize + 1, u32::MAX as usize);
 }
 
 /// Tells the host the table's capacity, in the keeper's first message.
-///
-/// # Safety
-/// In the keeper only.
-unsafe fn send_hello(sock: c_int, table: &Table) {
+fn send_hello(sock: c_int, table: &Table) {
     let mut hello = Message::new(OP_HELLO);
     // Slots past the first half hold cookies (no descriptor).
     hello.slot = (table.len / 2) as u32;
-    let hello = hello.encode();
-    // SAFETY: sendto reads the `MSG_LEN` bytes of `hello`, on this frame.
-    unsafe {
-        syscall6(
-            k::__NR_sendto,
-            [
-                sock as usize,
-                hello.as_ptr() as usize,
-                MSG_LEN,
-                MSG_NOSIGNAL,
-                0,
-                0,
-            ],
-        );
-    }
-}
-
-/// The kernel's `struct pollfd`.
-#[repr(C)]
-struct PollFd {
-    fd: c_int,
-    events: i16,
-    revents: i16,
+    let _ = raw::send(sock, &hello.encode(), MSG_NOSIGNAL);
 }
 
 /// Holds what the host sends until the host dies (its pidfd is readable,
@@ -301,41 +205,21 @@ unsafe fn serve_until_host_dies(a: &KeeperArgs, table: &mut Table) {
         // (a wake-up that, on a loaded machine, can take the CPU from
         // the host), and nothing is lost: queued registrations are
         // read before the keeper acts, as after its nap below.
-        let mut fds = [
-            PollFd {
-                fd: a.sock,
-                events: if a.lazy { 0 } else { k::POLLIN as i16 },
-                revents: 0,
-            },
-            PollFd {
-                fd: a.host,
-                events: k::POLLIN as i16,
-                revents: 0,
-            },
-        ];
+        let mut fds = [PollFd::readable(a.sock), PollFd::readable(a.host)];
+        if a.lazy {
+            fds[0].events = 0;
+        }
         // Rebuilt each round: ppoll writes the time left back.
-        let period = k::__kernel_timespec {
+        let mut period = k::__kernel_timespec {
             tv_sec: 0,
             tv_nsec: LAZY_PERIOD_NS,
         };
-        let timeout = if a.lazy {
-            &period as *const k::__kernel_timespec as usize
-        } else {
-            0
-        };
-        // SAFETY: ppoll reads and writes the two pollfds and the timespec
-        // on this frame (or waits without a timeout); no signal mask.
-        let r = unsafe {
-            syscall6(
-                k::__NR_ppoll,
-                [fds.as_mut_ptr() as usize, 2, timeout, 0, 8, 0],
-            )
-        };
-        if r < 0 && r != -(en::EINTR as isize) {
+        let r = raw::ppoll(&mut fds, a.lazy.then_some(&mut period));
+        if r.is_err_and(|e| e != Errno::INTR) {
             return;
         }
         let host_gone = fds[1].revents != 0;
-        let period_over = a.lazy && r == 0;
+        let period_over = a.lazy && r == Ok(0);
         if fds[0].revents == 0 && !host_gone && !period_over {
             continue;
         }
@@ -351,8 +235,7 @@ unsafe fn serve_until_host_dies(a: &KeeperArgs, table: &mut Table) {
         // a wake-up each, which took CPU from the host's next run. A
         // message waits at most this long; the host's death is seen at
         // most this late, and its queued messages are still read first.
-        // SAFETY: in the keeper.
-        unsafe { nap(0, KEEPER_NAP_NS) };
+        raw::nanosleep(0, KEEPER_NAP_NS);
     }
 }
 
@@ -380,26 +263,14 @@ unsafe fn read_queue(sock: c_int, table: &mut Table) -> bool {
         };
         // SAFETY: recvmsg writes at most `MSG_LEN` bytes into `msg` and 64
         // into `control`, both on this frame, as `hdr` (also here) says.
-        let n = unsafe {
-            syscall4(
-                k::__NR_recvmsg,
-                sock as usize,
-                &mut hdr as *mut Msghdr as usize,
-                MSG_CMSG_CLOEXEC | MSG_DONTWAIT,
-                0,
-            )
-        };
-        // ECONNRESET: the host died with a message of the keeper's
-        // (its first) unread, which the kernel reports once, before
-        // the messages still queued here: read on, they count.
-        if n == -(en::EINTR as isize) || n == -(en::ECONNRESET as isize) {
-            continue;
-        }
-        if n == -(en::EAGAIN as isize) {
-            return true;
-        }
-        if n <= 0 {
-            return false;
+        match unsafe { raw::recvmsg(sock, &mut hdr, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) } {
+            // ECONNRESET: the host died with a message of the keeper's
+            // (its first) unread, which the kernel reports once, before
+            // the messages still queued here: read on, they count.
+            Err(Errno::INTR | Errno::CONNRESET) => continue,
+            Err(Errno::AGAIN) => return true,
+            Ok(0) | Err(_) => return false,
+            Ok(_) => {}
         }
         // SAFETY: in the keeper.
         unsafe { serve(table, &Message::decode(&msg), &control, hdr.controllen) };
@@ -432,8 +303,7 @@ unsafe fn serve(table: &mut Table, msg: &Message, control: &[u8; 64], controllen
         if got < 0 {
             got = fd;
         } else {
-            // SAFETY: in the keeper, a descriptor it just received.
-            unsafe { close(fd) };
+            raw::close(fd);
         }
     }
     let slot = msg.slot as usize;
@@ -445,8 +315,7 @@ unsafe fn serve(table: &mut Table, msg: &Message, control: &[u8; 64], controllen
                 && s.id == msg.id
             {
                 if s.fd >= 0 {
-                    // SAFETY: the slot's own descriptor, closed once.
-                    unsafe { close(s.fd) };
+                    raw::close(s.fd);
                 }
                 s.kind = EMPTY;
             }
@@ -458,8 +327,7 @@ unsafe fn serve(table: &mut Table, msg: &Message, control: &[u8; 64], controllen
         }
     }
     if got >= 0 {
-        // SAFETY: a descriptor received and not held.
-        unsafe { close(got) };
+        raw::close(got);
     }
 }
 
@@ -475,8 +343,7 @@ unsafe fn hold(table: &mut Table, slot: usize, kind: u8, msg: &Message, fd: c_in
     };
     if s.kind != EMPTY && s.fd >= 0 {
         // Not given back first (the host never does this).
-        // SAFETY: the slot's own descriptor, replaced.
-        unsafe { close(s.fd) };
+        raw::close(s.fd);
     }
     let len = msg.name_len as usize;
     let mut j = 0;
@@ -499,17 +366,6 @@ unsafe fn hold(table: &mut Table, slot: usize, kind: u8, msg: &Message, fd: c_in
     true
 }
 
-/// `close(fd)`, its result ignored.
-///
-/// # Safety
-/// In the keeper only; `fd` is its own and not used after.
-unsafe fn close(fd: c_int) {
-    // SAFETY: close takes no pointer.
-    unsafe {
-        syscall4(k::__NR_close, fd as usize, 0, 0, 0);
-    }
-}
-
 /// The host is gone: kills every held root's group and member, writes
 /// `cgroup.kill` of every held cgroup, then kills the trees held by their
 /// cookie (after `cgroup.kill`, which is one write a tree; this looks at
@@ -518,22 +374,17 @@ unsafe fn close(fd: c_int) {
 /// # Safety
 /// In the keeper only.
 unsafe fn kill_held(table: &Table) {
-    let kill = b"cgroup.kill\0";
     let mut i = 0;
     while i < table.high {
         // SAFETY: in the keeper; the slot is bounds-checked and no other
         // reference to it is alive.
         if let Some(s) = unsafe { table.at(i) } {
-            // SAFETY: the slot's descriptors are the keeper's; openat reads
-            // the NUL-terminated name above, write one byte of static memory.
-            unsafe {
-                if s.kind == ROOT {
-                    kill_root(s.fd);
-                    s.kind = EMPTY;
-                } else if s.kind == MEMBER {
-                    kill_member(s.fd);
-                    s.kind = EMPTY;
-                }
+            if s.kind == ROOT {
+                kill_root(s.fd);
+                s.kind = EMPTY;
+            } else if s.kind == MEMBER {
+                kill_member(s.fd);
+                s.kind = EMPTY;
             }
         }
         i += 1;
@@ -543,21 +394,9 @@ unsafe fn kill_held(table: &Table) {
         // SAFETY: as above.
         if let Some(s) = unsafe { table.at(i) } {
             if s.kind == CGROUP {
-                // SAFETY: openat reads the NUL-terminated name, relative
-                // to the cgroup's directory; write reads one static byte.
-                unsafe {
-                    let fd = syscall4(
-                        k::__NR_openat,
-                        s.fd as usize,
-                        kill.as_ptr() as usize,
-                        (k::O_WRONLY | k::O_CLOEXEC) as usize,
-                        0,
-                    );
-                    if fd >= 0 {
-                        let one = b"1";
-                        syscall4(k::__NR_write, fd as usize, one.as_ptr() as usize, 1, 0);
-                        close(fd as c_int);
-                    }
+                if let Ok(fd) = raw::openat(s.fd, c"cgroup.kill", k::O_WRONLY | k::O_CLOEXEC) {
+                    let _ = raw::write(fd, b"1");
+                    raw::close(fd);
                 }
             }
         }
@@ -602,8 +441,7 @@ unsafe fn remove_cgroups(table: &Table) {
         if !left {
             break;
         }
-        // SAFETY: in the keeper.
-        unsafe { nap(0, 2_000_000) };
+        raw::nanosleep(0, 2_000_000);
         round += 1;
     }
 }
@@ -614,33 +452,26 @@ unsafe fn remove_cgroups(table: &Table) {
 /// # Safety
 /// In the keeper only.
 unsafe fn remove_cgroup(table: &Table, i: usize, fd: c_int, parent: usize) -> bool {
+    remove_below(fd, 0);
     // SAFETY: in the keeper; the slots are bounds-checked and each
-    // reference ends before the next is made; unlinkat reads the slot's
-    // NUL-terminated name.
-    unsafe {
-        remove_below(fd, 0);
-        let pfd = match table.at(parent) {
-            Some(p) if p.kind == PARENT => p.fd,
-            _ => -1,
-        };
-        let r = match table.at(i) {
-            Some(s) => syscall4(
-                k::__NR_unlinkat,
-                pfd as isize as usize,
-                s.name.as_ptr() as usize,
-                k::AT_REMOVEDIR as usize,
-                0,
-            ),
-            None => 0,
-        };
-        if r == 0 || r == -(en::ENOENT as isize) || pfd < 0 {
-            if let Some(s) = table.at(i) {
-                s.kind = EMPTY;
-            }
-            true
-        } else {
-            false
-        }
+    // reference ends before the next is made.
+    let pfd = match unsafe { table.at(parent) } {
+        Some(p) if p.kind == PARENT => p.fd,
+        _ => -1,
+    };
+    // SAFETY: as above.
+    let Some(s) = (unsafe { table.at(i) }) else {
+        return true;
+    };
+    let r = match CStr::from_bytes_until_nul(&s.name) {
+        Ok(name) => raw::rmdirat(pfd, name),
+        Err(_) => Ok(0),
+    };
+    if r.is_ok() || r == Err(Errno::NOENT) || pfd < 0 {
+        s.kind = EMPTY;
+        true
+    } else {
+        false
     }
 }
 
@@ -657,34 +488,18 @@ unsafe fn remove_cgroup(table: &Table, i: usize, fd: c_int, parent: usize) -> bo
 /// by the host's death is reaped at once, and before, the keeper looked
 /// the root up in `/proc`, found nothing and spared its group. Nothing
 /// outside the tree is hit: a group with no member left is `ESRCH`.
-///
-/// # Safety
-/// In the keeper only.
-unsafe fn kill_root(pidfd: c_int) {
-    const PIDFD_SIGNAL_PROCESS_GROUP: usize = 1 << 2;
-    // SAFETY: raw syscalls with no pointer.
-    unsafe {
-        let r = syscall4(
-            k::__NR_pidfd_send_signal,
-            pidfd as usize,
-            k::SIGKILL as usize,
-            0,
-            PIDFD_SIGNAL_PROCESS_GROUP,
-        );
-        if r == 0 {
-            return;
-        }
-        // Before 6.9 (EINVAL), or no member left in the group (ESRCH):
-        // the root alone, while it is not reaped.
-        syscall4(
-            k::__NR_pidfd_send_signal,
-            pidfd as usize,
-            k::SIGKILL as usize,
-            0,
-            0,
-        );
+fn kill_root(pidfd: c_int) {
+    if raw::pidfd_send_signal(pidfd, k::SIGKILL, PIDFD_SIGNAL_PROCESS_GROUP).is_ok() {
+        return;
     }
+    // Before 6.9 (EINVAL), or no member left in the group (ESRCH): the
+    // root alone, while it is not reaped.
+    let _ = raw::pidfd_send_signal(pidfd, k::SIGKILL, 0);
 }
+
+/// `pidfd_send_signal`'s flag: the process group the pidfd's pid names
+/// (Linux 6.9).
+const PIDFD_SIGNAL_PROCESS_GROUP: u32 = 1 << 2;
 
 /// Rounds of [`kill_by_cookies`] at most (each a look at every process,
 /// then a 2 ms nap), and for how long at most: 1 s, whatever keeps forking
@@ -692,30 +507,6 @@ unsafe fn kill_root(pidfd: c_int) {
 const COOKIE_ROUNDS: u32 = 400;
 const COOKIE_FOR_NS: u64 = 1_000_000_000;
 
-/// `CLOCK_MONOTONIC` in nanoseconds (0 if it cannot be read).
-///
-/// # Safety
-/// In the keeper only.
-unsafe fn monotonic_ns() -> u64 {
-    let mut ts = k::__kernel_timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: one timespec of this frame.
-    let r = unsafe {
-        syscall4(
-            k::__NR_clock_gettime,
-            k::CLOCK_MONOTONIC as usize,
-            &mut ts as *mut k::__kernel_timespec as usize,
-            0,
-            0,
-        )
-    };
-    if r < 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
-}
 /// The variable whose comma-separated elements are the cookies of the
 /// trees a process belongs to (`contain::orphans::COOKIE_VAR`).
 const COOKIE_PREFIX: &[u8] = b"CORRAL_TREE=";
@@ -733,48 +524,36 @@ const COOKIE_PREFIX: &[u8] = b"CORRAL_TREE=";
 /// # Safety
 /// In the keeper only.
 unsafe fn kill_by_cookies(table: &Table) {
-    // SAFETY: raw syscalls on this frame's buffers.
-    unsafe {
-        let me = syscall4(k::__NR_getpid, 0, 0, 0, 0) as u32;
-        // The pids in `/proc` must be this process's namespace's (the
-        // pidfds are opened by number): `/proc/self` names this process.
-        let mut link = [0u8; 16];
-        let self_path = b"/proc/self\0";
-        let n = syscall4(
-            k::__NR_readlinkat,
-            k::AT_FDCWD as isize as usize,
-            self_path.as_ptr() as usize,
-            link.as_mut_ptr() as usize,
-            link.len(),
-        );
-        let mut own: u32 = 0;
-        let mut j = 0;
-        while n > 0 && j < n as usize {
-            if !link[j].is_ascii_digit() {
-                return;
-            }
-            own = own * 10 + (link[j] - b'0') as u32;
-            j += 1;
-        }
-        if own != me {
+    // The pids in `/proc` must be this process's namespace's (the pidfds
+    // are opened by number): `/proc/self` names this process.
+    let me = raw::getpid();
+    let mut link = [0u8; 16];
+    let n = raw::readlinkat(k::AT_FDCWD, c"/proc/self", &mut link).unwrap_or(0);
+    let mut own: u32 = 0;
+    let mut j = 0;
+    while j < n && j < link.len() {
+        if !link[j].is_ascii_digit() {
             return;
         }
-        let start = monotonic_ns();
-        let mut empty = 0;
-        let mut round = 0;
-        while round < COOKIE_ROUNDS
-            && empty < 2
-            && monotonic_ns().saturating_sub(start) < COOKIE_FOR_NS
-        {
-            if cookie_round(table, me) == 0 {
-                empty += 1;
-            } else {
-                empty = 0;
-            }
-            let ts: [i64; 2] = [0, 2_000_000];
-            syscall4(k::__NR_nanosleep, ts.as_ptr() as usize, 0, 0, 0);
-            round += 1;
+        own = own * 10 + (link[j] - b'0') as u32;
+        j += 1;
+    }
+    if own != me {
+        return;
+    }
+    let now = || raw::monotonic_ns().unwrap_or(0);
+    let start = now();
+    let mut empty = 0;
+    let mut round = 0;
+    while round < COOKIE_ROUNDS && empty < 2 && now().saturating_sub(start) < COOKIE_FOR_NS {
+        // SAFETY: in the keeper.
+        if unsafe { cookie_round(table, me) } == 0 {
+            empty += 1;
+        } else {
+            empty = 0;
         }
+        raw::nanosleep(0, 2_000_000);
+        round += 1;
     }
 }
 
@@ -785,122 +564,99 @@ unsafe fn kill_by_cookies(table: &Table) {
 /// # Safety
 /// In the keeper only.
 unsafe fn cookie_round(table: &Table, me: u32) -> u32 {
-    const PIDFD_SIGNAL_PROCESS_GROUP: usize = 1 << 2;
-    // SAFETY: raw syscalls on this frame's buffers.
-    unsafe {
-        let proc_dir = b"/proc\0";
-        let d = syscall4(
-            k::__NR_openat,
-            k::AT_FDCWD as isize as usize,
-            proc_dir.as_ptr() as usize,
-            (k::O_RDONLY | k::O_DIRECTORY | k::O_CLOEXEC) as usize,
-            0,
-        );
-        if d < 0 {
-            return 0;
-        }
-        let mut found = 0;
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = syscall4(
-                k::__NR_getdents64,
-                d as usize,
-                buf.as_mut_ptr() as usize,
-                buf.len(),
-                0,
-            );
-            if n <= 0 {
-                break;
+    let Ok(d) = raw::openat(
+        k::AT_FDCWD,
+        c"/proc",
+        k::O_RDONLY | k::O_DIRECTORY | k::O_CLOEXEC,
+    ) else {
+        return 0;
+    };
+    let mut found = 0;
+    let mut buf = [0u8; 4096];
+    while let Ok(n @ 1..) = raw::getdents64(d, &mut buf) {
+        let mut entries = Dirents::new(&buf, n);
+        while let Some((_, name)) = entries.next() {
+            // The name: digits up to its NUL, or not a process.
+            let Some(pid) = pid_of_name(name.to_bytes()) else {
+                continue;
+            };
+            if pid == me {
+                continue;
             }
-            let n = n as usize;
-            let mut off = 0usize;
-            while off + 19 < n {
-                let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
-                if reclen == 0 {
-                    break;
-                }
-                // The name: digits up to its NUL, or not a process.
-                let mut pid: u32 = 0;
-                let mut j = off + 19;
-                let mut digits = 0;
-                while j < n && buf[j] != 0 {
-                    let b = buf[j];
-                    if !b.is_ascii_digit() || digits >= 9 {
-                        digits = 0;
-                        break;
-                    }
-                    pid = pid * 10 + (b - b'0') as u32;
-                    digits += 1;
-                    j += 1;
-                }
-                off += reclen;
-                if digits == 0 || pid == 0 || pid == me {
-                    continue;
-                }
-                let pfd = syscall4(k::__NR_pidfd_open, pid as usize, 0, 0, 0);
-                if pfd < 0 {
-                    continue;
-                }
-                if environ_has_cookie(table, pid) && !pidfd_exited(pfd as c_int) {
-                    found += 1;
-                    syscall4(
-                        k::__NR_pidfd_send_signal,
-                        pfd as usize,
-                        k::SIGKILL as usize,
-                        0,
-                        PIDFD_SIGNAL_PROCESS_GROUP,
-                    );
-                    syscall4(
-                        k::__NR_pidfd_send_signal,
-                        pfd as usize,
-                        k::SIGKILL as usize,
-                        0,
-                        0,
-                    );
-                }
-                syscall4(k::__NR_close, pfd as usize, 0, 0, 0);
+            let Ok(pfd) = raw::pidfd_open(pid) else {
+                continue;
+            };
+            // SAFETY: in the keeper.
+            if unsafe { environ_has_cookie(table, pid) } && !pidfd_exited(pfd) {
+                found += 1;
+                let _ = raw::pidfd_send_signal(pfd, k::SIGKILL, PIDFD_SIGNAL_PROCESS_GROUP);
+                let _ = raw::pidfd_send_signal(pfd, k::SIGKILL, 0);
             }
+            raw::close(pfd);
         }
-        syscall4(k::__NR_close, d as usize, 0, 0, 0);
-        found
+    }
+    raw::close(d);
+    found
+}
+
+/// The pid a `/proc` entry's name spells (1 to 9 digits, not 0), if any.
+fn pid_of_name(name: &[u8]) -> Option<u32> {
+    if name.is_empty() || name.len() > 9 {
+        return None;
+    }
+    let mut pid: u32 = 0;
+    for &b in name {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        pid = pid * 10 + (b - b'0') as u32;
+    }
+    (pid != 0).then_some(pid)
+}
+
+/// The entries of a `getdents64` buffer, `n` bytes of it: each entry's
+/// type and name. No allocation, no panic: a malformed
+/// record ends the walk.
+struct Dirents<'a> {
+    buf: &'a [u8],
+    n: usize,
+    off: usize,
+}
+
+impl<'a> Dirents<'a> {
+    fn new(buf: &'a [u8], n: usize) -> Dirents<'a> {
+        Dirents {
+            buf,
+            n: n.min(buf.len()),
+            off: 0,
+        }
+    }
+
+    fn next(&mut self) -> Option<(u8, &'a CStr)> {
+        // linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+        if self.off + 19 >= self.n {
+            return None;
+        }
+        let b = self.buf;
+        let reclen = u16::from_ne_bytes([b[self.off + 16], b[self.off + 17]]) as usize;
+        if reclen == 0 {
+            return None;
+        }
+        let typ = b[self.off + 18];
+        let name = b.get(self.off + 19..self.n)?;
+        self.off += reclen;
+        Some((typ, CStr::from_bytes_until_nul(name).ok()?))
     }
 }
 
 /// Whether the process a pidfd holds has exited (its pidfd readable).
-///
-/// # Safety
-/// In the keeper only.
-unsafe fn pidfd_exited(pfd: c_int) -> bool {
-    #[repr(C)]
-    struct PollFd {
-        fd: c_int,
-        events: i16,
-        revents: i16,
-    }
-    let mut p = [PollFd {
-        fd: pfd,
-        events: k::POLLIN as i16,
-        revents: 0,
-    }];
-    let zero = k::__kernel_timespec {
+fn pidfd_exited(pfd: c_int) -> bool {
+    let mut p = [PollFd::readable(pfd)];
+    let mut zero = k::__kernel_timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: one pollfd and a timespec of this frame.
-    let r = unsafe {
-        syscall6(
-            k::__NR_ppoll,
-            [
-                p.as_mut_ptr() as usize,
-                1,
-                &zero as *const k::__kernel_timespec as usize,
-                0,
-                8,
-                0,
-            ],
-        )
-    };
-    r != 0 || p[0].revents != 0
+    raw::ppoll(&mut p, Some(&mut zero)) != Ok(0) || p[0].revents != 0
 }
 
 /// Whether `/proc/<pid>/environ` has a `CORRAL_TREE` variable with one of
@@ -910,7 +666,6 @@ unsafe fn pidfd_exited(pfd: c_int) -> bool {
 /// # Safety
 /// In the keeper only.
 unsafe fn environ_has_cookie(table: &Table, pid: u32) -> bool {
-    // "/proc/" + up to 10 digits + "/environ" + NUL.
     let mut path = [0u8; 32];
     let head = b"/proc/";
     path[..head.len()].copy_from_slice(head);
@@ -931,52 +686,40 @@ unsafe fn environ_has_cookie(table: &Table, pid: u32) -> bool {
         path[at] = digits[nd];
         at += 1;
     }
-    let tail = b"/environ";
+    let tail = b"/environ\0";
     path[at..at + tail.len()].copy_from_slice(tail);
-    // SAFETY: raw syscalls on this frame's buffers; slots reached through
-    // `Table::at` (bounds-checked), read only.
-    unsafe {
-        let fd = syscall4(
-            k::__NR_openat,
-            k::AT_FDCWD as isize as usize,
-            path.as_ptr() as usize,
-            (k::O_RDONLY | k::O_CLOEXEC) as usize,
-            0,
-        );
-        if fd < 0 {
-            return false;
-        }
-        let mut m = CookieMatch::new();
-        let mut buf = [0u8; 4096];
-        let mut hit = false;
-        // At most 4 MiB (an environment is smaller).
-        let mut left = 1024;
-        while !hit && left > 0 {
-            let n = syscall4(
-                k::__NR_read,
-                fd as usize,
-                buf.as_mut_ptr() as usize,
-                buf.len(),
-                0,
-            );
-            if n == -(en::EINTR as isize) {
-                continue;
-            }
-            if n <= 0 {
-                // The end: a last variable without its NUL still counts.
-                hit = m.feed(0, table);
+    let Ok(path) = CStr::from_bytes_until_nul(&path) else {
+        return false;
+    };
+    let Ok(fd) = raw::openat(k::AT_FDCWD, path, k::O_RDONLY | k::O_CLOEXEC) else {
+        return false;
+    };
+    let mut m = CookieMatch::new();
+    let mut buf = [0u8; 4096];
+    let mut hit = false;
+    // At most 4 MiB of environment are read.
+    let mut left = 1024;
+    while !hit && left > 0 {
+        let n = match raw::read(fd, &mut buf) {
+            Err(Errno::INTR) => continue,
+            Ok(n @ 1..) => n,
+            // The end: the last variable ends there.
+            _ => {
+                // SAFETY: in the keeper.
+                hit = unsafe { m.feed(0, table) };
                 break;
             }
-            let mut i = 0;
-            while i < n as usize && !hit {
-                hit = m.feed(buf[i], table);
-                i += 1;
-            }
-            left -= 1;
+        };
+        let mut i = 0;
+        while i < n && i < buf.len() && !hit {
+            // SAFETY: in the keeper.
+            hit = unsafe { m.feed(buf[i], table) };
+            i += 1;
         }
-        syscall4(k::__NR_close, fd as usize, 0, 0, 0);
-        hit
+        left -= 1;
     }
+    raw::close(fd);
+    hit
 }
 
 /// A streaming match of `CORRAL_TREE=<a>,<b>,...` elements against the
@@ -1058,118 +801,37 @@ impl CookieMatch {
 /// SIGKILLs a member held by its pidfd, and the process group its pid
 /// names (Linux 6.9; `ESRCH` when it leads none): both through the pidfd,
 /// so never a stranger.
-///
-/// # Safety
-/// In the keeper only.
-unsafe fn kill_member(pidfd: c_int) {
-    const PIDFD_SIGNAL_PROCESS_GROUP: usize = 1 << 2;
-    // SAFETY: raw syscalls with no pointer.
-    unsafe {
-        syscall4(
-            k::__NR_pidfd_send_signal,
-            pidfd as usize,
-            k::SIGKILL as usize,
-            0,
-            PIDFD_SIGNAL_PROCESS_GROUP,
-        );
-        syscall4(
-            k::__NR_pidfd_send_signal,
-            pidfd as usize,
-            k::SIGKILL as usize,
-            0,
-            0,
-        );
-    }
+fn kill_member(pidfd: c_int) {
+    let _ = raw::pidfd_send_signal(pidfd, k::SIGKILL, PIDFD_SIGNAL_PROCESS_GROUP);
+    let _ = raw::pidfd_send_signal(pidfd, k::SIGKILL, 0);
 }
 
 /// Removes the cgroups below the directory `dir` (deepest first, up to
 /// depth 8). Best effort.
-///
-/// # Safety
-/// In the keeper only.
-unsafe fn remove_below(dir: c_int, depth: u32) {
+fn remove_below(dir: c_int, depth: u32) {
     if depth > 8 {
         return;
     }
-    // SAFETY: raw syscalls on this frame's buffers.
-    unsafe {
-        // A fresh descriptor: getdents reads from its own offset.
-        let dot = b".\0";
-        let d = syscall4(
-            k::__NR_openat,
-            dir as usize,
-            dot.as_ptr() as usize,
-            (k::O_RDONLY | k::O_DIRECTORY | k::O_CLOEXEC) as usize,
-            0,
-        );
-        if d < 0 {
-            return;
-        }
-        let mut buf = [0u8; 2048];
-        loop {
-            let n = syscall4(
-                k::__NR_getdents64,
-                d as usize,
-                buf.as_mut_ptr() as usize,
-                buf.len(),
-                0,
-            );
-            if n <= 0 {
-                break;
+    let flags = k::O_RDONLY | k::O_DIRECTORY | k::O_CLOEXEC;
+    let Ok(d) = raw::openat(dir, c".", flags) else {
+        return;
+    };
+    let mut buf = [0u8; 2048];
+    while let Ok(n @ 1..) = raw::getdents64(d, &mut buf) {
+        let mut entries = Dirents::new(&buf, n);
+        while let Some((typ, name)) = entries.next() {
+            if typ != DT_DIR || name == c"." || name == c".." {
+                continue;
             }
-            let n = n as usize;
-            let mut off = 0usize;
-            // linux_dirent64: ino u64, off i64, reclen u16, type u8, name.
-            while off + 19 < n && off + 19 < buf.len() {
-                let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
-                if reclen == 0 {
-                    break;
-                }
-                let typ = buf[off + 18];
-                let name = buf.as_ptr().add(off + 19);
-                let is_dot = *name == b'.'
-                    && (*name.add(1) == 0 || (*name.add(1) == b'.' && *name.add(2) == 0));
-                if typ == 4 && !is_dot {
-                    let sub = syscall4(
-                        k::__NR_openat,
-                        d as usize,
-                        name as usize,
-                        (k::O_RDONLY | k::O_DIRECTORY | k::O_CLOEXEC) as usize,
-                        0,
-                    );
-                    if sub >= 0 {
-                        remove_below(sub as c_int, depth + 1);
-                        syscall4(k::__NR_close, sub as usize, 0, 0, 0);
-                    }
-                    syscall4(
-                        k::__NR_unlinkat,
-                        d as usize,
-                        name as usize,
-                        k::AT_REMOVEDIR as usize,
-                        0,
-                    );
-                }
-                off += reclen;
+            if let Ok(sub) = raw::openat(d, name, flags) {
+                remove_below(sub, depth + 1);
+                raw::close(sub);
             }
+            let _ = raw::rmdirat(d, name);
         }
-        syscall4(k::__NR_close, d as usize, 0, 0, 0);
     }
+    raw::close(d);
 }
 
-/// # Safety
-/// In the keeper only.
-unsafe fn close_range_or_loop(from: usize, to: usize) {
-    if from > to {
-        return;
-    }
-    // SAFETY: close_range/close take no pointer.
-    unsafe {
-        if syscall4(k::__NR_close_range, from, to, 0, 0) < 0 {
-            let mut f = from;
-            while f <= to && f < 4096 {
-                syscall4(k::__NR_close, f, 0, 0, 0);
-                f += 1;
-            }
-        }
-    }
-}
+/// `d_type` of a directory.
+const DT_DIR: u8 = 4;

@@ -31,30 +31,13 @@ pub(super) const AT_PARENT: usize = 13;
 pub(super) const AT_NAME_LEN: usize = 17;
 pub(super) const AT_NAME: usize = 18;
 
-#[repr(C)]
-pub(super) struct Iovec {
-    pub(super) base: usize,
-    pub(super) len: usize,
-}
-
-#[repr(C)]
-pub(super) struct Msghdr {
-    pub(super) name: usize,
-    pub(super) namelen: u32,
-    pub(super) iov: *mut Iovec,
-    pub(super) iovlen: usize,
-    pub(super) control: *mut u8,
-    pub(super) controllen: usize,
-    pub(super) flags: c_int,
-}
-
-pub(super) const AF_UNIX: usize = 1;
-pub(super) const SOCK_SEQPACKET: usize = 5;
+pub(super) const AF_UNIX: u32 = 1;
+pub(super) const SOCK_SEQPACKET: u32 = 5;
 pub(super) const SOL_SOCKET: c_int = 1;
 pub(super) const SCM_RIGHTS: c_int = 1;
-pub(super) const MSG_NOSIGNAL: usize = 0x4000;
-pub(super) const MSG_DONTWAIT: usize = 0x40;
-pub(super) const MSG_CMSG_CLOEXEC: usize = 0x4000_0000;
+pub(super) const MSG_NOSIGNAL: u32 = 0x4000;
+pub(super) const MSG_DONTWAIT: u32 = 0x40;
+pub(super) const MSG_CMSG_CLOEXEC: u32 = 0x4000_0000;
 /// cmsghdr (len, level, type) then one descriptor.
 pub(super) const CMSG_HDR: usize = 16;
 pub(super) const CMSG_LEN1: usize = CMSG_HDR + 4;
