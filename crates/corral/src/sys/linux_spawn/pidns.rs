@@ -102,8 +102,8 @@ pub(crate) struct NsChild {
 /// Unmapping them while the init runs would crash it (and so end its
 /// namespace): drop only once the init has exited.
 pub(crate) struct NsStacks {
-    _init: Stack,
-    _command: Stack,
+    init: Stack,
+    command: Stack,
 }
 
 // SAFETY: the mappings are plain memory owned by this value; moving the
@@ -209,22 +209,16 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     let (ctl_r, ctl_w): (OwnedFd, OwnedFd) = (ctl_r.into(), ctl_w.into());
     let (status_r, status_w) = rustix::pipe::pipe_with(cloexec).map_err(setup)?;
     let host = host_pidfd().unwrap_or(-1);
-
-    let mut keep = [-1; MAX_KEEP];
-    let mut n_keep = 0;
-    for fd in stdio.iter().copied().chain([
+    let (keep, n_keep) = keep_list(stdio.iter().copied().chain([
         sync_r.as_raw_fd(),
         ctl_r.as_raw_fd(),
         status_w.as_raw_fd(),
         host,
-    ]) {
-        if fd > 2 && n_keep < MAX_KEEP {
-            keep[n_keep] = fd;
-            n_keep += 1;
-        }
-    }
-    keep[..n_keep].sort_unstable();
-    let cmd_stack = Stack::new().map_err(NsError::Setup)?;
+    ]));
+    let stacks = NsStacks {
+        init: Stack::new().map_err(NsError::Setup)?,
+        command: Stack::new().map_err(NsError::Setup)?,
+    };
     let init_args = InitArgs {
         plan: prepared.plan(stdio, spec),
         sync_r: sync_r.as_raw_fd(),
@@ -233,11 +227,66 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
         host_pidfd: host,
         keep,
         n_keep,
-        cmd_stack: cmd_stack.usable(),
+        cmd_stack: stacks.command.usable(),
         err_fd: -1,
     };
-    let stack = Stack::new().map_err(NsError::Setup)?;
-    let (stack_low, stack_size) = stack.usable();
+    let cloned = clone_init(&init_args, &stacks, userns);
+    drop(keep_owned);
+    drop(sync_r);
+    drop(ctl_r);
+    drop(status_w);
+    // No child: the stacks (dropped on return) were never used.
+    let (pid, pidfd) = cloned?;
+    let mut child = NsChild {
+        pid,
+        pidfd,
+        ctl: ctl_w,
+        status: status_r,
+        inner: 0,
+        stacks: Some(stacks),
+    };
+    // From here on a failure must kill and reap the init (it is ours,
+    // unreaped: its pid is still its own).
+    match wait_started(&child, sync_w, userns) {
+        Ok(inner) => child.inner = inner,
+        Err(e) => {
+            let _ = rustix::process::pidfd_send_signal(&child.pidfd, rustix::process::Signal::KILL);
+            let _ = rustix::process::waitid(
+                rustix::process::WaitId::Pid(child.pid),
+                rustix::process::WaitIdOptions::EXITED,
+            );
+            return Err(e);
+        }
+    }
+    let fl = rustix::fs::fcntl_getfl(&child.status).map_err(setup)?;
+    rustix::fs::fcntl_setfl(&child.status, fl | rustix::fs::OFlags::NONBLOCK).map_err(setup)?;
+    Ok(child)
+}
+
+/// The descriptors above 2 among `fds`, sorted, at most [`MAX_KEEP`] (the
+/// init keeps these and closes every other).
+fn keep_list(fds: impl IntoIterator<Item = c_int>) -> ([c_int; MAX_KEEP], usize) {
+    let mut keep = [-1; MAX_KEEP];
+    let mut n_keep = 0;
+    for fd in fds {
+        if fd > 2 && n_keep < MAX_KEEP {
+            keep[n_keep] = fd;
+            n_keep += 1;
+        }
+    }
+    keep[..n_keep].sort_unstable();
+    (keep, n_keep)
+}
+
+/// Clones the init (pid 1 of new PID and mount namespaces, and a user
+/// namespace when `userns`) on `stacks`, with every signal blocked around
+/// the clone: its pid and pidfd.
+fn clone_init(
+    init_args: &InitArgs,
+    stacks: &NsStacks,
+    userns: bool,
+) -> Result<(Pid, OwnedFd), NsError> {
+    let (stack_low, stack_size) = stacks.init.usable();
     let mut flags = (k::CLONE_VM | k::CLONE_NEWPID | k::CLONE_NEWNS | k::CLONE_PIDFD) as u64
         | k::CLONE_CLEAR_SIGHAND;
     if userns {
@@ -264,27 +313,22 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
         return Err(NsError::Setup(e.into()));
     }
     // SAFETY: CLONE_VM: the child shares this process's memory and runs on
-    // `stack` (kept mapped until the init has exited, see
+    // the init's stack (kept mapped until the init has exited, see
     // `PidNamespace::release_stacks`); `init_main` copies `init_args` onto
-    // that stack before anything else, while this thread waits for
-    // MSG_STARTED below, and never returns. Every signal is blocked in this thread, so the
-    // child starts with all signals blocked and CLONE_CLEAR_SIGHAND reset
-    // every handler: no host code can run in it.
+    // that stack before anything else, while the caller waits for
+    // MSG_STARTED, and never returns. Every signal is blocked in this
+    // thread, so the child starts with all signals blocked and
+    // CLONE_CLEAR_SIGHAND reset every handler: no host code can run in it.
     let ret = unsafe {
         clone3_with(
             &mut args,
             init_main,
-            &init_args as *const InitArgs as *const c_void,
+            init_args as *const InitArgs as *const c_void,
         )
     };
     // Restores the mask saved above.
     let _ = set_sigmask(&old_mask, None);
-    drop(keep_owned);
-    drop(sync_r);
-    drop(ctl_r);
-    drop(status_w);
     if ret < 0 {
-        // No child: the stacks (dropped on return) were never used.
         let errno = errno_of(ret);
         let e = io::Error::from_raw_os_error(errno);
         return Err(match errno {
@@ -297,38 +341,18 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     let pid = Pid::from_raw(ret as i32)
         .ok_or_else(|| NsError::Setup(io::Error::other("clone3 returned pid 0")))?;
-    let child = NsChild {
-        pid,
-        pidfd,
-        ctl: ctl_w,
-        status: status_r,
-        inner: 0,
-        stacks: Some(NsStacks {
-            _init: stack,
-            _command: cmd_stack,
-        }),
-    };
-    // From here on a failure must kill and reap the init (it is ours,
-    // unreaped: its pid is still its own).
-    let fail = |child: NsChild, e: NsError| {
-        let _ = rustix::process::pidfd_send_signal(&child.pidfd, rustix::process::Signal::KILL);
-        let _ = rustix::process::waitid(
-            rustix::process::WaitId::Pid(child.pid),
-            rustix::process::WaitIdOptions::EXITED,
-        );
-        Err(e)
-    };
+    Ok((pid, pidfd))
+}
+
+/// Writes the uid/gid maps (with `userns`), lets the init go and reads its
+/// first message: the command's pid in the namespace, or why it did not
+/// start. Blocking: the init answers or dies (end of file).
+fn wait_started(child: &NsChild, sync_w: OwnedFd, userns: bool) -> Result<u32, NsError> {
     if userns {
-        if let Err(e) = write_maps(pid) {
-            return fail(child, NsError::Refused(e, "writing the uid/gid maps"));
-        }
+        write_maps(child.pid).map_err(|e| NsError::Refused(e, "writing the uid/gid maps"))?;
     }
-    if let Err(e) = rustix::io::write(&sync_w, &[1]) {
-        return fail(child, NsError::Setup(e.into()));
-    }
+    rustix::io::write(&sync_w, &[1]).map_err(|e| NsError::Setup(e.into()))?;
     drop(sync_w);
-    // The first message: started, or why not. Blocking: the init answers
-    // or dies (end of file).
     let mut msg = [0u8; 8];
     let mut got = 0;
     while got < msg.len() {
@@ -336,21 +360,25 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return fail(child, NsError::Setup(e.into())),
+            Err(e) => return Err(NsError::Setup(e.into())),
         }
     }
     if got < msg.len() {
-        return fail(
-            child,
-            NsError::Setup(io::Error::other("the namespace init died while starting")),
-        );
+        return Err(NsError::Setup(io::Error::other(
+            "the namespace init died while starting",
+        )));
     }
+    started(msg)
+}
+
+/// The init's first message, decoded: the command's pid in the namespace,
+/// or the error it stands for.
+fn started(msg: [u8; 8]) -> Result<u32, NsError> {
     let kind = u32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]]);
     let value = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
-    let mut child = child;
     match kind {
-        MSG_STARTED => child.inner = value as u32,
-        MSG_EXEC_FAILED => return fail(child, NsError::Exec(io::Error::from_raw_os_error(value))),
+        MSG_STARTED => Ok(value as u32),
+        MSG_EXEC_FAILED => Err(NsError::Exec(io::Error::from_raw_os_error(value))),
         MSG_SETUP_FAILED => {
             let e = io::Error::from_raw_os_error(value & 0xffff);
             let what = match value >> 16 {
@@ -361,10 +389,8 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
                 STEP_PIPE => "pipe",
                 _ => "fork",
             };
-            let refused = matches!(value >> 16, STEP_MOUNT_PRIVATE | STEP_MOUNT_PROC);
-            return fail(
-                child,
-                if refused {
+            Err(
+                if matches!(value >> 16, STEP_MOUNT_PRIVATE | STEP_MOUNT_PROC) {
                     NsError::Refused(e, what)
                 } else {
                     NsError::Setup(crate::error::io_context(
@@ -372,20 +398,12 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
                         e,
                     ))
                 },
-            );
-        }
-        _ => {
-            return fail(
-                child,
-                NsError::Setup(io::Error::other(
-                    "unexpected message from the namespace init",
-                )),
             )
         }
+        _ => Err(NsError::Setup(io::Error::other(
+            "unexpected message from the namespace init",
+        ))),
     }
-    let fl = rustix::fs::fcntl_getfl(&child.status).map_err(setup)?;
-    rustix::fs::fcntl_setfl(&child.status, fl | rustix::fs::OFlags::NONBLOCK).map_err(setup)?;
-    Ok(child)
 }
 
 /// Sends one control byte to the init; a gone init is not an error
@@ -710,4 +728,60 @@ extern "C" fn command_main(arg: *const c_void) -> ! {
     };
     let _ = raw::write(e.1, &e.0.to_ne_bytes());
     exit_now(127)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(kind: u32, value: i32) -> [u8; 8] {
+        let mut m = [0u8; 8];
+        m[..4].copy_from_slice(&kind.to_ne_bytes());
+        m[4..].copy_from_slice(&value.to_ne_bytes());
+        m
+    }
+
+    /// The init's first message: the command's pid, or the error of the
+    /// step that failed (the namespace refused, a resource, the exec).
+    #[test]
+    fn first_message_decodes() {
+        let refused = |e: &NsError| match e {
+            NsError::Refused(_, what) => Some(*what),
+            _ => None,
+        };
+        let setup = |step: i32| msg(MSG_SETUP_FAILED, (step << 16) | en::EPERM as i32);
+        assert_eq!(started(msg(MSG_STARTED, 2)).ok(), Some(2));
+        let cases: [([u8; 8], Option<&str>, &str); 8] = [
+            (setup(STEP_MOUNT_PRIVATE), Some("making mounts private"), ""),
+            (setup(STEP_MOUNT_PROC), Some("mounting /proc"), ""),
+            (setup(STEP_SETPGID), None, "namespace init: setpgid"),
+            (setup(STEP_SIGNALFD), None, "namespace init: signalfd"),
+            (setup(STEP_PIPE), None, "namespace init: pipe"),
+            (setup(STEP_FORK), None, "namespace init: fork"),
+            (msg(MSG_EXEC_FAILED, en::ENOENT as i32), None, ""),
+            (msg(99, 0), None, "unexpected message"),
+        ];
+        for (m, want_refused, text) in cases {
+            let e = started(m).expect_err("an error");
+            assert_eq!(refused(&e), want_refused);
+            match &e {
+                NsError::Setup(io) => assert!(io.to_string().contains(text), "{io}"),
+                NsError::Exec(io) => assert_eq!(io.raw_os_error(), Some(en::ENOENT as i32)),
+                NsError::Refused(io, _) => assert_eq!(io.raw_os_error(), Some(en::EPERM as i32)),
+            }
+        }
+    }
+
+    /// The init keeps the descriptors above 2 it is given, sorted, at most
+    /// `MAX_KEEP`.
+    #[test]
+    fn keep_list_is_sorted_and_bounded() {
+        let (k, n) = keep_list([9, 0, 1, 2, 5, -1, 7]);
+        assert_eq!(&k[..n], &[5, 7, 9]);
+        let (k, n) = keep_list(3..100);
+        assert_eq!(n, MAX_KEEP);
+        assert_eq!(k[0], 3);
+        let (_, n) = keep_list([]);
+        assert_eq!(n, 0);
+    }
 }
