@@ -835,3 +835,151 @@ fn remove_below(dir: c_int, depth: u32) {
 
 /// `d_type` of a directory.
 const DT_DIR: u8 = 4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table of `n` run slots and `n` cookie slots, on the heap (the
+    /// keeper maps its own; the rules are the same).
+    struct TestTable {
+        slots: Vec<Slot>,
+        table: Table,
+    }
+
+    impl TestTable {
+        fn new(n: usize, cookies: &[&[u8]]) -> TestTable {
+            let mut slots: Vec<Slot> = (0..2 * n)
+                .map(|_| Slot {
+                    id: 0,
+                    fd: -1,
+                    parent: 0,
+                    kind: EMPTY,
+                    name: [0; NAME_MAX + 1],
+                })
+                .collect();
+            for (i, c) in cookies.iter().enumerate() {
+                let s = &mut slots[n + i];
+                s.kind = COOKIE;
+                s.name[..c.len()].copy_from_slice(c);
+            }
+            let table = Table {
+                base: slots.as_mut_ptr(),
+                len: 2 * n,
+                high: 0,
+                half: n,
+                cookie_high: n + cookies.len(),
+            };
+            TestTable { slots, table }
+        }
+    }
+
+    /// Whether an `environ` image (NUL-separated variables) carries a held
+    /// cookie, fed one byte at a time and then the end (a 0), as
+    /// `environ_has_cookie` does.
+    fn matches(t: &TestTable, environ: &[u8]) -> bool {
+        assert!(!t.slots.is_empty());
+        let mut m = CookieMatch::new();
+        // SAFETY: one thread; the table's slots are alive in `t`.
+        environ
+            .iter()
+            .chain([&0])
+            .any(|&b| unsafe { m.feed(b, &t.table) })
+    }
+
+    /// The cookie rule: an element of `CORRAL_TREE`, whole, matches a held
+    /// cookie; a prefix, a longer element, another variable, a cookie no
+    /// slot holds, do not.
+    #[test]
+    fn cookies_match_whole_elements_of_the_tree_variable() {
+        let t = TestTable::new(4, &[b"12.a", b"7.b"]);
+        let cases: [(&[u8], bool); 12] = [
+            (b"CORRAL_TREE=12.a", true),
+            (b"CORRAL_TREE=7.b", true),
+            (b"CORRAL_TREE=1.x,12.a,9.z", true),
+            (b"CORRAL_TREE=1.x,7.b", true),
+            (b"A=1\0CORRAL_TREE=7.b\0B=2", true),
+            (b"CORRAL_TREE=12.ab", false),
+            (b"CORRAL_TREE=12.", false),
+            (b"CORRAL_TREE=", false),
+            (b"CORRAL_TREE=,,", false),
+            (b"X_CORRAL_TREE=12.a", false),
+            (b"OTHER=12.a", false),
+            (b"CORRAL_TREE=99.q", false),
+        ];
+        for (environ, want) in cases {
+            assert_eq!(
+                matches(&t, environ),
+                want,
+                "{}",
+                String::from_utf8_lossy(environ)
+            );
+        }
+        // No cookie held: nothing matches.
+        assert!(!matches(&TestTable::new(2, &[]), b"CORRAL_TREE=12.a"));
+        // An element longer than any cookie can be is not a match.
+        let long = [b"CORRAL_TREE=".as_slice(), &[b'x'; NAME_MAX + 5]].concat();
+        assert!(!matches(&t, &long));
+    }
+
+    /// A `/proc` entry is a process when its name is 1 to 9 digits, not 0.
+    #[test]
+    fn proc_entries_name_pids() {
+        let cases: [(&[u8], Option<u32>); 8] = [
+            (b"1", Some(1)),
+            (b"4194304", Some(4_194_304)),
+            (b"999999999", Some(999_999_999)),
+            (b"1234567890", None),
+            (b"0", None),
+            (b"", None),
+            (b"self", None),
+            (b"12a", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(pid_of_name(name), want, "{}", String::from_utf8_lossy(name));
+        }
+    }
+
+    /// Directory records are walked by their length, each name up to its
+    /// NUL; a zero length or a truncated buffer ends the walk.
+    #[test]
+    fn dirents_are_walked_by_record_length() {
+        fn record(typ: u8, name: &[u8]) -> Vec<u8> {
+            let len = (19 + name.len() + 1).div_ceil(8) * 8;
+            let mut r = vec![0u8; len];
+            r[16..18].copy_from_slice(&(len as u16).to_ne_bytes());
+            r[18] = typ;
+            r[19..19 + name.len()].copy_from_slice(name);
+            r
+        }
+        let buf = [
+            record(DT_DIR, b"."),
+            record(8, b"file"),
+            record(DT_DIR, b"run-1"),
+        ]
+        .concat();
+        let walk = |n: usize| {
+            let mut d = Dirents::new(&buf, n);
+            let mut out = Vec::new();
+            while let Some((typ, name)) = d.next() {
+                out.push((typ, name.to_bytes().to_vec()));
+            }
+            out
+        };
+        assert_eq!(
+            walk(buf.len()),
+            [
+                (DT_DIR, b".".to_vec()),
+                (8, b"file".to_vec()),
+                (DT_DIR, b"run-1".to_vec())
+            ]
+        );
+        assert_eq!(walk(0), []);
+        assert_eq!(walk(24 + 24 + 19).len(), 2);
+        let mut zero = buf.clone();
+        zero[24 + 16] = 0;
+        zero[24 + 17] = 0;
+        let mut d = Dirents::new(&zero, zero.len());
+        assert!(d.next().is_some() && d.next().is_none());
+    }
+}
