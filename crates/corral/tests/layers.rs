@@ -82,6 +82,11 @@ const INNER: &[(&str, &[&[&str]])] = &[
             &["pidns"],
         ],
     ),
+    (
+        // The keeper: its messages, the keeper process, the host's side.
+        "sys/linux_spawn/keeper",
+        &[&["protocol"], &["process"], &["client"]],
+    ),
 ];
 
 /// The module a file defines (`#[path]` aliases included).

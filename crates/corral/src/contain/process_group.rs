@@ -516,33 +516,7 @@ mod pins {
     /// such process exists. (rustix's `getpgid` cannot return a group of 0.)
     #[cfg(linux_raw)]
     fn pgid_of(pid: u32) -> Option<u32> {
-        let nr = linux_raw_sys::general::__NR_getpgid as usize;
-        let ret: isize;
-        // SAFETY: getpgid takes one integer argument and touches no memory of
-        // ours; the registers are the kernel's system-call convention for the
-        // architecture (x86_64: rax, rdi; rcx and r11 clobbered).
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            core::arch::asm!(
-                "syscall",
-                inlateout("rax") nr as isize => ret,
-                in("rdi") pid as usize,
-                lateout("rcx") _,
-                lateout("r11") _,
-                options(nostack, preserves_flags, readonly),
-            );
-        }
-        // SAFETY: as above (aarch64: x8 the number, x0 argument and result).
-        #[cfg(target_arch = "aarch64")]
-        unsafe {
-            core::arch::asm!(
-                "svc 0",
-                in("x8") nr,
-                inlateout("x0") pid as usize => ret,
-                options(nostack, preserves_flags, readonly),
-            );
-        }
-        u32::try_from(ret).ok()
+        crate::sys::linux_spawn::getpgid(pid).ok()
     }
 
     /// The process group of `pid` (other architectures: from its stat).

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 
-use super::raw::{errno_of, set_sigmask, syscall4, KernelSigaction, SIGSET_SIZE, SIG_DFL};
+use super::raw::{self, set_sigmask, KernelSigaction, SIG_DFL};
 
 /// What the search does after `execve` failed on one candidate with
 /// `errno`, as glibc's `execvp` does.
@@ -52,10 +52,14 @@ pub(super) fn exhausted_errno(last: i32, denied: bool) -> i32 {
     }
 }
 
-/// What the child reads. Lives on the parent's stack for the whole clone
-/// (the parent thread is suspended until the child exec'd or exited).
+/// What a child needs to run the program, for the one exec step every
+/// child that execs shares ([`exec_with`]): the clone3 child and the
+/// PID-namespace init's command. Built by the parent side
+/// ([`super::parent::Prepared::plan`]); every pointer stays valid until
+/// the child exec'd or exited.
 #[repr(C)]
-pub(super) struct ChildArgs {
+#[derive(Clone, Copy)]
+pub(super) struct ExecPlan {
     pub(super) argv: *const *const c_char,
     pub(super) envp: *const *const c_char,
     pub(super) candidates: *const *const c_char,
@@ -68,14 +72,21 @@ pub(super) struct ChildArgs {
     /// SIGPIPE's handler for the program: SIG_DFL, or SIG_IGN when the
     /// caller asked for an ignored SIGPIPE to be passed on.
     pub(super) sigpipe: usize,
+    /// Ids, umask, session, descriptors to keep ([`apply_setup`]).
+    pub(super) setup: RawSetup,
+}
+
+/// What the child reads. Lives on the parent's stack for the whole clone
+/// (the parent thread is suspended until the child exec'd or exited).
+#[repr(C)]
+pub(super) struct ChildArgs {
+    pub(super) plan: ExecPlan,
     /// Where the child stores the errno of the step that failed before it
     /// exits. It shares the parent's memory (CLONE_VM) and the parent
     /// thread sleeps until the child exec'd or exited (CLONE_VFORK), so
     /// the parent reads it once clone3 returned: no pipe is needed.
     /// [`NO_REPORT`] until then.
     pub(super) err: AtomicI32,
-    /// Ids, umask, session, descriptors to keep ([`apply_setup`]).
-    pub(super) setup: RawSetup,
 }
 
 /// The value of [`ChildArgs::err`] when the child exec'd (or died before it
@@ -98,15 +109,9 @@ pub(super) extern "C" fn child_main(args: *const c_void) -> ! {
         // (the kernel orders the exit before the parent's wake-up).
         a.err.store(errno, Ordering::SeqCst);
     }
-    // exit_group does not return; the loop only gives the function its
-    // `!` type without a panic path.
-    loop {
-        // SAFETY: exit_group takes no pointer; it ends this child only (it
-        // is its own thread group: no CLONE_THREAD).
-        unsafe {
-            syscall4(k::__NR_exit_group, 127, 0, 0, 0);
-        }
-    }
+    // exit_group ends this child only (it is its own thread group: no
+    // CLONE_THREAD).
+    raw::exit_now(127)
 }
 
 /// Sets the child up and execs. Returns the errno to report when it could
@@ -117,91 +122,92 @@ pub(super) extern "C" fn child_main(args: *const c_void) -> ! {
 /// [`ChildArgs`].
 #[inline(never)]
 unsafe fn child_exec(a: &ChildArgs) -> i32 {
-    // SAFETY: (the whole body) each syscall gets pointers into `a` (valid, see
-    // `ChildArgs`) or into this frame's locals, with the sizes the kernel
-    // expects. No allocation, lock, TLS access or panic path is used: the
-    // one loop is bounded by a count from `a`, arithmetic is wrapping,
-    // arrays are read through raw pointers or iterators.
-    unsafe {
-        // 1. Signal dispositions. CLONE_CLEAR_SIGHAND already reset every
-        //    caught signal to the default in the child's own copy of the
-        //    table (the parent's handlers are untouched), so no handler of
-        //    the parent can ever run here. Ignored signals stay ignored
-        //    across exec, except SIGPIPE, which Rust programs ignore and std
-        //    resets for the child: it gets the caller's choice (default
-        //    action unless `Command::sigpipe_ignored`).
-        let dfl = KernelSigaction {
-            handler: a.sigpipe,
-            flags: 0,
-            restorer: 0,
-            mask: 0,
-        };
-        let r = syscall4(
-            k::__NR_rt_sigaction,
-            k::SIGPIPE as usize,
-            &dfl as *const KernelSigaction as usize,
-            0,
-            SIGSET_SIZE,
-        );
-        if r < 0 {
-            return errno_of(r);
-        }
+    // SAFETY: in that child; the plan's pointers are valid (see `ChildArgs`).
+    unsafe { exec_with(&a.plan, true) }
+}
 
-        // 2. Leader of a new process group (pgid = pid); of a new session
-        //    too when asked (setsid makes the same group).
-        let r = if a.setup.new_session {
-            syscall4(k::__NR_setsid, 0, 0, 0, 0)
-        } else {
-            syscall4(k::__NR_setpgid, 0, 0, 0, 0)
-        };
-        if r < 0 {
-            return errno_of(r);
-        }
-
-        // 3. Working directory.
-        if !a.cwd.is_null() {
-            let r = syscall4(k::__NR_chdir, a.cwd as usize, 0, 0, 0);
-            if r < 0 {
-                return errno_of(r);
-            }
-        }
-
-        // 4. Standard streams. A source already at its place only loses
-        //    close-on-exec; the parent moved any other source out of 0..=2,
-        //    so no dup3 here overwrites a source still to be installed.
-        for (target, &src) in a.stdio.iter().enumerate() {
-            if src < 0 {
-                continue;
-            }
-            let r = if src as usize == target {
-                syscall4(k::__NR_fcntl, src as usize, k::F_SETFD as usize, 0, 0)
-            } else {
-                syscall4(k::__NR_dup3, src as usize, target, 0, 0)
-            };
-            if r < 0 {
-                return errno_of(r);
-            }
-        }
-
-        // 4b. The caller's setup: umask, signals, ids, descriptors.
-        let r = apply_setup(&a.setup);
-        if r != 0 {
-            return r;
-        }
-
-        // 5. An empty signal mask for the program: a caller thread that
-        //    blocks SIGTERM must not hand that on to a tree that corral will
-        //    signal. Dispositions are all default or ignore now, so a signal
-        //    that arrives from here on is handled by the kernel alone.
-        let empty: u64 = 0;
-        let r = set_sigmask(&empty, std::ptr::null_mut());
-        if r < 0 {
-            return errno_of(r);
-        }
-
-        // 6. Exec, trying each candidate as execvp does.
-        exec_candidates(a.argv, a.envp, a.candidates, a.n_candidates)
+/// The exec step every child that runs a program shares: signal
+/// dispositions, process group or session, working directory, standard
+/// streams, the caller's setup (umask, signals, ids, descriptors), an empty
+/// signal mask, then the exec. Returns the errno of the step that failed;
+/// on success it does not return. `new_group`: lead a new process group
+/// (the clone3 child; the namespace's command stays in its init's group).
+///
+/// # Safety
+/// Only in a freshly cloned child about to exec, with every pointer of
+/// `p` valid until then (see [`ExecPlan`]).
+#[inline(always)]
+pub(super) unsafe fn exec_with(p: &ExecPlan, new_group: bool) -> i32 {
+    // 1. Signal dispositions. CLONE_CLEAR_SIGHAND already reset every
+    //    caught signal to the default in the child's own copy of the
+    //    table (the parent's handlers are untouched), so no handler of
+    //    the parent can ever run here. Ignored signals stay ignored
+    //    across exec, except SIGPIPE, which Rust programs ignore and std
+    //    resets for the child: it gets the caller's choice (default
+    //    action unless `Command::sigpipe_ignored`).
+    let pipe = KernelSigaction {
+        handler: p.sigpipe,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    if let Err(e) = raw::sigaction(k::SIGPIPE, &pipe) {
+        return e.raw();
     }
+    // 2. Leader of a new process group (pgid = pid); of a new session
+    //    too when asked (setsid makes the same group).
+    let group = if p.setup.new_session {
+        raw::setsid()
+    } else if new_group {
+        raw::setpgid_self()
+    } else {
+        Ok(0)
+    };
+    if let Err(e) = group {
+        return e.raw();
+    }
+    // 3. Working directory.
+    if !p.cwd.is_null() {
+        // SAFETY: `cwd` is NUL-terminated and valid (see `ExecPlan`).
+        if let Err(e) = unsafe { raw::chdir(p.cwd) } {
+            return e.raw();
+        }
+    }
+    // 4. Standard streams. A source already at its place only loses
+    //    close-on-exec; the parent moved any other source out of 0..=2,
+    //    so no dup3 here overwrites a source still to be installed.
+    let mut target = 0;
+    while target < 3 {
+        let src = p.stdio[target];
+        let r = if src < 0 {
+            Ok(0)
+        } else if src == target as c_int {
+            raw::clear_cloexec(src)
+        } else {
+            raw::dup3(src, target as c_int)
+        };
+        if let Err(e) = r {
+            return e.raw();
+        }
+        target += 1;
+    }
+    // 5. The caller's setup: umask, signals, ids, descriptors.
+    // SAFETY: in the child about to exec, as `apply_setup` asks.
+    let r = unsafe { apply_setup(&p.setup) };
+    if r != 0 {
+        return r;
+    }
+    // 6. An empty signal mask for the program: a caller thread that
+    //    blocks SIGTERM must not hand that on to a tree that corral will
+    //    signal. Dispositions are all default or ignore now, so a signal
+    //    that arrives from here on is handled by the kernel alone.
+    let empty: u64 = 0;
+    if let Err(e) = set_sigmask(&empty, None) {
+        return e.raw();
+    }
+    // 7. Exec, trying each candidate as execvp does.
+    // SAFETY: the arrays are valid until the exec (see `ExecPlan`).
+    unsafe { exec_candidates(p.argv, p.envp, p.candidates, p.n_candidates) }
 }
 
 /// Execs each of the `n` candidate paths in turn with `argv` and `envp`,
@@ -227,18 +233,7 @@ pub(super) unsafe fn exec_candidates(
     while i < n {
         // SAFETY: `i < n`, so the entry is in bounds; the pointers are
         // valid as the caller promises, and execve only reads them.
-        let r = unsafe {
-            let path = *candidates.add(i);
-            syscall4(
-                k::__NR_execve,
-                path as usize,
-                argv as usize,
-                envp as usize,
-                0,
-            )
-        };
-        // execve returned: it failed.
-        let e = errno_of(r);
+        let e = unsafe { raw::execve(*candidates.add(i), argv, envp) }.raw();
         match step(e) {
             Step::Next => last = e,
             Step::NextDenied => {
@@ -251,9 +246,6 @@ pub(super) unsafe fn exec_candidates(
     }
     exhausted_errno(last, denied)
 }
-
-/// close_range's flag: mark close-on-exec instead of closing (Linux 5.11).
-const CLOSE_RANGE_CLOEXEC: usize = 1 << 2;
 
 /// [`ChildSetup`](crate::spec::ChildSetup) as the raw child reads it: plain
 /// values and pointers into the parent's vectors, which outlive the clone.
@@ -321,20 +313,9 @@ impl RawSetup {
 /// Only in a freshly cloned or forked child about to exec.
 #[inline(always)]
 pub(crate) unsafe fn pty_attach() -> i32 {
-    // SAFETY: ioctl(0, TIOCSCTTY, 0) takes no pointer.
-    let r = unsafe {
-        syscall4(
-            k::__NR_ioctl,
-            0,
-            linux_raw_sys::ioctl::TIOCSCTTY as usize,
-            0,
-            0,
-        )
-    };
-    if r < 0 {
-        errno_of(r)
-    } else {
-        0
+    match raw::set_controlling_tty(0) {
+        Ok(_) => 0,
+        Err(e) => e.raw(),
     }
 }
 
@@ -349,87 +330,72 @@ pub(crate) unsafe fn pty_attach() -> i32 {
 /// Only in a freshly cloned or forked child about to exec; the pointers in
 /// `s` are valid as [`RawSetup::new`] requires.
 pub(crate) unsafe fn apply_setup(s: &RawSetup) -> i32 {
-    // SAFETY: (the whole body) each syscall gets plain values or pointers
-    // into the parent's vectors (valid: see `RawSetup::new`) with their
-    // lengths; loops are bounded by counts from `s`.
-    unsafe {
-        if s.controlling_tty {
-            let r = pty_attach();
-            if r != 0 {
-                return r;
-            }
+    if s.controlling_tty {
+        // SAFETY: in the child about to exec, as the caller promises.
+        let r = unsafe { pty_attach() };
+        if r != 0 {
+            return r;
         }
-        if s.umask >= 0 {
-            syscall4(k::__NR_umask, s.umask as usize, 0, 0, 0);
+    }
+    if s.umask >= 0 {
+        raw::umask(s.umask as u32);
+    }
+    let dfl = KernelSigaction {
+        handler: SIG_DFL,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    if s.restore_signals {
+        if let Err(e) = raw::sigaction(k::SIGXFSZ, &dfl) {
+            return e.raw();
         }
-        if s.restore_signals {
-            let dfl = KernelSigaction {
-                handler: SIG_DFL,
-                flags: 0,
-                restorer: 0,
-                mask: 0,
-            };
-            let r = syscall4(
-                k::__NR_rt_sigaction,
-                k::SIGXFSZ as usize,
-                &dfl as *const KernelSigaction as usize,
-                0,
-                SIGSET_SIZE,
-            );
-            if r < 0 {
-                return errno_of(r);
-            }
+    }
+    if s.n_groups != usize::MAX {
+        // SAFETY: `groups` holds `n_groups` ids (see `RawSetup::new`).
+        if let Err(e) = unsafe { raw::setgroups(s.n_groups, s.groups) } {
+            return e.raw();
         }
-        if s.n_groups != usize::MAX {
-            let r = syscall4(k::__NR_setgroups, s.n_groups, s.groups as usize, 0, 0);
-            if r < 0 {
-                return errno_of(r);
-            }
+    }
+    if s.gid >= 0 {
+        if let Err(e) = raw::setregid(s.gid as u32) {
+            return e.raw();
         }
-        if s.gid >= 0 {
-            let r = syscall4(k::__NR_setregid, s.gid as usize, s.gid as usize, 0, 0);
-            if r < 0 {
-                return errno_of(r);
-            }
+    }
+    if s.uid >= 0 {
+        if let Err(e) = raw::setreuid(s.uid as u32) {
+            return e.raw();
         }
-        if s.uid >= 0 {
-            let r = syscall4(k::__NR_setreuid, s.uid as usize, s.uid as usize, 0, 0);
-            if r < 0 {
-                return errno_of(r);
-            }
+    }
+    if s.close_fds {
+        // SAFETY: `keep` holds `n_keep` descriptors (see `RawSetup::new`).
+        unsafe { mark_cloexec_but(s) };
+    }
+    0
+}
+
+/// Marks every descriptor from 3 up close-on-exec but the `n_keep` of
+/// `s.keep`. Close-on-exec rather than closed: the spawn's own descriptors
+/// (the exec-error pipe of std's path) must live until the exec.
+///
+/// # Safety
+/// As for [`apply_setup`].
+#[inline(always)]
+unsafe fn mark_cloexec_but(s: &RawSetup) {
+    if raw::cloexec_range(3, u32::MAX as usize).is_err() {
+        let mut fd: usize = 3;
+        while fd < s.fd_limit {
+            let _ = raw::set_cloexec(fd as c_int);
+            fd = fd.wrapping_add(1);
         }
-        if s.close_fds {
-            // Close-on-exec rather than closed: the spawn's own descriptors
-            // (the exec-error pipe of std's path) must live until the exec.
-            let r = syscall4(
-                k::__NR_close_range,
-                3,
-                u32::MAX as usize,
-                CLOSE_RANGE_CLOEXEC,
-                0,
-            );
-            if r < 0 {
-                let mut fd: usize = 3;
-                while fd < s.fd_limit {
-                    syscall4(
-                        k::__NR_fcntl,
-                        fd,
-                        k::F_SETFD as usize,
-                        k::FD_CLOEXEC as usize,
-                        0,
-                    );
-                    fd = fd.wrapping_add(1);
-                }
-            }
-            let mut i: usize = 0;
-            while i < s.n_keep {
-                let fd = *s.keep.add(i);
-                // A descriptor that is not open is not an error (as in
-                // subprocess): it is simply not there.
-                syscall4(k::__NR_fcntl, fd as usize, k::F_SETFD as usize, 0, 0);
-                i = i.wrapping_add(1);
-            }
-        }
-        0
+    }
+    let mut i: usize = 0;
+    while i < s.n_keep {
+        // SAFETY: `i < n_keep`, within the parent's vector.
+        let fd = unsafe { *s.keep.add(i) };
+        // A descriptor that is not open is not an error (as in
+        // subprocess): it is simply not there.
+        let _ = raw::clear_cloexec(fd);
+        i = i.wrapping_add(1);
     }
 }

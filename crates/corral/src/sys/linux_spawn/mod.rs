@@ -36,11 +36,14 @@
 //! passes the calling thread's mask on, and so does the fallback).
 //!
 //! Layout: `parent.rs` builds the description and issues the clone3;
-//! `child.rs` is all the clone3 child runs (no allocation); `raw.rs` is
-//! the raw-syscall layer shared with the two other children that run
-//! without exec, the PID-namespace init (`pidns.rs`) and the crash-safety
-//! keeper (`keeper.rs`); `arch_x86_64.rs` and `arch_aarch64.rs` hold the
-//! only assembly; `stack.rs` maps the children's stacks.
+//! `child.rs` is all the clone3 child runs (no allocation), and the one
+//! exec step (`exec_with`) it shares with the PID-namespace init's
+//! command; `raw.rs` is the typed raw-syscall layer (one wrapper per
+//! system call) shared with the two other children that run without exec,
+//! the PID-namespace init (`pidns.rs`) and the crash-safety keeper
+//! (`keeper/`: `protocol.rs`, `client.rs`, `process.rs`); `arch_x86_64.rs`
+//! and `arch_aarch64.rs` hold the only assembly; `stack.rs` maps the
+//! children's stacks.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,6 +66,7 @@ mod raw;
 mod stack;
 
 pub(crate) use parent::spawn;
+pub(crate) use raw::getpgid;
 
 /// Blocks SIGPIPE in the calling thread (see [`raw::block_sigpipe`]).
 pub(crate) fn block_sigpipe_in_this_thread() {

@@ -13,7 +13,7 @@ use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 use rustix::process::Pid;
 
-use super::child::{child_main, ChildArgs, RawSetup, NO_REPORT};
+use super::child::{child_main, ChildArgs, ExecPlan, RawSetup, NO_REPORT};
 use super::raw::sigpipe_handler;
 use super::raw::{clone3_with, errno_of, set_sigmask};
 use super::stack::Stack;
@@ -120,6 +120,22 @@ fn pointers(strings: &[CString]) -> Vec<*const c_char> {
 }
 
 impl Prepared {
+    /// What the child execs with: these arrays, `stdio` as its standard
+    /// streams, `spec`'s SIGPIPE choice and setup. The plan points into
+    /// `self`, which must outlive the child's exec.
+    pub(super) fn plan(&self, stdio: [c_int; 3], spec: &SpawnSpec<'_>) -> ExecPlan {
+        ExecPlan {
+            argv: self.argv.as_ptr(),
+            envp: self.envp.as_ptr(),
+            candidates: self.candidates.as_ptr(),
+            n_candidates: self.candidates.len() - 1,
+            cwd: self.cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            stdio,
+            sigpipe: sigpipe_handler(spec.sigpipe_ignored),
+            setup: RawSetup::new(spec.setup),
+        }
+    }
+
     /// `extra_env` is set after the command's own changes (the
     /// containment's variables, as on std's path).
     pub(super) fn new(
@@ -315,18 +331,8 @@ pub(crate) fn spawn(
     let (stack_low, stack_size) = stack.usable();
 
     let child_args = ChildArgs {
-        argv: prepared.argv.as_ptr(),
-        envp: prepared.envp.as_ptr(),
-        candidates: prepared.candidates.as_ptr(),
-        n_candidates: prepared.candidates.len() - 1,
-        cwd: prepared
-            .cwd
-            .as_ref()
-            .map_or(std::ptr::null(), |c| c.as_ptr()),
-        stdio,
-        sigpipe: sigpipe_handler(spec.sigpipe_ignored),
+        plan: prepared.plan(stdio, spec),
         err: AtomicI32::new(NO_REPORT),
-        setup: RawSetup::new(spec.setup),
     };
     let mut pidfd: c_int = -1;
     let mut args = k::clone_args {
@@ -347,14 +353,11 @@ pub(crate) fn spawn(
 
     let all: u64 = !0;
     let mut old_mask: u64 = 0;
-    // SAFETY: `old_mask` is a writable 8-byte sigset. Blocking everything in
-    // this thread only delays delivery; the mask is restored below on every
-    // path (nothing between here and there can panic or return).
-    let r = unsafe { set_sigmask(&all, &mut old_mask) };
-    if r < 0 {
-        return Err(Clone3Error::Setup(io::Error::from_raw_os_error(errno_of(
-            r,
-        ))));
+    // Blocking everything in this thread only delays delivery; the mask is
+    // restored below on every path (nothing between here and there can
+    // panic or return).
+    if let Err(e) = set_sigmask(&all, Some(&mut old_mask)) {
+        return Err(Clone3Error::Setup(e.into()));
     }
     // SAFETY: `args` asks for CLONE_VM | CLONE_VFORK with the stack of
     // `stack` (mapped, unused, unmapped only after this returns); the child
@@ -372,10 +375,8 @@ pub(crate) fn spawn(
             (&child_args as *const ChildArgs).cast::<c_void>(),
         )
     };
-    // SAFETY: restores the mask saved above (a valid sigset).
-    unsafe {
-        set_sigmask(&old_mask, std::ptr::null_mut());
-    }
+    // Restores the mask saved above.
+    let _ = set_sigmask(&old_mask, None);
     // The child is done with all of these (exec'd or exited).
     spare_stack(stack);
     drop(keep);

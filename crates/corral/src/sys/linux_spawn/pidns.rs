@@ -51,17 +51,13 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
 
-/// prctl(2) option that names the calling thread.
-const PR_SET_NAME: usize = 15;
-
 use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 use rustix::process::Pid;
 
-use super::child::{apply_setup, exec_candidates, RawSetup};
+use super::child::{exec_with, ExecPlan};
 use super::parent::{child_fd, Prepared};
-use super::raw::{clone3_with, errno_of, exit_now, set_sigmask, syscall4, syscall6};
-use super::raw::{sigpipe_handler, KernelSigaction, SIGSET_SIZE};
+use super::raw::{self, clone3_with, errno_of, exit_now, set_sigmask, Errno, PollFd};
 use super::stack::Stack;
 use crate::sys::SpawnSpec;
 
@@ -106,8 +102,8 @@ pub(crate) struct NsChild {
 /// Unmapping them while the init runs would crash it (and so end its
 /// namespace): drop only once the init has exited.
 pub(crate) struct NsStacks {
-    _init: Stack,
-    _command: Stack,
+    init: Stack,
+    command: Stack,
 }
 
 // SAFETY: the mappings are plain memory owned by this value; moving the
@@ -152,14 +148,8 @@ fn host_pidfd() -> Option<c_int> {
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct InitArgs {
-    argv: *const *const std::os::raw::c_char,
-    envp: *const *const std::os::raw::c_char,
-    candidates: *const *const std::os::raw::c_char,
-    n_candidates: usize,
-    cwd: *const std::os::raw::c_char,
-    stdio: [c_int; 3],
-    /// SIGPIPE's handler for the command (see `ChildArgs::sigpipe`).
-    sigpipe: usize,
+    /// The command's program, streams and setup.
+    plan: ExecPlan,
     sync_r: c_int,
     ctl_r: c_int,
     status_w: c_int,
@@ -172,8 +162,6 @@ struct InitArgs {
     /// The write end of the init's exec-error pipe, set by the init before
     /// the clone (the command reads it from the shared memory).
     err_fd: c_int,
-    /// The command's ids, umask, session, descriptors to keep.
-    setup: RawSetup,
 }
 
 /// Whether this process would need a user namespace for a PID namespace.
@@ -221,45 +209,84 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     let (ctl_r, ctl_w): (OwnedFd, OwnedFd) = (ctl_r.into(), ctl_w.into());
     let (status_r, status_w) = rustix::pipe::pipe_with(cloexec).map_err(setup)?;
     let host = host_pidfd().unwrap_or(-1);
-
-    let mut keep = [-1; MAX_KEEP];
-    let mut n_keep = 0;
-    for fd in stdio.iter().copied().chain([
+    let (keep, n_keep) = keep_list(stdio.iter().copied().chain([
         sync_r.as_raw_fd(),
         ctl_r.as_raw_fd(),
         status_w.as_raw_fd(),
         host,
-    ]) {
-        if fd > 2 && n_keep < MAX_KEEP {
-            keep[n_keep] = fd;
-            n_keep += 1;
-        }
-    }
-    keep[..n_keep].sort_unstable();
-    let cmd_stack = Stack::new().map_err(NsError::Setup)?;
+    ]));
+    let stacks = NsStacks {
+        init: Stack::new().map_err(NsError::Setup)?,
+        command: Stack::new().map_err(NsError::Setup)?,
+    };
     let init_args = InitArgs {
-        argv: prepared.argv.as_ptr(),
-        envp: prepared.envp.as_ptr(),
-        candidates: prepared.candidates.as_ptr(),
-        n_candidates: prepared.candidates.len() - 1,
-        cwd: prepared
-            .cwd
-            .as_ref()
-            .map_or(std::ptr::null(), |c| c.as_ptr()),
-        stdio,
-        sigpipe: sigpipe_handler(spec.sigpipe_ignored),
+        plan: prepared.plan(stdio, spec),
         sync_r: sync_r.as_raw_fd(),
         ctl_r: ctl_r.as_raw_fd(),
         status_w: status_w.as_raw_fd(),
         host_pidfd: host,
         keep,
         n_keep,
-        cmd_stack: cmd_stack.usable(),
+        cmd_stack: stacks.command.usable(),
         err_fd: -1,
-        setup: RawSetup::new(spec.setup),
     };
-    let stack = Stack::new().map_err(NsError::Setup)?;
-    let (stack_low, stack_size) = stack.usable();
+    let cloned = clone_init(&init_args, &stacks, userns);
+    drop(keep_owned);
+    drop(sync_r);
+    drop(ctl_r);
+    drop(status_w);
+    // No child: the stacks (dropped on return) were never used.
+    let (pid, pidfd) = cloned?;
+    let mut child = NsChild {
+        pid,
+        pidfd,
+        ctl: ctl_w,
+        status: status_r,
+        inner: 0,
+        stacks: Some(stacks),
+    };
+    // From here on a failure must kill and reap the init (it is ours,
+    // unreaped: its pid is still its own).
+    match wait_started(&child, sync_w, userns) {
+        Ok(inner) => child.inner = inner,
+        Err(e) => {
+            let _ = rustix::process::pidfd_send_signal(&child.pidfd, rustix::process::Signal::KILL);
+            let _ = rustix::process::waitid(
+                rustix::process::WaitId::Pid(child.pid),
+                rustix::process::WaitIdOptions::EXITED,
+            );
+            return Err(e);
+        }
+    }
+    let fl = rustix::fs::fcntl_getfl(&child.status).map_err(setup)?;
+    rustix::fs::fcntl_setfl(&child.status, fl | rustix::fs::OFlags::NONBLOCK).map_err(setup)?;
+    Ok(child)
+}
+
+/// The descriptors above 2 among `fds`, sorted, at most [`MAX_KEEP`] (the
+/// init keeps these and closes every other).
+fn keep_list(fds: impl IntoIterator<Item = c_int>) -> ([c_int; MAX_KEEP], usize) {
+    let mut keep = [-1; MAX_KEEP];
+    let mut n_keep = 0;
+    for fd in fds {
+        if fd > 2 && n_keep < MAX_KEEP {
+            keep[n_keep] = fd;
+            n_keep += 1;
+        }
+    }
+    keep[..n_keep].sort_unstable();
+    (keep, n_keep)
+}
+
+/// Clones the init (pid 1 of new PID and mount namespaces, and a user
+/// namespace when `userns`) on `stacks`, with every signal blocked around
+/// the clone: its pid and pidfd.
+fn clone_init(
+    init_args: &InitArgs,
+    stacks: &NsStacks,
+    userns: bool,
+) -> Result<(Pid, OwnedFd), NsError> {
+    let (stack_low, stack_size) = stacks.init.usable();
     let mut flags = (k::CLONE_VM | k::CLONE_NEWPID | k::CLONE_NEWNS | k::CLONE_PIDFD) as u64
         | k::CLONE_CLEAR_SIGHAND;
     if userns {
@@ -281,36 +308,27 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     };
     let all: u64 = !0;
     let mut old_mask: u64 = 0;
-    // SAFETY: `old_mask` is a writable 8-byte sigset; the mask is restored
-    // right after the clone on every path.
-    let r = unsafe { set_sigmask(&all, &mut old_mask) };
-    if r < 0 {
-        return Err(NsError::Setup(io::Error::from_raw_os_error(errno_of(r))));
+    // The mask is restored right after the clone on every path.
+    if let Err(e) = set_sigmask(&all, Some(&mut old_mask)) {
+        return Err(NsError::Setup(e.into()));
     }
     // SAFETY: CLONE_VM: the child shares this process's memory and runs on
-    // `stack` (kept mapped until the init has exited, see
+    // the init's stack (kept mapped until the init has exited, see
     // `PidNamespace::release_stacks`); `init_main` copies `init_args` onto
-    // that stack before anything else, while this thread waits for
-    // MSG_STARTED below, and never returns. Every signal is blocked in this thread, so the
-    // child starts with all signals blocked and CLONE_CLEAR_SIGHAND reset
-    // every handler: no host code can run in it.
+    // that stack before anything else, while the caller waits for
+    // MSG_STARTED, and never returns. Every signal is blocked in this
+    // thread, so the child starts with all signals blocked and
+    // CLONE_CLEAR_SIGHAND reset every handler: no host code can run in it.
     let ret = unsafe {
         clone3_with(
             &mut args,
             init_main,
-            &init_args as *const InitArgs as *const c_void,
+            init_args as *const InitArgs as *const c_void,
         )
     };
-    // SAFETY: restores the mask saved above.
-    unsafe {
-        set_sigmask(&old_mask, std::ptr::null_mut());
-    }
-    drop(keep_owned);
-    drop(sync_r);
-    drop(ctl_r);
-    drop(status_w);
+    // Restores the mask saved above.
+    let _ = set_sigmask(&old_mask, None);
     if ret < 0 {
-        // No child: the stacks (dropped on return) were never used.
         let errno = errno_of(ret);
         let e = io::Error::from_raw_os_error(errno);
         return Err(match errno {
@@ -323,38 +341,18 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     let pid = Pid::from_raw(ret as i32)
         .ok_or_else(|| NsError::Setup(io::Error::other("clone3 returned pid 0")))?;
-    let child = NsChild {
-        pid,
-        pidfd,
-        ctl: ctl_w,
-        status: status_r,
-        inner: 0,
-        stacks: Some(NsStacks {
-            _init: stack,
-            _command: cmd_stack,
-        }),
-    };
-    // From here on a failure must kill and reap the init (it is ours,
-    // unreaped: its pid is still its own).
-    let fail = |child: NsChild, e: NsError| {
-        let _ = rustix::process::pidfd_send_signal(&child.pidfd, rustix::process::Signal::KILL);
-        let _ = rustix::process::waitid(
-            rustix::process::WaitId::Pid(child.pid),
-            rustix::process::WaitIdOptions::EXITED,
-        );
-        Err(e)
-    };
+    Ok((pid, pidfd))
+}
+
+/// Writes the uid/gid maps (with `userns`), lets the init go and reads its
+/// first message: the command's pid in the namespace, or why it did not
+/// start. Blocking: the init answers or dies (end of file).
+fn wait_started(child: &NsChild, sync_w: OwnedFd, userns: bool) -> Result<u32, NsError> {
     if userns {
-        if let Err(e) = write_maps(pid) {
-            return fail(child, NsError::Refused(e, "writing the uid/gid maps"));
-        }
+        write_maps(child.pid).map_err(|e| NsError::Refused(e, "writing the uid/gid maps"))?;
     }
-    if let Err(e) = rustix::io::write(&sync_w, &[1]) {
-        return fail(child, NsError::Setup(e.into()));
-    }
+    rustix::io::write(&sync_w, &[1]).map_err(|e| NsError::Setup(e.into()))?;
     drop(sync_w);
-    // The first message: started, or why not. Blocking: the init answers
-    // or dies (end of file).
     let mut msg = [0u8; 8];
     let mut got = 0;
     while got < msg.len() {
@@ -362,21 +360,25 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return fail(child, NsError::Setup(e.into())),
+            Err(e) => return Err(NsError::Setup(e.into())),
         }
     }
     if got < msg.len() {
-        return fail(
-            child,
-            NsError::Setup(io::Error::other("the namespace init died while starting")),
-        );
+        return Err(NsError::Setup(io::Error::other(
+            "the namespace init died while starting",
+        )));
     }
+    started(msg)
+}
+
+/// The init's first message, decoded: the command's pid in the namespace,
+/// or the error it stands for.
+fn started(msg: [u8; 8]) -> Result<u32, NsError> {
     let kind = u32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]]);
     let value = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
-    let mut child = child;
     match kind {
-        MSG_STARTED => child.inner = value as u32,
-        MSG_EXEC_FAILED => return fail(child, NsError::Exec(io::Error::from_raw_os_error(value))),
+        MSG_STARTED => Ok(value as u32),
+        MSG_EXEC_FAILED => Err(NsError::Exec(io::Error::from_raw_os_error(value))),
         MSG_SETUP_FAILED => {
             let e = io::Error::from_raw_os_error(value & 0xffff);
             let what = match value >> 16 {
@@ -387,10 +389,8 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
                 STEP_PIPE => "pipe",
                 _ => "fork",
             };
-            let refused = matches!(value >> 16, STEP_MOUNT_PRIVATE | STEP_MOUNT_PROC);
-            return fail(
-                child,
-                if refused {
+            Err(
+                if matches!(value >> 16, STEP_MOUNT_PRIVATE | STEP_MOUNT_PROC) {
                     NsError::Refused(e, what)
                 } else {
                     NsError::Setup(crate::error::io_context(
@@ -398,50 +398,24 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
                         e,
                     ))
                 },
-            );
-        }
-        _ => {
-            return fail(
-                child,
-                NsError::Setup(io::Error::other(
-                    "unexpected message from the namespace init",
-                )),
             )
         }
+        _ => Err(NsError::Setup(io::Error::other(
+            "unexpected message from the namespace init",
+        ))),
     }
-    let fl = rustix::fs::fcntl_getfl(&child.status).map_err(setup)?;
-    rustix::fs::fcntl_setfl(&child.status, fl | rustix::fs::OFlags::NONBLOCK).map_err(setup)?;
-    Ok(child)
 }
 
 /// Sends one control byte to the init; a gone init is not an error
 /// (`Ok(false)`), and never raises SIGPIPE.
 pub(crate) fn send_ctl(ctl: &OwnedFd, byte: u8) -> io::Result<bool> {
-    const MSG_NOSIGNAL: usize = 0x4000;
-    let b = [byte];
+    const MSG_NOSIGNAL: u32 = 0x4000;
     loop {
-        // SAFETY: sendto on a descriptor we own, with one readable byte and
-        // no address.
-        let r = unsafe {
-            syscall6(
-                k::__NR_sendto,
-                [
-                    ctl.as_raw_fd() as usize,
-                    b.as_ptr() as usize,
-                    1,
-                    MSG_NOSIGNAL,
-                    0,
-                    0,
-                ],
-            )
-        };
-        if r >= 0 {
-            return Ok(true);
-        }
-        match errno_of(r) {
-            e if e == en::EINTR as i32 => continue,
-            e if e == en::EPIPE as i32 || e == en::ECONNRESET as i32 => return Ok(false),
-            e => return Err(io::Error::from_raw_os_error(e)),
+        match raw::send(ctl.as_raw_fd(), &[byte], MSG_NOSIGNAL) {
+            Ok(_) => return Ok(true),
+            Err(Errno::INTR) => continue,
+            Err(Errno::PIPE | Errno::CONNRESET) => return Ok(false),
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -459,9 +433,10 @@ fn write_maps(pid: Pid) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes one 8-byte message (ignoring failures: corral may be gone).
+/// Writes one 8-byte message, kind then value (ignoring failures: corral
+/// may be gone).
 #[inline(always)]
-unsafe fn report(fd: c_int, kind: u32, value: i32) {
+fn report(fd: c_int, kind: u32, value: i32) {
     let mut msg = [0u8; 8];
     let a = kind.to_ne_bytes();
     let b = value.to_ne_bytes();
@@ -471,32 +446,21 @@ unsafe fn report(fd: c_int, kind: u32, value: i32) {
         msg[i + 4] = b[i];
         i += 1;
     }
-    loop {
-        // SAFETY: `msg` is 8 readable bytes.
-        let r = unsafe { syscall4(k::__NR_write, fd as usize, msg.as_ptr() as usize, 8, 0) };
-        if r != -(en::EINTR as isize) {
-            break;
-        }
-    }
+    while raw::write(fd, &msg) == Err(Errno::INTR) {}
 }
 
 /// Closes every descriptor above 2 that is not in `keep[..n]` (sorted).
 #[inline(always)]
-unsafe fn close_others(keep: &[c_int; MAX_KEEP], n: usize) {
+fn close_others(keep: &[c_int; MAX_KEEP], n: usize) {
     let mut from: usize = 3;
     let mut i = 0;
     while i < n && i < MAX_KEEP {
         let fd = keep[i] as usize;
-        if fd > from {
-            // SAFETY: close_range takes no pointer.
-            let r = unsafe { syscall4(k::__NR_close_range, from, fd - 1, 0, 0) };
-            if r < 0 {
-                let mut f = from;
-                while f < fd {
-                    // SAFETY: close takes no pointer.
-                    unsafe { syscall4(k::__NR_close, f, 0, 0, 0) };
-                    f += 1;
-                }
+        if fd > from && raw::close_range(from, fd - 1).is_err() {
+            let mut f = from;
+            while f < fd {
+                raw::close(f as c_int);
+                f += 1;
             }
         }
         if fd + 1 > from {
@@ -504,16 +468,7 @@ unsafe fn close_others(keep: &[c_int; MAX_KEEP], n: usize) {
         }
         i += 1;
     }
-    // SAFETY: close_range takes no pointer.
-    let r = unsafe { syscall4(k::__NR_close_range, from, u32::MAX as usize, 0, 0) };
-    if r < 0 {
-        let mut f = from;
-        while f < 4096 {
-            // SAFETY: close takes no pointer.
-            unsafe { syscall4(k::__NR_close, f, 0, 0, 0) };
-            f += 1;
-        }
-    }
+    raw::close_from_to(from, u32::MAX as usize);
 }
 
 /// The init's whole life. Never returns.
@@ -532,6 +487,8 @@ extern "C" fn init_main(arg: *const c_void) -> ! {
     }
 }
 
+/// The init's life, as steps (numbered as in the module's documentation).
+///
 /// # Safety
 /// Only in the child made by `clone3_with`, with `a` as described there.
 #[inline(never)]
@@ -540,283 +497,221 @@ unsafe fn init(a: &InitArgs) -> ! {
     // pointers inside (argv, envp, candidates, cwd) point into the host's
     // memory and are only used by the command before its exec, which
     // happens before MSG_STARTED.
-    // SAFETY: (the whole body) raw syscalls with pointers to `a`'s memory or
-    // this frame's locals, of the sizes the kernel expects; no allocation,
-    // lock, TLS or panic path (indexing is bounded by constants).
-    unsafe {
-        // A name for `ps` and /proc/<pid>/comm (the command line is still
-        // the host's: the init is a copy of it).
-        let name = b"corral-init\0";
-        syscall4(k::__NR_prctl, PR_SET_NAME, name.as_ptr() as usize, 0, 0);
-        close_others(&a.keep, a.n_keep);
+    // A name for `ps` and /proc/<pid>/comm (the command line is still the
+    // host's: the init is a copy of it).
+    raw::set_thread_name(c"corral-init");
+    // 1. Only the descriptors it needs.
+    close_others(&a.keep, a.n_keep);
+    // 2. The go byte.
+    wait_for_go(a.sync_r);
+    // 3., 4. The namespace's mounts, its group, the command.
+    let sigfd = match set_up_namespace() {
+        Ok(fd) => fd,
+        Err((step, e)) => fail(a, step, e),
+    };
+    // SAFETY: in the init, with `a` its own copy.
+    let cmd = unsafe { start_command(a) };
+    report(a.status_w, MSG_STARTED, cmd as i32);
+    let_go_of_streams(a);
+    // 5. The loop.
+    serve(a, sigfd, cmd)
+}
 
-        // 2. Wait for the go byte.
-        let mut b = [0u8; 1];
-        loop {
-            let r = syscall4(
-                k::__NR_read,
-                a.sync_r as usize,
-                b.as_mut_ptr() as usize,
-                1,
-                0,
-            );
-            if r == 1 {
-                break;
-            }
-            if r != -(en::EINTR as isize) {
-                exit_now(127);
-            }
-        }
-        syscall4(k::__NR_close, a.sync_r as usize, 0, 0, 0);
-        let fail = |step: i32, r: isize| -> ! {
-            report(a.status_w, MSG_SETUP_FAILED, (step << 16) | errno_of(r));
-            exit_now(127)
-        };
+/// Reports that setup step `step` failed with `e`, and exits.
+fn fail(a: &InitArgs, step: i32, e: Errno) -> ! {
+    report(a.status_w, MSG_SETUP_FAILED, (step << 16) | e.raw());
+    exit_now(127)
+}
 
-        // 3. Private mounts, fresh /proc.
-        let root = b"/\0";
-        let r = syscall6(
-            k::__NR_mount,
-            [
-                0,
-                root.as_ptr() as usize,
-                0,
-                (k::MS_REC | k::MS_PRIVATE) as usize,
-                0,
-                0,
-            ],
-        );
-        if r < 0 {
-            fail(STEP_MOUNT_PRIVATE, r);
+/// Waits for the go byte on `sync_r` (the parent writes the uid/gid maps
+/// first); end of file or an error means the parent is gone: exit.
+fn wait_for_go(sync_r: c_int) {
+    let mut b = [0u8; 1];
+    loop {
+        match raw::read(sync_r, &mut b) {
+            Ok(1) => break,
+            Err(Errno::INTR) => continue,
+            _ => exit_now(127),
         }
-        let proc_ = b"proc\0";
-        let target = b"/proc\0";
-        let r = syscall6(
-            k::__NR_mount,
-            [
-                proc_.as_ptr() as usize,
-                target.as_ptr() as usize,
-                proc_.as_ptr() as usize,
-                (k::MS_NOSUID | k::MS_NODEV | k::MS_NOEXEC) as usize,
-                0,
-                0,
-            ],
-        );
-        if r < 0 {
-            fail(STEP_MOUNT_PROC, r);
-        }
+    }
+    raw::close(sync_r);
+}
 
-        // 4. Group leader; SIGCHLD through a signalfd (every signal stays
-        //    blocked in the init: only SIGKILL can end it).
-        let r = syscall4(k::__NR_setpgid, 0, 0, 0, 0);
-        if r < 0 {
-            fail(STEP_SETPGID, r);
-        }
-        let chld: u64 = 1 << (k::SIGCHLD - 1);
-        let sigfd = syscall4(
-            k::__NR_signalfd4,
-            usize::MAX, // -1: a new signalfd
-            &chld as *const u64 as usize,
-            SIGSET_SIZE,
-            (k::O_CLOEXEC | k::O_NONBLOCK) as usize,
-        );
-        if sigfd < 0 {
-            fail(STEP_SIGNALFD, sigfd);
-        }
-        let mut ep = [0 as c_int; 2];
-        let r = syscall4(
-            k::__NR_pipe2,
-            ep.as_mut_ptr() as usize,
-            k::O_CLOEXEC as usize,
-            0,
-            0,
-        );
-        if r < 0 {
-            fail(STEP_PIPE, r);
-        }
-        // The command: a vfork-style clone on its own stack (the init is
-        // single-threaded and has no handlers, so sharing its memory until
-        // the exec is safe, and the host's memory is not copied again).
-        let mut targs = *a;
-        targs.err_fd = ep[1];
-        let mut cargs = k::clone_args {
-            flags: (k::CLONE_VM | k::CLONE_VFORK) as u64,
-            pidfd: 0,
-            child_tid: 0,
-            parent_tid: 0,
-            exit_signal: k::SIGCHLD as u64,
-            stack: a.cmd_stack.0,
-            stack_size: a.cmd_stack.1,
-            tls: 0,
-            set_tid: 0,
-            set_tid_size: 0,
-            cgroup: 0,
-        };
-        let cmd = clone3_with(
+/// Private mounts and a fresh `/proc`; the init leads a new process group
+/// and takes SIGCHLD through a signalfd (every signal stays blocked in the
+/// init: only SIGKILL can end it). The signalfd, or the step that failed.
+fn set_up_namespace() -> Result<c_int, (i32, Errno)> {
+    raw::mount(None, c"/", None, k::MS_REC | k::MS_PRIVATE).map_err(|e| (STEP_MOUNT_PRIVATE, e))?;
+    raw::mount(
+        Some(c"proc"),
+        c"/proc",
+        Some(c"proc"),
+        k::MS_NOSUID | k::MS_NODEV | k::MS_NOEXEC,
+    )
+    .map_err(|e| (STEP_MOUNT_PROC, e))?;
+    raw::setpgid_self().map_err(|e| (STEP_SETPGID, e))?;
+    raw::signalfd_for(k::SIGCHLD, k::O_CLOEXEC | k::O_NONBLOCK).map_err(|e| (STEP_SIGNALFD, e))
+}
+
+/// Starts the command: a vfork-style clone on its own stack (the init is
+/// single-threaded and has no handlers, so sharing its memory until the
+/// exec is safe, and the host's memory is not copied again). Its pid; if it
+/// could not exec, the init reports why and exits.
+///
+/// # Safety
+/// In the init only.
+unsafe fn start_command(a: &InitArgs) -> isize {
+    let ep = match raw::pipe2(k::O_CLOEXEC) {
+        Ok(ep) => ep,
+        Err(e) => fail(a, STEP_PIPE, e),
+    };
+    let mut targs = *a;
+    targs.err_fd = ep[1];
+    let mut cargs = k::clone_args {
+        flags: (k::CLONE_VM | k::CLONE_VFORK) as u64,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: k::SIGCHLD as u64,
+        stack: a.cmd_stack.0,
+        stack_size: a.cmd_stack.1,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: 0,
+    };
+    // SAFETY: `cmd_stack` is mapped by the host for the command and unused
+    // otherwise; `targs` is on this frame, which the vfork-style clone keeps
+    // alive until the command exec'd or exited; `command_main` does not
+    // return, allocate or lock.
+    let cmd = unsafe {
+        clone3_with(
             &mut cargs,
             command_main,
             &targs as *const InitArgs as *const c_void,
-        );
-        if cmd < 0 {
-            fail(STEP_FORK, cmd);
+        )
+    };
+    if cmd < 0 {
+        fail(a, STEP_FORK, Errno::from_ret(cmd));
+    }
+    raw::close(ep[1]);
+    // The exec error, if any: 4 bytes, or end of file once it exec'd.
+    let mut eb = [0u8; 4];
+    let mut got: usize = 0;
+    while got < 4 {
+        match raw::read(ep[0], eb.get_mut(got..).unwrap_or_default()) {
+            Err(Errno::INTR) => continue,
+            Ok(n) if n > 0 => got += n,
+            _ => break,
         }
-        syscall4(k::__NR_close, ep[1] as usize, 0, 0, 0);
-        let mut eb = [0u8; 4];
-        let mut got: usize = 0;
-        loop {
-            let r = syscall4(
-                k::__NR_read,
-                ep[0] as usize,
-                eb.as_mut_ptr().wrapping_add(got) as usize,
-                4 - got,
-                0,
-            );
-            if r == -(en::EINTR as isize) {
-                continue;
-            }
-            if r <= 0 {
-                break;
-            }
-            got = got.wrapping_add(r as usize);
-            if got >= 4 {
-                break;
-            }
-        }
-        syscall4(k::__NR_close, ep[0] as usize, 0, 0, 0);
-        if got > 0 {
-            let mut st: c_int = 0;
-            syscall4(
-                k::__NR_wait4,
-                cmd as usize,
-                &mut st as *mut c_int as usize,
-                0,
-                0,
-            );
-            report(a.status_w, MSG_EXEC_FAILED, i32::from_ne_bytes(eb));
-            exit_now(127);
-        }
-        report(a.status_w, MSG_STARTED, cmd as i32);
-        // The command has its streams: let go of ours, so that only the
-        // tree holds the pipes (end of file must reach corral).
-        let mut fd = 0;
-        while fd < 3 {
-            syscall4(k::__NR_close, fd, 0, 0, 0);
-            fd += 1;
-        }
-        let mut i = 0;
-        while i < 3 {
-            if a.stdio[i] > 2 {
-                syscall4(k::__NR_close, a.stdio[i] as usize, 0, 0, 0);
-            }
-            i += 1;
-        }
+    }
+    raw::close(ep[0]);
+    if got > 0 {
+        let mut st: c_int = 0;
+        let _ = raw::wait4(cmd, Some(&mut st), 0);
+        report(a.status_w, MSG_EXEC_FAILED, i32::from_ne_bytes(eb));
+        exit_now(127);
+    }
+    cmd
+}
 
-        // 5. The loop.
-        #[repr(C)]
-        struct PollFd {
-            fd: c_int,
-            events: i16,
-            revents: i16,
+/// The command has its streams: let go of ours, so that only the tree
+/// holds the pipes (end of file must reach corral).
+fn let_go_of_streams(a: &InitArgs) {
+    let mut fd = 0;
+    while fd < 3 {
+        raw::close(fd);
+        fd += 1;
+    }
+    let mut i = 0;
+    while i < 3 {
+        if a.plan.stdio[i] > 2 {
+            raw::close(a.plan.stdio[i]);
         }
-        let mut watching = true;
-        let mut cmd_done = false;
-        let mut buf = [0u8; 512];
-        loop {
-            let mut fds = [
-                PollFd {
-                    fd: sigfd as c_int,
-                    events: k::POLLIN as i16,
-                    revents: 0,
-                },
-                PollFd {
-                    fd: if watching { a.ctl_r } else { -1 },
-                    events: k::POLLIN as i16,
-                    revents: 0,
-                },
-                PollFd {
-                    fd: if watching { a.host_pidfd } else { -1 },
-                    events: k::POLLIN as i16,
-                    revents: 0,
-                },
-            ];
-            let r = syscall6(
-                k::__NR_ppoll,
-                [fds.as_mut_ptr() as usize, 3, 0, 0, SIGSET_SIZE, 0],
-            );
-            if r < 0 && r != -(en::EINTR as isize) {
+        i += 1;
+    }
+}
+
+/// The init's loop: reaps every child, reports the command's wait status,
+/// passes corral's signals on to the namespace, and exits once the command
+/// has exited and no process is left (or the host died, or corral closed
+/// the control pipe without detaching).
+fn serve(a: &InitArgs, sigfd: c_int, cmd: isize) -> ! {
+    let mut watching = true;
+    let mut cmd_done = false;
+    let mut buf = [0u8; 512];
+    loop {
+        let mut fds = [
+            PollFd::readable(sigfd),
+            PollFd::readable(if watching { a.ctl_r } else { -1 }),
+            PollFd::readable(if watching { a.host_pidfd } else { -1 }),
+        ];
+        if let Err(e) = raw::ppoll(&mut fds, None) {
+            if e != Errno::INTR {
                 // Cannot wait: do not spin; end the namespace.
                 exit_now(126);
             }
-            // The control pipe first: a host that sent the detach byte and
-            // then exited (a normal end with kept leftovers) wakes this poll
-            // with both ready when the init runs late (load); the byte was
-            // written before the exit, so it is in the pipe now.
-            if fds[1].revents != 0 && watching {
-                let n = syscall4(
-                    k::__NR_read,
-                    a.ctl_r as usize,
-                    buf.as_mut_ptr() as usize,
-                    buf.len(),
-                    0,
-                );
-                if n == 0 || (n < 0 && n != -(en::EINTR as isize) && n != -(en::EAGAIN as isize)) {
-                    // corral closed the control pipe without detaching.
-                    exit_now(137);
-                }
-                let mut j: usize = 0;
-                while n > 0 && j < (n as usize) && j < buf.len() {
-                    let c = buf[j];
-                    if c == CTL_DETACH {
-                        watching = false;
-                    } else if c as u32 == k::SIGKILL {
-                        exit_now(137);
-                    } else if c != 0 {
-                        syscall4(k::__NR_kill, usize::MAX, c as usize, 0, 0);
-                        syscall4(k::__NR_kill, usize::MAX, k::SIGCONT as usize, 0, 0);
-                    }
-                    j += 1;
-                }
+        }
+        // The control pipe first: a host that sent the detach byte and
+        // then exited (a normal end with kept leftovers) wakes this poll
+        // with both ready when the init runs late (load); the byte was
+        // written before the exit, so it is in the pipe now.
+        if fds[1].revents != 0 && watching {
+            watching = read_control(a.ctl_r, &mut buf);
+        }
+        if fds[2].revents != 0 && watching {
+            // The host died: the kernel kills the namespace as we go.
+            exit_now(137);
+        }
+        // Drain the signalfd, then reap everything that exited.
+        while matches!(raw::read(sigfd, &mut buf), Ok(n) if n > 0) {}
+        reap(a, cmd, &mut cmd_done);
+    }
+}
+
+/// Acts on the bytes corral wrote on the control pipe: a signal to pass
+/// on to every process of the namespace (then SIGCONT), SIGKILL (the init
+/// exits: the kernel kills the namespace), or the detach byte. Whether to
+/// go on watching the host (`false` once detached); exits if corral closed
+/// the pipe without detaching.
+fn read_control(ctl_r: c_int, buf: &mut [u8; 512]) -> bool {
+    let n = match raw::read(ctl_r, buf) {
+        Ok(0) => exit_now(137), // corral closed it without detaching
+        Ok(n) => n,
+        Err(Errno::INTR | Errno::AGAIN) => 0,
+        Err(_) => exit_now(137),
+    };
+    let mut watching = true;
+    let mut j: usize = 0;
+    while j < n && j < buf.len() {
+        let c = buf[j];
+        if c == CTL_DETACH {
+            watching = false;
+        } else if c as u32 == k::SIGKILL {
+            exit_now(137);
+        } else if c != 0 {
+            let _ = raw::kill(-1, c as u32);
+            let _ = raw::kill(-1, k::SIGCONT);
+        }
+        j += 1;
+    }
+    watching
+}
+
+/// Reaps every child that exited; reports the command's status when it is
+/// among them; exits once the command is done and no child is left.
+fn reap(a: &InitArgs, cmd: isize, cmd_done: &mut bool) {
+    loop {
+        let mut st: c_int = 0;
+        match raw::wait4(-1, Some(&mut st), k::WNOHANG | k::__WALL) {
+            Ok(p) if p as isize == cmd => {
+                report(a.status_w, MSG_EXITED, st);
+                *cmd_done = true;
             }
-            if fds[2].revents != 0 && watching {
-                // The host died: the kernel kills the namespace as we go.
-                exit_now(137);
-            }
-            // Drain the signalfd, then reap everything that exited.
-            loop {
-                let n = syscall4(
-                    k::__NR_read,
-                    sigfd as usize,
-                    buf.as_mut_ptr() as usize,
-                    buf.len(),
-                    0,
-                );
-                if n <= 0 {
-                    break;
-                }
-            }
-            loop {
-                let mut st: c_int = 0;
-                let p = syscall4(
-                    k::__NR_wait4,
-                    usize::MAX, // -1: any child
-                    &mut st as *mut c_int as usize,
-                    (k::WNOHANG | k::__WALL) as usize,
-                    0,
-                );
-                if p == cmd {
-                    report(a.status_w, MSG_EXITED, st);
-                    cmd_done = true;
-                    continue;
-                }
-                if p > 0 {
-                    continue;
-                }
-                if p == -(en::ECHILD as isize) && cmd_done {
-                    // Nothing left in the namespace.
-                    exit_now(0);
-                }
-                break;
-            }
+            Ok(p) if p > 0 => {}
+            // Nothing left in the namespace.
+            Err(Errno::CHILD) if *cmd_done => exit_now(0),
+            _ => return,
         }
     }
 }
@@ -825,83 +720,68 @@ unsafe fn init(a: &InitArgs) -> ! {
 /// the errno on the init's error pipe and exit.
 extern "C" fn command_main(arg: *const c_void) -> ! {
     // SAFETY: `arg` points to the init's `targs`, alive while the init is
-    // suspended (CLONE_VFORK); only raw syscalls follow.
-    unsafe {
+    // suspended (CLONE_VFORK); the plan's pointers are valid until the
+    // exec (see `InitArgs`); only raw syscalls follow.
+    let e = unsafe {
         let a = &*(arg as *const InitArgs);
-        let e = command_exec(a);
-        let bytes = e.to_ne_bytes();
-        syscall4(
-            k::__NR_write,
-            a.err_fd as usize,
-            bytes.as_ptr() as usize,
-            4,
-            0,
-        );
-        exit_now(127)
-    }
+        (exec_with(&a.plan, false), a.err_fd)
+    };
+    let _ = raw::write(e.1, &e.0.to_ne_bytes());
+    exit_now(127)
 }
 
-/// The command's side of the init's clone: streams, mask, exec. Returns the
-/// errno to report.
-///
-/// # Safety
-/// Only in the command's child of the init.
-#[inline(never)]
-unsafe fn command_exec(a: &InitArgs) -> i32 {
-    // SAFETY: raw syscalls on this process's own memory, as in `init`.
-    unsafe {
-        let dfl = KernelSigaction {
-            handler: a.sigpipe,
-            flags: 0,
-            restorer: 0,
-            mask: 0,
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(kind: u32, value: i32) -> [u8; 8] {
+        let mut m = [0u8; 8];
+        m[..4].copy_from_slice(&kind.to_ne_bytes());
+        m[4..].copy_from_slice(&value.to_ne_bytes());
+        m
+    }
+
+    /// The init's first message: the command's pid, or the error of the
+    /// step that failed (the namespace refused, a resource, the exec).
+    #[test]
+    fn first_message_decodes() {
+        let refused = |e: &NsError| match e {
+            NsError::Refused(_, what) => Some(*what),
+            _ => None,
         };
-        let r = syscall4(
-            k::__NR_rt_sigaction,
-            k::SIGPIPE as usize,
-            &dfl as *const KernelSigaction as usize,
-            0,
-            SIGSET_SIZE,
-        );
-        if r < 0 {
-            return errno_of(r);
-        }
-        if !a.cwd.is_null() {
-            let r = syscall4(k::__NR_chdir, a.cwd as usize, 0, 0, 0);
-            if r < 0 {
-                return errno_of(r);
+        let setup = |step: i32| msg(MSG_SETUP_FAILED, (step << 16) | en::EPERM as i32);
+        assert_eq!(started(msg(MSG_STARTED, 2)).ok(), Some(2));
+        let cases: [([u8; 8], Option<&str>, &str); 8] = [
+            (setup(STEP_MOUNT_PRIVATE), Some("making mounts private"), ""),
+            (setup(STEP_MOUNT_PROC), Some("mounting /proc"), ""),
+            (setup(STEP_SETPGID), None, "namespace init: setpgid"),
+            (setup(STEP_SIGNALFD), None, "namespace init: signalfd"),
+            (setup(STEP_PIPE), None, "namespace init: pipe"),
+            (setup(STEP_FORK), None, "namespace init: fork"),
+            (msg(MSG_EXEC_FAILED, en::ENOENT as i32), None, ""),
+            (msg(99, 0), None, "unexpected message"),
+        ];
+        for (m, want_refused, text) in cases {
+            let e = started(m).expect_err("an error");
+            assert_eq!(refused(&e), want_refused);
+            match &e {
+                NsError::Setup(io) => assert!(io.to_string().contains(text), "{io}"),
+                NsError::Exec(io) => assert_eq!(io.raw_os_error(), Some(en::ENOENT as i32)),
+                NsError::Refused(io, _) => assert_eq!(io.raw_os_error(), Some(en::EPERM as i32)),
             }
         }
-        let mut target = 0;
-        while target < 3 {
-            let src = a.stdio[target];
-            if src >= 0 {
-                let r = if src as usize == target {
-                    syscall4(k::__NR_fcntl, src as usize, k::F_SETFD as usize, 0, 0)
-                } else {
-                    syscall4(k::__NR_dup3, src as usize, target, 0, 0)
-                };
-                if r < 0 {
-                    return errno_of(r);
-                }
-            }
-            target += 1;
-        }
-        if a.setup.new_session {
-            let r = syscall4(k::__NR_setsid, 0, 0, 0, 0);
-            if r < 0 {
-                return errno_of(r);
-            }
-        }
-        let r = apply_setup(&a.setup);
-        if r != 0 {
-            return r;
-        }
-        let empty: u64 = 0;
-        let r = set_sigmask(&empty, std::ptr::null_mut());
-        if r < 0 {
-            return errno_of(r);
-        }
-        exec_candidates(a.argv, a.envp, a.candidates, a.n_candidates)
+    }
+
+    /// The init keeps the descriptors above 2 it is given, sorted, at most
+    /// `MAX_KEEP`.
+    #[test]
+    fn keep_list_is_sorted_and_bounded() {
+        let (k, n) = keep_list([9, 0, 1, 2, 5, -1, 7]);
+        assert_eq!(&k[..n], &[5, 7, 9]);
+        let (k, n) = keep_list(3..100);
+        assert_eq!(n, MAX_KEEP);
+        assert_eq!(k[0], 3);
+        let (_, n) = keep_list([]);
+        assert_eq!(n, 0);
     }
 }

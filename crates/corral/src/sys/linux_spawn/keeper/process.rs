@@ -1,0 +1,985 @@
+//! The keeper process itself: a fork of the host that never execs, holds
+//! the runs the host registers and, when the host dies, kills and removes
+//! them. It issues only raw system calls (no allocation, lock or TLS).
+
+use std::os::raw::c_int;
+
+use linux_raw_sys::general as k;
+
+use super::protocol::{
+    received_fds, Message, MSG_CMSG_CLOEXEC, MSG_DONTWAIT, MSG_LEN, MSG_NOSIGNAL, NAME_MAX, OP_ADD,
+    OP_ADD_MEMBER, OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_HELLO, OP_PARENT,
+};
+use super::{MAX_SLOTS, RESERVE_FDS};
+use crate::sys::linux_spawn::raw::{self, exit_now, Errno, Iovec, Msghdr, PollFd};
+use std::ffi::CStr;
+
+/// The keeper's nap after reading its queue (see the serve loop).
+const KEEPER_NAP_NS: i64 = 2_000_000;
+/// How often the keeper of a one-shot host reads its queue while the host
+/// lives (see the serve loop): a full queue blocks the host's `sendmsg` at
+/// most this long (plus the keeper's scheduling), well within `send`'s
+/// patience for descriptors in flight.
+pub(super) const LAZY_PERIOD_NS: i64 = 50_000_000;
+
+#[repr(C)]
+pub(super) struct KeeperArgs {
+    pub(super) sock: c_int,
+    pub(super) host: c_int,
+    /// Test seam ([`START_DELAY_ENV`]): how long the keeper sleeps before
+    /// anything else (0: not at all).
+    pub(super) delay_ms: u32,
+    /// The host is a one-shot process (`corral::one_shot_process`): the
+    /// keeper is not woken by each message but reads its queue every
+    /// [`LAZY_PERIOD_NS`] and when the host dies (see the serve loop).
+    pub(super) lazy: bool,
+}
+
+/// What a slot of the keeper's table holds (0: nothing, so a fresh
+/// anonymous mapping is an empty table).
+const EMPTY: u8 = 0;
+/// A cgroup: `fd` is its directory, `parent` the slot of the directory it
+/// is in, `name` its name there.
+const CGROUP: u8 = 1;
+/// A root: `fd` is its pidfd, its pid in `name[0..4]`.
+const ROOT: u8 = 2;
+/// A directory cgroups are in: `fd`.
+const PARENT: u8 = 3;
+/// A tree's cookie, in `name` (no descriptor: `fd` is -1).
+const COOKIE: u8 = 4;
+/// A member outside the root's group: `fd` is its pidfd.
+const MEMBER: u8 = 5;
+
+#[repr(C)]
+struct Slot {
+    id: u64,
+    fd: c_int,
+    parent: u32,
+    kind: u8,
+    name: [u8; NAME_MAX + 1],
+}
+
+const _: () = assert!(std::mem::size_of::<Slot>() == 88);
+
+pub(super) extern "C" fn keeper_main(arg: *const std::ffi::c_void) -> ! {
+    // SAFETY: `arg` points to this process's own copy of `KeeperArgs`.
+    unsafe { keeper(&*(arg as *const KeeperArgs)) }
+}
+
+/// The keeper's table: `len` slots at `base`, an anonymous mapping made by
+/// the keeper itself (reserved, not committed: a page is only used once a
+/// slot in it is). `high` is one past the highest slot ever filled.
+struct Table {
+    base: *mut Slot,
+    len: usize,
+    high: usize,
+    /// Where the cookie slots start (half of `len`), and one past the
+    /// highest cookie slot ever filled.
+    half: usize,
+    cookie_high: usize,
+}
+
+impl Table {
+    /// The slot at `i`, if there is one.
+    ///
+    /// # Safety
+    /// In the keeper only; no other reference to the slot is alive.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn at(&self, i: usize) -> Option<&mut Slot> {
+        if i < self.len {
+            // SAFETY: `i` is within the mapping, which is readable and
+            // writable and zero-filled (a valid `Slot`); the keeper is one
+            // thread and the caller holds no other reference to it.
+            Some(unsafe { &mut *self.base.add(i) })
+        } else {
+            None
+        }
+    }
+}
+
+/// Raises the keeper's soft descriptor limit to its hard one and maps its
+/// table: one slot per descriptor it can hold beyond the socket, the host's
+/// pidfd and [`RESERVE_FDS`] (at most [`MAX_SLOTS`]); fewer if the mapping
+/// cannot be made that large, none if it cannot be made at all (the host
+/// then registers nothing, and says so).
+fn make_table() -> Table {
+    let mut usable = 0u64;
+    if let Ok([soft, hard]) = raw::nofile_limit() {
+        usable = soft;
+        if hard > soft && raw::set_nofile_limit([hard, hard]).is_ok() {
+            usable = hard;
+        }
+    }
+    let mut table = Table {
+        base: std::ptr::null_mut(),
+        len: 0,
+        high: 0,
+        half: 0,
+        cookie_high: 0,
+    };
+    // Where the mapping cannot be reserved (strict overcommit, a low
+    // RLIMIT_AS), a smaller table: half as many slots each time.
+    let mut len = (usable.saturating_sub(2 + RESERVE_FDS) as usize).min(MAX_SLOTS);
+    while len > 0 {
+        // Twice: as many cookie slots (no descriptor) again.
+        if let Ok(p) = raw::map_anonymous(2 * len * std::mem::size_of::<Slot>()) {
+            table.base = p.cast::<Slot>();
+            table.len = 2 * len;
+            table.half = len;
+            table.cookie_high = len;
+            break;
+        }
+        len /= 2;
+    }
+    table
+}
+
+/// The keeper's life, as steps: detach from the host, map the table and
+/// say how many slots it has, hold what the host sends until it dies, then
+/// kill every held tree and remove the cgroups.
+///
+/// # Safety
+/// Only in the keeper child.
+#[inline(never)]
+unsafe fn keeper(a: &KeeperArgs) -> ! {
+    detach(a);
+    let mut table = make_table();
+    send_hello(a.sock, &table);
+    // SAFETY: each step is called in the keeper child, its only thread,
+    // on this process's own memory (no allocation, lock, TLS or panic
+    // path; every slot index is checked against the table's length).
+    unsafe {
+        serve_until_host_dies(a, &mut table);
+        kill_held(&table);
+        remove_cgroups(&table);
+    }
+    exit_now(0)
+}
+
+/// Sleeps the test delay, if any, takes the keeper's name, starts its own
+/// session and closes every descriptor but the socket and the host's pidfd.
+fn detach(a: &KeeperArgs) {
+    if a.delay_ms > 0 {
+        raw::nanosleep(
+            i64::from(a.delay_ms / 1000),
+            i64::from(a.delay_ms % 1000) * 1_000_000,
+        );
+    }
+    raw::set_thread_name(c"corral-keeper");
+    let _ = raw::setsid();
+    // Keep only the socket and the pidfd.
+    let (lo, hi) = if a.sock < a.host {
+        (a.sock, a.host)
+    } else {
+        (a.host, a.sock)
+    };
+    if lo > 0 {
+        raw::close_from_to(0, lo as usize - 1);
+    }
+    if hi > lo + 1 {
+        raw::close_from_to(lo as usize + 1, hi as usize - 1);
+    }
+    raw::close_from_to(hi as usize + 1, u32::MAX as usize);
+}
+
+/// Tells the host the table's capacity, in the keeper's first message.
+fn send_hello(sock: c_int, table: &Table) {
+    let mut hello = Message::new(OP_HELLO);
+    // Slots past the first half hold cookies (no descriptor).
+    hello.slot = (table.len / 2) as u32;
+    let _ = raw::send(sock, &hello.encode(), MSG_NOSIGNAL);
+}
+
+/// Holds what the host sends until the host dies (its pidfd is readable,
+/// the socket reaches end of file) or the poll fails; every message queued
+/// by then is read first: a run that was told it is crash-safe is.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn serve_until_host_dies(a: &KeeperArgs, table: &mut Table) {
+    loop {
+        // A one-shot host's keeper is not woken by each message: it
+        // sleeps until the host dies (its pidfd; the socket's hang-up
+        // too) or its period ends, then reads everything queued. A
+        // run of `true` then costs the host no wake-up of the keeper
+        // (a wake-up that, on a loaded machine, can take the CPU from
+        // the host), and nothing is lost: queued registrations are
+        // read before the keeper acts, as after its nap below.
+        let mut fds = [PollFd::readable(a.sock), PollFd::readable(a.host)];
+        if a.lazy {
+            fds[0].events = 0;
+        }
+        // Rebuilt each round: ppoll writes the time left back.
+        let mut period = k::__kernel_timespec {
+            tv_sec: 0,
+            tv_nsec: LAZY_PERIOD_NS,
+        };
+        let r = raw::ppoll(&mut fds, a.lazy.then_some(&mut period));
+        if r.is_err_and(|e| e != Errno::INTR) {
+            return;
+        }
+        let host_gone = fds[1].revents != 0;
+        let period_over = a.lazy && r == Ok(0);
+        if fds[0].revents == 0 && !host_gone && !period_over {
+            continue;
+        }
+        // SAFETY: in the keeper.
+        if !unsafe { read_queue(a.sock, table) } || host_gone {
+            return; // end of file (the host closed its end: it died), or its pidfd said so
+        }
+        if a.lazy {
+            continue; // the period is its nap
+        }
+        // A short nap before looking again: a busy host's messages
+        // (two a process-group run) are then read in batches, not with
+        // a wake-up each, which took CPU from the host's next run. A
+        // message waits at most this long; the host's death is seen at
+        // most this late, and its queued messages are still read first.
+        raw::nanosleep(0, KEEPER_NAP_NS);
+    }
+}
+
+/// Applies every message waiting in the socket; `false` at end of file
+/// (the host closed its end: it died).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn read_queue(sock: c_int, table: &mut Table) -> bool {
+    loop {
+        let mut msg = [0u8; MSG_LEN];
+        let mut control = [0u8; 64];
+        let mut iov = Iovec {
+            base: msg.as_mut_ptr() as usize,
+            len: MSG_LEN,
+        };
+        let mut hdr = Msghdr {
+            name: 0,
+            namelen: 0,
+            iov: &mut iov,
+            iovlen: 1,
+            control: control.as_mut_ptr(),
+            controllen: control.len(),
+            flags: 0,
+        };
+        // SAFETY: recvmsg writes at most `MSG_LEN` bytes into `msg` and 64
+        // into `control`, both on this frame, as `hdr` (also here) says.
+        match unsafe { raw::recvmsg(sock, &mut hdr, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) } {
+            // ECONNRESET: the host died with a message of the keeper's
+            // (its first) unread, which the kernel reports once, before
+            // the messages still queued here: read on, they count.
+            Err(Errno::INTR | Errno::CONNRESET) => continue,
+            Err(Errno::AGAIN) => return true,
+            Ok(0) | Err(_) => return false,
+            Ok(_) => {}
+        }
+        // SAFETY: in the keeper.
+        unsafe { serve(table, &Message::decode(&msg), &control, hdr.controllen) };
+    }
+}
+
+/// What a slot holds after message `op`: [`EMPTY`] for a removal (or an
+/// unknown kind).
+fn kind_of(op: u8) -> u8 {
+    match op {
+        OP_ADD => CGROUP,
+        OP_ADD_ROOT => ROOT,
+        OP_PARENT => PARENT,
+        OP_COOKIE => COOKIE,
+        OP_ADD_MEMBER => MEMBER,
+        _ => EMPTY,
+    }
+}
+
+/// Applies one message from the host to the table: the descriptor that
+/// came with it is held in the slot the host chose, or closed.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn serve(table: &mut Table, msg: &Message, control: &[u8; 64], controllen: usize) {
+    // The descriptors that came with the message (the host sends at most
+    // one; any other is closed).
+    let mut got: c_int = -1;
+    for fd in received_fds(control, controllen) {
+        if got < 0 {
+            got = fd;
+        } else {
+            raw::close(fd);
+        }
+    }
+    let slot = msg.slot as usize;
+    let kind = kind_of(msg.op);
+    if msg.op == OP_DEL {
+        // SAFETY: in the keeper; the slot is bounds-checked.
+        if let Some(s) = unsafe { table.at(slot) } {
+            if (s.kind == CGROUP || s.kind == ROOT || s.kind == COOKIE || s.kind == MEMBER)
+                && s.id == msg.id
+            {
+                if s.fd >= 0 {
+                    raw::close(s.fd);
+                }
+                s.kind = EMPTY;
+            }
+        }
+    } else if kind != EMPTY && (got >= 0 || kind == COOKIE) {
+        // SAFETY: in the keeper.
+        if unsafe { hold(table, slot, kind, msg, got) } {
+            got = -1;
+        }
+    }
+    if got >= 0 {
+        raw::close(got);
+    }
+}
+
+/// Puts what `msg` registers (of `kind`, with descriptor `fd` or -1) in
+/// `slot`; `false` if the table has no such slot.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn hold(table: &mut Table, slot: usize, kind: u8, msg: &Message, fd: c_int) -> bool {
+    // SAFETY: in the keeper; the slot is bounds-checked.
+    let Some(s) = (unsafe { table.at(slot) }) else {
+        return false;
+    };
+    if s.kind != EMPTY && s.fd >= 0 {
+        // Not given back first (the host never does this).
+        raw::close(s.fd);
+    }
+    let len = msg.name_len as usize;
+    let mut j = 0;
+    while j < len && j < NAME_MAX {
+        s.name[j] = msg.name[j];
+        j += 1;
+    }
+    s.name[j] = 0;
+    s.id = msg.id;
+    s.fd = fd;
+    s.parent = msg.parent;
+    s.kind = kind;
+    if kind == COOKIE {
+        if slot >= table.cookie_high {
+            table.cookie_high = slot + 1;
+        }
+    } else if slot >= table.high {
+        table.high = slot + 1;
+    }
+    true
+}
+
+/// The host is gone: kills every held root's group and member, writes
+/// `cgroup.kill` of every held cgroup, then kills the trees held by their
+/// cookie (after `cgroup.kill`, which is one write a tree; this looks at
+/// every process, in rounds).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn kill_held(table: &Table) {
+    let mut i = 0;
+    while i < table.high {
+        // SAFETY: in the keeper; the slot is bounds-checked and no other
+        // reference to it is alive.
+        if let Some(s) = unsafe { table.at(i) } {
+            if s.kind == ROOT {
+                kill_root(s.fd);
+                s.kind = EMPTY;
+            } else if s.kind == MEMBER {
+                kill_member(s.fd);
+                s.kind = EMPTY;
+            }
+        }
+        i += 1;
+    }
+    let mut i = 0;
+    while i < table.high {
+        // SAFETY: as above.
+        if let Some(s) = unsafe { table.at(i) } {
+            if s.kind == CGROUP {
+                if let Ok(fd) = raw::openat(s.fd, c"cgroup.kill", k::O_WRONLY | k::O_CLOEXEC) {
+                    let _ = raw::write(fd, b"1");
+                    raw::close(fd);
+                }
+            }
+        }
+        i += 1;
+    }
+    let mut cookies = false;
+    let mut i = table.half;
+    while i < table.cookie_high {
+        // SAFETY: as above.
+        cookies |= unsafe { table.at(i) }.is_some_and(|s| s.kind == COOKIE);
+        i += 1;
+    }
+    if cookies {
+        // SAFETY: in the keeper.
+        unsafe { kill_by_cookies(table) };
+    }
+}
+
+/// Removes every held cgroup (and what is below it): retried every 2 ms
+/// for up to 2 s (the kill completes asynchronously; a populated cgroup
+/// cannot be removed).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn remove_cgroups(table: &Table) {
+    let mut round = 0;
+    while round < 1000 {
+        let mut left = false;
+        let mut i = 0;
+        while i < table.high {
+            // SAFETY: in the keeper, the slot bounds-checked.
+            let (kind, fd, parent) = match unsafe { table.at(i) } {
+                Some(s) => (s.kind, s.fd, s.parent as usize),
+                None => break,
+            };
+            // SAFETY: in the keeper; the descriptors are its own.
+            if kind == CGROUP && !unsafe { remove_cgroup(table, i, fd, parent) } {
+                left = true;
+            }
+            i += 1;
+        }
+        if !left {
+            break;
+        }
+        raw::nanosleep(0, 2_000_000);
+        round += 1;
+    }
+}
+
+/// Removes the cgroup in slot `i` (directory `fd`, in the directory of
+/// slot `parent`) and what is below it; `false` if it is still there.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn remove_cgroup(table: &Table, i: usize, fd: c_int, parent: usize) -> bool {
+    remove_below(fd, 0);
+    // SAFETY: in the keeper; the slots are bounds-checked and each
+    // reference ends before the next is made.
+    let pfd = match unsafe { table.at(parent) } {
+        Some(p) if p.kind == PARENT => p.fd,
+        _ => -1,
+    };
+    // SAFETY: as above.
+    let Some(s) = (unsafe { table.at(i) }) else {
+        return true;
+    };
+    let r = match CStr::from_bytes_until_nul(&s.name) {
+        Ok(name) => raw::rmdirat(pfd, name),
+        Err(_) => Ok(0),
+    };
+    if r.is_ok() || r == Err(Errno::NOENT) || pfd < 0 {
+        s.kind = EMPTY;
+        true
+    } else {
+        false
+    }
+}
+
+/// SIGKILLs a root's process group through its pidfd
+/// (`PIDFD_SIGNAL_PROCESS_GROUP`, Linux 6.9), else the root alone.
+///
+/// The kernel signals every process whose process group is the group the
+/// pidfd's pid names (`PIDTYPE_PGID` of that `struct pid`), whether or not
+/// the root is still alive or was reaped: the pidfd pins the `struct pid`,
+/// and its number stays allocated while any process still has it as its
+/// group id, so no later process can be in that group unless it joined the
+/// root's own group. So the group is killed also when the root was already
+/// reaped by the time the keeper acts — a zombie root re-parented to init
+/// by the host's death is reaped at once, and before, the keeper looked
+/// the root up in `/proc`, found nothing and spared its group. Nothing
+/// outside the tree is hit: a group with no member left is `ESRCH`.
+fn kill_root(pidfd: c_int) {
+    if raw::pidfd_send_signal(pidfd, k::SIGKILL, PIDFD_SIGNAL_PROCESS_GROUP).is_ok() {
+        return;
+    }
+    // Before 6.9 (EINVAL), or no member left in the group (ESRCH): the
+    // root alone, while it is not reaped.
+    let _ = raw::pidfd_send_signal(pidfd, k::SIGKILL, 0);
+}
+
+/// `pidfd_send_signal`'s flag: the process group the pidfd's pid names
+/// (Linux 6.9).
+const PIDFD_SIGNAL_PROCESS_GROUP: u32 = 1 << 2;
+
+/// Rounds of [`kill_by_cookies`] at most (each a look at every process,
+/// then a 2 ms nap), and for how long at most: 1 s, whatever keeps forking
+/// and however many processes the machine has.
+const COOKIE_ROUNDS: u32 = 400;
+const COOKIE_FOR_NS: u64 = 1_000_000_000;
+
+/// The variable whose comma-separated elements are the cookies of the
+/// trees a process belongs to (`contain::orphans::COOKIE_VAR`).
+const COOKIE_PREFIX: &[u8] = b"CORRAL_TREE=";
+
+/// Kills every process that carries one of the cookies held: rounds of a
+/// look at every process in `/proc`, until two rounds in a row find none
+/// alive (a process in `execve` shows an empty environment for a moment),
+/// at most [`COOKIE_ROUNDS`].
+///
+/// Never the wrong process: a pid is opened as a pidfd first, its
+/// environment read after, and the signal goes through the pidfd only if
+/// the process it holds had not exited once the environment was read (the
+/// pid was then its own all along, so the environment read was its own).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn kill_by_cookies(table: &Table) {
+    // The pids in `/proc` must be this process's namespace's (the pidfds
+    // are opened by number): `/proc/self` names this process.
+    let me = raw::getpid();
+    let mut link = [0u8; 16];
+    let n = raw::readlinkat(k::AT_FDCWD, c"/proc/self", &mut link).unwrap_or(0);
+    let mut own: u32 = 0;
+    let mut j = 0;
+    while j < n && j < link.len() {
+        if !link[j].is_ascii_digit() {
+            return;
+        }
+        own = own * 10 + (link[j] - b'0') as u32;
+        j += 1;
+    }
+    if own != me {
+        return;
+    }
+    let now = || raw::monotonic_ns().unwrap_or(0);
+    let start = now();
+    let mut empty = 0;
+    let mut round = 0;
+    while round < COOKIE_ROUNDS && empty < 2 && now().saturating_sub(start) < COOKIE_FOR_NS {
+        // SAFETY: in the keeper.
+        if unsafe { cookie_round(table, me) } == 0 {
+            empty += 1;
+        } else {
+            empty = 0;
+        }
+        raw::nanosleep(0, 2_000_000);
+        round += 1;
+    }
+}
+
+/// One look at every process: SIGKILLs (its process group too, where the
+/// kernel can: Linux 6.9) each live one whose environment carries a held
+/// cookie. How many it found.
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn cookie_round(table: &Table, me: u32) -> u32 {
+    let Ok(d) = raw::openat(
+        k::AT_FDCWD,
+        c"/proc",
+        k::O_RDONLY | k::O_DIRECTORY | k::O_CLOEXEC,
+    ) else {
+        return 0;
+    };
+    let mut found = 0;
+    let mut buf = [0u8; 4096];
+    while let Ok(n @ 1..) = raw::getdents64(d, &mut buf) {
+        let mut entries = Dirents::new(&buf, n);
+        while let Some((_, name)) = entries.next() {
+            // The name: digits up to its NUL, or not a process.
+            let Some(pid) = pid_of_name(name.to_bytes()) else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            let Ok(pfd) = raw::pidfd_open(pid) else {
+                continue;
+            };
+            // SAFETY: in the keeper.
+            if unsafe { environ_has_cookie(table, pid) } && !pidfd_exited(pfd) {
+                found += 1;
+                let _ = raw::pidfd_send_signal(pfd, k::SIGKILL, PIDFD_SIGNAL_PROCESS_GROUP);
+                let _ = raw::pidfd_send_signal(pfd, k::SIGKILL, 0);
+            }
+            raw::close(pfd);
+        }
+    }
+    raw::close(d);
+    found
+}
+
+/// The pid a `/proc` entry's name spells (1 to 9 digits, not 0), if any.
+fn pid_of_name(name: &[u8]) -> Option<u32> {
+    if name.is_empty() || name.len() > 9 {
+        return None;
+    }
+    let mut pid: u32 = 0;
+    for &b in name {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        pid = pid * 10 + (b - b'0') as u32;
+    }
+    (pid != 0).then_some(pid)
+}
+
+/// The entries of a `getdents64` buffer, `n` bytes of it: each entry's
+/// type and name. No allocation, no panic: a malformed
+/// record ends the walk.
+struct Dirents<'a> {
+    buf: &'a [u8],
+    n: usize,
+    off: usize,
+}
+
+impl<'a> Dirents<'a> {
+    fn new(buf: &'a [u8], n: usize) -> Dirents<'a> {
+        Dirents {
+            buf,
+            n: n.min(buf.len()),
+            off: 0,
+        }
+    }
+
+    fn next(&mut self) -> Option<(u8, &'a CStr)> {
+        // linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+        if self.off + 19 >= self.n {
+            return None;
+        }
+        let b = self.buf;
+        let reclen = u16::from_ne_bytes([b[self.off + 16], b[self.off + 17]]) as usize;
+        if reclen == 0 {
+            return None;
+        }
+        let typ = b[self.off + 18];
+        let name = b.get(self.off + 19..self.n)?;
+        self.off += reclen;
+        Some((typ, CStr::from_bytes_until_nul(name).ok()?))
+    }
+}
+
+/// Whether the process a pidfd holds has exited (its pidfd readable).
+fn pidfd_exited(pfd: c_int) -> bool {
+    let mut p = [PollFd::readable(pfd)];
+    let mut zero = k::__kernel_timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    raw::ppoll(&mut p, Some(&mut zero)) != Ok(0) || p[0].revents != 0
+}
+
+/// Whether `/proc/<pid>/environ` has a `CORRAL_TREE` variable with one of
+/// the held cookies as an element (read in pieces, matched as it streams:
+/// no allocation, whatever the environment's size).
+///
+/// # Safety
+/// In the keeper only.
+unsafe fn environ_has_cookie(table: &Table, pid: u32) -> bool {
+    let mut path = [0u8; 32];
+    let head = b"/proc/";
+    path[..head.len()].copy_from_slice(head);
+    let mut at = head.len();
+    let mut digits = [0u8; 10];
+    let mut nd = 0;
+    let mut v = pid;
+    loop {
+        digits[nd] = b'0' + (v % 10) as u8;
+        nd += 1;
+        v /= 10;
+        if v == 0 || nd == digits.len() {
+            break;
+        }
+    }
+    while nd > 0 {
+        nd -= 1;
+        path[at] = digits[nd];
+        at += 1;
+    }
+    let tail = b"/environ\0";
+    path[at..at + tail.len()].copy_from_slice(tail);
+    let Ok(path) = CStr::from_bytes_until_nul(&path) else {
+        return false;
+    };
+    let Ok(fd) = raw::openat(k::AT_FDCWD, path, k::O_RDONLY | k::O_CLOEXEC) else {
+        return false;
+    };
+    let mut m = CookieMatch::new();
+    let mut buf = [0u8; 4096];
+    let mut hit = false;
+    // At most 4 MiB of environment are read.
+    let mut left = 1024;
+    while !hit && left > 0 {
+        let n = match raw::read(fd, &mut buf) {
+            Err(Errno::INTR) => continue,
+            Ok(n @ 1..) => n,
+            // The end: the last variable ends there.
+            _ => {
+                // SAFETY: in the keeper.
+                hit = unsafe { m.feed(0, table) };
+                break;
+            }
+        };
+        let mut i = 0;
+        while i < n && i < buf.len() && !hit {
+            // SAFETY: in the keeper.
+            hit = unsafe { m.feed(buf[i], table) };
+            i += 1;
+        }
+        left -= 1;
+    }
+    raw::close(fd);
+    hit
+}
+
+/// A streaming match of `CORRAL_TREE=<a>,<b>,...` elements against the
+/// held cookies, one byte of `environ` at a time.
+struct CookieMatch {
+    /// Bytes of [`COOKIE_PREFIX`] matched at the start of this variable;
+    /// `usize::MAX`: this variable is another one.
+    prefix: usize,
+    /// In the value of the variable: the element so far.
+    elem: [u8; NAME_MAX + 1],
+    len: usize,
+}
+
+impl CookieMatch {
+    fn new() -> CookieMatch {
+        CookieMatch {
+            prefix: 0,
+            elem: [0; NAME_MAX + 1],
+            len: 0,
+        }
+    }
+
+    /// Takes one byte; true when an element just ended that is a held
+    /// cookie.
+    ///
+    /// # Safety
+    /// In the keeper only.
+    unsafe fn feed(&mut self, b: u8, table: &Table) -> bool {
+        let in_value = self.prefix == COOKIE_PREFIX.len();
+        if b == 0 || (in_value && b == b',') {
+            // SAFETY: as the caller.
+            let hit = in_value && unsafe { self.is_held(table) };
+            self.len = 0;
+            if b == 0 {
+                self.prefix = 0;
+            }
+            return hit;
+        }
+        if in_value {
+            if self.len < self.elem.len() {
+                self.elem[self.len] = b;
+            }
+            self.len += 1;
+        } else if self.prefix != usize::MAX {
+            if COOKIE_PREFIX[self.prefix] == b {
+                self.prefix += 1;
+            } else {
+                self.prefix = usize::MAX;
+            }
+        }
+        false
+    }
+
+    /// Whether the element just read is the cookie of a held slot.
+    ///
+    /// # Safety
+    /// In the keeper only.
+    unsafe fn is_held(&self, table: &Table) -> bool {
+        if self.len == 0 || self.len > NAME_MAX {
+            return false;
+        }
+        let mut i = table.half;
+        while i < table.cookie_high {
+            // SAFETY: bounds-checked slot, read only.
+            if let Some(s) = unsafe { table.at(i) } {
+                if s.kind == COOKIE
+                    && s.name[self.len] == 0
+                    && s.name[..self.len] == self.elem[..self.len]
+                {
+                    return true;
+                }
+            }
+            i += 1;
+        }
+        false
+    }
+}
+
+/// SIGKILLs a member held by its pidfd, and the process group its pid
+/// names (Linux 6.9; `ESRCH` when it leads none): both through the pidfd,
+/// so never a stranger.
+fn kill_member(pidfd: c_int) {
+    let _ = raw::pidfd_send_signal(pidfd, k::SIGKILL, PIDFD_SIGNAL_PROCESS_GROUP);
+    let _ = raw::pidfd_send_signal(pidfd, k::SIGKILL, 0);
+}
+
+/// Removes the cgroups below the directory `dir` (deepest first, up to
+/// depth 8). Best effort.
+fn remove_below(dir: c_int, depth: u32) {
+    if depth > 8 {
+        return;
+    }
+    let flags = k::O_RDONLY | k::O_DIRECTORY | k::O_CLOEXEC;
+    let Ok(d) = raw::openat(dir, c".", flags) else {
+        return;
+    };
+    let mut buf = [0u8; 2048];
+    while let Ok(n @ 1..) = raw::getdents64(d, &mut buf) {
+        let mut entries = Dirents::new(&buf, n);
+        while let Some((typ, name)) = entries.next() {
+            if typ != DT_DIR || name == c"." || name == c".." {
+                continue;
+            }
+            if let Ok(sub) = raw::openat(d, name, flags) {
+                remove_below(sub, depth + 1);
+                raw::close(sub);
+            }
+            let _ = raw::rmdirat(d, name);
+        }
+    }
+    raw::close(d);
+}
+
+/// `d_type` of a directory.
+const DT_DIR: u8 = 4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table of `n` run slots and `n` cookie slots, on the heap (the
+    /// keeper maps its own; the rules are the same).
+    struct TestTable {
+        slots: Vec<Slot>,
+        table: Table,
+    }
+
+    impl TestTable {
+        fn new(n: usize, cookies: &[&[u8]]) -> TestTable {
+            let mut slots: Vec<Slot> = (0..2 * n)
+                .map(|_| Slot {
+                    id: 0,
+                    fd: -1,
+                    parent: 0,
+                    kind: EMPTY,
+                    name: [0; NAME_MAX + 1],
+                })
+                .collect();
+            for (i, c) in cookies.iter().enumerate() {
+                let s = &mut slots[n + i];
+                s.kind = COOKIE;
+                s.name[..c.len()].copy_from_slice(c);
+            }
+            let table = Table {
+                base: slots.as_mut_ptr(),
+                len: 2 * n,
+                high: 0,
+                half: n,
+                cookie_high: n + cookies.len(),
+            };
+            TestTable { slots, table }
+        }
+    }
+
+    /// Whether an `environ` image (NUL-separated variables) carries a held
+    /// cookie, fed one byte at a time and then the end (a 0), as
+    /// `environ_has_cookie` does.
+    fn matches(t: &TestTable, environ: &[u8]) -> bool {
+        assert!(!t.slots.is_empty());
+        let mut m = CookieMatch::new();
+        // SAFETY: one thread; the table's slots are alive in `t`.
+        environ
+            .iter()
+            .chain([&0])
+            .any(|&b| unsafe { m.feed(b, &t.table) })
+    }
+
+    /// The cookie rule: an element of `CORRAL_TREE`, whole, matches a held
+    /// cookie; a prefix, a longer element, another variable, a cookie no
+    /// slot holds, do not.
+    #[test]
+    fn cookies_match_whole_elements_of_the_tree_variable() {
+        let t = TestTable::new(4, &[b"12.a", b"7.b"]);
+        let cases: [(&[u8], bool); 12] = [
+            (b"CORRAL_TREE=12.a", true),
+            (b"CORRAL_TREE=7.b", true),
+            (b"CORRAL_TREE=1.x,12.a,9.z", true),
+            (b"CORRAL_TREE=1.x,7.b", true),
+            (b"A=1\0CORRAL_TREE=7.b\0B=2", true),
+            (b"CORRAL_TREE=12.ab", false),
+            (b"CORRAL_TREE=12.", false),
+            (b"CORRAL_TREE=", false),
+            (b"CORRAL_TREE=,,", false),
+            (b"X_CORRAL_TREE=12.a", false),
+            (b"OTHER=12.a", false),
+            (b"CORRAL_TREE=99.q", false),
+        ];
+        for (environ, want) in cases {
+            assert_eq!(
+                matches(&t, environ),
+                want,
+                "{}",
+                String::from_utf8_lossy(environ)
+            );
+        }
+        // No cookie held: nothing matches.
+        assert!(!matches(&TestTable::new(2, &[]), b"CORRAL_TREE=12.a"));
+        // An element longer than any cookie can be is not a match.
+        let long = [b"CORRAL_TREE=".as_slice(), &[b'x'; NAME_MAX + 5]].concat();
+        assert!(!matches(&t, &long));
+    }
+
+    /// A `/proc` entry is a process when its name is 1 to 9 digits, not 0.
+    #[test]
+    fn proc_entries_name_pids() {
+        let cases: [(&[u8], Option<u32>); 8] = [
+            (b"1", Some(1)),
+            (b"4194304", Some(4_194_304)),
+            (b"999999999", Some(999_999_999)),
+            (b"1234567890", None),
+            (b"0", None),
+            (b"", None),
+            (b"self", None),
+            (b"12a", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(pid_of_name(name), want, "{}", String::from_utf8_lossy(name));
+        }
+    }
+
+    /// Directory records are walked by their length, each name up to its
+    /// NUL; a zero length or a truncated buffer ends the walk.
+    #[test]
+    fn dirents_are_walked_by_record_length() {
+        fn record(typ: u8, name: &[u8]) -> Vec<u8> {
+            let len = (19 + name.len() + 1).div_ceil(8) * 8;
+            let mut r = vec![0u8; len];
+            r[16..18].copy_from_slice(&(len as u16).to_ne_bytes());
+            r[18] = typ;
+            r[19..19 + name.len()].copy_from_slice(name);
+            r
+        }
+        let buf = [
+            record(DT_DIR, b"."),
+            record(8, b"file"),
+            record(DT_DIR, b"run-1"),
+        ]
+        .concat();
+        let walk = |n: usize| {
+            let mut d = Dirents::new(&buf, n);
+            let mut out = Vec::new();
+            while let Some((typ, name)) = d.next() {
+                out.push((typ, name.to_bytes().to_vec()));
+            }
+            out
+        };
+        assert_eq!(
+            walk(buf.len()),
+            [
+                (DT_DIR, b".".to_vec()),
+                (8, b"file".to_vec()),
+                (DT_DIR, b"run-1".to_vec())
+            ]
+        );
+        assert_eq!(walk(0), []);
+        assert_eq!(walk(24 + 24 + 19).len(), 2);
+        let mut zero = buf.clone();
+        zero[24 + 16] = 0;
+        zero[24 + 17] = 0;
+        let mut d = Dirents::new(&zero, zero.len());
+        assert!(d.next().is_some() && d.next().is_none());
+    }
+}
