@@ -330,7 +330,7 @@ impl CrashSafety {
 /// Everything about one run.
 ///
 /// With the `serde` feature, a `Report` serialises as its
-/// [`RunReport`](crate::document::RunReport) document: the run report of the
+/// `corral::document::RunReport` document: the run report of the
 /// documented JSON schema (docs/report-schema.json, the object `corral run
 /// --report` writes, without the three fields only the command line knows:
 /// `output`, `received_signal`, `corral_exit`). Captured output is not part
