@@ -34,4 +34,10 @@ for t in "${TARGETS[@]}"; do
     cargo check --locked --target "$t" --workspace --all-targets \
         || die "cargo check of the workspace's tests failed for $t"
 done
+# Neither Unix nor Windows: the library's `sys/unsupported.rs` (every spawn
+# fails with `Unsupported`) must keep the same items as the other platforms.
+step "cargo clippy (wasm32-wasip1: the unsupported platform layer)"
+rustup target add wasm32-wasip1 || die "rustup target add wasm32-wasip1 failed"
+cargo clippy --locked --target wasm32-wasip1 -p corral-process --features serde,schema -- -D warnings \
+    || die "clippy failed for wasm32-wasip1"
 step "done"

@@ -156,7 +156,7 @@ macro_rules! from_handle {
     )*};
 }
 
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 type OwnedIo = std::os::fd::OwnedFd;
 #[cfg(windows)]
 type OwnedIo = std::os::windows::io::OwnedHandle;
@@ -176,14 +176,19 @@ impl From<File> for Output {
 }
 
 from_handle!(
-    #[cfg(unix)]
+    #[cfg(any(unix, target_os = "wasi"))]
     std::os::fd::OwnedFd,
     #[cfg(windows)]
     std::os::windows::io::OwnedHandle,
+    #[cfg(any(unix, windows))]
     std::io::PipeReader,
+    #[cfg(any(unix, windows))]
     std::io::PipeWriter,
+    #[cfg(any(unix, windows))]
     std::process::ChildStdout,
+    #[cfg(any(unix, windows))]
     std::process::ChildStderr,
+    #[cfg(any(unix, windows))]
     std::process::ChildStdin,
 );
 

@@ -69,7 +69,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
         &[
             &["linux_proc", "linux_splice", "per_process", "pty"],
             &["linux_spawn"],
-            &["unix", "windows"],
+            &["unix", "windows", "unsupported"],
         ],
     ),
     (

@@ -19,12 +19,16 @@ pub(crate) mod per_process;
 pub(crate) mod pty;
 #[cfg(unix)]
 mod unix;
+#[cfg(not(any(unix, windows)))]
+mod unsupported;
 #[cfg(windows)]
 mod windows;
 
 // The contract: what every platform module exports, under the same names.
 #[cfg(unix)]
 pub(crate) use unix::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
+#[cfg(not(any(unix, windows)))]
+pub(crate) use unsupported::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
 #[cfg(windows)]
 pub(crate) use windows::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
 // Unix only: process groups, shared descriptors, a pseudo-terminal's
@@ -122,6 +126,14 @@ pub(crate) struct Placement<'a> {
     pub(crate) env: Vec<(OsString, OsString)>,
     /// Elsewhere nothing is borrowed from the containment.
     #[cfg(not(target_os = "linux"))]
+    pub(crate) _borrows: std::marker::PhantomData<&'a ()>,
+}
+
+/// Where the root is born where no process can be (the `unsupported`
+/// layer): nothing.
+#[cfg(not(any(unix, windows)))]
+#[derive(Default)]
+pub(crate) struct Placement<'a> {
     pub(crate) _borrows: std::marker::PhantomData<&'a ()>,
 }
 
