@@ -14,6 +14,8 @@ mod outfile;
 mod pty;
 mod reference;
 mod run;
+#[cfg(unix)]
+mod signals;
 mod timeout;
 mod tty;
 

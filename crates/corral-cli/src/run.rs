@@ -6,7 +6,7 @@
 //! documented one whatever stdout/stderr are.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -121,12 +121,13 @@ pub fn run(opts: RunOpts) -> i32 {
     #[cfg(unix)]
     let tstp = crate::tty::TstpHold::new();
     let first = opts.signal.and_then(|s| s.0).map(corral::Signal::as_raw);
-    // The run's root, once spawned: its SIGCHLD needs no orphan pass.
-    let root = Arc::new(AtomicU32::new(0));
-    let _signals = pass_signals_on(&token, &received, &alarm, first, &jobs, &root);
+    let _signals = pass_signals_on(&token, &received, &alarm, first, &jobs);
 
     let result = cmd.spawn().map(|running| {
-        root.store(running.id(), Ordering::SeqCst);
+        // The run's root: its SIGCHLD needs no orphan pass, and its exit
+        // does not wake the signal thread.
+        #[cfg(unix)]
+        crate::signals::set_root(running.id());
         // Test seam: widen the window between the spawn and the hand-over.
         if let Some(ms) = std::env::var("CORRAL_TEST_HANDOVER_DELAY_MS")
             .ok()
@@ -464,32 +465,31 @@ fn terminating_signals() -> Vec<i32> {
 
 /// Passes terminating signals on to the tree and follows the terminal's job
 /// control (SIGCHLD: the tree stopped from the terminal; SIGCONT: corral was
-/// continued), on one thread. A SIGCHLD from any child but the root (`root`,
-/// once spawned) also reaps the orphans that died: corral is a one-shot
-/// process, which starts no reaping thread (see `corral::one_shot_process`).
+/// continued), on one thread fed by the handlers of `crate::signals`. A
+/// SIGCHLD from any child but the root (once spawned,
+/// `crate::signals::set_root`) also reaps the orphans that died: corral is
+/// a one-shot process, which starts no reaping thread (see
+/// `corral::one_shot_process`); the root's exit does not wake the thread.
 /// Signals of one kind coalesce: an orphan that died together with the
 /// root is reaped at the next SIGCHLD, or goes to init when corral exits.
-#[cfg(unix)]
 ///
 /// A signal that was ignored when corral started is not caught (it stays
 /// ignored, in corral and in the tree), except SIGALRM and the `-s` signal,
 /// as GNU `timeout` does. A SIGALRM is the deadline coming early (GNU's
 /// timer): the tree is terminated as at the deadline and the run timed out.
+#[cfg(unix)]
 fn pass_signals_on(
     token: &CancelToken,
     received: &Arc<AtomicI32>,
     alarm: &Arc<AtomicBool>,
     first: Option<i32>,
     jobs: &crate::tty::JobControl,
-    root: &Arc<AtomicU32>,
 ) -> Option<std::thread::JoinHandle<()>> {
-    use signal_hook::consts::{SIGALRM, SIGCHLD, SIGCONT};
-    use signal_hook::iterator::exfiltrator::WithRawSiginfo;
+    use libc::{SIGALRM, SIGCHLD, SIGCONT};
     let mut wanted = terminating_signals();
-    wanted.retain(|&s| s == SIGALRM || Some(s) == first || !crate::dispositions::ignored_now(s));
     wanted.extend([SIGCHLD, SIGCONT]);
-    let mut signals = match signal_hook::iterator::SignalsInfo::<WithRawSiginfo>::new(&wanted) {
-        Ok(s) => s,
+    let reader = match crate::signals::install(&wanted, first) {
+        Ok(r) => r,
         Err(e) => {
             say(format_args!("cannot handle signals: {e}"));
             return None;
@@ -499,27 +499,19 @@ fn pass_signals_on(
     let received = received.clone();
     let alarm = alarm.clone();
     let jobs = jobs.clone();
-    let root = root.clone();
     std::thread::Builder::new()
         .name("corral-signals".into())
         .spawn(move || {
-            for info in signals.forever() {
-                let sig = info.si_signo;
+            crate::signals::for_each(reader, |byte| {
+                let (sig, _from_root) = crate::signals::decode(byte);
                 match sig {
                     SIGCHLD => {
                         jobs.on_child_changed();
+                        // The root's own changes need no orphan pass.
                         #[cfg(target_os = "linux")]
-                        {
-                            // SAFETY: a SIGCHLD's siginfo carries the
-                            // child's pid (`si_pid`), set by the kernel.
-                            let from = unsafe { info.si_pid() } as u32;
-                            let r = root.load(Ordering::SeqCst);
-                            if r == 0 || from != r {
-                                corral::reap_orphans_now();
-                            }
+                        if !_from_root {
+                            corral::reap_orphans_now();
                         }
-                        #[cfg(not(target_os = "linux"))]
-                        let _ = &root;
                     }
                     SIGCONT => jobs.on_continued(),
                     SIGALRM
@@ -539,7 +531,7 @@ fn pass_signals_on(
                         }
                     }
                 }
-            }
+            })
         })
         .ok()
 }
@@ -551,7 +543,6 @@ fn pass_signals_on(
     _alarm: &Arc<AtomicBool>,
     _first: Option<i32>,
     _jobs: &crate::tty::JobControl,
-    _root: &Arc<AtomicU32>,
 ) -> Option<std::thread::JoinHandle<()>> {
     None
 }
