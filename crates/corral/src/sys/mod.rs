@@ -91,6 +91,25 @@ pub(crate) struct Interest<'a> {
     pub(crate) tree: Option<(std::os::fd::BorrowedFd<'a>, WakeOn)>,
 }
 
+/// What one wait of the [`Poller`] reported (the same on every platform).
+#[derive(Default)]
+pub(crate) struct Ready {
+    /// Which captured outputs have data or end of file.
+    pub(crate) readable: [bool; 2],
+    /// The stdin pipe has room.
+    pub(crate) stdin_writable: bool,
+    /// The containment's own descriptor fired (population changed). Never
+    /// set on Windows: membership is checked on the lifecycle's timer (a
+    /// job's completion port cannot be waited on with other handles).
+    pub(crate) tree_event: bool,
+    /// The child's end of the stdin pipe is closed (POLLERR on our end).
+    /// Never set on Windows: a closed stdin shows up as a write error.
+    pub(crate) stdin_closed: bool,
+    /// A waker fired (cancel, relay drained).
+    #[allow(dead_code)]
+    pub(crate) woken: bool,
+}
+
 /// How a containment's wake descriptor signals a change.
 #[cfg(unix)]
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]

@@ -12,7 +12,7 @@ use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
 use rustix::process::{waitid, Pid, WaitId, WaitIdOptions};
 
-use super::{ChildIo, Interest, Placement, SpawnError, SpawnSpec, WakeOn};
+use super::{ChildIo, Interest, Placement, Ready, SpawnError, SpawnSpec, WakeOn};
 use crate::cancel::Wake;
 use crate::report::{CrashSafety, RootStatus};
 use crate::Signal;
@@ -868,20 +868,6 @@ impl Wake for WakeCell {
             let _ = rustix::io::write(tx, &[1]);
         }
     }
-}
-
-/// What one `poll` reported.
-#[derive(Default)]
-pub(crate) struct Ready {
-    pub(crate) readable: [bool; 2],
-    pub(crate) stdin_writable: bool,
-    /// The containment's own descriptor fired (population changed).
-    pub(crate) tree_event: bool,
-    /// The child's end of the stdin pipe is closed (POLLERR on our end).
-    pub(crate) stdin_closed: bool,
-    /// A waker fired (cancel, relay drained).
-    #[allow(dead_code)]
-    pub(crate) woken: bool,
 }
 
 /// The sleeping point of the lifecycle.

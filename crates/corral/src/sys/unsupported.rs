@@ -10,7 +10,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Interest, Placement, SpawnError, SpawnSpec};
+use super::{Interest, Placement, Ready, SpawnError, SpawnSpec};
 use crate::cancel::Wake;
 use crate::report::CrashSafety;
 use crate::report::RootStatus;
@@ -88,15 +88,6 @@ pub(crate) fn pipe(_child_writes: bool) -> io::Result<(PipeEnd, File)> {
 /// Starting the root: refused.
 pub(crate) fn spawn(_spec: SpawnSpec<'_>, _placement: Placement<'_>) -> Result<Root, SpawnError> {
     Err(SpawnError::Spawn(unsupported()))
-}
-
-/// What one wait reported.
-#[derive(Default)]
-pub(crate) struct Ready {
-    pub(crate) readable: [bool; 2],
-    pub(crate) stdin_writable: bool,
-    pub(crate) tree_event: bool,
-    pub(crate) stdin_closed: bool,
 }
 
 /// A waker with nothing to wake: no wait can start here.

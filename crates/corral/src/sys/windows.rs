@@ -46,7 +46,7 @@ use windows_sys::Win32::System::Threading::{
     STARTUPINFOEXW,
 };
 
-use super::{ChildIo, Interest, Placement, SpawnError, SpawnSpec};
+use super::{ChildIo, Interest, Placement, Ready, SpawnError, SpawnSpec};
 use crate::cancel::Wake;
 use crate::report::RootStatus;
 use crate::Signal;
@@ -866,18 +866,6 @@ impl Wake for EventWaker {
         // SAFETY: an event handle we own.
         unsafe { SetEvent(raw(&self.0)) };
     }
-}
-
-/// What one wait reported.
-#[derive(Default)]
-pub(crate) struct Ready {
-    pub(crate) readable: [bool; 2],
-    pub(crate) stdin_writable: bool,
-    /// Never set on Windows: membership is checked on the lifecycle's timer
-    /// (a job's completion port cannot be waited on with other handles).
-    pub(crate) tree_event: bool,
-    /// Never set on Windows: a closed stdin shows up as a write error.
-    pub(crate) stdin_closed: bool,
 }
 
 /// The sleeping point of the lifecycle.
