@@ -22,35 +22,65 @@ use crate::Signal;
 /// group id until [`Root::reap`].
 pub(crate) struct Root {
     pid: Pid,
-    /// Readable when the root exits (Linux 5.3+); `None` means poll on a
-    /// short timer instead.
-    ///
-    /// Shared (`Arc`) so that an async driver can register the very same
-    /// descriptor with its reactor, without a duplicate: the registration
-    /// holds a reference, so the number is never closed (and reused) while
-    /// it is registered, whichever of the two is dropped first.
+    /// How the root's exit is seen.
     #[cfg(target_os = "linux")]
-    pidfd: Option<SharedFd>,
-    /// `pidfd_open` failed because this process is out of descriptors:
-    /// the spawn is undone and reported (see [`Root::exit_watch_error`]).
-    #[cfg(target_os = "linux")]
-    pidfd_error: Option<io::Error>,
+    exit: ExitSource,
     /// Set when the pidfd was seen readable (or before the first poll), so
     /// `peek_exit` asks the kernel only when there is something to see.
     #[cfg(target_os = "linux")]
     exit_hint: std::cell::Cell<bool>,
     exited: Option<RootStatus>,
     reaped: bool,
-    /// PID-namespace tier: the root is the namespace's init; the command's
-    /// exit comes through this status pipe (see `linux_spawn::pidns`).
-    #[cfg(target_os = "linux")]
-    ns_status: Option<SharedFd>,
     /// Crash safety of the process-group and subreaper tiers: the keeper
     /// holds the root's pidfd until the root is reaped.
     #[cfg(linux_raw)]
     keeper: Option<super::linux_spawn::keeper::Registration>,
     /// Whether the tree dies with this process (see [`Root::crash_safety`]).
     crash: crate::report::CrashSafety,
+}
+
+/// How the exit of a root is seen (Linux). The descriptors are shared
+/// (`Arc`) so that an async driver can register the very same descriptor
+/// with its reactor, without a duplicate: the registration holds a
+/// reference, so the number is never closed (and reused) while it is
+/// registered, whichever of the two is dropped first.
+#[cfg(target_os = "linux")]
+enum ExitSource {
+    /// The root's pidfd: readable when it exits (Linux 5.3+).
+    Pidfd(SharedFd),
+    /// The root is a PID namespace's init: the command's exit comes through
+    /// the init's status pipe (see `linux_spawn::pidns`); the init's pidfd
+    /// pins it and fires if the init dies without a word.
+    Namespace { init: SharedFd, status: SharedFd },
+    /// No pidfd: the exit is polled on a short timer (a kernel before 5.3).
+    /// `error`: `pidfd_open` failed because this process is out of
+    /// descriptors; the spawn is undone and reported (see
+    /// [`Root::exit_watch_error`]).
+    Timer { error: Option<io::Error> },
+}
+
+#[cfg(target_os = "linux")]
+impl ExitSource {
+    /// The root's own pidfd (the init's, in a namespace).
+    fn pidfd(&self) -> Option<&SharedFd> {
+        match self {
+            ExitSource::Pidfd(fd) | ExitSource::Namespace { init: fd, .. } => Some(fd),
+            ExitSource::Timer { .. } => None,
+        }
+    }
+
+    /// The namespace init's status pipe.
+    fn ns_status(&self) -> Option<&SharedFd> {
+        match self {
+            ExitSource::Namespace { status, .. } => Some(status),
+            _ => None,
+        }
+    }
+
+    /// The descriptor that tells of the command's exit first.
+    fn first(&self) -> Option<&SharedFd> {
+        self.ns_status().or(self.pidfd())
+    }
 }
 
 /// If this process dies while the root runs, the keeper kills the root's
@@ -102,16 +132,17 @@ impl Root {
         // Without a pidfd (a kernel before 5.3) the exit is polled on a
         // short timer; out of descriptors, the spawn is undone instead.
         #[cfg(target_os = "linux")]
-        let (pidfd, pidfd_error) =
-            match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
-                Ok(fd) => (Some(Arc::new(fd)), None),
-                Err(e) if e == rustix::io::Errno::MFILE || e == rustix::io::Errno::NFILE => {
-                    (None, Some(io::Error::from(e)))
+        let exit = match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+            Ok(fd) => ExitSource::Pidfd(Arc::new(fd)),
+            Err(e) if e == rustix::io::Errno::MFILE || e == rustix::io::Errno::NFILE => {
+                ExitSource::Timer {
+                    error: Some(io::Error::from(e)),
                 }
-                Err(_) => (None, None),
-            };
+            }
+            Err(_) => ExitSource::Timer { error: None },
+        };
         #[cfg(linux_raw)]
-        let (keeper, crash) = keeper_holds(pidfd.as_ref(), pid);
+        let (keeper, crash) = keeper_holds(exit.pidfd(), pid);
         #[cfg(not(linux_raw))]
         let crash = CrashSafety::Lost(
             "no crash-safety keeper on this platform: the tree would outlive corral's own death"
@@ -122,15 +153,11 @@ impl Root {
         Root {
             pid,
             #[cfg(target_os = "linux")]
-            pidfd,
-            #[cfg(target_os = "linux")]
-            pidfd_error,
+            exit,
             #[cfg(target_os = "linux")]
             exit_hint: std::cell::Cell::new(true),
             exited: None,
             reaped: false,
-            #[cfg(target_os = "linux")]
-            ns_status: None,
             #[cfg(linux_raw)]
             keeper,
             crash,
@@ -143,7 +170,7 @@ impl Root {
     #[cfg(linux_raw)]
     pub(crate) fn from_clone3_grouped(pid: Pid, pidfd: OwnedFd) -> Root {
         let mut root = Root::from_clone3(pid, pidfd);
-        let (keeper, crash) = keeper_holds(root.pidfd.as_ref(), pid);
+        let (keeper, crash) = keeper_holds(root.exit.pidfd(), pid);
         root.keeper = keeper;
         root.crash = crash;
         root
@@ -155,12 +182,10 @@ impl Root {
         roots::started(pid);
         Root {
             pid,
-            pidfd: Some(Arc::new(pidfd)),
-            pidfd_error: None,
+            exit: ExitSource::Pidfd(Arc::new(pidfd)),
             exit_hint: std::cell::Cell::new(true),
             exited: None,
             reaped: false,
-            ns_status: None,
             keeper: None,
             // The cgroup tier registers its cgroup with the keeper.
             crash: CrashSafety::Held,
@@ -174,12 +199,13 @@ impl Root {
         roots::started(pid);
         Root {
             pid,
-            pidfd: Some(pidfd),
-            pidfd_error: None,
+            exit: ExitSource::Namespace {
+                init: pidfd,
+                status: Arc::new(status),
+            },
             exit_hint: std::cell::Cell::new(true),
             exited: None,
             reaped: false,
-            ns_status: Some(Arc::new(status)),
             keeper: None,
             // The init kills the namespace when this process dies.
             crash: CrashSafety::Held,
@@ -191,7 +217,7 @@ impl Root {
     /// it (SIGKILL).
     #[cfg(target_os = "linux")]
     fn peek_ns(&mut self) -> io::Result<Option<RootStatus>> {
-        let Some(fd) = self.ns_status.as_ref() else {
+        let Some(fd) = self.exit.ns_status() else {
             return Ok(None);
         };
         let mut msg = [0u8; 8];
@@ -255,7 +281,10 @@ impl Root {
     pub(crate) fn exit_watch_error(&mut self) -> Option<io::Error> {
         #[cfg(target_os = "linux")]
         {
-            self.pidfd_error.take()
+            match &mut self.exit {
+                ExitSource::Timer { error } => error.take(),
+                _ => None,
+            }
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -277,11 +306,11 @@ impl Root {
             return Ok(self.exited);
         }
         #[cfg(target_os = "linux")]
-        if self.ns_status.is_some() {
+        if self.exit.ns_status().is_some() {
             return self.peek_ns();
         }
         #[cfg(target_os = "linux")]
-        if self.pidfd.is_some() && !self.exit_hint.replace(false) {
+        if self.exit.pidfd().is_some() && !self.exit_hint.replace(false) {
             return Ok(None);
         }
         let st = waitid(
@@ -348,7 +377,7 @@ impl Root {
         // A namespace init outlives the command while the namespace holds
         // processes: reap it now only if it has exited.
         #[cfg(target_os = "linux")]
-        let exited = if self.ns_status.is_some() {
+        let exited = if self.exit.ns_status().is_some() {
             waitid(
                 WaitId::Pid(self.pid),
                 WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
@@ -983,7 +1012,7 @@ impl Poller {
     pub(crate) fn root_exit_wakes(root: &Root) -> bool {
         #[cfg(target_os = "linux")]
         {
-            root.pidfd.is_some()
+            root.exit.pidfd().is_some()
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -1027,25 +1056,23 @@ impl Poller {
         let base = fds.len();
         #[cfg(target_os = "linux")]
         if root.exited.is_none() {
-            if let Some(p) = root.ns_status.as_ref().or(root.pidfd.as_ref()) {
+            if let Some(p) = root.exit.first() {
                 fds.push(PollFd::new(p, PollFlags::IN));
             }
             // A namespace init that dies without a word (its status pipe
             // may not reach end of file if a fork of the host holds a copy
             // of the write end): its pidfd wakes us too.
-            if root.ns_status.is_some() {
-                if let Some(p) = &root.pidfd {
-                    fds.push(PollFd::new(p, PollFlags::IN));
-                }
+            if let ExitSource::Namespace { init, .. } = &root.exit {
+                fds.push(PollFd::new(init, PollFlags::IN));
             }
         }
         #[cfg(not(target_os = "linux"))]
         let _ = root;
         #[cfg(target_os = "linux")]
-        let root_slot = (root.exited.is_none() && root.pidfd.is_some()).then_some(base);
+        let root_slot = (root.exited.is_none() && root.exit.pidfd().is_some()).then_some(base);
         #[cfg(target_os = "linux")]
-        let ns_slot = (root.exited.is_none() && root.ns_status.is_some() && root.pidfd.is_some())
-            .then_some(base + 1);
+        let ns_slot =
+            (root.exited.is_none() && root.exit.ns_status().is_some()).then_some(base + 1);
         let mut slots = [usize::MAX; 4];
         if let Some((fd, on)) = tree {
             slots[3] = fds.len();
@@ -1147,7 +1174,7 @@ impl Root {
     pub(crate) fn exit_fd(&self) -> Option<&SharedFd> {
         #[cfg(target_os = "linux")]
         if self.exited.is_none() {
-            return self.ns_status.as_ref().or(self.pidfd.as_ref());
+            return self.exit.first();
         }
         None
     }
@@ -1157,8 +1184,7 @@ impl Root {
         #[cfg(target_os = "linux")]
         {
             self.exited.is_none()
-                && self.ns_status.is_none()
-                && self.pidfd.is_some()
+                && matches!(self.exit, ExitSource::Pidfd(_))
                 && self.exit_hint.get()
         }
         #[cfg(not(target_os = "linux"))]
