@@ -138,7 +138,7 @@ fn run(args: &[String]) -> Result<String, String> {
                 c.output_limit(1 << 40)
                     .idle_timeout(Duration::from_secs(3600));
             }
-            let r = c.run().map_err(|e| e.to_string())?;
+            let r = c.run().map_err(|e| e.full_message())?;
             if !r.success() {
                 return Err(format!("head under corral: {}", r.outcome_name()));
             }
@@ -228,7 +228,7 @@ fn run(args: &[String]) -> Result<String, String> {
                         .stdout(Output::null())
                         .stderr(Output::null())
                         .run()
-                        .map_err(|e| e.to_string())?;
+                        .map_err(|e| e.full_message())?;
                     if !r.success() {
                         return Err(r.outcome_name().into());
                     }
@@ -305,7 +305,7 @@ fn scale_corral(
                     }
                     c.run_async()
                         .await
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| e.full_message())
                         .and_then(|r| {
                             if r.success() {
                                 Ok(())
@@ -458,7 +458,7 @@ fn fd_census(n: usize, tier: &str, stdio: &str) -> Result<String, String> {
             if stdio == "null" {
                 c.stdout(Output::null()).stderr(Output::null());
             }
-            let r = c.spawn_async().map_err(|e| e.to_string())?;
+            let r = c.spawn_async().map_err(|e| e.full_message())?;
             tasks.push(tokio::spawn(r));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

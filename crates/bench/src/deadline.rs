@@ -60,7 +60,7 @@ fn corral_once(
         .stdout(Output::null())
         .stderr(Output::null())
         .spawn()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.full_message())?;
     let pgid = running.id();
     sys::track(pgid);
     let ready = fifo.wait_bytes(n, deadline);

@@ -23,7 +23,7 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
             .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
             .wait_delay(delay)
             .run()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.full_message())?;
         let back = t0.elapsed();
         sys::track(report.pid);
         if report.outcome != Outcome::OutputHeld || report.cleanup_error.is_some() {

@@ -61,7 +61,7 @@ fn corral_true(mech: Mechanism, capture: bool) -> Result<(), String> {
     if !capture {
         c.stdout(Output::null()).stderr(Output::null());
     }
-    let r = c.run().map_err(|e| e.to_string())?;
+    let r = c.run().map_err(|e| e.full_message())?;
     match r.exit_code() {
         Some(0) => Ok(()),
         _ => Err(format!("corral[{mech}] true: {} {:?}", r.outcome_name(), r)),
@@ -119,7 +119,7 @@ pub fn mechanisms(t: &mut Table) -> Vec<Mechanism> {
             Err(corral::Error::Containment { reason, .. }) => {
                 t.note(format!("corral[{m}] skipped: Error::Containment: {reason}"))
             }
-            Err(e) => t.note(format!("corral[{m}] skipped: {e}")),
+            Err(e) => t.note(format!("corral[{m}] skipped: {}", e.full_message())),
         }
     }
     out

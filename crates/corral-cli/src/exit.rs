@@ -134,7 +134,7 @@ pub fn gnu_error_message(err: &Error, command: &str) -> String {
                 crate::timeout::quote(command)
             )
         }
-        _ => err.to_string(),
+        _ => err.full_message(),
     }
 }
 
@@ -165,7 +165,7 @@ pub fn error_message(err: &Error) -> String {
             program,
             source,
         } => format!("cannot run {program:?}: {source}{}", nofile_advice(source)),
-        _ => err.to_string(),
+        _ => err.full_message(),
     }
 }
 

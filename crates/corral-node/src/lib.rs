@@ -293,7 +293,7 @@ fn failed_start(e: &Error, elapsed: Duration) -> String {
         _ => None,
     };
     let outcome = OutcomeName::from_name(e.outcome_name()).unwrap_or(OutcomeName::SpawnFailed);
-    let doc = RunReport::not_started(outcome, containment, elapsed, e.to_string());
+    let doc = RunReport::not_started(outcome, containment, elapsed, e.full_message());
     let mut v = serde_json::to_value(doc).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
         o.insert("errno".into(), errno.into());

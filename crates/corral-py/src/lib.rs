@@ -623,9 +623,11 @@ fn spawn_error(e: Error) -> PyErr {
                 None => PyOSError::new_err(format!("cannot run {program:?}: {text}")),
             }
         }
-        Error::Containment { .. } => ContainmentUnavailable::new_err(python_names(&e.to_string())),
+        Error::Containment { .. } => {
+            ContainmentUnavailable::new_err(python_names(&e.full_message()))
+        }
         Error::InvalidInput(m) => PyValueError::new_err(m),
-        other => PyRuntimeError::new_err(other.to_string()),
+        other => PyRuntimeError::new_err(other.full_message()),
     }
 }
 

@@ -26,11 +26,17 @@ pub enum SpawnErrorKind {
 
 /// An error that kept the command from running. Nothing of the command is
 /// left behind when one of these is returned.
+///
+/// `Display` is this error's own message, without its source (the OS error
+/// behind it), which [`source`](std::error::Error::source) gives: a
+/// reporter that walks the chain prints each cause once.
+/// [`Error::full_message`] is the whole chain on one line, as corral's
+/// command line, Python and Node packages show it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The program could not be started.
-    #[error("cannot run {program:?}: {source}{}", hint(*kind))]
+    #[error("cannot run {program:?}{}", hint(*kind))]
     Spawn {
         /// What kind of spawn failure.
         kind: SpawnErrorKind,
@@ -42,7 +48,7 @@ pub enum Error {
     },
     /// The requested containment could not be set up; the command was not
     /// run (or was killed before it could run any code).
-    #[error("containment {mechanism} is not available: {reason}{}", source.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
+    #[error("containment {mechanism} is not available: {reason}")]
     Containment {
         /// The mechanism that failed.
         mechanism: Mechanism,
@@ -69,6 +75,12 @@ impl Error {
             Error::Spawn { kind, .. } => Some(*kind),
             _ => None,
         }
+    }
+
+    /// This error and its sources on one line, joined by `: ` (for example
+    /// `cannot run "nope": No such file or directory (os error 2)`).
+    pub fn full_message(&self) -> String {
+        chain_text(self)
     }
 
     /// The name used in JSON reports (`spawn_failed`, `containment_failed`,
@@ -216,8 +228,6 @@ pub(crate) fn io_context(step: impl Into<String>, source: io::Error) -> io::Erro
 }
 
 /// `e` and its sources, joined by `: ` (for one-line notes).
-// Used by the Linux (and Windows) spawn paths only.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn chain_text(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut next = e.source();

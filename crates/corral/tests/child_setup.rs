@@ -130,7 +130,7 @@ fn close_other_fds_keeps_only_the_listed_descriptors() {
             Err(Error::Containment { .. }) => {}
             // The PID namespace's init cannot pass it on: a clear error.
             Err(e) if m == Mechanism::PidNamespace => {
-                assert!(e.to_string().contains("PID namespace"), "{e}")
+                assert!(e.full_message().contains("PID namespace"), "{e}")
             }
             Err(e) => panic!("{m:?}: {e}"),
         }

@@ -138,7 +138,7 @@ pub fn classify(
 ) -> Verdict {
     let report = match result {
         Ok(r) => r,
-        Err(e) => return Verdict::error(e.to_string()),
+        Err(e) => return Verdict::error(e.full_message()),
     };
     // The gate: anything but a clean lifecycle is an error.
     let Some(code) = report.exit_code() else {

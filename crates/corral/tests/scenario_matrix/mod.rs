@@ -697,7 +697,7 @@ fn spawn_kind(cmd: &mut Command) -> (SpawnErrorKind, String) {
         .spawn_kind()
         .unwrap_or_else(|| panic!("not a spawn error: {err:?}"));
     assert_eq!(err.outcome_name(), "spawn_failed");
-    (kind, err.to_string())
+    (kind, err.full_message())
 }
 
 pub fn missing_program_is_not_found(m: Mechanism) {
