@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cancel::CancelToken;
-use crate::contain::{ContainmentChoice, Limits, OsOp, Tracer};
+use crate::contain::{ContainmentChoice, Limits, Tracer};
 use crate::lifecycle::{self, Plan, Running};
 use crate::spec::{
     ChildSetup, Input, LeftoverPolicy, Output, PtySize, Settings, SharedLineCallback, Stream,
@@ -330,9 +330,10 @@ impl Command {
 
     /// Records every identity-related OS operation (spawn, tree signal,
     /// root exit seen, reap, release) through `f`, in order. A test seam for
-    /// the ordering invariants; costs nothing when unset.
-    #[doc(hidden)]
-    pub fn trace_ops(&mut self, f: impl Fn(&OsOp) + Send + Sync + 'static) -> &mut Command {
+    /// the ordering invariants; costs nothing when unset. Feature
+    /// `test-util`.
+    #[cfg(feature = "test-util")]
+    pub fn trace_ops(&mut self, f: impl Fn(&crate::OsOp) + Send + Sync + 'static) -> &mut Command {
         self.tracer = Tracer(Some(Arc::new(f)));
         self
     }

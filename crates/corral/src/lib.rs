@@ -79,8 +79,10 @@ pub use command::Command;
 pub use contain::orphans::reap_orphans_now;
 #[cfg(target_os = "linux")]
 pub use contain::subreaper::{enable_subreaper, reap_all_orphans};
+#[cfg(feature = "test-util")]
+pub use contain::OsOp;
 pub use contain::{
-    one_shot, one_shot_process, release_cgroup_pool, start_keeper, ContainmentChoice, OsOp,
+    one_shot, one_shot_process, release_cgroup_pool, start_keeper, ContainmentChoice,
 };
 #[cfg(unix)]
 pub use error::raise_nofile_limit;

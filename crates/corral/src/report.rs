@@ -409,6 +409,8 @@ impl Report {
     /// A report of a run that did not happen: `outcome`, pid 0, containment
     /// `mechanism`, and every other field empty. For testing code that
     /// consumes reports (the fields are public and can be set after).
+    /// Feature `test-util`.
+    #[cfg(any(test, feature = "test-util"))]
     pub fn synthetic(outcome: Outcome, mechanism: Mechanism) -> Report {
         Report {
             outcome,
