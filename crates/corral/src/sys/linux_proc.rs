@@ -223,8 +223,17 @@ pub(crate) fn holds_pipe(pid: u32, inodes: &[u64]) -> bool {
 /// Whether a child of this process has one of the pipes `inodes` open: a
 /// fork of the host (another thread's spawn, between `fork` and `exec`)
 /// holds a copy of every descriptor, close-on-exec ones included, for a
-/// moment.
+/// moment. The threads' `children` lists are read first; they are not
+/// reliable while children come and go (proc(5)), so when they name no
+/// holder every process is looked at for a child of this one that holds a
+/// pipe (a rare path: output held past the wait delay by no member of the
+/// tree).
 pub(crate) fn child_holds_pipe(inodes: &[u64]) -> bool {
+    listed_child_holds_pipe(inodes) || any_child_holds_pipe(inodes)
+}
+
+/// [`child_holds_pipe`] through the threads' `children` lists.
+fn listed_child_holds_pipe(inodes: &[u64]) -> bool {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return false;
     };
@@ -235,6 +244,20 @@ pub(crate) fn child_holds_pipe(inodes: &[u64]) -> bool {
             .filter_map(|p| p.parse::<u32>().ok())
             .any(|pid| holds_pipe(pid, inodes))
     })
+}
+
+/// [`child_holds_pipe`] through every process in `/proc`: those whose
+/// parent is this process.
+fn any_child_holds_pipe(inodes: &[u64]) -> bool {
+    let me = std::process::id();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .any(|pid| stat_of(pid).is_some_and(|s| s.ppid == me) && holds_pipe(pid, inodes))
 }
 
 /// The `/proc/PID/task` walk behind [`thread_group_alive`] on kernels
