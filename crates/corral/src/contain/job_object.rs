@@ -79,7 +79,6 @@ pub(crate) struct JobObject {
     killed: bool,
     /// The port said the job became empty (a hint only).
     zero_hint: bool,
-    released: bool,
     tracer: Tracer,
 }
 
@@ -95,7 +94,6 @@ impl JobObject {
             root_pid: None,
             killed: false,
             zero_hint: false,
-            released: false,
             tracer,
         };
         this.set_kill_on_close(true)?;
@@ -126,11 +124,6 @@ impl JobObject {
     }
 
     fn job(&self) -> io::Result<&OwnedHandle> {
-        if self.released {
-            return Err(io::Error::other(
-                "job object already released; refusing to use it",
-            ));
-        }
         self.job
             .as_ref()
             .ok_or_else(|| io::Error::other("job object not created"))
@@ -297,19 +290,24 @@ impl Containment for JobObject {
         crate::report::CrashSafety::Held
     }
 
-    fn release(&mut self, root: &mut Root) -> io::Result<()> {
-        if self.released {
-            return Ok(());
-        }
+    /// The leftovers are counted before the handle closes (after it, the
+    /// job cannot be asked), only when some are left.
+    fn release(mut self: Box<Self>, root: &mut Root) -> super::Released {
         let mut res = Ok(());
+        let pid = root.id();
+        let active = self.active_processes();
+        let kept = match active {
+            Ok(0) => Ok(0),
+            _ => self
+                .members()
+                .map(|m| m.into_iter().filter(|&p| p != pid).count()),
+        };
         // Kept survivors must outlive the job handle: lift KILL_ON_JOB_CLOSE
         // first. After a kill, the flag stays so that closing the handle
         // kills any straggler as well.
-        if !self.killed && self.active_processes().map_or(true, |n| n > 0) {
+        if !self.killed && active.map_or(true, |n| n > 0) {
             res = self.set_kill_on_close(false);
         }
-        self.released = true;
-        let pid = root.id();
         if let Err(e) = root.reap() {
             res = res.and(Err(e));
         }
@@ -319,7 +317,7 @@ impl Containment for JobObject {
         self.tracer.record(OsOp::Released {
             via: Mechanism::JobObject,
         });
-        res
+        super::Released::counted(res, kept)
     }
 }
 

@@ -3,8 +3,8 @@
 //!
 //! Each mechanism holds the tree's *identity* (a process group pinned by its
 //! unreaped leader, a cgroup directory, a job handle) from spawn until
-//! [`Containment::release`]; every signal goes through that identity, and
-//! none is sent after release. Platform code lives only below this module
+//! [`Containment::release`], which consumes it; every signal goes through
+//! that identity, so none can be sent after release. Platform code lives only below this module
 //! and in `sys`.
 
 use std::io;
@@ -292,9 +292,12 @@ impl Tracer {
 }
 
 /// The interface every mechanism implements. The lifecycle calls, in order:
-/// `spawn_root` or `placement` → (spawn) → `attach` → any number of `signal`/`kill`/`members`
-/// → `release` exactly once. Implementations refuse to signal after
-/// `release`.
+/// `spawn_root` or `placement` → (spawn) → `attach` → any number of
+/// `signal`/`members` → `release`, which consumes the containment: "release
+/// exactly once" and "no signal after release" hold by the types (nothing
+/// is left to call), not by a flag in each mechanism. What the release left
+/// behind is counted, if the policy kept it, through the [`Released`] it
+/// returns, which cannot signal.
 pub(crate) trait Containment: Send {
     /// The mechanism, for reports.
     fn mechanism(&self) -> Mechanism;
@@ -332,13 +335,6 @@ pub(crate) trait Containment: Send {
     fn wake_fd(&self) -> Option<(std::os::fd::BorrowedFd<'_>, WakeOn)> {
         None
     }
-    /// After a clean exit whose leftovers the policy keeps: how many live
-    /// members other than the root there are. No signal follows this call,
-    /// so a mechanism may release its identity here to count cheaply.
-    fn count_kept(&mut self, root: &mut Root) -> io::Result<usize> {
-        let pid = root.id();
-        Ok(self.members()?.into_iter().filter(|&p| p != pid).count())
-    }
     /// Starts the root itself instead of `sys::spawn` (the PID-namespace
     /// tier, whose root is the namespace's init). `None`: use the normal
     /// spawn.
@@ -359,9 +355,64 @@ pub(crate) trait Containment: Send {
     fn usage(&self) -> Option<(crate::report::Usage, Vec<crate::report::LimitHit>)> {
         None
     }
-    /// Reaps the root (after the last signal) and lets go of the identity.
-    /// Survivors, if any, are left where they are.
-    fn release(&mut self, root: &mut Root) -> io::Result<()>;
+    /// Reaps the root (after the last signal) and lets go of the identity,
+    /// consuming the containment. Survivors, if any, are left where they
+    /// are; the [`Released`] counts them when asked.
+    fn release(self: Box<Self>, root: &mut Root) -> Released;
+}
+
+/// What a release returns: its own failure, if any, and what counts the
+/// live members other than the root that it left in place (asked only when
+/// the policy kept them). It holds no way to signal.
+#[must_use]
+pub(crate) struct Released {
+    /// The reap's or the release's failure.
+    result: io::Result<()>,
+    kept: Kept,
+}
+
+/// How a release's leftovers are counted.
+enum Kept {
+    /// The release looked anyway (before letting go), and counted them.
+    #[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+    Counted(io::Result<usize>),
+    /// Counted on demand, after the release (without the identity: only
+    /// pids are counted, nothing is signalled).
+    Later(Box<dyn FnOnce() -> io::Result<usize>>),
+}
+
+impl Released {
+    /// A release that counted its leftovers on its way.
+    #[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+    pub(crate) fn counted(result: io::Result<()>, kept: io::Result<usize>) -> Released {
+        Released {
+            result,
+            kept: Kept::Counted(kept),
+        }
+    }
+
+    /// A release whose leftovers are counted by `count`, when asked.
+    #[cfg_attr(not(unix), allow(dead_code))]
+    pub(crate) fn count_later(
+        result: io::Result<()>,
+        count: impl FnOnce() -> io::Result<usize> + 'static,
+    ) -> Released {
+        Released {
+            result,
+            kept: Kept::Later(Box::new(count)),
+        }
+    }
+
+    /// The release's own result and, when `count` (the policy kept the
+    /// leftovers), how many live members other than the root it left in
+    /// place.
+    pub(crate) fn outcome(self, count: bool) -> (io::Result<()>, Option<io::Result<usize>>) {
+        let kept = count.then(|| match self.kept {
+            Kept::Counted(n) => n,
+            Kept::Later(count) => count(),
+        });
+        (self.result, kept)
+    }
 }
 
 /// The containment picked for one command, and why a stronger one was not

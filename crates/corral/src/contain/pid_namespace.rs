@@ -33,7 +33,6 @@ pub(crate) struct PidNamespace {
     /// The init (host pid), its pidfd, the control pipe and the namespace's
     /// inode, from the spawn on.
     init: Option<Init>,
-    released: bool,
 }
 
 struct Init {
@@ -144,13 +143,50 @@ fn pin_command(init: u32, inner: u32) -> Option<(u32, OwnedFd)> {
     None
 }
 
+/// The live descendants of the namespace's init `me`.
+fn descendants(me: u32) -> Vec<u32> {
+    // Every process of the namespace descends from its init (orphans
+    // re-parent to it; nothing inside can join from outside), so the
+    // init's descendants are the members: a walk as large as the tree,
+    // not the system. Pids are only counted here, never signalled, so a
+    // pid reused during the walk cannot misdirect anything. The command
+    // is listed too while it lives (see `stand_in`: the lifecycle counts
+    // it as the root, not as a member).
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![me];
+    let mut buf = String::new();
+    while let Some(p) = stack.pop() {
+        if seen.len() > 1 << 20 {
+            break;
+        }
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            buf.clear();
+            let path = t.path().join("children");
+            if let Ok(mut f) = std::fs::File::open(path) {
+                use std::io::Read;
+                let _ = f.read_to_string(&mut buf);
+            }
+            for c in buf.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+                if c != me && seen.insert(c) {
+                    stack.push(c);
+                    let alive = crate::sys::linux_proc::stat_of(c).is_some_and(|st| !st.is_dead());
+                    if alive {
+                        out.push(c);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 impl PidNamespace {
     pub(crate) fn new(tracer: Tracer) -> PidNamespace {
-        PidNamespace {
-            tracer,
-            init: None,
-            released: false,
-        }
+        PidNamespace { tracer, init: None }
     }
 
     fn init_exited(&self) -> bool {
@@ -257,9 +293,6 @@ impl Containment for PidNamespace {
     }
 
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
-        if self.released {
-            return Err(io::Error::other("signal after release"));
-        }
         let Some(init) = self.init.as_mut() else {
             return Ok(());
         };
@@ -292,45 +325,7 @@ impl Containment for PidNamespace {
         let Some(init) = &self.init else {
             return Ok(Vec::new());
         };
-        // Every process of the namespace descends from its init (orphans
-        // re-parent to it; nothing inside can join from outside), so the
-        // init's descendants are the members: a walk as large as the tree,
-        // not the system. Pids are only counted here, never signalled, so a
-        // pid reused during the walk cannot misdirect anything. The command
-        // is listed too while it lives (see `stand_in`: the lifecycle counts
-        // it as the root, not as a member).
-        let me = init.pid.as_raw_nonzero().get() as u32;
-        let mut out = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut stack = vec![me];
-        let mut buf = String::new();
-        while let Some(p) = stack.pop() {
-            if seen.len() > 1 << 20 {
-                break;
-            }
-            let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
-                continue;
-            };
-            for t in tasks.flatten() {
-                buf.clear();
-                let path = t.path().join("children");
-                if let Ok(mut f) = std::fs::File::open(path) {
-                    use std::io::Read;
-                    let _ = f.read_to_string(&mut buf);
-                }
-                for c in buf.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
-                    if c != me && seen.insert(c) {
-                        stack.push(c);
-                        let alive =
-                            crate::sys::linux_proc::stat_of(c).is_some_and(|st| !st.is_dead());
-                        if alive {
-                            out.push(c);
-                        }
-                    }
-                }
-            }
-        }
-        Ok(out)
+        Ok(descendants(init.pid.as_raw_nonzero().get() as u32))
     }
 
     /// The command: the root (the init) stands for it while the init runs;
@@ -360,11 +355,11 @@ impl Containment for PidNamespace {
         crate::report::CrashSafety::Held
     }
 
-    fn release(&mut self, root: &mut Root) -> io::Result<()> {
-        if self.released {
-            return Ok(());
-        }
-        self.released = true;
+    /// The leftovers are counted when asked, through the init's pidfd:
+    /// a detached init lives on while its namespace holds processes (and
+    /// its pid is not reused while it lives); once it exited, the
+    /// namespace is empty.
+    fn release(mut self: Box<Self>, root: &mut Root) -> super::Released {
         // Survivors (kept leftovers) are left where they are: the init
         // stops watching corral and waits for the namespace to empty.
         if let Some(init) = self.init.as_mut() {
@@ -378,6 +373,28 @@ impl Containment for PidNamespace {
         self.tracer.record(OsOp::Released {
             via: Mechanism::PidNamespace,
         });
-        res
+        let init = self
+            .init
+            .as_ref()
+            .map(|i| (i.pid.as_raw_nonzero().get() as u32, i.pidfd.clone()));
+        super::Released::count_later(res, move || {
+            let Some((me, pidfd)) = init else {
+                return Ok(0);
+            };
+            let mut fds = [rustix::event::PollFd::new(
+                &*pidfd,
+                rustix::event::PollFlags::IN,
+            )];
+            let zero = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            let exited = rustix::event::poll(&mut fds, Some(&zero)).map_or(true, |n| n > 0);
+            Ok(if exited {
+                0
+            } else {
+                descendants(me).into_iter().filter(|&p| p != pid).count()
+            })
+        })
     }
 }

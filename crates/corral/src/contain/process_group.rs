@@ -42,7 +42,6 @@ use crate::Signal;
 
 pub(crate) struct ProcessGroup {
     pgid: Option<u32>,
-    released: bool,
     tracer: Tracer,
     #[cfg(target_os = "linux")]
     pins: pins::Pins,
@@ -74,7 +73,6 @@ impl ProcessGroup {
     pub(crate) fn new(tracer: Tracer) -> Self {
         ProcessGroup {
             pgid: None,
-            released: false,
             tracer,
             #[cfg(target_os = "linux")]
             pins: pins::Pins::default(),
@@ -95,11 +93,6 @@ impl ProcessGroup {
     }
 
     fn pgid(&self) -> io::Result<u32> {
-        if self.released {
-            return Err(io::Error::other(
-                "process group already released; refusing to signal",
-            ));
-        }
         self.pgid
             .ok_or_else(|| io::Error::other("process group not attached"))
     }
@@ -230,27 +223,6 @@ impl Containment for ProcessGroup {
         self.live_members(pgid)
     }
 
-    fn count_kept(&mut self, root: &mut Root) -> io::Result<usize> {
-        // Nothing will be signalled any more: release now, then ask the
-        // kernel whether the group still exists. With the leader reaped, the
-        // group exists only while a member lives (and then its id cannot be
-        // reused), so "no such process" means nothing was left, without a
-        // scan of /proc.
-        let pgid = self.pgid()?;
-        let res = self.release(root);
-        if sys::group_exists(pgid) {
-            let pid = root.id();
-            let n = self
-                .live_members(pgid)?
-                .into_iter()
-                .filter(|&p| p != pid)
-                .count();
-            res.map(|()| n)
-        } else {
-            res.map(|()| 0)
-        }
-    }
-
     /// Readable when a pinned member exits (an epoll set of their pidfds),
     /// so a termination is checked when something happens, not only on the
     /// timer.
@@ -259,12 +231,12 @@ impl Containment for ProcessGroup {
         self.pins.epoll_fd().map(|fd| (fd, super::WakeOn::Readable))
     }
 
-    fn release(&mut self, root: &mut Root) -> io::Result<()> {
-        if self.released {
-            return Ok(());
-        }
-        // From here on no signal may be sent: the reap below frees the id.
-        self.released = true;
+    /// The leftovers are counted after the reap: with its leader reaped,
+    /// the group exists only while a member lives (and then its id cannot
+    /// be reused), so "no such process" means nothing was left, without a
+    /// scan of /proc.
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+    fn release(mut self: Box<Self>, root: &mut Root) -> super::Released {
         // The keeper lets go of the tree first: what the policy keeps is
         // never killed by it.
         #[cfg(target_os = "linux")]
@@ -283,8 +255,30 @@ impl Containment for ProcessGroup {
         });
         #[cfg(target_os = "linux")]
         self.pins.clear();
-        res
+        let (pgid, tracer) = (self.pgid, self.tracer.clone());
+        super::Released::count_later(res, move || match pgid {
+            Some(pgid) if sys::group_exists(pgid) => Ok(left_in(pgid, &tracer)?
+                .into_iter()
+                .filter(|&p| p != pid)
+                .count()),
+            _ => Ok(0),
+        })
     }
+}
+
+/// The live members of a released group (counted, never signalled).
+#[cfg(target_os = "linux")]
+fn left_in(pgid: u32, tracer: &Tracer) -> io::Result<Vec<u32>> {
+    tracer.record(OsOp::MembersScanned {
+        via: Mechanism::ProcessGroup,
+    });
+    pins::Pins::default().scan(pgid, false)
+}
+
+/// The live members of a released group (counted, never signalled).
+#[cfg(not(target_os = "linux"))]
+fn left_in(pgid: u32, _tracer: &Tracer) -> io::Result<Vec<u32>> {
+    sys::group_members(pgid)
 }
 
 #[cfg(target_os = "linux")]

@@ -363,9 +363,6 @@ pub(crate) struct Subreaper {
     /// Members seen outside the root's group and handed to the keeper
     /// (pinned by a pidfd it holds), while the run lasts.
     handed: HashMap<(u32, u64), MemberReg>,
-    released: bool,
-    /// How many live members `release` found (and handed to the keeper).
-    kept: usize,
     tracer: Tracer,
 }
 
@@ -385,8 +382,6 @@ impl Subreaper {
             orphans: None,
             keeper: None,
             handed: HashMap::new(),
-            released: false,
-            kept: 0,
             tracer,
         }
     }
@@ -397,7 +392,7 @@ impl Subreaper {
     /// they cleared their environment (so the cookie cannot find them).
     fn hand_to_keeper(&mut self, members: &[Member], root: u32) {
         if self.keeper.is_none() {
-            return; // not held (yet, or any more: released)
+            return; // not held (yet)
         }
         for m in members.iter().filter(|m| m.stat.pgrp != root) {
             if self.handed.len() >= HANDED_MAX {
@@ -420,11 +415,6 @@ impl Subreaper {
     }
 
     fn root(&self) -> io::Result<u32> {
-        if self.released {
-            return Err(io::Error::other(
-                "subreaper containment already released; refusing to signal",
-            ));
-        }
         self.root
             .ok_or_else(|| io::Error::other("subreaper containment not attached"))
     }
@@ -728,16 +718,9 @@ impl Containment for Subreaper {
         }
     }
 
-    /// Nothing will be signalled any more: released now, and what the
-    /// release found is the count (one scan instead of two).
-    fn count_kept(&mut self, root: &mut Root) -> io::Result<usize> {
-        self.release(root).map(|()| self.kept)
-    }
-
-    fn release(&mut self, root: &mut Root) -> io::Result<()> {
-        if self.released {
-            return Ok(());
-        }
+    /// What the release's last look found is the count of what it left
+    /// (one scan, which the hand-over to the keeper needs anyway).
+    fn release(mut self: Box<Self>, root: &mut Root) -> super::Released {
         // The keeper lets go of the tree first: what the policy keeps is
         // never killed by it.
         self.keeper = None;
@@ -754,7 +737,6 @@ impl Containment for Subreaper {
         };
         // And of the members it was handed.
         self.handed.clear();
-        self.released = true;
         keeper::adopt(kept.iter().map(|m| (m.pid, m.stat.start)));
         if let Some(o) = self.orphans.take() {
             o.finish();
@@ -776,14 +758,13 @@ impl Containment for Subreaper {
             keeper::adopt(more.iter().map(|m| (m.pid, m.stat.start)));
             kept.extend(more);
         }
-        self.kept = kept.len();
         // Deregistered only after the reap: until then no other command may
         // take the root for an orphan.
         self.deregister();
         self.tracer.record(OsOp::Released {
             via: Mechanism::Subreaper,
         });
-        res
+        super::Released::counted(res, Ok(kept.len()))
     }
 }
 

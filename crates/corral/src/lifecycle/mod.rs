@@ -180,7 +180,9 @@ pub(crate) struct Life {
     start: Instant,
     spawn_time: Duration,
     root: Root,
-    tree: Box<dyn Containment>,
+    /// The containment while it holds the tree; `None` once released
+    /// (the release consumed it: nothing can signal through it any more).
+    tree: Option<Box<dyn Containment>>,
     mechanism: Mechanism,
     containment_note: Option<String>,
     crash_safety: CrashSafety,
@@ -208,79 +210,26 @@ pub(crate) struct Life {
     /// count).
     deaths: deaths::Deaths,
     cleanup_error: Option<CleanupError>,
+    /// The root exited cleanly and the policy keeps its leftovers: the
+    /// release counts them.
+    count_kept: bool,
     kept: usize,
     /// Where the run is (see [`phase`]).
     phase: Phase,
     /// What the decisions depend on.
     policy: Policy,
-    /// `finish` ran: the identity was released and the report built.
-    finished: bool,
 }
 
-pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
-    let cancel = plan.cancel;
-    if cancel.is_cancelled() {
-        return Err(Error::CancelledBeforeSpawn);
-    }
-    let settings = plan.settings;
-    if let Some(dir) = plan.cwd {
-        if !dir.is_dir() {
-            return Err(Error::Spawn {
-                kind: crate::SpawnErrorKind::Other,
-                program: plan.program.to_owned(),
-                source: io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!("working directory {} does not exist", dir.display()),
-                ),
-            });
-        }
-    }
-    let selected = contain::select(plan.containment, plan.limits, plan.tracer.clone());
-    // A cgroup that could not be made for want of a descriptor is not a
-    // reason to fall back to a weaker tier, nor a containment failure:
-    // say what it is.
-    #[cfg(target_os = "linux")]
-    if matches!(
-        &selected,
-        Err(Error::Containment { .. }) | Ok(contain::Selected { note: Some(_), .. })
-    ) && sys::descriptors_exhausted()
-    {
-        return Err(Error::spawn(
-            plan.program.to_owned(),
-            io::Error::from_raw_os_error(24),
-        ));
-    }
+/// Starts one run: the plan checked, the containment chosen, the streams
+/// wired, the root started and attached, the run's state assembled.
+pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
+    check(&plan)?;
+    let settings = plan.settings.clone();
     let contain::Selected {
         mut tree,
         note: containment_note,
-    } = selected?;
-    let mechanism = tree.mechanism();
-    // The keeper is started before the spawn, for every run that needs one:
-    // started at the root's registration instead (after the spawn), it
-    // would leave the first run of a process uncovered for as long as the
-    // keeper takes to start (a clone and its first message: milliseconds
-    // under load), and a host killed then would leave its tree behind
-    // (`adversarial_crash::a_parent_survives_its_forks_death_process_group`).
-    // Unrequired, a keeper that cannot start is only reported (the root's
-    // registration tries again and says why).
-    let ahead = sys::crash_safety_ahead(mechanism);
-    if settings.require_crash_safety {
-        ahead.map_err(|why| {
-            Error::containment(mechanism, format!("crash safety required: {why}"))
-        })?;
-    }
-
+    } = choose_containment(&plan)?;
     let io_err = |e: io::Error| Error::spawn(plan.program.to_owned(), e);
-    if settings.idle_timeout.is_some()
-        && plan.pty.is_none()
-        && !sees_output(&plan.stdout.0, &plan.stderr.0)
-    {
-        return Err(Error::InvalidInput(
-            "an idle timeout needs output corral sees: capture or relay stdout or stderr \
-             (output inherited, sent to a file or to null cannot restart it)"
-                .into(),
-        ));
-    }
     let meter = (settings.idle_timeout.is_some() || settings.output_limit.is_some()).then(|| {
         Arc::new(OutputMeter::new(
             settings.output_limit,
@@ -290,7 +239,6 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
     });
     let poller = Poller::new().map_err(io_err)?;
     let waker = poller.waker();
-
     let Wired {
         stdin: stdin_io,
         stdout: stdout_io,
@@ -298,25 +246,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
         feed: stdin,
         streams: [out, err],
         pty,
-    } = stdio::wire(
-        match &plan.stdin.0 {
-            // Bytes stay with the command, which may run again.
-            InputKind::Bytes(data) => InputKind::Bytes(data.clone()),
-            _ => std::mem::take(plan.stdin).0,
-        },
-        std::mem::take(plan.stdout).0,
-        std::mem::take(plan.stderr).0,
-        plan.pty,
-        StreamSettings {
-            capture_limit: settings.capture_limit,
-            line_limit: settings.line_limit,
-            lines: plan.on_line.is_some(),
-            meter: meter.clone(),
-        },
-        &waker,
-        &io_err,
-    )?;
-
+    } = wire(&mut plan, meter.clone(), &waker, &io_err)?;
     let spec = SpawnSpec {
         program: plan.program,
         args: plan.args,
@@ -333,48 +263,155 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
     // `spec` is consumed: the parent's copies of the child's pipe ends are
     // closed once the child has them, so end of file can be seen once the
     // tree lets go of them.
-    let mut root = match start_root(spec, tree.as_mut()) {
-        Ok(root) => root,
-        Err(SpawnError::Contain(e) | SpawnError::Spawn(e))
-            if crate::error::out_of_descriptors(&e) =>
-        {
-            return Err(Error::spawn(plan.program.to_owned(), e))
-        }
-        Err(SpawnError::Contain(e)) => {
-            return Err(Error::containment_io(
-                mechanism,
-                "could not place the command in its containment",
-                e,
-            ))
-        }
-        Err(SpawnError::Spawn(e)) => return Err(Error::spawn(plan.program.to_owned(), e)),
-    };
+    let mut root = start_root(spec, tree.as_mut()).map_err(|e| spawn_failed(e, &plan, &*tree))?;
     let spawn_time = start.elapsed();
-    let pid = root.id();
-    plan.tracer.record(OsOp::Spawned { pid });
+    plan.tracer.record(OsOp::Spawned { pid: root.id() });
+    let (tree, crash_safety) = attach(tree, &mut root, &settings)?;
+    let mut life = Life {
+        pid: root.id(),
+        start,
+        spawn_time,
+        mechanism: tree.mechanism(),
+        policy: policy(&settings, start, tree.count_after_kill()),
+        root,
+        tree: Some(tree),
+        containment_note,
+        crash_safety,
+        poller,
+        waker,
+        streams: [out, err],
+        meter,
+        stdin,
+        pty,
+        cancel: plan.cancel,
+        signal_requests: SignalRequests::default(),
+        on_line: plan.on_line,
+        tracer: plan.tracer,
+        root_status: None,
+        root_exit_at: None,
+        output_closed_at: None,
+        signals_sent: Vec::new(),
+        deaths: deaths::Deaths::default(),
+        cleanup_error: None,
+        count_kept: false,
+        kept: 0,
+        phase: Phase::START,
+        settings,
+    };
+    if let Some(e) = life.root.exit_watch_error() {
+        // No descriptor left to watch the root's exit with: undo the spawn
+        // (the drop kills the tree through its identity, waits for it and
+        // releases it) and say so, rather than poll every exit on a timer.
+        drop(life);
+        return Err(Error::spawn(plan.program.to_owned(), e));
+    }
+    // Registered after the spawn: a cancel that raced the spawn is seen by
+    // the first loop iteration through `cancel.state()`.
+    life.cancel.register(&life.waker);
+    Ok(Running {
+        life: Some(Box::new(life)),
+    })
+}
 
-    if let Err(e) = tree.attach(&root) {
-        // The root is unreaped, so killing it by pid cannot hit a stranger.
-        root.kill();
-        let _ = tree.release(&mut root);
-        return Err(Error::containment_io(
-            mechanism,
-            "could not take hold of the tree",
-            e,
+/// The plan's own checks, before anything is made: not cancelled, the
+/// working directory exists, an idle timeout has output to watch.
+fn check(plan: &Plan<'_>) -> Result<(), Error> {
+    if plan.cancel.is_cancelled() {
+        return Err(Error::CancelledBeforeSpawn);
+    }
+    if let Some(dir) = plan.cwd {
+        if !dir.is_dir() {
+            return Err(Error::Spawn {
+                kind: crate::SpawnErrorKind::Other,
+                program: plan.program.to_owned(),
+                source: io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("working directory {} does not exist", dir.display()),
+                ),
+            });
+        }
+    }
+    if plan.settings.idle_timeout.is_some()
+        && plan.pty.is_none()
+        && !sees_output(&plan.stdout.0, &plan.stderr.0)
+    {
+        return Err(Error::InvalidInput(
+            "an idle timeout needs output corral sees: capture or relay stdout or stderr \
+             (output inherited, sent to a file or to null cannot restart it)"
+                .into(),
         ));
     }
-    let crash_safety = tree.crash_safety(&root);
-    if let (true, Some(why)) = (settings.require_crash_safety, crash_safety.note()) {
-        // The root is unreaped: killing its tree cannot hit a stranger.
-        let _ = tree.signal(Signal::KILL);
-        root.kill();
-        let _ = tree.release(&mut root);
-        return Err(Error::containment(
-            mechanism,
-            format!("crash safety required: {why}"),
+    Ok(())
+}
+
+/// Picks and builds the containment, and makes sure the crash-safety
+/// keeper runs before the spawn when the run needs one.
+fn choose_containment(plan: &Plan<'_>) -> Result<contain::Selected, Error> {
+    let selected = contain::select(plan.containment, plan.limits, plan.tracer.clone());
+    // A cgroup that could not be made for want of a descriptor is not a
+    // reason to fall back to a weaker tier, nor a containment failure:
+    // say what it is.
+    #[cfg(target_os = "linux")]
+    if matches!(
+        &selected,
+        Err(Error::Containment { .. }) | Ok(contain::Selected { note: Some(_), .. })
+    ) && sys::descriptors_exhausted()
+    {
+        return Err(Error::spawn(
+            plan.program.to_owned(),
+            io::Error::from_raw_os_error(24),
         ));
     }
+    let selected = selected?;
+    let mechanism = selected.tree.mechanism();
+    // The keeper is started before the spawn, for every run that needs one:
+    // started at the root's registration instead (after the spawn), it
+    // would leave the first run of a process uncovered for as long as the
+    // keeper takes to start (a clone and its first message: milliseconds
+    // under load), and a host killed then would leave its tree behind
+    // (`adversarial_crash::a_parent_survives_its_forks_death_process_group`).
+    // Unrequired, a keeper that cannot start is only reported (the root's
+    // registration tries again and says why).
+    let ahead = sys::crash_safety_ahead(mechanism);
+    if plan.settings.require_crash_safety {
+        ahead.map_err(|why| {
+            Error::containment(mechanism, format!("crash safety required: {why}"))
+        })?;
+    }
+    Ok(selected)
+}
 
+/// The child's three streams and corral's ends of them (the plan's
+/// streams are taken; bytes for stdin stay with the command, which may run
+/// again).
+fn wire(
+    plan: &mut Plan<'_>,
+    meter: Option<Arc<OutputMeter>>,
+    waker: &Arc<dyn Wake>,
+    io_err: &dyn Fn(io::Error) -> Error,
+) -> Result<Wired, Error> {
+    let settings = &plan.settings;
+    stdio::wire(
+        match &plan.stdin.0 {
+            InputKind::Bytes(data) => InputKind::Bytes(data.clone()),
+            _ => std::mem::take(plan.stdin).0,
+        },
+        std::mem::take(plan.stdout).0,
+        std::mem::take(plan.stderr).0,
+        plan.pty,
+        StreamSettings {
+            capture_limit: settings.capture_limit,
+            line_limit: settings.line_limit,
+            lines: plan.on_line.is_some(),
+            meter,
+        },
+        waker,
+        io_err,
+    )
+}
+
+/// What the decisions depend on, from the settings.
+fn policy(settings: &Settings, start: Instant, count_after_kill: bool) -> Policy {
     let deadline = [
         settings.timeout.and_then(|t| start.checked_add(t)),
         settings.deadline,
@@ -382,8 +419,7 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
     .into_iter()
     .flatten()
     .min();
-
-    let policy = Policy {
+    Policy {
         deadline,
         wait_delay: settings.wait_delay,
         grace: settings.grace,
@@ -394,67 +430,65 @@ pub(crate) fn spawn(plan: Plan<'_>) -> Result<Running, Error> {
             .saturating_mul(phase::CONFIRM_STRETCH)
             .max(phase::CONFIRM_LIMIT_MIN),
         leftovers: settings.leftovers,
-        count_after_kill: tree.count_after_kill(),
+        count_after_kill,
         idle_timeout: settings.idle_timeout,
         started: start,
-    };
-    let life = Life {
-        pid,
-        start,
-        spawn_time,
-        root,
-        tree,
-        mechanism,
-        containment_note,
-        crash_safety,
-        poller,
-        waker,
-        streams: [out, err],
-        meter,
-        stdin,
-        pty,
-        cancel,
-        signal_requests: SignalRequests::default(),
-        on_line: plan.on_line,
-        tracer: plan.tracer,
-        root_status: None,
-        root_exit_at: None,
-        output_closed_at: None,
-        signals_sent: Vec::new(),
-        deaths: deaths::Deaths::default(),
-        cleanup_error: None,
-        kept: 0,
-        phase: Phase::START,
-        policy,
-        finished: false,
-        settings,
-    };
-    let life = {
-        let mut life = life;
-        if let Some(e) = life.root.exit_watch_error() {
-            // No descriptor left to watch the root's exit with: undo the
-            // spawn (the drop kills the tree through its identity, waits
-            // for it and releases it) and say so, rather than poll every
-            // exit on a timer.
-            drop(life);
-            return Err(Error::spawn(plan.program.to_owned(), e));
-        }
-        life
-    };
-    // Registered after the spawn: a cancel that raced the spawn is seen by
-    // the first loop iteration through `cancel.state()`.
-    life.cancel.register(&life.waker);
-    Ok(Running {
-        life: Some(Box::new(life)),
-    })
+    }
 }
 
+/// What a failed start of the root is reported as.
+fn spawn_failed(e: SpawnError, plan: &Plan<'_>, tree: &dyn Containment) -> Error {
+    match e {
+        SpawnError::Contain(e) | SpawnError::Spawn(e) if crate::error::out_of_descriptors(&e) => {
+            Error::spawn(plan.program.to_owned(), e)
+        }
+        SpawnError::Contain(e) => Error::containment_io(
+            tree.mechanism(),
+            "could not place the command in its containment",
+            e,
+        ),
+        SpawnError::Spawn(e) => Error::spawn(plan.program.to_owned(), e),
+    }
+}
+
+/// The containment takes hold of the started root's tree; a run that
+/// requires crash safety and cannot have it is undone. On failure the
+/// root is killed and the containment released (through its identity: the
+/// root is unreaped, so no stranger can be hit).
+fn attach(
+    mut tree: Box<dyn Containment>,
+    root: &mut Root,
+    settings: &Settings,
+) -> Result<(Box<dyn Containment>, CrashSafety), Error> {
+    let mechanism = tree.mechanism();
+    let failed = match tree.attach(root) {
+        Ok(()) => {
+            let crash_safety = tree.crash_safety(root);
+            match (settings.require_crash_safety, crash_safety.note()) {
+                (true, Some(why)) => {
+                    let _ = tree.signal(Signal::KILL);
+                    Error::containment(mechanism, format!("crash safety required: {why}"))
+                }
+                _ => return Ok((tree, crash_safety)),
+            }
+        }
+        Err(e) => Error::containment_io(mechanism, "could not take hold of the tree", e),
+    };
+    root.kill();
+    let _ = tree.release(root).outcome(false);
+    Err(failed)
+}
 impl Life {
     /// The synchronous driver: sleep in the platform poller between steps.
     fn run(mut self: Box<Self>) -> Report {
         while !self.advance() {
             let timeout = self.next_wake(Instant::now());
-            let interest = interest(&self.phase, &self.streams, &self.stdin, self.tree.as_ref());
+            let interest = interest(
+                &self.phase,
+                &self.streams,
+                &self.stdin,
+                self.tree.as_deref(),
+            );
             match self.poller.wait(&self.root, interest, timeout) {
                 Ok(ready) => {
                     if ready.stdin_closed {
@@ -516,7 +550,7 @@ impl Life {
         for action in actions {
             match action {
                 Action::Signal(sig) => self.send(sig),
-                Action::CountKept => self.count_kept(),
+                Action::CountKept => self.count_kept = true,
                 Action::CountMembers => {
                     let _ = self.tree_members();
                 }
@@ -566,7 +600,12 @@ impl Life {
     /// ready (then step again before sleeping).
     #[cfg(tokio_unix)]
     pub(crate) fn poll_now(&mut self) -> bool {
-        let interest = interest(&self.phase, &self.streams, &self.stdin, self.tree.as_ref());
+        let interest = interest(
+            &self.phase,
+            &self.streams,
+            &self.stdin,
+            self.tree.as_deref(),
+        );
         match self.poller.wait(&self.root, interest, Some(Duration::ZERO)) {
             Ok(ready) => {
                 let any = ready.readable.iter().any(|&r| r)
@@ -624,10 +663,10 @@ impl Life {
     /// The owner's signal, to the whole tree through the held identity; an
     /// error once the run is over (the identity may be released).
     pub(crate) fn signal_tree(&mut self, sig: Signal) -> io::Result<()> {
-        if self.phase.is_over() || self.finished {
+        if self.phase.is_over() {
             return Err(io::Error::other("the run is over"));
         }
-        self.tree.signal(sig)
+        self.held()?.signal(sig)
     }
 
     /// The queue through which another driver's owner asks for signals, and
@@ -712,15 +751,12 @@ impl Life {
         }
     }
 
-    /// The root exited cleanly and its leftovers are kept: count them.
-    fn count_kept(&mut self) {
-        self.kept = match self.tree.count_kept(&mut self.root) {
-            Ok(n) => n,
-            Err(e) => {
-                self.note_cleanup(CleanupError::members(e));
-                0
-            }
-        };
+    /// The containment, while it holds the tree.
+    fn held(&mut self) -> io::Result<&mut dyn Containment> {
+        match self.tree.as_deref_mut() {
+            Some(tree) => Ok(tree),
+            None => Err(io::Error::other("the run is over: its tree was released")),
+        }
     }
 
     /// The inodes of the output pipes that still have a writer (Linux).
@@ -736,7 +772,7 @@ impl Life {
 
     fn send(&mut self, sig: Signal) {
         self.signals_sent.push(sig);
-        if let Err(e) = self.tree.signal(sig) {
+        if let Err(e) = self.held().and_then(|t| t.signal(sig)) {
             self.note_cleanup(CleanupError::signal(e));
         }
     }
@@ -746,8 +782,8 @@ impl Life {
         // Asked before the listing: a stand-in that dies in between is not
         // listed (members are live processes), and one that lives is
         // filtered out, never counted as a member that corral killed.
-        let stand_in = self.tree.stand_in();
-        match self.tree.members() {
+        let stand_in = self.tree.as_ref().and_then(|t| t.stand_in());
+        match self.held().and_then(|t| t.members()) {
             Ok(m) => {
                 let pid = self.pid;
                 let listed = stand_in.filter(|c| m.contains(c));
@@ -882,22 +918,30 @@ impl Life {
         // keeper died): the report says so, and a run that required it
         // did not end cleanly.
         if self.crash_safety.is_held() {
-            if let CrashSafety::Lost(why) = self.tree.crash_safety(&self.root) {
+            let now = self.tree.as_ref().map(|t| t.crash_safety(&self.root));
+            if let Some(CrashSafety::Lost(why)) = now {
                 if self.settings.require_crash_safety {
                     self.note_cleanup(CleanupError::CrashSafetyLost { why: why.clone() });
                 }
                 self.crash_safety = CrashSafety::Lost(why);
             }
         }
-        let (usage, limits_hit) = match self.tree.usage() {
+        let (usage, limits_hit) = match self.tree.as_ref().and_then(|t| t.usage()) {
             Some((u, hits)) => (Some(u), hits),
             None => (None, Vec::new()),
         };
         // Only now: a line callback that panics in the flush above leaves
         // the release to `Drop`.
-        self.finished = true;
-        if let Err(e) = self.tree.release(&mut self.root) {
-            self.note_cleanup(CleanupError::release(e));
+        if let Some(tree) = self.tree.take() {
+            let (result, kept) = tree.release(&mut self.root).outcome(self.count_kept);
+            match kept {
+                Some(Ok(n)) => self.kept = n,
+                Some(Err(e)) => self.note_cleanup(CleanupError::members(e)),
+                None => {}
+            }
+            if let Err(e) = result {
+                self.note_cleanup(CleanupError::release(e));
+            }
         }
         let killed = self.deaths.killed(&self.signals_sent);
         let at = |i: Option<Instant>| i.map(|t| t.saturating_duration_since(self.start));
@@ -1025,7 +1069,7 @@ fn interest<'a>(
     phase: &Phase,
     streams: &'a [Option<StreamIo>; 2],
     stdin: &'a Option<StdinFeed>,
-    tree: &'a dyn Containment,
+    tree: Option<&'a dyn Containment>,
 ) -> Interest<'a> {
     #[cfg(windows)]
     let _ = (phase, tree);
@@ -1033,7 +1077,10 @@ fn interest<'a>(
         outputs: watched_outputs(streams),
         stdin: stdin.as_ref().map(|f| &f.pipe),
         #[cfg(unix)]
-        tree: phase.is_terminating().then(|| tree.wake_fd()).flatten(),
+        tree: phase
+            .is_terminating()
+            .then(|| tree.and_then(|t| t.wake_fd()))
+            .flatten(),
     }
 }
 
@@ -1046,10 +1093,9 @@ impl Drop for Life {
     /// and the release (which reaps the root). No user code runs here: the
     /// line callback is dropped and no output is read.
     fn drop(&mut self) {
-        if self.finished {
-            return;
+        if self.tree.is_none() {
+            return; // released by `finish`
         }
-        self.finished = true;
         self.on_line = None;
         let policy = self.policy;
         if !self.phase.is_over() {
@@ -1076,6 +1122,8 @@ impl Drop for Life {
             let step = phase::decide(self.phase, &seen, self, now, &policy);
             self.apply(step);
         }
-        let _ = self.tree.release(&mut self.root);
+        if let Some(tree) = self.tree.take() {
+            let _ = tree.release(&mut self.root).outcome(false);
+        }
     }
 }

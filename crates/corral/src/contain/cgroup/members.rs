@@ -76,18 +76,9 @@ impl Cgroup {
     /// (the PID-namespace tier holds them).
     pub(super) fn migrated(&self) -> Vec<u32> {
         match self.pgid {
-            Some(pgid) if !self.released => sys::group_members(pgid).unwrap_or_default(),
-            _ => Vec::new(),
+            Some(pgid) => sys::group_members(pgid).unwrap_or_default(),
+            None => Vec::new(),
         }
-    }
-
-    pub(super) fn check_live(&self) -> io::Result<()> {
-        if self.released {
-            return Err(io::Error::other(
-                "cgroup already released; refusing to signal",
-            ));
-        }
-        Ok(())
     }
 
     /// Signals each member through a pidfd, after checking that the pinned

@@ -150,7 +150,6 @@ pub(crate) struct Cgroup {
     stragglers: std::collections::HashSet<u32>,
     /// Prompt reaping of the tree's orphans (subreaper processes only).
     orphans: Option<crate::contain::orphans::Registration>,
-    released: bool,
     tracer: Tracer,
     /// The run's claim on controllers corral enabled in the parent
     /// (dropped after the cgroup is gone: the last one undoes them).
@@ -243,7 +242,6 @@ impl Cgroup {
             killed_at: None,
             stragglers: std::collections::HashSet::new(),
             orphans: None,
-            released: false,
             tracer,
             leaf_hold,
         }
@@ -300,7 +298,6 @@ impl Containment for Cgroup {
     }
 
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
-        self.check_live()?;
         let inode = fs::metadata(&self.dir)
             .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
             .unwrap_or(0);
@@ -345,20 +342,8 @@ impl Containment for Cgroup {
             return Ok(self.migrated());
         }
         let pids = self.all_procs();
-        if !self.released {
-            self.kill_stragglers(&pids);
-        }
+        self.kill_stragglers(&pids);
         Ok(pids)
-    }
-
-    /// Without the scan for migrated members: whatever the policy keeps is
-    /// left alone anyway, and a clean run must not pay for a scan of /proc.
-    fn count_kept(&mut self, root: &mut Root) -> io::Result<usize> {
-        if !self.populated()? {
-            return Ok(0);
-        }
-        let pid = root.id();
-        Ok(self.all_procs().into_iter().filter(|&p| p != pid).count())
     }
 
     #[cfg(unix)]
@@ -408,11 +393,10 @@ impl Containment for Cgroup {
         Some(self.usage_now())
     }
 
-    fn release(&mut self, root: &mut Root) -> io::Result<()> {
-        if self.released {
-            return Ok(());
-        }
-        self.released = true;
+    /// What is left is counted before it is moved out (without the scan
+    /// for migrated members: whatever the policy keeps is left alone
+    /// anyway, and a clean run must not pay for a scan of /proc).
+    fn release(mut self: Box<Self>, root: &mut Root) -> crate::contain::Released {
         // Only a cgroup that held no kept member goes back to the pool. One
         // read: an empty cgroup stays empty unless someone outside the tree
         // moves a process in, which the next borrow's own read would see.
@@ -422,15 +406,24 @@ impl Containment for Cgroup {
         };
         let plan = at_release(events);
         let clean_exit = matches!(root.peek_exit(), Ok(Some(crate::RootStatus::Exited(_))));
+        let pid = root.id();
+        let mut kept = Ok(0);
         // Kept (or unkillable) members leave the per-command cgroup so that
         // it can be removed; nothing is signalled from here on.
         if plan == AtRelease::MoveOut {
+            kept = self.populated().map(|populated| {
+                let left = if populated {
+                    self.all_procs()
+                } else {
+                    Vec::new()
+                };
+                left.into_iter().filter(|&p| p != pid).count()
+            });
             self.move_out();
         }
         if let Some(o) = self.orphans.take() {
             o.finish();
         }
-        let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });
         let pooled = match plan {
@@ -441,27 +434,30 @@ impl Containment for Cgroup {
             self.tracer.record(OsOp::Released {
                 via: Mechanism::Cgroup,
             });
-            return res;
+            return crate::contain::Released::counted(res, kept);
         }
         self.remove_dirs();
         self.tracer.record(OsOp::Released {
             via: Mechanism::Cgroup,
         });
-        if self.dir.exists() {
-            return Err(io::Error::other(format!(
+        let res = if self.dir.exists() {
+            Err(io::Error::other(format!(
                 "could not remove {}",
                 self.dir.display()
-            )));
-        }
-        res
+            )))
+        } else {
+            res
+        };
+        crate::contain::Released::counted(res, kept)
     }
 }
 
 impl Drop for Cgroup {
+    /// A cgroup never attached (the spawn failed, or it could not be set
+    /// up): nothing ran in it. An attached one is let go only by
+    /// `release`, which consumes it.
     fn drop(&mut self) {
-        // A Cgroup dropped without release (spawn failed): nothing ran in it.
-        if !self.released {
-            self.released = true;
+        if self.pgid.is_none() {
             let _ = self.kill_all();
             self.remove_dirs();
         }
