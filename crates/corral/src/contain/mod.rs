@@ -519,3 +519,38 @@ pub(crate) fn select(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Released;
+    use std::cell::Cell;
+    use std::io;
+    use std::rc::Rc;
+
+    /// What a release left is counted only when the policy kept it, and a
+    /// release's own failure is returned either way.
+    #[test]
+    fn leftovers_are_counted_only_when_asked() {
+        let asked = Rc::new(Cell::new(0));
+        let later = |res: io::Result<()>| {
+            let asked = asked.clone();
+            Released::count_later(res, move || {
+                asked.set(asked.get() + 1);
+                Ok(2)
+            })
+        };
+        let (res, kept) = later(Ok(())).outcome(false);
+        assert!(res.is_ok() && kept.is_none());
+        assert_eq!(asked.get(), 0, "not asked: not counted");
+        let (res, kept) = later(Err(io::Error::other("reap"))).outcome(true);
+        assert!(res.is_err());
+        assert_eq!(kept.unwrap().unwrap(), 2);
+        assert_eq!(asked.get(), 1);
+
+        let counted = |kept| Released::counted(Ok(()), kept);
+        assert!(counted(Ok(3)).outcome(false).1.is_none());
+        assert_eq!(counted(Ok(3)).outcome(true).1.unwrap().unwrap(), 3);
+        let failed = counted(Err(io::Error::other("procs"))).outcome(true);
+        assert!(failed.0.is_ok() && failed.1.unwrap().is_err());
+    }
+}
