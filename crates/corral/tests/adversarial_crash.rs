@@ -60,7 +60,7 @@ fn fork_while_other_threads_run(m: Mechanism) {
             let ok = std::panic::catch_unwind(|| {
                 if m == Mechanism::Subreaper {
                     // Not inherited through fork (prctl(2)).
-                    corral::enable_subreaper().unwrap();
+                    corral::process_wide::enable_subreaper().unwrap();
                 }
                 let r = cmd(m, "true").run().unwrap();
                 matches!(r.outcome, Outcome::Exited(0)) && r.crash_safety.is_held()
@@ -195,8 +195,8 @@ fn fork_survives_its_parents_death(tier: &str, kill_fork: bool) {
     // first blamed on two runs' helpers sharing inner pids, but each run
     // has its own marker: the watch pinned as `cb` (pid 4 in the fork's
     // namespace) a short-lived marked `cat` of the parent's own `ready`
-    // loop, pid 4 in the parent's namespace, and saw it "die". The watch
-    // now also checks each helper's PID namespace (`NAME.ns`).
+    // loop, pid 4 in the parent's namespace, and saw it "die". So the watch
+    // checks each helper's PID namespace too (`NAME.ns`).
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let s = Scratch::new();
@@ -466,7 +466,7 @@ fn subreaper_fork_host() {
     if std::env::var_os("CORRAL_SUBREAPER_FORK_HOST").is_none() {
         return;
     }
-    corral::enable_subreaper().unwrap();
+    corral::process_wide::enable_subreaper().unwrap();
     fork_while_other_threads_run(Mechanism::Subreaper);
     println!("SUBREAPER FORKS OK");
 }
