@@ -32,7 +32,8 @@ fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if path.is_dir() {
+        let skipped = path.ends_with("node_modules") || path.ends_with("target");
+        if path.is_dir() && !skipped {
             files_under(&path, ext, out);
         } else if path.extension().is_some_and(|e| e == ext) {
             out.push(path);
