@@ -1,7 +1,12 @@
-//! docs/INVARIANTS.md names, for each invariant, the tests that prove it.
-//! This checks that every test (and helper) it names exists in the
-//! workspace's sources, so that renaming or deleting a test fails here
-//! instead of leaving the table pointing at nothing.
+//! The docs name only what exists.
+//!
+//! docs/INVARIANTS.md names, for each invariant, the tests that prove it:
+//! every test (and helper) it names must exist in the workspace's sources,
+//! so that renaming or deleting a test fails here instead of leaving the
+//! table pointing at nothing. docs/DESIGN.md and docs/MECHANISMS.md name
+//! source files (`sys/linux_spawn/raw.rs`, `contain/cgroup/`, and
+//! `child.rs::apply_setup` with an item): each must exist (see
+//! [`every_source_path_the_docs_name_exists`]).
 //!
 //! What the "proven by" column may name, and where it is looked for:
 //! * `FILE::NAME` (also `FILE::MODULE::NAME`): a test binary
@@ -266,7 +271,7 @@ fn every_test_named_in_invariants_md_exists() {
 fn the_check_tells_a_missing_test_from_a_present_one() {
     assert!(check_rust_path("layers::the_checker_is_not_this_name").is_some());
     assert_eq!(
-        check_rust_path("invariants_doc::every_test_named_in_invariants_md_exists"),
+        check_rust_path("docs_refs::every_test_named_in_invariants_md_exists"),
         None
     );
     assert_eq!(check_rust_path("lifecycle::phase::tests::*"), None);
@@ -282,4 +287,88 @@ fn the_check_tells_a_missing_test_from_a_present_one() {
         ["a_b::d", "a_b::e", "a_c::d", "a_c::e"]
     );
     assert!(check_python("test_run.py", "no_such_test").is_some());
+}
+
+/// Every file of the repository (`node_modules` and `target` left out).
+fn repo_files() -> Vec<String> {
+    let mut out = Vec::new();
+    for top in ["crates", ".ci", "docs"] {
+        let mut files = Vec::new();
+        for ext in ["rs", "sh", "py", "js", "md", "toml", "json"] {
+            files_under(&root().join(top), ext, &mut files);
+        }
+        out.extend(files.iter().map(|f| {
+            let rel = f.strip_prefix(root()).unwrap_or(f);
+            format!("/{}", rel.to_string_lossy().replace('\\', "/"))
+        }));
+    }
+    out
+}
+
+/// What is wrong with a source path named in the docs (`a/b.rs`, `a/`,
+/// `a/b.rs::item`), if anything: no file ends with it, or (with an item)
+/// none of those files names the item.
+fn check_source_path(files: &[String], span: &str) -> Option<String> {
+    let (path, item) = match span.split_once("::") {
+        Some((p, i)) => (p, Some(i)),
+        None => (span, None),
+    };
+    let matches: Vec<&String> = if let Some(dir) = path.strip_suffix('/') {
+        let inside = format!("/{dir}/");
+        files.iter().filter(|f| f.contains(&inside)).collect()
+    } else {
+        let tail = format!("/{path}");
+        files.iter().filter(|f| f.ends_with(&tail)).collect()
+    };
+    if matches.is_empty() {
+        return Some(format!("`{span}`: no such file or folder"));
+    }
+    let item = item?;
+    let named = matches.iter().any(|f| {
+        let text = fs::read_to_string(root().join(&f[1..])).unwrap_or_default();
+        has_word(&text, item)
+    });
+    (!named).then(|| format!("`{span}`: no `{item}` in {matches:?}"))
+}
+
+#[test]
+fn every_source_path_the_docs_name_exists() {
+    let files = repo_files();
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for doc in ["docs/DESIGN.md", "docs/MECHANISMS.md"] {
+        let text = fs::read_to_string(root().join(doc)).expect(doc);
+        for span in text.split('`').skip(1).step_by(2) {
+            let (path, item) = span.split_once("::").unwrap_or((span, ""));
+            let pathlike = path
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-./".contains(c));
+            let source = [".rs", ".sh", ".py", ".js"]
+                .iter()
+                .any(|e| path.ends_with(e))
+                || (path.ends_with('/') && path.len() > 1);
+            if !pathlike || !source || path.contains("..") || !(item.is_empty() || is_ident(item)) {
+                continue;
+            }
+            checked += 1;
+            wrong.extend(check_source_path(&files, span).map(|w| format!("{doc}: {w}")));
+        }
+    }
+    assert!(checked > 50, "only {checked} paths checked");
+    assert!(
+        wrong.is_empty(),
+        "the docs name what does not exist:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_path_check_tells_a_missing_file_from_a_present_one() {
+    let files = repo_files();
+    assert_eq!(check_source_path(&files, "sys/linux_spawn/raw.rs"), None);
+    assert_eq!(check_source_path(&files, "contain/cgroup/"), None);
+    assert_eq!(check_source_path(&files, "child.rs::apply_setup"), None);
+    assert!(check_source_path(&files, "sys/no_such_file.rs").is_some());
+    assert!(check_source_path(&files, "no_such_folder/").is_some());
+    assert!(check_source_path(&files, "child.rs::no_such_item").is_some());
 }
