@@ -28,7 +28,7 @@ const SPARE_FDS: u64 = 32;
 pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
     let (soft, hard) = crate::sys::nofile_limits();
     t.note(format!(
-        "figure 5: RLIMIT_NOFILE of every runner: soft {soft}, hard {hard} (the bench raises the soft limit to the hard one with corral::raise_nofile_limit; it tried a hard limit of {} first, which needs CAP_SYS_RESOURCE{}); /proc/sys/fs/nr_open {}",
+        "figure 5: RLIMIT_NOFILE of every runner: soft {soft}, hard {hard} (the bench raises the soft limit to the hard one with corral::process_wide::raise_nofile_limit; it tried a hard limit of {} first, which needs CAP_SYS_RESOURCE{}); /proc/sys/fs/nr_open {}",
         crate::sys::NOFILE_WANT,
         if hard >= crate::sys::NOFILE_WANT { ": granted" } else { ": refused here" },
         std::fs::read_to_string("/proc/sys/fs/nr_open").map_or("?".into(), |s| s.trim().to_string()),

@@ -112,7 +112,7 @@ pub fn killpg_kill(pgid: u32) {
 
 /// Raises the open-files limit: a hard limit of [`NOFILE_WANT`] if this
 /// process may (CAP_SYS_RESOURCE), then the soft limit to the hard one
-/// (`corral::raise_nofile_limit`).
+/// (`corral::process_wide::raise_nofile_limit`).
 pub fn raise_nofile() {
     let mut r = libc::rlimit {
         rlim_cur: 0,
@@ -131,7 +131,7 @@ pub fn raise_nofile() {
             }
         }
     }
-    let _ = corral::raise_nofile_limit();
+    let _ = corral::process_wide::raise_nofile_limit();
 }
 
 /// The descriptor limit the bench asks for.

@@ -3,12 +3,11 @@
 //! its start (as a wrapper does when its own parent dies), the command's
 //! plain child must not outlive corral by more than 3 s.
 //!
-//! Before the keeper held the tree by its cookie from before the spawn,
-//! a kill that landed between the spawn returning and the root's
-//! registration (a window that load stretches to milliseconds: the host
-//! thread waits for a CPU while the command runs and forks) left the tree
-//! running, about 1 run in 4 at load 40. The deterministic proof of the
-//! closed window is `crash_reach::the_keeper_holds_the_tree_before_the_spawn`
+//! The keeper holds the tree by its cookie from before the spawn, so a kill
+//! that lands between the spawn returning and the root's registration (a
+//! window that load stretches to milliseconds: the host thread waits for a
+//! CPU while the command runs and forks) leaves nothing running. The
+//! deterministic proof of the closed window is `crash_reach::the_keeper_holds_the_tree_before_the_spawn`
 //! (corral's tests: the keeper's hold is recorded before the spawn); this
 //! is the reproduction, too slow and too heavy for every CI run.
 

@@ -1,5 +1,5 @@
-//! An unprivileged corral in a cgroup v2 subtree delegated to its user
-//! (issue 23, item 10): `auto` uses the cgroup tier there, and a subtree
+//! An unprivileged corral in a cgroup v2 subtree delegated to its user:
+//! `auto` uses the cgroup tier there, and a subtree
 //! that is only half handed over (the directory, not its `cgroup.procs`)
 //! is no delegation: `auto` falls back to the subreaper tier with a note
 //! that names what is missing, instead of failing the run at the spawn.

@@ -58,7 +58,7 @@ fn as_nobody(dir: &Path, script: &str) {
 }
 
 /// corral ARGS started stopped at a `read` (so its pid, which names the
-/// temporaries of the old writer, is known before it writes anything);
+/// temporaries a writer would make, is known before it writes anything);
 /// `go` lets it run and waits (bounded).
 struct Held {
     child: std::process::Child,
@@ -241,8 +241,8 @@ fn report_files_follow_own_links_keep_devices_and_modes() {
     .unwrap();
     std::fs::write(s.path("real.xml"), "old").unwrap();
     std::os::unix::fs::symlink("real.xml", s.path("link.xml")).unwrap();
-    // The device through a link of the scratch's own: an old writer that
-    // renamed over its target replaces the link, not the machine's
+    // The device through a link of the scratch's own: a writer that
+    // renamed over its target would replace the link, not the machine's
     // /dev/null.
     std::os::unix::fs::symlink("/dev/null", s.path("null")).unwrap();
     let d = run(
@@ -633,7 +633,7 @@ fn cells(row: &str) -> usize {
 }
 
 /// Item 6: names with backticks, pipes and (from a shard report, which
-/// a manifest now refuses) newlines keep the Markdown table whole.
+/// a manifest refuses) newlines keep the Markdown table whole.
 #[test]
 fn markdown_table_survives_hostile_task_names() {
     let (s, mut a, mut b) = shards();

@@ -1,5 +1,5 @@
 //! `corral run` with a descendant whose main thread exited while another
-//! thread runs (issue #9, item 2): it ignores SIGTERM and shows `Z` in
+//! thread runs: it ignores SIGTERM and shows `Z` in
 //! `/proc/PID/stat`, yet it is alive. The grace escalates to SIGKILL, the
 //! leftovers policy kills it, in every tier the CLI can use.
 

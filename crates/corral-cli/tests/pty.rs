@@ -1,4 +1,4 @@
-//! `corral run --pty [--pty-size COLSxROWS]` (issue #26, part 3) with real
+//! `corral run --pty [--pty-size COLSxROWS]` with real
 //! trees: the program sees a terminal (its controlling one) of the given
 //! size; everything comes out on corral's stdout, counted (stderr_bytes
 //! 0); a descendant holding the terminal past the wait delay is killed

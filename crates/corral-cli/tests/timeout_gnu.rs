@@ -5,7 +5,8 @@
 //! `corral run` with the options mapped (`DURATION` -> `-t DURATION --`,
 //! `-s TERM` when no `-s` is given, since `corral run -t` alone sends
 //! SIGKILL). Where `corral run` differs by design (the README's table),
-//! the case says so. Then the issue's own causes (#21), one test each.
+//! the case says so. Then the eight places where `corral run` must behave as
+//! GNU's `timeout` does (`causeN_*`), one or more tests each.
 
 #![cfg(target_os = "linux")]
 
@@ -950,7 +951,9 @@ fn uu_realtime_signal_names() {
 }
 
 // ---------------------------------------------------------------------
-// Issue #21's eight causes, each through `corral run` itself.
+// The eight places where `corral run` must behave as GNU's `timeout`
+// does (rounding, inherited dispositions, signal 0, durations, options,
+// diagnostics, grammar), each through `corral run` itself.
 
 fn corral_run(e: &Env, args: &[&str]) -> Done {
     let v: Vec<String> = args.iter().map(|s| s.to_string()).collect();

@@ -279,8 +279,8 @@ fn ctrl_z_stops_corral_too_and_fg_continues_the_tree() {
 
 /// A Ctrl-Z typed after the spawn but before corral handed the terminal to
 /// the tree (a window widened here to 1.5 s by a test seam) stops the tree
-/// and corral together, like any Ctrl-Z; it used to stop corral alone
-/// while the tree ran on.
+/// and corral together, like any Ctrl-Z: never corral alone while the
+/// tree runs on.
 #[corral_testkit::needs(script)]
 #[test]
 fn ctrl_z_before_the_hand_over_stops_the_tree_too() {

@@ -752,7 +752,7 @@ pub fn start(
 pub fn enable_subreaper() -> Result<()> {
     #[cfg(target_os = "linux")]
     {
-        corral::enable_subreaper().map_err(|e| JsError::from_reason(e.to_string()))
+        corral::process_wide::enable_subreaper().map_err(|e| JsError::from_reason(e.to_string()))
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -768,7 +768,7 @@ pub fn enable_subreaper() -> Result<()> {
 pub fn raise_nofile_limit() -> Result<Option<f64>> {
     #[cfg(unix)]
     {
-        corral::raise_nofile_limit()
+        corral::process_wide::raise_nofile_limit()
             .map(|v| v.map(|n| n as f64))
             .map_err(|e| JsError::from_reason(e.to_string()))
     }

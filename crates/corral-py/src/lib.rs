@@ -849,7 +849,7 @@ fn _shutdown(py: Python<'_>, timeout: f64) -> PyResult<usize> {
 fn enable_subreaper() -> PyResult<()> {
     #[cfg(target_os = "linux")]
     {
-        corral::enable_subreaper().map_err(PyErr::from)
+        corral::process_wide::enable_subreaper().map_err(PyErr::from)
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -868,7 +868,7 @@ fn enable_subreaper() -> PyResult<()> {
 fn raise_nofile_limit() -> PyResult<Option<u64>> {
     #[cfg(unix)]
     {
-        corral::raise_nofile_limit().map_err(PyErr::from)
+        corral::process_wide::raise_nofile_limit().map_err(PyErr::from)
     }
     #[cfg(not(unix))]
     {

@@ -16,7 +16,7 @@ pub enum SpawnErrorKind {
     /// This process (EMFILE) or the whole system (ENFILE) has no file
     /// descriptor left for the run's pipes, pidfd or containment. Nothing
     /// was left running. The error's message names the process's
-    /// `RLIMIT_NOFILE`; [`raise_nofile_limit`](crate::raise_nofile_limit)
+    /// `RLIMIT_NOFILE`; [`raise_nofile_limit`](crate::process_wide::raise_nofile_limit)
     /// raises the soft limit to the hard one. See that function for what a
     /// run holds.
     TooManyOpenFiles,
@@ -147,7 +147,8 @@ fn hint(kind: SpawnErrorKind) -> String {
         let show = |v: Option<u64>| v.map_or("unlimited".to_string(), |v| v.to_string());
         return format!(
             " (RLIMIT_NOFILE: soft {}, hard {}; every running command holds descriptors \
-             until it ends; corral::raise_nofile_limit() raises the soft limit to the hard one)",
+             until it ends; corral::process_wide::raise_nofile_limit() raises the soft \
+             limit to the hard one)",
             show(lim.current),
             show(lim.maximum)
         );

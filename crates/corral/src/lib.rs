@@ -33,7 +33,9 @@
 //!
 //! [`Report::check`] turns a run into a `Result` for `?` (`Ok` only for a
 //! clean exit 0); [`Running::signal`] signals the whole tree while the run
-//! is held.
+//! is held. The few switches that change the whole host process (a child
+//! subreaper, orphan reaping, a one-shot process, the keeper's start, the
+//! descriptor limit) are grouped in [`process_wide`].
 //!
 //! Features: `tokio` (Unix) adds `Command::spawn_async`; `serde` adds the
 //! typed report documents (`document`: `RunReport`, `BatchRun`), makes
@@ -65,6 +67,7 @@ mod contain;
 pub mod document;
 mod error;
 mod lifecycle;
+pub mod process_wide;
 mod report;
 mod signal;
 mod spec;
@@ -75,17 +78,9 @@ pub use asynchronous::AsyncRunning;
 pub use cancel::CancelToken;
 pub use capture::Captured;
 pub use command::Command;
-#[cfg(target_os = "linux")]
-pub use contain::orphans::reap_orphans_now;
-#[cfg(target_os = "linux")]
-pub use contain::subreaper::{enable_subreaper, reap_all_orphans};
+pub use contain::ContainmentChoice;
 #[cfg(feature = "test-util")]
 pub use contain::OsOp;
-pub use contain::{
-    one_shot, one_shot_process, release_cgroup_pool, start_keeper, ContainmentChoice,
-};
-#[cfg(unix)]
-pub use error::raise_nofile_limit;
 pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::{PtyWindow, Running};
 pub use report::{
@@ -94,6 +89,17 @@ pub use report::{
 };
 pub use signal::{Signal, UnknownSignal};
 pub use spec::{Input, LeftoverPolicy, LineCallback, Output, PtySize, Stream};
+
+// The switches' root paths, hidden: `corral-cli`'s `run.rs` still calls
+// them there. Use [`process_wide`].
+#[doc(hidden)]
+#[cfg(unix)]
+pub use process_wide::raise_nofile_limit;
+#[doc(hidden)]
+#[cfg(target_os = "linux")]
+pub use process_wide::{enable_subreaper, reap_all_orphans, reap_orphans_now};
+#[doc(hidden)]
+pub use process_wide::{one_shot, one_shot_process, release_cgroup_pool, start_keeper};
 
 /// The README's Rust examples, compiled with the doctests (and denied
 /// warnings) so that they cannot drift from the library.

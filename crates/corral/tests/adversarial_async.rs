@@ -147,7 +147,7 @@ fn storm(mech: Mechanism) {
     }
     drop(rt);
     s.assert_none_left();
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
 }
 
 #[test]

@@ -60,7 +60,7 @@ fn fork_while_other_threads_run(m: Mechanism) {
             let ok = std::panic::catch_unwind(|| {
                 if m == Mechanism::Subreaper {
                     // Not inherited through fork (prctl(2)).
-                    corral::enable_subreaper().unwrap();
+                    corral::process_wide::enable_subreaper().unwrap();
                 }
                 let r = cmd(m, "true").run().unwrap();
                 matches!(r.outcome, Outcome::Exited(0)) && r.crash_safety.is_held()
@@ -190,13 +190,12 @@ fn a_command_that_stops_the_keeper_is_not_reported_crash_safe_cgroup() {
 /// is left alone and its run ends normally, still crash-safe (the fork has
 /// a keeper, or a host pidfd, of its own).
 fn fork_survives_its_parents_death(tier: &str, kill_fork: bool) {
-    // One at a time (light on a loaded machine). The PID-namespace row's
-    // intermittent failure (about 1 run in 7 in CI, 1 in 100 locally) was
-    // first blamed on two runs' helpers sharing inner pids, but each run
-    // has its own marker: the watch pinned as `cb` (pid 4 in the fork's
-    // namespace) a short-lived marked `cat` of the parent's own `ready`
-    // loop, pid 4 in the parent's namespace, and saw it "die". The watch
-    // now also checks each helper's PID namespace (`NAME.ns`).
+    // One at a time (light on a loaded machine). In the PID-namespace row
+    // two namespaces have the same inner pids: a watch that went by pid
+    // alone could pin as `cb` (pid 4 in the fork's namespace) a short-lived
+    // marked `cat` of the parent's own `ready` loop (pid 4 in the parent's
+    // namespace) and see it "die". So the watch checks each helper's PID
+    // namespace too (`NAME.ns`).
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let s = Scratch::new();
@@ -440,10 +439,10 @@ fn three_tier_host() {
 /// `a_fork_taken_while_other_threads_run_commands_can_run_its_own_*`, in a
 /// child process of its own (the switch is process-wide).
 ///
-/// Failed about one run in three before `contain::orphans`' registry (and
-/// `contain::subreaper`'s `LIVE`/`STATE`, `sys::roots`) became per process:
-/// the fork hung in `orphans::registry()`, a plain static `Mutex` inherited
-/// held when the parent's reaper thread or a run held it at the fork.
+/// `contain::orphans`' registry (and `contain::subreaper`'s `LIVE`/`STATE`,
+/// `sys::roots`) are per process: a plain static `Mutex` would be inherited
+/// held when the parent's reaper thread or a run held it at the fork, and
+/// the fork would hang in `orphans::registry()`.
 #[test]
 fn a_fork_taken_while_other_threads_run_commands_can_run_its_own_subreaper() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
@@ -466,7 +465,7 @@ fn subreaper_fork_host() {
     if std::env::var_os("CORRAL_SUBREAPER_FORK_HOST").is_none() {
         return;
     }
-    corral::enable_subreaper().unwrap();
+    corral::process_wide::enable_subreaper().unwrap();
     fork_while_other_threads_run(Mechanism::Subreaper);
     println!("SUBREAPER FORKS OK");
 }

@@ -71,13 +71,13 @@ fn run_ok(c: &mut Command) -> (String, String) {
 #[test]
 fn limits_a_command_sets_on_its_own_cgroup_never_reach_the_next_run() {
     let _g = serial();
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     let show = "cat $D/cgroup.max.descendants $D/cgroup.max.depth $D/cgroup.pressure 2>/dev/null; \
                 mkdir $D/nested && rmdir $D/nested && echo nested-ok";
     // What a fresh cgroup shows.
     let (_, fresh) = run_ok(&mut cg(show));
     assert!(fresh.contains("nested-ok"), "{fresh}");
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     // A command limits its own cgroup and exits 0 (its cgroup is empty and
     // goes back to the pool).
     let (a, _) = run_ok(&mut cg("echo 0 > $D/cgroup.max.descendants && \
@@ -97,7 +97,7 @@ fn limits_a_command_sets_on_its_own_cgroup_never_reach_the_next_run() {
             "the run in {b} (the limited one was {a}) does not see a fresh cgroup"
         );
     }
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
 }
 
 /// Someone outside the run freezes a pooled cgroup while it waits: the next
@@ -106,14 +106,14 @@ fn limits_a_command_sets_on_its_own_cgroup_never_reach_the_next_run() {
 #[test]
 fn a_pooled_cgroup_frozen_from_outside_is_never_borrowed() {
     let _g = serial();
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     let (a, _) = run_ok(&mut cg("true"));
     std::fs::write(PathBuf::from(&a).join("cgroup.freeze"), "1").unwrap();
     for _ in 0..3 {
         let (b, _) = run_ok(&mut cg("true"));
         assert_ne!(a, b, "a frozen cgroup was borrowed");
     }
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     assert!(!PathBuf::from(&a).exists(), "{a} was left behind");
 }
 
@@ -123,7 +123,7 @@ fn a_pooled_cgroup_frozen_from_outside_is_never_borrowed() {
 #[test]
 fn a_pooled_cgroup_frozen_and_thawed_from_outside_runs_the_next_command() {
     let _g = serial();
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     let (a, _) = run_ok(&mut cg("true"));
     std::fs::write(PathBuf::from(&a).join("cgroup.freeze"), "1").unwrap();
     std::fs::write(PathBuf::from(&a).join("cgroup.freeze"), "0").unwrap();
@@ -131,7 +131,7 @@ fn a_pooled_cgroup_frozen_and_thawed_from_outside_runs_the_next_command() {
         let (_, out) = run_ok(&mut cg("cat $D/cgroup.freeze; echo alive"));
         assert!(out.contains("0\nalive"), "{out}");
     }
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
 }
 
 /// A command makes a nested cgroup, freezes it and exits: the nested cgroup
@@ -141,7 +141,7 @@ fn a_pooled_cgroup_frozen_and_thawed_from_outside_runs_the_next_command() {
 #[test]
 fn a_nested_frozen_cgroup_left_by_a_command_is_removed_not_pooled() {
     let _g = serial();
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     let (a, _) = run_ok(&mut cg("mkdir $D/inner && echo 1 > $D/inner/cgroup.freeze"));
     for _ in 0..3 {
         let (b, out) = run_ok(&mut cg("ls -d $D/inner 2>/dev/null; echo alive"));
@@ -152,7 +152,7 @@ fn a_nested_frozen_cgroup_left_by_a_command_is_removed_not_pooled() {
         );
     }
     assert!(!PathBuf::from(&a).join("inner").exists());
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     assert!(!PathBuf::from(&a).exists(), "{a} was left behind");
 }
 
@@ -165,7 +165,7 @@ fn a_nested_frozen_cgroup_left_by_a_command_is_removed_not_pooled() {
 #[test]
 fn a_member_moved_into_a_pooled_sibling_never_shares_a_run() {
     let _g = serial();
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     // Two pooled cgroups: two runs at once.
     let t1 = std::thread::spawn(|| run_ok(&mut cg("sleep 0.3")).0);
     let t2 = std::thread::spawn(|| run_ok(&mut cg("sleep 0.3")).0);
@@ -204,7 +204,7 @@ fn a_member_moved_into_a_pooled_sibling_never_shares_a_run() {
         // The shell and `cat` (and `wc`, a pipe) at most: nothing foreign.
         assert!(n <= 3, "{b} held {n} processes: {out}");
     }
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     s.assert_none_left();
 }
 
@@ -216,7 +216,7 @@ fn a_member_moved_into_a_pooled_sibling_never_shares_a_run() {
 #[test]
 fn a_stopped_member_left_at_exit_is_killed_and_the_next_run_is_unharmed() {
     let _g = serial();
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     let s = Scratch::new();
     let w = Watch::new(&s);
     let mut c = cg(&format!(
@@ -234,7 +234,7 @@ fn a_stopped_member_left_at_exit_is_killed_and_the_next_run_is_unharmed() {
         let (_, out) = run_ok(&mut cg("echo alive"));
         assert!(out.contains("alive"));
     }
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     s.assert_none_left();
 }
 
@@ -245,7 +245,7 @@ fn a_stopped_member_left_at_exit_is_killed_and_the_next_run_is_unharmed() {
 #[test]
 fn cpu_of_a_member_that_exits_last_moment_is_not_charged_to_the_next_run() {
     let _g = serial();
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     let burn = "i=0; while [ $i -lt 250000 ]; do i=$((i+1)); done";
     let (a, _) = run_ok(&mut cg(&format!("( {burn} ) & ( {burn} ) & wait")));
     for _ in 0..3 {
@@ -258,7 +258,7 @@ fn cpu_of_a_member_that_exits_last_moment_is_not_charged_to_the_next_run() {
             "run in {out} (first was cg={a}) charged {cpu:?}"
         );
     }
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
 }
 
 /// The same writes made through another mount of the hierarchy: a command
@@ -272,7 +272,7 @@ fn cpu_of_a_member_that_exits_last_moment_is_not_charged_to_the_next_run() {
 #[test]
 fn writes_through_a_cgroup_namespace_mount_never_reach_the_next_run() {
     let _g = serial();
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     let s = Scratch::new();
     let m = s.path("mnt");
     std::fs::create_dir(&m).unwrap();
@@ -292,7 +292,7 @@ fn writes_through_a_cgroup_namespace_mount_never_reach_the_next_run() {
             "{a} limited itself through a namespace mount; the run in {b}: {next}"
         );
     }
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     // A kill: the writer enters the namespace (its root: the run's cgroup),
     // mounts, leaves the cgroup, and writes 0.3 s after the root exited.
     let (a, _) = run_ok(&mut cg(&format!(
@@ -316,7 +316,7 @@ fn writes_through_a_cgroup_namespace_mount_never_reach_the_next_run() {
             "{a} was killed through a namespace mount; the run in {b}: {next}"
         );
     }
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
 }
 
 /// The host's side of [`a_pooled_cgroup_outliving_its_keeper_is_not_reused_unheld`]:
@@ -391,7 +391,7 @@ fn a_pooled_cgroup_outliving_its_keeper_is_not_reused_unheld() {
 #[test]
 fn concurrent_borrowers_never_share_a_cgroup() {
     let _g = serial();
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     let threads: Vec<_> = (0..6)
         .map(|_| {
             std::thread::spawn(|| {
@@ -407,5 +407,5 @@ fn concurrent_borrowers_never_share_a_cgroup() {
     for t in threads {
         t.join().unwrap();
     }
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
 }

@@ -171,7 +171,7 @@ fn descriptors_per_run(
             .stdout(corral::Output::null())
             .stderr(corral::Output::null());
         warm.run_async().await.unwrap();
-        corral::release_cgroup_pool();
+        corral::process_wide::release_cgroup_pool();
         let before = open_fds();
         let list_before = fd_list();
         let kids_before = live_children().len();
@@ -209,7 +209,7 @@ fn descriptors_per_run(
             assert!(r.cleanup_error.is_none(), "{r:?}");
         }
         // Pooled cgroups keep their descriptors by design: give them back.
-        corral::release_cgroup_pool();
+        corral::process_wide::release_cgroup_pool();
         // A namespace init's pidfd is held (by a small thread that then
         // unmaps its stacks) until the init has exited, which under load can
         // be a while after the run's report: wait for them, bounded, until

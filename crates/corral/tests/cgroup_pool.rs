@@ -99,7 +99,7 @@ fn a_finished_run_gives_its_cgroup_to_the_next_and_release_removes_it() {
     let b = cgroup_of_run(&mut cg(SHOW));
     assert_eq!(a, b, "the second run did not reuse the pooled cgroup");
     assert!(dir.join(&a).exists());
-    assert!(corral::release_cgroup_pool() >= 1);
+    assert!(corral::process_wide::release_cgroup_pool() >= 1);
     assert!(!dir.join(&a).exists(), "release_cgroup_pool left {a}");
 }
 
@@ -137,7 +137,7 @@ fn a_pooled_cgroup_that_is_not_empty_is_never_borrowed() {
         assert!(Instant::now() < end, "{a} stays populated");
         std::thread::sleep(Duration::from_millis(10));
     }
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
 }
 
 /// Once `cgroup.kill` was written to a cgroup, Linux 6.18 kills every child
@@ -160,7 +160,7 @@ fn a_pooled_cgroup_whose_kill_file_was_written_is_never_borrowed() {
         !dir.join(&a).exists(),
         "the poisoned cgroup {a} was not removed"
     );
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
 }
 
 /// The same write made by the command itself, from a process of its tree
@@ -200,7 +200,7 @@ fn a_command_that_writes_its_own_kill_file_does_not_poison_the_next_run() {
     let _ = std::fs::remove_file(&wrote);
     let b = cgroup_of_run(&mut cg(SHOW));
     assert_ne!(a, b, "a cgroup whose cgroup.kill was written was borrowed");
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
 }
 
 #[corral_testkit::needs(cgroup)]
@@ -208,7 +208,7 @@ fn a_command_that_writes_its_own_kill_file_does_not_poison_the_next_run() {
 fn limits_of_one_run_never_reach_the_next() {
     let _g = serial();
     let dir = root();
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     let plain = cgroup_of_run(&mut cg(SHOW));
     // A limited run gets a cgroup of its own (even with one in the pool),
     // and it is removed after the run, not pooled.
@@ -247,14 +247,14 @@ fn limits_of_one_run_never_reach_the_next() {
     for l in text.lines().filter(|l| !l.starts_with("0::")) {
         assert!(!l.contains("/corral-"), "a v1 group of a run leaked: {l}");
     }
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
 }
 
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn usage_is_per_run_in_a_reused_cgroup() {
     let _g = serial();
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     let busy = r#"i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; cat /proc/self/cgroup"#;
     let r1 = cg(busy).run().unwrap();
     assert_eq!(r1.exit_code(), Some(0));
@@ -280,7 +280,7 @@ fn usage_is_per_run_in_a_reused_cgroup() {
         cpu2 < cpu1 / 2 && cpu2 < Duration::from_millis(40),
         "the reused cgroup reported earlier runs' CPU: {cpu2:?} (first run {cpu1:?})"
     );
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
 }
 
 /// Starts this test binary as a separate corral process that makes two
@@ -376,7 +376,7 @@ fn two_corrals_never_share_a_pooled_cgroup() {
     }
     drop(c1);
     drop(c2);
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
 }
 
 /// A child forked without exec inherits a copy of the pool's state, but
@@ -424,7 +424,7 @@ fn fork_child() {
             let b = cgroup_of_run(&mut cg(SHOW));
             let c = cgroup_of_run(&mut cg(SHOW));
             // Its own cgroup, and its own pool works.
-            b != a && c == b && corral::release_cgroup_pool() == 1
+            b != a && c == b && corral::process_wide::release_cgroup_pool() == 1
         })
         .unwrap_or(false);
         // SAFETY: ends the forked child without running the parent's
@@ -441,6 +441,6 @@ fn fork_child() {
     );
     let d = cgroup_of_run(&mut cg(SHOW));
     assert_eq!(a, d, "the parent's pooled cgroup was lost after the fork");
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     println!("FORK OK");
 }

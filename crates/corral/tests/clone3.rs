@@ -362,7 +362,7 @@ fn concurrent_spawns_leak_no_descriptors() {
     cg("/bin/true").run().unwrap();
     // The cgroup pool holds descriptors by design (bounded): empty it on
     // both sides of the count.
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     let before = open_fds();
     let threads: Vec<_> = (0..8)
         .map(|t| {
@@ -381,7 +381,7 @@ fn concurrent_spawns_leak_no_descriptors() {
     for t in threads {
         t.join().unwrap();
     }
-    corral::release_cgroup_pool();
+    corral::process_wide::release_cgroup_pool();
     let after = open_fds();
     assert_eq!(before, after, "descriptors before/after 200 spawns");
 }

@@ -137,7 +137,7 @@ fn reach_host() {
     };
     // What the CLI does: the subreaper switch on, `auto` then picks the
     // subreaper tier where no cgroup is writable.
-    corral::enable_subreaper().unwrap();
+    corral::process_wide::enable_subreaper().unwrap();
     let dir = std::env::var("CORRAL_TEST_DIR").unwrap();
     let choice = match tier.as_str() {
         "auto" => ContainmentChoice::Auto,
@@ -207,7 +207,7 @@ fn grace_host() {
     if std::env::var_os("CORRAL_GRACE_HOST").is_none() {
         return;
     }
-    corral::enable_subreaper().unwrap();
+    corral::process_wide::enable_subreaper().unwrap();
     let dir = std::env::var("CORRAL_TEST_DIR").unwrap();
     let mark = std::env::var("CORRAL_TEST_MARK").unwrap();
     let h = std::env::var("H").unwrap();
@@ -240,7 +240,7 @@ fn grace_host() {
 #[test]
 fn the_keeper_holds_the_tree_before_the_spawn() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    corral::enable_subreaper().unwrap();
+    corral::process_wide::enable_subreaper().unwrap();
     for m in [Mechanism::ProcessGroup, Mechanism::Subreaper] {
         for _ in 0..20 {
             let ops: Arc<Mutex<Vec<OsOp>>> = Arc::default();

@@ -170,7 +170,7 @@ fn host() {
     let via = match std::env::var("CORRAL_HOST_TIER").unwrap().as_str() {
         "process_group" => Mechanism::ProcessGroup,
         "subreaper" => {
-            corral::enable_subreaper().unwrap();
+            corral::process_wide::enable_subreaper().unwrap();
             Mechanism::Subreaper
         }
         "cgroup" => Mechanism::Cgroup,

@@ -1,5 +1,5 @@
 //! Survivors that cannot be killed are reported, all of them, in every
-//! tier (issue 23, item 7).
+//! tier.
 //!
 //! The command (`sh`) starts a child and waits; the test moves both into a
 //! cgroup-v1 freezer cgroup and freezes it (a v1-frozen process does not
@@ -77,7 +77,9 @@ fn frozen_command_and_child_are_both_survivors(tier: Mechanism) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if tier == Mechanism::Subreaper {
         static ENABLE: Once = Once::new();
-        ENABLE.call_once(|| corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER"));
+        ENABLE.call_once(|| {
+            corral::process_wide::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER")
+        });
     }
     let s = Scratch::new();
     if tier == Mechanism::PidNamespace {

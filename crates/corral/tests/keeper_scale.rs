@@ -68,7 +68,7 @@ fn fds_of(pid: u32) -> usize {
 #[test]
 fn six_hundred_concurrent_runs_are_all_crash_safe() {
     let _serial = serial();
-    let _ = corral::raise_nofile_limit();
+    let _ = corral::process_wide::raise_nofile_limit();
     let s = Scratch::new();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -142,7 +142,7 @@ fn six_hundred_concurrent_runs_are_all_crash_safe() {
 #[test]
 fn sigkill_of_a_host_with_six_hundred_runs_kills_every_tree() {
     let _serial = serial();
-    let _ = corral::raise_nofile_limit();
+    let _ = corral::process_wide::raise_nofile_limit();
     let s = Scratch::new();
     let w = Watch::new(&s);
     let mut host = std::process::Command::new(std::env::current_exe().unwrap());
@@ -278,7 +278,7 @@ fn registrations_queued_when_the_host_dies_are_honoured() {
 #[test]
 #[ignore = "helper: the host process of the keeper_scale host-death tests"]
 fn many_runs_host() {
-    let _ = corral::raise_nofile_limit();
+    let _ = corral::process_wide::raise_nofile_limit();
     let dir = std::env::var_os("CORRAL_TEST_DIR").expect("run by the test only");
     let dir = std::path::Path::new(&dir);
     let n = match std::env::var("CORRAL_KEEPER_TEST_RUNS") {

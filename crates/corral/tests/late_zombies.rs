@@ -7,7 +7,7 @@
 //! zombie child of corral until corral exited, one per run, so a long-lived
 //! host (a batch of thousands of runs) piled them up.
 //!
-//! With `corral::reap_all_orphans()` (what the CLI declares: it starts no
+//! With `corral::process_wide::reap_all_orphans()` (what the CLI declares: it starts no
 //! children of its own) every zombie child that is not a run's root is
 //! reaped; a root, whose unreaped zombie is its run's identity, never is.
 //!
@@ -38,8 +38,8 @@ fn setup() -> (MutexGuard<'static, ()>, Scratch) {
     ENABLE.call_once(|| {
         let mut pool = SCRATCHES.lock().unwrap();
         pool.extend((0..4).map(|_| Scratch::new()));
-        corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER");
-        corral::reap_all_orphans();
+        corral::process_wide::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER");
+        corral::process_wide::reap_all_orphans();
     });
     let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let s = SCRATCHES

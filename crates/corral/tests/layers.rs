@@ -25,6 +25,8 @@ const LAYERS: &[&[&str]] = &[
     &["command"],
     // The async driver (Command::spawn_async).
     &["asynchronous"],
+    // The process-wide switches (contain's and error's, grouped).
+    &["process_wide"],
 ];
 
 /// Inside a folder: the layers of its files (by module name; the folder's

@@ -1,4 +1,4 @@
-//! A process whose main thread exited is not dead (issue #9, item 2).
+//! A process whose main thread exited is not dead.
 //!
 //! The `corral-zombie-leader` helper (testkit) ignores SIGTERM, and its
 //! thread-group leader exits while a second thread keeps running:
@@ -252,7 +252,7 @@ mod subreaper {
         const VIA: Mechanism = Mechanism::Subreaper;
 
         fn enable_subreaper() {
-            corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER");
+            corral::process_wide::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER");
         }
 
         #[test]

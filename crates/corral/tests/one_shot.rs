@@ -1,4 +1,4 @@
-//! `corral::one_shot_process`: a process that runs one command at a time
+//! `corral::process_wide::one_shot_process`: a process that runs one command at a time
 //! and exits after (what `corral run` declares) pays only for what one run
 //! needs. Its own test binary: the setting is process-wide.
 //!
@@ -29,9 +29,9 @@ fn inotify_fds() -> usize {
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn a_one_shot_process_pools_nothing_and_removes_each_cgroup() {
-    corral::one_shot_process();
-    corral::start_keeper();
-    assert!(corral::one_shot());
+    corral::process_wide::one_shot_process();
+    corral::process_wide::start_keeper();
+    assert!(corral::process_wide::one_shot());
     let ops: Arc<Mutex<Vec<OsOp>>> = Arc::default();
     for _ in 0..3 {
         ops.lock().unwrap().clear();
@@ -59,14 +59,18 @@ fn a_one_shot_process_pools_nothing_and_removes_each_cgroup() {
         0,
         "a one-shot process made an inotify instance"
     );
-    assert_eq!(corral::release_cgroup_pool(), 0, "nothing was pooled");
+    assert_eq!(
+        corral::process_wide::release_cgroup_pool(),
+        0,
+        "nothing was pooled"
+    );
 }
 
 #[test]
 fn a_one_shot_process_reaps_orphans_when_asked() {
-    corral::one_shot_process();
-    corral::enable_subreaper().unwrap();
-    corral::reap_all_orphans();
+    corral::process_wide::one_shot_process();
+    corral::process_wide::enable_subreaper().unwrap();
+    corral::process_wide::reap_all_orphans();
     // The root exits at once; its child, re-parented here, exits 200 ms
     // later and stays a zombie child of this process until reaped.
     let s = corral_testkit::Scratch::new();
@@ -116,7 +120,7 @@ fn a_one_shot_process_reaps_orphans_when_asked() {
         Some('Z'),
         "something reaped it without being asked"
     );
-    assert!(corral::reap_orphans_now() >= 1);
+    assert!(corral::process_wide::reap_orphans_now() >= 1);
     assert_eq!(state(pid), None, "still there after reap_orphans_now");
 }
 
@@ -158,8 +162,8 @@ fn wake_ups(pid: u32) -> u64 {
 
 #[test]
 fn a_one_shot_keeper_is_not_woken_by_each_registration() {
-    corral::one_shot_process();
-    corral::start_keeper();
+    corral::process_wide::one_shot_process();
+    corral::process_wide::start_keeper();
     let keeper = own_keeper();
     let before = wake_ups(keeper);
     let started = Instant::now();

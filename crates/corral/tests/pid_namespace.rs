@@ -377,9 +377,9 @@ fn crash_host() {
 
 /// The init copies its arguments out of the host's frame before the host
 /// moves on: two hundred runs timed out at once, none of them killed from
-/// inside (a deferred read of the host's frame once made the init poll
-/// garbage descriptors and end the namespace at start: `Signaled(KILL)`
-/// with no signal sent, 1 run in 150, 9 in 10 under strace).
+/// inside (an init that read the host's frame late would poll garbage
+/// descriptors and end the namespace at start: `Signaled(KILL)` with no
+/// signal sent, rare, frequent under strace).
 #[corral_testkit::needs(pidns)]
 #[test]
 fn two_hundred_short_timeouts_are_all_timeouts() {

@@ -34,7 +34,7 @@ fn process_group_tier() {
 
 #[test]
 fn subreaper_tier() {
-    corral::enable_subreaper().unwrap();
+    corral::process_wide::enable_subreaper().unwrap();
     check(Mechanism::Subreaper);
 }
 

@@ -29,7 +29,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// Enables the subreaper (once) and serialises the tests.
 fn setup() -> MutexGuard<'static, ()> {
     static ENABLE: Once = Once::new();
-    ENABLE.call_once(|| corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER"));
+    ENABLE.call_once(|| corral::process_wide::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER"));
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -301,7 +301,7 @@ fn grace_reaches_a_setsid_escaper_before_the_kill() {
     // The escaper reports SIGTERM by writing a file, then exits. Everything
     // left at once on SIGTERM: no SIGKILL was needed (the signals sent say
     // so); the time only bounds the return, with slack for a loaded machine
-    // (2.8 s was seen at a load of 24 on 2 cores against the 2.5 s this was).
+    // (2.8 s has been seen at a load of 24 on 2 cores).
     run_row(
         &Row {
             tree: tree(
@@ -462,8 +462,9 @@ fn auto_and_only_without_and_with_the_subreaper() {
     // exited, before the child could be waited for) and must reap it, as
     // any subreaper reaps the orphans of programs it starts itself. Each
     // inherited process is waited for until it has exited and is reaped: a
-    // fixed look of 2 s left a late keeper as a zombie nobody reaps, and the
-    // zombie check of every later test of this binary failed on it.
+    // fixed look (say 2 s) would leave a late keeper as a zombie nobody
+    // reaps, and the zombie check of every later test of this binary would
+    // fail on it.
     let inherited: Vec<u32> = own_children()
         .into_iter()
         .map(|(p, _)| p)
@@ -513,7 +514,7 @@ fn selection_child() {
     let note = r.containment_note.unwrap();
     assert!(note.contains("subreaper not enabled"), "{note}");
 
-    corral::enable_subreaper().unwrap();
+    corral::process_wide::enable_subreaper().unwrap();
     let r = Command::new("/bin/true").run().unwrap();
     assert_eq!(r.containment, Mechanism::Subreaper);
     let note = r.containment_note.unwrap();
@@ -662,8 +663,8 @@ fn concurrent_runs_leaving_orphans_keep_their_roots_until_release_cgroup() {
 /// A late orphan whose environment reads empty when its kept parent dies
 /// (as a process's does for a moment while it is in `execve`) is still
 /// recognised by its cookie once it can be read, adopted and reaped: no
-/// zombie is left until this process exits. (The library's keeper looked
-/// once, when the kept process exited; a child mid-exec then was missed.)
+/// zombie is left until this process exits. (A single look when the kept
+/// process exits would miss a child mid-exec.)
 /// The helper empties what `/proc/PID/environ` shows with `prctl(PR_SET_MM)`
 /// (root only) and restores it 300 ms after it was re-parented.
 #[corral_testkit::needs(root)]

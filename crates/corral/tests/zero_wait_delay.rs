@@ -1,5 +1,5 @@
 //! `wait_delay(0)` means "no grace for holders", not "end of file must
-//! already have been read when the root's exit is seen" (issue #9, item 5).
+//! already have been read when the root's exit is seen".
 //!
 //! A root that writes and exits, with nothing else holding its output, is a
 //! clean exit at any wait delay, on every output path (capture, relay to a

@@ -182,7 +182,9 @@ impl Tier {
         #[cfg(target_os = "linux")]
         if mechanism == Mechanism::Subreaper {
             static ENABLE: std::sync::Once = std::sync::Once::new();
-            ENABLE.call_once(|| corral::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER"));
+            ENABLE.call_once(|| {
+                corral::process_wide::enable_subreaper().expect("PR_SET_CHILD_SUBREAPER")
+            });
         }
         let scratch = Scratch::new();
         if mechanism == Mechanism::PidNamespace {

@@ -223,8 +223,8 @@ fn run_batch(opts: BatchOpts) -> Result<Ended, BatchError> {
     // (`reap_all_orphans`), whatever tier its tree ran in.
     #[cfg(target_os = "linux")]
     if wants_subreaper(&batch) {
-        let _ = corral::enable_subreaper();
-        corral::reap_all_orphans();
+        let _ = corral::process_wide::enable_subreaper();
+        corral::process_wide::reap_all_orphans();
     }
     // Before the first spawn: from here on a signal stops the batch and
     // kills every tree instead of killing corral and leaving them.

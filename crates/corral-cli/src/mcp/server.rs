@@ -86,11 +86,11 @@ pub fn serve(opts: McpOpts) -> i32 {
     // The crash-safety keeper now, while the process is small; the server
     // starts no child of its own, so it may be the subreaper and reap
     // every orphan (as `corral run` does).
-    corral::start_keeper();
+    corral::process_wide::start_keeper();
     #[cfg(target_os = "linux")]
     {
-        let _ = corral::enable_subreaper();
-        corral::reap_all_orphans();
+        let _ = corral::process_wide::enable_subreaper();
+        corral::process_wide::reap_all_orphans();
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

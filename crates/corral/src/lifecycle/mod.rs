@@ -724,7 +724,7 @@ impl Life {
     /// the end of file its death caused: once every writer is gone, the
     /// output closed now, whether or not corral read the last bytes yet.
     /// A member killed a moment ago may still be closing its descriptors
-    /// (the tiers that list members through `/proc` no longer count one
+    /// (the tiers that list members through `/proc` do not count one
     /// that is exiting): after a termination, its writers get
     /// [`CLOSE_AFTER_KILL`] to go. A holder outside the tree that stays
     /// (a setsid escaper of a process group) leaves it `None`.

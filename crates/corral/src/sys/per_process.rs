@@ -11,7 +11,7 @@
 //! [`PerProcess`] keeps its state keyed by the pid that made it: a process
 //! that finds its parent's makes its own and never waits for the other
 //! one's lock. The inherited state is dropped in the fork when its lock was
-//! free (its descriptors closed: what a fork used to do), else left alone
+//! free (its descriptors closed), else left alone
 //! (never freed: a few descriptors stay open in the fork, close-on-exec).
 
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};

@@ -322,8 +322,8 @@ impl Root {
             if let Some(code) = st.exit_status() {
                 self.exited = Some(RootStatus::Exited(code));
             } else if let Some(sig) = st.terminating_signal() {
-                // Every number as it is: a signal without a name (SIGSYS
-                // on an old table, real-time signals) is never a SIGKILL.
+                // Every number as it is: a signal without a name (real-time
+                // signals, numbers past the named ones) is never a SIGKILL.
                 if let Some(s) = Signal::from_raw(sig) {
                     self.exited = Some(RootStatus::Signaled(s));
                 }
