@@ -494,7 +494,7 @@ pub(crate) fn select(
             } else {
                 Err(fail(
                     Mechanism::Subreaper,
-                    "this process is not a child subreaper (call corral::enable_subreaper first)"
+                    "this process is not a child subreaper (call corral::process_wide::enable_subreaper first)"
                         .into(),
                 ))
             }

@@ -56,8 +56,8 @@
 //!   `populated 0` again; one that is not empty is retired, never used.
 //!   While pooled the directory keeps its ownership lock (no other corral
 //!   may take it) and its keeper registration (removed if corral dies); at
-//!   most [`POOL_MAX`](pool::POOL_MAX). `corral::release_cgroup_pool` removes them. A
-//!   one-shot process (`corral::one_shot_process`, what `corral run`
+//!   most [`POOL_MAX`](pool::POOL_MAX). `corral::process_wide::release_cgroup_pool` removes them. A
+//!   one-shot process (`corral::process_wide::one_shot_process`, what `corral run`
 //!   declares) pools nothing and sets no watch: its run's cgroup is removed
 //!   at release, and its exit does not wait for the watch's teardown.
 //! * Delegated subtrees: corral's own cgroup is used when it is delegated
