@@ -634,7 +634,10 @@ fn spawn_error(e: Error) -> PyErr {
 /// The library's messages name its Rust API where a step is missing; a
 /// Python caller is told the Python name of the same step.
 fn python_names(text: &str) -> String {
-    text.replace("corral::process_wide::enable_subreaper", "corral.enable_subreaper()")
+    text.replace(
+        "corral::process_wide::enable_subreaper",
+        "corral.enable_subreaper()",
+    )
 }
 
 /// The OS's text for an error, without Rust's " (os error N)" suffix.
