@@ -1078,7 +1078,8 @@ impl Poller {
 struct PollSet<'a> {
     fds: Vec<PollFd<'a>>,
     wake: Option<usize>,
-    /// The root's exit descriptors (Linux): `start..end`.
+    /// The root's exit descriptors: `start..end`.
+    #[cfg(target_os = "linux")]
     root: std::ops::Range<usize>,
     outputs: [Option<usize>; 2],
     stdin: Option<usize>,
@@ -1097,6 +1098,7 @@ impl<'a> PollSet<'a> {
         let mut set = PollSet {
             fds: Vec::with_capacity(6),
             wake: None,
+            #[cfg(target_os = "linux")]
             root: 0..0,
             outputs: [None; 2],
             stdin: None,
