@@ -6,8 +6,7 @@
 //! documented one whatever stdout/stderr are.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use corral::{CancelToken, Command, ContainmentChoice, Input, Mechanism, Outcome, Output, Report};
@@ -34,13 +33,80 @@ pub fn run(opts: RunOpts) -> i32 {
     if let Some(g) = &opts.gnu {
         let _ = PROGRAM.set(g.program.clone());
     }
+    prepare_process(&opts);
+    let Some((program, args)) = opts.command.split_first() else {
+        say(format_args!("no program given"));
+        return exit::CORRAL_FAILED;
+    };
+    let plan = opts.plan();
+    let (mut cmd, relayed) = match command(&opts, &plan, program, args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let token = CancelToken::new();
+    cmd.cancel_token(&token);
+    let jobs = crate::tty::JobControl::new();
+    // Until the terminal is handed over, a Ctrl-Z is held and then passed
+    // to the tree: it must stop the tree too, not corral alone.
+    #[cfg(unix)]
+    let tstp = crate::tty::TstpHold::new();
+    #[cfg(not(unix))]
+    let tstp = ();
+    let first = opts.signal.and_then(|s| s.0).map(corral::Signal::as_raw);
+    let mut signals = Received::install(&token, first, &jobs);
+    // A signal that came before the spawn cancels it.
+    signals.drain();
+    let result = cmd
+        .spawn()
+        .map(|running| supervise(running, &opts, &jobs, tstp, &mut signals));
+    // One that came while the run was being flushed, or while the spawn
+    // failed, still counts.
+    signals.drain();
+    let recv = signals.signal();
+    // The run timed out: the deadline (the library's, or the silent one of
+    // `-s 0` once passed) or a SIGALRM corral received (GNU's timer).
+    let timed_out = |r: &Report| {
+        matches!(r.outcome, Outcome::TimedOut)
+            || (signals.alarm && matches!(r.outcome, Outcome::Cancelled))
+            || plan
+                .silent_deadline
+                .is_some_and(|d| r.timings.root_exit.is_some_and(|t| t >= d))
+    };
+    let (code, json, raise) = match &result {
+        Ok(report) => exit_code(&opts, report, recv, timed_out(report), relayed),
+        Err(e) => spawn_failed(&opts, e, recv, started),
+    };
+    if let Ok(report) = &result {
+        tell(&opts, &plan, report, recv, timed_out(report));
+    }
+    if let Some(path) = &opts.report {
+        if let Err(e) = write_report(path, &json) {
+            say(format_args!(
+                "cannot write report to {}: {e}",
+                if path.as_os_str() == "-" {
+                    "stdout".into()
+                } else {
+                    path.display().to_string()
+                }
+            ));
+            return exit::CORRAL_FAILED;
+        }
+    }
+    if let Some(sig) = raise {
+        exit::raise(sig);
+    }
+    code
+}
+
+/// The process-wide set-up of a one-shot run, before anything else.
+fn prepare_process(opts: &RunOpts) {
     // One command, then exit: no cgroup pool (and no inotify watch whose
     // teardown would slow the exit), and the crash-safety keeper cloned now,
     // while the process is small, its first message read when the run
     // registers (the PID-namespace tier needs none).
-    corral::one_shot_process();
+    corral::process_wide::one_shot_process();
     if !matches!(opts.containment, ContainmentArg::PidNamespace) {
-        corral::start_keeper();
+        corral::process_wide::start_keeper();
     }
     // corral is the only program in this process: it may always be the
     // subreaper (auto uses it where no cgroup can be had), and it starts no
@@ -48,14 +114,19 @@ pub fn run(opts: RunOpts) -> i32 {
     // it may reap.
     #[cfg(target_os = "linux")]
     {
-        let _ = corral::enable_subreaper();
-        corral::reap_all_orphans();
+        let _ = corral::process_wide::enable_subreaper();
+        corral::process_wide::reap_all_orphans();
     }
-    let Some((program, args)) = opts.command.split_first() else {
-        say(format_args!("no program given"));
-        return exit::CORRAL_FAILED;
-    };
-    let plan = opts.plan();
+}
+
+/// The command to run, from the options, and which of stdout and stderr
+/// corral relays; `Err`: the exit code of options that cannot work.
+fn command(
+    opts: &RunOpts,
+    plan: &crate::args::SignalPlan,
+    program: &std::ffi::OsString,
+    args: &[std::ffi::OsString],
+) -> Result<(Command, [bool; 2]), i32> {
     let mut cmd = Command::new(program);
     cmd.args(args)
         .wait_delay(opts.wait_delay)
@@ -108,140 +179,145 @@ pub fn run(opts: RunOpts) -> i32 {
              passed through, whose output cannot restart the idle timer (redirect or pipe one \
              of them)"
         ));
-        return exit::CORRAL_FAILED;
+        return Err(exit::CORRAL_FAILED);
     }
+    Ok((cmd, relayed))
+}
 
-    let token = CancelToken::new();
-    cmd.cancel_token(&token);
-    let received = Arc::new(AtomicI32::new(0));
-    let alarm = Arc::new(AtomicBool::new(false));
-    let jobs = crate::tty::JobControl::new();
-    // Until the terminal is handed over, a Ctrl-Z is held and then passed
-    // to the tree: it must stop the tree too, not corral alone.
+/// The hold on SIGTSTP until the hand-over (nothing where there is none).
+#[cfg(unix)]
+type TstpHold = crate::tty::TstpHold;
+#[cfg(not(unix))]
+type TstpHold = ();
+
+/// From the spawn to the report: the terminal handed over, the run waited
+/// for while the signals corral receives are handled on this thread, the
+/// terminal given back.
+fn supervise(
+    running: corral::Running,
+    opts: &RunOpts,
+    jobs: &crate::tty::JobControl,
+    tstp: TstpHold,
+    signals: &mut Received,
+) -> Report {
+    // The run's root: its SIGCHLD needs no orphan pass, and its exit
+    // is not passed on by the handler.
     #[cfg(unix)]
-    let tstp = crate::tty::TstpHold::new();
-    let first = opts.signal.and_then(|s| s.0).map(corral::Signal::as_raw);
-    let _signals = pass_signals_on(&token, &received, &alarm, first, &jobs);
+    crate::signals::set_root(running.id());
+    // Test seam: widen the window between the spawn and the hand-over.
+    if let Some(ms) = std::env::var("CORRAL_TEST_HANDOVER_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    // A terminal stays a terminal: the tree gets the foreground while it
+    // runs (only when corral itself has it), and gives it back after.
+    // On a terminal of its own, corral's terminal follows it instead.
+    let pty = opts.pty.then(|| crate::pty::Session::start(&running));
+    let _terminal = match pty {
+        Some(_) => None,
+        None => crate::tty::hand_over(running.id(), jobs),
+    };
+    #[cfg(unix)]
+    tstp.release(_terminal.as_ref().map(|_| running.id()));
+    #[cfg(not(unix))]
+    let () = tstp;
+    let report = signals.wait(running);
+    drop(pty);
+    // No job-control action after this point (the root is reaped); the
+    // terminal is given back when `_terminal` drops, just after.
+    jobs.end();
+    report
+}
 
-    let result = cmd.spawn().map(|running| {
-        // The run's root: its SIGCHLD needs no orphan pass, and its exit
-        // does not wake the signal thread.
-        #[cfg(unix)]
-        crate::signals::set_root(running.id());
-        // Test seam: widen the window between the spawn and the hand-over.
-        if let Some(ms) = std::env::var("CORRAL_TEST_HANDOVER_DELAY_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            std::thread::sleep(Duration::from_millis(ms));
-        }
-        // A terminal stays a terminal: the tree gets the foreground while it
-        // runs (only when corral itself has it), and gives it back after.
-        // On a terminal of its own, corral's terminal follows it instead.
-        let pty = opts.pty.then(|| crate::pty::Session::start(&running));
-        let _terminal = match pty {
-            Some(_) => None,
-            None => crate::tty::hand_over(running.id(), &jobs),
-        };
-        #[cfg(unix)]
-        tstp.release(_terminal.as_ref().map(|_| running.id()));
-        let report = running.wait();
-        drop(pty);
-        // No job-control action after this point (the root is reaped); the
-        // terminal is given back when `_terminal` drops, just after.
-        jobs.end();
-        report
-    });
-    let recv = match received.load(Ordering::SeqCst) {
-        0 => None,
-        s => Some(s),
-    };
-    // The run timed out: the deadline (the library's, or the silent one of
-    // `-s 0` once passed) or a SIGALRM corral received (GNU's timer).
-    let alarm = alarm.load(Ordering::SeqCst);
-    let timed_out = |r: &Report| {
-        matches!(r.outcome, Outcome::TimedOut)
-            || (alarm && matches!(r.outcome, Outcome::Cancelled))
-            || plan
-                .silent_deadline
-                .is_some_and(|d| r.timings.root_exit.is_some_and(|t| t >= d))
-    };
+/// The exit code of a run that started, its JSON report, and the signal
+/// to raise on corral itself (GNU's personality, killed by a signal).
+fn exit_code(
+    opts: &RunOpts,
+    report: &Report,
+    recv: Option<i32>,
+    timed_out: bool,
+    relayed: [bool; 2],
+) -> (i32, JsonReport, Option<corral::Signal>) {
     let mut raise = None;
-    let (code, json) = match &result {
-        Ok(report) => {
-            let code = if opts.gnu.is_some() {
-                match exit::for_gnu(report, timed_out(report), opts.preserve_status) {
-                    exit::Gnu::Code(c) => c,
-                    exit::Gnu::Raise(s) => {
-                        raise = Some(s);
-                        128 + s.as_raw()
-                    }
-                }
-            } else if timed_out(report) && report.cleanup_error.is_none() {
-                exit::for_timed_out(report, opts.preserve_status)
-            } else {
-                exit::for_run(report, recv, opts.preserve_status)
-            };
-            (code, JsonReport::from_run(report, recv, code, relayed))
-        }
-        Err(e) => {
-            let code = exit::for_error(e, recv);
-            match &opts.gnu {
-                Some(g) => say(format_args!("{}", exit::gnu_error_message(e, &g.command))),
-                None => {
-                    say(format_args!("{}", exit::error_message(e)));
-                    if let Some(hint) = duration_hint(e, &opts.command) {
-                        say(format_args!("{hint}"));
-                    }
-                }
+    let code = if opts.gnu.is_some() {
+        match exit::for_gnu(report, timed_out, opts.preserve_status) {
+            exit::Gnu::Code(c) => c,
+            exit::Gnu::Raise(s) => {
+                raise = Some(s);
+                128 + s.as_raw()
             }
-            (
-                code,
-                JsonReport::from_error(e, recv, code, started.elapsed()),
-            )
         }
+    } else if timed_out && report.cleanup_error.is_none() {
+        exit::for_timed_out(report, opts.preserve_status)
+    } else {
+        exit::for_run(report, recv, opts.preserve_status)
     };
-    if let Ok(report) = &result {
-        if let Some(e) = &report.cleanup_error {
-            say(format_args!("{e}"));
-        }
-        if opts.verbose {
-            match &opts.gnu {
-                Some(g) => {
-                    if timed_out(report) || matches!(report.outcome, Outcome::Cancelled) {
-                        let zero = plan.silent_deadline.is_some() && timed_out(report);
-                        for line in gnu_verbose_lines(report, zero, &g.command) {
-                            say(format_args!("{line}"));
-                        }
-                    }
-                }
-                None => {
-                    if let Some(line) =
-                        verbose_line(report, recv, opts.wait_delay, opts.effective_timeout())
-                    {
-                        say(format_args!("{line}"));
-                    }
-                }
+    (
+        code,
+        JsonReport::from_run(report, recv, code, relayed),
+        raise,
+    )
+}
+
+/// The exit code of a run that could not start, its JSON report; the
+/// error is said on stderr.
+fn spawn_failed(
+    opts: &RunOpts,
+    e: &corral::Error,
+    recv: Option<i32>,
+    started: Instant,
+) -> (i32, JsonReport, Option<corral::Signal>) {
+    let code = exit::for_error(e, recv);
+    match &opts.gnu {
+        Some(g) => say(format_args!("{}", exit::gnu_error_message(e, &g.command))),
+        None => {
+            say(format_args!("{}", exit::error_message(e)));
+            if let Some(hint) = duration_hint(e, &opts.command) {
+                say(format_args!("{hint}"));
             }
         }
     }
-    if let Some(path) = &opts.report {
-        if let Err(e) = write_report(path, &json) {
-            say(format_args!(
-                "cannot write report to {}: {e}",
-                if path.as_os_str() == "-" {
-                    "stdout".into()
-                } else {
-                    path.display().to_string()
+    (
+        code,
+        JsonReport::from_error(e, recv, code, started.elapsed()),
+        None,
+    )
+}
+
+/// What corral says on stderr after a run: its cleanup error, and with
+/// `-v` what it did.
+fn tell(
+    opts: &RunOpts,
+    plan: &crate::args::SignalPlan,
+    report: &Report,
+    recv: Option<i32>,
+    timed_out: bool,
+) {
+    if let Some(e) = &report.cleanup_error {
+        say(format_args!("{e}"));
+    }
+    if !opts.verbose {
+        return;
+    }
+    match &opts.gnu {
+        Some(g) => {
+            if timed_out || matches!(report.outcome, Outcome::Cancelled) {
+                let zero = plan.silent_deadline.is_some() && timed_out;
+                for line in gnu_verbose_lines(report, zero, &g.command) {
+                    say(format_args!("{line}"));
                 }
-            ));
-            return exit::CORRAL_FAILED;
+            }
+        }
+        None => {
+            if let Some(line) =
+                verbose_line(report, recv, opts.wait_delay, opts.effective_timeout())
+            {
+                say(format_args!("{line}"));
+            }
         }
     }
-    if let Some(sig) = raise {
-        exit::raise(sig);
-    }
-    code
 }
 
 /// `corral run 1 sleep 2`: the program was not found and its name reads as
@@ -463,86 +539,125 @@ fn terminating_signals() -> Vec<i32> {
     v
 }
 
-/// Passes terminating signals on to the tree and follows the terminal's job
-/// control (SIGCHLD: the tree stopped from the terminal; SIGCONT: corral was
-/// continued), on one thread fed by the handlers of `crate::signals`. A
-/// SIGCHLD from any child but the root (once spawned,
-/// `crate::signals::set_root`) also reaps the orphans that died: corral is
-/// a one-shot process, which starts no reaping thread (see
-/// `corral::one_shot_process`); the root's exit does not wake the thread.
-/// Signals of one kind coalesce: an orphan that died together with the
-/// root is reaped at the next SIGCHLD, or goes to init when corral exits.
+/// The signals corral receives during a run and what it does with them,
+/// on the thread that waits for the run (no thread of their own: one per
+/// run cost about 0.45 ms, see docs/BENCHMARKS.md). The handlers of
+/// `crate::signals` write one byte per signal to a pipe; the run's wait
+/// watches it ([`corral::Running::wait_watching`]) and [`Received::drain`]
+/// reads it, and before the spawn and after the wait it is read once more.
+///
+/// * A terminating signal is passed on to the tree as the first signal
+///   (the run's token is cancelled with it; then the grace rule applies),
+///   and the first one received picks the exit code. A SIGALRM is the
+///   deadline coming early (GNU's timer): the tree is terminated as at the
+///   deadline and the run timed out.
+/// * SIGCHLD: job control (the tree stopped from the terminal), and, from
+///   any child but the root (once spawned, `crate::signals::set_root`), a
+///   pass that reaps the orphans that died: corral is a one-shot process,
+///   which starts no reaping thread (see `corral::process_wide::one_shot_process`); the
+///   root's exit is not passed on. Signals of one kind coalesce: an orphan
+///   that died together with the root is reaped at the next SIGCHLD, or
+///   goes to init when corral exits.
+/// * SIGCONT: corral was continued (job control).
 ///
 /// A signal that was ignored when corral started is not caught (it stays
 /// ignored, in corral and in the tree), except SIGALRM and the `-s` signal,
-/// as GNU `timeout` does. A SIGALRM is the deadline coming early (GNU's
-/// timer): the tree is terminated as at the deadline and the run timed out.
-#[cfg(unix)]
-fn pass_signals_on(
-    token: &CancelToken,
-    received: &Arc<AtomicI32>,
-    alarm: &Arc<AtomicBool>,
-    first: Option<i32>,
-    jobs: &crate::tty::JobControl,
-) -> Option<std::thread::JoinHandle<()>> {
-    use libc::{SIGALRM, SIGCHLD, SIGCONT};
-    let mut wanted = terminating_signals();
-    wanted.extend([SIGCHLD, SIGCONT]);
-    let reader = match crate::signals::install(&wanted, first) {
-        Ok(r) => r,
-        Err(e) => {
-            say(format_args!("cannot handle signals: {e}"));
-            return None;
-        }
-    };
-    let token = token.clone();
-    let received = received.clone();
-    let alarm = alarm.clone();
-    let jobs = jobs.clone();
-    std::thread::Builder::new()
-        .name("corral-signals".into())
-        .spawn(move || {
-            crate::signals::for_each(reader, |byte| {
-                let (sig, _from_root) = crate::signals::decode(byte);
-                match sig {
-                    SIGCHLD => {
-                        jobs.on_child_changed();
-                        // The root's own changes need no orphan pass.
-                        #[cfg(target_os = "linux")]
-                        if !_from_root {
-                            corral::reap_orphans_now();
-                        }
-                    }
-                    SIGCONT => jobs.on_continued(),
-                    SIGALRM
-                        if received
-                            .compare_exchange(0, SIGALRM, Ordering::SeqCst, Ordering::SeqCst)
-                            .is_ok() =>
-                    {
-                        alarm.store(true, Ordering::SeqCst);
-                        token.cancel();
-                    }
-                    _ => {
-                        let _ =
-                            received.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
-                        match corral::Signal::from_raw(sig) {
-                            Some(s) => token.cancel_with(s),
-                            None => token.cancel(),
-                        }
-                    }
-                }
-            })
-        })
-        .ok()
+/// as GNU `timeout` does.
+#[cfg_attr(not(unix), allow(dead_code))]
+struct Received {
+    /// The handlers' pipe (`None`: no handler, elsewhere than Unix or when
+    /// they could not be installed).
+    #[cfg(unix)]
+    reader: Option<std::io::PipeReader>,
+    token: CancelToken,
+    jobs: crate::tty::JobControl,
+    /// The first terminating signal received, 0 before.
+    first: i32,
+    /// It was SIGALRM: the run timed out.
+    alarm: bool,
 }
 
-#[cfg(not(unix))]
-fn pass_signals_on(
-    _token: &CancelToken,
-    _received: &Arc<AtomicI32>,
-    _alarm: &Arc<AtomicBool>,
-    _first: Option<i32>,
-    _jobs: &crate::tty::JobControl,
-) -> Option<std::thread::JoinHandle<()>> {
-    None
+impl Received {
+    /// Installs the handlers (see [`terminating_signals`]; `first`: the
+    /// `-s` signal, caught even if it was ignored).
+    fn install(token: &CancelToken, first: Option<i32>, jobs: &crate::tty::JobControl) -> Self {
+        #[cfg(unix)]
+        let reader = {
+            let mut wanted = terminating_signals();
+            wanted.extend([libc::SIGCHLD, libc::SIGCONT]);
+            crate::signals::install(&wanted, first)
+                .map_err(|e| say(format_args!("cannot handle signals: {e}")))
+                .ok()
+        };
+        #[cfg(not(unix))]
+        let _ = first;
+        Received {
+            #[cfg(unix)]
+            reader,
+            token: token.clone(),
+            jobs: jobs.clone(),
+            first: 0,
+            alarm: false,
+        }
+    }
+
+    /// The first terminating signal received, if any.
+    fn signal(&self) -> Option<i32> {
+        (self.first != 0).then_some(self.first)
+    }
+
+    /// Handles every signal received so far (never blocks).
+    fn drain(&mut self) {
+        #[cfg(unix)]
+        if let Some(reader) = self.reader.take() {
+            crate::signals::drain(&reader, |byte| self.on_signal(byte));
+            self.reader = Some(reader);
+        }
+    }
+
+    /// Waits for the run, handling the signals as they come.
+    fn wait(&mut self, running: corral::Running) -> Report {
+        #[cfg(unix)]
+        if let Some(reader) = self.reader.take() {
+            use std::os::fd::AsFd;
+            let report = running.wait_watching(reader.as_fd(), || {
+                crate::signals::drain(&reader, |byte| self.on_signal(byte))
+            });
+            self.reader = Some(reader);
+            return report;
+        }
+        running.wait()
+    }
+
+    /// One byte of the handlers' pipe.
+    #[cfg(unix)]
+    fn on_signal(&mut self, byte: u8) {
+        use libc::{SIGALRM, SIGCHLD, SIGCONT};
+        let (sig, _from_root) = crate::signals::decode(byte);
+        match sig {
+            SIGCHLD => {
+                self.jobs.on_child_changed();
+                // The root's own changes need no orphan pass.
+                #[cfg(target_os = "linux")]
+                if !_from_root {
+                    corral::process_wide::reap_orphans_now();
+                }
+            }
+            SIGCONT => self.jobs.on_continued(),
+            SIGALRM if self.first == 0 => {
+                self.first = SIGALRM;
+                self.alarm = true;
+                self.token.cancel();
+            }
+            _ => {
+                if self.first == 0 {
+                    self.first = sig;
+                }
+                match corral::Signal::from_raw(sig) {
+                    Some(s) => self.token.cancel_with(s),
+                    None => self.token.cancel(),
+                }
+            }
+        }
+    }
 }

@@ -25,7 +25,8 @@ pub struct Foreground {
     ours: rustix::process::Pid,
 }
 
-/// Shared between the waiting thread and the signal thread.
+/// Shared by the run's set-up (the hand-over) and the handling of the
+/// signals corral receives (on the waiting thread).
 #[derive(Clone, Default)]
 pub struct JobControl(Arc<Mutex<Option<Tree>>>);
 

@@ -90,17 +90,6 @@ pub use report::{
 pub use signal::{Signal, UnknownSignal};
 pub use spec::{Input, LeftoverPolicy, LineCallback, Output, PtySize, Stream};
 
-// The switches' root paths, hidden: `corral-cli`'s `run.rs` still calls
-// them there. Use [`process_wide`].
-#[doc(hidden)]
-#[cfg(unix)]
-pub use process_wide::raise_nofile_limit;
-#[doc(hidden)]
-#[cfg(target_os = "linux")]
-pub use process_wide::{enable_subreaper, reap_all_orphans, reap_orphans_now};
-#[doc(hidden)]
-pub use process_wide::{one_shot, one_shot_process, release_cgroup_pool, start_keeper};
-
 /// The README's Rust examples, compiled with the doctests (and denied
 /// warnings) so that they cannot drift from the library.
 #[cfg(doctest)]

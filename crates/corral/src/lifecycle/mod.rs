@@ -145,15 +145,71 @@ impl Running {
             .life
             .take()
             .expect("Running holds its lifecycle until wait");
-        life.run()
+        life.run(None)
     }
+
+    /// [`wait`](Self::wait), watching one more descriptor of the caller's on
+    /// the way: whenever `fd` is readable, the waiting thread calls
+    /// `on_ready` between two steps of the run, then goes on. It lets a
+    /// single-threaded host do its own work while a run is supervised,
+    /// without a thread of its own: the self-pipe of its signal handlers (a
+    /// terminating signal turned into a [`CancelToken::cancel_with`] on the
+    /// run's token, a `SIGCHLD` that reaps what the host must reap), a
+    /// control socket, an eventfd another part of the host writes to.
+    ///
+    /// What the closure changes is seen at once: a cancellation from inside
+    /// it ends the run (in bounded time, as from any other thread: the
+    /// grace, then SIGKILL, then the confirm window), and the report says
+    /// [`Outcome::Cancelled`]. The returned [`Report`] and the bound of
+    /// [`wait`](Self::wait) are unchanged, provided the closure returns
+    /// promptly: the run is not supervised while it runs (no timer fires, no
+    /// output is read), so it must not block.
+    ///
+    /// The watch is level-triggered: `on_ready` must consume what made `fd`
+    /// readable (drain the pipe, read the message), or it is called again
+    /// at once. At a hang-up or an error on `fd` (its writers are all gone,
+    /// it is not open) `on_ready` is called once more, then `fd` is no
+    /// longer watched. Bytes that arrive once the run is over (while its
+    /// output is flushed and its identity released) are not waited for:
+    /// read `fd` once more after this returns if they matter.
+    ///
+    /// A panic in `on_ready` unwinds through this call; the run is then
+    /// cleaned up as when the handle is dropped (its whole tree killed).
+    ///
+    /// Unix only: Windows and other platforms have no descriptor to watch
+    /// in the run's wait; a host there uses [`wait`](Self::wait) and a
+    /// thread of its own.
+    #[cfg(unix)]
+    pub fn wait_watching(
+        mut self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        mut on_ready: impl FnMut(),
+    ) -> Report {
+        let life = self
+            .life
+            .take()
+            .expect("Running holds its lifecycle until wait");
+        life.run(Some(Watch {
+            fd,
+            on_ready: &mut on_ready,
+        }))
+    }
+}
+
+/// A descriptor of the caller's watched by the synchronous driver, and
+/// what its readiness calls ([`Running::wait_watching`]).
+#[cfg_attr(not(unix), allow(dead_code))]
+pub(crate) struct Watch<'a> {
+    #[cfg(unix)]
+    fd: std::os::fd::BorrowedFd<'a>,
+    on_ready: &'a mut dyn FnMut(),
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
         if let Some(life) = self.life.take() {
             life.cancel.cancel();
-            let _ = life.run();
+            let _ = life.run(None);
         }
     }
 }
@@ -480,15 +536,22 @@ fn attach(
 }
 impl Life {
     /// The synchronous driver: sleep in the platform poller between steps.
-    fn run(mut self: Box<Self>) -> Report {
+    /// `watch`: the caller's descriptor, whose readiness calls its closure
+    /// here, on this thread, between two steps.
+    fn run(mut self: Box<Self>, mut watch: Option<Watch<'_>>) -> Report {
         while !self.advance() {
             let timeout = self.next_wake(Instant::now());
-            let interest = interest(
+            #[allow(unused_mut)] // the watch is added on Unix only
+            let mut interest = interest(
                 &self.phase,
                 &self.streams,
                 &self.stdin,
                 self.tree.as_deref(),
             );
+            #[cfg(unix)]
+            {
+                interest.watch = watch.as_ref().map(|w| w.fd);
+            }
             match self.poller.wait(&self.root, interest, timeout) {
                 Ok(ready) => {
                     if ready.stdin_closed {
@@ -498,6 +561,12 @@ impl Life {
                     }
                     if ready.tree_event {
                         self.tree_event();
+                    }
+                    if let (true, Some(w)) = (ready.watched, watch.as_mut()) {
+                        (w.on_ready)();
+                    }
+                    if ready.watch_gone {
+                        watch = None;
                     }
                 }
                 Err(e) => {
@@ -570,7 +639,7 @@ impl Life {
     /// outside a runtime).
     #[cfg(tokio_unix)]
     pub(crate) fn run_to_end(self: Box<Self>) -> Report {
-        self.run()
+        self.run(None)
     }
 
     /// The run's owner went away (a dropped future): the tree must be dead,
@@ -1081,6 +1150,8 @@ fn interest<'a>(
             .is_terminating()
             .then(|| tree.and_then(|t| t.wake_fd()))
             .flatten(),
+        #[cfg(unix)]
+        watch: None,
     }
 }
 

@@ -89,12 +89,18 @@ pub(crate) struct Interest<'a> {
     /// A descriptor that fires when the tree's population changes.
     #[cfg(unix)]
     pub(crate) tree: Option<(std::os::fd::BorrowedFd<'a>, WakeOn)>,
+    /// The caller's own descriptor, watched for readability
+    /// (`Running::wait_watching`).
+    #[cfg(unix)]
+    pub(crate) watch: Option<std::os::fd::BorrowedFd<'a>>,
 }
 
 /// What one wait of the [`Poller`] reported (the same on every platform).
 #[derive(Default)]
 pub(crate) struct Ready {
-    /// Which captured outputs have data or end of file.
+    /// Which captured outputs have data or end of file (read by the async
+    /// driver; the synchronous one reads every stream at each step).
+    #[cfg_attr(not(tokio_unix), allow(dead_code))]
     pub(crate) readable: [bool; 2],
     /// The stdin pipe has room.
     pub(crate) stdin_writable: bool,
@@ -105,6 +111,13 @@ pub(crate) struct Ready {
     /// The child's end of the stdin pipe is closed (POLLERR on our end).
     /// Never set on Windows: a closed stdin shows up as a write error.
     pub(crate) stdin_closed: bool,
+    /// The caller's watched descriptor is readable. Never set outside Unix:
+    /// no descriptor is watched there.
+    pub(crate) watched: bool,
+    /// The caller's watched descriptor is at its end or failed (hang-up,
+    /// error, not open): watching it again would wake at once, forever.
+    /// Never set outside Unix.
+    pub(crate) watch_gone: bool,
     /// A waker fired (cancel, relay drained).
     #[allow(dead_code)]
     pub(crate) woken: bool,

@@ -1022,125 +1022,174 @@ impl Poller {
     }
 
     /// Sleeps until an output is readable, stdin is writable, the root
-    /// exits, a waker fires, or `timeout` passes.
+    /// exits, the tree or the caller's watched descriptor fires, a waker
+    /// fires, or `timeout` passes.
     pub(crate) fn wait(
         &mut self,
         root: &Root,
         interest: Interest<'_>,
         timeout: Option<Duration>,
     ) -> io::Result<Ready> {
-        let Interest {
-            outputs,
-            stdin,
-            tree,
-        } = interest;
-        // A sleep needs the wake descriptor (made first, so that a wake-up
-        // from now on writes to it); a zero-timeout look (the async driver)
-        // does not: the flag says it.
-        let mut timeout = timeout;
+        let (timeout, pending) = self.sleep_length(timeout);
+        let mut set = PollSet::new(self.rx.as_ref(), root, interest);
+        set.sleep(timeout)?;
+        let mut ready = set.ready(root);
+        let fired = set.woke();
+        drop(set);
+        if fired {
+            self.drain_wake();
+        }
+        ready.woken = pending || fired || self.take_woken();
+        Ok(ready)
+    }
+
+    /// How long the next `poll` may sleep, and whether a wake-up is
+    /// already pending (then it does not sleep at all). A sleep needs the
+    /// wake descriptor (made first, so that a wake-up from now on writes to
+    /// it); a zero-timeout look (the async driver) does not: the flag says
+    /// it. Without the descriptor, sleeps are short ticks.
+    fn sleep_length(&mut self, timeout: Option<Duration>) -> (Option<Duration>, bool) {
         if timeout != Some(Duration::ZERO) {
             self.wake_rx();
         }
         let pending = self.take_woken();
-        if pending {
-            timeout = Some(Duration::ZERO);
+        let timeout = if pending {
+            Some(Duration::ZERO)
         } else if self.rx.is_none() {
-            timeout = Some(timeout.map_or(WAKE_TICK, |t| t.min(WAKE_TICK)));
+            Some(timeout.map_or(WAKE_TICK, |t| t.min(WAKE_TICK)))
+        } else {
+            timeout
+        };
+        (timeout, pending)
+    }
+
+    /// Empties the wake descriptor after it fired: an eventfd's counter is
+    /// reset by one read; a pipe is drained.
+    fn drain_wake(&self) {
+        if let Some(rx) = &self.rx {
+            let mut b = [0u8; 64];
+            while matches!(rustix::io::read(rx, &mut b), Ok(n) if n > 0) {}
         }
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
-        let wake_slot = self.rx.as_ref().map(|rx| {
-            fds.push(PollFd::new(rx, PollFlags::IN));
-            0
-        });
-        #[cfg(target_os = "linux")]
-        let base = fds.len();
-        #[cfg(target_os = "linux")]
-        if root.exited.is_none() {
-            if let Some(p) = root.exit.first() {
-                fds.push(PollFd::new(p, PollFlags::IN));
-            }
-            // A namespace init that dies without a word (its status pipe
-            // may not reach end of file if a fork of the host holds a copy
-            // of the write end): its pidfd wakes us too.
-            if let ExitSource::Namespace { init, .. } = &root.exit {
-                fds.push(PollFd::new(init, PollFlags::IN));
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = root;
-        #[cfg(target_os = "linux")]
-        let root_slot = (root.exited.is_none() && root.exit.pidfd().is_some()).then_some(base);
-        #[cfg(target_os = "linux")]
-        let ns_slot =
-            (root.exited.is_none() && root.exit.ns_status().is_some()).then_some(base + 1);
-        let mut slots = [usize::MAX; 4];
-        if let Some((fd, on)) = tree {
-            slots[3] = fds.len();
+    }
+}
+
+/// The descriptors of one [`Poller::wait`], and where each sits in the
+/// `poll(2)` array.
+struct PollSet<'a> {
+    fds: Vec<PollFd<'a>>,
+    wake: Option<usize>,
+    /// The root's exit descriptors: `start..end`.
+    #[cfg(target_os = "linux")]
+    root: std::ops::Range<usize>,
+    outputs: [Option<usize>; 2],
+    stdin: Option<usize>,
+    tree: Option<usize>,
+    watch: Option<usize>,
+}
+
+impl<'a> PollSet<'a> {
+    fn new(wake: Option<&'a SharedFd>, root: &'a Root, interest: Interest<'a>) -> PollSet<'a> {
+        let Interest {
+            outputs,
+            stdin,
+            tree,
+            watch,
+        } = interest;
+        let mut set = PollSet {
+            fds: Vec::with_capacity(6),
+            wake: None,
+            #[cfg(target_os = "linux")]
+            root: 0..0,
+            outputs: [None; 2],
+            stdin: None,
+            tree: None,
+            watch: None,
+        };
+        set.wake = wake.map(|rx| set.push(PollFd::new(rx, PollFlags::IN)));
+        set.add_root(root);
+        set.tree = tree.map(|(fd, on)| {
             let flags = match on {
                 WakeOn::Priority => PollFlags::PRI,
                 WakeOn::Readable => PollFlags::IN,
             };
-            fds.push(PollFd::from_borrowed_fd(fd, flags));
-        }
+            set.push(PollFd::from_borrowed_fd(fd, flags))
+        });
         for (i, o) in outputs.iter().enumerate() {
-            if let Some(o) = o {
-                slots[i] = fds.len();
-                fds.push(PollFd::new(&o.0, PollFlags::IN));
+            set.outputs[i] = o.map(|o| set.push(PollFd::new(&o.0, PollFlags::IN)));
+        }
+        set.stdin = stdin.map(|s| set.push(PollFd::new(&s.0, PollFlags::OUT)));
+        set.watch = watch.map(|fd| set.push(PollFd::from_borrowed_fd(fd, PollFlags::IN)));
+        set
+    }
+
+    /// Adds `fd`; returns its slot.
+    fn push(&mut self, fd: PollFd<'a>) -> usize {
+        self.fds.push(fd);
+        self.fds.len() - 1
+    }
+
+    /// The root's exit descriptors while its exit is not seen: the one
+    /// that tells of it first and, for a namespace init that dies without a
+    /// word (its status pipe may not reach end of file if a fork of the
+    /// host holds a copy of the write end), the init's pidfd.
+    fn add_root(&mut self, root: &'a Root) {
+        #[cfg(target_os = "linux")]
+        if root.exited.is_none() {
+            let start = self.fds.len();
+            if let Some(p) = root.exit.first() {
+                self.push(PollFd::new(p, PollFlags::IN));
             }
+            if let ExitSource::Namespace { init, .. } = &root.exit {
+                self.push(PollFd::new(init, PollFlags::IN));
+            }
+            self.root = start..self.fds.len();
         }
-        if let Some(s) = stdin {
-            slots[2] = fds.len();
-            fds.push(PollFd::new(&s.0, PollFlags::OUT));
-        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = root;
+    }
+
+    /// One `poll`; an interruption by a signal is a wake-up like any other.
+    fn sleep(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let ts = timeout.map(early).map(|d| Timespec {
             tv_sec: d.as_secs().min(i64::MAX as u64) as _,
             tv_nsec: d.subsec_nanos() as _,
         });
-        match poll(&mut fds, ts.as_ref()) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
+        match poll(&mut self.fds, ts.as_ref()) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
+            Err(e) => Err(e.into()),
         }
+    }
+
+    fn fired(&self, slot: Option<usize>) -> Option<PollFlags> {
+        slot.map(|i| self.fds[i].revents())
+            .filter(|r| !r.is_empty())
+    }
+
+    fn woke(&self) -> bool {
+        self.fired(self.wake).is_some()
+    }
+
+    /// What the `poll` reported; a root exit descriptor that fired is a
+    /// hint for `Root::peek_exit`.
+    fn ready(&self, root: &Root) -> Ready {
         #[cfg(target_os = "linux")]
-        #[cfg(target_os = "linux")]
-        if let Some(i) = ns_slot {
-            if !fds[i].revents().is_empty() {
-                root.exit_hint.set(true);
-            }
+        if self.root.clone().any(|i| self.fired(Some(i)).is_some()) {
+            root.exit_hint.set(true);
         }
-        #[cfg(target_os = "linux")]
-        if let Some(i) = root_slot {
-            if !fds[i].revents().is_empty() {
-                root.exit_hint.set(true);
-            }
+        #[cfg(not(target_os = "linux"))]
+        let _ = root;
+        let closed = PollFlags::ERR | PollFlags::HUP;
+        let stdin = self.fired(self.stdin);
+        let watch = self.fired(self.watch);
+        Ready {
+            readable: [0, 1].map(|i| self.fired(self.outputs[i]).is_some()),
+            stdin_writable: stdin.is_some_and(|r| !r.intersects(closed)),
+            stdin_closed: stdin.is_some_and(|r| r.intersects(closed)),
+            tree_event: self.fired(self.tree).is_some(),
+            watched: watch.is_some(),
+            watch_gone: watch.is_some_and(|r| r.intersects(closed | PollFlags::NVAL)),
+            woken: false,
         }
-        let mut ready = Ready::default();
-        for (i, slot) in slots.iter().enumerate() {
-            if *slot != usize::MAX && !fds[*slot].revents().is_empty() {
-                match i {
-                    0 | 1 => ready.readable[i] = true,
-                    2 if fds[*slot]
-                        .revents()
-                        .intersects(PollFlags::ERR | PollFlags::HUP) =>
-                    {
-                        ready.stdin_closed = true
-                    }
-                    2 => ready.stdin_writable = true,
-                    _ => ready.tree_event = true,
-                }
-            }
-        }
-        let fired = wake_slot.is_some_and(|i| !fds[i].revents().is_empty());
-        drop(fds);
-        if fired {
-            if let Some(rx) = &self.rx {
-                // An eventfd's counter is reset by one read; a pipe is
-                // drained.
-                let mut b = [0u8; 64];
-                while matches!(rustix::io::read(rx, &mut b), Ok(n) if n > 0) {}
-            }
-        }
-        ready.woken = pending || fired || self.take_woken();
-        Ok(ready)
     }
 }
 
