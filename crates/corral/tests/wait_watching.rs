@@ -106,7 +106,7 @@ fn a_cancel_from_the_closure_ends_the_run_process_group() {
 
 #[test]
 fn a_cancel_from_the_closure_ends_the_run_subreaper() {
-    corral::enable_subreaper().unwrap();
+    corral::process_wide::enable_subreaper().unwrap();
     the_closures_cancel_ends_the_run(Mechanism::Subreaper);
 }
 
