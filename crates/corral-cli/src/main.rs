@@ -28,6 +28,15 @@ fn main() {
     let mut argv = std::env::args_os();
     let argv0 = argv.next().unwrap_or_default();
     let mut rest = argv.peekable();
+    if runs_one_command_with_keeper(&argv0, std::env::args_os().skip(1)) {
+        // One command, then exit (see `run::run`, which says so again):
+        // the crash-safety keeper is cloned first thing, while this process
+        // is smallest, so the clone copies the fewest page-table entries
+        // and the host's writes after it meet the fewest copy-on-write
+        // faults.
+        corral::one_shot_process();
+        corral::start_keeper();
+    }
     if timeout::invoked_as_timeout(&argv0) {
         let code = timeout::main(argv0.to_string_lossy().into_owned(), rest.collect());
         std::process::exit(code);
@@ -65,4 +74,76 @@ fn main() {
         args::Cmd::Man => generate::man(),
     };
     std::process::exit(code);
+}
+
+/// Whether this invocation will run one command in a tier that has a
+/// crash-safety keeper (cgroup, subreaper, process group: anything but
+/// `--containment pid-namespace`), decided from the raw arguments before
+/// clap: the `timeout` personality (always `auto`), or `corral run` /
+/// `corral timeout`. Only a guess made early: a wrong one costs a keeper
+/// that is not used, or a keeper started later by `run::run`, never crash
+/// safety.
+fn runs_one_command_with_keeper(
+    argv0: &std::ffi::OsStr,
+    mut args: impl Iterator<Item = std::ffi::OsString>,
+) -> bool {
+    if timeout::invoked_as_timeout(argv0) {
+        return true;
+    }
+    match args.next() {
+        Some(a) if a == "timeout" => return true,
+        Some(a) if a == "run" => {}
+        _ => return false,
+    }
+    let mut containment_next = false;
+    for a in args {
+        if a == "--" {
+            break;
+        }
+        if containment_next {
+            return a != "pid-namespace";
+        }
+        if a == "--containment" {
+            containment_next = true;
+        } else if let Some(v) = a.to_str().and_then(|a| a.strip_prefix("--containment=")) {
+            return v != "pid-namespace";
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs_one_command_with_keeper as keeper;
+    use std::ffi::{OsStr, OsString};
+
+    fn args(s: &str) -> impl Iterator<Item = OsString> + '_ {
+        s.split_whitespace().map(OsString::from)
+    }
+
+    #[test]
+    fn the_keeper_is_started_early_only_for_a_run_in_a_tier_that_has_one() {
+        let corral = OsStr::new("/usr/bin/corral");
+        assert!(keeper(corral, args("run -t 1s -- true")));
+        assert!(keeper(corral, args("run --containment cgroup -- true")));
+        assert!(keeper(corral, args("run --containment=subreaper -- x")));
+        assert!(keeper(corral, args("timeout 1 true")));
+        assert!(keeper(OsStr::new("/bin/timeout"), args("1 true")));
+        // The PID-namespace tier has no keeper; a pid-namespace among the
+        // command's own arguments is not corral's.
+        assert!(!keeper(
+            corral,
+            args("run --containment pid-namespace -- x")
+        ));
+        assert!(!keeper(
+            corral,
+            args("run --containment=pid-namespace -- x")
+        ));
+        assert!(keeper(corral, args("run -- x --containment pid-namespace")));
+        // Not one command: batch, mcp, help, version.
+        assert!(!keeper(corral, args("batch m.toml")));
+        assert!(!keeper(corral, args("mcp")));
+        assert!(!keeper(corral, args("--version")));
+        assert!(!keeper(corral, args("")));
+    }
 }

@@ -216,7 +216,17 @@ impl Events {
 }
 
 /// Removes a cgroup directory and the cgroups below it, leaves first.
+///
+/// A run's cgroup is most often a leaf (its command made no cgroup of its
+/// own): one `rmdir`, and the directory is listed (an `open`, two
+/// `getdents64` of some 30 interface files, a `close`) only when that
+/// fails (cgroups below it: `EBUSY`; or still populated).
 pub(super) fn remove_tree(dir: &Path) -> io::Result<()> {
+    match fs::remove_dir(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
+        Err(_) => {}
+    }
     if let Ok(rd) = fs::read_dir(dir) {
         for e in rd.flatten() {
             if e.file_type().is_ok_and(|t| t.is_dir()) {

@@ -180,8 +180,13 @@ impl Cgroup {
 /// held) nothing is signalled and nothing is removed. A directory found in
 /// the instant between its owner's `mkdir` and its lock is empty: it is
 /// removed, and the owner, whose lock then fails, takes another name.
+///
+/// A directory with no subdirectory holds no cgroup, abandoned or not: its
+/// link count says so in one `statx` ([`may_have_subdirs`]), and the listing
+/// is skipped (a one-shot `corral run` pays this pass on every invocation).
 pub(super) fn remove_stale(h: &Hierarchy) {
-    if let Ok(rd) = fs::read_dir(&h.own_v2) {
+    let listed = may_have_subdirs(&h.own_v2).then(|| fs::read_dir(&h.own_v2));
+    if let Some(Ok(rd)) = listed {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if !locked_name(&name) {
@@ -224,6 +229,9 @@ pub(super) fn remove_stale(h: &Hierarchy) {
         .into_iter()
         .flatten()
     {
+        if !may_have_subdirs(own) {
+            continue;
+        }
         let Ok(rd) = fs::read_dir(own) else { continue };
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -231,5 +239,36 @@ pub(super) fn remove_stale(h: &Hierarchy) {
                 let _ = fs::remove_dir(e.path());
             }
         }
+    }
+}
+
+/// Whether the directory `dir` may have subdirectories: false only when its
+/// link count is 2 (`.` and its entry in the parent), which on cgroupfs
+/// (kernfs), as on most Unix file systems, means none: each subdirectory's
+/// `..` adds one. A file system that counts otherwise (btrfs: always 1), or
+/// a failed `statx`, answers true.
+fn may_have_subdirs(dir: &Path) -> bool {
+    fs::metadata(dir).map_or(true, |m| m.nlink() != 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_have_subdirs;
+
+    /// A directory with a subdirectory is always listed, whatever the file
+    /// system counts; an empty one is skipped where links are counted.
+    #[test]
+    fn a_directory_with_a_subdirectory_is_always_listed() {
+        use std::os::unix::fs::MetadataExt;
+        let d = std::env::temp_dir().join(format!("corral-nlink-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir(&d).unwrap();
+        let empty = std::fs::metadata(&d).unwrap().nlink() == 2;
+        assert_eq!(may_have_subdirs(&d), !empty);
+        std::fs::create_dir(d.join("corral-1-0000000000000000-0")).unwrap();
+        let with_one = may_have_subdirs(&d);
+        assert!(may_have_subdirs(&d.join("missing")));
+        std::fs::remove_dir_all(&d).unwrap();
+        assert!(with_one);
     }
 }
