@@ -34,8 +34,8 @@ fn main() {
         // is smallest, so the clone copies the fewest page-table entries
         // and the host's writes after it meet the fewest copy-on-write
         // faults.
-        corral::one_shot_process();
-        corral::start_keeper();
+        corral::process_wide::one_shot_process();
+        corral::process_wide::start_keeper();
     }
     if timeout::invoked_as_timeout(&argv0) {
         let code = timeout::main(argv0.to_string_lossy().into_owned(), rest.collect());
