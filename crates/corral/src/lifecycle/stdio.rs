@@ -560,3 +560,70 @@ pub(super) fn watched_outputs(streams: &[Option<StreamIo>; 2]) -> [Option<&PipeE
             .and_then(|s| s.pipe.as_ref())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoWake;
+
+    impl Wake for NoWake {
+        fn wake(&self) {}
+    }
+
+    fn wired(stdout: OutputKind, stderr: OutputKind) -> Result<Wired, Error> {
+        let waker: Arc<dyn Wake> = Arc::new(NoWake);
+        let settings = StreamSettings {
+            capture_limit: 1024,
+            line_limit: 1024,
+            lines: false,
+            meter: None,
+        };
+        let io_err = |e: io::Error| Error::spawn("x".into(), e);
+        let stdin = InputKind::Bytes(Arc::from(&b"in"[..]));
+        wire(stdin, stdout, stderr, None, settings, &waker, &io_err)
+    }
+
+    fn invalid(r: Result<Wired, Error>) -> String {
+        match r {
+            Err(Error::InvalidInput(m)) => m,
+            Err(e) => panic!("not invalid input: {e}"),
+            Ok(_) => panic!("wired"),
+        }
+    }
+
+    #[test]
+    fn each_stream_is_wired_as_asked() {
+        let w = wired(OutputKind::Capture, OutputKind::Null).unwrap();
+        assert!(matches!(w.stdin, ChildIo::File(_)));
+        assert!(w.feed.as_ref().is_some_and(|f| &*f.data == b"in"));
+        assert!(matches!(w.stdout, ChildIo::File(_)));
+        assert!(matches!(w.stderr, ChildIo::Null));
+        assert!(w.streams[0]
+            .as_ref()
+            .is_some_and(|s| s.which == Stream::Stdout));
+        assert!(w.streams[1].is_none() && w.pty.is_none());
+
+        let w = wired(OutputKind::Inherit, OutputKind::Capture).unwrap();
+        assert!(matches!(w.stdout, ChildIo::Inherit));
+        assert!(w.streams[0].is_none());
+        assert!(w.streams[1]
+            .as_ref()
+            .is_some_and(|s| s.which == Stream::Stderr));
+    }
+
+    #[test]
+    fn stderr_merges_only_into_a_captured_stdout() {
+        let w = wired(OutputKind::Capture, OutputKind::MergeWithStdout).unwrap();
+        assert!(matches!(w.stderr, ChildIo::File(_)));
+        assert!(w.streams[0].is_some() && w.streams[1].is_none());
+        assert_eq!(
+            invalid(wired(OutputKind::Null, OutputKind::MergeWithStdout)),
+            "stderr can be merged with stdout only when stdout is captured"
+        );
+        assert_eq!(
+            invalid(wired(OutputKind::MergeWithStdout, OutputKind::Null)),
+            "only stderr can be merged with stdout"
+        );
+    }
+}
