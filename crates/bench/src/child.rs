@@ -129,55 +129,11 @@ fn run(args: &[String]) -> Result<String, String> {
         // above the stream: the metered path, never firing; `u64::MAX`
         // would mean no cap) and an idle timeout of an hour.
         "capture-corral" | "capture-corral-limits" => {
-            let mut c = corral::Command::new("head");
-            c.args(head_args(&arg(1)?))
-                .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
-                .capture_limit(1 << 20)
-                .stderr(Output::null());
-            if what == "capture-corral-limits" {
-                c.output_limit(1 << 40)
-                    .idle_timeout(Duration::from_secs(3600));
-            }
-            let r = c.run().map_err(|e| e.full_message())?;
-            if !r.success() {
-                return Err(format!("head under corral: {}", r.outcome_name()));
-            }
-            (r.stdout.total_bytes(), 0)
+            let limits = what == "capture-corral-limits";
+            (capture_corral(&arg(1)?, limits)?, 0)
         }
-        "capture-std" => {
-            let o = std::process::Command::new("head")
-                .args(head_args(&arg(1)?))
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .output()
-                .map_err(|e| e.to_string())?;
-            if !o.status.success() {
-                return Err(format!("head: {}", o.status));
-            }
-            (o.stdout.len() as u64, 0)
-        }
-        "capture-sink" => {
-            let mut c = std::process::Command::new("head")
-                .args(head_args(&arg(1)?))
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| e.to_string())?;
-            let mut out = c.stdout.take().ok_or("no stdout")?;
-            let mut buf = vec![0u8; 128 * 1024];
-            let mut total = 0u64;
-            loop {
-                match out.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => total += n as u64,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e.to_string()),
-                }
-            }
-            c.wait().map_err(|e| e.to_string())?;
-            (total, 0)
-        }
+        "capture-std" => (capture_std(&arg(1)?)?, 0),
+        "capture-sink" => (capture_sink(&arg(1)?)?, 0),
         // `scale-{corral,tokio,std} N SECS [TIER] [null|capture]`: N
         // concurrent `sleep SECS`, stdout and stderr captured (default) or
         // sent to /dev/null; corral in TIER (`process_group` by default).
@@ -186,30 +142,7 @@ fn run(args: &[String]) -> Result<String, String> {
             let secs = arg(2)?;
             let tier = args.get(3).map_or("process_group", String::as_str);
             let null = args.get(4).is_some_and(|s| s == "null");
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
-            let fds0 = open_fds();
-            // `n` commands and, in the cgroup tier, corral's keeper.
-            let sampler = ThreadSampler::start_for(n as u64);
-            let t1 = Instant::now();
-            let ok = match what.as_str() {
-                "scale-corral" => scale_corral(&rt, n, &secs, tier_choice(tier)?, null),
-                "scale-std" => scale_std(n, &secs),
-                _ => scale_tokio(&rt, n, &secs, null),
-            }?;
-            let wall = t1.elapsed();
-            let (threads, fds, kids, fds_all) = sampler.finish();
-            if ok != n {
-                return Err(format!("{} of {n} commands succeeded", ok));
-            }
-            drop(rt);
-            return Ok(format!(
-                "ns={} threads={threads} fds={fds} fds0={fds0} kids={kids} fds_all={fds_all} hwm={} base={base}",
-                wall.as_nanos(),
-                sys::self_status("VmHWM").unwrap_or(0)
-            ));
+            return scale(&what, n, &secs, tier, null, base);
         }
         // Profiling aids (not part of the table): `loop-corral N [cgroup]` and
         // `loop-std N` run `true` N times, for strace -c / callgrind;
@@ -217,32 +150,11 @@ fn run(args: &[String]) -> Result<String, String> {
         // check does.
         "loop-corral" | "loop-std" => {
             let n: usize = arg(1)?.parse().map_err(|_| "bad count")?;
-            for _ in 0..n {
-                if what == "loop-corral" {
-                    let mech = match args.get(2).map(String::as_str) {
-                        Some("cgroup") => Mechanism::Cgroup,
-                        _ => Mechanism::ProcessGroup,
-                    };
-                    let r = corral::Command::new("true")
-                        .containment(ContainmentChoice::Only(mech))
-                        .stdout(Output::null())
-                        .stderr(Output::null())
-                        .run()
-                        .map_err(|e| e.full_message())?;
-                    if !r.success() {
-                        return Err(r.outcome_name().into());
-                    }
-                } else {
-                    use std::os::unix::process::CommandExt;
-                    std::process::Command::new("true")
-                        .process_group(0)
-                        .stdin(Stdio::null())
-                        .stdout(Stdio::null())
-                        .stderr(Stdio::null())
-                        .status()
-                        .map_err(|e| e.to_string())?;
-                }
-            }
+            let corral = (what == "loop-corral").then(|| match args.get(2).map(String::as_str) {
+                Some("cgroup") => Mechanism::Cgroup,
+                _ => Mechanism::ProcessGroup,
+            });
+            run_true(n, corral)?;
             (0, 0)
         }
         // `fd-census N TIER STDIO`: N async `sleep 2` in tier `auto`,
@@ -268,6 +180,130 @@ fn run(args: &[String]) -> Result<String, String> {
         d.as_nanos(),
         sys::self_status("VmHWM").unwrap_or(0)
     ))
+}
+
+/// `head -c BYTES /dev/zero` captured by the library (cap 1 MiB), with the
+/// output cap and the idle timer set far beyond the run when `limits`:
+/// the bytes it saw.
+fn capture_corral(bytes: &str, limits: bool) -> Result<u64, String> {
+    let mut c = corral::Command::new("head");
+    c.args(head_args(bytes))
+        .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
+        .capture_limit(1 << 20)
+        .stderr(Output::null());
+    if limits {
+        c.output_limit(1 << 40)
+            .idle_timeout(Duration::from_secs(3600));
+    }
+    let r = c.run().map_err(|e| e.full_message())?;
+    if !r.success() {
+        return Err(format!("head under corral: {}", r.outcome_name()));
+    }
+    Ok(r.stdout.total_bytes())
+}
+
+/// The same captured by std's `output()` (unbounded): the bytes it kept.
+fn capture_std(bytes: &str) -> Result<u64, String> {
+    let o = std::process::Command::new("head")
+        .args(head_args(bytes))
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !o.status.success() {
+        return Err(format!("head: {}", o.status));
+    }
+    Ok(o.stdout.len() as u64)
+}
+
+/// The same read by a plain loop into a 128 KiB buffer that keeps nothing
+/// (the ceiling): the bytes it read.
+fn capture_sink(bytes: &str) -> Result<u64, String> {
+    let mut c = std::process::Command::new("head")
+        .args(head_args(bytes))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let mut out = c.stdout.take().ok_or("no stdout")?;
+    let mut buf = vec![0u8; 128 * 1024];
+    let mut total = 0u64;
+    loop {
+        match out.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => total += n as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    c.wait().map_err(|e| e.to_string())?;
+    Ok(total)
+}
+
+/// `n` concurrent `sleep SECS` run by corral (`scale-corral`, in `tier`),
+/// tokio or std threads: the line with the wall time and the peaks of
+/// threads, descriptors and live children sampled meanwhile.
+fn scale(
+    what: &str,
+    n: usize,
+    secs: &str,
+    tier: &str,
+    null: bool,
+    base: u64,
+) -> Result<String, String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let fds0 = open_fds();
+    // `n` commands and, in the cgroup tier, corral's keeper.
+    let sampler = ThreadSampler::start_for(n as u64);
+    let t1 = Instant::now();
+    let ok = match what {
+        "scale-corral" => scale_corral(&rt, n, secs, tier_choice(tier)?, null),
+        "scale-std" => scale_std(n, secs),
+        _ => scale_tokio(&rt, n, secs, null),
+    }?;
+    let wall = t1.elapsed();
+    let (threads, fds, kids, fds_all) = sampler.finish();
+    if ok != n {
+        return Err(format!("{} of {n} commands succeeded", ok));
+    }
+    drop(rt);
+    Ok(format!(
+        "ns={} threads={threads} fds={fds} fds0={fds0} kids={kids} fds_all={fds_all} hwm={} base={base}",
+        wall.as_nanos(),
+        sys::self_status("VmHWM").unwrap_or(0)
+    ))
+}
+
+/// Runs `true` `n` times, one after the other: by corral in the tier
+/// `corral` names, else by std in a process group of its own.
+fn run_true(n: usize, corral: Option<Mechanism>) -> Result<(), String> {
+    for _ in 0..n {
+        if let Some(mech) = corral {
+            let r = corral::Command::new("true")
+                .containment(ContainmentChoice::Only(mech))
+                .stdout(Output::null())
+                .stderr(Output::null())
+                .run()
+                .map_err(|e| e.full_message())?;
+            if !r.success() {
+                return Err(r.outcome_name().into());
+            }
+        } else {
+            use std::os::unix::process::CommandExt;
+            std::process::Command::new("true")
+                .process_group(0)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
 }
 
 fn open_fds() -> u64 {

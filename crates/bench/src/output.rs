@@ -195,6 +195,9 @@ fn pipeline(producer: &[&str]) -> Result<(Duration, u64), String> {
 /// median run of each, and every run (round by round) for paired ratios.
 type Runs = Vec<Vec<(Duration, u64)>>;
 
+/// The wall time of every run of each variant, in round order.
+type Walls = Vec<Vec<Duration>>;
+
 fn median_pipelines(reps: usize, runs: &[&[&str]]) -> Result<(Vec<(Duration, u64)>, Runs), String> {
     let n = runs.len();
     let mut all: Runs = vec![Vec::new(); n];
@@ -266,22 +269,48 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
     // and the idle timer set (both active, never firing) is paired with the
     // plain capture in every round; the peers run in the first `reps`.
     let rounds = reps.max(3) * 2 + 1;
+    let (v, all) = measure_capture(cfg, &size, reps, rounds)?;
+    capture_rows(t, &human, &v, &all);
+    let Some(cli) = corral_cli(cfg, t) else {
+        return Ok(());
+    };
+    let (v, all) = measure_relay(&cli.display().to_string(), &size, rounds)?;
+    relay_rows(t, &human, cfg.output_bytes, rounds, &v, &all);
+    Ok(())
+}
+
+/// The library's capture of `size` bytes, plain and with the cap and the
+/// idle timer set, paired over `rounds`; std's `output()` and a read loop
+/// over `reps`; and the plain capture again as the control. The median run
+/// of each and every run; an error when a run got fewer bytes.
+fn measure_capture(
+    cfg: &Config,
+    size: &str,
+    reps: usize,
+    rounds: usize,
+) -> Result<(Vec<ChildResult>, Vec<Vec<ChildResult>>), String> {
     let (v, all) = median_children(&[
-        (&["capture-corral", &size], rounds),
-        (&["capture-corral-limits", &size], rounds),
-        (&["capture-std", &size], reps),
-        (&["capture-sink", &size], reps),
+        (&["capture-corral", size], rounds),
+        (&["capture-corral-limits", size], rounds),
+        (&["capture-std", size], reps),
+        (&["capture-sink", size], reps),
         // The control: the plain capture again, paired with itself (the
         // spread of its per-round ratios is the noise of this machine).
-        (&["capture-corral", &size], rounds),
+        (&["capture-corral", size], rounds),
     ])?;
-    let (c, cl, s, k) = (v[0], v[1], v[2], v[3]);
     if let Some(r) = all.iter().flatten().find(|r| r.bytes != cfg.output_bytes) {
         return Err(format!(
             "capture got {} of {} bytes",
             r.bytes, cfg.output_bytes
         ));
     }
+    Ok((v, all))
+}
+
+/// The capture's rows: throughput and peak RSS against std, and the cost
+/// of the cap and the idle timer.
+fn capture_rows(t: &mut Table, human: &str, v: &[ChildResult], all: &[Vec<ChildResult>]) {
+    let (c, cl, s, k) = (v[0], v[1], v[2], v[3]);
     t.row(
         "4",
         format!("capture {human} (`head -c`), throughput (↑)"),
@@ -331,19 +360,25 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         paired_ratio(&clw, &cw),
         "≈ 1.00 (no measurable cost)",
     );
+}
 
-    let Some(cli) = corral_cli(cfg, t) else {
-        return Ok(());
-    };
-    let cli = cli.display().to_string();
+/// The CLI's relay `corral run -- head -c SIZE /dev/zero | cat` against a
+/// plain pipe and coreutils `timeout`, plain and with the cap and the idle
+/// timer, and the plain relay again as the control, paired over `rounds`:
+/// the median run of each, and the wall times of every run.
+fn measure_relay(
+    cli: &str,
+    size: &str,
+    rounds: usize,
+) -> Result<(Vec<(Duration, u64)>, Walls), String> {
     let (v, all) = median_pipelines(
         rounds,
         &[
-            &["head", "-c", &size, "/dev/zero"],
-            &[&cli, "run", "--", "head", "-c", &size, "/dev/zero"],
-            &["timeout", "60", "head", "-c", &size, "/dev/zero"],
+            &["head", "-c", size, "/dev/zero"],
+            &[cli, "run", "--", "head", "-c", size, "/dev/zero"],
+            &["timeout", "60", "head", "-c", size, "/dev/zero"],
             &[
-                &cli,
+                cli,
                 "run",
                 "--max-output",
                 "1T",
@@ -352,16 +387,27 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
                 "--",
                 "head",
                 "-c",
-                &size,
+                size,
                 "/dev/zero",
             ],
             // The control: the plain relay again, paired with itself.
-            &[&cli, "run", "--", "head", "-c", &size, "/dev/zero"],
+            &[cli, "run", "--", "head", "-c", size, "/dev/zero"],
         ],
     )?;
+    Ok((v, all.iter().map(|r| walls(r)).collect()))
+}
+
+/// The relay's rows: throughput against a plain pipe and `timeout`, peak
+/// RSS, and the cost of the cap and the idle timer.
+fn relay_rows(
+    t: &mut Table,
+    human: &str,
+    b: u64,
+    rounds: usize,
+    v: &[(Duration, u64)],
+    all: &[Vec<Duration>],
+) {
     let (plain, relay, tout, limited) = (v[0], v[1], v[2], v[3]);
-    let all: Vec<Vec<Duration>> = all.iter().map(|r| walls(r)).collect();
-    let b = cfg.output_bytes;
     t.row(
         "4",
         format!("CLI: `corral run -- head -c {human} /dev/zero | cat`, throughput (↑)"),
@@ -412,5 +458,4 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         paired_ratio(&all[3], &all[0]),
         "",
     );
-    Ok(())
 }

@@ -8,6 +8,7 @@
 //! ones clustered (`-vs9`), arguments attached (`-k5`, `--signal=INT`).
 
 use std::ffi::{OsStr, OsString};
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::Duration;
 
@@ -101,8 +102,6 @@ pub fn quote(s: &str) -> String {
     }
 }
 
-/// Parses GNU's grammar. `Err(Some(message))`: a diagnostic then the "Try"
-/// line; `Err(None)`: the "Try" line alone (missing operands).
 /// The options seen so far.
 #[derive(Default)]
 struct Seen {
@@ -136,110 +135,142 @@ impl Seen {
     }
 }
 
+/// Parses GNU's grammar. `Err(Some(message))`: a diagnostic then the "Try"
+/// line; `Err(None)`: the "Try" line alone (missing operands).
 fn parse(args: &[OsString]) -> Result<Parsed, Option<String>> {
     let mut seen = Seen::default();
-    let mut i = 0;
-    let text = |a: &OsString| a.to_string_lossy().into_owned();
-    while i < args.len() {
-        let a = text(&args[i]);
-        if a == "--" {
-            i += 1;
-            break;
-        }
-        if let Some(long) = a.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_string())),
-                None => (long, None),
-            };
-            let exact = LONG.iter().find(|(n, _, _)| *n == name);
-            let matches: Vec<_> = LONG
-                .iter()
-                .filter(|(n, _, _)| n.starts_with(name))
-                .collect();
-            let opt = match (exact, matches.as_slice()) {
-                (Some(o), _) => o,
-                (None, [o]) => *o,
-                (None, []) => {
-                    return Err(Some(format!("unrecognized option '--{name}'")));
-                }
-                (None, many) => {
-                    let names: Vec<String> =
-                        many.iter().map(|(n, _, _)| format!("'--{n}'")).collect();
-                    return Err(Some(format!(
-                        "option '--{name}' is ambiguous; possibilities: {}",
-                        names.join(" ")
-                    )));
-                }
-            };
-            let (full, takes, c) = *opt;
-            let val = if takes {
-                match inline {
-                    Some(v) => Some(v),
-                    None => {
-                        i += 1;
-                        match args.get(i) {
-                            Some(v) => Some(text(v)),
-                            None => {
-                                return Err(Some(format!("option '--{full}' requires an argument")))
-                            }
-                        }
-                    }
-                }
-            } else {
-                if inline.is_some() {
-                    return Err(Some(format!("option '--{full}' doesn't allow an argument")));
-                }
-                None
-            };
-            if let Some(p) = seen.apply(c, val)? {
-                return Ok(p);
-            }
-            i += 1;
-            continue;
-        }
-        if a.len() > 1 && a.starts_with('-') {
-            let chars: Vec<char> = a[1..].chars().collect();
-            let mut j = 0;
-            while j < chars.len() {
-                let c = chars[j];
-                match c {
-                    'f' | 'p' | 'v' => {
-                        seen.apply(c, None)?;
-                        j += 1;
-                    }
-                    'k' | 's' => {
-                        let attached: String = chars[j + 1..].iter().collect();
-                        let val = if !attached.is_empty() {
-                            attached
-                        } else {
-                            i += 1;
-                            match args.get(i) {
-                                Some(v) => text(v),
-                                None => {
-                                    return Err(Some(format!(
-                                        "option requires an argument -- '{c}'"
-                                    )))
-                                }
-                            }
-                        };
-                        seen.apply(c, Some(val))?;
-                        j = chars.len();
-                    }
-                    _ => return Err(Some(format!("invalid option -- '{c}'"))),
-                }
-            }
-            i += 1;
-            continue;
-        }
-        break;
-    }
-    let operands = &args[i..];
+    let first_operand = match options(args, &mut seen)? {
+        ControlFlow::Break(parsed) => return Ok(parsed),
+        ControlFlow::Continue(i) => i,
+    };
+    let operands = &args[first_operand..];
     if operands.len() < 2 {
         return Err(None);
     }
-    let duration = interval(&text(&operands[0]))?;
-    let command: Vec<OsString> = operands[1..].to_vec();
-    Ok(Parsed::Run(Box::new(RunOpts {
+    let duration = interval(&lossy(&operands[0]))?;
+    Ok(Parsed::Run(Box::new(run_opts(
+        seen,
+        duration,
+        operands[1..].to_vec(),
+    ))))
+}
+
+/// `a` as text (GNU reads its options as bytes; a non-UTF-8 one is never a
+/// valid option or value anyway).
+fn lossy(a: &OsStr) -> String {
+    a.to_string_lossy().into_owned()
+}
+
+/// Reads the options into `seen`, up to the first operand (or past `--`):
+/// its index, or `Break` for `--help` and `--version`, which end the parse.
+fn options(
+    args: &[OsString],
+    seen: &mut Seen,
+) -> Result<ControlFlow<Parsed, usize>, Option<String>> {
+    let mut i = 0;
+    while i < args.len() {
+        let a = lossy(&args[i]);
+        let next = args.get(i + 1).map(|v| lossy(v));
+        if a == "--" {
+            return Ok(ControlFlow::Continue(i + 1));
+        }
+        let used = if let Some(long) = a.strip_prefix("--") {
+            let (c, val, used) = long_option(long, next)?;
+            if let Some(p) = seen.apply(c, val)? {
+                return Ok(ControlFlow::Break(p));
+            }
+            used
+        } else if a.len() > 1 && a.starts_with('-') {
+            short_options(&a[1..], next, seen)?
+        } else {
+            break;
+        };
+        i += 1 + usize::from(used);
+    }
+    Ok(ControlFlow::Continue(i))
+}
+
+/// A long option `--name[=value]` (`name` abbreviated or not), its value
+/// taken from `next` when it needs one and none is attached: the option,
+/// its value, and whether `next` was used.
+fn long_option(
+    long: &str,
+    next: Option<String>,
+) -> Result<(char, Option<String>, bool), Option<String>> {
+    let (name, inline) = match long.split_once('=') {
+        Some((n, v)) => (n, Some(v.to_string())),
+        None => (long, None),
+    };
+    let (full, takes, c) = long_name(name)?;
+    match (takes, inline) {
+        (true, Some(v)) => Ok((c, Some(v), false)),
+        (true, None) => match next {
+            Some(v) => Ok((c, Some(v), true)),
+            None => Err(Some(format!("option '--{full}' requires an argument"))),
+        },
+        (false, Some(_)) => Err(Some(format!("option '--{full}' doesn't allow an argument"))),
+        (false, None) => Ok((c, None, false)),
+    }
+}
+
+/// The long option `name` stands for: itself, or the only one it is an
+/// abbreviation of.
+fn long_name(name: &str) -> Result<(&'static str, bool, char), Option<String>> {
+    if let Some(&o) = LONG.iter().find(|(n, _, _)| *n == name) {
+        return Ok(o);
+    }
+    let matches: Vec<_> = LONG
+        .iter()
+        .filter(|(n, _, _)| n.starts_with(name))
+        .collect();
+    match matches.as_slice() {
+        [&o] => Ok(o),
+        [] => Err(Some(format!("unrecognized option '--{name}'"))),
+        many => {
+            let names: Vec<String> = many.iter().map(|(n, _, _)| format!("'--{n}'")).collect();
+            Err(Some(format!(
+                "option '--{name}' is ambiguous; possibilities: {}",
+                names.join(" ")
+            )))
+        }
+    }
+}
+
+/// A cluster of short options (`-vs9`, `-k 5`) into `seen`; `-k` and `-s`
+/// take the rest of the cluster, or else `next`. Whether `next` was used.
+fn short_options(
+    cluster: &str,
+    next: Option<String>,
+    seen: &mut Seen,
+) -> Result<bool, Option<String>> {
+    let chars: Vec<char> = cluster.chars().collect();
+    for (j, &c) in chars.iter().enumerate() {
+        match c {
+            'f' | 'p' | 'v' => {
+                seen.apply(c, None)?;
+            }
+            'k' | 's' => {
+                let attached: String = chars[j + 1..].iter().collect();
+                if !attached.is_empty() {
+                    seen.apply(c, Some(attached))?;
+                    return Ok(false);
+                }
+                let Some(val) = next else {
+                    return Err(Some(format!("option requires an argument -- '{c}'")));
+                };
+                seen.apply(c, Some(val))?;
+                return Ok(true);
+            }
+            _ => return Err(Some(format!("invalid option -- '{c}'"))),
+        }
+    }
+    Ok(false)
+}
+
+/// The run GNU's options ask for: `command` killed after `duration`, with
+/// GNU's defaults where corral's differ.
+fn run_opts(seen: Seen, duration: Duration, command: Vec<OsString>) -> RunOpts {
+    RunOpts {
         timeout: Some(duration),
         idle_timeout: None,
         max_output: None,
@@ -267,7 +298,7 @@ fn parse(args: &[OsString]) -> Result<Parsed, Option<String>> {
             command: command[0].to_string_lossy().into_owned(),
         }),
         command,
-    })))
+    }
 }
 
 /// A duration operand or `-k` value, or GNU's diagnostic.
@@ -444,6 +475,13 @@ mod tests {
         let o = run(&["1", "x"]);
         assert_eq!(o.signal, Some(FirstSignal(Some(corral::Signal::TERM))));
         assert_eq!(o.grace, None);
+        // A long option's value in the next argument, a short one's after
+        // its cluster; `-` alone is an operand.
+        let o = run(&["--kill", "3", "-fs", "HUP", "2", "-"]);
+        assert_eq!(o.grace, Some(Duration::from_secs(3)));
+        assert_eq!(o.signal, Some(FirstSignal(Some(corral::Signal::HUP))));
+        assert!(o.foreground);
+        assert_eq!(o.command, vec![OsString::from("-")]);
         assert!(matches!(p(&["--help"]), Ok(Parsed::Help)));
         assert!(matches!(p(&["--he"]), Ok(Parsed::Help)));
         assert!(matches!(p(&["--vers"]), Ok(Parsed::Version)));

@@ -694,16 +694,72 @@ fn start(
     umask: Option<u32>,
     pty: Option<(u16, u16)>,
 ) -> PyResult<Job> {
+    let (mut cmd, program) = command_for(&argv, program)?;
+    set_process(&mut cmd, keep_fds, restore_signals, new_session, pty);
+    set_identity(&mut cmd, uid, gid, groups, umask);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    if let Some(vars) = env {
+        cmd.env_clear();
+        cmd.envs(vars);
+    }
+    cmd.stdin(input_of(input, stdin_fd, &stdin)?);
+    cmd.stdout(output_of(stdout, stdout_relay, false)?);
+    cmd.stderr(output_of(stderr, stderr_relay, true)?);
+    set_deadlines(
+        &mut cmd,
+        timeout,
+        grace,
+        wait_delay,
+        idle_timeout,
+        max_output,
+        confirm_window,
+    )?;
+    if let Some(s) = signal {
+        cmd.signal(parse_signal(&s)?);
+    }
+    if let Some(p) = leftovers {
+        cmd.leftovers(leftover_policy(&p)?);
+    }
+    if let Some(n) = capture_limit {
+        cmd.capture_limit(n);
+    }
+    cmd.containment(parse_mechanism(&containment)?);
+    if let Some(n) = memory_max {
+        cmd.memory_max(n);
+    }
+    if let Some(n) = pids_max {
+        cmd.pids_max(n);
+    }
+    cmd.require_crash_safety(require_crash_safety);
+    launch(py, cmd, &program)
+}
+
+/// The command for `argv`, and the program it runs: `executable=` runs that
+/// program with argv[0] kept as the first argument.
+fn command_for(argv: &[OsString], program: Option<OsString>) -> PyResult<(Command, OsString)> {
     let Some((arg0, args)) = argv.split_first() else {
         return Err(PyValueError::new_err("args must name a program"));
     };
-    // `executable=`: that program runs, argv[0] stays the first argument.
     let program = program.unwrap_or_else(|| arg0.clone());
     let mut cmd = Command::new(&program);
     if program != *arg0 {
         cmd.arg0(arg0);
     }
     cmd.args(args);
+    Ok((cmd, program))
+}
+
+/// The child's inherited state: kept descriptors, signal dispositions, its
+/// session and terminal.
+fn set_process(
+    cmd: &mut Command,
+    keep_fds: Option<Vec<i32>>,
+    restore_signals: bool,
+    new_session: bool,
+    pty: Option<(u16, u16)>,
+) {
     #[cfg(unix)]
     {
         if let Some(fds) = keep_fds {
@@ -722,6 +778,16 @@ fn start(
     if let Some((cols, rows)) = pty {
         cmd.pty(corral::PtySize::new(cols, rows));
     }
+}
+
+/// The child's user, groups and umask.
+fn set_identity(
+    cmd: &mut Command,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    groups: Option<Vec<u32>>,
+    umask: Option<u32>,
+) {
     if let Some(u) = uid {
         cmd.uid(u);
     }
@@ -734,24 +800,31 @@ fn start(
     if let Some(m) = umask {
         cmd.umask(m);
     }
-    if let Some(dir) = cwd {
-        cmd.current_dir(dir);
-    }
-    if let Some(vars) = env {
-        cmd.env_clear();
-        cmd.envs(vars);
-    }
-    match (input, stdin_fd) {
-        (Some(data), _) => cmd.stdin(Input::bytes(data)),
-        (None, Some(fd)) => cmd.stdin(Input::file(dup_fd(fd)?)),
-        (None, None) => cmd.stdin(match stdin.as_str() {
+}
+
+/// The child's stdin: `input=` bytes, else a descriptor, else the named mode.
+fn input_of(input: Option<Vec<u8>>, stdin_fd: Option<i64>, stdin: &str) -> PyResult<Input> {
+    Ok(match (input, stdin_fd) {
+        (Some(data), _) => Input::bytes(data),
+        (None, Some(fd)) => Input::file(dup_fd(fd)?),
+        (None, None) => match stdin {
             "null" => Input::null(),
             "inherit" => Input::inherit(),
             other => return Err(PyValueError::new_err(format!("bad stdin mode {other:?}"))),
-        }),
-    };
-    cmd.stdout(output_of(stdout, stdout_relay, false)?);
-    cmd.stderr(output_of(stderr, stderr_relay, true)?);
+        },
+    })
+}
+
+/// The run's time and output bounds, each checked in seconds.
+fn set_deadlines(
+    cmd: &mut Command,
+    timeout: Option<f64>,
+    grace: Option<f64>,
+    wait_delay: Option<f64>,
+    idle_timeout: Option<f64>,
+    max_output: Option<u64>,
+    confirm_window: Option<f64>,
+) -> PyResult<()> {
     if let Some(t) = timeout {
         cmd.timeout(secs(t, "timeout")?);
     }
@@ -770,32 +843,23 @@ fn start(
     if let Some(t) = confirm_window {
         cmd.confirm_window(secs(t, "confirm_window")?);
     }
-    if let Some(s) = signal {
-        cmd.signal(parse_signal(&s)?);
+    Ok(())
+}
+
+/// The leftovers policy named `name` (`_` and `-` alike).
+fn leftover_policy(name: &str) -> PyResult<LeftoverPolicy> {
+    match name.replace('_', "-").as_str() {
+        "kill" => Ok(LeftoverPolicy::Kill),
+        "keep" => Ok(LeftoverPolicy::Keep),
+        "keep-on-success" => Ok(LeftoverPolicy::KeepOnSuccess),
+        other => Err(PyValueError::new_err(format!(
+            "unknown leftovers policy {other:?} (kill, keep-on-success, keep)"
+        ))),
     }
-    if let Some(p) = leftovers {
-        cmd.leftovers(match p.replace('_', "-").as_str() {
-            "kill" => LeftoverPolicy::Kill,
-            "keep" => LeftoverPolicy::Keep,
-            "keep-on-success" => LeftoverPolicy::KeepOnSuccess,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "unknown leftovers policy {other:?} (kill, keep-on-success, keep)"
-                )))
-            }
-        });
-    }
-    if let Some(n) = capture_limit {
-        cmd.capture_limit(n);
-    }
-    cmd.containment(parse_mechanism(&containment)?);
-    if let Some(n) = memory_max {
-        cmd.memory_max(n);
-    }
-    if let Some(n) = pids_max {
-        cmd.pids_max(n);
-    }
-    cmd.require_crash_safety(require_crash_safety);
+}
+
+/// Starts `cmd` (GIL released) as a live run that `_shutdown` can cancel.
+fn launch(py: Python<'_>, mut cmd: Command, program: &OsStr) -> PyResult<Job> {
     let cancel = CancelToken::new();
     cmd.cancel_token(&cancel);
     let shared = Arc::new(Shared {
@@ -809,7 +873,7 @@ fn start(
     lock(&LIVE).push(Arc::downgrade(&shared));
     let for_driver = shared.clone();
     let pid = py
-        .detach(move || driver::start(&mut cmd, for_driver, &program))
+        .detach(move || driver::start(&mut cmd, for_driver, program))
         .map_err(spawn_error)?;
     Ok(Job {
         shared,

@@ -510,15 +510,6 @@ fn supervise(
     now: Instant,
     policy: &Policy,
 ) -> (Phase, Vec<Action>) {
-    let stay = |draining_since, foreign_hold_until| {
-        (
-            Phase::Supervising {
-                draining_since,
-                foreign_hold_until,
-            },
-            Vec::new(),
-        )
-    };
     // Output that nothing holds but that could not be drained in time (a
     // relay consumer that does not read) ends like end of file.
     let drained_out = draining_since.is_some_and(|d| now >= later(d, DRAIN_LIMIT));
@@ -527,36 +518,13 @@ fn supervise(
     if seen.over_limit {
         return start(Reason::OutputLimit, None, probe, now, policy);
     }
-    if let Some(status) = seen.root {
-        if open == 0 {
-            // Clean exit: the leftovers policy decides.
-            let kill = match policy.leftovers {
-                LeftoverPolicy::Kill => true,
-                LeftoverPolicy::Keep => false,
-                LeftoverPolicy::KeepOnSuccess => status != RootStatus::Exited(0),
-            };
-            if !kill {
-                return (Phase::Over { reason: None }, vec![Action::CountKept]);
-            }
-            if probe.members().is_empty() {
-                return (Phase::Over { reason: None }, Vec::new());
-            }
-            return start(Reason::Leftovers, None, probe, now, policy);
-        }
+    if let (Some(status), 0) = (seen.root, open) {
+        return clean_exit(status, probe, now, policy);
     }
     if let Some(sig) = seen.cancel {
         return start(Reason::Cancelled, sig, probe, now, policy);
     }
-    // The first timer that fired: the deadline or the idle timeout (the
-    // deadline when both fell on the same instant).
-    let fired = [
-        policy.deadline.map(|d| (d, Reason::TimedOut)),
-        policy.idle_at(seen.last_output).map(|d| (d, Reason::Idle)),
-    ]
-    .into_iter()
-    .flatten()
-    .filter(|&(at, _)| now >= at)
-    .min_by_key(|&(at, _)| at);
+    let fired = timer_fired(seen.last_output, now, policy);
     let wait_end = seen
         .root_exit_at
         .filter(|_| draining_since.is_none())
@@ -570,48 +538,111 @@ fn supervise(
     // The wait delay ended first but decided nothing: the timer that
     // fired after it does.
     let fired = fired.map(|(_, reason)| reason);
-    if let Some(exit_at) = seen.root_exit_at {
-        if draining_since.is_none() && now >= later(exit_at, policy.wait_delay) {
-            // The wait delay is the grace for holders, not a deadline for
-            // reading: output is held only while a descendant still has it
-            // open. With every writer gone, what is left is already
-            // written; it is drained (the pipes or the relay wake the
-            // loop), and the run ends cleanly at end of file.
-            if !probe.output_held() {
-                return match fired {
-                    Some(reason) => start(reason, None, probe, now, policy),
-                    None => stay(Some(now), foreign_hold_until),
-                };
-            }
-            // Held by the tree, or by a process the tier cannot see (a
-            // setsid escaper of a process group): at once. Held only by a
-            // fork of the host that has not exec'd yet: once it had
-            // `FOREIGN_HOLD` to let go.
-            let foreign_hold_until = if probe.tree_holds_output() {
-                foreign_hold_until
-            } else {
-                let until = foreign_hold_until.unwrap_or_else(|| later(now, FOREIGN_HOLD));
-                if now < until && probe.host_fork_holds_output() {
-                    return match fired {
-                        Some(reason) => start(reason, None, probe, now, policy),
-                        None => stay(None, Some(until)),
-                    };
-                }
-                Some(until)
-            };
-            if !probe.output_held() {
-                // Let go in the meantime.
-                return match fired {
-                    Some(reason) => start(reason, None, probe, now, policy),
-                    None => stay(Some(now), foreign_hold_until),
-                };
-            }
-            return start(Reason::OutputHeld, None, probe, now, policy);
-        }
+    if wait_end.is_some_and(|w| now >= w) {
+        return wait_delay_over(fired, foreign_hold_until, probe, now, policy);
     }
+    fired_or_stay(
+        fired,
+        draining_since,
+        foreign_hold_until,
+        probe,
+        now,
+        policy,
+    )
+}
+
+/// The root exited and every captured stream is at end of file: the
+/// leftovers policy decides whether what is left of the tree dies.
+fn clean_exit(
+    status: RootStatus,
+    probe: &mut dyn Probe,
+    now: Instant,
+    policy: &Policy,
+) -> (Phase, Vec<Action>) {
+    let kill = match policy.leftovers {
+        LeftoverPolicy::Kill => true,
+        LeftoverPolicy::Keep => false,
+        LeftoverPolicy::KeepOnSuccess => status != RootStatus::Exited(0),
+    };
+    if !kill {
+        return (Phase::Over { reason: None }, vec![Action::CountKept]);
+    }
+    if probe.members().is_empty() {
+        return (Phase::Over { reason: None }, Vec::new());
+    }
+    start(Reason::Leftovers, None, probe, now, policy)
+}
+
+/// The first timer that fired by `now`: the deadline or the idle timeout
+/// (the deadline when both fell on the same instant).
+fn timer_fired(
+    last_output: Option<Instant>,
+    now: Instant,
+    policy: &Policy,
+) -> Option<(Instant, Reason)> {
+    [
+        policy.deadline.map(|d| (d, Reason::TimedOut)),
+        policy.idle_at(last_output).map(|d| (d, Reason::Idle)),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|&(at, _)| now >= at)
+    .min_by_key(|&(at, _)| at)
+}
+
+/// The wait delay is over with output still open. It is the grace for
+/// holders, not a deadline for reading: output is held only while a
+/// descendant still has it open. With every writer gone, what is left is
+/// already written; it is drained (the pipes or the relay wake the loop),
+/// and the run ends cleanly at end of file.
+fn wait_delay_over(
+    fired: Option<Reason>,
+    foreign_hold_until: Option<Instant>,
+    probe: &mut dyn Probe,
+    now: Instant,
+    policy: &Policy,
+) -> (Phase, Vec<Action>) {
+    if !probe.output_held() {
+        return fired_or_stay(fired, Some(now), foreign_hold_until, probe, now, policy);
+    }
+    // Held by the tree, or by a process the tier cannot see (a setsid
+    // escaper of a process group): at once. Held only by a fork of the
+    // host that has not exec'd yet: once it had `FOREIGN_HOLD` to let go.
+    let foreign_hold_until = if probe.tree_holds_output() {
+        foreign_hold_until
+    } else {
+        let until = foreign_hold_until.unwrap_or_else(|| later(now, FOREIGN_HOLD));
+        if now < until && probe.host_fork_holds_output() {
+            return fired_or_stay(fired, None, Some(until), probe, now, policy);
+        }
+        Some(until)
+    };
+    if !probe.output_held() {
+        // Let go in the meantime.
+        return fired_or_stay(fired, Some(now), foreign_hold_until, probe, now, policy);
+    }
+    start(Reason::OutputHeld, None, probe, now, policy)
+}
+
+/// A timer that fired terminates the run; else it stays supervised with
+/// these drain and foreign-hold times.
+fn fired_or_stay(
+    fired: Option<Reason>,
+    draining_since: Option<Instant>,
+    foreign_hold_until: Option<Instant>,
+    probe: &mut dyn Probe,
+    now: Instant,
+    policy: &Policy,
+) -> (Phase, Vec<Action>) {
     match fired {
         Some(reason) => start(reason, None, probe, now, policy),
-        None => stay(draining_since, foreign_hold_until),
+        None => (
+            Phase::Supervising {
+                draining_since,
+                foreign_hold_until,
+            },
+            Vec::new(),
+        ),
     }
 }
 

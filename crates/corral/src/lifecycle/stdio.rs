@@ -50,6 +50,33 @@ pub(super) struct StreamIo {
 }
 
 impl StreamIo {
+    /// A stream `which` read from `pipe` (none when a splice relay owns
+    /// it), kept as `settings` say and copied to `relay`.
+    fn new(
+        which: Stream,
+        pipe: Option<PipeEnd>,
+        relay: Option<Box<dyn Write + Send>>,
+        settings: &StreamSettings,
+        waker: &Arc<dyn Wake>,
+    ) -> StreamIo {
+        StreamIo {
+            which,
+            pipe,
+            capture: Captured::with_cap(settings.capture_limit),
+            lines: settings
+                .lines
+                .then(|| LineSplitter::new(settings.line_limit)),
+            relay: relay.map(|w| Relay::start(w, waker.clone())),
+            meter: settings.meter.clone(),
+            rest_until: None,
+            #[cfg(target_os = "linux")]
+            enlarged: None,
+            #[cfg(target_os = "linux")]
+            splice: None,
+            is_tty: false,
+        }
+    }
+
     /// Whether the child's side may still write to this stream.
     pub(super) fn is_open(&self) -> bool {
         #[cfg(target_os = "linux")]
@@ -329,7 +356,29 @@ pub(super) fn wire(
     if let Some(size) = pty {
         return wire_pty(stdin, stdout, size, settings, waker, io_err);
     }
-    let (stdin_io, stdin) = match stdin {
+    let (stdin_io, feed) = wire_stdin(stdin, io_err)?;
+    let (stdout_io, out) = wire_output(Stream::Stdout, stdout, &settings, waker, io_err)?;
+    let (stderr_io, err) = match stderr {
+        OutputKind::MergeWithStdout => (merged_stderr(&stdout_io, out.is_some(), io_err)?, None),
+        kind => wire_output(Stream::Stderr, kind, &settings, waker, io_err)?,
+    };
+    Ok(Wired {
+        stdin: stdin_io,
+        stdout: stdout_io,
+        stderr: stderr_io,
+        feed,
+        streams: [out, err],
+        pty: None,
+    })
+}
+
+/// Wires stdin: a handle given to the child as is, or a pipe corral feeds
+/// the bytes into.
+fn wire_stdin(
+    stdin: InputKind,
+    io_err: &dyn Fn(io::Error) -> Error,
+) -> Result<(ChildIo, Option<StdinFeed>), Error> {
+    Ok(match stdin {
         InputKind::Null => (ChildIo::Null, None),
         InputKind::Inherit => (ChildIo::Inherit, None),
         InputKind::File(f) => (ChildIo::File(f), None),
@@ -342,98 +391,73 @@ pub(super) fn wire(
             };
             (ChildIo::File(theirs), Some(feed))
         }
-    };
-
-    let limit = settings.capture_limit;
-    let line_limit = settings.line_limit;
-    let new_stream =
-        |which, pipe: Option<PipeEnd>, relay: Option<Box<dyn Write + Send>>| StreamIo {
-            which,
-            pipe,
-            capture: Captured::with_cap(limit),
-            lines: settings.lines.then(|| LineSplitter::new(line_limit)),
-            relay: relay.map(|w| Relay::start(w, waker.clone())),
-            meter: settings.meter.clone(),
-            rest_until: None,
-            #[cfg(target_os = "linux")]
-            enlarged: None,
-            #[cfg(target_os = "linux")]
-            splice: None,
-            is_tty: false,
-        };
-    // Wires one output: a pipe we read (capture or relay) or a handle given
-    // to the child as is.
-    let wire = |which: Stream, kind: OutputKind| -> Result<(ChildIo, Option<StreamIo>), Error> {
-        Ok(match kind {
-            OutputKind::Capture => {
-                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
-                (
-                    ChildIo::File(theirs),
-                    Some(new_stream(which, Some(ours), None)),
-                )
-            }
-            OutputKind::Relay(w) => {
-                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
-                (
-                    ChildIo::File(theirs),
-                    Some(new_stream(which, Some(ours), Some(w))),
-                )
-            }
-            #[cfg(target_os = "linux")]
-            OutputKind::RelayFile(dest) => {
-                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
-                let relay = sys::linux_splice::SpliceRelay::start(
-                    ours,
-                    dest,
-                    waker.clone(),
-                    settings.meter.clone(),
-                    sys::block_sigpipe_in_this_thread,
-                )
-                .map_err(io_err)?;
-                let mut s = new_stream(which, None, None);
-                s.splice = Some(relay);
-                (ChildIo::File(theirs), Some(s))
-            }
-            #[cfg(not(target_os = "linux"))]
-            OutputKind::RelayFile(dest) => {
-                let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
-                let w: Box<dyn Write + Send> = Box::new(dest);
-                (
-                    ChildIo::File(theirs),
-                    Some(new_stream(which, Some(ours), Some(w))),
-                )
-            }
-            OutputKind::Inherit => (ChildIo::Inherit, None),
-            OutputKind::Null => (ChildIo::Null, None),
-            OutputKind::File(f) => (ChildIo::File(f), None),
-            OutputKind::MergeWithStdout => {
-                return Err(Error::InvalidInput(
-                    "only stderr can be merged with stdout".into(),
-                ))
-            }
-        })
-    };
-    let (stdout_io, out) = wire(Stream::Stdout, stdout)?;
-    let (stderr_io, err) = match stderr {
-        OutputKind::MergeWithStdout => match (&stdout_io, &out) {
-            (ChildIo::File(f), Some(_)) => (ChildIo::File(f.try_clone().map_err(io_err)?), None),
-            _ => {
-                return Err(Error::InvalidInput(
-                    "stderr can be merged with stdout only when stdout is captured".into(),
-                ))
-            }
-        },
-        kind => wire(Stream::Stderr, kind)?,
-    };
-
-    Ok(Wired {
-        stdin: stdin_io,
-        stdout: stdout_io,
-        stderr: stderr_io,
-        feed: stdin,
-        streams: [out, err],
-        pty: None,
     })
+}
+
+/// Wires one output: a pipe corral reads (capture or relay) or a handle
+/// given to the child as is.
+fn wire_output(
+    which: Stream,
+    kind: OutputKind,
+    settings: &StreamSettings,
+    waker: &Arc<dyn Wake>,
+    io_err: &dyn Fn(io::Error) -> Error,
+) -> Result<(ChildIo, Option<StreamIo>), Error> {
+    let new_stream = |pipe, relay| StreamIo::new(which, pipe, relay, settings, waker);
+    Ok(match kind {
+        OutputKind::Capture => {
+            let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+            (ChildIo::File(theirs), Some(new_stream(Some(ours), None)))
+        }
+        OutputKind::Relay(w) => {
+            let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+            (ChildIo::File(theirs), Some(new_stream(Some(ours), Some(w))))
+        }
+        #[cfg(target_os = "linux")]
+        OutputKind::RelayFile(dest) => {
+            let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+            let relay = sys::linux_splice::SpliceRelay::start(
+                ours,
+                dest,
+                waker.clone(),
+                settings.meter.clone(),
+                sys::block_sigpipe_in_this_thread,
+            )
+            .map_err(io_err)?;
+            let mut s = new_stream(None, None);
+            s.splice = Some(relay);
+            (ChildIo::File(theirs), Some(s))
+        }
+        #[cfg(not(target_os = "linux"))]
+        OutputKind::RelayFile(dest) => {
+            let (ours, theirs) = sys::pipe(true).map_err(io_err)?;
+            let w: Box<dyn Write + Send> = Box::new(dest);
+            (ChildIo::File(theirs), Some(new_stream(Some(ours), Some(w))))
+        }
+        OutputKind::Inherit => (ChildIo::Inherit, None),
+        OutputKind::Null => (ChildIo::Null, None),
+        OutputKind::File(f) => (ChildIo::File(f), None),
+        OutputKind::MergeWithStdout => {
+            return Err(Error::InvalidInput(
+                "only stderr can be merged with stdout".into(),
+            ))
+        }
+    })
+}
+
+/// Stderr merged with stdout: the child's stdout pipe, shared; only a
+/// captured stdout can be merged into.
+fn merged_stderr(
+    stdout_io: &ChildIo,
+    stdout_read: bool,
+    io_err: &dyn Fn(io::Error) -> Error,
+) -> Result<ChildIo, Error> {
+    match (stdout_io, stdout_read) {
+        (ChildIo::File(f), true) => Ok(ChildIo::File(f.try_clone().map_err(io_err)?)),
+        _ => Err(Error::InvalidInput(
+            "stderr can be merged with stdout only when stdout is captured".into(),
+        )),
+    }
 }
 
 /// Wires a run on a new pseudo-terminal: the slave is the child's three
@@ -484,22 +508,13 @@ fn wire_pty(
         slave.try_clone().map_err(io_err)?,
     );
     let input = sys::pty::InputRelay::start(source, shared.clone(), eof).map_err(io_err)?;
-    let stream = StreamIo {
-        which: Stream::Stdout,
-        pipe: Some(master),
-        capture: Captured::with_cap(settings.capture_limit),
-        lines: settings
-            .lines
-            .then(|| LineSplitter::new(settings.line_limit)),
-        relay: relay.map(|w| Relay::start(w, waker.clone())),
-        meter: settings.meter.clone(),
-        rest_until: None,
-        #[cfg(target_os = "linux")]
-        enlarged: Some(false),
-        #[cfg(target_os = "linux")]
-        splice: None,
-        is_tty: true,
-    };
+    let mut stream = StreamIo::new(Stream::Stdout, Some(master), relay, &settings, waker);
+    stream.is_tty = true;
+    #[cfg(target_os = "linux")]
+    {
+        // A terminal is not a pipe: never enlarged for batching.
+        stream.enlarged = Some(false);
+    }
     Ok(Wired {
         stdin: ChildIo::File(slave_in),
         stdout: ChildIo::File(slave_out),
@@ -544,4 +559,71 @@ pub(super) fn watched_outputs(streams: &[Option<StreamIo>; 2]) -> [Option<&PipeE
             })
             .and_then(|s| s.pipe.as_ref())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoWake;
+
+    impl Wake for NoWake {
+        fn wake(&self) {}
+    }
+
+    fn wired(stdout: OutputKind, stderr: OutputKind) -> Result<Wired, Error> {
+        let waker: Arc<dyn Wake> = Arc::new(NoWake);
+        let settings = StreamSettings {
+            capture_limit: 1024,
+            line_limit: 1024,
+            lines: false,
+            meter: None,
+        };
+        let io_err = |e: io::Error| Error::spawn("x".into(), e);
+        let stdin = InputKind::Bytes(Arc::from(&b"in"[..]));
+        wire(stdin, stdout, stderr, None, settings, &waker, &io_err)
+    }
+
+    fn invalid(r: Result<Wired, Error>) -> String {
+        match r {
+            Err(Error::InvalidInput(m)) => m,
+            Err(e) => panic!("not invalid input: {e}"),
+            Ok(_) => panic!("wired"),
+        }
+    }
+
+    #[test]
+    fn each_stream_is_wired_as_asked() {
+        let w = wired(OutputKind::Capture, OutputKind::Null).unwrap();
+        assert!(matches!(w.stdin, ChildIo::File(_)));
+        assert!(w.feed.as_ref().is_some_and(|f| &*f.data == b"in"));
+        assert!(matches!(w.stdout, ChildIo::File(_)));
+        assert!(matches!(w.stderr, ChildIo::Null));
+        assert!(w.streams[0]
+            .as_ref()
+            .is_some_and(|s| s.which == Stream::Stdout));
+        assert!(w.streams[1].is_none() && w.pty.is_none());
+
+        let w = wired(OutputKind::Inherit, OutputKind::Capture).unwrap();
+        assert!(matches!(w.stdout, ChildIo::Inherit));
+        assert!(w.streams[0].is_none());
+        assert!(w.streams[1]
+            .as_ref()
+            .is_some_and(|s| s.which == Stream::Stderr));
+    }
+
+    #[test]
+    fn stderr_merges_only_into_a_captured_stdout() {
+        let w = wired(OutputKind::Capture, OutputKind::MergeWithStdout).unwrap();
+        assert!(matches!(w.stderr, ChildIo::File(_)));
+        assert!(w.streams[0].is_some() && w.streams[1].is_none());
+        assert_eq!(
+            invalid(wired(OutputKind::Null, OutputKind::MergeWithStdout)),
+            "stderr can be merged with stdout only when stdout is captured"
+        );
+        assert_eq!(
+            invalid(wired(OutputKind::MergeWithStdout, OutputKind::Null)),
+            "only stderr can be merged with stdout"
+        );
+    }
 }

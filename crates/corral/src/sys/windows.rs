@@ -715,9 +715,33 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
         !m.is_empty() && String::from_utf16_lossy(&cmdline).contains(&*m.to_string_lossy())
     });
     let mut block = env_block(&env);
-    let app_w = wide(app.as_os_str());
-    let cwd_w = spec.cwd.map(|d| wide(d.as_os_str()));
+    // The parent's copies of the child's ends close when `spec` drops at
+    // the end of this function; our inheritable duplicates close with
+    // `launch`.
+    let launch = Launch {
+        app: wide(app.as_os_str()),
+        cwd: spec.cwd.map(|d| wide(d.as_os_str())),
+        stdio: inheritable_stdio(&spec).map_err(SpawnError::Spawn)?,
+    };
+    let (pi, via_job_list) =
+        launch.create_in_job(&mut cmdline, &mut block, (!fault).then_some(job))?;
+    let process = owned(pi.hProcess).map_err(SpawnError::Spawn)?;
+    let thread = owned(pi.hThread).map_err(SpawnError::Spawn)?;
+    if !via_job_list {
+        assign_and_resume(&process, &thread, if fault { null_mut() } else { job })?;
+    }
+    drop(thread);
+    drop(launch);
+    drop(spec);
+    Ok(Root {
+        process: Some(process),
+        pid: pi.dwProcessId,
+        exited: None,
+    })
+}
 
+/// Inheritable duplicates of the child's three standard handles.
+fn inheritable_stdio(spec: &SpawnSpec<'_>) -> io::Result<[Option<OwnedHandle>; 3]> {
     let stdio = [
         std_handle(&spec.stdin, STD_INPUT_HANDLE, false),
         std_handle(&spec.stdout, STD_OUTPUT_HANDLE, true),
@@ -725,22 +749,72 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
     ];
     let mut handles: [Option<OwnedHandle>; 3] = [None, None, None];
     for (slot, h) in handles.iter_mut().zip(stdio) {
-        *slot = h.map_err(SpawnError::Spawn)?;
+        *slot = h?;
     }
-    // The parent's copies of the child's ends close when `spec` drops at
-    // the end of this function; our inheritable duplicates close with
-    // `handles`.
-    let list: Vec<HANDLE> = handles.iter().flatten().map(raw).collect();
-    let jobs: [HANDLE; 1] = [job];
+    Ok(handles)
+}
 
-    let try_create = |use_job_list: bool,
-                      cmdline: &mut Vec<u16>,
-                      block: &mut Vec<u16>|
-     -> io::Result<PROCESS_INFORMATION> {
+/// What `CreateProcessW` is given besides the command line and the
+/// environment block: the program, the directory (UTF-16, NUL-terminated)
+/// and the only handles the child inherits.
+struct Launch {
+    app: Vec<u16>,
+    cwd: Option<Vec<u16>>,
+    stdio: [Option<OwnedHandle>; 3],
+}
+
+impl Launch {
+    /// Creates the child in `job` (`None`: create it suspended, for the
+    /// caller to assign). A refused job-list attribute falls back to
+    /// suspended; the second value says whether the child is in the job.
+    fn create_in_job(
+        &self,
+        cmdline: &mut [u16],
+        block: &mut [u16],
+        job: Option<HANDLE>,
+    ) -> Result<(PROCESS_INFORMATION, bool), SpawnError> {
+        if job.is_none() {
+            let pi = self
+                .create(cmdline, block, None)
+                .map_err(SpawnError::Spawn)?;
+            return Ok((pi, false));
+        }
+        match self.create(cmdline, block, job) {
+            Ok(pi) => Ok((pi, true)),
+            Err(e)
+                if [
+                    ERROR_INVALID_PARAMETER,
+                    ERROR_NOT_SUPPORTED,
+                    ERROR_ACCESS_DENIED,
+                ]
+                .iter()
+                .any(|&c| e.raw_os_error() == Some(c as i32)) =>
+            {
+                // The job-list attribute was refused (older Windows) or the
+                // job could not take the child at creation: fall back to
+                // create-suspended-then-assign, which tells the two apart.
+                let pi = self
+                    .create(cmdline, block, None)
+                    .map_err(SpawnError::Spawn)?;
+                Ok((pi, false))
+            }
+            Err(e) => Err(SpawnError::Spawn(e)),
+        }
+    }
+
+    /// One `CreateProcessW`: the child put in `job` by the job-list
+    /// attribute, or created suspended without one.
+    fn create(
+        &self,
+        cmdline: &mut [u16],
+        block: &mut [u16],
+        job: Option<HANDLE>,
+    ) -> io::Result<PROCESS_INFORMATION> {
+        let list: Vec<HANDLE> = self.stdio.iter().flatten().map(raw).collect();
+        let jobs: [HANDLE; 1] = [job.unwrap_or(null_mut())];
         let mut attrs = AttrList::new(2)?;
         if !list.is_empty() {
-            // SAFETY: `list` outlives `attrs` (both live in this closure call
-            // or the enclosing function).
+            // SAFETY: `list` outlives `attrs` (both live in this call).
             unsafe {
                 attrs.set(
                     PROC_THREAD_ATTRIBUTE_HANDLE_LIST,
@@ -751,7 +825,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
         }
         let mut flags =
             CREATE_UNICODE_ENVIRONMENT | EXTENDED_STARTUPINFO_PRESENT | CREATE_NEW_PROCESS_GROUP;
-        if use_job_list {
+        if job.is_some() {
             // SAFETY: `jobs` outlives `attrs`.
             unsafe {
                 attrs.set(
@@ -767,7 +841,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
         let mut si: STARTUPINFOEXW = unsafe { std::mem::zeroed() };
         si.StartupInfo.cb = std::mem::size_of::<STARTUPINFOEXW>() as u32;
         si.StartupInfo.dwFlags = STARTF_USESTDHANDLES;
-        let h = |i: usize| handles[i].as_ref().map_or(null_mut(), raw);
+        let h = |i: usize| self.stdio[i].as_ref().map_or(null_mut(), raw);
         si.StartupInfo.hStdInput = h(0);
         si.StartupInfo.hStdOutput = h(1);
         si.StartupInfo.hStdError = h(2);
@@ -780,14 +854,14 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
         // `si` and the attribute list are initialised; `pi` is writable.
         let ok = unsafe {
             CreateProcessW(
-                app_w.as_ptr(),
+                self.app.as_ptr(),
                 cmdline.as_mut_ptr(),
                 null(),
                 null(),
                 1,
                 flags,
                 block.as_mut_ptr().cast(),
-                cwd_w.as_ref().map_or(null(), |c| c.as_ptr()),
+                self.cwd.as_ref().map_or(null(), |c| c.as_ptr()),
                 &si.StartupInfo,
                 &mut pi,
             )
@@ -796,66 +870,39 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
             return Err(last_error());
         }
         Ok(pi)
-    };
-
-    let mut via_job_list = !fault;
-    let pi = if via_job_list {
-        match try_create(true, &mut cmdline, &mut block) {
-            Ok(pi) => pi,
-            Err(e)
-                if [
-                    ERROR_INVALID_PARAMETER,
-                    ERROR_NOT_SUPPORTED,
-                    ERROR_ACCESS_DENIED,
-                ]
-                .iter()
-                .any(|&c| e.raw_os_error() == Some(c as i32)) =>
-            {
-                // The job-list attribute was refused (older Windows) or the
-                // job could not take the child at creation: fall back to
-                // create-suspended-then-assign, which tells the two apart.
-                via_job_list = false;
-                try_create(false, &mut cmdline, &mut block).map_err(SpawnError::Spawn)?
-            }
-            Err(e) => return Err(SpawnError::Spawn(e)),
-        }
-    } else {
-        try_create(false, &mut cmdline, &mut block).map_err(SpawnError::Spawn)?
-    };
-    let process = owned(pi.hProcess).map_err(SpawnError::Spawn)?;
-    let thread = owned(pi.hThread).map_err(SpawnError::Spawn)?;
-    if !via_job_list {
-        let target = if fault { null_mut() } else { job };
-        // SAFETY: `process` is the suspended child's handle; `target` is our
-        // job handle (or null under the fault seam, which fails).
-        if unsafe { AssignProcessToJobObject(target, raw(&process)) } == 0 {
-            let e = last_error();
-            // SAFETY: the child is still suspended: it has run no code.
-            unsafe { TerminateProcess(raw(&process), JOB_KILL_EXIT_CODE) };
-            // SAFETY: wait (bounded) for it to be gone before returning.
-            unsafe { WaitForSingleObject(raw(&process), 5000) };
-            return Err(SpawnError::Contain(crate::error::io_context(
-                "could not assign the suspended child to the job object",
-                e,
-            )));
-        }
-        // The primary thread, exactly: the one CreateProcessW returned.
-        // SAFETY: `thread` is the child's primary thread handle.
-        if unsafe { ResumeThread(raw(&thread)) } == u32::MAX {
-            let e = last_error();
-            // SAFETY: as above; the child cannot run.
-            unsafe { TerminateProcess(raw(&process), JOB_KILL_EXIT_CODE) };
-            return Err(SpawnError::Spawn(e));
-        }
     }
-    drop(thread);
-    drop(handles);
-    drop(spec);
-    Ok(Root {
-        process: Some(process),
-        pid: pi.dwProcessId,
-        exited: None,
-    })
+}
+
+/// Puts a child created suspended in the job `target` and resumes its
+/// primary thread; a child that cannot be assigned is terminated before it
+/// ran any code (a containment failure).
+fn assign_and_resume(
+    process: &OwnedHandle,
+    thread: &OwnedHandle,
+    target: HANDLE,
+) -> Result<(), SpawnError> {
+    // SAFETY: `process` is the suspended child's handle; `target` is our
+    // job handle (or null under the fault seam, which fails).
+    if unsafe { AssignProcessToJobObject(target, raw(process)) } == 0 {
+        let e = last_error();
+        // SAFETY: the child is still suspended: it has run no code.
+        unsafe { TerminateProcess(raw(process), JOB_KILL_EXIT_CODE) };
+        // SAFETY: wait (bounded) for it to be gone before returning.
+        unsafe { WaitForSingleObject(raw(process), 5000) };
+        return Err(SpawnError::Contain(crate::error::io_context(
+            "could not assign the suspended child to the job object",
+            e,
+        )));
+    }
+    // The primary thread, exactly: the one CreateProcessW returned.
+    // SAFETY: `thread` is the child's primary thread handle.
+    if unsafe { ResumeThread(raw(thread)) } == u32::MAX {
+        let e = last_error();
+        // SAFETY: as above; the child cannot run.
+        unsafe { TerminateProcess(raw(process), JOB_KILL_EXIT_CODE) };
+        return Err(SpawnError::Spawn(e));
+    }
+    Ok(())
 }
 
 /// Wakes the wait from another thread: an auto-reset event.
