@@ -112,16 +112,40 @@ pub fn assert_ok(tier: Mechanism, ops: &[OsOp], pid: u32, signals: Option<&[Sign
     }
 }
 
+/// Every rule of the order, in turn; the first broken one is named.
 fn rules(
     tier: Mechanism,
     ops: &[OsOp],
     pid: u32,
     signals: Option<&[Signal]>,
 ) -> Result<(), String> {
-    let count = |f: &dyn Fn(&OsOp) -> bool| ops.iter().filter(|o| f(o)).count();
-    let fail = |rule: &str, what: String| Err(format!("[{rule}] {what}"));
+    let ops = keeper_holds_first(tier, ops)?;
+    let reaped = spawned_reaped_released(tier, ops, pid)?;
+    let identity = cgroup_release(tier, ops, reaped, pid)?;
+    let tree_signals = signals_while_held(tier, ops, pid, reaped, identity)?;
+    if let Some(sent) = signals {
+        if tree_signals != sent {
+            return fail(
+                "report",
+                format!("recorded tree signals {tree_signals:?}, report {sent:?}"),
+            );
+        }
+    }
+    Ok(())
+}
 
-    // keeper-holds-first
+/// A broken rule, named.
+fn fail<T>(rule: &str, what: String) -> Result<T, String> {
+    Err(format!("[{rule}] {what}"))
+}
+
+fn count(ops: &[OsOp], f: impl Fn(&OsOp) -> bool) -> usize {
+    ops.iter().filter(|o| f(o)).count()
+}
+
+/// keeper-holds-first: the keeper's hold (process-group and subreaper
+/// tiers only) comes before everything else, once. Returns the rest.
+fn keeper_holds_first(tier: Mechanism, ops: &[OsOp]) -> Result<&[OsOp], String> {
     let holds = positions(ops, |o| matches!(o, OsOp::KeeperHolds { .. }));
     for &i in &holds {
         let by_tier = matches!(ops[i], OsOp::KeeperHolds { via } if via == tier);
@@ -136,18 +160,21 @@ fn rules(
             );
         }
     }
-    let ops = &ops[holds.len()..];
-    // spawned-first
+    Ok(&ops[holds.len()..])
+}
+
+/// spawned-first, reaped-once, released-once. Returns where the root was
+/// reaped.
+fn spawned_reaped_released(tier: Mechanism, ops: &[OsOp], pid: u32) -> Result<usize, String> {
     if !matches!(ops.first(), Some(OsOp::Spawned { pid: p }) if *p == pid) {
         return fail(
             "spawned-first",
             format!("Spawned {{ pid: {pid} }} must come first"),
         );
     }
-    if count(&|o| matches!(o, OsOp::Spawned { .. })) != 1 {
+    if count(ops, |o| matches!(o, OsOp::Spawned { .. })) != 1 {
         return fail("spawned-first", "Spawned more than once".into());
     }
-    // reaped-once
     let reaped: Vec<usize> = positions(ops, |o| matches!(o, OsOp::Reaped { .. }));
     let [reaped] = reaped[..] else {
         return fail("reaped-once", format!("{} Reaped, not one", reaped.len()));
@@ -155,8 +182,7 @@ fn rules(
     if ops[reaped] != (OsOp::Reaped { pid }) {
         return fail("reaped-once", format!("Reaped is not of the root {pid}"));
     }
-    // released-once
-    if count(&|o| matches!(o, OsOp::Released { .. })) != 1 {
+    if count(ops, |o| matches!(o, OsOp::Released { .. })) != 1 {
         return fail("released-once", "Released not exactly once".into());
     }
     if ops.last() != Some(&OsOp::Released { via: tier }) {
@@ -165,65 +191,74 @@ fn rules(
             format!("Released {{ via: {tier:?} }} must come last"),
         );
     }
+    Ok(reaped)
+}
 
-    // cgroup-release (first: the cgroup's identity is the inode it names)
+/// cgroup-release: a cgroup run's cgroup is pooled or removed once, after
+/// the reap and just before the release, and never pooled after a SIGKILL;
+/// no other tier releases a cgroup. Returns the identity signals must name
+/// (the cgroup's inode, or the root's pid).
+fn cgroup_release(tier: Mechanism, ops: &[OsOp], reaped: usize, pid: u32) -> Result<u64, String> {
     let gone: Vec<usize> = positions(ops, |o| {
         matches!(o, OsOp::CgroupPooled { .. } | OsOp::CgroupRemoved { .. })
     });
-    let identity = if tier == Mechanism::Cgroup {
-        let [g] = gone[..] else {
-            return fail(
-                "cgroup-release",
-                format!(
-                    "{} cgroup releases (pooled or removed), not one",
-                    gone.len()
-                ),
-            );
-        };
-        if !(reaped < g && g == ops.len() - 2) {
-            return fail(
-                "cgroup-release",
-                "the cgroup must be pooled or removed after Reaped, just before Released".into(),
-            );
-        }
-        let killed = ops.iter().any(|o| {
-            matches!(
-                o,
-                OsOp::SignalTree {
-                    signal: Signal::KILL,
-                    ..
-                } | OsOp::SignalMember {
-                    signal: Signal::KILL,
-                    ..
-                } | OsOp::KillAgain { .. }
-            )
-        });
-        match ops[g] {
-            OsOp::CgroupPooled { .. } if killed => {
-                return fail(
-                    "cgroup-release",
-                    "a cgroup sent SIGKILL went back to the pool".into(),
-                )
-            }
-            OsOp::CgroupPooled { inode } | OsOp::CgroupRemoved { inode } => inode,
-            _ => unreachable!(),
-        }
-    } else {
+    if tier != Mechanism::Cgroup {
         if !gone.is_empty() {
             return fail(
                 "cgroup-release",
                 format!("a cgroup release in the {tier:?} tier"),
             );
         }
-        pid as u64
+        return Ok(pid as u64);
+    }
+    let [g] = gone[..] else {
+        return fail(
+            "cgroup-release",
+            format!(
+                "{} cgroup releases (pooled or removed), not one",
+                gone.len()
+            ),
+        );
     };
+    if !(reaped < g && g == ops.len() - 2) {
+        return fail(
+            "cgroup-release",
+            "the cgroup must be pooled or removed after Reaped, just before Released".into(),
+        );
+    }
+    let killed = ops.iter().any(|o| {
+        matches!(
+            o,
+            OsOp::SignalTree {
+                signal: Signal::KILL,
+                ..
+            } | OsOp::SignalMember {
+                signal: Signal::KILL,
+                ..
+            } | OsOp::KillAgain { .. }
+        )
+    });
+    match ops[g] {
+        OsOp::CgroupPooled { .. } if killed => fail(
+            "cgroup-release",
+            "a cgroup sent SIGKILL went back to the pool".into(),
+        ),
+        OsOp::CgroupPooled { inode } | OsOp::CgroupRemoved { inode } => Ok(inode),
+        _ => unreachable!(),
+    }
+}
 
-    let mut tree_signals = Vec::new();
-    let mut last_tree: Option<Signal> = None;
-    let mut member_kills = std::collections::HashSet::new();
-    let mut exits = 0;
+/// signal-while-held, identity, one-kill, member-follows-tree,
+/// kill-again-after-kill, root-exit. Returns the tree signals in order.
+fn signals_while_held(
+    tier: Mechanism,
+    ops: &[OsOp],
+    pid: u32,
+    reaped: usize,
+    identity: u64,
+) -> Result<Vec<Signal>, String> {
+    let mut order = SignalOrder::default();
     for (i, op) in ops.iter().enumerate() {
-        // signal-while-held and identity, for every kind of signal.
         let (what, via, target): (Option<&str>, _, _) = match *op {
             OsOp::SignalTree { via, target, .. } => (Some("tree signal"), via, Some(target)),
             OsOp::SignalMember { via, .. } => (Some("member signal"), via, None),
@@ -244,62 +279,69 @@ fn rules(
                 format!("{what} at {i} to {target}, not to the tree's {identity}"),
             );
         }
+        order.step(i, op, pid, reaped)?;
+    }
+    Ok(order.tree_signals)
+}
+
+/// What the signal rules remember while walking the operations.
+#[derive(Default)]
+struct SignalOrder {
+    tree_signals: Vec<Signal>,
+    last_tree: Option<Signal>,
+    member_kills: std::collections::HashSet<u32>,
+    exits: usize,
+}
+
+impl SignalOrder {
+    fn step(&mut self, i: usize, op: &OsOp, pid: u32, reaped: usize) -> Result<(), String> {
         match *op {
             OsOp::SignalTree { signal, .. } => {
-                if last_tree == Some(Signal::KILL) {
+                if self.last_tree == Some(Signal::KILL) {
                     return fail(
                         "one-kill",
                         format!("tree signal {signal:?} at {i} after SIGKILL"),
                     );
                 }
-                last_tree = Some(signal);
-                tree_signals.push(signal);
+                self.last_tree = Some(signal);
+                self.tree_signals.push(signal);
             }
             OsOp::SignalMember { pid: m, signal, .. } => {
-                let fits = match last_tree {
+                let fits = match self.last_tree {
                     None => false,
                     Some(Signal::KILL) => signal == Signal::KILL,
                     Some(t) => signal == t || signal == Signal::CONT,
                 };
                 if !fits {
+                    let last = self.last_tree;
                     return fail(
                         "member-follows-tree",
-                        format!(
-                            "member {m} sent {signal:?} at {i} after tree signal {last_tree:?}"
-                        ),
+                        format!("member {m} sent {signal:?} at {i} after tree signal {last:?}"),
                     );
                 }
-                if signal == Signal::KILL && !member_kills.insert(m) {
+                if signal == Signal::KILL && !self.member_kills.insert(m) {
                     return fail(
                         "member-follows-tree",
                         format!("member {m} sent SIGKILL twice"),
                     );
                 }
             }
-            OsOp::KillAgain { .. } if last_tree != Some(Signal::KILL) => {
+            OsOp::KillAgain { .. } if self.last_tree != Some(Signal::KILL) => {
                 return fail(
                     "kill-again-after-kill",
                     format!("kill again at {i} before the tree's SIGKILL"),
                 );
             }
             OsOp::RootExited { pid: p } => {
-                exits += 1;
-                if p != pid || i > reaped || exits > 1 {
+                self.exits += 1;
+                if p != pid || i > reaped || self.exits > 1 {
                     return fail("root-exit", format!("RootExited {{ pid: {p} }} at {i}"));
                 }
             }
             _ => {}
         }
+        Ok(())
     }
-    if let Some(sent) = signals {
-        if tree_signals != sent {
-            return fail(
-                "report",
-                format!("recorded tree signals {tree_signals:?}, report {sent:?}"),
-            );
-        }
-    }
-    Ok(())
 }
 
 fn positions(ops: &[OsOp], f: impl Fn(&OsOp) -> bool) -> Vec<usize> {
