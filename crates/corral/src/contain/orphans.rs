@@ -1,6 +1,6 @@
 //! Prompt reaping of orphans while runs go on (Linux, child subreaper).
 //!
-//! Once [`enable_subreaper`](crate::enable_subreaper) was called, every
+//! Once [`enable_subreaper`](crate::process_wide::enable_subreaper) was called, every
 //! orphaned descendant of this process is re-parented to it, in every tier.
 //! An orphan that exits stays a zombie until its new parent reaps it, and a
 //! zombie keeps its pid, and its place in `pids.max`: a long run that leaves
@@ -69,7 +69,7 @@ pub(super) fn cookie_value(cookie: &str) -> std::ffi::OsString {
     value
 }
 
-/// Set by [`enable_subreaper`](crate::enable_subreaper). The process-wide
+/// Set by [`enable_subreaper`](crate::process_wide::enable_subreaper). The process-wide
 /// child-subreaper switch lives here, below the tiers that read it.
 static SUBREAPER: AtomicBool = AtomicBool::new(false);
 
@@ -96,7 +96,7 @@ pub(super) fn note_subreaper() {
 /// process exits, because it may as well be a child the host started
 /// itself and will wait for. With it, such zombies are reaped as they
 /// appear, while runs go on and after they ended, in every tier, once
-/// [`enable_subreaper`](crate::enable_subreaper) was called.
+/// [`enable_subreaper`](crate::process_wide::enable_subreaper) was called.
 ///
 /// Never reaped, whatever is declared: the root of a run, from before its
 /// spawn until its own release reaps it (a zombie root is its run's
@@ -121,11 +121,11 @@ pub fn reap_all_orphans() {
 /// Reaps now the zombie orphans the reaping thread would reap (those of
 /// registered runs; with [`reap_all_orphans`] every zombie child that is
 /// no root), and again while a pass finds some; returns how many. For a
-/// one-shot process ([`one_shot_process`](crate::one_shot_process)), which
+/// one-shot process ([`one_shot_process`](crate::process_wide::one_shot_process)), which
 /// starts no reaping thread: it calls this when SIGCHLD arrives for a child
 /// that is not a run's root (as `corral run` does), so that orphans dying
 /// during a long run are reaped as they die. Does nothing (0) unless
-/// [`enable_subreaper`](crate::enable_subreaper) was called.
+/// [`enable_subreaper`](crate::process_wide::enable_subreaper) was called.
 pub fn reap_orphans_now() -> usize {
     if !enabled() {
         return 0;
@@ -156,7 +156,7 @@ fn all_orphans() -> bool {
     ALL_ORPHANS.load(Ordering::SeqCst) && enabled()
 }
 
-/// Whether [`enable_subreaper`](crate::enable_subreaper) was called and
+/// Whether [`enable_subreaper`](crate::process_wide::enable_subreaper) was called and
 /// the attribute is still set.
 pub(crate) fn enabled() -> bool {
     SUBREAPER.load(Ordering::SeqCst) && matches!(rustix::process::child_subreaper(), Ok(Some(_)))
