@@ -50,7 +50,7 @@ def test_result_has_every_field_of_the_report(tree):
             assert getattr(r, k) == v, (k, getattr(r, k), v)
     assert r.crash_safe is True and r.crash_safety_note is None
     assert r.signals_sent == ["TERM", "KILL"]
-    assert r.cleanup_error is None and r.survivors == []
+    assert r.cleanup_error is None and r.cleanup_errors == [] and r.survivors == []
     assert r.limits_hit == []
     assert r.stdout == b"out\n" and r.stdout_bytes == 4 and r.stderr_bytes == 0
     assert r.containment in ("cgroup", "subreaper", "process_group")
@@ -69,6 +69,35 @@ def test_result_has_every_field_of_the_report(tree):
     # Streams not captured: no bytes seen, None as the stream itself.
     r = corral.run(["sh", "-c", "echo gone"], stdout=corral.DEVNULL, stderr=corral.PIPE)
     assert r.stdout is None and r.stdout_bytes is None and r.stderr_bytes == 0
+
+
+def test_every_failed_cleanup_step_is_shown_in_order():
+    # Two steps failing for real needs a frozen tree and a killed keeper (the
+    # library's frozen_survivors test does it); here the report of a clean
+    # run is given the two failures, as the library reports them, to check
+    # what Python makes of them.
+    r = corral.run(["true"], timeout=10, capture_output=True)
+    assert r.cleanup_errors == [] and r.cleanup_error is None and r.ok
+    report = dict(r.report)
+    failures = [
+        {"step": "confirm_death", "error": "2 process(es) of the tree survived SIGKILL past the confirm window: [7, 8]", "os_error": None},
+        {"step": "crash_safety", "error": "crash safety was required but lost during the run: the keeper died", "os_error": None},
+    ]
+    report.update(
+        outcome="cleanup_failed",
+        cleanup_errors=failures,
+        cleanup_error="; ".join(f["error"] for f in failures),
+        survivors=[7, 8],
+        returncode=None,
+    )
+    res = corral.Result(r.args, report, False, None, None)
+    assert res.outcome == "cleanup_failed" and not res.ok
+    assert [f["step"] for f in res.cleanup_errors] == ["confirm_death", "crash_safety"]
+    assert res.cleanup_errors == failures
+    err = corral._error_for(res)
+    assert isinstance(err, corral.CleanupFailed)
+    msg = str(err)
+    assert msg.index("survived SIGKILL") < msg.index("the keeper died"), msg
 
 
 def test_usage_and_limits_hit_in_the_cgroup_tier(tree):
