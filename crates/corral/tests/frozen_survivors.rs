@@ -11,67 +11,18 @@
 //! killed processes then die.
 #![cfg(target_os = "linux")]
 
-use std::path::PathBuf;
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use corral::{ContainmentChoice, Mechanism, Outcome, Output};
+use corral_testkit::freezer::Frozen;
 use corral_testkit::{Scratch, Watch};
 
 const SEC: Duration = Duration::from_secs(1);
 
-/// The cgroup v1 freezer hierarchy (hybrid machines mount it here).
-const FREEZER: &str = "/sys/fs/cgroup/freezer";
-
 /// One test at a time: each freezes processes of its own, and the
 /// subreaper is enabled once for the binary.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// A freezer cgroup of this test, thawed and removed on drop.
-struct Frozen(PathBuf);
-
-impl Frozen {
-    fn new(tag: &str) -> Frozen {
-        let root = std::path::Path::new(FREEZER);
-        assert!(
-            root.join("freezer.state").exists() || root.join("cgroup.procs").exists(),
-            "this test needs the cgroup v1 freezer at {FREEZER} (mounted on hybrid machines)"
-        );
-        let dir = root.join(format!("corral-frozen-{}-{tag}", std::process::id()));
-        std::fs::create_dir(&dir).expect("mkdir in the v1 freezer");
-        Frozen(dir)
-    }
-
-    fn take(&self, pid: u32) {
-        std::fs::write(self.0.join("cgroup.procs"), pid.to_string())
-            .expect("move a process into the freezer cgroup");
-    }
-
-    fn freeze(&self) {
-        std::fs::write(self.0.join("freezer.state"), "FROZEN").unwrap();
-        let end = Instant::now() + 5 * SEC;
-        while std::fs::read_to_string(self.0.join("freezer.state"))
-            .unwrap_or_default()
-            .trim()
-            != "FROZEN"
-        {
-            assert!(Instant::now() < end, "the freezer cgroup did not freeze");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        let _ = std::fs::write(self.0.join("freezer.state"), "THAWED");
-        // The processes had SIGKILL pending: thawed, they die, and the
-        // empty cgroup can go.
-        let end = Instant::now() + 5 * SEC;
-        while std::fs::remove_dir(&self.0).is_err() && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
 
 fn frozen_command_and_child_are_both_survivors(tier: Mechanism) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
