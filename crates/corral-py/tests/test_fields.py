@@ -254,3 +254,92 @@ def test_fields_through_run_async(tree):
     assert r.returncode == 4 and r.crash_safe is True and r.stdout_bytes == 2
     assert isinstance(r.timings, corral.Timings) and r.signals_sent == []
     assert errno.EMFILE == 24  # the number the binding raises on every Unix
+
+
+_FREEZER = "/sys/fs/cgroup/freezer"
+
+
+def _own_keeper(timeout: float = 10.0):
+    """This process's live crash-safety keeper: its child named
+    corral-keeper (unreaped while this process lives, so its pid names it)."""
+    end = time.monotonic() + timeout
+    while True:
+        kids = []
+        for t in os.listdir(f"/proc/{os.getpid()}/task"):
+            try:
+                with open(f"/proc/{os.getpid()}/task/{t}/children") as f:
+                    kids += f.read().split()
+            except OSError:
+                pass
+        for p in kids:
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if "(corral-keeper)" in stat and stat[stat.rindex(")") + 2] != "Z":
+                return int(p)
+        if time.monotonic() > end:
+            return None
+        time.sleep(0.005)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists(os.path.join(_FREEZER, "cgroup.procs")),
+    reason="needs root and the cgroup v1 freezer",
+)
+def test_two_real_cleanup_failures_are_both_shown_in_order(tree):
+    # The run requires crash safety and its keeper is killed; then the
+    # command and its child are frozen, so they survive the SIGKILL after
+    # the deadline: two steps fail, in this order.
+    frozen = os.path.join(_FREEZER, f"corral-pytest-{os.getpid()}")
+    os.mkdir(frozen)
+    try:
+        script = 'echo $$ > "$CORRAL_TEST_DIR/root.pid"; "$H" child & wait'
+        job = corral.spawn(
+            ["sh", "-c", script],
+            env=tree.env,
+            containment="process_group",
+            require_crash_safety=True,
+            timeout=2,
+            stdout=corral.DEVNULL,
+            stderr=corral.DEVNULL,
+        )
+        keeper = _own_keeper()
+        assert keeper, "no keeper while a run is registered"
+        os.kill(keeper, 9)
+        root, child = tree.pid("root"), tree.pid("child")
+        for pid in (root, child):
+            with open(os.path.join(frozen, "cgroup.procs"), "w") as f:
+                f.write(str(pid))
+        with open(os.path.join(frozen, "freezer.state"), "w") as f:
+            f.write("FROZEN")
+        end = time.monotonic() + 5
+        while open(os.path.join(frozen, "freezer.state")).read().strip() != "FROZEN":
+            assert time.monotonic() < end, "the freezer cgroup did not freeze"
+            time.sleep(0.005)
+        t0 = time.monotonic()
+        r = job.wait()
+        assert time.monotonic() - t0 < 40
+    finally:
+        try:
+            with open(os.path.join(frozen, "freezer.state"), "w") as f:
+                f.write("THAWED")
+        except OSError:
+            pass
+        end = time.monotonic() + 5
+        while True:
+            try:
+                os.rmdir(frozen)
+                break
+            except OSError:
+                if time.monotonic() > end:
+                    break
+                time.sleep(0.01)
+    assert r.outcome == "cleanup_failed", r
+    assert [e["step"] for e in r.cleanup_errors] == ["confirm_death", "crash_safety"], r.cleanup_errors
+    assert r.cleanup_errors == r.report["cleanup_errors"]
+    assert sorted(r.survivors) == sorted([root, child])
+    assert r.cleanup_error.index(r.cleanup_errors[0]["error"]) < r.cleanup_error.index(r.cleanup_errors[1]["error"])
+    assert isinstance(corral._error_for(r), corral.CleanupFailed)
+    tree.assert_all_dead()
