@@ -33,7 +33,7 @@ class Usage(NamedTuple):
     memory_peak: Optional[int]
     pids_peak: Optional[int]
 
-class CleanupFailure(TypedDict):
+class _CleanupFailure(TypedDict):
     step: Literal["confirm_death", "signal", "members", "wait", "release", "crash_safety"]
     error: str
     os_error: Optional[int]
@@ -62,7 +62,7 @@ class Result(subprocess.CompletedProcess[Any]):
     crash_safe: bool
     crash_safety_note: Optional[str]
     signals_sent: List[Union[str, int]]
-    cleanup_errors: List[CleanupFailure]
+    cleanup_errors: List[_CleanupFailure]
     cleanup_error: Optional[str]
     survivors: List[int]
     timings: Timings
