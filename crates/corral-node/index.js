@@ -210,6 +210,7 @@ function resultOf(report, stdout, stderr, encoding) {
     crashSafe: report.crash_safe ?? null,
     pid: report.pid ?? null,
     error: report.error ?? null,
+    cleanupErrors: report.cleanup_errors ?? [],
     report,
   }
 }
@@ -382,7 +383,7 @@ function run(argv, options) {
     onStderr,
     signal,
     failed: ({ aborted, report }) =>
-      resultOf(report || { outcome: 'cancelled', error: aborted ? 'aborted before start' : null, killed: 0, kept: 0, duration_ms: 0, signals_sent: [], survivors: [], limits_hit: [] }, EMPTY, EMPTY, encoding),
+      resultOf(report || { outcome: 'cancelled', error: aborted ? 'aborted before start' : null, killed: 0, kept: 0, duration_ms: 0, signals_sent: [], cleanup_errors: [], survivors: [], limits_hit: [] }, EMPTY, EMPTY, encoding),
   })
   return promise
 }

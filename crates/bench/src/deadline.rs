@@ -67,11 +67,11 @@ fn corral_once(
     let ready_at = Instant::now();
     let report = running.wait();
     let back = Instant::now();
-    if report.outcome != Outcome::TimedOut || report.cleanup_error.is_some() {
+    if report.outcome != Outcome::TimedOut || !report.cleanup_errors.is_empty() {
         return Err(format!(
             "corral[{mech}] N={n}: expected a clean timeout, got {} ({:?})",
             report.outcome_name(),
-            report.cleanup_error
+            report.cleanup_errors
         ));
     }
     if mech == Mechanism::ProcessGroup {

@@ -46,11 +46,11 @@ fn held_once(delay: Duration) -> Result<Duration, String> {
         .map_err(|e| e.full_message())?;
     let back = t0.elapsed();
     sys::track(report.pid);
-    if report.outcome != Outcome::OutputHeld || report.cleanup_error.is_some() {
+    if report.outcome != Outcome::OutputHeld || !report.cleanup_errors.is_empty() {
         return Err(format!(
             "expected output_held, got {} ({:?})",
             report.outcome_name(),
-            report.cleanup_error
+            report.cleanup_errors
         ));
     }
     let live = sys::group_members_live(report.pid);

@@ -19,7 +19,7 @@ pub fn for_report(report: &Report, received: Option<i32>) -> i32 {
 /// with the root's own status (128+N when it was killed), as
 /// `timeout --preserve-status` does.
 pub fn for_run(report: &Report, received: Option<i32>, preserve_status: bool) -> i32 {
-    if report.cleanup_error.is_some() {
+    if !report.cleanup_errors.is_empty() {
         return CORRAL_FAILED;
     }
     if let (Some(sig), Outcome::Cancelled) = (received, report.outcome) {
@@ -77,7 +77,7 @@ pub enum Gnu {
 /// otherwise the command's status, or its fatal signal raised again.
 /// corral's own failures (cleanup) are 125.
 pub fn for_gnu(report: &Report, timed_out: bool, preserve_status: bool) -> Gnu {
-    if report.cleanup_error.is_some() {
+    if !report.cleanup_errors.is_empty() {
         return Gnu::Code(CORRAL_FAILED);
     }
     let Some(root) = report.root else {
@@ -256,5 +256,20 @@ mod tests {
         assert_eq!(for_timed_out(&r, true), 3);
         let r = report(Outcome::Cancelled, RootStatus::Signaled(Signal::KILL));
         assert_eq!(for_timed_out(&r, true), 137);
+    }
+
+    #[test]
+    fn any_failed_cleanup_step_is_corrals_failure() {
+        let mut r = report(Outcome::Exited(0), RootStatus::Exited(0));
+        assert_eq!(for_report(&r, None), 0);
+        r.cleanup_errors = vec![
+            corral::CleanupError::Survivors { pids: vec![7] },
+            corral::CleanupError::CrashSafetyLost { why: "gone".into() },
+        ];
+        assert_eq!(for_report(&r, None), 125);
+        assert_eq!(for_run(&r, Some(15), true), 125);
+        assert_eq!(for_gnu(&r, false, false), Gnu::Code(125));
+        r.cleanup_errors.remove(0);
+        assert_eq!(for_report(&r, None), 125);
     }
 }

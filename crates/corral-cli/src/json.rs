@@ -47,7 +47,8 @@ impl JsonReport {
     /// A report whose output was captured (every byte counted).
     pub fn from_report(r: &Report, received: Option<i32>, exit: i32) -> Self {
         let mut j = RunReport::from(r);
-        if let (Some(s), corral::Outcome::Cancelled, None) = (received, r.outcome, &r.cleanup_error)
+        if let (Some(s), corral::Outcome::Cancelled, true) =
+            (received, r.outcome, r.cleanup_errors.is_empty())
         {
             j.error = Some(format!("cancelled by signal {s}"));
         }
@@ -74,5 +75,50 @@ impl JsonReport {
     /// The report as its document (batch embeds it in each run).
     pub fn into_document(self) -> RunReport {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral::{CleanupError, Mechanism, Outcome};
+
+    #[test]
+    fn every_failed_cleanup_step_is_in_the_json_report_in_order() {
+        let mut r = Report::synthetic(Outcome::Exited(0), Mechanism::ProcessGroup);
+        r.cleanup_errors = vec![
+            CleanupError::Survivors { pids: vec![41, 42] },
+            CleanupError::CrashSafetyLost {
+                why: "the keeper died".into(),
+            },
+        ];
+        let exit = crate::exit::for_report(&r, None);
+        assert_eq!(exit, 125);
+        let v = serde_json::to_value(JsonReport::from_run(&r, None, exit, [true; 2])).unwrap();
+        assert_eq!(v["outcome"], "cleanup_failed");
+        assert_eq!(v["corral_exit"], 125);
+        assert!(v["exit_code"].is_null() || v["exit_code"] == 0, "{v}");
+        let steps: Vec<&str> = v["cleanup_errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["step"].as_str().unwrap())
+            .collect();
+        assert_eq!(steps, ["confirm_death", "crash_safety"], "{v}");
+        assert_eq!(v["survivors"], serde_json::json!([41, 42]));
+        let error = v["error"].as_str().unwrap();
+        let a = error.find("survived SIGKILL").expect("the first step");
+        let b = error.find("the keeper died").expect("the second step");
+        assert!(a < b, "{error}");
+        // A cancellation passed on by a signal says so only when cleanup was clean.
+        let mut c = Report::synthetic(Outcome::Cancelled, Mechanism::ProcessGroup);
+        let v = serde_json::to_value(JsonReport::from_report(&c, Some(15), 143)).unwrap();
+        assert_eq!(v["error"], "cancelled by signal 15");
+        c.cleanup_errors = r.cleanup_errors.clone();
+        let v = serde_json::to_value(JsonReport::from_report(&c, Some(15), 125)).unwrap();
+        assert!(
+            v["error"].as_str().unwrap().contains("the keeper died"),
+            "{v}"
+        );
     }
 }

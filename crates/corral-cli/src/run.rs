@@ -249,7 +249,7 @@ fn exit_code(
                 128 + s.as_raw()
             }
         }
-    } else if timed_out && report.cleanup_error.is_none() {
+    } else if timed_out && report.cleanup_errors.is_empty() {
         exit::for_timed_out(report, opts.preserve_status)
     } else {
         exit::for_run(report, recv, opts.preserve_status)
@@ -295,7 +295,7 @@ fn tell(
     recv: Option<i32>,
     timed_out: bool,
 ) {
-    if let Some(e) = &report.cleanup_error {
+    for e in &report.cleanup_errors {
         say(format_args!("{e}"));
     }
     if !opts.verbose {
@@ -371,7 +371,7 @@ fn verbose_line(
     wait_delay: Duration,
     timeout: Option<Duration>,
 ) -> Option<String> {
-    let clean_exit = matches!(r.outcome, Outcome::Exited(_)) && r.cleanup_error.is_none();
+    let clean_exit = matches!(r.outcome, Outcome::Exited(_)) && r.cleanup_errors.is_empty();
     if clean_exit && r.signals_sent.is_empty() {
         return None;
     }
@@ -417,7 +417,7 @@ fn verbose_line(
         r.leftovers.kept,
         r.containment.name()
     ));
-    if let Some(e) = &r.cleanup_error {
+    for e in &r.cleanup_errors {
         line.push_str(&format!("; {e}"));
     }
     Some(line)

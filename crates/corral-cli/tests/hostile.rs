@@ -558,8 +558,18 @@ fn merge_refuses_impossible_shard_reports_naming_shard_and_field() {
             "killed",
         ),
         (
+            "missing cleanup_errors (a version-1 run)",
+            |a, _| {
+                a["runs"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("cleanup_errors");
+            },
+            "cleanup_errors",
+        ),
+        (
             "format version",
-            |a, _| a["format_version"] = 2.into(),
+            |a, _| a["format_version"] = 1.into(),
             "format_version",
         ),
     ];

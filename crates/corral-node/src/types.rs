@@ -167,6 +167,13 @@ pub struct RunResult {
     /// What kept the run from being an ordinary exit, or null.
     #[napi(ts_type = "string | null")]
     pub error: String,
+    /// Every cleanup step that failed, in order, each once (as
+    /// `report.cleanup_errors`); empty unless the outcome is
+    /// `cleanup_failed`.
+    #[napi(
+        ts_type = "Array<{ step: 'confirm_death' | 'signal' | 'members' | 'wait' | 'release' | 'crash_safety'; error: string; os_error: number | null }>"
+    )]
+    pub cleanup_errors: Vec<String>,
     /// The full report.
     pub report: Report,
 }
@@ -215,6 +222,11 @@ pub struct Report {
     pub pid: u32,
     #[napi(js_name = "signals_sent")]
     pub signals_sent: Vec<i32>,
+    #[napi(
+        js_name = "cleanup_errors",
+        ts_type = "Array<{ step: 'confirm_death' | 'signal' | 'members' | 'wait' | 'release' | 'crash_safety'; error: string; os_error: number | null }>"
+    )]
+    pub cleanup_errors: Vec<String>,
     #[napi(js_name = "survivors")]
     pub survivors: Vec<u32>,
     #[napi(

@@ -993,7 +993,7 @@ const PYTHON_FORM: [&str; 4] = ["duration_ms", "timings_ms", "usage", "signals_s
 /// The report as Python's dict: the report document
 /// ([`corral::document::RunReport`]) converted once, then what Python
 /// shows in its own form (times in seconds, signal names) or only Python
-/// has (`returncode`, `cleanup_error`, the omitted counts, the streams).
+/// has (`returncode`, `cleanup_error` (every failed cleanup step in one line), the omitted counts, the streams).
 fn report_dict(py: Python<'_>, r: Report) -> PyResult<Bound<'_, PyDict>> {
     let mut doc = serde_json::to_value(RunReport::from(&r))
         .map_err(|e| PyRuntimeError::new_err(format!("the report could not be converted: {e}")))?;
@@ -1012,10 +1012,13 @@ fn report_dict(py: Python<'_>, r: Report) -> PyResult<Bound<'_, PyDict>> {
         }
     }
     d.set_item("signals_sent", sent)?;
-    d.set_item(
-        "cleanup_error",
-        r.cleanup_error.as_ref().map(|e| e.to_string()),
-    )?;
+    // Every failed step in one line (the list is the document's
+    // `cleanup_errors`).
+    let cleanup_error = match r.cleanup_errors.is_empty() {
+        true => None,
+        false => r.error_message(),
+    };
+    d.set_item("cleanup_error", cleanup_error)?;
     d.set_item("duration", dur(r.duration()))?;
     let t = PyDict::new(py);
     t.set_item("spawn", dur(r.timings.spawn))?;

@@ -50,7 +50,7 @@ def test_result_has_every_field_of_the_report(tree):
             assert getattr(r, k) == v, (k, getattr(r, k), v)
     assert r.crash_safe is True and r.crash_safety_note is None
     assert r.signals_sent == ["TERM", "KILL"]
-    assert r.cleanup_error is None and r.survivors == []
+    assert r.cleanup_error is None and r.cleanup_errors == [] and r.survivors == []
     assert r.limits_hit == []
     assert r.stdout == b"out\n" and r.stdout_bytes == 4 and r.stderr_bytes == 0
     assert r.containment in ("cgroup", "subreaper", "process_group")
@@ -69,6 +69,35 @@ def test_result_has_every_field_of_the_report(tree):
     # Streams not captured: no bytes seen, None as the stream itself.
     r = corral.run(["sh", "-c", "echo gone"], stdout=corral.DEVNULL, stderr=corral.PIPE)
     assert r.stdout is None and r.stdout_bytes is None and r.stderr_bytes == 0
+
+
+def test_every_failed_cleanup_step_is_shown_in_order():
+    # Two steps failing for real needs a frozen tree and a killed keeper (the
+    # library's frozen_survivors test does it); here the report of a clean
+    # run is given the two failures, as the library reports them, to check
+    # what Python makes of them.
+    r = corral.run(["true"], timeout=10, capture_output=True)
+    assert r.cleanup_errors == [] and r.cleanup_error is None and r.ok
+    report = dict(r.report)
+    failures = [
+        {"step": "confirm_death", "error": "2 process(es) of the tree survived SIGKILL past the confirm window: [7, 8]", "os_error": None},
+        {"step": "crash_safety", "error": "crash safety was required but lost during the run: the keeper died", "os_error": None},
+    ]
+    report.update(
+        outcome="cleanup_failed",
+        cleanup_errors=failures,
+        cleanup_error="; ".join(f["error"] for f in failures),
+        survivors=[7, 8],
+        returncode=None,
+    )
+    res = corral.Result(r.args, report, False, None, None)
+    assert res.outcome == "cleanup_failed" and not res.ok
+    assert [f["step"] for f in res.cleanup_errors] == ["confirm_death", "crash_safety"]
+    assert res.cleanup_errors == failures
+    err = corral._error_for(res)
+    assert isinstance(err, corral.CleanupFailed)
+    msg = str(err)
+    assert msg.index("survived SIGKILL") < msg.index("the keeper died"), msg
 
 
 def test_usage_and_limits_hit_in_the_cgroup_tier(tree):
@@ -225,3 +254,92 @@ def test_fields_through_run_async(tree):
     assert r.returncode == 4 and r.crash_safe is True and r.stdout_bytes == 2
     assert isinstance(r.timings, corral.Timings) and r.signals_sent == []
     assert errno.EMFILE == 24  # the number the binding raises on every Unix
+
+
+_FREEZER = "/sys/fs/cgroup/freezer"
+
+
+def _own_keeper(timeout: float = 10.0):
+    """This process's live crash-safety keeper: its child named
+    corral-keeper (unreaped while this process lives, so its pid names it)."""
+    end = time.monotonic() + timeout
+    while True:
+        kids = []
+        for t in os.listdir(f"/proc/{os.getpid()}/task"):
+            try:
+                with open(f"/proc/{os.getpid()}/task/{t}/children") as f:
+                    kids += f.read().split()
+            except OSError:
+                pass
+        for p in kids:
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if "(corral-keeper)" in stat and stat[stat.rindex(")") + 2] != "Z":
+                return int(p)
+        if time.monotonic() > end:
+            return None
+        time.sleep(0.005)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists(os.path.join(_FREEZER, "cgroup.procs")),
+    reason="needs root and the cgroup v1 freezer",
+)
+def test_two_real_cleanup_failures_are_both_shown_in_order(tree):
+    # The run requires crash safety and its keeper is killed; then the
+    # command and its child are frozen, so they survive the SIGKILL after
+    # the deadline: two steps fail, in this order.
+    frozen = os.path.join(_FREEZER, f"corral-pytest-{os.getpid()}")
+    os.mkdir(frozen)
+    try:
+        script = 'echo $$ > "$CORRAL_TEST_DIR/root.pid"; "$H" child & wait'
+        job = corral.spawn(
+            ["sh", "-c", script],
+            env=tree.env,
+            containment="process_group",
+            require_crash_safety=True,
+            timeout=2,
+            stdout=corral.DEVNULL,
+            stderr=corral.DEVNULL,
+        )
+        keeper = _own_keeper()
+        assert keeper, "no keeper while a run is registered"
+        os.kill(keeper, 9)
+        root, child = tree.pid("root"), tree.pid("child")
+        for pid in (root, child):
+            with open(os.path.join(frozen, "cgroup.procs"), "w") as f:
+                f.write(str(pid))
+        with open(os.path.join(frozen, "freezer.state"), "w") as f:
+            f.write("FROZEN")
+        end = time.monotonic() + 5
+        while open(os.path.join(frozen, "freezer.state")).read().strip() != "FROZEN":
+            assert time.monotonic() < end, "the freezer cgroup did not freeze"
+            time.sleep(0.005)
+        t0 = time.monotonic()
+        r = job.wait()
+        assert time.monotonic() - t0 < 40
+    finally:
+        try:
+            with open(os.path.join(frozen, "freezer.state"), "w") as f:
+                f.write("THAWED")
+        except OSError:
+            pass
+        end = time.monotonic() + 5
+        while True:
+            try:
+                os.rmdir(frozen)
+                break
+            except OSError:
+                if time.monotonic() > end:
+                    break
+                time.sleep(0.01)
+    assert r.outcome == "cleanup_failed", r
+    assert [e["step"] for e in r.cleanup_errors] == ["confirm_death", "crash_safety"], r.cleanup_errors
+    assert r.cleanup_errors == r.report["cleanup_errors"]
+    assert sorted(r.survivors) == sorted([root, child])
+    assert r.cleanup_error.index(r.cleanup_errors[0]["error"]) < r.cleanup_error.index(r.cleanup_errors[1]["error"])
+    assert isinstance(corral._error_for(r), corral.CleanupFailed)
+    tree.assert_all_dead()

@@ -12,12 +12,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{LimitHit, Mechanism, Report, RootStatus, TimeoutKind};
+use crate::report::{
+    CleanupError, CleanupStep, LimitHit, Mechanism, Report, RootStatus, TimeoutKind,
+};
 
 /// The version of the report format these types read and write: a change
 /// that renames, removes or retypes a field raises it. A batch report
 /// carries it as `format_version`; the schema's `$comment` names it.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Milliseconds with microsecond precision, as every time in a report.
 pub fn ms(d: std::time::Duration) -> f64 {
@@ -110,6 +112,30 @@ pub struct OutputPaths {
     pub stdout: StreamPath,
     /// corral's stderr.
     pub stderr: StreamPath,
+}
+
+/// One cleanup step that failed, as a report names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CleanupFailure {
+    /// The step: `confirm_death` (processes survived SIGKILL), `signal`,
+    /// `members` (listing the tree), `wait`, `release` or `crash_safety`.
+    pub step: CleanupStep,
+    /// What failed, in words (with the OS error).
+    pub error: String,
+    /// The OS error number, when the failure has one.
+    pub os_error: Option<i32>,
+}
+
+impl From<&CleanupError> for CleanupFailure {
+    fn from(e: &CleanupError) -> CleanupFailure {
+        CleanupFailure {
+            step: e.step(),
+            error: e.to_string(),
+            os_error: e.io_error().and_then(std::io::Error::raw_os_error),
+        }
+    }
 }
 
 /// Milliseconds since just before the spawn.
@@ -235,6 +261,9 @@ pub struct RunReport {
     #[serde(default, skip_serializing_if = "Option::is_none", with = "present")]
     #[cfg_attr(feature = "schema", schemars(with = "Option<i32>", range(min = 1)))]
     pub received_signal: Option<Option<i32>>,
+    /// Every cleanup step that failed, in order (each step once, with its
+    /// first error); not empty exactly when the outcome is `cleanup_failed`.
+    pub cleanup_errors: Vec<CleanupFailure>,
     /// Processes still alive after the confirm window (outcome `cleanup_failed`).
     pub survivors: Vec<u32>,
     /// Milliseconds since just before the spawn (null when nothing started).
@@ -285,6 +314,7 @@ impl RunReport {
             pid: None,
             signals_sent: Vec::new(),
             received_signal: None,
+            cleanup_errors: Vec::new(),
             survivors: Vec::new(),
             timings_ms: None,
             usage: None,
@@ -332,10 +362,12 @@ impl From<&Report> for RunReport {
             pid: Some(r.pid),
             signals_sent: r.signals_sent.iter().map(|s| s.as_raw()).collect(),
             received_signal: None,
+            cleanup_errors: r.cleanup_errors.iter().map(CleanupFailure::from).collect(),
             survivors: r
-                .cleanup_error
-                .as_ref()
-                .map_or(Vec::new(), |e| e.survivors().to_vec()),
+                .cleanup_errors
+                .iter()
+                .flat_map(|e| e.survivors().iter().copied())
+                .collect(),
             timings_ms: Some(TimingsMs {
                 spawn: ms(t.spawn),
                 root_exit: t.root_exit.map(ms),
@@ -514,22 +546,55 @@ mod tests {
         let text = serde_json::to_string(&doc).unwrap();
         let back: RunReport = serde_json::from_str(&text).unwrap();
         assert_eq!(back, doc);
-        // The library's form: 21 fields, no command-line ones.
+        // The library's form: 22 fields, no command-line ones.
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v.as_object().unwrap().len(), 21, "{v}");
+        assert_eq!(v.as_object().unwrap().len(), 22, "{v}");
         assert_eq!(v["outcome"], "timed_out");
         assert_eq!(v["timeout_kind"], "idle");
         assert_eq!(v["signal_name"], "SIGTERM");
         assert_eq!(v["signals_sent"], serde_json::json!([15, 9]));
         assert_eq!(v["usage"]["cpu_user_ms"], 1.5);
-        // The command line's form: 24, null ones included, and back.
+        // The command line's form: 25, null ones included, and back.
         let cli = doc.with_command_line(None, None, 124);
         let text = serde_json::to_string(&cli).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v.as_object().unwrap().len(), 24, "{v}");
+        assert_eq!(v.as_object().unwrap().len(), 25, "{v}");
         assert!(v["output"].is_null() && v["received_signal"].is_null());
         let back: RunReport = serde_json::from_str(&text).unwrap();
         assert_eq!(back, cli);
+    }
+
+    #[test]
+    fn every_cleanup_failure_is_in_the_document_in_order() {
+        let mut r = sample();
+        r.cleanup_errors = vec![
+            CleanupError::signal(std::io::Error::from_raw_os_error(1)),
+            CleanupError::Survivors { pids: vec![7, 8] },
+            CleanupError::release(std::io::Error::from_raw_os_error(16)),
+        ];
+        let v = serde_json::to_value(RunReport::from(&r)).unwrap();
+        assert_eq!(v["outcome"], "cleanup_failed");
+        let list = v["cleanup_errors"].as_array().unwrap();
+        let steps: Vec<&str> = list.iter().map(|e| e["step"].as_str().unwrap()).collect();
+        assert_eq!(steps, ["signal", "confirm_death", "release"]);
+        assert_eq!(list[0]["os_error"], 1);
+        assert!(list[1]["os_error"].is_null());
+        assert_eq!(list[2]["os_error"], 16);
+        for (e, want) in list.iter().zip(&r.cleanup_errors) {
+            assert_eq!(e["error"], want.to_string());
+            assert_eq!(e["step"], want.step().name());
+        }
+        assert_eq!(v["survivors"], serde_json::json!([7, 8]));
+        let error = v["error"].as_str().unwrap();
+        assert!(
+            error.contains("could not signal") && error.contains("could not release"),
+            "{error}"
+        );
+        let back: RunReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back.cleanup_errors.len(), 3);
+        // A clean run has an empty list.
+        let v = serde_json::to_value(RunReport::from(&sample())).unwrap();
+        assert_eq!(v["cleanup_errors"], serde_json::json!([]));
     }
 
     #[test]

@@ -84,8 +84,8 @@ pub use contain::OsOp;
 pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::{PtyWindow, Running};
 pub use report::{
-    CleanupError, CrashSafety, Leftovers, LimitHit, Mechanism, Outcome, Report, RootStatus,
-    RunError, TimeoutKind, Timings, UnknownMechanism, Usage,
+    CleanupError, CleanupStep, CrashSafety, Leftovers, LimitHit, Mechanism, Outcome, Report,
+    RootStatus, RunError, TimeoutKind, Timings, UnknownMechanism, Usage,
 };
 pub use signal::{Signal, UnknownSignal};
 pub use spec::{Input, LeftoverPolicy, LineCallback, Output, PtySize, Stream};

@@ -43,7 +43,7 @@ impl RootStatus {
 /// The one thing that happened to a run. Exactly one of these holds.
 ///
 /// Only [`Outcome::Exited`] is an ordinary result, and only when the
-/// [`Report`] has no [`cleanup_error`](Report::cleanup_error); use
+/// [`Report`]'s [`cleanup_errors`](Report::cleanup_errors) is empty; use
 /// [`Report::exit_code`] to ask that question.
 ///
 /// With the `serde` feature it serialises as its [name](Outcome::name)
@@ -171,7 +171,62 @@ pub enum CleanupError {
     },
 }
 
+/// A lifecycle step after the command ran that can fail: what a
+/// [`CleanupError`] names ([`CleanupError::step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[non_exhaustive]
+pub enum CleanupStep {
+    /// Confirming the tree's death after the last SIGKILL
+    /// ([`CleanupError::Survivors`]).
+    ConfirmDeath,
+    /// Signalling the tree ([`CleanupError::Signal`]).
+    Signal,
+    /// Listing the tree's members ([`CleanupError::Members`]).
+    Members,
+    /// Waiting for the run's events ([`CleanupError::Wait`]).
+    Wait,
+    /// Releasing the tree's identity ([`CleanupError::Release`]).
+    Release,
+    /// Keeping the required crash safety ([`CleanupError::CrashSafetyLost`]).
+    CrashSafety,
+}
+
+impl CleanupStep {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            CleanupStep::ConfirmDeath => "confirm_death",
+            CleanupStep::Signal => "signal",
+            CleanupStep::Members => "members",
+            CleanupStep::Wait => "wait",
+            CleanupStep::Release => "release",
+            CleanupStep::CrashSafety => "crash_safety",
+        }
+    }
+}
+
+impl std::fmt::Display for CleanupStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl CleanupError {
+    /// The step that failed.
+    pub fn step(&self) -> CleanupStep {
+        match self {
+            CleanupError::Survivors { .. } => CleanupStep::ConfirmDeath,
+            CleanupError::Signal { .. } => CleanupStep::Signal,
+            CleanupError::Members { .. } => CleanupStep::Members,
+            CleanupError::Wait { .. } => CleanupStep::Wait,
+            CleanupError::Release { .. } => CleanupStep::Release,
+            CleanupError::CrashSafetyLost { .. } => CleanupStep::CrashSafety,
+        }
+    }
+
     /// The OS error behind this failure, if there is one (every kind but
     /// [`Survivors`](CleanupError::Survivors) and
     /// [`CrashSafetyLost`](CleanupError::CrashSafetyLost)).
@@ -357,9 +412,11 @@ pub struct Report {
     pub leftovers: Leftovers,
     /// The signals corral sent to the tree, in order.
     pub signals_sent: Vec<Signal>,
-    /// A failure after the command ran. When set, the run is not a clean
-    /// exit whatever the outcome says.
-    pub cleanup_error: Option<CleanupError>,
+    /// Every step after the command ran that failed, in the order they
+    /// failed; a step that failed more than once (in a loop) is kept once,
+    /// with its first error. When not empty, the run is not a clean exit
+    /// whatever the outcome says.
+    pub cleanup_errors: Vec<CleanupError>,
     /// Captured standard output (empty if not captured).
     pub stdout: Captured,
     /// Captured standard error (empty if not captured).
@@ -380,8 +437,8 @@ impl Report {
     /// an ordinary result (for example before trusting a result line that the
     /// program printed).
     pub fn exit_code(&self) -> Option<i32> {
-        match (self.outcome, &self.cleanup_error) {
-            (Outcome::Exited(code), None) => Some(code),
+        match self.outcome {
+            Outcome::Exited(code) if self.cleanup_errors.is_empty() => Some(code),
             _ => None,
         }
     }
@@ -397,9 +454,9 @@ impl Report {
     }
 
     /// The outcome's name for reports: the [`Outcome::name`], or
-    /// `cleanup_failed` when cleanup failed.
+    /// `cleanup_failed` when a cleanup step failed.
     pub fn outcome_name(&self) -> &'static str {
-        if self.cleanup_error.is_some() {
+        if !self.cleanup_errors.is_empty() {
             "cleanup_failed"
         } else {
             self.outcome.name()
@@ -422,7 +479,7 @@ impl Report {
             crash_safety: CrashSafety::Held,
             leftovers: Leftovers::default(),
             signals_sent: Vec::new(),
-            cleanup_error: None,
+            cleanup_errors: Vec::new(),
             stdout: Captured::default(),
             stderr: Captured::default(),
             timings: Timings::default(),
@@ -458,24 +515,26 @@ impl Report {
             Err(RunError {
                 outcome: self.outcome,
                 root: self.root,
-                cleanup_error: self.cleanup_error.clone(),
+                cleanup_errors: self.cleanup_errors.clone(),
             })
         }
     }
 
-    /// The message the JSON report carries in `error`: the cleanup failure,
-    /// or what kept the run from being an ordinary exit (none for an exit or
+    /// The message the JSON report carries in `error`: every cleanup
+    /// failure (in order, separated by `; `), or what kept the run from being an ordinary exit (none for an exit or
     /// a signal the root died of by itself).
     pub fn error_message(&self) -> Option<String> {
-        match (&self.cleanup_error, self.outcome) {
-            (Some(e), _) => Some(e.to_string()),
-            (None, Outcome::TimedOut) => Some(match self.timeout_kind {
+        if !self.cleanup_errors.is_empty() {
+            return Some(cleanup_message(&self.cleanup_errors));
+        }
+        match self.outcome {
+            Outcome::TimedOut => Some(match self.timeout_kind {
                 Some(TimeoutKind::Idle) => "timed out: no output for the idle timeout".into(),
                 _ => "timed out".into(),
             }),
-            (None, Outcome::OutputLimit) => Some("output passed the limit".into()),
-            (None, Outcome::Cancelled) => Some("cancelled".into()),
-            (None, Outcome::OutputHeld) => Some(format!(
+            Outcome::OutputLimit => Some("output passed the limit".into()),
+            Outcome::Cancelled => Some("cancelled".into()),
+            Outcome::OutputHeld => Some(format!(
                 "output still held open by a descendant when the wait delay ended; {} holder(s) killed",
                 self.leftovers.killed
             )),
@@ -487,24 +546,54 @@ impl Report {
 /// A run that did not end in a clean exit 0: the error of [`Report::check`].
 ///
 /// Its `Display` says what happened (`the command exited with code 2`,
-/// `the command timed out`, ...); a cleanup failure is its
-/// [`source`](std::error::Error::source).
-#[derive(Debug, Clone, thiserror::Error)]
+/// `the command timed out`, ...); after a cleanup failure it names every
+/// step that failed, with its error (the list is
+/// [`cleanup_errors`](RunError::cleanup_errors); the first is also the
+/// [`source`](std::error::Error::source)).
+#[derive(Debug, Clone)]
 #[non_exhaustive]
-#[error("{}", run_error_message(*outcome, cleanup_error.as_ref()))]
 pub struct RunError {
     /// What happened.
     pub outcome: Outcome,
     /// The root's real exit status, when it was observed.
     pub root: Option<RootStatus>,
-    /// The cleanup failure, when there was one.
-    #[source]
-    pub cleanup_error: Option<CleanupError>,
+    /// Every cleanup step that failed, in order (as
+    /// [`Report::cleanup_errors`]).
+    pub cleanup_errors: Vec<CleanupError>,
 }
 
-fn run_error_message(outcome: Outcome, cleanup: Option<&CleanupError>) -> String {
-    if let Some(e) = cleanup {
-        return format!("the run did not end cleanly: {e}");
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&run_error_message(self.outcome, &self.cleanup_errors))
+    }
+}
+
+impl std::error::Error for RunError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cleanup_errors
+            .first()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Adds a cleanup failure to the run's list, unless its step already
+/// failed: a step retried in a loop (a wait, a signal) is kept once, with
+/// its first error.
+pub(crate) fn note_once(errors: &mut Vec<CleanupError>, e: CleanupError) {
+    if errors.iter().all(|seen| seen.step() != e.step()) {
+        errors.push(e);
+    }
+}
+
+/// The cleanup failures in one line: each step's error, in order.
+fn cleanup_message(errors: &[CleanupError]) -> String {
+    let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    all.join("; ")
+}
+
+fn run_error_message(outcome: Outcome, cleanup: &[CleanupError]) -> String {
+    if !cleanup.is_empty() {
+        return format!("the run did not end cleanly: {}", cleanup_message(cleanup));
     }
     match outcome {
         Outcome::Exited(c) => format!("the command exited with code {c}"),
@@ -556,12 +645,58 @@ mod tests {
             assert!(e.survivors().is_empty());
             // A report with it is not clean, whatever the outcome.
             let mut r = Report::synthetic(Outcome::Exited(0), Mechanism::ProcessGroup);
-            r.cleanup_error = Some(e.clone());
+            r.cleanup_errors = vec![e.clone()];
             assert_eq!(r.exit_code(), None);
             assert_eq!(r.outcome_name(), "cleanup_failed");
             assert_eq!(r.error_message(), Some(shown));
             assert!(r.check().is_err());
         }
+    }
+
+    #[test]
+    fn every_failed_step_is_kept_once_in_order() {
+        let eperm = || io::Error::from_raw_os_error(1);
+        let mut list = Vec::new();
+        note_once(
+            &mut list,
+            CleanupError::wait(io::Error::from_raw_os_error(4)),
+        );
+        note_once(&mut list, CleanupError::signal(eperm()));
+        // The wait loop fails again with another error: kept once, the first.
+        note_once(
+            &mut list,
+            CleanupError::wait(io::Error::from_raw_os_error(9)),
+        );
+        note_once(&mut list, CleanupError::release(eperm()));
+        let steps: Vec<CleanupStep> = list.iter().map(CleanupError::step).collect();
+        assert_eq!(
+            steps,
+            [CleanupStep::Wait, CleanupStep::Signal, CleanupStep::Release]
+        );
+        assert_eq!(
+            list[0].io_error().and_then(io::Error::raw_os_error),
+            Some(4)
+        );
+
+        let mut r = Report::synthetic(Outcome::Exited(0), Mechanism::ProcessGroup);
+        r.cleanup_errors = list.clone();
+        assert_eq!(r.exit_code(), None);
+        assert_eq!(r.outcome_name(), "cleanup_failed");
+        let msg = r.error_message().expect("a message");
+        let parts: Vec<String> = list.iter().map(|e| e.to_string()).collect();
+        assert_eq!(msg, parts.join("; "));
+        let err = r.check().unwrap_err();
+        assert_eq!(err.cleanup_errors.len(), 3);
+        let shown = err.to_string();
+        let mut at = 0;
+        for p in &parts {
+            let i = shown[at..].find(p.as_str()).expect("every step, in order") + at;
+            at = i + p.len();
+        }
+        assert!(
+            shown.starts_with("the run did not end cleanly: "),
+            "{shown}"
+        );
     }
 
     #[test]

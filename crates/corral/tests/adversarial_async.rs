@@ -121,12 +121,12 @@ fn storm(mech: Mechanism) {
             Outcome::Exited(3) => {
                 exited += 1;
                 assert_eq!(out, "start\nend\n", "run {i} ({how}): {r:?}");
-                assert!(r.cleanup_error.is_none(), "run {i}: {r:?}");
+                assert!(r.cleanup_errors.is_empty(), "run {i}: {r:?}");
             }
             Outcome::Cancelled => {
                 cancelled += 1;
                 assert!(out.starts_with("start\n") || out.is_empty(), "{r:?}");
-                assert!(r.cleanup_error.is_none(), "run {i}: {r:?}");
+                assert!(r.cleanup_errors.is_empty(), "run {i}: {r:?}");
             }
             _ => panic!("run {i} ({how}): untruthful outcome {r:?}"),
         }

@@ -58,7 +58,7 @@ fn assert_clean(r: &Report, outcome: Outcome) {
     assert_eq!(r.containment, ProcessGroup);
     assert_eq!(r.outcome, outcome, "{r:?}");
     assert_eq!(r.signals_sent, vec![Signal::KILL], "{r:?}");
-    assert!(r.cleanup_error.is_none(), "{r:?}");
+    assert!(r.cleanup_errors.is_empty(), "{r:?}");
     // Dead at return, not merely doomed (`assert_none_left` waits 2 s).
     let left = group_not_dead(r.pid);
     assert!(

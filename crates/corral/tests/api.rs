@@ -170,12 +170,25 @@ fn check_is_ok_only_for_a_clean_exit_0() {
     let e = slow.check().unwrap_err();
     assert_eq!(e.outcome, Outcome::TimedOut);
     assert_eq!(e.to_string(), "the command timed out");
-    // A cleanup failure is an error even after exit 0, and is the source.
+    // A cleanup failure is an error even after exit 0; every failed step is
+    // named, in order, and the first is the source.
     let mut dirty = Report::synthetic(Outcome::Exited(0), Mechanism::ProcessGroup);
-    dirty.cleanup_error = Some(CleanupError::Survivors { pids: vec![42] });
+    dirty.cleanup_errors = vec![CleanupError::Survivors { pids: vec![42] }];
     let e = dirty.check().unwrap_err();
     assert!(e.to_string().contains("survived SIGKILL"), "{e}");
     assert!(e.source().is_some());
+    dirty.cleanup_errors.push(CleanupError::CrashSafetyLost {
+        why: "the keeper died".into(),
+    });
+    let e = dirty.check().unwrap_err();
+    let shown = e.to_string();
+    let (a, b) = (
+        shown.find("survived SIGKILL").expect("the first step"),
+        shown.find("the keeper died").expect("the second step"),
+    );
+    assert!(a < b, "{shown}");
+    assert_eq!(e.cleanup_errors.len(), 2);
+    assert!(e.source().unwrap().to_string().contains("survived SIGKILL"));
     // Usable with `?`.
     fn via_question_mark() -> Result<usize, Box<dyn std::error::Error>> {
         let r = Command::new("sh").args(["-c", "echo hi"]).run()?;
@@ -207,7 +220,7 @@ fn cleanup_errors_keep_their_io_source() {
     assert!(e.io_error().is_none() && e.source().is_none());
     assert_eq!(e.survivors(), &[1, 2]);
     let r = Report::synthetic(Outcome::Exited(0), Mechanism::ProcessGroup);
-    assert!(r.cleanup_error.is_none());
+    assert!(r.cleanup_errors.is_empty());
 }
 
 #[test]

@@ -11,67 +11,18 @@
 //! killed processes then die.
 #![cfg(target_os = "linux")]
 
-use std::path::PathBuf;
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use corral::{ContainmentChoice, Mechanism, Outcome, Output};
+use corral_testkit::freezer::Frozen;
 use corral_testkit::{Scratch, Watch};
 
 const SEC: Duration = Duration::from_secs(1);
 
-/// The cgroup v1 freezer hierarchy (hybrid machines mount it here).
-const FREEZER: &str = "/sys/fs/cgroup/freezer";
-
 /// One test at a time: each freezes processes of its own, and the
 /// subreaper is enabled once for the binary.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// A freezer cgroup of this test, thawed and removed on drop.
-struct Frozen(PathBuf);
-
-impl Frozen {
-    fn new(tag: &str) -> Frozen {
-        let root = std::path::Path::new(FREEZER);
-        assert!(
-            root.join("freezer.state").exists() || root.join("cgroup.procs").exists(),
-            "this test needs the cgroup v1 freezer at {FREEZER} (mounted on hybrid machines)"
-        );
-        let dir = root.join(format!("corral-frozen-{}-{tag}", std::process::id()));
-        std::fs::create_dir(&dir).expect("mkdir in the v1 freezer");
-        Frozen(dir)
-    }
-
-    fn take(&self, pid: u32) {
-        std::fs::write(self.0.join("cgroup.procs"), pid.to_string())
-            .expect("move a process into the freezer cgroup");
-    }
-
-    fn freeze(&self) {
-        std::fs::write(self.0.join("freezer.state"), "FROZEN").unwrap();
-        let end = Instant::now() + 5 * SEC;
-        while std::fs::read_to_string(self.0.join("freezer.state"))
-            .unwrap_or_default()
-            .trim()
-            != "FROZEN"
-        {
-            assert!(Instant::now() < end, "the freezer cgroup did not freeze");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        let _ = std::fs::write(self.0.join("freezer.state"), "THAWED");
-        // The processes had SIGKILL pending: thawed, they die, and the
-        // empty cgroup can go.
-        let end = Instant::now() + 5 * SEC;
-        while std::fs::remove_dir(&self.0).is_err() && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
 
 fn frozen_command_and_child_are_both_survivors(tier: Mechanism) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -115,11 +66,11 @@ fn frozen_command_and_child_are_both_survivors(tier: Mechanism) {
     let r = running.wait();
     let el = t.elapsed();
     assert_eq!(r.outcome, Outcome::TimedOut, "{r:?}");
-    let mut survivors = r
-        .cleanup_error
-        .as_ref()
-        .map(|e| e.survivors().to_vec())
-        .unwrap_or_default();
+    let mut survivors: Vec<u32> = r
+        .cleanup_errors
+        .iter()
+        .flat_map(|e| e.survivors().iter().copied())
+        .collect();
     survivors.sort_unstable();
     let mut want = marked.clone();
     want.sort_unstable();
@@ -155,4 +106,81 @@ fn frozen_survivors_subreaper() {
 #[test]
 fn frozen_survivors_cgroup() {
     frozen_command_and_child_are_both_survivors(Mechanism::Cgroup);
+}
+
+/// Two cleanup steps fail in one run, both for real: the run requires crash
+/// safety and its keeper is killed (the crash safety is lost), then the
+/// command and its child are frozen so that they survive the SIGKILL after
+/// the deadline. The report keeps both failures, in the order they
+/// happened (the survivors when the confirm window ends, the lost crash
+/// safety when the run is released), each naming its step.
+#[cfg(linux_raw)]
+#[corral_testkit::needs(root, freezer_v1)]
+#[test]
+fn two_failed_cleanup_steps_are_both_reported_in_order() {
+    use corral::CleanupStep;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new();
+    let watch = Watch::new(&s);
+    let frozen = Frozen::new("two-steps");
+    let mut cmd = s.sh(r#""$H" child & echo go > "$CORRAL_TEST_DIR/go"; wait"#);
+    cmd.containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
+        .require_crash_safety(true)
+        .timeout(2 * SEC)
+        .confirm_window(Duration::from_millis(300))
+        .stdout(Output::null())
+        .stderr(Output::null());
+    let running = cmd.spawn().expect("spawn");
+    corral_testkit::keeper::kill_keeper(
+        corral_testkit::keeper::own_keeper().expect("no keeper while a run is registered"),
+    );
+    assert!(s.wait_file("go", 10 * SEC), "the command did not start");
+    assert!(watch.pid("child", 10 * SEC).is_some(), "no child");
+    let end = Instant::now() + 5 * SEC;
+    let marked = loop {
+        let m = s.marked_processes();
+        if m.len() == 2 {
+            break m;
+        }
+        assert!(Instant::now() < end, "marked processes: {m:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    for &p in &marked {
+        frozen.take(p);
+    }
+    frozen.freeze();
+    let t = Instant::now();
+    let r = running.wait();
+    assert!(t.elapsed() < 40 * SEC, "{:?}", t.elapsed());
+    assert_eq!(r.outcome, Outcome::TimedOut, "{r:?}");
+    let steps: Vec<CleanupStep> = r.cleanup_errors.iter().map(|e| e.step()).collect();
+    assert_eq!(
+        steps,
+        [CleanupStep::ConfirmDeath, CleanupStep::CrashSafety],
+        "{r:?}"
+    );
+    let mut survivors = r.cleanup_errors[0].survivors().to_vec();
+    survivors.sort_unstable();
+    let mut want = marked.clone();
+    want.sort_unstable();
+    assert_eq!(survivors, want, "{r:?}");
+    assert_eq!(r.outcome_name(), "cleanup_failed");
+    assert_eq!(r.exit_code(), None);
+    let shown = r.check().unwrap_err().to_string();
+    let a = shown.find("survived SIGKILL").expect("the first step");
+    let b = shown.find("crash safety").expect("the second step");
+    assert!(a < b, "{shown}");
+    #[cfg(feature = "serde")]
+    {
+        let v = serde_json::to_value(&r).unwrap();
+        let names: Vec<&str> = v["cleanup_errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["step"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["confirm_death", "crash_safety"], "{v}");
+    }
+    drop(frozen);
+    s.assert_none_left();
 }

@@ -66,7 +66,7 @@ fn check_tier(mechanism: Mechanism) {
         why.contains("died or was stopped (SIGSTOP) during the run"),
         "{why}"
     );
-    assert!(r.cleanup_error.is_none(), "{r:?}");
+    assert!(r.cleanup_errors.is_empty(), "{r:?}");
     assert!(r.check().is_ok());
 
     // A later run gets a new keeper: crash-safe again.
@@ -91,7 +91,7 @@ fn check_tier(mechanism: Mechanism) {
     let r = run_losing_the_keeper(mechanism, true);
     assert!(!r.crash_safety.is_held(), "{r:?}");
     assert!(
-        matches!(r.cleanup_error, Some(CleanupError::CrashSafetyLost { .. })),
+        matches!(r.cleanup_errors[..], [CleanupError::CrashSafetyLost { .. }]),
         "{r:?}"
     );
     assert!(r.check().is_err());

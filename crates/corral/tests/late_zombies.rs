@@ -104,7 +104,11 @@ fn run_many(s: &Scratch, runs: usize, leftovers: corral::LeftoverPolicy) -> Vec<
         assert!(t.elapsed() < 10 * SEC, "run {i} took {:?}", t.elapsed());
         assert_eq!(r.containment, Mechanism::Subreaper);
         assert_eq!(r.outcome, Outcome::Exited(0), "run {i}: {r:?}");
-        assert!(r.cleanup_error.is_none(), "run {i}: {:?}", r.cleanup_error);
+        assert!(
+            r.cleanup_errors.is_empty(),
+            "run {i}: {:?}",
+            r.cleanup_errors
+        );
     }
     let pids = zpids(s);
     assert_eq!(pids.len(), 2 * runs, "every grandchild wrote its pid");
@@ -185,7 +189,7 @@ fn identities_kept(tiers: &[Mechanism]) {
                         .unwrap();
                     assert_eq!(r.containment, tier);
                     assert_eq!(r.outcome, Outcome::Exited(code as i32), "{tier}: {r:?}");
-                    assert!(r.cleanup_error.is_none(), "{tier}: {:?}", r.cleanup_error);
+                    assert!(r.cleanup_errors.is_empty(), "{tier}: {:?}", r.cleanup_errors);
                 }
             })
         })

@@ -75,7 +75,7 @@ fn assert_dead(w: &Watch, name: &str, pid: u32) {
 #[track_caller]
 fn assert_clean(r: &Report, via: Mechanism) {
     assert_eq!(r.containment, via);
-    assert!(r.cleanup_error.is_none(), "{:?}", r.cleanup_error);
+    assert!(r.cleanup_errors.is_empty(), "{:?}", r.cleanup_errors);
 }
 
 /// One run whose helper `name`'s leader exited: the report, how long the

@@ -141,9 +141,9 @@ fn load_tree(mechanism: Mechanism, end: End) {
     assert_eq!(r.outcome, Outcome::Cancelled);
     assert_eq!(r.signals_sent, vec![Signal::KILL]);
     assert!(
-        r.cleanup_error.is_none(),
+        r.cleanup_errors.is_empty(),
         "false survivors after {el:?}: {:?}",
-        r.cleanup_error
+        r.cleanup_errors
     );
     // Bounded: at most the stretched window's cap.
     assert!(el < CAP + SLACK, "returned after {el:?}");

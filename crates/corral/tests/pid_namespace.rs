@@ -43,7 +43,7 @@ fn wait_file(name: &str) -> String {
 #[track_caller]
 fn check(r: &Report) {
     assert_eq!(r.containment, Mechanism::PidNamespace);
-    assert!(r.cleanup_error.is_none(), "{:?}", r.cleanup_error);
+    assert!(r.cleanup_errors.is_empty(), "{:?}", r.cleanup_errors);
 }
 
 #[track_caller]

@@ -201,7 +201,7 @@ fn a_cgroup_made_by_the_command_is_removed_with_its_own() {
         .unwrap();
     assert_eq!(r.stdout.bytes(), b"made\n");
     assert_eq!(r.outcome, Outcome::Exited(0));
-    assert!(r.cleanup_error.is_none(), "{:?}", r.cleanup_error);
+    assert!(r.cleanup_errors.is_empty(), "{:?}", r.cleanup_errors);
     // Other tests of this binary may hold a cgroup of their own for a moment:
     // only a directory that stays is left behind.
     let prefix = format!("corral-{}-", std::process::id());

@@ -121,7 +121,7 @@ fn assert_alive(w: &Watch, names: &[&str]) {
 fn check_subreaper(r: &Report) {
     assert_eq!(r.containment, Mechanism::Subreaper);
     assert!(r.containment_note.is_none(), "{:?}", r.containment_note);
-    assert!(r.cleanup_error.is_none(), "{:?}", r.cleanup_error);
+    assert!(r.cleanup_errors.is_empty(), "{:?}", r.cleanup_errors);
 }
 
 /// Waits until helper `name` has exec'd its command and is pinned. (Its
@@ -583,7 +583,11 @@ fn orphans_reaped_never_the_hosts_child(tier: Mechanism) {
     assert_between(t.elapsed(), SEC, 10 * SEC);
     assert_eq!(r.containment, tier);
     assert_eq!(r.outcome, Outcome::Exited(0), "{tier}: {r:?}");
-    assert!(r.cleanup_error.is_none(), "{tier}: {:?}", r.cleanup_error);
+    assert!(
+        r.cleanup_errors.is_empty(),
+        "{tier}: {:?}",
+        r.cleanup_errors
+    );
     assert_dead(&w, &["root"]);
     s.assert_none_left();
     let st = host_child
@@ -631,7 +635,11 @@ fn concurrent_runs_leaving_orphans(tier: Mechanism) {
                         .unwrap();
                     assert_eq!(r.containment, tier);
                     assert_eq!(r.outcome, Outcome::Exited(code), "{tier}: {r:?}");
-                    assert!(r.cleanup_error.is_none(), "{tier}: {:?}", r.cleanup_error);
+                    assert!(
+                        r.cleanup_errors.is_empty(),
+                        "{tier}: {:?}",
+                        r.cleanup_errors
+                    );
                 }
             })
         })

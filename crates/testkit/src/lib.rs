@@ -280,6 +280,8 @@ pub fn assert_between(elapsed: Duration, min: Duration, max: Duration) {
 
 pub use corral_testkit_macros::needs;
 
+#[cfg(target_os = "linux")]
+pub mod freezer;
 pub mod invariants;
 #[cfg(target_os = "linux")]
 pub mod keeper;

@@ -142,30 +142,30 @@ pub fn classify(
     };
     // The gate: anything but a clean lifecycle is an error.
     let Some(code) = report.exit_code() else {
-        let why = match (&report.cleanup_error, report.outcome) {
-            (Some(e), _) => format!("cleanup failed: {e}"),
-            (None, Outcome::TimedOut) => match report.timeout_kind {
+        let why = match (report.error_message(), report.outcome) {
+            (Some(e), _) if !report.cleanup_errors.is_empty() => format!("cleanup failed: {e}"),
+            (_, Outcome::TimedOut) => match report.timeout_kind {
                 Some(corral::TimeoutKind::Idle) => {
                     "timed out (no output for the idle timeout)".into()
                 }
                 _ => "timed out".into(),
             },
-            (None, Outcome::OutputLimit) => format!(
+            (_, Outcome::OutputLimit) => format!(
                 "output passed the limit ({} bytes written)",
                 report.stdout.total_bytes() + report.stderr.total_bytes()
             ),
-            (None, Outcome::Cancelled) => match stop {
+            (_, Outcome::Cancelled) => match stop {
                 Some(s) => format!("cancelled ({s})"),
                 None => "cancelled".into(),
             },
-            (None, Outcome::OutputHeld) => format!(
+            (_, Outcome::OutputHeld) => format!(
                 "output held open past the wait delay by a descendant ({} killed)",
                 report.leftovers.killed
             ),
-            (None, Outcome::Signaled(s)) => {
+            (_, Outcome::Signaled(s)) => {
                 format!("killed by signal {s} (not sent by corral)")
             }
-            (None, _) => "not a clean exit".into(),
+            (_, _) => "not a clean exit".into(),
         };
         return Verdict::error(why);
     };
@@ -261,8 +261,23 @@ mod tests {
             assert_eq!(c(o, 0), Status::Error, "{o:?}");
         }
         let mut r = report(Outcome::Exited(0));
-        r.as_mut().unwrap().cleanup_error = Some(CleanupError::Survivors { pids: vec![9] });
+        r.as_mut().unwrap().cleanup_errors = vec![CleanupError::Survivors { pids: vec![9] }];
         assert_eq!(classify(&r, 0, None, None, None).status, Status::Error);
+        // Two failed steps: the reason names both, in order.
+        r.as_mut()
+            .unwrap()
+            .cleanup_errors
+            .push(CleanupError::CrashSafetyLost {
+                why: "the keeper died".into(),
+            });
+        let v = classify(&r, 0, None, None, None);
+        assert_eq!(v.status, Status::Error);
+        let why = v.reason.expect("a reason");
+        let (a, b) = (
+            why.find("survived SIGKILL").expect("the first step"),
+            why.find("the keeper died").expect("the second step"),
+        );
+        assert!(why.starts_with("cleanup failed: ") && a < b, "{why}");
         let e: Result<Report, Error> = Err(Error::CancelledBeforeSpawn);
         assert_eq!(classify(&e, 0, None, None, None).status, Status::Error);
     }

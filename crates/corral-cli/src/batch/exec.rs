@@ -546,7 +546,7 @@ impl Batch {
             write_error.is_some(),
             match &result {
                 Ok(r) => Some((
-                    r.cleanup_error.is_none(),
+                    r.cleanup_errors.is_empty(),
                     r.outcome == corral::Outcome::Cancelled,
                 )),
                 Err(_) => None,

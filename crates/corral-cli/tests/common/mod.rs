@@ -414,13 +414,26 @@ pub fn check_report(v: &Value) {
         }
         _ => {}
     }
-    // Which timeout fired: only on a timed_out run, and then always.
+    // Every failed cleanup step is listed, and only a cleanup_failed run has any.
+    let failed_steps = v["cleanup_errors"].as_array().map_or(0, Vec::len);
+    assert_eq!(
+        failed_steps > 0,
+        outcome == "cleanup_failed",
+        "cleanup_errors disagree with the outcome: {v}"
+    );
+    // Which timeout fired: only on a timed_out run, and then always (also
+    // on a run that timed out and then failed its cleanup).
     if v.get("timeout_kind").is_some() {
         let kind = &v["timeout_kind"];
         if outcome == "timed_out" {
             assert!(
                 kind == "deadline" || kind == "idle",
                 "timed_out without timeout_kind: {v}"
+            );
+        } else if outcome == "cleanup_failed" {
+            assert!(
+                kind.is_null() || kind == "deadline" || kind == "idle",
+                "{v}"
             );
         } else {
             assert!(kind.is_null(), "timeout_kind on {outcome}: {v}");

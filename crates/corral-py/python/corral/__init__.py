@@ -154,8 +154,13 @@ class Result(subprocess.CompletedProcess):
     would have been killed had this process died during the run (False
     when the keeper could not be started); ``crash_safety_note``: why not
     (or None). ``signals_sent``: the signals corral sent the tree, in order
-    (names, or numbers for unnamed ones). ``cleanup_error``: why the
-    cleanup failed (or None); ``survivors``: the pids that survived
+    (names, or numbers for unnamed ones). ``cleanup_errors``: every
+    cleanup step that failed, in order, each once, as dicts with ``step``
+    (``"confirm_death"``, ``"signal"``, ``"members"``, ``"wait"``,
+    ``"release"``, ``"crash_safety"``), ``error`` (in words) and
+    ``os_error`` (the errno, or None); empty unless the outcome is
+    ``"cleanup_failed"``. ``cleanup_error``: all of them in one line (or
+    None); ``survivors``: the pids that survived
     SIGKILL. ``timings``: a :class:`Timings`; ``usage``: a :class:`Usage`
     (cgroup containment only, else None); ``limits_hit``: ``"memory"``,
     ``"pids"``. ``report``: everything, as a dict.
@@ -185,6 +190,7 @@ class Result(subprocess.CompletedProcess):
         "crash_safe",
         "crash_safety_note",
         "signals_sent",
+        "cleanup_errors",
         "cleanup_error",
         "survivors",
         "timings",
@@ -217,6 +223,7 @@ class Result(subprocess.CompletedProcess):
         self.crash_safe: bool = report["crash_safe"]
         self.crash_safety_note: Optional[str] = report["crash_safety_note"]
         self.signals_sent: List[Union[str, int]] = list(report["signals_sent"])
+        self.cleanup_errors: List[Dict[str, Any]] = [dict(e) for e in report["cleanup_errors"]]
         self.cleanup_error: Optional[str] = report["cleanup_error"]
         self.survivors: List[int] = list(report["survivors"])
         self.timings = Timings(**report["timings"])

@@ -3,7 +3,7 @@
 import asyncio
 import os
 import subprocess
-from typing import IO, Any, Dict, List, Literal, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, overload
+from typing import IO, Any, Dict, List, Literal, Mapping, NamedTuple, Optional, Sequence, Tuple, TypedDict, Union, overload
 
 __version__: str
 
@@ -33,6 +33,11 @@ class Usage(NamedTuple):
     memory_peak: Optional[int]
     pids_peak: Optional[int]
 
+class _CleanupFailure(TypedDict):
+    step: Literal["confirm_death", "signal", "members", "wait", "release", "crash_safety"]
+    error: str
+    os_error: Optional[int]
+
 class Result(subprocess.CompletedProcess[Any]):
     args: Any
     report: Dict[str, Any]
@@ -57,6 +62,7 @@ class Result(subprocess.CompletedProcess[Any]):
     crash_safe: bool
     crash_safety_note: Optional[str]
     signals_sent: List[Union[str, int]]
+    cleanup_errors: List[_CleanupFailure]
     cleanup_error: Optional[str]
     survivors: List[int]
     timings: Timings

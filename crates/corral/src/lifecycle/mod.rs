@@ -265,7 +265,9 @@ pub(crate) struct Life {
     /// Members seen during the run, watched for how they die (the killed
     /// count).
     deaths: deaths::Deaths,
-    cleanup_error: Option<CleanupError>,
+    /// Every cleanup step that failed, in order, each kept once (its first
+    /// failure).
+    cleanup_errors: Vec<CleanupError>,
     /// The root exited cleanly and the policy keeps its leftovers: the
     /// release counts them.
     count_kept: bool,
@@ -348,7 +350,7 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
         output_closed_at: None,
         signals_sent: Vec::new(),
         deaths: deaths::Deaths::default(),
-        cleanup_error: None,
+        cleanup_errors: Vec::new(),
         count_kept: false,
         kept: 0,
         phase: Phase::START,
@@ -881,9 +883,7 @@ impl Life {
     }
 
     fn note_cleanup(&mut self, e: CleanupError) {
-        if self.cleanup_error.is_none() {
-            self.cleanup_error = Some(e);
-        }
+        crate::report::note_once(&mut self.cleanup_errors, e);
     }
 
     fn observe_root(&mut self, now: Instant) {
@@ -1028,7 +1028,7 @@ impl Life {
                 kept: self.kept,
             },
             signals_sent: std::mem::take(&mut self.signals_sent),
-            cleanup_error: self.cleanup_error.take(),
+            cleanup_errors: std::mem::take(&mut self.cleanup_errors),
             stdout: out.map(|s| s.capture).unwrap_or_default(),
             stderr: err.map(|s| s.capture).unwrap_or_default(),
             timings: Timings {
