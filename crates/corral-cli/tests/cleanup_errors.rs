@@ -42,6 +42,10 @@ fn two_failed_cleanup_steps_are_both_reported_in_order() {
         ],
     );
     let run = start(c, Sink::Pipe, Sink::Pipe);
+    // The root runs only once the run is registered with the keeper (its
+    // cookie before the spawn): a keeper killed earlier would just be
+    // replaced, and the run would be crash-safe after all.
+    let root = watch.pid("root", 10 * SEC).expect("no root");
     // corral's keeper: its unreaped child while corral runs.
     let until = std::time::Instant::now() + 10 * SEC;
     let k = loop {
@@ -55,7 +59,6 @@ fn two_failed_cleanup_steps_are_both_reported_in_order() {
         std::thread::sleep(Duration::from_millis(5));
     };
     keeper::kill_keeper(k);
-    let root = watch.pid("root", 10 * SEC).expect("no root");
     let child = watch.pid("child", 10 * SEC).expect("no child");
     frozen.take(root);
     frozen.take(child);

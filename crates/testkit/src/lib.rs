@@ -103,9 +103,41 @@ pub fn write_executable(path: &Path, content: &str) {
     assert!(status.success(), "install(1) failed for {}", path.display());
 }
 
+/// Puts SIGHUP, SIGINT and SIGQUIT back to their default action in this
+/// process if they are ignored (once a process). A test binary started
+/// under `nohup` (SIGHUP) or as a background job of a non-interactive shell
+/// (SIGINT, SIGQUIT) inherits them ignored, and so would every command a
+/// test starts: a command would not die of SIGINT, and corral, which
+/// leaves a signal ignored at start ignored, would not pass it on. The
+/// tests assume what an interactive shell gives; a test about an ignored
+/// signal ignores it itself. [`Scratch::new`] calls this.
+pub fn default_launch_signals() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT] {
+            // SAFETY: sigaction with a null new action only reads the
+            // current one into `old`, a zeroed, valid `sigaction`.
+            let ignored = unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                    && old.sa_sigaction == libc::SIG_IGN
+            };
+            if ignored {
+                // SAFETY: SIG_DFL is a valid disposition for these
+                // catchable signals; no handler is installed, so nothing
+                // runs in signal context.
+                unsafe { libc::signal(sig, libc::SIG_DFL) };
+            }
+        }
+    });
+}
+
 impl Scratch {
-    /// A fresh directory under the system temp dir.
+    /// A fresh directory under the system temp dir (and
+    /// [`default_launch_signals`], so that the commands the test starts
+    /// get the signals they would from an interactive shell).
     pub fn new() -> Scratch {
+        default_launch_signals();
         static N: AtomicUsize = AtomicUsize::new(0);
         let n = N.fetch_add(1, Ordering::SeqCst);
         let nanos = std::time::SystemTime::now()
