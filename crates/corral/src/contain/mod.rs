@@ -1,11 +1,14 @@
 //! Containment: the mechanisms that hold a process tree together and the
 //! one small interface the lifecycle uses to signal, count and release it.
 //!
-//! Each mechanism holds the tree's *identity* (a process group pinned by its
-//! unreaped leader, a cgroup directory, a job handle) from spawn until
-//! [`Containment::release`], which consumes it; every signal goes through
-//! that identity, so none can be sent after release. Platform code lives only below this module
-//! and in `sys`.
+//! Each mechanism is a typestate of two steps: a [`Containment`] places the
+//! spawn and, once the root exists, [`attach`](Containment::attach) turns
+//! it into an [`Attached`] tree, which holds the tree's *identity* (a
+//! process group pinned by its unreaped leader, a cgroup directory, a job
+//! handle) until [`Attached::release`], which consumes it. Every signal
+//! goes through that identity, and only an attached tree has one, so no
+//! signal can be sent before attach or after release. Platform code lives
+//! only below this module and in `sys`.
 
 use std::io;
 use std::sync::Arc;
@@ -291,21 +294,46 @@ impl Tracer {
     }
 }
 
-/// The interface every mechanism implements. The lifecycle calls, in order:
-/// `spawn_root` or `placement` → (spawn) → `attach` → any number of
-/// `signal`/`members` → `release`, which consumes the containment: "release
-/// exactly once" and "no signal after release" hold by the types (nothing
-/// is left to call), not by a flag in each mechanism. What the release left
-/// behind is counted, if the policy kept it, through the [`Released`] it
-/// returns, which cannot signal.
+/// A mechanism before the root exists: it places the spawn and then takes
+/// hold of the tree. The lifecycle calls, in order: `spawn_root` or
+/// `placement` → (spawn) → [`attach`](Containment::attach), which consumes
+/// it. Nothing here can signal or count: there is no tree to reach yet, so
+/// "no signal before attach" holds by the types. A mechanism dropped
+/// before `attach` (the spawn failed) cleans up what it made on its own.
 pub(crate) trait Containment: Send {
     /// The mechanism, for reports.
     fn mechanism(&self) -> Mechanism;
     /// Where the child must be born so that it starts inside the
     /// container (plain values for `sys::spawn`; on Windows, the job).
     fn placement(&mut self) -> io::Result<crate::sys::Placement<'_>>;
-    /// Takes hold of the tree once the root exists.
-    fn attach(&mut self, root: &Root) -> io::Result<()>;
+    /// Starts the root itself instead of `sys::spawn` (the PID-namespace
+    /// tier, whose root is the namespace's init). `None`: use the normal
+    /// spawn.
+    #[cfg(target_os = "linux")]
+    fn spawn_root(
+        &mut self,
+        _spec: &crate::sys::SpawnSpec<'_>,
+    ) -> Option<Result<Root, crate::sys::SpawnError>> {
+        None
+    }
+    /// Takes hold of the tree once the root exists (unreaped), consuming
+    /// the mechanism: the [`Attached`] it returns is the only thing that
+    /// can signal, count or release the tree. On failure the identity is
+    /// returned inside [`AttachFailed`], which can only be released.
+    fn attach(self: Box<Self>, root: &Root) -> Result<Box<dyn Attached>, AttachFailed>;
+}
+
+/// A tree held by its identity, from [`Containment::attach`] until
+/// [`release`](Attached::release): any number of `signal`/`members`, then
+/// `release`, which consumes it. "Release exactly once" and "no signal
+/// after release" hold by the types (nothing is left to call), not by a
+/// flag in each mechanism; the root stays unreaped until the release, so
+/// every signal before it reaches the tree it was meant for. What the
+/// release left behind is counted, if the policy kept it, through the
+/// [`Released`] it returns, which cannot signal.
+pub(crate) trait Attached: Send {
+    /// The mechanism, for reports.
+    fn mechanism(&self) -> Mechanism;
     /// Sends `sig` to every member of the tree (and SIGCONT after it, so that
     /// stopped members can act on it).
     fn signal(&mut self, sig: Signal) -> io::Result<()>;
@@ -335,19 +363,9 @@ pub(crate) trait Containment: Send {
     fn wake_fd(&self) -> Option<(std::os::fd::BorrowedFd<'_>, WakeOn)> {
         None
     }
-    /// Starts the root itself instead of `sys::spawn` (the PID-namespace
-    /// tier, whose root is the namespace's init). `None`: use the normal
-    /// spawn.
-    #[cfg(target_os = "linux")]
-    fn spawn_root(
-        &mut self,
-        _spec: &crate::sys::SpawnSpec<'_>,
-    ) -> Option<Result<Root, crate::sys::SpawnError>> {
-        None
-    }
-    /// Whether the tree is killed if this process dies (asked once the
-    /// root is attached). By default what the root says (the keeper holds
-    /// the root of a process-group or subreaper run).
+    /// Whether the tree is killed if this process dies. By default what
+    /// the root says (the keeper holds the root of a process-group or
+    /// subreaper run).
     fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
         root.crash_safety()
     }
@@ -356,9 +374,67 @@ pub(crate) trait Containment: Send {
         None
     }
     /// Reaps the root (after the last signal) and lets go of the identity,
-    /// consuming the containment. Survivors, if any, are left where they
-    /// are; the [`Released`] counts them when asked.
+    /// consuming the tree. Survivors, if any, are left where they are; the
+    /// [`Released`] counts them when asked.
     fn release(self: Box<Self>, root: &mut Root) -> Released;
+}
+
+/// An attach that failed: why, and the identity as far as the mechanism
+/// took hold of it. It cannot signal or count; all it can do is
+/// [`release`](AttachFailed::release), once (it is consumed), which kills
+/// the root first.
+#[must_use]
+pub(crate) struct AttachFailed {
+    error: io::Error,
+    held: Holding,
+}
+
+/// What a failed attach still holds.
+enum Holding {
+    /// The identity, to be released like that of any run.
+    Tree(Box<dyn Attached>),
+    /// Nothing (the mechanism never had the tree): only the root is reaped.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Nothing { via: Mechanism, tracer: Tracer },
+}
+
+impl AttachFailed {
+    /// `error`, with `tree`, the identity the mechanism holds: it is
+    /// released, never signalled.
+    #[cfg_attr(not(any(linux_raw, windows)), allow(dead_code))]
+    pub(crate) fn new(error: io::Error, tree: Box<dyn Attached>) -> AttachFailed {
+        AttachFailed {
+            error,
+            held: Holding::Tree(tree),
+        }
+    }
+
+    /// `error`, when the mechanism holds nothing of the tree.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn holding_nothing(error: io::Error, via: Mechanism, tracer: Tracer) -> Self {
+        AttachFailed {
+            error,
+            held: Holding::Nothing { via, tracer },
+        }
+    }
+
+    /// Kills the root (through its own handle: it is unreaped, so its pid
+    /// is still its own), then reaps it and releases the identity, exactly
+    /// once. Returns the attach's error and the release.
+    pub(crate) fn release(self, root: &mut Root) -> (io::Error, Released) {
+        root.kill();
+        let released = match self.held {
+            Holding::Tree(tree) => tree.release(root),
+            Holding::Nothing { via, tracer } => {
+                let pid = root.id();
+                let res = root.reap();
+                tracer.record(OsOp::Reaped { pid });
+                tracer.record(OsOp::Released { via });
+                Released::counted(res, Ok(0))
+            }
+        };
+        (self.error, released)
+    }
 }
 
 /// What a release returns: its own failure, if any, and what counts the
@@ -374,7 +450,6 @@ pub(crate) struct Released {
 /// How a release's leftovers are counted.
 enum Kept {
     /// The release looked anyway (before letting go), and counted them.
-    #[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
     Counted(io::Result<usize>),
     /// Counted on demand, after the release (without the identity: only
     /// pids are counted, nothing is signalled).
@@ -383,7 +458,6 @@ enum Kept {
 
 impl Released {
     /// A release that counted its leftovers on its way.
-    #[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
     pub(crate) fn counted(result: io::Result<()>, kept: io::Result<usize>) -> Released {
         Released {
             result,

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, Wake};
 use crate::capture::OutputMeter;
-use crate::contain::{self, Containment, OsOp, Tracer};
+use crate::contain::{self, Attached, Containment, OsOp, Tracer};
 use crate::report::{
     CleanupError, CrashSafety, Leftovers, Mechanism, Outcome, Report, RootStatus, TimeoutKind,
     Timings,
@@ -236,9 +236,11 @@ pub(crate) struct Life {
     start: Instant,
     spawn_time: Duration,
     root: Root,
-    /// The containment while it holds the tree; `None` once released
-    /// (the release consumed it: nothing can signal through it any more).
-    tree: Option<Box<dyn Containment>>,
+    /// The attached tree while it is held; `None` once released (the
+    /// release consumed it: nothing can signal through it any more). An
+    /// `Option` only because the release happens in `finish` or in `Drop`,
+    /// which cannot move it out otherwise.
+    tree: Option<Box<dyn Attached>>,
     mechanism: Mechanism,
     containment_note: Option<String>,
     crash_safety: CrashSafety,
@@ -510,28 +512,36 @@ fn spawn_failed(e: SpawnError, plan: &Plan<'_>, tree: &dyn Containment) -> Error
 }
 
 /// The containment takes hold of the started root's tree; a run that
-/// requires crash safety and cannot have it is undone. On failure the
-/// root is killed and the containment released (through its identity: the
-/// root is unreaped, so no stranger can be hit).
+/// requires crash safety and cannot have it is undone: SIGKILL to the tree
+/// through its identity, then to the root, then the release. An attach
+/// that fails hands back only what can be released: the root is killed
+/// (it is unreaped, so no stranger can be hit) and the identity released,
+/// never signalled.
 fn attach(
-    mut tree: Box<dyn Containment>,
+    tree: Box<dyn Containment>,
     root: &mut Root,
     settings: &Settings,
-) -> Result<(Box<dyn Containment>, CrashSafety), Error> {
+) -> Result<(Box<dyn Attached>, CrashSafety), Error> {
     let mechanism = tree.mechanism();
-    let failed = match tree.attach(root) {
-        Ok(()) => {
-            let crash_safety = tree.crash_safety(root);
-            match (settings.require_crash_safety, crash_safety.note()) {
-                (true, Some(why)) => {
-                    let _ = tree.signal(Signal::KILL);
-                    Error::containment(mechanism, format!("crash safety required: {why}"))
-                }
-                _ => return Ok((tree, crash_safety)),
-            }
+    let mut tree = match tree.attach(root) {
+        Ok(tree) => tree,
+        Err(failed) => {
+            let (e, released) = failed.release(root);
+            let _ = released.outcome(false);
+            return Err(Error::containment_io(
+                mechanism,
+                "could not take hold of the tree",
+                e,
+            ));
         }
-        Err(e) => Error::containment_io(mechanism, "could not take hold of the tree", e),
     };
+    let crash_safety = tree.crash_safety(root);
+    let why = match (settings.require_crash_safety, crash_safety.note()) {
+        (true, Some(why)) => why,
+        _ => return Ok((tree, crash_safety)),
+    };
+    let failed = Error::containment(mechanism, format!("crash safety required: {why}"));
+    let _ = tree.signal(Signal::KILL);
     root.kill();
     let _ = tree.release(root).outcome(false);
     Err(failed)
@@ -822,8 +832,8 @@ impl Life {
         }
     }
 
-    /// The containment, while it holds the tree.
-    fn held(&mut self) -> io::Result<&mut dyn Containment> {
+    /// The attached tree, while it is held.
+    fn held(&mut self) -> io::Result<&mut dyn Attached> {
         match self.tree.as_deref_mut() {
             Some(tree) => Ok(tree),
             None => Err(io::Error::other("the run is over: its tree was released")),
@@ -1138,7 +1148,7 @@ fn interest<'a>(
     phase: &Phase,
     streams: &'a [Option<StreamIo>; 2],
     stdin: &'a Option<StdinFeed>,
-    tree: Option<&'a dyn Containment>,
+    tree: Option<&'a dyn Attached>,
 ) -> Interest<'a> {
     #[cfg(windows)]
     let _ = (phase, tree);
