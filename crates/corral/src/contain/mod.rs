@@ -594,6 +594,121 @@ pub(crate) fn select(
     }
 }
 
+/// A mechanism that touches no OS object, for the lifecycle's tests: it
+/// records what its attached tree is asked, and its release waits for the
+/// root's exit (so a root left alive shows as `Release(None)`) and reaps it.
+#[cfg(all(test, unix))]
+pub(crate) mod fake {
+    use std::io;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use super::{AttachFailed, Attached, Containment, Mechanism, Released};
+    use crate::report::CrashSafety;
+    use crate::sys::{Placement, Root};
+    use crate::{RootStatus, Signal};
+
+    /// What the attached tree was asked, in order.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) enum Call {
+        Signal(Signal),
+        Members,
+        /// The release, with the root's exit as it saw it.
+        Release(Option<RootStatus>),
+    }
+
+    pub(crate) type Log = Arc<Mutex<Vec<Call>>>;
+
+    /// The fake before its attach.
+    pub(crate) struct Fake {
+        pub(crate) log: Log,
+        /// The attach fails (handing back the tree, to be released).
+        pub(crate) attach_fails: bool,
+        /// What the attached tree answers.
+        pub(crate) crash_safety: CrashSafety,
+    }
+
+    struct Tree {
+        log: Log,
+        crash_safety: CrashSafety,
+    }
+
+    impl Containment for Fake {
+        fn mechanism(&self) -> Mechanism {
+            Mechanism::ProcessGroup
+        }
+
+        fn placement(&mut self) -> io::Result<Placement<'_>> {
+            Ok(Placement::default())
+        }
+
+        fn attach(self: Box<Self>, _root: &Root) -> Result<Box<dyn Attached>, AttachFailed> {
+            let tree = Box::new(Tree {
+                log: self.log,
+                crash_safety: self.crash_safety,
+            });
+            if self.attach_fails {
+                return Err(AttachFailed::new(io::Error::other("no hold"), tree));
+            }
+            Ok(tree)
+        }
+    }
+
+    impl Tree {
+        fn note(&self, call: Call) {
+            self.log.lock().unwrap().push(call);
+        }
+    }
+
+    /// The root's exit, waited for up to 10 s (never reaped here).
+    pub(crate) fn exit_of(root: &mut Root) -> Option<RootStatus> {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            root.look_for_exit();
+            if let Ok(Some(st)) = root.peek_exit() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        None
+    }
+
+    impl Attached for Tree {
+        fn mechanism(&self) -> Mechanism {
+            Mechanism::ProcessGroup
+        }
+
+        fn signal(&mut self, sig: Signal) -> io::Result<()> {
+            self.note(Call::Signal(sig));
+            Ok(())
+        }
+
+        fn members(&mut self) -> io::Result<Vec<u32>> {
+            self.note(Call::Members);
+            Ok(Vec::new())
+        }
+
+        fn crash_safety(&self, _root: &Root) -> CrashSafety {
+            self.crash_safety.clone()
+        }
+
+        fn release(self: Box<Self>, root: &mut Root) -> Released {
+            let exit = exit_of(root);
+            self.note(Call::Release(exit));
+            Released::counted(root.reap(), Ok(0))
+        }
+    }
+
+    /// A live root (`sleep 30`), unreaped.
+    pub(crate) fn root() -> Root {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        Root::new(child)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Released;
@@ -626,5 +741,87 @@ mod tests {
         assert_eq!(counted(Ok(3)).outcome(true).1.unwrap().unwrap(), 3);
         let failed = counted(Err(io::Error::other("procs"))).outcome(true);
         assert!(failed.0.is_ok() && failed.1.unwrap().is_err());
+    }
+
+    /// A failed attach hands back a tree that can only be released: the
+    /// root is killed first (the release finds it dead of SIGKILL, still
+    /// unreaped), the tree is released once and never signalled or asked
+    /// for its members, and the attach's error comes back.
+    #[cfg(unix)]
+    #[test]
+    fn a_failed_attach_kills_the_root_then_releases_once() {
+        use super::fake::{root, Call, Fake};
+        use super::Containment;
+        let log = super::fake::Log::default();
+        let tree: Box<dyn Containment> = Box::new(Fake {
+            log: log.clone(),
+            attach_fails: true,
+            crash_safety: Default::default(),
+        });
+        let mut root = root();
+        let Err(failed) = tree.attach(&root) else {
+            panic!("the fake's attach fails");
+        };
+        let (e, released) = failed.release(&mut root);
+        assert_eq!(e.to_string(), "no hold");
+        let (res, kept) = released.outcome(true);
+        assert!(res.is_ok());
+        assert_eq!(kept.unwrap().unwrap(), 0);
+        assert_eq!(
+            *log.lock().unwrap(),
+            [Call::Release(Some(crate::RootStatus::Signaled(
+                crate::Signal::KILL
+            )))]
+        );
+    }
+
+    /// An attach that held nothing of the tree still kills the root and
+    /// reaps it, and records the reap and the release, once each, in that
+    /// order.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_attach_that_held_nothing_reaps_the_root_and_is_released_once() {
+        use super::{AttachFailed, Mechanism, OsOp, Tracer};
+        use std::sync::{Arc, Mutex};
+        let ops = Arc::new(Mutex::new(Vec::new()));
+        let seen = ops.clone();
+        let tracer = Tracer(Some(Arc::new(move |op: &OsOp| {
+            seen.lock().unwrap().push(op.clone())
+        })));
+        let mut root = super::fake::root();
+        let pid = root.id();
+        // Pinned, to see it die whether or not it is reaped meanwhile.
+        let pidfd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .expect("pidfd");
+        let failed = AttachFailed::holding_nothing(
+            io::Error::other("nothing"),
+            Mechanism::PidNamespace,
+            tracer,
+        );
+        let (e, released) = failed.release(&mut root);
+        assert_eq!(e.to_string(), "nothing");
+        assert!(released.outcome(false).0.is_ok());
+        assert_eq!(
+            *ops.lock().unwrap(),
+            [
+                OsOp::Reaped { pid },
+                OsOp::Released {
+                    via: Mechanism::PidNamespace
+                }
+            ]
+        );
+        // Killed (`sleep 30` does not end by itself in 10 s).
+        let mut pfd = [rustix::event::PollFd::new(
+            &pidfd,
+            rustix::event::PollFlags::IN,
+        )];
+        let ten = rustix::event::Timespec {
+            tv_sec: 10,
+            tv_nsec: 0,
+        };
+        assert_eq!(rustix::event::poll(&mut pfd, Some(&ten)).unwrap(), 1);
     }
 }

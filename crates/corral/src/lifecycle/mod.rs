@@ -1208,3 +1208,74 @@ impl Drop for Life {
         }
     }
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::attach;
+    use crate::contain::fake::{root, Call, Fake, Log};
+    use crate::report::CrashSafety;
+    use crate::spec::Settings;
+    use crate::{Error, RootStatus, Signal};
+
+    /// `attach` with the fake mechanism on a live root: whether it held
+    /// the tree, and what the tree was asked (a tree that is held is then
+    /// released here, after the root is killed).
+    fn attach_fake(
+        attach_fails: bool,
+        crash_safety: CrashSafety,
+        require: bool,
+    ) -> (bool, Vec<Call>) {
+        let log = Log::default();
+        let tree = Box::new(Fake {
+            log: log.clone(),
+            attach_fails,
+            crash_safety,
+        });
+        let settings = Settings {
+            require_crash_safety: require,
+            ..Settings::default()
+        };
+        let mut root = root();
+        let held = match attach(tree, &mut root, &settings) {
+            Ok((tree, _)) => {
+                assert!(log.lock().unwrap().is_empty(), "held: nothing asked yet");
+                root.kill();
+                let _ = tree.release(&mut root).outcome(false);
+                true
+            }
+            Err(e) => {
+                assert!(matches!(e, Error::Containment { .. }), "{e:?}");
+                false
+            }
+        };
+        let calls = log.lock().unwrap().clone();
+        (held, calls)
+    }
+
+    /// A run undone at its attach is released exactly once, after its root
+    /// was killed (the release finds it dead, unreaped); the tree is sent
+    /// SIGKILL first when it was held (crash safety required and lost),
+    /// and never signalled when the attach failed.
+    #[test]
+    fn an_undone_attach_releases_the_tree_once_after_the_root_died() {
+        let lost = || CrashSafety::Lost("test".into());
+        let killed = Call::Release(Some(RootStatus::Signaled(Signal::KILL)));
+        let cases = [
+            // (attach fails, crash safety, required, held, calls)
+            (false, lost(), false, true, vec![killed.clone()]),
+            (false, CrashSafety::Held, true, true, vec![killed.clone()]),
+            (
+                false,
+                lost(),
+                true,
+                false,
+                vec![Call::Signal(Signal::KILL), killed.clone()],
+            ),
+            (true, CrashSafety::Held, false, false, vec![killed.clone()]),
+        ];
+        for (fails, safety, require, held, calls) in cases {
+            let what = format!("attach fails {fails}, {safety:?}, required {require}");
+            assert_eq!(attach_fake(fails, safety, require), (held, calls), "{what}");
+        }
+    }
+}
