@@ -7,7 +7,9 @@
 //! * **spawn**: check cancellation, let the containment place the spawn
 //!   (a `sys::Placement`, or the root started by the containment itself),
 //!   start the root with only its own pipe ends inherited.
-//! * **contain**: the containment takes hold of the tree's identity.
+//! * **contain**: `Containment::attach` consumes the containment and returns
+//!   the attached tree, which holds the tree's identity: the only thing
+//!   that can signal, count or release it.
 //! * **wait/drain**: one loop sleeps in the platform poller until output
 //!   arrives, stdin can be written, the root exits, a waker fires (cancel,
 //!   relay back-pressure) or the next timer (deadline, end of wait delay,
@@ -18,7 +20,8 @@
 //!   counting kept leftovers, reporting survivors), which [`Life::apply`]
 //!   carries out.
 //! * **release**: reap the root and let go of the identity, exactly once,
-//!   after the last signal ([`Life::finish`], or `Drop` after a panic).
+//!   after the last signal (`Attached::release`, which consumes the tree,
+//!   from [`Life::finish`], or `Drop` after a panic).
 //!
 //! Reading this file top to bottom: the public handle ([`Running`]), the
 //! run's state ([`Life`]), the spawn, the step ([`Life::advance`]: observe,
