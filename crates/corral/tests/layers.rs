@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["error"],
     // The platform: spawn, poll, pipes, /proc.
     &["sys"],
-    // Containment mechanisms behind one trait.
+    // Containment mechanisms behind two traits (before and after attach).
     &["contain"],
     // The lifecycle state machine.
     &["lifecycle"],

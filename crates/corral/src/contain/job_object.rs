@@ -4,7 +4,7 @@
 //! born in it (`PROC_THREAD_ATTRIBUTE_JOB_LIST`, or suspended + assigned;
 //! see `sys::windows`). Every descendant is in the job too (no breakaway
 //! limit is set). The job handle is the identity: it is never inherited,
-//! and every signal goes through it until [`release`](Containment::release).
+//! and every signal goes through it until [`release`](Attached::release).
 //!
 //! * `JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE` is set while the command runs, so
 //!   if corral itself dies the OS closes the handle and kills the tree. It
@@ -40,7 +40,7 @@ use windows_sys::Win32::System::IO::{
     CreateIoCompletionPort, GetQueuedCompletionStatus, OVERLAPPED,
 };
 
-use super::{Containment, Mechanism, OsOp, Tracer};
+use super::{AttachFailed, Attached, Containment, Mechanism, OsOp, Tracer};
 use crate::sys::{Root, JOB_KILL_EXIT_CODE};
 use crate::Signal;
 
@@ -71,10 +71,24 @@ pub(crate) fn has_console() -> bool {
     unsafe { GetConsoleProcessList(pids.as_mut_ptr(), pids.len() as u32) > 0 }
 }
 
-pub(crate) struct JobObject {
-    job: Option<OwnedHandle>,
+/// The job and its completion port (dropped in this order: the port
+/// first).
+struct Handles {
     port: Option<OwnedHandle>,
-    root_pid: Option<u32>,
+    job: OwnedHandle,
+}
+
+/// A job made for one command, before its root exists: the root is born
+/// in it.
+pub(crate) struct JobObject {
+    handles: Handles,
+    tracer: Tracer,
+}
+
+/// The attached job: the root is in it.
+struct Job {
+    handles: Handles,
+    root_pid: u32,
     /// A KILL was sent: survivors at release must not be kept.
     killed: bool,
     /// The port said the job became empty (a hint only).
@@ -88,15 +102,8 @@ impl JobObject {
     pub(crate) fn new(tracer: Tracer) -> io::Result<JobObject> {
         // SAFETY: anonymous job, default security (not inheritable).
         let job = owned(unsafe { CreateJobObjectW(null(), null()) })?;
-        let mut this = JobObject {
-            job: Some(job),
-            port: None,
-            root_pid: None,
-            killed: false,
-            zero_hint: false,
-            tracer,
-        };
-        this.set_kill_on_close(true)?;
+        let mut handles = Handles { port: None, job };
+        handles.set_kill_on_close(true)?;
         let port = owned(
             // SAFETY: a new completion port not bound to any file.
             unsafe { CreateIoCompletionPort(INVALID_HANDLE_VALUE, null_mut(), 0, 1) },
@@ -109,7 +116,7 @@ impl JobObject {
             // SAFETY: `info` is a valid struct of the size passed.
             let ok = unsafe {
                 SetInformationJobObject(
-                    this.raw_job()?,
+                    handles.raw_job(),
                     JobObjectAssociateCompletionPortInformation,
                     (&info as *const JOBOBJECT_ASSOCIATE_COMPLETION_PORT).cast(),
                     std::mem::size_of_val(&info) as u32,
@@ -117,20 +124,16 @@ impl JobObject {
             };
             // The port is only a hint: without it accounting still decides.
             if ok != 0 {
-                this.port = Some(port);
+                handles.port = Some(port);
             }
         }
-        Ok(this)
+        Ok(JobObject { handles, tracer })
     }
+}
 
-    fn job(&self) -> io::Result<&OwnedHandle> {
-        self.job
-            .as_ref()
-            .ok_or_else(|| io::Error::other("job object not created"))
-    }
-
-    fn raw_job(&self) -> io::Result<HANDLE> {
-        self.job().map(|j| j.as_raw_handle() as HANDLE)
+impl Handles {
+    fn raw_job(&self) -> HANDLE {
+        self.job.as_raw_handle() as HANDLE
     }
 
     /// Sets or lifts `KILL_ON_JOB_CLOSE`. (Wine reads the limit flags back
@@ -144,7 +147,7 @@ impl JobObject {
         // SAFETY: `info` is a valid struct of the size passed.
         check(unsafe {
             SetInformationJobObject(
-                self.raw_job()?,
+                self.raw_job(),
                 JobObjectExtendedLimitInformation,
                 (&info as *const JOBOBJECT_EXTENDED_LIMIT_INFORMATION).cast(),
                 std::mem::size_of_val(&info) as u32,
@@ -152,9 +155,13 @@ impl JobObject {
         })
     }
 
-    /// Drains the completion port without waiting; notes ACTIVE_PROCESS_ZERO.
-    fn drain_port(&mut self) {
-        let Some(port) = &self.port else { return };
+    /// Drains the completion port without waiting; whether it said
+    /// ACTIVE_PROCESS_ZERO.
+    fn drain_port(&self) -> bool {
+        let Some(port) = &self.port else {
+            return false;
+        };
+        let mut zero = false;
         loop {
             let (mut msg, mut key, mut ov) = (0u32, 0usize, null_mut::<OVERLAPPED>());
             // SAFETY: valid out pointers; zero timeout.
@@ -168,10 +175,10 @@ impl JobObject {
                 )
             };
             if ok == 0 {
-                return;
+                return zero;
             }
             if msg == MSG_ACTIVE_PROCESS_ZERO {
-                self.zero_hint = true;
+                zero = true;
             }
         }
     }
@@ -182,7 +189,7 @@ impl JobObject {
         // SAFETY: `info` is writable for the size passed.
         check(unsafe {
             QueryInformationJobObject(
-                self.raw_job()?,
+                self.raw_job(),
                 JobObjectBasicAccountingInformation,
                 (&mut info as *mut JOBOBJECT_BASIC_ACCOUNTING_INFORMATION).cast(),
                 std::mem::size_of_val(&info) as u32,
@@ -199,7 +206,7 @@ impl JobObject {
         // JOBOBJECT_BASIC_PROCESS_ID_LIST.
         check(unsafe {
             QueryInformationJobObject(
-                self.raw_job()?,
+                self.raw_job(),
                 JobObjectBasicProcessIdList,
                 buf.as_mut_ptr().cast(),
                 (buf.len() * std::mem::size_of::<usize>()) as u32,
@@ -221,29 +228,50 @@ impl Containment for JobObject {
 
     fn placement(&mut self) -> io::Result<crate::sys::Placement<'_>> {
         Ok(crate::sys::Placement {
-            job: self.job()?.as_handle(),
+            job: self.handles.job.as_handle(),
         })
     }
 
     /// Confirms that the root really is in the job (`IsProcessInJob` needs
-    /// `PROCESS_QUERY_INFORMATION`; our handle has full access).
-    fn attach(&mut self, root: &Root) -> io::Result<()> {
-        let job = self.raw_job()?;
-        let h = root
-            .handle()
-            .ok_or_else(|| io::Error::other("root handle already closed"))?;
-        let mut inside = 0;
-        // SAFETY: both handles are open; `inside` is a valid out pointer.
-        check(unsafe { IsProcessInJob(h, job, &mut inside) })?;
-        if inside == 0 {
-            return Err(io::Error::other("the root is not in the job object"));
+    /// `PROCESS_QUERY_INFORMATION`; our handle has full access). If not,
+    /// the job is released, never signalled.
+    fn attach(self: Box<Self>, root: &Root) -> Result<Box<dyn Attached>, AttachFailed> {
+        let JobObject { handles, tracer } = *self;
+        let inside = match root.handle() {
+            None => Err(io::Error::other("root handle already closed")),
+            Some(h) => {
+                let mut inside = 0;
+                // SAFETY: both handles are open; `inside` is a valid out
+                // pointer.
+                check(unsafe { IsProcessInJob(h, handles.raw_job(), &mut inside) }).and_then(|()| {
+                    match inside {
+                        0 => Err(io::Error::other("the root is not in the job object")),
+                        _ => Ok(()),
+                    }
+                })
+            }
+        };
+        let job = Box::new(Job {
+            handles,
+            root_pid: root.id(),
+            killed: false,
+            zero_hint: false,
+            tracer,
+        });
+        match inside {
+            Ok(()) => Ok(job),
+            Err(e) => Err(AttachFailed::new(e, job)),
         }
-        self.root_pid = Some(root.id());
-        Ok(())
+    }
+}
+
+impl Attached for Job {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::JobObject
     }
 
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
-        let job = self.raw_job()?;
+        let job = self.handles.raw_job();
         self.tracer.record(OsOp::SignalTree {
             via: Mechanism::JobObject,
             target: job as u64,
@@ -258,18 +286,18 @@ impl Containment for JobObject {
         // impossible (no console, or the call fails as it does under Wine),
         // the grace runs out and TerminateJobObject follows; this is not a
         // cleanup failure.
-        if let Some(pid) = self.root_pid {
-            if has_console() {
-                // SAFETY: no pointers; the group id is the root's pid.
-                unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, pid) };
-            }
+        if has_console() {
+            // SAFETY: no pointers; the group id is the root's pid.
+            unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, self.root_pid) };
         }
         Ok(())
     }
 
     fn members(&mut self) -> io::Result<Vec<u32>> {
-        self.drain_port();
-        let active = self.active_processes()?;
+        if self.handles.drain_port() {
+            self.zero_hint = true;
+        }
+        let active = self.handles.active_processes()?;
         if active == 0 {
             return Ok(Vec::new());
         }
@@ -277,7 +305,7 @@ impl Containment for JobObject {
         self.zero_hint = false;
         let mut room = active as usize + 8;
         loop {
-            let pids = self.pid_list(room)?;
+            let pids = self.handles.pid_list(room)?;
             if pids.len() < room {
                 return Ok(pids);
             }
@@ -295,7 +323,7 @@ impl Containment for JobObject {
     fn release(mut self: Box<Self>, root: &mut Root) -> super::Released {
         let mut res = Ok(());
         let pid = root.id();
-        let active = self.active_processes();
+        let active = self.handles.active_processes();
         let kept = match active {
             Ok(0) => Ok(0),
             _ => self
@@ -306,15 +334,17 @@ impl Containment for JobObject {
         // first. After a kill, the flag stays so that closing the handle
         // kills any straggler as well.
         if !self.killed && active.map_or(true, |n| n > 0) {
-            res = self.set_kill_on_close(false);
+            res = self.handles.set_kill_on_close(false);
         }
         if let Err(e) = root.reap() {
             res = res.and(Err(e));
         }
         self.tracer.record(OsOp::Reaped { pid });
-        self.port = None;
-        self.job = None;
-        self.tracer.record(OsOp::Released {
+        let Job {
+            handles, tracer, ..
+        } = *self;
+        drop(handles);
+        tracer.record(OsOp::Released {
             via: Mechanism::JobObject,
         });
         super::Released::counted(res, kept)

@@ -1,11 +1,14 @@
 //! Containment: the mechanisms that hold a process tree together and the
 //! one small interface the lifecycle uses to signal, count and release it.
 //!
-//! Each mechanism holds the tree's *identity* (a process group pinned by its
-//! unreaped leader, a cgroup directory, a job handle) from spawn until
-//! [`Containment::release`], which consumes it; every signal goes through
-//! that identity, so none can be sent after release. Platform code lives only below this module
-//! and in `sys`.
+//! Each mechanism is a typestate of two steps: a [`Containment`] places the
+//! spawn and, once the root exists, [`attach`](Containment::attach) turns
+//! it into an [`Attached`] tree, which holds the tree's *identity* (a
+//! process group pinned by its unreaped leader, a cgroup directory, a job
+//! handle) until [`Attached::release`], which consumes it. Every signal
+//! goes through that identity, and only an attached tree has one, so no
+//! signal can be sent before attach or after release. Platform code lives
+//! only below this module and in `sys`.
 
 use std::io;
 use std::sync::Arc;
@@ -291,21 +294,46 @@ impl Tracer {
     }
 }
 
-/// The interface every mechanism implements. The lifecycle calls, in order:
-/// `spawn_root` or `placement` → (spawn) → `attach` → any number of
-/// `signal`/`members` → `release`, which consumes the containment: "release
-/// exactly once" and "no signal after release" hold by the types (nothing
-/// is left to call), not by a flag in each mechanism. What the release left
-/// behind is counted, if the policy kept it, through the [`Released`] it
-/// returns, which cannot signal.
+/// A mechanism before the root exists: it places the spawn and then takes
+/// hold of the tree. The lifecycle calls, in order: `spawn_root` or
+/// `placement` → (spawn) → [`attach`](Containment::attach), which consumes
+/// it. Nothing here can signal or count: there is no tree to reach yet, so
+/// "no signal before attach" holds by the types. A mechanism dropped
+/// before `attach` (the spawn failed) cleans up what it made on its own.
 pub(crate) trait Containment: Send {
     /// The mechanism, for reports.
     fn mechanism(&self) -> Mechanism;
     /// Where the child must be born so that it starts inside the
     /// container (plain values for `sys::spawn`; on Windows, the job).
     fn placement(&mut self) -> io::Result<crate::sys::Placement<'_>>;
-    /// Takes hold of the tree once the root exists.
-    fn attach(&mut self, root: &Root) -> io::Result<()>;
+    /// Starts the root itself instead of `sys::spawn` (the PID-namespace
+    /// tier, whose root is the namespace's init). `None`: use the normal
+    /// spawn.
+    #[cfg(target_os = "linux")]
+    fn spawn_root(
+        &mut self,
+        _spec: &crate::sys::SpawnSpec<'_>,
+    ) -> Option<Result<Root, crate::sys::SpawnError>> {
+        None
+    }
+    /// Takes hold of the tree once the root exists (unreaped), consuming
+    /// the mechanism: the [`Attached`] it returns is the only thing that
+    /// can signal, count or release the tree. On failure the identity is
+    /// returned inside [`AttachFailed`], which can only be released.
+    fn attach(self: Box<Self>, root: &Root) -> Result<Box<dyn Attached>, AttachFailed>;
+}
+
+/// A tree held by its identity, from [`Containment::attach`] until
+/// [`release`](Attached::release): any number of `signal`/`members`, then
+/// `release`, which consumes it. "Release exactly once" and "no signal
+/// after release" hold by the types (nothing is left to call), not by a
+/// flag in each mechanism; the root stays unreaped until the release, so
+/// every signal before it reaches the tree it was meant for. What the
+/// release left behind is counted, if the policy kept it, through the
+/// [`Released`] it returns, which cannot signal.
+pub(crate) trait Attached: Send {
+    /// The mechanism, for reports.
+    fn mechanism(&self) -> Mechanism;
     /// Sends `sig` to every member of the tree (and SIGCONT after it, so that
     /// stopped members can act on it).
     fn signal(&mut self, sig: Signal) -> io::Result<()>;
@@ -335,19 +363,9 @@ pub(crate) trait Containment: Send {
     fn wake_fd(&self) -> Option<(std::os::fd::BorrowedFd<'_>, WakeOn)> {
         None
     }
-    /// Starts the root itself instead of `sys::spawn` (the PID-namespace
-    /// tier, whose root is the namespace's init). `None`: use the normal
-    /// spawn.
-    #[cfg(target_os = "linux")]
-    fn spawn_root(
-        &mut self,
-        _spec: &crate::sys::SpawnSpec<'_>,
-    ) -> Option<Result<Root, crate::sys::SpawnError>> {
-        None
-    }
-    /// Whether the tree is killed if this process dies (asked once the
-    /// root is attached). By default what the root says (the keeper holds
-    /// the root of a process-group or subreaper run).
+    /// Whether the tree is killed if this process dies. By default what
+    /// the root says (the keeper holds the root of a process-group or
+    /// subreaper run).
     fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
         root.crash_safety()
     }
@@ -356,9 +374,67 @@ pub(crate) trait Containment: Send {
         None
     }
     /// Reaps the root (after the last signal) and lets go of the identity,
-    /// consuming the containment. Survivors, if any, are left where they
-    /// are; the [`Released`] counts them when asked.
+    /// consuming the tree. Survivors, if any, are left where they are; the
+    /// [`Released`] counts them when asked.
     fn release(self: Box<Self>, root: &mut Root) -> Released;
+}
+
+/// An attach that failed: why, and the identity as far as the mechanism
+/// took hold of it. It cannot signal or count; all it can do is
+/// [`release`](AttachFailed::release), once (it is consumed), which kills
+/// the root first.
+#[must_use]
+pub(crate) struct AttachFailed {
+    error: io::Error,
+    held: Holding,
+}
+
+/// What a failed attach still holds.
+enum Holding {
+    /// The identity, to be released like that of any run.
+    Tree(Box<dyn Attached>),
+    /// Nothing (the mechanism never had the tree): only the root is reaped.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Nothing { via: Mechanism, tracer: Tracer },
+}
+
+impl AttachFailed {
+    /// `error`, with `tree`, the identity the mechanism holds: it is
+    /// released, never signalled.
+    #[cfg_attr(not(any(linux_raw, windows)), allow(dead_code))]
+    pub(crate) fn new(error: io::Error, tree: Box<dyn Attached>) -> AttachFailed {
+        AttachFailed {
+            error,
+            held: Holding::Tree(tree),
+        }
+    }
+
+    /// `error`, when the mechanism holds nothing of the tree.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn holding_nothing(error: io::Error, via: Mechanism, tracer: Tracer) -> Self {
+        AttachFailed {
+            error,
+            held: Holding::Nothing { via, tracer },
+        }
+    }
+
+    /// Kills the root (through its own handle: it is unreaped, so its pid
+    /// is still its own), then reaps it and releases the identity, exactly
+    /// once. Returns the attach's error and the release.
+    pub(crate) fn release(self, root: &mut Root) -> (io::Error, Released) {
+        root.kill();
+        let released = match self.held {
+            Holding::Tree(tree) => tree.release(root),
+            Holding::Nothing { via, tracer } => {
+                let pid = root.id();
+                let res = root.reap();
+                tracer.record(OsOp::Reaped { pid });
+                tracer.record(OsOp::Released { via });
+                Released::counted(res, Ok(0))
+            }
+        };
+        (self.error, released)
+    }
 }
 
 /// What a release returns: its own failure, if any, and what counts the
@@ -374,7 +450,6 @@ pub(crate) struct Released {
 /// How a release's leftovers are counted.
 enum Kept {
     /// The release looked anyway (before letting go), and counted them.
-    #[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
     Counted(io::Result<usize>),
     /// Counted on demand, after the release (without the identity: only
     /// pids are counted, nothing is signalled).
@@ -383,7 +458,6 @@ enum Kept {
 
 impl Released {
     /// A release that counted its leftovers on its way.
-    #[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
     pub(crate) fn counted(result: io::Result<()>, kept: io::Result<usize>) -> Released {
         Released {
             result,
@@ -520,6 +594,121 @@ pub(crate) fn select(
     }
 }
 
+/// A mechanism that touches no OS object, for the lifecycle's tests: it
+/// records what its attached tree is asked, and its release waits for the
+/// root's exit (so a root left alive shows as `Release(None)`) and reaps it.
+#[cfg(all(test, unix))]
+pub(crate) mod fake {
+    use std::io;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use super::{AttachFailed, Attached, Containment, Mechanism, Released};
+    use crate::report::CrashSafety;
+    use crate::sys::{Placement, Root};
+    use crate::{RootStatus, Signal};
+
+    /// What the attached tree was asked, in order.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) enum Call {
+        Signal(Signal),
+        Members,
+        /// The release, with the root's exit as it saw it.
+        Release(Option<RootStatus>),
+    }
+
+    pub(crate) type Log = Arc<Mutex<Vec<Call>>>;
+
+    /// The fake before its attach.
+    pub(crate) struct Fake {
+        pub(crate) log: Log,
+        /// The attach fails (handing back the tree, to be released).
+        pub(crate) attach_fails: bool,
+        /// What the attached tree answers.
+        pub(crate) crash_safety: CrashSafety,
+    }
+
+    struct Tree {
+        log: Log,
+        crash_safety: CrashSafety,
+    }
+
+    impl Containment for Fake {
+        fn mechanism(&self) -> Mechanism {
+            Mechanism::ProcessGroup
+        }
+
+        fn placement(&mut self) -> io::Result<Placement<'_>> {
+            Ok(Placement::default())
+        }
+
+        fn attach(self: Box<Self>, _root: &Root) -> Result<Box<dyn Attached>, AttachFailed> {
+            let tree = Box::new(Tree {
+                log: self.log,
+                crash_safety: self.crash_safety,
+            });
+            if self.attach_fails {
+                return Err(AttachFailed::new(io::Error::other("no hold"), tree));
+            }
+            Ok(tree)
+        }
+    }
+
+    impl Tree {
+        fn note(&self, call: Call) {
+            self.log.lock().unwrap().push(call);
+        }
+    }
+
+    /// The root's exit, waited for up to 10 s (never reaped here).
+    pub(crate) fn exit_of(root: &mut Root) -> Option<RootStatus> {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            root.look_for_exit();
+            if let Ok(Some(st)) = root.peek_exit() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        None
+    }
+
+    impl Attached for Tree {
+        fn mechanism(&self) -> Mechanism {
+            Mechanism::ProcessGroup
+        }
+
+        fn signal(&mut self, sig: Signal) -> io::Result<()> {
+            self.note(Call::Signal(sig));
+            Ok(())
+        }
+
+        fn members(&mut self) -> io::Result<Vec<u32>> {
+            self.note(Call::Members);
+            Ok(Vec::new())
+        }
+
+        fn crash_safety(&self, _root: &Root) -> CrashSafety {
+            self.crash_safety.clone()
+        }
+
+        fn release(self: Box<Self>, root: &mut Root) -> Released {
+            let exit = exit_of(root);
+            self.note(Call::Release(exit));
+            Released::counted(root.reap(), Ok(0))
+        }
+    }
+
+    /// A live root (`sleep 30`), unreaped.
+    pub(crate) fn root() -> Root {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        Root::new(child)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Released;
@@ -552,5 +741,87 @@ mod tests {
         assert_eq!(counted(Ok(3)).outcome(true).1.unwrap().unwrap(), 3);
         let failed = counted(Err(io::Error::other("procs"))).outcome(true);
         assert!(failed.0.is_ok() && failed.1.unwrap().is_err());
+    }
+
+    /// A failed attach hands back a tree that can only be released: the
+    /// root is killed first (the release finds it dead of SIGKILL, still
+    /// unreaped), the tree is released once and never signalled or asked
+    /// for its members, and the attach's error comes back.
+    #[cfg(unix)]
+    #[test]
+    fn a_failed_attach_kills_the_root_then_releases_once() {
+        use super::fake::{root, Call, Fake};
+        use super::Containment;
+        let log = super::fake::Log::default();
+        let tree: Box<dyn Containment> = Box::new(Fake {
+            log: log.clone(),
+            attach_fails: true,
+            crash_safety: Default::default(),
+        });
+        let mut root = root();
+        let Err(failed) = tree.attach(&root) else {
+            panic!("the fake's attach fails");
+        };
+        let (e, released) = failed.release(&mut root);
+        assert_eq!(e.to_string(), "no hold");
+        let (res, kept) = released.outcome(true);
+        assert!(res.is_ok());
+        assert_eq!(kept.unwrap().unwrap(), 0);
+        assert_eq!(
+            *log.lock().unwrap(),
+            [Call::Release(Some(crate::RootStatus::Signaled(
+                crate::Signal::KILL
+            )))]
+        );
+    }
+
+    /// An attach that held nothing of the tree still kills the root and
+    /// reaps it, and records the reap and the release, once each, in that
+    /// order.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_attach_that_held_nothing_reaps_the_root_and_is_released_once() {
+        use super::{AttachFailed, Mechanism, OsOp, Tracer};
+        use std::sync::{Arc, Mutex};
+        let ops = Arc::new(Mutex::new(Vec::new()));
+        let seen = ops.clone();
+        let tracer = Tracer(Some(Arc::new(move |op: &OsOp| {
+            seen.lock().unwrap().push(op.clone())
+        })));
+        let mut root = super::fake::root();
+        let pid = root.id();
+        // Pinned, to see it die whether or not it is reaped meanwhile.
+        let pidfd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::PidfdFlags::empty(),
+        )
+        .expect("pidfd");
+        let failed = AttachFailed::holding_nothing(
+            io::Error::other("nothing"),
+            Mechanism::PidNamespace,
+            tracer,
+        );
+        let (e, released) = failed.release(&mut root);
+        assert_eq!(e.to_string(), "nothing");
+        assert!(released.outcome(false).0.is_ok());
+        assert_eq!(
+            *ops.lock().unwrap(),
+            [
+                OsOp::Reaped { pid },
+                OsOp::Released {
+                    via: Mechanism::PidNamespace
+                }
+            ]
+        );
+        // Killed (`sleep 30` does not end by itself in 10 s).
+        let mut pfd = [rustix::event::PollFd::new(
+            &pidfd,
+            rustix::event::PollFlags::IN,
+        )];
+        let ten = rustix::event::Timespec {
+            tv_sec: 10,
+            tv_nsec: 0,
+        };
+        assert_eq!(rustix::event::poll(&mut pfd, Some(&ten)).unwrap(), 1);
     }
 }

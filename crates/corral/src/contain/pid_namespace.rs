@@ -23,16 +23,23 @@ use std::sync::Arc;
 
 use rustix::process::{Pid, WaitId, WaitIdOptions};
 
-use super::{Containment, Mechanism, OsOp, Tracer, WakeOn};
+use super::{AttachFailed, Attached, Containment, Mechanism, OsOp, Tracer, WakeOn};
 use crate::sys::linux_spawn::pidns::{self, NsError, CTL_DETACH};
 use crate::sys::{Root, SpawnError, SpawnSpec};
 use crate::Signal;
 
+/// A PID namespace to be: `spawn_root` starts its init, the run's root.
 pub(crate) struct PidNamespace {
     tracer: Tracer,
     /// The init (host pid), its pidfd, the control pipe and the namespace's
     /// inode, from the spawn on.
     init: Option<Init>,
+}
+
+/// The attached namespace, held by its init.
+struct Namespace {
+    tracer: Tracer,
+    init: Init,
 }
 
 struct Init {
@@ -188,12 +195,13 @@ impl PidNamespace {
     pub(crate) fn new(tracer: Tracer) -> PidNamespace {
         PidNamespace { tracer, init: None }
     }
+}
 
+impl Namespace {
     fn init_exited(&self) -> bool {
-        let Some(init) = &self.init else { return true };
         matches!(
             rustix::process::waitid(
-                WaitId::Pid(init.pid),
+                WaitId::Pid(self.init.pid),
                 WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
             ),
             Ok(Some(_)) | Err(_)
@@ -285,17 +293,38 @@ impl Containment for PidNamespace {
         })
     }
 
-    fn attach(&mut self, _root: &Root) -> io::Result<()> {
-        if self.init.as_ref().is_some_and(|i| i.ns == 0) {
-            return Err(io::Error::other("could not read the namespace of the init"));
+    /// Fails if the namespace of the init could not be read (the identity,
+    /// the init, is then released, never signalled).
+    fn attach(self: Box<Self>, _root: &Root) -> Result<Box<dyn Attached>, AttachFailed> {
+        let PidNamespace { tracer, init } = *self;
+        let Some(init) = init else {
+            // `placement` refuses: every root of this tier comes from
+            // `spawn_root`, which keeps its init.
+            return Err(AttachFailed::holding_nothing(
+                io::Error::other("the root is not the init of a PID namespace"),
+                Mechanism::PidNamespace,
+                tracer,
+            ));
+        };
+        let unread = init.ns == 0;
+        let held = Box::new(Namespace { tracer, init });
+        if unread {
+            return Err(AttachFailed::new(
+                io::Error::other("could not read the namespace of the init"),
+                held,
+            ));
         }
-        Ok(())
+        Ok(held)
+    }
+}
+
+impl Attached for Namespace {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::PidNamespace
     }
 
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
-        let Some(init) = self.init.as_mut() else {
-            return Ok(());
-        };
+        let init = &self.init;
         self.tracer.record(OsOp::SignalTree {
             via: Mechanism::PidNamespace,
             target: init.pid.as_raw_nonzero().get() as u64,
@@ -322,10 +351,7 @@ impl Containment for PidNamespace {
         if self.init_exited() {
             return Ok(Vec::new());
         }
-        let Some(init) = &self.init else {
-            return Ok(Vec::new());
-        };
-        Ok(descendants(init.pid.as_raw_nonzero().get() as u32))
+        Ok(descendants(self.init.pid.as_raw_nonzero().get() as u32))
     }
 
     /// The command: the root (the init) stands for it while the init runs;
@@ -334,7 +360,7 @@ impl Containment for PidNamespace {
     /// uninterruptible sleep), it is a survivor like any other. Once its
     /// pidfd reports its exit, its pid may belong to someone else: `None`.
     fn stand_in(&self) -> Option<u32> {
-        let (pid, fd) = self.init.as_ref()?.command.as_ref()?;
+        let (pid, fd) = self.init.command.as_ref()?;
         let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
         let zero = rustix::event::Timespec {
             tv_sec: 0,
@@ -345,9 +371,7 @@ impl Containment for PidNamespace {
     }
 
     fn wake_fd(&self) -> Option<(BorrowedFd<'_>, WakeOn)> {
-        self.init
-            .as_ref()
-            .map(|i| (i.pidfd.as_fd(), WakeOn::Readable))
+        Some((self.init.pidfd.as_fd(), WakeOn::Readable))
     }
 
     /// The init kills the namespace when this process dies.
@@ -362,10 +386,8 @@ impl Containment for PidNamespace {
     fn release(mut self: Box<Self>, root: &mut Root) -> super::Released {
         // Survivors (kept leftovers) are left where they are: the init
         // stops watching corral and waits for the namespace to empty.
-        if let Some(init) = self.init.as_mut() {
-            if let Some(ctl) = init.ctl.take() {
-                let _ = pidns::send_ctl(&ctl, CTL_DETACH);
-            }
+        if let Some(ctl) = self.init.ctl.take() {
+            let _ = pidns::send_ctl(&ctl, CTL_DETACH);
         }
         let pid = root.id();
         let res = root.reap();
@@ -373,14 +395,11 @@ impl Containment for PidNamespace {
         self.tracer.record(OsOp::Released {
             via: Mechanism::PidNamespace,
         });
-        let init = self
-            .init
-            .as_ref()
-            .map(|i| (i.pid.as_raw_nonzero().get() as u32, i.pidfd.clone()));
+        let (me, pidfd) = (
+            self.init.pid.as_raw_nonzero().get() as u32,
+            self.init.pidfd.clone(),
+        );
         super::Released::count_later(res, move || {
-            let Some((me, pidfd)) = init else {
-                return Ok(0);
-            };
             let mut fds = [rustix::event::PollFd::new(
                 &*pidfd,
                 rustix::event::PollFlags::IN,

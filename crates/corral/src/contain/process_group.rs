@@ -2,7 +2,7 @@
 //!
 //! The root is spawned as the leader of a new process group (Linux: the
 //! clone3 child of `sys::linux_spawn`; elsewhere std's posix_spawn/vfork). The group id is the root's pid, and the
-//! root is never reaped before [`release`](Containment::release): an
+//! root is never reaped before [`release`](Attached::release): an
 //! unreaped zombie leader keeps its pid, so no new process (and no new group)
 //! can take that number while corral still signals it. No anchor process is
 //! needed.
@@ -19,7 +19,7 @@
 //! are gone, to confirm.
 //!
 //! A termination that starts with SIGKILL (grace 0) kills first and counts
-//! after ([`Containment::count_after_kill`]): `killpg` goes out at once, and
+//! after ([`Attached::count_after_kill`]): `killpg` goes out at once, and
 //! the scan that pins the members runs while they die. A member that was
 //! already gone by then is not counted, so the killed count is a lower
 //! bound ("at least"); survivors are still confirmed by the pinned pidfds.
@@ -36,12 +36,28 @@
 
 use std::io;
 
-use super::{Containment, Mechanism, OsOp, Tracer};
+use super::{AttachFailed, Attached, Containment, Mechanism, OsOp, Tracer};
 use crate::sys::{self, Root};
 use crate::Signal;
 
+/// A process group to be: the root will be spawned as the leader of a new
+/// group.
 pub(crate) struct ProcessGroup {
-    pgid: Option<u32>,
+    tracer: Tracer,
+    /// The tree's cookie (`CORRAL_TREE`, `<pid>.g<n>`) and the keeper's
+    /// hold on it, taken before the spawn (by `placement`): the root is
+    /// covered from its first instruction, not only once its own
+    /// registration (after the spawn returned) reached the keeper.
+    #[cfg(target_os = "linux")]
+    cookie: String,
+    #[cfg(target_os = "linux")]
+    keeper: Option<super::cookie_hold::CookieHold>,
+}
+
+/// The attached group: its id is the root's pid, pinned by the unreaped
+/// root until `release`.
+struct Group {
+    pgid: u32,
     tracer: Tracer,
     #[cfg(target_os = "linux")]
     pins: pins::Pins,
@@ -59,12 +75,8 @@ pub(crate) struct ProcessGroup {
     /// Prompt reaping of the group's orphans (subreaper processes only).
     #[cfg(target_os = "linux")]
     orphans: Option<super::orphans::Registration>,
-    /// The tree's cookie (`CORRAL_TREE`, `<pid>.g<n>`) and the keeper's
-    /// hold on it, taken before the spawn: the root is covered from its
-    /// first instruction, not only once its own registration (after the
-    /// spawn returned) reached the keeper.
-    #[cfg(target_os = "linux")]
-    cookie: String,
+    /// The keeper's hold on the tree's cookie (none if it was never
+    /// taken), let go of first at release.
     #[cfg(target_os = "linux")]
     keeper: Option<super::cookie_hold::CookieHold>,
 }
@@ -72,18 +84,7 @@ pub(crate) struct ProcessGroup {
 impl ProcessGroup {
     pub(crate) fn new(tracer: Tracer) -> Self {
         ProcessGroup {
-            pgid: None,
             tracer,
-            #[cfg(target_os = "linux")]
-            pins: pins::Pins::default(),
-            #[cfg(target_os = "linux")]
-            count_killed: false,
-            #[cfg(target_os = "linux")]
-            kill_sent: false,
-            #[cfg(target_os = "linux")]
-            scanned_after_kill: false,
-            #[cfg(target_os = "linux")]
-            orphans: None,
             // `g`: never taken for a subreaper tree's number.
             #[cfg(target_os = "linux")]
             cookie: format!("{}.g{}", std::process::id(), super::orphans::fresh_seq()),
@@ -91,14 +92,12 @@ impl ProcessGroup {
             keeper: None,
         }
     }
+}
 
-    fn pgid(&self) -> io::Result<u32> {
-        self.pgid
-            .ok_or_else(|| io::Error::other("process group not attached"))
-    }
-
+impl Group {
     #[cfg(target_os = "linux")]
-    fn live_members(&mut self, pgid: u32) -> io::Result<Vec<u32>> {
+    fn live_members(&mut self) -> io::Result<Vec<u32>> {
+        let pgid = self.pgid;
         let alive = self.pins.still_members(pgid);
         if !alive.is_empty() {
             return Ok(alive);
@@ -128,8 +127,8 @@ impl ProcessGroup {
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn live_members(&mut self, pgid: u32) -> io::Result<Vec<u32>> {
-        sys::group_members(pgid)
+    fn live_members(&mut self) -> io::Result<Vec<u32>> {
+        sys::group_members(self.pgid)
     }
 }
 
@@ -164,6 +163,32 @@ impl Containment for ProcessGroup {
         })
     }
 
+    /// The group is the root's: it cannot fail.
+    fn attach(self: Box<Self>, root: &Root) -> Result<Box<dyn Attached>, AttachFailed> {
+        Ok(Box::new(Group {
+            pgid: root.id(),
+            tracer: self.tracer,
+            #[cfg(target_os = "linux")]
+            pins: pins::Pins::default(),
+            #[cfg(target_os = "linux")]
+            count_killed: false,
+            #[cfg(target_os = "linux")]
+            kill_sent: false,
+            #[cfg(target_os = "linux")]
+            scanned_after_kill: false,
+            #[cfg(target_os = "linux")]
+            orphans: super::orphans::register(root.id(), super::orphans::Claim::Group),
+            #[cfg(target_os = "linux")]
+            keeper: self.keeper,
+        }))
+    }
+}
+
+impl Attached for Group {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::ProcessGroup
+    }
+
     /// The root's registration (its group; Linux: and the tree's cookie,
     /// which covered the root before that registration).
     fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
@@ -177,17 +202,8 @@ impl Containment for ProcessGroup {
         by_root
     }
 
-    fn attach(&mut self, root: &Root) -> io::Result<()> {
-        self.pgid = Some(root.id());
-        #[cfg(target_os = "linux")]
-        {
-            self.orphans = super::orphans::register(root.id(), super::orphans::Claim::Group);
-        }
-        Ok(())
-    }
-
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
-        let pgid = self.pgid()?;
+        let pgid = self.pgid;
         self.tracer.record(OsOp::SignalTree {
             via: Mechanism::ProcessGroup,
             target: pgid as u64,
@@ -219,8 +235,7 @@ impl Containment for ProcessGroup {
     }
 
     fn members(&mut self) -> io::Result<Vec<u32>> {
-        let pgid = self.pgid()?;
-        self.live_members(pgid)
+        self.live_members()
     }
 
     /// Readable when a pinned member exits (an epoll set of their pidfds),
@@ -235,33 +250,42 @@ impl Containment for ProcessGroup {
     /// the group exists only while a member lives (and then its id cannot
     /// be reused), so "no such process" means nothing was left, without a
     /// scan of /proc.
-    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
-    fn release(mut self: Box<Self>, root: &mut Root) -> super::Released {
+    fn release(self: Box<Self>, root: &mut Root) -> super::Released {
+        let Group {
+            pgid,
+            tracer,
+            #[cfg(target_os = "linux")]
+            mut pins,
+            #[cfg(target_os = "linux")]
+            orphans,
+            #[cfg(target_os = "linux")]
+            keeper,
+            ..
+        } = *self;
         // The keeper lets go of the tree first: what the policy keeps is
         // never killed by it.
         #[cfg(target_os = "linux")]
-        {
-            self.keeper = None;
-        }
+        drop(keeper);
         #[cfg(target_os = "linux")]
-        if let Some(o) = self.orphans.take() {
+        if let Some(o) = orphans {
             o.finish();
         }
         let pid = root.id();
         let res = root.reap();
-        self.tracer.record(OsOp::Reaped { pid });
-        self.tracer.record(OsOp::Released {
+        tracer.record(OsOp::Reaped { pid });
+        tracer.record(OsOp::Released {
             via: Mechanism::ProcessGroup,
         });
         #[cfg(target_os = "linux")]
-        self.pins.clear();
-        let (pgid, tracer) = (self.pgid, self.tracer.clone());
-        super::Released::count_later(res, move || match pgid {
-            Some(pgid) if sys::group_exists(pgid) => Ok(left_in(pgid, &tracer)?
+        pins.clear();
+        super::Released::count_later(res, move || {
+            if !sys::group_exists(pgid) {
+                return Ok(0);
+            }
+            Ok(left_in(pgid, &tracer)?
                 .into_iter()
                 .filter(|&p| p != pid)
-                .count()),
-            _ => Ok(0),
+                .count())
         })
     }
 }

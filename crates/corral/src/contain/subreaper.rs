@@ -97,7 +97,7 @@ use super::cookie_hold::CookieHold;
 pub(crate) use super::orphans::enabled;
 pub use super::orphans::reap_all_orphans;
 use super::orphans::{self, cookies, cookies_in, environ, COOKIE_VAR};
-use super::{Containment, Mechanism, OsOp, Tracer};
+use super::{AttachFailed, Attached, Containment, Mechanism, OsOp, Tracer};
 use crate::sys::{self, linux_proc, Root};
 use crate::Signal;
 
@@ -337,11 +337,35 @@ fn late_targets(
         .collect()
 }
 
+/// This command's place in [`LIVE`], from creation to release (removed
+/// when dropped: at release, or with a containment never attached).
+struct Entry(u64);
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        live().retain(|&(seq, _)| seq != self.0);
+    }
+}
+
+/// A subreaper tree to be: its number and cookie, and the keeper's hold
+/// on the cookie once `placement` took it.
 pub(crate) struct Subreaper {
-    seq: u64,
+    entry: Entry,
     cookie: String,
-    /// The root's pid (= its process group id) once attached.
-    root: Option<u32>,
+    /// The keeper's hold on the tree by its cookie, from before the spawn
+    /// until release: if this process dies, every process carrying the
+    /// cookie is killed (the root before its own registration, escapers).
+    keeper: Option<CookieHold>,
+    tracer: Tracer,
+}
+
+/// The attached tree: the root (unreaped, so its pid and its group id are
+/// pinned) and what the scans learned of its descendants.
+struct Tree {
+    entry: Entry,
+    cookie: String,
+    /// The root's pid (= its process group id).
+    root: u32,
     /// Every descendant seen alive and not yet seen dead: pid → start time.
     known: HashMap<u32, u64>,
     /// Session and process group ids created inside the tree and still in
@@ -353,12 +377,10 @@ pub(crate) struct Subreaper {
     /// Members outside the group that got `last_signal` (pid, start time).
     reached: HashSet<(u32, u64)>,
     /// `known`, as last published for the orphan reaper, and its
-    /// registration (see `orphans.rs`).
+    /// registration (see `orphans.rs`; none outside a subreaper process).
     shared_known: Arc<Mutex<HashMap<u32, u64>>>,
     orphans: Option<super::orphans::Registration>,
-    /// The keeper's hold on the tree by its cookie, from before the spawn
-    /// until release: if this process dies, every process carrying the
-    /// cookie is killed (the root before its own registration, escapers).
+    /// See [`Subreaper`]'s (none if it was never taken).
     keeper: Option<CookieHold>,
     /// Members seen outside the root's group and handed to the keeper
     /// (pinned by a pidfd it holds), while the run lasts.
@@ -371,21 +393,15 @@ impl Subreaper {
         let seq = orphans::fresh_seq();
         live().push((seq, None));
         Subreaper {
-            seq,
+            entry: Entry(seq),
             cookie: cookie_for(seq),
-            root: None,
-            known: HashMap::new(),
-            links: HashSet::new(),
-            last_signal: None,
-            reached: HashSet::new(),
-            shared_known: Arc::default(),
-            orphans: None,
             keeper: None,
-            handed: HashMap::new(),
             tracer,
         }
     }
+}
 
+impl Tree {
     /// Hands the members outside the root's group that the keeper does not
     /// hold yet to it (at most [`HANDED_MAX`] a run): if this process dies
     /// during the termination (a grace period), they die too, also when
@@ -414,27 +430,18 @@ impl Subreaper {
         }
     }
 
-    fn root(&self) -> io::Result<u32> {
-        self.root
-            .ok_or_else(|| io::Error::other("subreaper containment not attached"))
-    }
-
-    fn deregister(&self) {
-        live().retain(|&(seq, _)| seq != self.seq);
-    }
-
     /// Finds the live members other than the root (and remembers them), and
     /// reaps this command's dead orphans.
     fn scan(&mut self, root: u32) -> Vec<Member> {
         self.scan_with(root, true)
     }
 
-    /// [`Subreaper::scan`], with or without the look at the root's process
+    /// [`Tree::scan`], with or without the look at the root's process
     /// group (a scan of all of `/proc`: the slow part of a scan). `release`
     /// does without it, and looks at the group after the reap only if the
     /// group still exists.
     fn scan_with(&mut self, root: u32, group_scan: bool) -> Vec<Member> {
-        let scope = Scope::new(self.seq, root);
+        let scope = Scope::new(self.entry.0, root);
         let (mut found, mut queue) = self.seeds(&scope, group_scan);
         let mut walked: HashSet<u32> = HashSet::new();
         for _ in 0..ROUNDS {
@@ -614,12 +621,6 @@ impl Subreaper {
     }
 }
 
-impl Drop for Subreaper {
-    fn drop(&mut self) {
-        self.deregister();
-    }
-}
-
 impl Containment for Subreaper {
     fn mechanism(&self) -> Mechanism {
         Mechanism::Subreaper
@@ -641,24 +642,50 @@ impl Containment for Subreaper {
         })
     }
 
-    fn attach(&mut self, root: &Root) -> io::Result<()> {
+    /// The root is this command's: it cannot fail.
+    fn attach(self: Box<Self>, root: &Root) -> Result<Box<dyn Attached>, AttachFailed> {
         let pid = root.id();
-        self.root = Some(pid);
-        self.orphans = super::orphans::register(
+        let shared_known = Arc::<Mutex<HashMap<u32, u64>>>::default();
+        let orphans = super::orphans::register(
             pid,
             super::orphans::Claim::Tree {
-                known: self.shared_known.clone(),
+                known: shared_known.clone(),
                 cookie: self.cookie.clone(),
             },
         );
-        if let Some(e) = live().iter_mut().find(|e| e.0 == self.seq) {
+        if let Some(e) = live().iter_mut().find(|e| e.0 == self.entry.0) {
             e.1 = Some(pid);
         }
-        Ok(())
+        let Subreaper {
+            entry,
+            cookie,
+            keeper,
+            tracer,
+        } = *self;
+        Ok(Box::new(Tree {
+            entry,
+            cookie,
+            root: pid,
+            known: HashMap::new(),
+            links: HashSet::new(),
+            last_signal: None,
+            reached: HashSet::new(),
+            shared_known,
+            orphans,
+            keeper,
+            handed: HashMap::new(),
+            tracer,
+        }))
+    }
+}
+
+impl Attached for Tree {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::Subreaper
     }
 
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
-        let root = self.root()?;
+        let root = self.root;
         self.tracer.record(OsOp::SignalTree {
             via: Mechanism::Subreaper,
             target: root as u64,
@@ -686,7 +713,7 @@ impl Containment for Subreaper {
     }
 
     fn members(&mut self) -> io::Result<Vec<u32>> {
-        let root = self.root()?;
+        let root = self.root;
         let members = self.scan(root);
         // Whatever appeared outside the group since the last signal (a
         // process that keeps forking, an orphan that just arrived) gets it
@@ -731,10 +758,7 @@ impl Containment for Subreaper {
         // reaped, a group exists only while a member lives, and its id
         // cannot be reused meanwhile), so a run whose tree is gone costs no
         // scan of /proc.
-        let mut kept = match self.root {
-            Some(r) => self.scan_with(r, false),
-            None => Vec::new(),
-        };
+        let mut kept = self.scan_with(self.root, false);
         // And of the members it was handed.
         self.handed.clear();
         keeper::adopt(kept.iter().map(|m| (m.pid, m.stat.start)));
@@ -744,7 +768,7 @@ impl Containment for Subreaper {
         let pid = root.id();
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });
-        if self.root.is_some() && sys::group_exists(pid) {
+        if sys::group_exists(pid) {
             let more: Vec<Member> = sys::group_members(pid)
                 .unwrap_or_default()
                 .into_iter()
@@ -760,8 +784,9 @@ impl Containment for Subreaper {
         }
         // Deregistered only after the reap: until then no other command may
         // take the root for an orphan.
-        self.deregister();
-        self.tracer.record(OsOp::Released {
+        let Tree { entry, tracer, .. } = *self;
+        drop(entry);
+        tracer.record(OsOp::Released {
             via: Mechanism::Subreaper,
         });
         super::Released::counted(res, Ok(kept.len()))

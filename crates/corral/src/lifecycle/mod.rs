@@ -7,7 +7,9 @@
 //! * **spawn**: check cancellation, let the containment place the spawn
 //!   (a `sys::Placement`, or the root started by the containment itself),
 //!   start the root with only its own pipe ends inherited.
-//! * **contain**: the containment takes hold of the tree's identity.
+//! * **contain**: `Containment::attach` consumes the containment and returns
+//!   the attached tree, which holds the tree's identity: the only thing
+//!   that can signal, count or release it.
 //! * **wait/drain**: one loop sleeps in the platform poller until output
 //!   arrives, stdin can be written, the root exits, a waker fires (cancel,
 //!   relay back-pressure) or the next timer (deadline, end of wait delay,
@@ -18,7 +20,8 @@
 //!   counting kept leftovers, reporting survivors), which [`Life::apply`]
 //!   carries out.
 //! * **release**: reap the root and let go of the identity, exactly once,
-//!   after the last signal ([`Life::finish`], or `Drop` after a panic).
+//!   after the last signal (`Attached::release`, which consumes the tree,
+//!   from [`Life::finish`], or `Drop` after a panic).
 //!
 //! Reading this file top to bottom: the public handle ([`Running`]), the
 //! run's state ([`Life`]), the spawn, the step ([`Life::advance`]: observe,
@@ -30,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use crate::cancel::{CancelToken, Wake};
 use crate::capture::OutputMeter;
-use crate::contain::{self, Containment, OsOp, Tracer};
+use crate::contain::{self, Attached, Containment, OsOp, Tracer};
 use crate::report::{
     CleanupError, CrashSafety, Leftovers, Mechanism, Outcome, Report, RootStatus, TimeoutKind,
     Timings,
@@ -236,9 +239,11 @@ pub(crate) struct Life {
     start: Instant,
     spawn_time: Duration,
     root: Root,
-    /// The containment while it holds the tree; `None` once released
-    /// (the release consumed it: nothing can signal through it any more).
-    tree: Option<Box<dyn Containment>>,
+    /// The attached tree while it is held; `None` once released (the
+    /// release consumed it: nothing can signal through it any more). An
+    /// `Option` only because the release happens in `finish` or in `Drop`,
+    /// which cannot move it out otherwise.
+    tree: Option<Box<dyn Attached>>,
     mechanism: Mechanism,
     containment_note: Option<String>,
     crash_safety: CrashSafety,
@@ -510,28 +515,36 @@ fn spawn_failed(e: SpawnError, plan: &Plan<'_>, tree: &dyn Containment) -> Error
 }
 
 /// The containment takes hold of the started root's tree; a run that
-/// requires crash safety and cannot have it is undone. On failure the
-/// root is killed and the containment released (through its identity: the
-/// root is unreaped, so no stranger can be hit).
+/// requires crash safety and cannot have it is undone: SIGKILL to the tree
+/// through its identity, then to the root, then the release. An attach
+/// that fails hands back only what can be released: the root is killed
+/// (it is unreaped, so no stranger can be hit) and the identity released,
+/// never signalled.
 fn attach(
-    mut tree: Box<dyn Containment>,
+    tree: Box<dyn Containment>,
     root: &mut Root,
     settings: &Settings,
-) -> Result<(Box<dyn Containment>, CrashSafety), Error> {
+) -> Result<(Box<dyn Attached>, CrashSafety), Error> {
     let mechanism = tree.mechanism();
-    let failed = match tree.attach(root) {
-        Ok(()) => {
-            let crash_safety = tree.crash_safety(root);
-            match (settings.require_crash_safety, crash_safety.note()) {
-                (true, Some(why)) => {
-                    let _ = tree.signal(Signal::KILL);
-                    Error::containment(mechanism, format!("crash safety required: {why}"))
-                }
-                _ => return Ok((tree, crash_safety)),
-            }
+    let mut tree = match tree.attach(root) {
+        Ok(tree) => tree,
+        Err(failed) => {
+            let (e, released) = failed.release(root);
+            let _ = released.outcome(false);
+            return Err(Error::containment_io(
+                mechanism,
+                "could not take hold of the tree",
+                e,
+            ));
         }
-        Err(e) => Error::containment_io(mechanism, "could not take hold of the tree", e),
     };
+    let crash_safety = tree.crash_safety(root);
+    let why = match (settings.require_crash_safety, crash_safety.note()) {
+        (true, Some(why)) => why,
+        _ => return Ok((tree, crash_safety)),
+    };
+    let failed = Error::containment(mechanism, format!("crash safety required: {why}"));
+    let _ = tree.signal(Signal::KILL);
     root.kill();
     let _ = tree.release(root).outcome(false);
     Err(failed)
@@ -822,8 +835,8 @@ impl Life {
         }
     }
 
-    /// The containment, while it holds the tree.
-    fn held(&mut self) -> io::Result<&mut dyn Containment> {
+    /// The attached tree, while it is held.
+    fn held(&mut self) -> io::Result<&mut dyn Attached> {
         match self.tree.as_deref_mut() {
             Some(tree) => Ok(tree),
             None => Err(io::Error::other("the run is over: its tree was released")),
@@ -1138,7 +1151,7 @@ fn interest<'a>(
     phase: &Phase,
     streams: &'a [Option<StreamIo>; 2],
     stdin: &'a Option<StdinFeed>,
-    tree: Option<&'a dyn Containment>,
+    tree: Option<&'a dyn Attached>,
 ) -> Interest<'a> {
     #[cfg(windows)]
     let _ = (phase, tree);
@@ -1195,6 +1208,77 @@ impl Drop for Life {
         }
         if let Some(tree) = self.tree.take() {
             let _ = tree.release(&mut self.root).outcome(false);
+        }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::attach;
+    use crate::contain::fake::{root, Call, Fake, Log};
+    use crate::report::CrashSafety;
+    use crate::spec::Settings;
+    use crate::{Error, RootStatus, Signal};
+
+    /// `attach` with the fake mechanism on a live root: whether it held
+    /// the tree, and what the tree was asked (a tree that is held is then
+    /// released here, after the root is killed).
+    fn attach_fake(
+        attach_fails: bool,
+        crash_safety: CrashSafety,
+        require: bool,
+    ) -> (bool, Vec<Call>) {
+        let log = Log::default();
+        let tree = Box::new(Fake {
+            log: log.clone(),
+            attach_fails,
+            crash_safety,
+        });
+        let settings = Settings {
+            require_crash_safety: require,
+            ..Settings::default()
+        };
+        let mut root = root();
+        let held = match attach(tree, &mut root, &settings) {
+            Ok((tree, _)) => {
+                assert!(log.lock().unwrap().is_empty(), "held: nothing asked yet");
+                root.kill();
+                let _ = tree.release(&mut root).outcome(false);
+                true
+            }
+            Err(e) => {
+                assert!(matches!(e, Error::Containment { .. }), "{e:?}");
+                false
+            }
+        };
+        let calls = log.lock().unwrap().clone();
+        (held, calls)
+    }
+
+    /// A run undone at its attach is released exactly once, after its root
+    /// was killed (the release finds it dead, unreaped); the tree is sent
+    /// SIGKILL first when it was held (crash safety required and lost),
+    /// and never signalled when the attach failed.
+    #[test]
+    fn an_undone_attach_releases_the_tree_once_after_the_root_died() {
+        let lost = || CrashSafety::Lost("test".into());
+        let killed = Call::Release(Some(RootStatus::Signaled(Signal::KILL)));
+        let cases = [
+            // (attach fails, crash safety, required, held, calls)
+            (false, lost(), false, true, vec![killed.clone()]),
+            (false, CrashSafety::Held, true, true, vec![killed.clone()]),
+            (
+                false,
+                lost(),
+                true,
+                false,
+                vec![Call::Signal(Signal::KILL), killed.clone()],
+            ),
+            (true, CrashSafety::Held, false, false, vec![killed.clone()]),
+        ];
+        for (fails, safety, require, held, calls) in cases {
+            let what = format!("attach fails {fails}, {safety:?}, required {require}");
+            assert_eq!(attach_fake(fails, safety, require), (held, calls), "{what}");
         }
     }
 }

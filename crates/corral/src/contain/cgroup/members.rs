@@ -73,12 +73,9 @@ impl Cgroup {
     /// process with write access to an ancestor's `cgroup.procs` (root, or
     /// the owner of a delegated subtree) can move itself out, and no cgroup
     /// mechanism can stop it. Those that also left the group are not found
-    /// (the PID-namespace tier holds them).
-    pub(super) fn migrated(&self) -> Vec<u32> {
-        match self.pgid {
-            Some(pgid) => sys::group_members(pgid).unwrap_or_default(),
-            None => Vec::new(),
-        }
+    /// (the PID-namespace tier holds them). `pgid`: the root's group.
+    pub(super) fn migrated(pgid: u32) -> Vec<u32> {
+        sys::group_members(pgid).unwrap_or_default()
     }
 
     /// Signals each member through a pidfd, after checking that the pinned

@@ -86,7 +86,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::contain::{Containment, Limits, Mechanism, OsOp, Tracer};
+use crate::contain::{AttachFailed, Attached, Containment, Limits, Mechanism, OsOp, Tracer};
 use crate::report::{LimitHit, Usage};
 use crate::sys::{self, Root};
 use crate::Signal;
@@ -127,6 +127,22 @@ struct V1Group {
     procs: File,
 }
 
+/// A run's cgroup before its root is attached. Dropped so (the spawn
+/// failed), whatever is in it is killed and it is removed. The cgroup is
+/// there until `attach` moves it into the [`Held`] tree (an `Option` only
+/// so that it can be moved out of a type with a `Drop`).
+pub(crate) struct Unattached(Option<Cgroup>);
+
+/// The attached tree: the cgroup, and the root's process group (pinned by
+/// the unreaped root until `release`).
+struct Held {
+    cg: Cgroup,
+    pgid: u32,
+    /// Prompt reaping of the tree's orphans (subreaper processes only).
+    orphans: Option<crate::contain::orphans::Registration>,
+}
+
+/// A run's cgroup and what it learned (see [`Unattached`] and [`Held`]).
 pub(crate) struct Cgroup {
     dir: PathBuf,
     parent: PathBuf,
@@ -143,13 +159,10 @@ pub(crate) struct Cgroup {
     /// Whether the v2 memory / pids controllers are enabled for our cgroups
     /// (their accounting files exist then).
     v2: Enabled,
-    pgid: Option<u32>,
     /// When SIGKILL was sent to the tree.
     killed_at: Option<Instant>,
     /// Members already sent a SIGKILL of their own after that.
     stragglers: std::collections::HashSet<u32>,
-    /// Prompt reaping of the tree's orphans (subreaper processes only).
-    orphans: Option<crate::contain::orphans::Registration>,
     tracer: Tracer,
     /// The run's claim on controllers corral enabled in the parent
     /// (dropped after the cgroup is gone: the last one undoes them).
@@ -163,7 +176,7 @@ impl Cgroup {
         h: &Hierarchy,
         limits: Limits,
         tracer: Tracer,
-    ) -> Result<Cgroup, CgroupError> {
+    ) -> Result<Unattached, CgroupError> {
         STALE.call_once(|| {
             remove_stale(h);
             delegated::tidy(&h.own_v2);
@@ -185,9 +198,9 @@ impl Cgroup {
         if leaf_hold.is_none() && poolable {
             if let Some(slot) = Self::borrow() {
                 let cpu_base = cpu_usec(&slot);
-                return Ok(Self::assemble(
+                return Ok(Unattached(Some(Self::assemble(
                     &h.own_v2, slot, cpu_base, limits, v2, tracer, None,
-                ));
+                ))));
             }
         }
         let (name, dir, dir_fd) = make_dir(&h.own_v2)?;
@@ -214,7 +227,7 @@ impl Cgroup {
             cg.remove_dirs();
             return Err(e);
         }
-        Ok(cg)
+        Ok(Unattached(Some(cg)))
     }
 
     /// A run's `Cgroup` in `slot` (new, or borrowed from the pool with
@@ -238,21 +251,16 @@ impl Cgroup {
             v2_procs: None,
             limits,
             v2,
-            pgid: None,
             killed_at: None,
             stragglers: std::collections::HashSet::new(),
-            orphans: None,
             tracer,
             leaf_hold,
         }
     }
 }
 
-impl Containment for Cgroup {
-    fn mechanism(&self) -> Mechanism {
-        Mechanism::Cgroup
-    }
-
+impl Cgroup {
+    /// Where the root is born (see [`Containment::placement`]).
     fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
         let slot = self
             .slot
@@ -284,71 +292,96 @@ impl Containment for Cgroup {
             env: Vec::new(),
         })
     }
+}
 
-    fn attach(&mut self, root: &Root) -> io::Result<()> {
-        self.pgid = Some(root.id());
-        let name = self
-            .dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned());
-        self.orphans = name.and_then(|n| {
+impl Containment for Unattached {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::Cgroup
+    }
+
+    fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
+        match self.0.as_mut() {
+            Some(cg) => cg.placement(),
+            None => Err(io::Error::other("cgroup already attached")),
+        }
+    }
+
+    /// The root was born in the cgroup (or moved itself there before its
+    /// exec): it cannot fail.
+    fn attach(mut self: Box<Self>, root: &Root) -> Result<Box<dyn Attached>, AttachFailed> {
+        let Some(cg) = self.0.take() else {
+            // Not reached: only `attach` takes the cgroup, and it consumes
+            // this.
+            return Err(AttachFailed::holding_nothing(
+                io::Error::other("cgroup already attached"),
+                Mechanism::Cgroup,
+                Tracer::default(),
+            ));
+        };
+        let name = cg.dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        let orphans = name.and_then(|n| {
             crate::contain::orphans::register(root.id(), crate::contain::orphans::Claim::Cgroup(n))
         });
-        Ok(())
+        Ok(Box::new(Held {
+            cg,
+            pgid: root.id(),
+            orphans,
+        }))
+    }
+}
+
+impl Attached for Held {
+    fn mechanism(&self) -> Mechanism {
+        Mechanism::Cgroup
     }
 
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
-        let inode = fs::metadata(&self.dir)
+        let (cg, pgid) = (&mut self.cg, self.pgid);
+        let inode = fs::metadata(&cg.dir)
             .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
             .unwrap_or(0);
-        self.tracer.record(OsOp::SignalTree {
+        cg.tracer.record(OsOp::SignalTree {
             via: Mechanism::Cgroup,
             target: inode,
             signal: sig,
         });
         if sig == Signal::KILL {
-            self.killed_at.get_or_insert_with(Instant::now);
-            let res = self.kill_all();
+            cg.killed_at.get_or_insert_with(Instant::now);
+            let res = cg.kill_all();
             // A member that moved itself out of the cgroup (root, or write
             // access to an ancestor's cgroup.procs) but stayed in the process
             // group, which the unreaped root pins.
-            if let Some(pgid) = self.pgid {
-                let _ = sys::signal_group(pgid, Signal::KILL);
-            }
+            let _ = sys::signal_group(pgid, Signal::KILL);
             return res;
         }
         // The group first (delivery order as with a process group), then
         // every member that left the group.
-        if let Some(pgid) = self.pgid {
-            sys::signal_group(pgid, sig)?;
-        }
-        self.signal_members(sig, self.pgid)?;
+        sys::signal_group(pgid, sig)?;
+        cg.signal_members(sig, Some(pgid))?;
         if sig != Signal::CONT {
-            if let Some(pgid) = self.pgid {
-                sys::signal_group(pgid, Signal::CONT)?;
-            }
-            self.signal_members(Signal::CONT, self.pgid)?;
+            sys::signal_group(pgid, Signal::CONT)?;
+            cg.signal_members(Signal::CONT, Some(pgid))?;
         }
         Ok(())
     }
 
     fn members(&mut self) -> io::Result<Vec<u32>> {
-        if !self.populated()? {
+        if !self.cg.populated()? {
             // The cgroup is empty. Before that is taken for "the tree is
             // gone", one scan for members of the root's process group that
             // live outside it: they left the cgroup by migration (see
             // `migrated`). Only here, so a run pays for it once, when its
             // tree seems gone, and not on every check.
-            return Ok(self.migrated());
+            return Ok(Cgroup::migrated(self.pgid));
         }
-        let pids = self.all_procs();
-        self.kill_stragglers(&pids);
+        let pids = self.cg.all_procs();
+        self.cg.kill_stragglers(&pids);
         Ok(pids)
     }
 
     #[cfg(unix)]
     fn wake_fd(&self) -> Option<(BorrowedFd<'_>, crate::contain::WakeOn)> {
-        let slot = self.slot.as_ref()?;
+        let slot = self.cg.slot.as_ref()?;
         Some((
             slot.events().ok()?.as_fd(),
             crate::contain::WakeOn::Priority,
@@ -358,7 +391,7 @@ impl Containment for Cgroup {
     /// Crash-safe when the keeper holds the cgroup (it kills and removes
     /// it if this process dies).
     fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {
-        let keeper = self.slot.as_ref().and_then(|s| s.keeper.as_ref());
+        let keeper = self.cg.slot.as_ref().and_then(|s| s.keeper.as_ref());
         #[cfg(not(linux_raw))]
         let _ = root;
         // Once the run ended, a stopped keeper counts as lost too.
@@ -390,17 +423,22 @@ impl Containment for Cgroup {
     }
 
     fn usage(&self) -> Option<(Usage, Vec<LimitHit>)> {
-        Some(self.usage_now())
+        Some(self.cg.usage_now())
     }
 
     /// What is left is counted before it is moved out (without the scan
     /// for migrated members: whatever the policy keeps is left alone
     /// anyway, and a clean run must not pay for a scan of /proc).
-    fn release(mut self: Box<Self>, root: &mut Root) -> crate::contain::Released {
+    fn release(self: Box<Self>, root: &mut Root) -> crate::contain::Released {
+        let Held {
+            cg: mut this,
+            orphans,
+            ..
+        } = *self;
         // Only a cgroup that held no kept member goes back to the pool. One
         // read: an empty cgroup stays empty unless someone outside the tree
         // moves a process in, which the next borrow's own read would see.
-        let events = match &self.slot {
+        let events = match &this.slot {
             Some(s) => s.read_events().ok(),
             None => Some(Events::default()),
         };
@@ -411,39 +449,39 @@ impl Containment for Cgroup {
         // Kept (or unkillable) members leave the per-command cgroup so that
         // it can be removed; nothing is signalled from here on.
         if plan == AtRelease::MoveOut {
-            kept = self.populated().map(|populated| {
+            kept = this.populated().map(|populated| {
                 let left = if populated {
-                    self.all_procs()
+                    this.all_procs()
                 } else {
                     Vec::new()
                 };
                 left.into_iter().filter(|&p| p != pid).count()
             });
-            self.move_out();
+            this.move_out();
         }
-        if let Some(o) = self.orphans.take() {
+        if let Some(o) = orphans {
             o.finish();
         }
         let res = root.reap();
-        self.tracer.record(OsOp::Reaped { pid });
+        this.tracer.record(OsOp::Reaped { pid });
         let pooled = match plan {
-            AtRelease::Empty { thawed } => self.give_back(clean_exit, thawed),
+            AtRelease::Empty { thawed } => this.give_back(clean_exit, thawed),
             AtRelease::MoveOut => false,
         };
         if pooled {
-            self.tracer.record(OsOp::Released {
+            this.tracer.record(OsOp::Released {
                 via: Mechanism::Cgroup,
             });
             return crate::contain::Released::counted(res, kept);
         }
-        self.remove_dirs();
-        self.tracer.record(OsOp::Released {
+        this.remove_dirs();
+        this.tracer.record(OsOp::Released {
             via: Mechanism::Cgroup,
         });
-        let res = if self.dir.exists() {
+        let res = if this.dir.exists() {
             Err(io::Error::other(format!(
                 "could not remove {}",
-                self.dir.display()
+                this.dir.display()
             )))
         } else {
             res
@@ -452,14 +490,14 @@ impl Containment for Cgroup {
     }
 }
 
-impl Drop for Cgroup {
+impl Drop for Unattached {
     /// A cgroup never attached (the spawn failed, or it could not be set
     /// up): nothing ran in it. An attached one is let go only by
-    /// `release`, which consumes it.
+    /// [`Attached::release`], which consumes it.
     fn drop(&mut self) {
-        if self.pgid.is_none() {
-            let _ = self.kill_all();
-            self.remove_dirs();
+        if let Some(mut cg) = self.0.take() {
+            let _ = cg.kill_all();
+            cg.remove_dirs();
         }
     }
 }

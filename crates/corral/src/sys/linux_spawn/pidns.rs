@@ -314,7 +314,7 @@ fn clone_init(
     }
     // SAFETY: CLONE_VM: the child shares this process's memory and runs on
     // the init's stack (kept mapped until the init has exited, see
-    // `PidNamespace::release_stacks`); `init_main` copies `init_args` onto
+    // `pid_namespace::Init::release_stacks`); `init_main` copies `init_args` onto
     // that stack before anything else, while the caller waits for
     // MSG_STARTED, and never returns. Every signal is blocked in this
     // thread, so the child starts with all signals blocked and
