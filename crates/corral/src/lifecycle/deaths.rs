@@ -285,7 +285,7 @@ mod linux {
             let (wk, we, wa) = (w(&killed), w(&exited), w(&alive));
             rustix::process::kill_process(
                 Pid::from_raw(killed.id() as i32).expect("pid"),
-                rustix::process::Signal::INT,
+                rustix::process::Signal::TERM,
             )
             .expect("kill");
             // Zombies first (nobody reaped them yet).
@@ -294,12 +294,12 @@ mod linux {
                 assert!(std::time::Instant::now() < deadline, "children did not end");
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
-            assert_eq!(wk.fate(), Fate::Signaled(2));
+            assert_eq!(wk.fate(), Fate::Signaled(15));
             assert_eq!(we.fate(), Fate::Exited);
             assert_eq!(wa.fate(), Fate::Alive);
             killed.wait().expect("reap");
             exited.wait().expect("reap");
-            assert_eq!(wk.fate(), Fate::Signaled(2));
+            assert_eq!(wk.fate(), Fate::Signaled(15));
             assert_eq!(we.fate(), Fate::Exited);
             alive.kill().expect("kill");
             alive.wait().expect("reap");
