@@ -91,6 +91,9 @@ impl Shell {
             .write(true)
             .open(&slave_path)
             .unwrap();
+        // Ctrl-C and Ctrl-\ must reach the commands bash starts, which
+        // inherit bash's ignored signals (a test run in the background).
+        corral_testkit::default_launch_signals();
         let mut cmd = Command::new("bash");
         cmd.args(["--norc", "--noprofile", "-i"])
             .env("PS1", "$ ")
