@@ -24,6 +24,28 @@ const SEC: Duration = Duration::from_secs(1);
 /// subreaper is enabled once for the binary.
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// Once the command (`"$H" child & echo go ...`) and its child run,
+/// freezes both: the processes carrying the scratch's marker (host pids,
+/// whatever the tier). Returns their pids.
+fn freeze_command_and_child(s: &Scratch, watch: &Watch, frozen: &Frozen) -> Vec<u32> {
+    assert!(s.wait_file("go", 10 * SEC), "the command did not start");
+    assert!(watch.pid("child", 10 * SEC).is_some(), "no child");
+    let end = Instant::now() + 5 * SEC;
+    let marked = loop {
+        let m = s.marked_processes();
+        if m.len() == 2 {
+            break m;
+        }
+        assert!(Instant::now() < end, "marked processes: {m:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    for &p in &marked {
+        frozen.take(p);
+    }
+    frozen.freeze();
+    marked
+}
+
 fn frozen_command_and_child_are_both_survivors(tier: Mechanism) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if tier == Mechanism::Subreaper {
@@ -45,23 +67,7 @@ fn frozen_command_and_child_are_both_survivors(tier: Mechanism) {
         .stdout(Output::null())
         .stderr(Output::null());
     let running = cmd.spawn().expect("spawn");
-    assert!(s.wait_file("go", 10 * SEC), "the command did not start");
-    assert!(watch.pid("child", 10 * SEC).is_some(), "no child");
-    // The command and its child: the processes carrying the scratch's
-    // marker (host pids, whatever the tier).
-    let end = Instant::now() + 5 * SEC;
-    let marked = loop {
-        let m = s.marked_processes();
-        if m.len() == 2 {
-            break m;
-        }
-        assert!(Instant::now() < end, "marked processes: {m:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    for &p in &marked {
-        frozen.take(p);
-    }
-    frozen.freeze();
+    let marked = freeze_command_and_child(&s, &watch, &frozen);
     let t = Instant::now();
     let r = running.wait();
     let el = t.elapsed();
@@ -134,21 +140,7 @@ fn two_failed_cleanup_steps_are_both_reported_in_order() {
     corral_testkit::keeper::kill_keeper(
         corral_testkit::keeper::own_keeper().expect("no keeper while a run is registered"),
     );
-    assert!(s.wait_file("go", 10 * SEC), "the command did not start");
-    assert!(watch.pid("child", 10 * SEC).is_some(), "no child");
-    let end = Instant::now() + 5 * SEC;
-    let marked = loop {
-        let m = s.marked_processes();
-        if m.len() == 2 {
-            break m;
-        }
-        assert!(Instant::now() < end, "marked processes: {m:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    for &p in &marked {
-        frozen.take(p);
-    }
-    frozen.freeze();
+    let marked = freeze_command_and_child(&s, &watch, &frozen);
     let t = Instant::now();
     let r = running.wait();
     assert!(t.elapsed() < 40 * SEC, "{:?}", t.elapsed());
