@@ -224,8 +224,9 @@ pub(crate) fn holds_pipe(pid: u32, inodes: &[u64]) -> bool {
         None => match stat_of(pid) {
             Some(st) if st.is_dead() => std::fs::read_dir(format!("/proc/{pid}/task"))
                 .map(|rd| {
+                    let leader = pid.to_string();
                     rd.flatten()
-                        .filter(|t| t.file_name().to_str() != Some(&pid.to_string()))
+                        .filter(|t| t.file_name().to_str() != Some(leader.as_str()))
                         .any(|t| in_dir(t.path().join("fd")).is_none_or(|(h, _)| h))
                 })
                 .unwrap_or(false),
@@ -445,6 +446,14 @@ mod tests {
         assert_eq!(s.pgrp, unsafe { libc::getpgrp() } as u32);
     }
 
+    /// A new pipe and its inode (what `holds_pipe` looks for).
+    fn pipe_and_inode() -> (std::io::PipeReader, std::io::PipeWriter, u64) {
+        let (r, w) = std::io::pipe().unwrap();
+        #[allow(clippy::unnecessary_cast)]
+        let ino = rustix::fs::fstat(&r).unwrap().st_ino as u64;
+        (r, w, ino)
+    }
+
     /// An unreaped zombie that held the pipe while it lived holds nothing
     /// (unprivileged, its `/proc/PID/fd` is unreadable even to its parent:
     /// it must not count as a holder then, as corral keeps the root a
@@ -452,9 +461,7 @@ mod tests {
     #[test]
     fn a_zombie_holds_no_pipe() {
         let _one = SPAWNS.lock().unwrap_or_else(|e| e.into_inner());
-        let (r, w) = std::io::pipe().unwrap();
-        #[allow(clippy::unnecessary_cast)]
-        let ino = rustix::fs::fstat(&r).unwrap().st_ino as u64;
+        let (r, w, ino) = pipe_and_inode();
         let mut child = std::process::Command::new("/bin/sh")
             .args(["-c", "read x"])
             .stdin(std::process::Stdio::piped())
@@ -496,9 +503,7 @@ mod tests {
     fn a_fork_of_this_process_holds_its_pipes_until_exec() {
         use std::os::unix::process::CommandExt;
         let _one = SPAWNS.lock().unwrap_or_else(|e| e.into_inner());
-        let (r, w) = std::io::pipe().unwrap();
-        #[allow(clippy::unnecessary_cast)]
-        let ino = rustix::fs::fstat(&r).unwrap().st_ino as u64;
+        let (r, w, ino) = pipe_and_inode();
         assert!(holds_pipe(std::process::id(), &[ino]));
         assert!(soon_no_child_holds(ino));
         let mut cmd = std::process::Command::new("/bin/sleep");
