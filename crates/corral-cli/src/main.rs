@@ -21,6 +21,18 @@ mod tty;
 
 use clap::Parser;
 
+/// The only function of glibc's `libm` the executable calls: `pow`, from
+/// indicatif's rate estimate, which only `corral batch` draws. Defined here
+/// (Rust's port of musl's `pow`), the link leaves `libm.so.6` out, and no
+/// start of `corral` maps, relocates and resolves a 900 KiB library for it
+/// (issue #20, docs/BENCHMARKS.md). Nothing else in the process calls `pow`
+/// through the dynamic linker: the executable's symbols are not exported.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[no_mangle]
+pub extern "C" fn pow(x: f64, y: f64) -> f64 {
+    libm::pow(x, y)
+}
+
 fn main() {
     // Invoked as `timeout` (a link to corral): GNU timeout's grammar.
     // `corral timeout ARGS...` too, before clap (which would take a `--`
