@@ -72,20 +72,31 @@ pub(crate) fn detect() -> Result<Hierarchy, CgroupError> {
 }
 
 fn detect_now() -> Result<Hierarchy, CgroupError> {
-    let mountinfo =
-        read_override("CORRAL_MOUNTINFO", "/proc/self/mountinfo").map_err(|source| {
-            CgroupError::Read {
-                path: "mountinfo",
-                source,
-            }
-        })?;
     let cgroup = read_override("CORRAL_PROC_CGROUP", "/proc/self/cgroup").map_err(|source| {
         CgroupError::Read {
             path: "/proc/self/cgroup",
             source,
         }
     })?;
-    let mut h = detect_from(&mountinfo, &cgroup)?;
+    // The usual mount points first (no mountinfo: see `from_known_mounts`),
+    // unless a test points detection at its own mountinfo.
+    let known = match std::env::var_os("CORRAL_MOUNTINFO") {
+        None => from_known_mounts(&cgroup, probe_mount),
+        Some(_) => None,
+    };
+    let mut h = match known {
+        Some(h) => h,
+        None => {
+            let mountinfo =
+                read_override("CORRAL_MOUNTINFO", "/proc/self/mountinfo").map_err(|source| {
+                    CgroupError::Read {
+                        path: "mountinfo",
+                        source,
+                    }
+                })?;
+            detect_from(&mountinfo, &cgroup)?
+        }
+    };
     // Started by a process that a corral moved aside: the delegated cgroup
     // is the leaf's parent (see `delegated`).
     if let Some(parent) = delegated::above_leaf(&h.own_v2) {
@@ -198,6 +209,139 @@ fn join(m: &Mount, path: &str) -> PathBuf {
     m.point.join(rel.trim_start_matches('/'))
 }
 
+/// Where the cgroup v2 hierarchy is mounted wherever systemd mounts it:
+/// alone (`/sys/fs/cgroup`) or beside the v1 hierarchies (hybrid).
+const V2_POINTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
+
+/// Where systemd mounts the v1 hierarchy of a controller (`pids`, `memory`).
+const V1_PARENT: &str = "/sys/fs/cgroup";
+
+/// What [`probe_mount`] learns of the mount whose root is a directory.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SeenMount {
+    /// The file system's magic number (`statfs`'s `f_type`).
+    magic: u64,
+    /// The mount's root within its hierarchy (mountinfo's fourth field).
+    root: String,
+    /// The file system's options (a v1 hierarchy names its controllers).
+    options: Option<String>,
+}
+
+/// The mount whose root is `point`, asked of the kernel by `statx` (the
+/// mount's id, and that `point` is its root) and `statmount` (Linux 6.8;
+/// the options 6.11). `None` when `point` is no mount root or the kernel
+/// cannot say.
+#[cfg(linux_raw)]
+fn probe_mount(point: &Path) -> Option<SeenMount> {
+    use linux_raw_sys::general as k;
+    use rustix::fs::{statx, AtFlags, StatxAttributes, StatxFlags, CWD};
+    let st = statx(
+        CWD,
+        point,
+        AtFlags::SYMLINK_NOFOLLOW | AtFlags::NO_AUTOMOUNT,
+        StatxFlags::from_bits_retain(k::STATX_MNT_ID_UNIQUE),
+    )
+    .ok()?;
+    let root_known = st.stx_attributes_mask.contains(StatxAttributes::MOUNT_ROOT);
+    if st.stx_mask & k::STATX_MNT_ID_UNIQUE == 0
+        || !root_known
+        || !st.stx_attributes.contains(StatxAttributes::MOUNT_ROOT)
+    {
+        return None;
+    }
+    let mut buf = [0u8; 2048];
+    let mask = k::STATMOUNT_SB_BASIC | k::STATMOUNT_MNT_ROOT | k::STATMOUNT_MNT_OPTS;
+    let sm = crate::sys::linux_spawn::statmount(st.stx_mnt_id, u64::from(mask), &mut buf).ok()?;
+    Some(SeenMount {
+        magic: sm.magic()?,
+        root: sm.root()?.to_owned(),
+        options: sm.options().map(str::to_owned),
+    })
+}
+
+#[cfg(not(linux_raw))]
+fn probe_mount(_point: &Path) -> Option<SeenMount> {
+    None
+}
+
+/// The hierarchies found at the usual mount points ([`V2_POINTS`],
+/// [`V1_PARENT`]), each checked by `probe` (its file system, its root), or
+/// `None` when anything is not as expected: then mountinfo is read.
+///
+/// Reading mountinfo makes the kernel print every mount of the namespace
+/// (50-90 us of a one-shot `corral run`, issue #20); a few `statx` and
+/// `statmount` calls find the same answer where cgroups are mounted as
+/// systemd mounts them. A controller no v1 hierarchy has (no line of
+/// /proc/self/cgroup names it) is on v2 or nowhere, whatever is mounted.
+pub(crate) fn from_known_mounts(
+    cgroup: &str,
+    probe: impl Fn(&Path) -> Option<SeenMount>,
+) -> Option<Hierarchy> {
+    let own = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let v2 = V2_POINTS.iter().find_map(|point| {
+        let seen = probe(Path::new(point))?;
+        (seen.magic == u64::from(CGROUP2_SUPER_MAGIC)).then(|| Mount {
+            root: seen.root,
+            point: PathBuf::from(point),
+            fstype: "cgroup2".to_owned(),
+            superopts: String::new(),
+        })
+    })?;
+    let v1 = |ctrl: Controller| -> Option<Option<PathBuf>> {
+        let Some(path) = v1_membership(cgroup, ctrl.name()) else {
+            return Some(None);
+        };
+        let point = Path::new(V1_PARENT).join(ctrl.name());
+        let seen = probe(&point)?;
+        let names_it = seen
+            .options
+            .as_deref()
+            .is_some_and(|o| o.split(',').any(|o| o == ctrl.name()));
+        if seen.magic != u64::from(CGROUP_SUPER_MAGIC) || !names_it {
+            return None;
+        }
+        let m = Mount {
+            root: seen.root,
+            point,
+            fstype: "cgroup".to_owned(),
+            superopts: String::new(),
+        };
+        join_below(&m, path).map(Some)
+    };
+    Some(Hierarchy {
+        own_v2: join_below(&v2, own)?,
+        own_v1_pids: v1(Controller::Pids)?,
+        own_v1_memory: v1(Controller::Memory)?,
+    })
+}
+
+/// The `statfs` magic numbers of cgroup v2 and v1 file systems.
+const CGROUP2_SUPER_MAGIC: u32 = 0x6367_7270;
+const CGROUP_SUPER_MAGIC: u32 = 0x0027_e0eb;
+
+/// [`join`], only for a `path` at or below the mount's root (else the
+/// cgroup is not reachable through this mount).
+fn join_below(m: &Mount, path: &str) -> Option<PathBuf> {
+    let root = m.root.trim_end_matches('/');
+    let below = path == m.root
+        || path
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+    below.then(|| join(m, path))
+}
+
+/// The path of the line of /proc/self/cgroup whose v1 hierarchy has
+/// controller `ctrl`.
+fn v1_membership<'a>(cgroup: &'a str, ctrl: &str) -> Option<&'a str> {
+    cgroup.lines().find_map(|l| {
+        let mut it = l.splitn(3, ':');
+        let _id = it.next()?;
+        let ctrls = it.next()?;
+        let p = it.next()?;
+        ctrls.split(',').any(|c| c == ctrl).then_some(p)
+    })
+}
+
 pub(crate) fn detect_from(mountinfo: &str, cgroup: &str) -> Result<Hierarchy, CgroupError> {
     let ms = mounts(mountinfo);
     let v2 = ms
@@ -212,14 +356,7 @@ pub(crate) fn detect_from(mountinfo: &str, cgroup: &str) -> Result<Hierarchy, Cg
         let m = ms
             .iter()
             .find(|m| m.fstype == "cgroup" && m.superopts.split(',').any(|o| o == ctrl))?;
-        let path = cgroup.lines().find_map(|l| {
-            let mut it = l.splitn(3, ':');
-            let _id = it.next()?;
-            let ctrls = it.next()?;
-            let p = it.next()?;
-            ctrls.split(',').any(|c| c == ctrl).then_some(p)
-        })?;
-        Some(join(m, path))
+        Some(join(m, v1_membership(cgroup, ctrl)?))
     };
     Ok(Hierarchy {
         own_v2: join(v2, own),
@@ -270,6 +407,166 @@ mod tests {
             fs::read_to_string("/proc/self/mountinfo").unwrap()
         );
         assert!(read_whole(&path).is_err());
+    }
+
+    /// Where the kernel can say (statmount, Linux 6.11) and cgroups are
+    /// mounted where systemd mounts them, the fast path answers, and its
+    /// answer is mountinfo's.
+    #[test]
+    fn known_mounts_agree_with_mountinfo() {
+        let cgroup = read_whole(Path::new("/proc/self/cgroup")).unwrap();
+        let mountinfo = read_whole(Path::new("/proc/self/mountinfo")).unwrap();
+        let v2_usual = V2_POINTS.iter().any(|p| {
+            probe_mount(Path::new(p)).is_some_and(|m| m.magic == u64::from(CGROUP2_SUPER_MAGIC))
+        });
+        let v1_usual = [Controller::Pids, Controller::Memory].iter().all(|c| {
+            v1_membership(&cgroup, c.name()).is_none()
+                || probe_mount(&Path::new(V1_PARENT).join(c.name()))
+                    .is_some_and(|m| m.options.is_some())
+        });
+        let known = from_known_mounts(&cgroup, probe_mount);
+        if v2_usual && v1_usual {
+            assert!(known.is_some(), "{cgroup}\n{mountinfo}");
+        }
+        let Some(known) = known else { return };
+        let read = detect_from(&mountinfo, &cgroup).unwrap();
+        assert_eq!(known.own_v2, read.own_v2);
+        assert_eq!(known.own_v1_pids, read.own_v1_pids);
+        assert_eq!(known.own_v1_memory, read.own_v1_memory);
+    }
+
+    /// A mount of the fake kernel: its point, magic, root and options.
+    type Point = (&'static str, u32, &'static str, Option<&'static str>);
+
+    /// A fake kernel: the mounts at `points`.
+    fn fake(points: &[Point]) -> impl Fn(&Path) -> Option<SeenMount> {
+        let points: Vec<(PathBuf, SeenMount)> = points
+            .iter()
+            .map(|&(p, magic, root, options)| {
+                let seen = SeenMount {
+                    magic: u64::from(magic),
+                    root: root.to_owned(),
+                    options: options.map(str::to_owned),
+                };
+                (PathBuf::from(p), seen)
+            })
+            .collect();
+        move |point: &Path| {
+            points
+                .iter()
+                .find(|(p, _)| p == point)
+                .map(|(_, seen)| seen.clone())
+        }
+    }
+
+    const V2: u32 = CGROUP2_SUPER_MAGIC;
+    const V1: u32 = CGROUP_SUPER_MAGIC;
+    const TMPFS: u32 = 0x0102_1994;
+
+    /// Each row: the mounts, /proc/self/cgroup, and the answer (`None`:
+    /// read mountinfo instead).
+    #[test]
+    fn known_mounts_rule_table() {
+        let hybrid = [
+            ("/sys/fs/cgroup", TMPFS, "/", Some("mode=755")),
+            ("/sys/fs/cgroup/unified", V2, "/", None),
+            ("/sys/fs/cgroup/pids", V1, "/", Some("pids")),
+            ("/sys/fs/cgroup/memory", V1, "/", Some("rw,memory")),
+        ];
+        let pure = [("/sys/fs/cgroup", V2, "/", Some("nsdelegate"))];
+        type Want = Option<(&'static str, Option<&'static str>, Option<&'static str>)>;
+        let rows: Vec<(&[Point], &str, Want)> = vec![
+            // Pure v2, no v1 hierarchy named: found without mountinfo.
+            (
+                &pure,
+                "0::/user.slice/a\n",
+                Some(("/sys/fs/cgroup/user.slice/a", None, None)),
+            ),
+            // Hybrid: v2 beside v1, each controller at its own mount.
+            (
+                &hybrid,
+                "8:pids:/\n4:memory:/a/b\n0::/x.scope\n",
+                Some((
+                    "/sys/fs/cgroup/unified/x.scope",
+                    Some("/sys/fs/cgroup/pids/"),
+                    Some("/sys/fs/cgroup/memory/a/b"),
+                )),
+            ),
+            // A controller no v1 hierarchy has is nobody's v1 business.
+            (
+                &hybrid,
+                "4:memory:/m\n0::/\n",
+                Some((
+                    "/sys/fs/cgroup/unified/",
+                    None,
+                    Some("/sys/fs/cgroup/memory/m"),
+                )),
+            ),
+            // A mount rooted below the hierarchy's root (a cgroup namespace
+            // seen from outside it, a bind mount): the path is joined
+            // below the root...
+            (
+                &[("/sys/fs/cgroup", V2, "/ns", None)],
+                "0::/ns/app\n",
+                Some(("/sys/fs/cgroup/app", None, None)),
+            ),
+            // ...and a cgroup outside the mount cannot be reached through it.
+            (
+                &[("/sys/fs/cgroup", V2, "/ns", None)],
+                "0::/other/app\n",
+                None,
+            ),
+            (
+                &[("/sys/fs/cgroup", V2, "/ns", None)],
+                "0::/nsx/app\n",
+                None,
+            ),
+            // No v2 line, no v2 at the usual places: mountinfo decides.
+            (&pure, "4:memory:/\n", None),
+            (&[("/sys/fs/cgroup", TMPFS, "/", None)], "0::/\n", None),
+            (&[], "0::/\n", None),
+            // A v1 controller mounted elsewhere, or a kernel that does not
+            // say a mount's options (before 6.11), or a mount there of
+            // another controller: mountinfo decides.
+            (&hybrid[..2], "8:pids:/\n0::/\n", None),
+            (
+                &[
+                    ("/sys/fs/cgroup/unified", V2, "/", None),
+                    ("/sys/fs/cgroup/pids", V1, "/", None),
+                ],
+                "8:pids:/\n0::/\n",
+                None,
+            ),
+            (
+                &[
+                    ("/sys/fs/cgroup/unified", V2, "/", None),
+                    ("/sys/fs/cgroup/pids", V1, "/", Some("cpu,cpuacct")),
+                ],
+                "8:pids:/\n0::/\n",
+                None,
+            ),
+            (
+                &[
+                    ("/sys/fs/cgroup/unified", V2, "/", None),
+                    ("/sys/fs/cgroup/pids", TMPFS, "/", Some("pids")),
+                ],
+                "8:pids:/\n0::/\n",
+                None,
+            ),
+        ];
+        for (i, (mounts, cgroup, want)) in rows.into_iter().enumerate() {
+            let got = from_known_mounts(cgroup, fake(mounts)).map(|h| {
+                let s = |p: Option<PathBuf>| p.map(|p| p.to_string_lossy().into_owned());
+                (
+                    h.own_v2.to_string_lossy().into_owned(),
+                    s(h.own_v1_pids),
+                    s(h.own_v1_memory),
+                )
+            });
+            let want =
+                want.map(|(v2, p, m)| (v2.to_owned(), p.map(str::to_owned), m.map(str::to_owned)));
+            assert_eq!(got, want, "row {i}: {cgroup:?}");
+        }
     }
 
     #[test]

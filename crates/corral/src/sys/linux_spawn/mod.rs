@@ -66,7 +66,7 @@ mod raw;
 mod stack;
 
 pub(crate) use parent::spawn;
-pub(crate) use raw::getpgid;
+pub(crate) use raw::{getpgid, statmount};
 
 /// Blocks SIGPIPE in the calling thread (see [`raw::block_sigpipe`]).
 pub(crate) fn block_sigpipe_in_this_thread() {

@@ -266,6 +266,84 @@ pub(crate) fn getpgid(pid: u32) -> Result<u32, Errno> {
     check(unsafe { syscall4(k::__NR_getpgid, pid as usize, 0, 0, 0) }).map(|g| g as u32)
 }
 
+/// `statmount(mnt_id, mask)` (Linux 6.8) of a mount of the caller's mount
+/// namespace, `mnt_id` being its unique id (`STATX_MNT_ID_UNIQUE`), into
+/// `buf`: the kernel's `struct statmount`, then the strings `mask` asks
+/// for. An older kernel fails with `ENOSYS`; a `buf` too small for the
+/// strings with `EOVERFLOW`.
+pub(crate) fn statmount(mnt_id: u64, mask: u64, buf: &mut [u8]) -> Result<Statmount<'_>, Errno> {
+    let req = k::mnt_id_req {
+        size: std::mem::size_of::<k::mnt_id_req>() as u32,
+        spare: 0,
+        mnt_id,
+        param: mask,
+        mnt_ns_id: 0,
+    };
+    // SAFETY: `req` is a readable `mnt_id_req` whose `size` says how long
+    // it is; the kernel writes at most `buf.len()` bytes into `buf`.
+    check(unsafe {
+        syscall4(
+            k::__NR_statmount,
+            &req as *const k::mnt_id_req as usize,
+            buf.as_mut_ptr() as usize,
+            buf.len(),
+            0,
+        )
+    })?;
+    if buf.len() < std::mem::size_of::<k::statmount>() {
+        return Err(Errno(en::EOVERFLOW as i32));
+    }
+    // SAFETY: the kernel filled the `struct statmount` at the start of
+    // `buf` (checked long enough); it is read unaligned, byte for byte,
+    // and holds only integers.
+    let head = unsafe { std::ptr::read_unaligned(buf.as_ptr() as *const k::statmount) };
+    Ok(Statmount { head, buf })
+}
+
+/// What [`statmount`] returned: the fields the kernel filled (`mask`) and
+/// its strings.
+pub(crate) struct Statmount<'a> {
+    head: k::statmount,
+    buf: &'a [u8],
+}
+
+impl Statmount<'_> {
+    /// The file system's magic number (`STATMOUNT_SB_BASIC`).
+    pub(crate) fn magic(&self) -> Option<u64> {
+        self.has(k::STATMOUNT_SB_BASIC)
+            .then_some(self.head.sb_magic)
+    }
+
+    /// The mount's root within its file system, as the caller sees it
+    /// (`STATMOUNT_MNT_ROOT`; for a cgroup file system, relative to the
+    /// caller's cgroup namespace, like mountinfo's fourth field).
+    pub(crate) fn root(&self) -> Option<&str> {
+        self.string(k::STATMOUNT_MNT_ROOT, self.head.mnt_root)
+    }
+
+    /// The file system's own options, comma-separated
+    /// (`STATMOUNT_MNT_OPTS`, Linux 6.11).
+    pub(crate) fn options(&self) -> Option<&str> {
+        self.string(k::STATMOUNT_MNT_OPTS, self.head.mnt_opts)
+    }
+
+    fn has(&self, bit: u32) -> bool {
+        self.head.mask & u64::from(bit) != 0
+    }
+
+    /// The NUL-terminated string at `offset` past the `str` field, if the
+    /// kernel filled the field `bit` names (and it is UTF-8).
+    fn string(&self, bit: u32, offset: u32) -> Option<&str> {
+        if !self.has(bit) {
+            return None;
+        }
+        let start = std::mem::offset_of!(k::statmount, str_).checked_add(offset as usize)?;
+        let rest = self.buf.get(start..)?;
+        let end = rest.iter().position(|&b| b == 0)?;
+        std::str::from_utf8(&rest[..end]).ok()
+    }
+}
+
 /// `getpid()`.
 #[inline(always)]
 pub(super) fn getpid() -> u32 {
