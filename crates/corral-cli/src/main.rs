@@ -2,6 +2,11 @@
 //! tree. A thin shell over the `corral` library: argument parsing, output
 //! wiring, report printing and exit codes.
 
+// Linux with glibc: `main` is the C entry point in `start.rs`, which does
+// what std's start does that corral needs, less the main thread's stack
+// guard.
+#![cfg_attr(all(target_os = "linux", target_env = "gnu"), no_main)]
+
 mod args;
 mod batch;
 mod dispositions;
@@ -16,6 +21,8 @@ mod reference;
 mod run;
 #[cfg(unix)]
 mod signals;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod start;
 mod timeout;
 mod tty;
 
@@ -33,7 +40,14 @@ pub extern "C" fn pow(x: f64, y: f64) -> f64 {
     libm::pow(x, y)
 }
 
+/// The entry point everywhere but Linux with glibc (there: `start::main`).
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn main() {
+    corral_main()
+}
+
+/// corral, from its arguments to its exit: never returns.
+fn corral_main() -> ! {
     // Invoked as `timeout` (a link to corral): GNU timeout's grammar.
     // `corral timeout ARGS...` too, before clap (which would take a `--`
     // that GNU's grammar must see).
