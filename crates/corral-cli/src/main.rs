@@ -5,7 +5,7 @@
 // Linux with glibc: `main` is the C entry point in `start.rs`, which does
 // what std's start does that corral needs, less the main thread's stack
 // guard.
-#![cfg_attr(all(target_os = "linux", target_env = "gnu"), no_main)]
+#![cfg_attr(all(target_os = "linux", target_env = "gnu", not(test)), no_main)]
 
 mod args;
 mod batch;
@@ -21,7 +21,7 @@ mod reference;
 mod run;
 #[cfg(unix)]
 mod signals;
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(target_os = "linux", target_env = "gnu", not(test)))]
 mod start;
 mod timeout;
 mod tty;
@@ -40,8 +40,9 @@ pub extern "C" fn pow(x: f64, y: f64) -> f64 {
     libm::pow(x, y)
 }
 
-/// The entry point everywhere but Linux with glibc (there: `start::main`).
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+/// The entry point everywhere but Linux with glibc (there: `start::main`),
+/// and of the unit tests' build.
+#[cfg(any(not(all(target_os = "linux", target_env = "gnu")), test))]
 fn main() {
     corral_main()
 }
