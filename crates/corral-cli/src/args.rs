@@ -16,6 +16,38 @@ pub struct Cli {
     pub command: Cmd,
 }
 
+impl Cli {
+    /// The command line, parsed. A `corral run` is parsed first by a
+    /// definition that has `run` alone: clap builds every subcommand's
+    /// arguments before it parses, and a one-shot `corral run` would pay
+    /// for batch's, merge's and the MCP server's at every start (issue
+    /// #20). Anything that definition does not accept (help, version, any
+    /// usage error) is parsed again by the whole one, which says it as
+    /// always.
+    pub fn parse_args() -> Result<Cli, clap::Error> {
+        let args: Vec<OsString> = std::env::args_os().collect();
+        Self::run_alone(&args).map_or_else(|| Cli::try_parse_from(&args), Ok)
+    }
+
+    /// `args` parsed as `corral run ...` by a definition with that
+    /// subcommand alone; `None` when it is no run or not accepted.
+    fn run_alone(args: &[OsString]) -> Option<Cli> {
+        if args.get(1)? != "run" {
+            return None;
+        }
+        let run = RunOpts::augment_args(clap::Command::new("run"));
+        let matches = clap::Command::new("corral")
+            .subcommand(run)
+            .try_get_matches_from(args)
+            .ok()?;
+        let (_, run) = matches.subcommand().filter(|(name, _)| *name == "run")?;
+        let opts = <RunOpts as clap::FromArgMatches>::from_arg_matches(run).ok()?;
+        Some(Cli {
+            command: Cmd::Run(opts),
+        })
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
     /// Run one command under a deadline; contain and kill its whole tree (a
@@ -642,6 +674,61 @@ fn parse_signal(s: &str) -> Result<FirstSignal, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `run` alone parses every `corral run` it accepts as the whole
+    /// definition does, and leaves to it everything else (help, version,
+    /// usage errors, other subcommands), whose messages it alone gives.
+    #[test]
+    fn run_alone_agrees_with_the_whole_definition() {
+        let lines = [
+            "corral run true",
+            "corral run -- true",
+            "corral run --timeout 10s --containment cgroup -- true",
+            "corral run -t 1 -s 0 -k 2 -v -p -f x --y",
+            "corral run --containment=pid-namespace --report - -- sh -c exit",
+            "corral run --leftovers kill --memory-max 64M --pids-max 3 -- a b",
+            "corral run --pty --pty-size 80x24 -- top",
+            "corral run --max-output 1K --wait-delay 0s -- cat",
+            "corral run -t 5 -- corral run -t 1 -- x",
+            "corral run x --containment pid-namespace",
+            "corral run -- --help",
+            "corral run -- -V",
+            // Not accepted by `run` alone: the whole definition decides.
+            "corral run",
+            "corral run --help",
+            "corral run -h",
+            "corral run --version",
+            "corral run -V",
+            "corral run --bogus -- true",
+            "corral run -t nonsense -- true",
+            "corral run --pty-size 80x24 -- true",
+            "corral run --containment nowhere -- true",
+            // No run at all.
+            "corral --version",
+            "corral batch m.toml",
+            "corral runs -- true",
+            "corral",
+        ];
+        for line in lines {
+            let args: Vec<OsString> = line.split(' ').map(OsString::from).collect();
+            let alone = Cli::run_alone(&args).map(|c| format!("{c:?}"));
+            let whole = Cli::try_parse_from(&args).map(|c| format!("{c:?}"));
+            match (&alone, &whole) {
+                (Some(a), Ok(w)) => assert_eq!(a, w, "{line}"),
+                (None, Ok(w)) => assert!(!w.starts_with("Cli { command: Run"), "{line}: {w}"),
+                (None, Err(_)) => {}
+                (Some(a), Err(e)) => panic!("{line}: run alone took {a}, the whole says {e}"),
+            }
+        }
+        // Every valid run above was taken by `run` alone.
+        let taken = lines[..12]
+            .iter()
+            .filter(|l| {
+                Cli::run_alone(&l.split(' ').map(OsString::from).collect::<Vec<_>>()).is_some()
+            })
+            .count();
+        assert_eq!(taken, 12);
+    }
 
     #[test]
     fn durations() {

@@ -26,7 +26,6 @@ mod start;
 mod timeout;
 mod tty;
 
-use clap::Parser;
 
 /// The only function of glibc's `libm` the executable calls: `pow`, from
 /// indicatif's rate estimate, which only `corral batch` draws. Defined here
@@ -72,7 +71,7 @@ fn corral_main() -> ! {
         rest.next();
         std::process::exit(timeout::main("timeout".into(), rest.collect()));
     }
-    let cli = match args::Cli::try_parse() {
+    let cli = match args::Cli::parse_args() {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout with 0; usage errors are corral's
