@@ -26,7 +26,6 @@ mod start;
 mod timeout;
 mod tty;
 
-
 /// The only function of glibc's `libm` the executable calls: `pow`, from
 /// indicatif's rate estimate, which only `corral batch` draws. Defined here
 /// (Rust's port of musl's `pow`), the link leaves `libm.so.6` out, and no

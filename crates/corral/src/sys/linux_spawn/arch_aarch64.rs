@@ -64,7 +64,9 @@ pub(super) unsafe fn clone3_with(
     // registers but x0, so `entry` and `arg` survive in the child. In the
     // parent (x0 != 0) execution continues at label 2. In the child (x0 ==
     // 0) sp is the top of the new stack (16-byte aligned: the stack is page
-    // aligned and its size a multiple of the page size); the child clears
+    // aligned and its size a multiple of the page size), or, with no stack
+    // given, the caller's sp on the child's copy of this stack (16-byte
+    // aligned by the ABI); the child clears
     // the frame pointer (end of backtraces; x29 is never an operand
     // register) and calls `entry`, which never returns (brk traps if it
     // did). x30 is not cleared: it may hold an operand, and `blr` sets it.

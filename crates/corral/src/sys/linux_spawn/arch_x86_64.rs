@@ -60,11 +60,12 @@ pub(super) unsafe fn syscall6(nr: u32, a: [usize; 6]) -> isize {
 
 /// clone3 with a child that starts on `args.stack` and calls `entry(arg)`
 /// at once; `entry` never returns. Returns the kernel's value (child pid or
-/// -errno) in the parent only.
+/// -errno) in the parent only. Without CLONE_VM, `args.stack` may be 0: the
+/// child then runs on its copy of the caller's stack, below this frame.
 ///
 /// # Safety
 /// `args` must name a mapped, otherwise unused stack that stays mapped
-/// while the child runs on it, and `arg` must stay valid while the child
+/// while the child runs on it (or none, without CLONE_VM), and `arg` must stay valid while the child
 /// reads it (with CLONE_VM | CLONE_VFORK: until it exec'd or exited, which
 /// the caller's frame outlives). With CLONE_VM the child shares this
 /// process's memory: `entry` must not allocate, lock, touch thread-locals
@@ -80,7 +81,8 @@ pub(super) unsafe fn clone3_with(
     // clobbered with early `out`, so they cannot hold inputs). In the
     // parent (rax != 0) execution falls through to label 2 with nothing
     // else changed. In the child (rax == 0) the kernel has set rsp to the
-    // top of the new stack; the child never returns into Rust code of this
+    // top of the new stack (or left it, on the child's copy of this stack:
+    // the asm may push, so nothing of the frame lives below rsp); the child never returns into Rust code of this
     // frame: it zeroes the frame pointer (end of backtraces), aligns the
     // stack to 16 bytes as the C ABI requires at a call, and calls `entry`,
     // which never returns (ud2 traps if it did).

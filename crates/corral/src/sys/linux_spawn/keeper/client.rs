@@ -20,7 +20,6 @@ use super::{MAX_SLOTS, RESERVE_FDS};
 use crate::sys::linux_spawn::raw::{
     self, clone3_with, errno_of, set_sigmask, Errno, Iovec, Msghdr,
 };
-use crate::sys::linux_spawn::stack::Stack;
 use crate::sys::per_process::PerProcess;
 
 struct Conn {
@@ -603,8 +602,6 @@ fn launch() -> io::Result<Conn> {
             .map_or(0, |ms| ms.min(10_000)),
         lazy: LAZY.load(std::sync::atomic::Ordering::SeqCst),
     };
-    let stack = Stack::with_size(256 * 1024)?;
-    let (low, size) = stack.usable();
     let mut cargs = k::clone_args {
         flags: k::CLONE_CLEAR_SIGHAND,
         pidfd: 0,
@@ -613,8 +610,11 @@ fn launch() -> io::Result<Conn> {
         // No SIGCHLD to the host when the keeper ends (it ends when the
         // host does).
         exit_signal: 0,
-        stack: low,
-        stack_size: size,
+        // No stack of its own: without CLONE_VM the keeper runs on its
+        // copy of this thread's stack, as a fork's child does (no mapping
+        // to make and unmap at every start: issue #20).
+        stack: 0,
+        stack_size: 0,
         tls: 0,
         set_tid: 0,
         set_tid_size: 0,
@@ -625,8 +625,8 @@ fn launch() -> io::Result<Conn> {
     // Restored right after the clone.
     set_sigmask(&all, Some(&mut old))?;
     // SAFETY: no CLONE_VM: the child runs `keeper_main` on its own copy of
-    // `stack` and of `args`, with every signal blocked and every handler
-    // reset, and never returns.
+    // this thread's stack (below the frame it was cloned in) and of `args`,
+    // with every signal blocked and every handler reset, and never returns.
     let ret = unsafe {
         clone3_with(
             &mut cargs,
@@ -636,7 +636,6 @@ fn launch() -> io::Result<Conn> {
     };
     // Restores the saved mask.
     let _ = set_sigmask(&old, None);
-    drop(stack);
     drop(theirs);
     drop(host);
     if ret < 0 {
