@@ -74,7 +74,9 @@ static ONE_SHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 ///   dies, before it acts, so a short run wakes it not at all (each wake-up
 ///   could take the CPU from the run on a loaded machine). Crash safety is
 ///   the same: registrations wait in its socket, and the host's death
-///   still wakes it at once.
+///   still wakes it at once;
+/// * the process's id is asked of the kernel when needed, not cached in a
+///   page kept for that (see `per_process::pid`).
 ///
 /// Call it once, early, before the first run; calling it in a process that
 /// then runs many commands only makes those runs slower (no pooling).

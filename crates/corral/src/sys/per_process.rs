@@ -87,8 +87,13 @@ impl<T: 'static> PerProcess<T> {
 /// This process's id, without a system call on every use: cached in a page
 /// the kernel empties in a fork's copy (`MADV_WIPEONFORK`, Linux 4.14), so
 /// a fork reads 0 and asks again. Where that page cannot be had, asked
-/// every time.
+/// every time; and in a one-shot process (`one_shot_process`), which asks a
+/// handful of times in all, where the page (a mapping, an `madvise`, two
+/// page faults: some 25 us at its start) would cost more than it saves.
 pub(crate) fn pid() -> u32 {
+    if crate::contain::one_shot() {
+        return std::process::id();
+    }
     static PAGE: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
     let mut page = PAGE.load(Ordering::Acquire);
     if page.is_null() {

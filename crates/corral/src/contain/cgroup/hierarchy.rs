@@ -31,21 +31,22 @@ impl Hierarchy {
     }
 }
 
-fn read_override(var: &str, default: &str) -> io::Result<String> {
+fn read_override(var: &str, default: &str, first: usize) -> io::Result<String> {
     // Hidden test hook: point detection at fake files.
     let path = std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from);
-    read_whole(&path)
+    read_whole(&path, first)
 }
 
-/// The file at `path`, read into a buffer it usually fits in: one read and
-/// the one that says end of file. `fs::read_to_string` asks a `/proc` file
+/// The file at `path`, read into a buffer of `first` bytes, which it
+/// usually fits in (grown as needed): one read and the one that says end of
+/// file. `fs::read_to_string` asks a `/proc` file
 /// its size (0: a `statx` and an `lseek`) and then reads it in pieces
 /// growing from 32 bytes, and each read of mountinfo walks the mount table
 /// again (about 20 us more a run).
-fn read_whole(path: &Path) -> io::Result<String> {
+fn read_whole(path: &Path, first: usize) -> io::Result<String> {
     use std::io::Read;
     let mut f = fs::File::open(path)?;
-    let mut buf = vec![0u8; 16 * 1024];
+    let mut buf = vec![0u8; first.max(64)];
     let mut n = 0;
     loop {
         if n == buf.len() {
@@ -72,12 +73,13 @@ pub(crate) fn detect() -> Result<Hierarchy, CgroupError> {
 }
 
 fn detect_now() -> Result<Hierarchy, CgroupError> {
-    let cgroup = read_override("CORRAL_PROC_CGROUP", "/proc/self/cgroup").map_err(|source| {
-        CgroupError::Read {
-            path: "/proc/self/cgroup",
-            source,
-        }
-    })?;
+    let cgroup =
+        read_override("CORRAL_PROC_CGROUP", "/proc/self/cgroup", 1024).map_err(|source| {
+            CgroupError::Read {
+                path: "/proc/self/cgroup",
+                source,
+            }
+        })?;
     // The usual mount points first (no mountinfo: see `from_known_mounts`),
     // unless a test points detection at its own mountinfo.
     let known = match std::env::var_os("CORRAL_MOUNTINFO") {
@@ -87,12 +89,10 @@ fn detect_now() -> Result<Hierarchy, CgroupError> {
     let mut h = match known {
         Some(h) => h,
         None => {
-            let mountinfo =
-                read_override("CORRAL_MOUNTINFO", "/proc/self/mountinfo").map_err(|source| {
-                    CgroupError::Read {
-                        path: "mountinfo",
-                        source,
-                    }
+            let mountinfo = read_override("CORRAL_MOUNTINFO", "/proc/self/mountinfo", 16 * 1024)
+                .map_err(|source| CgroupError::Read {
+                    path: "mountinfo",
+                    source,
                 })?;
             detect_from(&mountinfo, &cgroup)?
         }
@@ -399,14 +399,18 @@ mod tests {
         let big: String = (0..5000).map(|i| format!("{i} ")).collect();
         assert!(big.len() > 16 * 1024);
         fs::write(&path, &big).unwrap();
-        let got = read_whole(&path);
+        let got = read_whole(&path, 16 * 1024);
+        let small = read_whole(&path, 100);
         let _ = fs::remove_file(&path);
         assert_eq!(got.unwrap(), big);
-        assert_eq!(
-            read_whole(Path::new("/proc/self/mountinfo")).unwrap(),
-            fs::read_to_string("/proc/self/mountinfo").unwrap()
-        );
-        assert!(read_whole(&path).is_err());
+        assert_eq!(small.unwrap(), big);
+        for first in [16, 1024, 16 * 1024] {
+            assert_eq!(
+                read_whole(Path::new("/proc/self/mountinfo"), first).unwrap(),
+                fs::read_to_string("/proc/self/mountinfo").unwrap()
+            );
+        }
+        assert!(read_whole(&path, 1024).is_err());
     }
 
     /// Where the kernel can say (statmount, Linux 6.11) and cgroups are
@@ -414,8 +418,8 @@ mod tests {
     /// answer is mountinfo's.
     #[test]
     fn known_mounts_agree_with_mountinfo() {
-        let cgroup = read_whole(Path::new("/proc/self/cgroup")).unwrap();
-        let mountinfo = read_whole(Path::new("/proc/self/mountinfo")).unwrap();
+        let cgroup = read_whole(Path::new("/proc/self/cgroup"), 1024).unwrap();
+        let mountinfo = read_whole(Path::new("/proc/self/mountinfo"), 16 * 1024).unwrap();
         let v2_usual = V2_POINTS.iter().any(|p| {
             probe_mount(Path::new(p)).is_some_and(|m| m.magic == u64::from(CGROUP2_SUPER_MAGIC))
         });

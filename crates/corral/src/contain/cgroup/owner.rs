@@ -25,11 +25,16 @@ pub(super) fn token() -> &'static str {
     static TOKEN: OnceLock<String> = OnceLock::new();
     TOKEN.get_or_init(|| {
         let mut b = [0u8; 8];
-        let random = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+        // getrandom(2) (no file to open); /dev/urandom where it is missing.
+        let random = match rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()) {
+            Ok(8) => Ok(()),
+            _ => File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)),
+        };
         let mut v = u64::from_ne_bytes(b);
         if random.is_err() {
-            // No /dev/urandom (a bare chroot): the clock, the pid and an
-            // address still differ between any two processes in practice.
+            // No randomness (a bare chroot on an old kernel): the clock, the
+            // pid and an address still differ between any two processes in
+            // practice.
             let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
