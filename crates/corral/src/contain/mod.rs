@@ -85,6 +85,8 @@ static ONE_SHOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 /// [`start_keeper`] first thing.
 pub fn one_shot_process() {
     ONE_SHOT.store(true, std::sync::atomic::Ordering::SeqCst);
+    #[cfg(target_os = "linux")]
+    crate::sys::per_process::ask_every_time();
     #[cfg(linux_raw)]
     crate::sys::linux_spawn::keeper::set_lazy();
 }

@@ -14,7 +14,7 @@
 //! free (its descriptors closed), else left alone
 //! (never freed: a few descriptors stay open in the fork, close-on-exec).
 
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 struct Inner<T> {
@@ -84,14 +84,23 @@ impl<T: 'static> PerProcess<T> {
     }
 }
 
+/// Set by [`ask_every_time`].
+static ASK_EVERY_TIME: AtomicBool = AtomicBool::new(false);
+
+/// From now on [`pid`] asks the kernel at each use: a one-shot process
+/// (`one_shot_process`) asks some 30 times in all, fewer than the cached
+/// page (a mapping, an `madvise`, two page faults: some 25 us at its start)
+/// would pay for.
+pub(crate) fn ask_every_time() {
+    ASK_EVERY_TIME.store(true, Ordering::Relaxed);
+}
+
 /// This process's id, without a system call on every use: cached in a page
 /// the kernel empties in a fork's copy (`MADV_WIPEONFORK`, Linux 4.14), so
 /// a fork reads 0 and asks again. Where that page cannot be had, asked
-/// every time; and in a one-shot process (`one_shot_process`), which asks a
-/// handful of times in all, where the page (a mapping, an `madvise`, two
-/// page faults: some 25 us at its start) would cost more than it saves.
+/// every time; and after [`ask_every_time`].
 pub(crate) fn pid() -> u32 {
-    if crate::contain::one_shot() {
+    if ASK_EVERY_TIME.load(Ordering::Relaxed) {
         return std::process::id();
     }
     static PAGE: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
