@@ -6,6 +6,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use linux_raw_sys::general::{CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
+
 use super::delegated;
 use super::error::CgroupError;
 use super::files::{CgroupFile, Controller, Enabled};
@@ -204,9 +206,9 @@ fn mounts(mountinfo: &str) -> Vec<Mount> {
 
 /// Joins a mount point with a cgroup path seen from a mount whose root is
 /// `root` (cgroup namespaces make the two differ).
-fn join(m: &Mount, path: &str) -> PathBuf {
-    let rel = path.strip_prefix(m.root.as_str()).unwrap_or(path);
-    m.point.join(rel.trim_start_matches('/'))
+fn join(root: &str, point: &Path, path: &str) -> PathBuf {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    point.join(rel.trim_start_matches('/'))
 }
 
 /// Where the cgroup v2 hierarchy is mounted wherever systemd mounts it:
@@ -278,14 +280,9 @@ pub(crate) fn from_known_mounts(
     probe: impl Fn(&Path) -> Option<SeenMount>,
 ) -> Option<Hierarchy> {
     let own = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let v2 = V2_POINTS.iter().find_map(|point| {
+    let (v2_root, v2_point) = V2_POINTS.iter().find_map(|point| {
         let seen = probe(Path::new(point))?;
-        (seen.magic == u64::from(CGROUP2_SUPER_MAGIC)).then(|| Mount {
-            root: seen.root,
-            point: PathBuf::from(point),
-            fstype: "cgroup2".to_owned(),
-            superopts: String::new(),
-        })
+        (seen.magic == u64::from(CGROUP2_SUPER_MAGIC)).then(|| (seen.root, Path::new(point)))
     })?;
     let v1 = |ctrl: Controller| -> Option<Option<PathBuf>> {
         let Some(path) = v1_membership(cgroup, ctrl.name()) else {
@@ -300,34 +297,23 @@ pub(crate) fn from_known_mounts(
         if seen.magic != u64::from(CGROUP_SUPER_MAGIC) || !names_it {
             return None;
         }
-        let m = Mount {
-            root: seen.root,
-            point,
-            fstype: "cgroup".to_owned(),
-            superopts: String::new(),
-        };
-        join_below(&m, path).map(Some)
+        join_below(&seen.root, &point, path).map(Some)
     };
     Some(Hierarchy {
-        own_v2: join_below(&v2, own)?,
+        own_v2: join_below(&v2_root, v2_point, own)?,
         own_v1_pids: v1(Controller::Pids)?,
         own_v1_memory: v1(Controller::Memory)?,
     })
 }
 
-/// The `statfs` magic numbers of cgroup v2 and v1 file systems.
-const CGROUP2_SUPER_MAGIC: u32 = 0x6367_7270;
-const CGROUP_SUPER_MAGIC: u32 = 0x0027_e0eb;
-
 /// [`join`], only for a `path` at or below the mount's root (else the
 /// cgroup is not reachable through this mount).
-fn join_below(m: &Mount, path: &str) -> Option<PathBuf> {
-    let root = m.root.trim_end_matches('/');
-    let below = path == m.root
+fn join_below(root: &str, point: &Path, path: &str) -> Option<PathBuf> {
+    let below = path == root
         || path
-            .strip_prefix(root)
+            .strip_prefix(root.trim_end_matches('/'))
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
-    below.then(|| join(m, path))
+    below.then(|| join(root, point, path))
 }
 
 /// The path of the line of /proc/self/cgroup whose v1 hierarchy has
@@ -356,10 +342,10 @@ pub(crate) fn detect_from(mountinfo: &str, cgroup: &str) -> Result<Hierarchy, Cg
         let m = ms
             .iter()
             .find(|m| m.fstype == "cgroup" && m.superopts.split(',').any(|o| o == ctrl))?;
-        Some(join(m, v1_membership(cgroup, ctrl)?))
+        Some(join(&m.root, &m.point, v1_membership(cgroup, ctrl)?))
     };
     Ok(Hierarchy {
-        own_v2: join(v2, own),
+        own_v2: join(&v2.root, &v2.point, own),
         own_v1_pids: v1(Controller::Pids.name()),
         own_v1_memory: v1(Controller::Memory.name()),
     })
