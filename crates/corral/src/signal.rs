@@ -101,6 +101,10 @@ impl Signal {
     pub const CONT: Signal = Signal(if LINUX { 18 } else { 19 });
     /// SIGTERM, the default first signal.
     pub const TERM: Signal = Signal(15);
+    /// SIGSTOP (the process-group tier stops its tree to count it before
+    /// the SIGKILL).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) const STOP: Signal = Signal(if LINUX { 19 } else { 17 });
 
     /// The signal with this number: any number from 1 to the platform's
     /// highest signal (64 on Linux), named or not.

@@ -1,8 +1,10 @@
-//! Kill-first counting in the process-group tier (SIGKILL to the group, then
-//! count): a tree that forks continuously while it is killed. Every member
-//! must be dead at return, nothing reported as a survivor that is dead, and
-//! `killed` ("at least") must never exceed the number of processes that
-//! really were in the tree.
+//! Counting a killed process group (SIGSTOP to the group, a scan that
+//! watches every member, then SIGKILL): a tree that forks continuously
+//! while it is killed, zombies another kill ended, and a member reaped by
+//! another process the moment the kill ends it. Every member must be dead
+//! at return, nothing reported as a survivor that is dead, and `killed`
+//! must never exceed the number of processes that really were in the
+//! tree, and be exact where the tree allows it.
 // Linux only: the Watch pins helpers by pidfd and `ready` reads /proc.
 #![cfg(target_os = "linux")]
 
@@ -198,12 +200,117 @@ fn a_zombie_killed_by_someone_else_is_not_counted_as_killed_with_a_grace() {
     zombie_of_another_kill(Duration::from_millis(100));
 }
 
-/// Kill first (no grace): the scan after the kill counts every zombie of
-/// signal 9 in the group as killed, and cannot tell one that was already
-/// dead before the kill (a pre-kill scan is what kill-first avoids): the
-/// count says 2. Known, reported; kept as the proof.
+/// No grace: the group is stopped and scanned before the SIGKILL, so the
+/// zombie is found dead then, not counted. (When the kill went first and
+/// the scan after it, that scan took every zombie of signal 9 for one the
+/// kill had ended: the count said 2.)
 #[test]
-#[ignore = "known limit: kill-first counts a member already dead of another SIGKILL and unreaped"]
 fn a_zombie_killed_by_someone_else_is_not_counted_as_killed_kill_first() {
     zombie_of_another_kill(Duration::ZERO);
+}
+
+/// Issue 37, the undercount made deterministic. `c` is a member whose
+/// parent `p` left the group (`setpgid`: it outlives the kill) and waits
+/// for it, so the moment the SIGKILL ends `c`, `p` reaps it: as a dying
+/// parent in the tree does, or this process's orphan reaper. The trace hook
+/// holds the first scan recorded after the SIGKILL until `p` has reaped
+/// `c`. When the kill went first and the look after it, that scan was the
+/// first look at the tree: `c` was never watched, and `killed` said 0
+/// (every time). Stopped, scanned, then killed, `c` is watched before the
+/// kill and counted: 1. Without grace and with one, and the order is the
+/// checker's (`stop-count-kill`).
+#[test]
+fn a_member_reaped_by_another_process_as_the_kill_ends_it_is_counted() {
+    for grace in [Duration::ZERO, Duration::from_millis(100)] {
+        reaped_as_killed(grace);
+    }
+}
+
+fn reaped_as_killed(grace: Duration) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let _one = serial();
+    use corral_testkit::{ready, Watch};
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    // `p` forks `c` (the helper: records its pid, becomes `sleep 30`
+    // ignoring SIGTERM, so that a grace ends in the SIGKILL), leaves the
+    // group, says so, reaps `c` and writes its wait status.
+    std::fs::write(
+        s.path("p.pl"),
+        r#"
+my $dir = $ENV{CORRAL_TEST_DIR};
+my $c = fork;
+die "fork: $!" unless defined $c;
+if ($c == 0) { exec $ENV{H}, 'c', 'sh', '-c', 'trap "" TERM; exec sleep 30'; exit 1 }
+setpgrp(0, 0) or die "setpgid: $!";
+open(my $l, '>', "$dir/left") or die; close $l;
+waitpid($c, 0);
+open(my $f, '>', "$dir/reaped.tmp") or die; print $f $?; close $f;
+rename("$dir/reaped.tmp", "$dir/reaped") or die;
+exit 0;
+"#,
+    )
+    .unwrap();
+    let ops: Arc<Mutex<Vec<OsOp>>> = Arc::default();
+    let log = ops.clone();
+    let reaped = s.path("reaped");
+    let killed = std::sync::atomic::AtomicBool::new(false);
+    let held = std::sync::atomic::AtomicBool::new(false);
+    let r = s
+        .sh(&format!(
+            "\"$H\" p perl \"$CORRAL_TEST_DIR/p.pl\" & {rc} \
+             until [ -e \"$CORRAL_TEST_DIR/left\" ]; do sleep 0.01; done; exec sleep 30",
+            rc = ready("c"),
+        ))
+        .trace_ops(move |op| {
+            log.lock().unwrap().push(op.clone());
+            match op {
+                OsOp::SignalTree {
+                    signal: corral::Signal::KILL,
+                    ..
+                } => killed.store(true, SeqCst),
+                OsOp::MembersScanned { .. } if killed.load(SeqCst) && !held.swap(true, SeqCst) => {
+                    let end = Instant::now() + Duration::from_secs(10);
+                    while !reaped.exists() && Instant::now() < end {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                }
+                _ => {}
+            }
+        })
+        .containment(ContainmentChoice::Only(Mechanism::ProcessGroup))
+        .grace(grace)
+        .timeout(Duration::from_secs(20))
+        .spawn()
+        .unwrap();
+    let c = w.pid("c", Duration::from_secs(10)).expect("c started");
+    let p = w.pid("p", Duration::from_secs(10)).expect("p started");
+    // Ended once the root is `sleep`: `c` is `sleep`, `p` left the group.
+    let comm = format!("/proc/{}/comm", r.id());
+    let end = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&comm).map_or(true, |c| c.trim() != "sleep") {
+        assert!(Instant::now() < end, "the root never became sleep");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    r.cancel();
+    let r = r.wait();
+    assert_eq!(r.outcome, Outcome::Cancelled, "{r:?}");
+    assert!(r.cleanup_errors.is_empty(), "{r:?}");
+    assert!(w.wait_dead("c", Duration::from_secs(2)));
+    assert!(w.wait_dead("p", Duration::from_secs(5)), "p outlived c");
+    // The premise: `p` reaped `c`, dead of SIGKILL.
+    let status = std::fs::read_to_string(s.path("reaped")).unwrap_or_default();
+    assert_eq!(status.trim(), "9", "c ({c}) as p ({p}) reaped it");
+    assert_eq!(
+        r.leftovers.killed, 1,
+        "grace {grace:?}: `c` died of corral's SIGKILL: {r:?}"
+    );
+    let ops = ops.lock().unwrap();
+    corral_testkit::invariants::assert_ok(
+        Mechanism::ProcessGroup,
+        &ops,
+        r.pid,
+        Some(&r.signals_sent),
+    );
+    s.assert_none_left();
 }

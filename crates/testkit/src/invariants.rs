@@ -30,6 +30,12 @@
 //!   (or the SIGCONT that follows a graceful one); after the tree's SIGKILL,
 //!   SIGKILL only, at most once per member.
 //! * `kill-again-after-kill`: `KillAgain` only after the tree's SIGKILL.
+//! * `stop-count-kill`: in the process-group tier (Linux) the tree's
+//!   SIGKILL comes right after `TreeStopped` and a scan of its members
+//!   (`MembersScanned`), with no tree signal between: every member the
+//!   kill ends was found, stopped, and watched for the killed count before
+//!   it (issue 37). `TreeStopped` only so, once, by that tier, through the
+//!   tree's identity.
 //! * `root-exit`: `RootExited` at most once, of the root, before `Reaped`.
 //! * `report`: the tree signals recorded are the report's `signals_sent`.
 //! * `cgroup-release`: in the cgroup tier the directory is released exactly
@@ -50,8 +56,10 @@ pub fn check(
     pid: u32,
     signals: Option<&[Signal]>,
 ) -> Result<(), String> {
+    stop_count_kill(tier, ops).map_err(|e| format!("{e}\ntier: {tier:?}\nops: {ops:?}"))?;
     // Scans of the machine's processes touch no identity (a scan after the
-    // release, counting kept leftovers, is allowed): the rules ignore them.
+    // release, counting kept leftovers, is allowed): the other rules
+    // ignore them.
     let identity: Vec<OsOp> = ops
         .iter()
         .filter(|o| !matches!(o, OsOp::MembersScanned { .. }))
@@ -84,13 +92,17 @@ pub fn scans_around_the_kill(ops: &[OsOp]) -> Option<(usize, usize)> {
 /// machine's processes (the group cannot grow after it), or at least one
 /// when a tree of up to `members` processes may not all get a pidfd under
 /// this process's `RLIMIT_NOFILE` (the members the scan could not pin make
-/// the next check scan again); none before it when `killed_first`.
+/// the next check scan again). When `killed_first` (no grace), the only
+/// scan before it is the one of the stopped tree (none of the live tree).
 #[cfg(unix)]
 #[track_caller]
 pub fn assert_one_scan_after_the_kill(ops: &[OsOp], members: usize, killed_first: bool) {
     let Some((before, after)) = scans_around_the_kill(ops) else {
         panic!("no SIGKILL to the tree: {ops:?}");
     };
+    if let Err(e) = stop_count_kill(Mechanism::ProcessGroup, ops) {
+        panic!("{e}\nops: {ops:?}");
+    }
     let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
         .unwrap_or(u64::MAX);
@@ -100,7 +112,55 @@ pub fn assert_one_scan_after_the_kill(ops: &[OsOp], members: usize, killed_first
         assert!(after >= 1, "scans after the kill: {ops:?}");
     }
     if killed_first {
-        assert_eq!(before, 0, "scans before the kill: {ops:?}");
+        assert_eq!(before, 1, "scans before the kill: {ops:?}");
+    }
+}
+
+/// stop-count-kill (see the module docs).
+fn stop_count_kill(tier: Mechanism, ops: &[OsOp]) -> Result<(), String> {
+    let stops = positions(ops, |o| matches!(o, OsOp::TreeStopped { .. }));
+    let kill = ops.iter().position(|o| {
+        matches!(
+            o,
+            OsOp::SignalTree {
+                signal: Signal::KILL,
+                ..
+            }
+        )
+    });
+    let pg = tier == Mechanism::ProcessGroup;
+    match (&stops[..], kill) {
+        ([], Some(k)) if pg && cfg!(target_os = "linux") => fail(
+            "stop-count-kill",
+            format!("SIGKILL at {k} without the stop and the scan right before it"),
+        ),
+        ([], _) => Ok(()),
+        (&[s], Some(k)) if pg && s < k => {
+            let between = &ops[s + 1..k];
+            let scanned = between
+                .iter()
+                .any(|o| matches!(o, OsOp::MembersScanned { .. }));
+            let signalled = between.iter().any(|o| {
+                matches!(
+                    o,
+                    OsOp::SignalTree { .. } | OsOp::SignalMember { .. } | OsOp::KillAgain { .. }
+                )
+            });
+            if !scanned || signalled {
+                return fail(
+                    "stop-count-kill",
+                    format!(
+                        "between the stop at {s} and the SIGKILL at {k}: \
+                         scanned {scanned}, a signal {signalled}"
+                    ),
+                );
+            }
+            Ok(())
+        }
+        _ => fail(
+            "stop-count-kill",
+            format!("stops at {stops:?}, SIGKILL at {kill:?}: one stop, right before the SIGKILL, by the process-group tier"),
+        ),
     }
 }
 
@@ -263,6 +323,7 @@ fn signals_while_held(
             OsOp::SignalTree { via, target, .. } => (Some("tree signal"), via, Some(target)),
             OsOp::SignalMember { via, .. } => (Some("member signal"), via, None),
             OsOp::KillAgain { via, target } => (Some("kill again"), via, Some(target)),
+            OsOp::TreeStopped { via, target } => (Some("tree stop"), via, Some(target)),
             _ => (None, tier, None),
         };
         let held = 0 < i && i < reaped && via == tier;
@@ -403,6 +464,13 @@ mod tests {
         if via == SR || via == CG {
             ops.push(member(via, 10, Signal::TERM));
             ops.push(member(via, 10, Signal::CONT));
+        }
+        if via == PG {
+            ops.push(TreeStopped {
+                via,
+                target: PID as u64,
+            });
+            ops.push(MembersScanned { via });
         }
         ops.push(tree(via, Signal::KILL));
         if via == SR || via == CG {
@@ -722,5 +790,65 @@ mod tests {
                 o.insert(o.len() - 1, CgroupRemoved { inode: INODE })
             });
         }
+    }
+
+    fn stop_at(ops: &[OsOp]) -> usize {
+        at(ops, |o| matches!(o, TreeStopped { .. }))
+    }
+
+    #[test]
+    fn the_process_group_is_stopped_and_counted_right_before_the_kill() {
+        // Issue 37's order: SIGKILL first, the scan after it (a member
+        // reaped meanwhile was never watched).
+        #[cfg(target_os = "linux")]
+        rejects(PG, "stop-count-kill", |o| {
+            o.remove(stop_at(o));
+            let scan = o.remove(at(o, |x| matches!(x, MembersScanned { .. })));
+            o.insert(kill_at(o) + 1, scan);
+        });
+        // Stopped, but not scanned before the kill.
+        rejects(PG, "stop-count-kill", |o| {
+            let scan = o.remove(at(o, |x| matches!(x, MembersScanned { .. })));
+            o.insert(kill_at(o) + 1, scan);
+        });
+        // Scanned before the stop only.
+        rejects(PG, "stop-count-kill", |o| {
+            let stop = o.remove(stop_at(o));
+            o.insert(kill_at(o), stop);
+        });
+        // Stopped twice; stopped after the kill.
+        rejects(PG, "stop-count-kill", |o| {
+            o.insert(
+                1,
+                TreeStopped {
+                    via: PG,
+                    target: PID as u64,
+                },
+            )
+        });
+        rejects(PG, "stop-count-kill", |o| {
+            let stop = o.remove(stop_at(o));
+            o.insert(kill_at(o) + 1, stop);
+        });
+        // Another tier never stops its tree to count it.
+        for via in [CG, SR, NS] {
+            rejects(via, "stop-count-kill", |o| {
+                o.insert(
+                    kill_at(o),
+                    TreeStopped {
+                        via,
+                        target: PID as u64,
+                    },
+                )
+            });
+        }
+        // The stop goes through the tree's identity.
+        rejects(PG, "identity", |o| {
+            let s = stop_at(o);
+            o[s] = TreeStopped {
+                via: PG,
+                target: PID as u64 + 1,
+            };
+        });
     }
 }

@@ -215,6 +215,16 @@ pub enum OsOp {
         /// The directory's inode.
         inode: u64,
     },
+    /// The whole tree was stopped (SIGSTOP through its identity) to be
+    /// counted right before its SIGKILL (the process-group tier): the scan
+    /// that follows finds every member the kill will end, alive and
+    /// unreaped. Not one of the report's `signals_sent`.
+    TreeStopped {
+        /// Which mechanism carried it.
+        via: Mechanism,
+        /// The identity used (as in [`OsOp::SignalTree`]).
+        target: u64,
+    },
     /// The crash-safety keeper holds the tree by its cookie (Linux): if
     /// this process dies from here on, the keeper kills every process that
     /// carries it. Recorded before the spawn in the process-group and
@@ -355,10 +365,19 @@ pub(crate) trait Attached: Send {
         None
     }
 
-    /// Whether a termination that starts with SIGKILL sends it before
-    /// listing the members (then the killed count is a lower bound).
-    fn count_after_kill(&self) -> bool {
+    /// Whether the tree is stopped ([`stop_to_count`](Self::stop_to_count))
+    /// and its members listed right before every SIGKILL, instead of
+    /// listed before a termination that starts with SIGKILL (the
+    /// process-group tier: see there).
+    fn stops_to_count(&self) -> bool {
         false
+    }
+    /// Stops every member (SIGSTOP through the tree's identity) so that
+    /// the next [`members`](Self::members) finds every member the SIGKILL
+    /// that follows will end, each still alive and unreaped. Only where
+    /// [`stops_to_count`](Self::stops_to_count) says so.
+    fn stop_to_count(&mut self) -> io::Result<()> {
+        Ok(())
     }
     /// A descriptor that becomes ready (POLLPRI) when the tree's population
     /// changes, to wake the lifecycle early while it waits for the tree to

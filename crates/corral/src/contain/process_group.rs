@@ -18,16 +18,23 @@
 //! processes, one `poll`, and a full scan runs again only when all of them
 //! are gone, to confirm.
 //!
-//! A termination that starts with SIGKILL (grace 0) kills first and counts
-//! after ([`Attached::count_after_kill`]): `killpg` goes out at once, and
-//! the scan that pins the members runs while they die. A member that was
-//! already gone by then is not counted, so the killed count is a lower
-//! bound ("at least"); survivors are still confirmed by the pinned pidfds.
-//! In that scan a member already dead is told by one read of its stat
-//! (a zombie with no thread left, and whether SIGKILL ended it), not
-//! pinned. After the SIGKILL the group cannot grow (see `live_members`),
-//! so the first whole scan that started after it is the last one: once
-//! the members it pinned are gone, the group is empty. (Unless that scan
+//! Every SIGKILL is preceded by a stop and a count
+//! ([`Attached::stop_to_count`]): SIGSTOP to the group, a whole scan
+//! that pins every member, then `killpg(SIGKILL)`. The killed count
+//! watches each member from when it is first listed, and a member can be
+//! watched only while it is unreaped: with the SIGKILL first and the scan
+//! after it (as this tier once did, to save a scan of the live tree), a
+//! member that died of the kill and was reaped before the scan reached it,
+//! by its dying parent (a parent woken in `wait` by its child's death
+//! reaps it before it dies itself) or by this process's orphan reaper
+//! (the CLI is a subreaper), was never listed and not counted (issue 37:
+//! `killed 3` of 4). Stopped, the group can neither grow (a stop signal
+//! reaches the child of a racing fork too, or the fork restarts) nor lose
+//! a member to corral's kill, so that scan finds every member the SIGKILL
+//! will end, each alive; and a zombie that some other SIGKILL ended before
+//! is found dead, not counted. After the SIGKILL the pinned pidfds tell
+//! when the members are gone, and one whole scan that started after the
+//! SIGKILL confirms the group empty (see `live_members`). (Unless a scan
 //! found a live member it could not pin, out of descriptors: then it
 //! counts that member as alive and the next check scans again.)
 //!
@@ -61,10 +68,11 @@ struct Group {
     tracer: Tracer,
     #[cfg(target_os = "linux")]
     pins: pins::Pins,
-    /// The next scan follows a SIGKILL: it also counts the members that
-    /// already died of it (zombies), for the killed count.
+    /// The group was stopped to be counted: the next check scans the
+    /// whole of /proc, whatever is pinned (members forked since the last
+    /// scan are not).
     #[cfg(target_os = "linux")]
-    count_killed: bool,
+    stopped: bool,
     /// SIGKILL went to the group.
     #[cfg(target_os = "linux")]
     kill_sent: bool,
@@ -99,6 +107,9 @@ impl Group {
     fn live_members(&mut self) -> io::Result<Vec<u32>> {
         let pgid = self.pgid;
         let alive = self.pins.still_members(pgid);
+        if std::mem::take(&mut self.stopped) {
+            return self.scan(pgid);
+        }
         if !alive.is_empty() {
             return Ok(alive);
         }
@@ -117,11 +128,16 @@ impl Group {
         // Every pinned process is gone: confirm with a full scan (catches
         // members forked after the last scan, and those the last scan
         // could not pin); it pins what it finds.
+        self.scan(pgid)
+    }
+
+    /// A whole scan of /proc for the group's members, pinning them.
+    #[cfg(target_os = "linux")]
+    fn scan(&mut self, pgid: u32) -> io::Result<Vec<u32>> {
         self.tracer.record(OsOp::MembersScanned {
             via: Mechanism::ProcessGroup,
         });
-        let found = self.pins.scan(pgid, self.count_killed);
-        self.count_killed = false;
+        let found = self.pins.scan(pgid);
         self.scanned_after_kill = self.kill_sent && found.is_ok() && !self.pins.incomplete;
         found
     }
@@ -171,7 +187,7 @@ impl Containment for ProcessGroup {
             #[cfg(target_os = "linux")]
             pins: pins::Pins::default(),
             #[cfg(target_os = "linux")]
-            count_killed: false,
+            stopped: false,
             #[cfg(target_os = "linux")]
             kill_sent: false,
             #[cfg(target_os = "linux")]
@@ -214,12 +230,6 @@ impl Attached for Group {
         if sig == Signal::KILL {
             self.kill_sent = true;
         }
-        #[cfg(target_os = "linux")]
-        if sig == Signal::KILL && self.pins.is_empty() {
-            // Killed before any scan (kill first): the scan that follows
-            // counts what the SIGKILL already ended.
-            self.count_killed = true;
-        }
         if sig != Signal::KILL && sig != sys::SIGCONT {
             // A stopped member cannot act on SIGTERM until it is continued.
             sys::signal_group(pgid, sys::SIGCONT)?;
@@ -227,11 +237,21 @@ impl Attached for Group {
         Ok(())
     }
 
-    fn count_after_kill(&self) -> bool {
-        // Kill first, count after (Linux, where the scan after the kill
-        // also counts the members it already ended): a scan of a live tree
-        // before the kill is the slow part of a deadline (module docs).
+    /// Stop, count, then kill (Linux, where the killed count watches each
+    /// member by pidfd: module docs).
+    fn stops_to_count(&self) -> bool {
         cfg!(target_os = "linux")
+    }
+
+    #[cfg(target_os = "linux")]
+    fn stop_to_count(&mut self) -> io::Result<()> {
+        let pgid = self.pgid;
+        self.tracer.record(OsOp::TreeStopped {
+            via: Mechanism::ProcessGroup,
+            target: pgid as u64,
+        });
+        self.stopped = true;
+        sys::signal_group(pgid, Signal::STOP)
     }
 
     fn members(&mut self) -> io::Result<Vec<u32>> {
@@ -296,7 +316,7 @@ fn left_in(pgid: u32, tracer: &Tracer) -> io::Result<Vec<u32>> {
     tracer.record(OsOp::MembersScanned {
         via: Mechanism::ProcessGroup,
     });
-    pins::Pins::default().scan(pgid, false)
+    pins::Pins::default().scan(pgid)
 }
 
 /// The live members of a released group (counted, never signalled).
@@ -311,8 +331,6 @@ mod pins {
 
     use rustix::event::{epoll, poll, PollFd, PollFlags, Timespec};
     use rustix::process::{pidfd_open, Pid, PidfdFlags};
-
-    use crate::sys::linux_proc::stat_of;
 
     /// Members pinned by pidfd: a pinned pid cannot be reused while we hold
     /// its descriptor, so "alive" and "member" are answered for the same
@@ -349,13 +367,7 @@ mod pins {
         /// Every live member of `pgid` on the machine, pinned (those
         /// already pinned included). See the module docs for the order of
         /// operations that keeps a reused pid out.
-        pub(super) fn is_empty(&self) -> bool {
-            self.fds.is_empty()
-        }
-
-        /// With `killed`, the result also lists members that have already
-        /// died of SIGKILL (zombies, not pinned): those the kill just ended.
-        pub(super) fn scan(&mut self, pgid: u32, killed: bool) -> std::io::Result<Vec<u32>> {
+        pub(super) fn scan(&mut self, pgid: u32) -> std::io::Result<Vec<u32>> {
             let want = Some(pgid);
             let mut out = Vec::new();
             self.incomplete = false;
@@ -387,19 +399,6 @@ mod pins {
                     out.push(raw);
                     continue;
                 }
-                // Right after a SIGKILL most members are already zombies:
-                // one read of the stat tells (no pin needed for the dead),
-                // and says whether the kill ended it.
-                if killed {
-                    match dead_member(raw, pgid) {
-                        Some(true) => {
-                            out.push(raw);
-                            continue;
-                        }
-                        Some(false) => continue,
-                        None => {}
-                    }
-                }
                 // Pin, re-read the group, then poll: if the pinned process
                 // had not exited after the second read, that read was its.
                 let fd = match pidfd_open(pid, PidfdFlags::empty()) {
@@ -430,12 +429,7 @@ mod pins {
                     continue; // reused
                 }
                 if exited(&fd) {
-                    // Dead: a zombie is no member, but one the kill just
-                    // ended counts as killed.
-                    if killed && died_of_sigkill(raw) {
-                        out.push(raw);
-                    }
-                    continue;
+                    continue; // a zombie is no member
                 }
                 self.watch(&fd);
                 self.fds.push((raw, fd));
@@ -496,27 +490,6 @@ mod pins {
         }
     }
 
-    /// Whether zombie `pid` died of SIGKILL (the exit code field of its
-    /// stat; a zombie's stat is read without waiting on anything).
-    fn died_of_sigkill(pid: u32) -> bool {
-        stat_of(pid)
-            .and_then(|s| s.exit_code)
-            .is_some_and(|code| code & 0x7f == 9)
-    }
-
-    /// If `pid` is a whole process of group `pgid` that has exited (a
-    /// zombie leader with no thread left: a leader that called
-    /// `pthread_exit` shows `Z` while its threads run, with more than one
-    /// thread counted), whether SIGKILL ended it. `None` when it is alive,
-    /// in another group, gone, or the stat cannot be read: the caller pins
-    /// it and asks its pidfd. One read of one snapshot, so a reused pid
-    /// cannot mix two processes' fields.
-    pub(super) fn dead_member(pid: u32, pgid: u32) -> Option<bool> {
-        let s = stat_of(pid)?;
-        (s.is_dead() && s.pgrp == pgid && s.threads == 1)
-            .then(|| s.exit_code.is_some_and(|code| code & 0x7f == 9))
-    }
-
     /// Whether the process a pidfd holds has exited (its whole thread
     /// group: a zombie leader with live threads is alive).
     fn exited(fd: &OwnedFd) -> bool {
@@ -540,66 +513,12 @@ mod pins {
     /// The process group of `pid` (other architectures: from its stat).
     #[cfg(not(linux_raw))]
     fn pgid_of(pid: u32) -> Option<u32> {
-        stat_of(pid).map(|s| s.pgrp)
+        crate::sys::linux_proc::stat_of(pid).map(|s| s.pgrp)
     }
 
     #[cfg(test)]
     mod tests {
-        use super::{dead_member, pgid_of};
-        use std::os::unix::process::CommandExt;
-
-        /// Waits until child `pid` has exited (it stays a zombie: not reaped).
-        fn exited(pid: u32) {
-            let fd = rustix::process::pidfd_open(
-                rustix::process::Pid::from_raw(pid as i32).unwrap(),
-                rustix::process::PidfdFlags::empty(),
-            )
-            .expect("pidfd");
-            let mut pfd = [rustix::event::PollFd::new(
-                &fd,
-                rustix::event::PollFlags::IN,
-            )];
-            rustix::event::poll(&mut pfd, None).expect("poll");
-        }
-
-        /// A zombie of this process's group that SIGKILL ended is dead and
-        /// killed; one that exited by itself is dead, not killed; a live
-        /// process, and a zombie of another group, are left to the pidfd.
-        #[test]
-        fn dead_members_are_told_from_their_stat() {
-            let spawn = |group: bool| {
-                let mut c = std::process::Command::new("sleep");
-                c.arg("30");
-                if group {
-                    c.process_group(0);
-                }
-                c.spawn().expect("sleep")
-            };
-            let me = pgid_of(std::process::id()).expect("my group");
-            let mut live = spawn(false);
-            let pid = live.id();
-            assert_eq!(dead_member(pid, me), None, "alive");
-            live.kill().expect("kill");
-            // A zombie until reaped: wait for it without reaping.
-            exited(pid);
-            assert_eq!(dead_member(pid, me), Some(true), "killed zombie");
-            assert_eq!(dead_member(pid, me + 1), None, "another group");
-            live.wait().expect("reap");
-            assert_eq!(dead_member(pid, me), None, "reaped: gone");
-            let mut done = std::process::Command::new("true").spawn().expect("true");
-            let pid = done.id();
-            exited(pid);
-            assert_eq!(dead_member(pid, me), Some(false), "exited by itself");
-            done.wait().expect("reap");
-            // Its own group: a zombie there is no member of ours.
-            let mut other = spawn(true);
-            let pid = other.id();
-            other.kill().expect("kill");
-            exited(pid);
-            assert_eq!(dead_member(pid, me), None);
-            assert_eq!(dead_member(pid, pid), Some(true));
-            other.wait().expect("reap");
-        }
+        use super::pgid_of;
 
         #[test]
         fn pgid_of_matches_the_kernel() {

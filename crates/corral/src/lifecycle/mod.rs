@@ -335,7 +335,7 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
         start,
         spawn_time,
         mechanism: tree.mechanism(),
-        policy: policy(&settings, start, tree.count_after_kill()),
+        policy: policy(&settings, start, tree.stops_to_count()),
         root,
         tree: Some(tree),
         containment_note,
@@ -474,7 +474,7 @@ fn wire(
 }
 
 /// What the decisions depend on, from the settings.
-fn policy(settings: &Settings, start: Instant, count_after_kill: bool) -> Policy {
+fn policy(settings: &Settings, start: Instant, stop_to_count: bool) -> Policy {
     let deadline = [
         settings.timeout.and_then(|t| start.checked_add(t)),
         settings.deadline,
@@ -493,7 +493,7 @@ fn policy(settings: &Settings, start: Instant, count_after_kill: bool) -> Policy
             .saturating_mul(phase::CONFIRM_STRETCH)
             .max(phase::CONFIRM_LIMIT_MIN),
         leftovers: settings.leftovers,
-        count_after_kill,
+        stop_to_count,
         idle_timeout: settings.idle_timeout,
         started: start,
     }
@@ -635,9 +635,7 @@ impl Life {
             match action {
                 Action::Signal(sig) => self.send(sig),
                 Action::CountKept => self.count_kept = true,
-                Action::CountMembers => {
-                    let _ = self.tree_members();
-                }
+                Action::StopAndCount => self.stop_and_count(),
                 Action::Survivors(pids) => self.note_cleanup(CleanupError::Survivors { pids }),
             }
         }
@@ -852,6 +850,16 @@ impl Life {
             .filter(|s| s.is_open() && !s.writers_gone())
             .filter_map(StreamIo::inode)
             .collect()
+    }
+
+    /// Stops the tree and looks at it, right before its SIGKILL: every
+    /// member the kill will end is watched (`deaths`) while it can neither
+    /// die of it nor be reaped. A stop that failed is not reported on its
+    /// own (the members are still looked at): the SIGKILL that follows
+    /// goes through the same identity and reports its failure.
+    fn stop_and_count(&mut self) {
+        let _ = self.held().and_then(|t| t.stop_to_count());
+        let _ = self.tree_members();
     }
 
     fn send(&mut self, sig: Signal) {

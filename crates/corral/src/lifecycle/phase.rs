@@ -217,10 +217,13 @@ pub(super) struct Policy {
     /// the tree is still visibly dying (at least `confirm_window`).
     pub(super) confirm_limit: Duration,
     pub(super) leftovers: LeftoverPolicy,
-    /// A termination without grace sends SIGKILL first and looks at the
-    /// members after it (the containment can still count those the kill
-    /// already ended: "at least"), saving a look before the kill.
-    pub(super) count_after_kill: bool,
+    /// The containment stops the tree and looks at it right before every
+    /// SIGKILL ([`Action::StopAndCount`]): stopped, the tree can neither
+    /// grow nor lose a member to the kill, so that look watches every
+    /// member the kill will end before anyone can reap it (the killed
+    /// count is exact). A termination without grace then looks at nothing
+    /// before it (a look at the live tree would be wasted).
+    pub(super) stop_to_count: bool,
     /// No output seen for this long terminates the run.
     pub(super) idle_timeout: Option<Duration>,
     /// The spawn: the idle timer's start.
@@ -281,9 +284,10 @@ pub(super) enum Action {
     Signal(Signal),
     /// The root exited cleanly and its leftovers are kept: count them.
     CountKept,
-    /// Look at the tree's members now (after a kill-first SIGKILL: they are
-    /// counted, and pinned, while they die).
-    CountMembers,
+    /// Stop the whole tree and look at its members, right before the
+    /// SIGKILL that follows (`Policy::stop_to_count`): each is watched for
+    /// the killed count before the kill can end it.
+    StopAndCount,
     /// The confirm window is over with these processes alive (sorted).
     Survivors(Vec<u32>),
 }
@@ -329,10 +333,7 @@ pub(super) fn decide(
                 interval: CHECK_FIRST,
             }
             .after(now);
-            (
-                confirming(reason, now, check, policy),
-                vec![Action::Signal(Signal::KILL)],
-            )
+            (confirming(reason, now, check, policy), kill(policy))
         }
         Phase::Confirming {
             reason,
@@ -383,7 +384,7 @@ pub(super) fn kill_now(
                 },
                 policy,
             ),
-            vec![Action::Signal(Signal::KILL)],
+            kill(policy),
         ),
         Phase::Confirming { .. } | Phase::Over { .. } => (phase, Vec::new()),
     }
@@ -647,7 +648,9 @@ fn fired_or_stay(
 }
 
 /// Starts a termination: SIGKILL at once, or the first signal and a grace.
-/// The members are looked at first (the killed count remembers them).
+/// The members are looked at first (the killed count remembers them); where
+/// the containment stops the tree to count it before the SIGKILL, that look
+/// is the one before an immediate SIGKILL.
 fn start(
     reason: Reason,
     sig: Option<Signal>,
@@ -657,8 +660,7 @@ fn start(
 ) -> (Phase, Vec<Action>) {
     let first = sig.unwrap_or(policy.signal);
     let graceful = !policy.grace.is_zero() && first != Signal::KILL;
-    let kill_first = !graceful && policy.count_after_kill;
-    if !kill_first {
+    if graceful || !policy.stop_to_count {
         let _ = probe.members();
     }
     let check = Check::first(now);
@@ -672,14 +674,18 @@ fn start(
             vec![Action::Signal(first)],
         )
     } else {
-        (
-            confirming(reason, now, check, policy),
-            if kill_first {
-                vec![Action::Signal(Signal::KILL), Action::CountMembers]
-            } else {
-                vec![Action::Signal(Signal::KILL)]
-            },
-        )
+        (confirming(reason, now, check, policy), kill(policy))
+    }
+}
+
+/// The SIGKILL to the tree, after the stop and the look that watch every
+/// member it will end where the containment needs them
+/// (`Policy::stop_to_count`).
+fn kill(policy: &Policy) -> Vec<Action> {
+    if policy.stop_to_count {
+        vec![Action::StopAndCount, Action::Signal(Signal::KILL)]
+    } else {
+        vec![Action::Signal(Signal::KILL)]
     }
 }
 
@@ -759,7 +765,7 @@ mod tests {
             confirm_window: ms(1000),
             confirm_limit: ms(10_000),
             leftovers: LeftoverPolicy::KeepOnSuccess,
-            count_after_kill: false,
+            stop_to_count: false,
             idle_timeout: None,
             started: c.at(ms(0)),
         }
@@ -1090,28 +1096,34 @@ mod tests {
         assert_eq!(fake.asked, HELD_BY_TREE);
     }
 
-    /// Where the containment counts after a kill, a termination without
-    /// grace sends SIGKILL first and looks at the members only after it;
-    /// with a grace (or elsewhere) the members are looked at first.
+    /// Where the containment stops the tree to count it (the process-group
+    /// tier), every SIGKILL comes right after a stop and a look at the
+    /// members, and nothing is looked at before: not when a termination
+    /// starts with SIGKILL (issue 37: the SIGKILL went first and the look
+    /// after it, so a member reaped meanwhile, by its dying parent or by
+    /// the orphan reaper, was never watched and not counted), not at the
+    /// end of a grace, not for a dropped run. Elsewhere the members are
+    /// looked at before the first signal, as with a grace.
     #[test]
-    fn kill_first_counts_after_the_kill() {
+    fn the_tree_is_stopped_and_counted_right_before_every_sigkill() {
         let c = Clock(Instant::now());
         let t0 = c.at(ms(1000));
         let plain = policy(&c, Some(ms(1000)), ms(0), ms(100));
-        let first = Policy {
-            count_after_kill: true,
+        let stop = Policy {
+            stop_to_count: true,
             ..plain
         };
         let mut fake = Fake {
             members: vec![4, 5],
             ..Fake::default()
         };
-        let (phase, actions) = decide(Phase::START, &running(2), &mut fake, t0, &first);
+        let stop_kill = vec![Action::StopAndCount, Action::Signal(Signal::KILL)];
+        let (phase, actions) = decide(Phase::START, &running(2), &mut fake, t0, &stop);
         assert_eq!(phase.reason(), Some(Reason::TimedOut));
-        assert_eq!(
-            actions,
-            vec![Action::Signal(Signal::KILL), Action::CountMembers]
-        );
+        assert_eq!(actions, stop_kill);
+        assert!(fake.asked.is_empty(), "{:?}", fake.asked);
+        let (_, actions) = kill_now(Phase::START, &mut fake, t0, &stop);
+        assert_eq!(actions, stop_kill);
         assert!(fake.asked.is_empty(), "{:?}", fake.asked);
         let (_, actions) = decide(Phase::START, &running(2), &mut fake, t0, &plain);
         assert_eq!(actions, vec![Action::Signal(Signal::KILL)]);
@@ -1119,11 +1131,17 @@ mod tests {
         fake.asked.clear();
         let graceful = Policy {
             grace: ms(300),
-            ..first
+            ..stop
         };
-        let (_, actions) = decide(Phase::START, &running(2), &mut fake, t0, &graceful);
+        let (grace, actions) = decide(Phase::START, &running(2), &mut fake, t0, &graceful);
         assert_eq!(actions, vec![Action::Signal(Signal::TERM)]);
         assert_eq!(fake.asked, vec!["members"]);
+        // The grace is over with members left: stop, count, kill.
+        let end = t0 + ms(300);
+        let (_, actions) = decide(grace, &running(2), &mut fake, end, &graceful);
+        assert_eq!(actions, stop_kill);
+        let (_, actions) = kill_now(grace, &mut fake, t0, &graceful);
+        assert_eq!(actions, stop_kill);
     }
 
     /// SIGKILL at the end of the grace is decided by the whole tree: a
