@@ -1,14 +1,15 @@
-//! Attacks on kill-first counting in the process-group tier: after the
-//! SIGKILL to the group corral scans /proc once (`OsOp::MembersScanned`),
-//! tells members already dead by one read of their stat, pins the rest by
-//! pidfd, and never scans again. Each test builds a real tree that tries to
-//! slip past that one scan (members forking as fast as they can, zombie
-//! leaders whose threads still run, stopped members, members in the middle
-//! of `exec`, zombies that exited by themselves, a large tree cancelled at
-//! a random moment) and asserts the return bound, the outcome, no cleanup
-//! error, a `killed` count no larger than the processes really in the tree
-//! (exact where the tree allows it), every descendant dead at return, and
-//! exactly one scan after the SIGKILL and none before it.
+//! Attacks on counting a process group killed without a grace: corral
+//! stops the group (SIGSTOP), scans /proc once (`OsOp::MembersScanned`),
+//! pinning and watching every member, sends SIGKILL, and scans once more
+//! when every pinned member is gone, to confirm. Each test builds a real
+//! tree that tries to slip past those scans (members forking as fast as
+//! they can, zombie leaders whose threads still run, stopped members,
+//! members in the middle of `exec`, zombies that exited by themselves, a
+//! large tree cancelled at a random moment) and asserts the return bound,
+//! the outcome, no cleanup error, a `killed` count no larger than the
+//! processes really in the tree (exact where the tree allows it), every
+//! descendant dead at return, and exactly one scan before the SIGKILL
+//! (of the stopped tree: none of the live one) and one after it.
 #![cfg(target_os = "linux")]
 
 use std::sync::{Arc, Mutex};
@@ -38,7 +39,8 @@ fn kill_first(c: &mut Command) -> Arc<Mutex<Vec<OsOp>>> {
     ops
 }
 
-/// Exactly one scan of /proc after the group's SIGKILL, none before it.
+/// Exactly one scan of /proc after the group's SIGKILL, and one before it,
+/// of the stopped group.
 #[track_caller]
 fn one_scan_after_the_kill(ops: &[OsOp]) {
     scans_after_the_kill(ops, 0);
@@ -134,8 +136,8 @@ fn recorded(s: &Scratch) -> usize {
 }
 
 /// Spawners (perl `fork()` loops, children forking too) killed first by a
-/// timeout while they fork as fast as they can: one scan after the SIGKILL
-/// must find every member there will ever be.
+/// timeout while they fork as fast as they can: the scan of the stopped
+/// group must find every member there will ever be.
 #[test]
 fn perl_fork_loops_killed_first_leave_nothing() {
     assert!(perl(), "this test needs perl (in every Debian base system)");
@@ -221,9 +223,8 @@ fn zombie_leaders_killed_first_are_pinned_and_die() {
 
 /// Stopped members, members that `exec` themselves in a loop, and members
 /// that fork and exec `true` in a loop, all at once: killed first, every
-/// one dies, and the count is bounded on both sides (nothing reaps them
-/// but the root, which is `sleep`: each one alive at the kill stays a
-/// zombie of SIGKILL that the scan counts).
+/// one dies, and the count is bounded on both sides (each one alive when
+/// the group was stopped is watched, and dies of the SIGKILL).
 #[test]
 fn stopped_and_execing_members_killed_first_are_all_counted_and_die() {
     assert!(perl(), "this test needs perl (in every Debian base system)");
@@ -307,10 +308,9 @@ fn stopped_and_execing_members_killed_first_are_all_counted_and_die() {
         for n in &names {
             assert!(w.wait_dead(n, 2 * SEC), "{n} survived");
         }
-        // Alive at the kill and never reaped: every helper (the root is
-        // not counted in `killed`). At
-        // most one `true` child per fork-exec loop besides (one whose
-        // parent died first is reaped by init and may go uncounted).
+        // Alive at the stop: every helper (the root is not counted in
+        // `killed`), and at most one `true` child per fork-exec loop
+        // besides.
         let at_least = STOPPED + EXECS + FORKEXECS;
         let k = r.leftovers.killed;
         assert!(
@@ -452,8 +452,8 @@ fn a_large_tree_cancelled_at_a_random_moment_leaves_nothing() {
         // Each spawner may have forked one child not yet recorded, the
         // root one spawner; and the root. No lower bound: a cancel right
         // at the spawn can come before the root forked anything (seen:
-        // `killed: 0` at 4 µs), and members whose parent died first are
-        // reaped by init, maybe before the scan ("at least").
+        // `killed: 0` at 4 µs), and what was recorded may not be all
+        // started at the stop.
         let real = recorded(&s) + spawners + 2;
         assert!(
             r.leftovers.killed <= real,
@@ -488,8 +488,9 @@ fn group_not_dead(pgid: u32) -> Vec<u32> {
 }
 
 /// The caller already uses nearly all of its descriptors when the tree is
-/// killed first: the scan after the SIGKILL cannot pin (pidfd) the members
-/// still dying, and must not take them for gone (it did: the run returned
+/// killed first: the scans (of the stopped group, then after the SIGKILL)
+/// cannot pin (pidfd) the members, and must not take them for gone while
+/// they are still dying (it did: the run returned
 /// with members still running, no cleanup error, one scan). At return every
 /// member is dead, not merely doomed: the members it could not pin make
 /// the next check scan again (so more than one scan here, by design).
