@@ -17,6 +17,10 @@
 #   cp target/release/corral /tmp/corral && chmod 755 /tmp/corral
 #   setpriv --reuid=corral-ci --regid=corral-ci --clear-groups env -i PATH=/usr/local/bin:/usr/bin:/bin \
 #     HOME=/tmp scripts/killed-count-stress.sh --bin /tmp/corral
+#   the cgroup tier as that user needs a delegated cgroup it sits in, e.g. (as root):
+#   d=/sys/fs/cgroup/unified/corral-stress   # the cgroup v2 mount, /sys/fs/cgroup on most systems
+#   mkdir $d && chown corral-ci: $d $d/cgroup.procs $d/cgroup.threads $d/cgroup.subtree_control
+#   sh -c "echo \$\$ > $d/cgroup.procs && exec setpriv ... scripts/killed-count-stress.sh --bin /tmp/corral"
 # Defaults: 500 runs per tree and tier, 8 at a time, every tier
 # (process-group subreaper cgroup pid-namespace); without --bin it builds
 # the release CLI first. A tier that cannot run here (the cgroup tier
@@ -73,7 +77,9 @@ one() {
   if [ "$outcome" = timed_out ] && [ "$killed" = "$want" ] && [ "$survivors" = "[]" ] && [ "$errors" = "[]" ]; then
     echo ok
   elif [ "$outcome" = timed_out ] && [ "$survivors" = "[]" ] && [ "$errors" = "[]" ]; then
-    echo "miscount killed=$killed"
+    # With the run's timings: a spawn that took most of the deadline left
+    # the tree no time to start its members (a loaded machine).
+    echo "miscount killed=$killed $(printf '%s' "$report" | grep -o '"timings_ms":{[^}]*}')"
   else
     echo "failed outcome=$outcome killed=$killed survivors=$survivors errors=$errors"
   fi
