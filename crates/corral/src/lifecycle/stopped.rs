@@ -28,7 +28,7 @@ impl Stopped {
     pub(super) fn look(&mut self, members: &[u32]) -> Vec<Leftover> {
         #[cfg(target_os = "linux")]
         {
-            use crate::sys::linux_proc::{is_dying, stat_of};
+            use crate::sys::linux_proc::{fatal_pending, is_dying, stat_of};
             members
                 .iter()
                 .filter_map(|&pid| {
@@ -38,6 +38,8 @@ impl Stopped {
                     } else if stat.state == b'T' {
                         self.seen.insert(pid, stat.start);
                         Seen::Stopped
+                    } else if fatal_pending(pid) {
+                        Seen::Dying
                     } else {
                         Seen::Running
                     };
