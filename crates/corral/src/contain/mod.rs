@@ -187,6 +187,17 @@ pub enum OsOp {
         /// The signal.
         signal: Signal,
     },
+    /// A leftover of a clean exit that the policy keeps was stopped: it was
+    /// sent SIGKILL through a pidfd, after the process that pidfd holds was
+    /// checked to be the one seen stopped (its start time) (the keep rule:
+    /// [`LeftoverPolicy`](crate::LeftoverPolicy)). No tree signal precedes
+    /// it.
+    KillStopped {
+        /// Which mechanism the tree was held by.
+        via: Mechanism,
+        /// The leftover's pid.
+        pid: u32,
+    },
     /// Every process on the machine was looked at to find the tree's
     /// members (the process-group tier's scan of /proc, linear in the
     /// machine's processes; the cheaper checks of pinned members are not

@@ -94,11 +94,7 @@ impl Stopped {
                 }
                 match pidfd_send_signal(&fd, rustix::process::Signal::KILL) {
                     Ok(()) => {
-                        tracer.record(crate::contain::OsOp::SignalMember {
-                            via,
-                            pid,
-                            signal: crate::Signal::KILL,
-                        });
+                        tracer.record(crate::contain::OsOp::KillStopped { via, pid });
                         self.killed.push((pid, fd));
                     }
                     Err(rustix::io::Errno::SRCH) => {}
