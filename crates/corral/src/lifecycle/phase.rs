@@ -11,6 +11,17 @@
 //!     └──── tree empty, or window over with no progress: survivors
 //! ```
 //!
+//! A clean exit whose leftovers are kept goes through [`keep_rule`]: with a
+//! leftover stopped (it is sent SIGKILL) or dying, the run waits before
+//! the kept ones are counted:
+//!
+//! ```text
+//! Supervising ──clean exit, kept, one stopped or dying──► Settling
+//!                                                           │ none stopped or dying,
+//!                                                           ▼ or the window over
+//!                                                         Over (kept counted)
+//! ```
+//!
 //! ("deadline" includes the idle timeout, and the output limit is one more
 //! reason to terminate: see [`Reason`].)
 //!
@@ -295,8 +306,9 @@ pub(super) enum Seen {
     Running,
     /// Stopped by a signal (`T`): no one continues it once corral is gone.
     Stopped,
-    /// Certain to die: exiting, or SIGKILL pending (a fatal signal, such as
-    /// the kernel's SIGHUP to an orphaned group with a stopped member).
+    /// Certain to die: exiting, SIGKILL pending, or a signal pending that
+    /// ends it as soon as it runs (the kernel's SIGHUP to an orphaned group
+    /// with a stopped member, which a continued member has not taken yet).
     Dying,
 }
 
