@@ -322,7 +322,9 @@ pub fn clean_exit_with_a_stopped_leftover(m: Mechanism) {
                 corral_testkit::ready("c")
             ),
             wait_delay: Some(Duration::from_secs(5)),
-            bound: Some((Duration::ZERO, SLACK)),
+            // The tree starts up to three helpers and waits for them (a hang
+            // guard here); the promise, after the root's exit, is below.
+            bound: Some((Duration::ZERO, SLACK * 3)),
             outcome: Some(Outcome::Exited(0)),
             signals: Some([].as_slice().into()),
             killed: Some(PerTier::In(
@@ -345,6 +347,8 @@ pub fn clean_exit_with_a_stopped_leftover(m: Mechanism) {
         .collect();
     assert_eq!(kills.len(), usize::from(by_corral.contains(&m)), "{ops:?}");
     assert!(r.cleanup_errors.is_empty(), "{r:?}");
+    let exit = r.timings.root_exit.expect("the root's exit was seen");
+    corral_testkit::assert_between(r.timings.cleanup_done - exit, Duration::ZERO, SLACK);
     assert!(!ops.iter().any(|o| matches!(
         o,
         OsOp::SignalTree { .. } | OsOp::SignalMember { .. } | OsOp::KillAgain { .. }

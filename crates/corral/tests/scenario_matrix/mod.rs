@@ -246,7 +246,9 @@ fn stopped_leftover(m: Mechanism, code: i32, policy: Option<LeftoverPolicy>, run
         tree,
         wait_delay: Some(secs(5)),
         leftovers: policy,
-        bound: Some((ZERO, SLACK)),
+        // The tree starts up to three helpers and waits for them (a hang
+        // guard here); the promise, after the root's exit, is below.
+        bound: Some((ZERO, SLACK * 3)),
         outcome: Some(Outcome::Exited(code)),
         root: Some(RootStatus::Exited(code)),
         signals: Some(NONE.into()),
@@ -262,6 +264,9 @@ fn stopped_leftover(m: Mechanism, code: i32, policy: Option<LeftoverPolicy>, run
     let tier = Tier::new(m);
     let r = tier.run(&row);
     assert!(r.cleanup_errors.is_empty(), "{r:?}");
+    // Bounded after the root's exit: the stopped leftover dies at once.
+    let exit = r.timings.root_exit.expect("the root's exit was seen");
+    assert_between(r.timings.cleanup_done - exit, ZERO, SLACK);
     // Still true a second later: what was kept runs, what was killed is gone.
     std::thread::sleep(secs(1));
     tier.assert_fates(row.fates);
