@@ -356,6 +356,14 @@ pub(crate) trait Attached: Send {
     /// (zombies are not members).
     fn members(&mut self) -> io::Result<Vec<u32>>;
 
+    /// The live members a clean exit leaves, for the keep rule (after the
+    /// root's exit, when the policy keeps them): [`Attached::members`]
+    /// unless the tier has a cheaper answer that does not reach further
+    /// than what it counts as kept at release.
+    fn leftovers(&mut self) -> io::Result<Vec<u32>> {
+        self.members()
+    }
+
     /// The process the root stands for when it is not the root itself
     /// (the PID-namespace tier: the root is the namespace's init, the
     /// command its child), while that process lives. `members` lists it;

@@ -1128,13 +1128,20 @@ impl Probe for Life {
     /// The live members other than the root, as the keep rule sees them
     /// (Linux: `/proc`; elsewhere all running).
     fn leftovers(&mut self) -> Vec<Leftover> {
-        let pid = self.pid;
-        let members: Vec<u32> = self
-            .tree_members()
-            .into_iter()
-            .filter(|&p| p != pid)
-            .collect();
-        self.stopped.look(&members)
+        let (pid, stand_in) = (self.pid, self.tree.as_ref().and_then(|t| t.stand_in()));
+        match self.held().and_then(|t| t.leftovers()) {
+            Ok(m) => {
+                let members: Vec<u32> = m
+                    .into_iter()
+                    .filter(|&p| p != pid && Some(p) != stand_in)
+                    .collect();
+                self.stopped.look(&members)
+            }
+            Err(e) => {
+                self.note_cleanup(CleanupError::members(e));
+                Vec::new()
+            }
+        }
     }
 
     /// Whether every member is visibly dying (Linux: `/proc`; elsewhere
