@@ -383,7 +383,8 @@ pub struct RunOpts {
 
     /// What happens to descendants still running when the program exits:
     /// keep-on-success keeps them after a clean exit 0 and kills them
-    /// otherwise; kill always kills them; keep never does.
+    /// otherwise; kill always kills them; keep never does. A stopped one is
+    /// never kept: it is killed (and counted in killed).
     #[arg(long, value_enum, default_value_t = Leftovers::KeepOnSuccess)]
     pub leftovers: Leftovers,
 

@@ -303,9 +303,14 @@ pub struct Leftovers {
     /// after the last listing is not in it, so in the process-group tier
     /// without a grace (SIGKILL first, counted after, so that the kill is
     /// not delayed by a scan) this is *at least* the number killed.
-    /// Survivors are always confirmed.
+    /// Survivors are always confirmed. A stopped leftover that the
+    /// leftovers policy would keep is killed instead, through a pidfd (see
+    /// [`LeftoverPolicy`](crate::LeftoverPolicy)): it counts here once dead,
+    /// though its SIGKILL is not in `signals_sent` (which lists the
+    /// signals sent to the whole tree).
     pub killed: usize,
-    /// Processes other than the root left running by the leftovers policy.
+    /// Processes other than the root left running by the leftovers policy:
+    /// none of them stopped or dying when corral let go of the tree.
     pub kept: usize,
 }
 

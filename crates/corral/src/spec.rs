@@ -269,6 +269,19 @@ impl std::str::FromStr for PtySize {
 
 /// What happens to processes of the tree that are still running when the
 /// root has exited and its output was drained.
+///
+/// "Keep" keeps what runs (Linux): a leftover that is stopped (by SIGSTOP,
+/// SIGTSTP, ...) when the policy keeps the leftovers is killed (SIGKILL)
+/// and counted in [`Leftovers::killed`](crate::Leftovers::killed), never
+/// kept. Nothing would continue it once corral is gone, and its process
+/// group, once orphaned (when corral, a child subreaper, or the PID
+/// namespace's init goes; or at the root's exit when its orphans go to
+/// init), would get SIGHUP then SIGCONT from the kernel because it has a
+/// stopped member (POSIX's orphaned-group rule), which ends every member
+/// that does not handle SIGHUP, the running ones too. A leftover that is
+/// dying (a fatal signal pending, such as that SIGHUP) is neither kept nor
+/// killed; the kept ones are counted once it is gone. A leftover stopped
+/// later, after corral decided, is not corral's to see.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]

@@ -64,7 +64,11 @@ const INNER: &[(&str, &[&[&str]])] = &[
     ),
     (
         "lifecycle",
-        &[&["phase", "plan", "relay", "deaths"], &["stdio"]],
+        &[
+            &["phase", "plan", "relay", "deaths"],
+            &["stopped"],
+            &["stdio"],
+        ],
     ),
     (
         "sys",

@@ -20,7 +20,8 @@
 //! * `released-once`: exactly one `Released`, by the tier, and it is the last
 //!   operation.
 //! * `signal-while-held`: every signal (`SignalTree`, `SignalMember`,
-//!   `KillAgain`) comes after `Spawned` and before `Reaped`, by the tier.
+//!   `KillAgain`, `KillStopped`) comes after `Spawned` and before `Reaped`,
+//!   by the tier.
 //! * `identity`: every `SignalTree` and `KillAgain` goes through the tree's
 //!   identity (cgroup: one inode for the whole run, the one removed or
 //!   pooled at release).
@@ -36,6 +37,9 @@
 //!   kill ends was found, stopped, and watched for the killed count before
 //!   it (issue 37). `TreeStopped` only so, once, by that tier, through the
 //!   tree's identity.
+//! * `stopped-kill`: `KillStopped` (the keep rule: a stopped leftover of a
+//!   clean exit) only while no tree signal was sent (one may follow: the
+//!   run dropped meanwhile is killed); at most once per leftover.
 //! * `root-exit`: `RootExited` at most once, of the root, before `Reaped`.
 //! * `report`: the tree signals recorded are the report's `signals_sent`.
 //! * `cgroup-release`: in the cgroup tier the directory is released exactly
@@ -322,6 +326,7 @@ fn signals_while_held(
         let (what, via, target): (Option<&str>, _, _) = match *op {
             OsOp::SignalTree { via, target, .. } => (Some("tree signal"), via, Some(target)),
             OsOp::SignalMember { via, .. } => (Some("member signal"), via, None),
+            OsOp::KillStopped { via, .. } => (Some("stopped leftover's kill"), via, None),
             OsOp::KillAgain { via, target } => (Some("kill again"), via, Some(target)),
             OsOp::TreeStopped { via, target } => (Some("tree stop"), via, Some(target)),
             _ => (None, tier, None),
@@ -351,12 +356,24 @@ struct SignalOrder {
     tree_signals: Vec<Signal>,
     last_tree: Option<Signal>,
     member_kills: std::collections::HashSet<u32>,
+    stopped_kills: std::collections::HashSet<u32>,
     exits: usize,
 }
 
 impl SignalOrder {
     fn step(&mut self, i: usize, op: &OsOp, pid: u32, reaped: usize) -> Result<(), String> {
         match *op {
+            OsOp::KillStopped { pid: m, .. } => {
+                if let Some(t) = self.last_tree {
+                    return fail(
+                        "stopped-kill",
+                        format!("stopped leftover {m} killed at {i} after tree signal {t:?}"),
+                    );
+                }
+                if !self.stopped_kills.insert(m) {
+                    return fail("stopped-kill", format!("stopped leftover {m} killed twice"));
+                }
+            }
             OsOp::SignalTree { signal, .. } => {
                 if self.last_tree == Some(Signal::KILL) {
                     return fail(
@@ -562,6 +579,55 @@ mod tests {
         check(CG, &clean, PID, Some(&[])).unwrap();
         // No report (dropped run).
         check(PG, &good(PG), PID, None).unwrap();
+    }
+
+    /// The keep rule's kill of a stopped leftover: after the root's exit,
+    /// before the reap, with no tree signal before it.
+    #[test]
+    fn a_stopped_leftover_is_killed_only_on_a_clean_exit_while_held() {
+        let kept = |via: Mechanism| {
+            let mut ops = vec![
+                Spawned { pid: PID },
+                RootExited { pid: PID },
+                KillStopped { via, pid: 12 },
+                KillStopped { via, pid: 13 },
+                Reaped { pid: PID },
+            ];
+            if via == CG {
+                ops.push(CgroupRemoved { inode: INODE });
+            }
+            ops.push(Released { via });
+            ops
+        };
+        let rejected = |via, rule: &str, f: &dyn Fn(&mut Vec<OsOp>)| {
+            let mut ops = kept(via);
+            f(&mut ops);
+            let e = check(via, &ops, PID, None).expect_err("must be rejected");
+            assert!(e.contains(&format!("[{rule}]")), "{rule}: {e}");
+        };
+        for via in ALL {
+            check(via, &kept(via), PID, Some(&[])).unwrap();
+            // After the reap, or by another tier.
+            rejected(via, "signal-while-held", &|o| {
+                let k = o.remove(2);
+                let r = reaped_at(o);
+                o.insert(r + 1, k);
+            });
+            rejected(via, "signal-while-held", &|o| {
+                o[2] = KillStopped {
+                    via: other(via),
+                    pid: 12,
+                }
+            });
+            // Twice the same leftover.
+            rejected(via, "stopped-kill", &|o| {
+                o[3] = KillStopped { via, pid: 12 }
+            });
+            // After a tree signal (the tree was being terminated).
+            rejected(via, "stopped-kill", &|o| {
+                o.insert(2, tree(via, Signal::TERM))
+            });
+        }
     }
 
     #[test]

@@ -187,6 +187,17 @@ pub enum OsOp {
         /// The signal.
         signal: Signal,
     },
+    /// A leftover of a clean exit that the policy keeps was stopped: it was
+    /// sent SIGKILL through a pidfd, after the process that pidfd holds was
+    /// checked to be the one seen stopped (its start time) (the keep rule:
+    /// [`LeftoverPolicy`](crate::LeftoverPolicy)). No tree signal precedes
+    /// it.
+    KillStopped {
+        /// Which mechanism the tree was held by.
+        via: Mechanism,
+        /// The leftover's pid.
+        pid: u32,
+    },
     /// Every process on the machine was looked at to find the tree's
     /// members (the process-group tier's scan of /proc, linear in the
     /// machine's processes; the cheaper checks of pinned members are not
@@ -354,6 +365,14 @@ pub(crate) trait Attached: Send {
     /// Live members of the tree, the root included while it is alive
     /// (zombies are not members).
     fn members(&mut self) -> io::Result<Vec<u32>>;
+
+    /// The live members a clean exit leaves, for the keep rule (after the
+    /// root's exit, when the policy keeps them): [`Attached::members`]
+    /// unless the tier has a cheaper answer that does not reach further
+    /// than what it counts as kept at release.
+    fn leftovers(&mut self) -> io::Result<Vec<u32>> {
+        self.members()
+    }
 
     /// The process the root stands for when it is not the root itself
     /// (the PID-namespace tier: the root is the namespace's init, the

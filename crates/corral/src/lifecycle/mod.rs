@@ -47,8 +47,9 @@ mod phase;
 mod plan;
 mod relay;
 mod stdio;
+mod stopped;
 
-use phase::{later, Action, Observed, Phase, Policy, Probe, Reason};
+use phase::{later, Action, Leftover, Observed, Phase, Policy, Probe, Reason};
 pub(crate) use plan::Plan;
 pub use stdio::PtyWindow;
 use stdio::{watched_outputs, StdinFeed, StreamIo, StreamSettings, Wired};
@@ -277,6 +278,9 @@ pub(crate) struct Life {
     /// release counts them.
     count_kept: bool,
     kept: usize,
+    /// The leftovers of a clean exit seen stopped, and those sent SIGKILL
+    /// for it (the keep rule, [`phase::keep_rule`]).
+    stopped: stopped::Stopped,
     /// Where the run is (see [`phase`]).
     phase: Phase,
     /// What the decisions depend on.
@@ -358,6 +362,7 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
         cleanup_errors: Vec::new(),
         count_kept: false,
         kept: 0,
+        stopped: stopped::Stopped::default(),
         phase: Phase::START,
         settings,
     };
@@ -636,6 +641,13 @@ impl Life {
                 Action::Signal(sig) => self.send(sig),
                 Action::CountKept => self.count_kept = true,
                 Action::StopAndCount => self.stop_and_count(),
+                Action::KillStopped(pids) => {
+                    // The identity is held: the run is not released yet.
+                    let via = self.mechanism;
+                    if let Err(e) = self.stopped.kill(&pids, &self.tracer, via) {
+                        self.note_cleanup(CleanupError::signal(e));
+                    }
+                }
                 Action::Survivors(pids) => self.note_cleanup(CleanupError::Survivors { pids }),
             }
         }
@@ -1033,7 +1045,16 @@ impl Life {
                 self.note_cleanup(CleanupError::release(e));
             }
         }
-        let killed = self.deaths.killed(&self.signals_sent);
+        // The stopped leftovers killed by the keep rule died of a SIGKILL
+        // not in `signals_sent` (sent to them, not to the tree), so the
+        // deaths' count leaves them out, unless the owner also sent the
+        // tree SIGKILL (then it counts them already).
+        let killed = self.deaths.killed(&self.signals_sent)
+            + if self.signals_sent.contains(&Signal::KILL) {
+                0
+            } else {
+                self.stopped.dead()
+            };
         let at = |i: Option<Instant>| i.map(|t| t.saturating_duration_since(self.start));
         let [out, err] = std::mem::take(&mut self.streams);
         Report {
@@ -1109,6 +1130,25 @@ impl Probe for Life {
         #[cfg(not(target_os = "linux"))]
         {
             true
+        }
+    }
+
+    /// The live members other than the root, as the keep rule sees them
+    /// (Linux: `/proc`; elsewhere all running).
+    fn leftovers(&mut self) -> Vec<Leftover> {
+        let (pid, stand_in) = (self.pid, self.tree.as_ref().and_then(|t| t.stand_in()));
+        match self.held().and_then(|t| t.leftovers()) {
+            Ok(m) => {
+                let members: Vec<u32> = m
+                    .into_iter()
+                    .filter(|&p| p != pid && Some(p) != stand_in)
+                    .collect();
+                self.stopped.look(&members)
+            }
+            Err(e) => {
+                self.note_cleanup(CleanupError::members(e));
+                Vec::new()
+            }
         }
     }
 

@@ -11,6 +11,17 @@
 //!     └──── tree empty, or window over with no progress: survivors
 //! ```
 //!
+//! A clean exit whose leftovers are kept goes through [`keep_rule`]: with a
+//! leftover stopped (it is sent SIGKILL) or dying, the run waits before
+//! the kept ones are counted:
+//!
+//! ```text
+//! Supervising ──clean exit, kept, one stopped or dying──► Settling
+//!                                                           │ none stopped or dying,
+//!                                                           ▼ or the window over
+//!                                                         Over (kept counted)
+//! ```
+//!
 //! ("deadline" includes the idle timeout, and the output limit is one more
 //! reason to terminate: see [`Reason`].)
 //!
@@ -139,6 +150,12 @@ pub(super) enum Phase {
         left: Option<usize>,
         check: Check,
     },
+    /// A clean exit whose leftovers are kept, some of which the keep rule
+    /// ([`keep_rule`]) does not keep as they are: the stopped ones were sent
+    /// SIGKILL, and what is dying (those, or members the kernel hung up
+    /// when the root's exit orphaned their group) is let die before the
+    /// kept ones are counted, until `until` at the latest.
+    Settling { until: Instant, check: Check },
     /// Nothing more to decide: release and report. `reason` is `None` for
     /// a clean exit whose leftovers (if any) were kept.
     Over { reason: Option<Reason> },
@@ -163,7 +180,7 @@ impl Phase {
     /// Why the tree was (or is being) terminated, if it was.
     pub(super) fn reason(&self) -> Option<Reason> {
         match *self {
-            Phase::Supervising { .. } => None,
+            Phase::Supervising { .. } | Phase::Settling { .. } => None,
             Phase::Grace { reason, .. } | Phase::Confirming { reason, .. } => Some(reason),
             Phase::Over { reason } => reason,
         }
@@ -172,7 +189,10 @@ impl Phase {
     /// Something happened to the tree (its descriptor fired, the root
     /// exited): a termination looks at it at once.
     pub(super) fn check_now(&mut self, now: Instant) {
-        if let Phase::Grace { check, .. } | Phase::Confirming { check, .. } = self {
+        if let Phase::Grace { check, .. }
+        | Phase::Confirming { check, .. }
+        | Phase::Settling { check, .. } = self
+        {
             check.next = now;
         }
     }
@@ -185,7 +205,9 @@ impl Phase {
         policy: &Policy,
     ) -> Option<Instant> {
         match *self {
-            Phase::Grace { check, .. } | Phase::Confirming { check, .. } => Some(check.next),
+            Phase::Grace { check, .. }
+            | Phase::Confirming { check, .. }
+            | Phase::Settling { check, .. } => Some(check.next),
             Phase::Over { .. } => None,
             Phase::Supervising {
                 draining_since,
@@ -275,6 +297,61 @@ pub(super) trait Probe {
     /// only once the confirm window is over, so that a tree that dies
     /// late under load is not reported as survivors).
     fn all_dying(&mut self, members: &[u32]) -> bool;
+    /// The live members other than the root, each as [`keep_rule`] sees
+    /// it (asked only when the policy keeps the leftovers of a clean exit).
+    fn leftovers(&mut self) -> Vec<Leftover>;
+}
+
+/// What [`keep_rule`] sees of one leftover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Seen {
+    /// Running or sleeping (anything but the two below).
+    Running,
+    /// Stopped by a signal (`T`): no one continues it once corral is gone.
+    Stopped,
+    /// Certain to die: exiting, SIGKILL pending, or a signal pending that
+    /// ends it as soon as it runs (the kernel's SIGHUP to an orphaned group
+    /// with a stopped member, which a continued member has not taken yet).
+    /// (Only Linux reads it; elsewhere every leftover is `Running`.)
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Dying,
+}
+
+/// One live member other than the root, when its run's leftovers are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Leftover {
+    pub(super) pid: u32,
+    pub(super) seen: Seen,
+}
+
+/// What the keep rule does with a clean exit's leftovers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Keeping {
+    /// Stopped leftovers: sent SIGKILL and counted as killed, never kept.
+    pub(super) kill: Vec<u32>,
+    /// Some leftover is stopped or dying: the kept ones are counted only
+    /// once those are gone.
+    pub(super) settle: bool,
+}
+
+/// Which leftovers "keep" keeps: every one that runs. A stopped one is
+/// killed: nothing continues it once corral is gone, and when corral's
+/// exit orphans its process group (corral, a child subreaper, is the
+/// parent of every orphan of the tree; a PID namespace's init is corral's
+/// child) the kernel sends SIGHUP then SIGCONT to the whole group because
+/// it has a stopped member (POSIX's orphaned-group rule), which ends the
+/// members that do not handle SIGHUP, the running ones too. With no
+/// stopped member left, the rule cannot fire on corral's exit. One that is
+/// dying is neither kept nor killed (by corral): the kept ones are counted
+/// once it is gone.
+pub(super) fn keep_rule(leftovers: &[Leftover]) -> Keeping {
+    let kill: Vec<u32> = leftovers
+        .iter()
+        .filter(|l| l.seen == Seen::Stopped)
+        .map(|l| l.pid)
+        .collect();
+    let settle = leftovers.iter().any(|l| l.seen != Seen::Running);
+    Keeping { kill, settle }
 }
 
 /// An effect the decision asks for, in order.
@@ -288,6 +365,10 @@ pub(super) enum Action {
     /// SIGKILL that follows (`Policy::stop_to_count`): each is watched for
     /// the killed count before the kill can end it.
     StopAndCount,
+    /// The keep rule's stopped leftovers: SIGKILL to each (through a pidfd,
+    /// once it is checked to be the process seen stopped); they count as
+    /// killed once dead.
+    KillStopped(Vec<u32>),
     /// The confirm window is over with these processes alive (sorted).
     Survivors(Vec<u32>),
 }
@@ -305,9 +386,14 @@ pub(super) fn decide(
             draining_since,
             foreign_hold_until,
         } => supervise(draining_since, foreign_hold_until, seen, probe, now, policy),
-        Phase::Grace { check, .. } | Phase::Confirming { check, .. } if now < check.next => {
+        Phase::Grace { check, .. }
+        | Phase::Confirming { check, .. }
+        | Phase::Settling { check, .. }
+            if now < check.next =>
+        {
             (phase, Vec::new())
         }
+        Phase::Settling { until, check } => settle(until, check, probe, now),
         Phase::Grace {
             reason,
             kill_at,
@@ -371,7 +457,9 @@ pub(super) fn kill_now(
     policy: &Policy,
 ) -> (Phase, Vec<Action>) {
     match phase {
-        Phase::Supervising { .. } => {
+        // A clean exit whose leftovers were being sorted: what is left of
+        // the tree is killed like any other.
+        Phase::Supervising { .. } | Phase::Settling { .. } => {
             start(Reason::Cancelled, Some(Signal::KILL), probe, now, policy)
         }
         Phase::Grace { reason, .. } => (
@@ -566,12 +654,63 @@ fn clean_exit(
         LeftoverPolicy::KeepOnSuccess => status != RootStatus::Exited(0),
     };
     if !kill {
-        return (Phase::Over { reason: None }, vec![Action::CountKept]);
+        let keeping = keep_rule(&probe.leftovers());
+        if !keeping.settle {
+            return (Phase::Over { reason: None }, vec![Action::CountKept]);
+        }
+        let settling = Phase::Settling {
+            until: later(now, policy.confirm_window),
+            check: Check::first(now),
+        };
+        return (settling, kill_stopped(keeping.kill));
     }
     if probe.members().is_empty() {
         return (Phase::Over { reason: None }, Vec::new());
     }
     start(Reason::Leftovers, None, probe, now, policy)
+}
+
+/// One look at the leftovers of a clean exit being settled: the stopped
+/// ones that appeared since are killed too; over once none is stopped or
+/// dying (then the kept ones are counted), or at `until`, with what is
+/// still stopped or dying reported as survivors.
+fn settle(
+    until: Instant,
+    check: Check,
+    probe: &mut dyn Probe,
+    now: Instant,
+) -> (Phase, Vec<Action>) {
+    let leftovers = probe.leftovers();
+    let keeping = keep_rule(&leftovers);
+    if !keeping.settle {
+        return (Phase::Over { reason: None }, vec![Action::CountKept]);
+    }
+    if now >= until {
+        let mut left: Vec<u32> = leftovers
+            .iter()
+            .filter(|l| l.seen != Seen::Running)
+            .map(|l| l.pid)
+            .collect();
+        left.sort_unstable();
+        return (
+            Phase::Over { reason: None },
+            vec![Action::CountKept, Action::Survivors(left)],
+        );
+    }
+    let next = Phase::Settling {
+        until,
+        check: check.after(now),
+    };
+    (next, kill_stopped(keeping.kill))
+}
+
+/// `KillStopped` for these pids, if there are any.
+fn kill_stopped(pids: Vec<u32>) -> Vec<Action> {
+    if pids.is_empty() {
+        Vec::new()
+    } else {
+        vec![Action::KillStopped(pids)]
+    }
 }
 
 /// The first timer that fired by `now`: the deadline or the idle timeout
@@ -712,6 +851,8 @@ mod tests {
         fork_holds: bool,
         /// The answer to `all_dying`.
         dying: bool,
+        /// The answer to `leftovers`.
+        leftovers: Vec<Leftover>,
         asked: Vec<&'static str>,
     }
 
@@ -735,6 +876,10 @@ mod tests {
         fn all_dying(&mut self, _: &[u32]) -> bool {
             self.asked.push("dying");
             self.dying
+        }
+        fn leftovers(&mut self) -> Vec<Leftover> {
+            self.asked.push("leftovers");
+            self.leftovers.clone()
         }
     }
 
@@ -816,6 +961,7 @@ mod tests {
             tree_holds,
             fork_holds,
             dying: false,
+            leftovers: Vec::new(),
             asked: Vec::new(),
         }
     }
@@ -943,7 +1089,7 @@ mod tests {
             },
             fake(&[9], false, false, false),
             Phase::START,
-            (None, vec![Action::CountKept], vec![]),
+            (None, vec![Action::CountKept], vec!["leftovers"]),
         );
         case(
             "cancel racing an exit with output open: cancelled",
@@ -996,7 +1142,7 @@ mod tests {
                 draining_since: Some(now - DRAIN_LIMIT),
                 foreign_hold_until: None,
             },
-            (None, vec![Action::CountKept], vec![]),
+            (None, vec![Action::CountKept], vec!["leftovers"]),
         );
         for mut case in cases {
             let (next, actions) = decide(case.phase, &case.seen, &mut case.fake, now, &case.policy);
@@ -1017,6 +1163,247 @@ mod tests {
                 _ => {}
             }
         }
+    }
+
+    fn left(pid: u32, seen: Seen) -> Leftover {
+        Leftover { pid, seen }
+    }
+
+    /// The keep rule: every running leftover is kept; a stopped one is
+    /// killed; a stopped or dying one holds the count until it is gone.
+    #[test]
+    fn keep_rule_table() {
+        use Seen::{Dying, Running, Stopped};
+        let cases: &[(&str, &[Leftover], &[u32], bool)] = &[
+            ("no leftover", &[], &[], false),
+            (
+                "running ones are kept as they are",
+                &[left(5, Running), left(6, Running)],
+                &[],
+                false,
+            ),
+            (
+                "a stopped one alone is killed",
+                &[left(5, Stopped)],
+                &[5],
+                true,
+            ),
+            (
+                "the issue's shape: two running, one stopped",
+                &[left(5, Running), left(6, Running), left(7, Stopped)],
+                &[7],
+                true,
+            ),
+            (
+                "every stopped one is killed, in the order seen",
+                &[left(9, Stopped), left(5, Running), left(7, Stopped)],
+                &[9, 7],
+                true,
+            ),
+            (
+                "one the kernel hung up is let die, not killed",
+                &[left(5, Running), left(6, Dying)],
+                &[],
+                true,
+            ),
+            (
+                "a stopped one already sent SIGKILL is dying",
+                &[left(7, Dying)],
+                &[],
+                true,
+            ),
+        ];
+        for (name, leftovers, kill, settle) in cases {
+            let k = keep_rule(leftovers);
+            assert_eq!(k.kill, *kill, "{name}: kill");
+            assert_eq!(k.settle, *settle, "{name}: settle");
+        }
+    }
+
+    /// A clean exit whose leftovers are kept: straight to the count when all
+    /// run; else the stopped are killed and the count waits (settling) until
+    /// none is stopped or dying, or the confirm window ends (survivors).
+    #[test]
+    fn settling_table() {
+        use Seen::{Dying, Running, Stopped};
+        let c = Clock(Instant::now());
+        let now = c.at(ms(5000));
+        let settling = |until: Duration, next: Instant| Phase::Settling {
+            until: c.at(until),
+            check: Check {
+                next,
+                interval: CHECK_FIRST,
+            },
+        };
+        let first = Check::first(now);
+        struct Case {
+            name: &'static str,
+            code: i32,
+            leftovers: LeftoverPolicy,
+            phase: Phase,
+            seen: Vec<Leftover>,
+            next: Phase,
+            actions: Vec<Action>,
+            asked: Vec<&'static str>,
+        }
+        let over = Phase::Over { reason: None };
+        let cases = vec![
+            Case {
+                name: "exit 0, all running: kept at once",
+                code: 0,
+                leftovers: LeftoverPolicy::KeepOnSuccess,
+                phase: Phase::START,
+                seen: vec![left(5, Running)],
+                next: over,
+                actions: vec![Action::CountKept],
+                asked: vec!["leftovers"],
+            },
+            Case {
+                name: "exit 0, a stopped one: killed, then settling",
+                code: 0,
+                leftovers: LeftoverPolicy::KeepOnSuccess,
+                phase: Phase::START,
+                seen: vec![left(5, Running), left(6, Running), left(7, Stopped)],
+                next: Phase::Settling {
+                    until: now + ms(1000),
+                    check: first,
+                },
+                actions: vec![Action::KillStopped(vec![7])],
+                asked: vec!["leftovers"],
+            },
+            Case {
+                name: "exit 3 under keep: the same rule",
+                code: 3,
+                leftovers: LeftoverPolicy::Keep,
+                phase: Phase::START,
+                seen: vec![left(7, Stopped)],
+                next: Phase::Settling {
+                    until: now + ms(1000),
+                    check: first,
+                },
+                actions: vec![Action::KillStopped(vec![7])],
+                asked: vec!["leftovers"],
+            },
+            Case {
+                name: "exit 0, one dying (hung up by the kernel): settling, nothing killed",
+                code: 0,
+                leftovers: LeftoverPolicy::KeepOnSuccess,
+                phase: Phase::START,
+                seen: vec![left(5, Running), left(6, Dying)],
+                next: Phase::Settling {
+                    until: now + ms(1000),
+                    check: first,
+                },
+                actions: vec![],
+                asked: vec!["leftovers"],
+            },
+            Case {
+                name: "exit 3 under keep-on-success: the tree is killed, no keep rule",
+                code: 3,
+                leftovers: LeftoverPolicy::KeepOnSuccess,
+                phase: Phase::START,
+                seen: vec![left(7, Stopped)],
+                next: Phase::Confirming {
+                    reason: Reason::Leftovers,
+                    until: now + ms(1000),
+                    limit: now + ms(10_000),
+                    cap: now + ms(60_000),
+                    left: None,
+                    check: first,
+                },
+                actions: vec![Action::Signal(Signal::KILL)],
+                asked: vec!["members", "members"],
+            },
+            Case {
+                name: "settling, not due: nothing asked",
+                code: 0,
+                leftovers: LeftoverPolicy::KeepOnSuccess,
+                phase: settling(ms(6000), now + ms(1)),
+                seen: vec![left(7, Dying)],
+                next: settling(ms(6000), now + ms(1)),
+                actions: vec![],
+                asked: vec![],
+            },
+            Case {
+                name: "settling, the killed one still dying: look again",
+                code: 0,
+                leftovers: LeftoverPolicy::KeepOnSuccess,
+                phase: settling(ms(6000), now),
+                seen: vec![left(5, Running), left(7, Dying)],
+                next: Phase::Settling {
+                    until: c.at(ms(6000)),
+                    check: Check {
+                        next: now,
+                        interval: CHECK_FIRST,
+                    }
+                    .after(now),
+                },
+                actions: vec![],
+                asked: vec!["leftovers"],
+            },
+            Case {
+                name: "settling, one stopped since: killed too",
+                code: 0,
+                leftovers: LeftoverPolicy::KeepOnSuccess,
+                phase: settling(ms(6000), now),
+                seen: vec![left(7, Dying), left(8, Stopped)],
+                next: Phase::Settling {
+                    until: c.at(ms(6000)),
+                    check: Check {
+                        next: now,
+                        interval: CHECK_FIRST,
+                    }
+                    .after(now),
+                },
+                actions: vec![Action::KillStopped(vec![8])],
+                asked: vec!["leftovers"],
+            },
+            Case {
+                name: "settling, the stopped ones gone: count the kept",
+                code: 0,
+                leftovers: LeftoverPolicy::KeepOnSuccess,
+                phase: settling(ms(6000), now),
+                seen: vec![left(5, Running), left(6, Running)],
+                next: over,
+                actions: vec![Action::CountKept],
+                asked: vec!["leftovers"],
+            },
+            Case {
+                name: "settling past the window: survivors, the rest counted",
+                code: 0,
+                leftovers: LeftoverPolicy::KeepOnSuccess,
+                phase: settling(ms(5000), now),
+                seen: vec![left(5, Running), left(9, Stopped), left(7, Dying)],
+                next: over,
+                actions: vec![Action::CountKept, Action::Survivors(vec![7, 9])],
+                asked: vec!["leftovers"],
+            },
+        ];
+        for case in cases {
+            let mut p = policy(&c, None, ms(0), ms(100));
+            p.leftovers = case.leftovers;
+            let mut fake = Fake {
+                members: case.seen.iter().map(|l| l.pid).collect(),
+                leftovers: case.seen.clone(),
+                ..Fake::default()
+            };
+            let seen = exited(&c, case.code, ms(4999), 0);
+            let (next, actions) = decide(case.phase, &seen, &mut fake, now, &p);
+            assert_eq!(next, case.next, "{}: phase", case.name);
+            assert_eq!(actions, case.actions, "{}: actions", case.name);
+            assert_eq!(fake.asked, case.asked, "{}: questions", case.name);
+        }
+        // A settling run's next wake is its check; a dropped future kills
+        // what is left of the tree, as in any phase before the end.
+        let s = settling(ms(6000), now + ms(3));
+        assert_eq!(
+            s.next_timer(None, None, &policy(&c, None, ms(0), ms(0))),
+            Some(now + ms(3))
+        );
+        let mut fake = Fake::default();
+        let (next, actions) = kill_now(s, &mut fake, now, &policy(&c, None, ms(0), ms(0)));
+        assert_eq!(next.reason(), Some(Reason::Cancelled));
+        assert_eq!(actions, vec![Action::Signal(Signal::KILL)]);
     }
 
     /// The expected phases for the cases that stay or end.

@@ -326,6 +326,40 @@ fn kill_pending(status: &str) -> bool {
     })
 }
 
+/// Whether process `pid` has a signal pending that will end it as soon as
+/// it runs: pending (for a thread or the process), not blocked, and neither
+/// ignored nor caught, with a default action that terminates. A stopped
+/// process that the kernel sent SIGHUP then SIGCONT (its group orphaned)
+/// is such a process until it has run: a stopped process does not take a
+/// signal, so the SIGHUP waits in its queue, not as a pending SIGKILL.
+pub(crate) fn fatal_pending(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| fatal_in(&s))
+}
+
+/// [`fatal_pending`] on a `/proc/PID/status` text.
+fn fatal_in(status: &str) -> bool {
+    let mask = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+    };
+    let bit = |n: u32| 1u64 << (n - 1);
+    // Default action "ignore" (CHLD, CONT, URG, WINCH) or "stop" (STOP,
+    // TSTP, TTIN, TTOU): Linux numbers.
+    let harmless = [17, 18, 23, 28, 19, 20, 21, 22]
+        .iter()
+        .fold(0, |m, &n| m | bit(n));
+    let (Some(pending), Some(shared)) = (mask("SigPnd:"), mask("ShdPnd:")) else {
+        return false;
+    };
+    let handled = ["SigBlk:", "SigIgn:", "SigCgt:"]
+        .iter()
+        .map(|k| mask(k).unwrap_or(u64::MAX))
+        .fold(harmless, |m, x| m | x);
+    (pending | shared) & !handled != 0
+}
+
 /// The stat of one process, if it exists.
 pub(crate) fn stat_of(pid: u32) -> Option<Stat> {
     let fd = rustix::fs::open(
@@ -407,6 +441,96 @@ mod tests {
             "0000000000004000"
         )));
         assert!(!kill_pending("garbage"));
+    }
+
+    #[test]
+    fn fatal_pending_is_a_default_action_that_terminates() {
+        let status = |pnd: &str, shd: &str, blk: &str, ign: &str, cgt: &str| {
+            format!(
+                "Name:\tx\nState:\tR (running)\nSigPnd:\t{pnd}\nShdPnd:\t{shd}\nSigBlk:\t{blk}\nSigIgn:\t{ign}\nSigCgt:\t{cgt}\n"
+            )
+        };
+        let z = "0000000000000000";
+        // (name, pending, shared, blocked, ignored, caught, fatal)
+        let cases = [
+            ("nothing pending", z, z, z, z, z, false),
+            (
+                "SIGHUP queued for the process (orphaned group)",
+                z,
+                "0000000000000001",
+                z,
+                z,
+                z,
+                true,
+            ),
+            (
+                "SIGTERM for the thread",
+                "0000000000004000",
+                z,
+                z,
+                z,
+                z,
+                true,
+            ),
+            (
+                "SIGHUP blocked",
+                z,
+                "0000000000000001",
+                "0000000000000001",
+                z,
+                z,
+                false,
+            ),
+            (
+                "SIGHUP ignored (nohup)",
+                z,
+                "0000000000000001",
+                z,
+                "0000000000000001",
+                z,
+                false,
+            ),
+            (
+                "SIGHUP caught",
+                z,
+                "0000000000000001",
+                z,
+                z,
+                "0000000000000001",
+                false,
+            ),
+            (
+                "SIGCONT and SIGCHLD: ignored by default",
+                z,
+                "0000000000030000",
+                z,
+                z,
+                z,
+                false,
+            ),
+            (
+                "SIGTSTP: stops by default",
+                z,
+                "0000000000080000",
+                z,
+                z,
+                z,
+                false,
+            ),
+            (
+                "a real-time signal: terminates by default",
+                z,
+                "0000000100000000",
+                z,
+                z,
+                z,
+                true,
+            ),
+        ];
+        for (name, pnd, shd, blk, ign, cgt, fatal) in cases {
+            assert_eq!(fatal_in(&status(pnd, shd, blk, ign, cgt)), fatal, "{name}");
+        }
+        assert!(!fatal_in("garbage"));
     }
 
     /// Tests of this module that spawn: a fork holds copies of every

@@ -40,6 +40,7 @@ macro_rules! tiers {
                     clean_exit
                     clean_exit_without_leftovers
                     clean_exit_under_kill_policy
+                    clean_exit_with_a_stopped_leftover
                     grace_with_term_ignorer
                     grace_with_a_tree_that_dies_on_term
                     cancel_during_grace_sends_nothing_more
@@ -300,6 +301,59 @@ pub fn clean_exit_without_leftovers(m: Mechanism) {
             "{ops:?}"
         );
     }
+}
+
+/// A clean exit 0 with a running leftover (`c`, which ignores SIGHUP) and
+/// a stopped one (`st`): the keep rule kills `st` through a pidfd
+/// (`KillStopped`, once, while the identity is held, no tree signal) and
+/// keeps `c`. In the process-group and cgroup tiers of this host (no
+/// subreaper: the root's orphans go to init) the root's exit orphans the
+/// group with `st` stopped, so the kernel has sent it SIGHUP and SIGCONT
+/// before corral decides: `st` is dying, not stopped, and corral sends
+/// nothing at all.
+pub fn clean_exit_with_a_stopped_leftover(m: Mechanism) {
+    let by_corral = [Mechanism::Subreaper, Mechanism::PidNamespace];
+    let stopped = r#"until [ -e "$CORRAL_TEST_DIR/st.pinned" ] && grep -q '^State:[[:space:]]*T' /proc/$(cat "$CORRAL_TEST_DIR/st.pid" 2>/dev/null)/status 2>/dev/null; do sleep 0.01; done; "#;
+    let (r, ops) = scenario(
+        m,
+        Row {
+            tree: format!(
+                r#""$H" c sh -c 'trap "" HUP; exec sleep 30' >/dev/null 2>&1 & "$H" st sh -c 'kill -STOP $$; exec sleep 30' >/dev/null 2>&1 & {}{stopped}echo ok"#,
+                corral_testkit::ready("c")
+            ),
+            wait_delay: Some(Duration::from_secs(5)),
+            // The tree starts up to three helpers and waits for them (a hang
+            // guard here); the promise, after the root's exit, is below.
+            bound: Some((Duration::ZERO, SLACK * 3)),
+            outcome: Some(Outcome::Exited(0)),
+            signals: Some([].as_slice().into()),
+            killed: Some(PerTier::In(
+                &[Mechanism::Subreaper, Mechanism::PidNamespace],
+                Exactly(1),
+                Exactly(0),
+            )),
+            kept: Some(1),
+            fates: &[("c", Alive), ("st", Dead)],
+            ..Row::default()
+        },
+        nothing,
+    );
+    let kills: Vec<u32> = ops
+        .iter()
+        .filter_map(|o| match o {
+            OsOp::KillStopped { pid, .. } => Some(*pid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kills.len(), usize::from(by_corral.contains(&m)), "{ops:?}");
+    assert!(r.cleanup_errors.is_empty(), "{r:?}");
+    let exit = r.timings.root_exit.expect("the root's exit was seen");
+    corral_testkit::assert_between(r.timings.cleanup_done - exit, Duration::ZERO, SLACK);
+    assert!(!ops.iter().any(|o| matches!(
+        o,
+        OsOp::SignalTree { .. } | OsOp::SignalMember { .. } | OsOp::KillAgain { .. }
+    )));
+    removed_if_cgroup(m, &ops);
 }
 
 pub fn clean_exit_under_kill_policy(m: Mechanism) {

@@ -27,8 +27,8 @@ use corral::{
 };
 use corral_testkit::assert_between;
 use corral_testkit::scenario::{
-    ms, traced, tree, Count::AtLeast, Count::Exactly, Fate::Alive, Fate::AliveIn, Fate::Dead, Row,
-    Tier, SLACK,
+    ms, traced, tree, Count::AtLeast, Count::Exactly, Fate::Alive, Fate::AliveIn, Fate::Dead,
+    PerTier, Row, Tier, SLACK,
 };
 
 /// Generates one `#[test]` per scenario for each tier given as
@@ -42,6 +42,9 @@ macro_rules! tiers {
                     exit_0_detached_child_kept_under_keep_on_success
                     exit_0_detached_child_killed_under_kill_policy
                     exit_3_detached_child_kept_under_keep_policy
+                    exit_0_stopped_leftover_is_killed_and_the_running_ones_kept
+                    exit_0_stopped_leftover_alone_is_killed
+                    exit_3_stopped_leftover_is_killed_under_keep_policy
                     exit_7_detached_child_killed_and_exit_is_clean
                     exit_7_survivor_ignoring_term_escalates_within_grace
                     exit_0_grandchild_holding_stdout_is_output_held
@@ -199,6 +202,86 @@ pub fn exit_0_detached_child_killed_under_kill_policy(m: Mechanism) {
 
 pub fn exit_3_detached_child_kept_under_keep_policy(m: Mechanism) {
     Tier::new(m).run(&detached(3, Some(LeftoverPolicy::Keep), true));
+}
+
+/// Shell text that waits until helper `name` is stopped (and pinned).
+fn stopped_ready(name: &str) -> String {
+    format!(
+        r#"until [ -e "$CORRAL_TEST_DIR/{name}.pinned" -o ! -e "$CORRAL_TEST_DIR/.watched" ] && grep -q '^State:[[:space:]]*T' /proc/$(cat "$CORRAL_TEST_DIR/{name}.pid" 2>/dev/null)/status 2>/dev/null; do sleep 0.01; done; "#
+    )
+}
+
+/// A clean exit whose leftovers are kept, one of them stopped (`st`),
+/// beside `running` running ones (they ignore SIGHUP; see below). The keep
+/// rule kills the stopped one (counted in `killed`) and keeps the others,
+/// which must still run a second after `wait` returned. Where the root's
+/// orphans go to init (the process-group and cgroup tiers of a host that is
+/// no subreaper), the root's exit itself orphans the group with a stopped
+/// member, so the kernel sends it SIGHUP and SIGCONT there and then: `st`
+/// dies of that, before corral decides (`killed` 0, and it is not kept
+/// either); the running ones ignore SIGHUP so that the row does not depend
+/// on whether this kernel hangs up the whole group or only its stopped
+/// members. In the subreaper tier (corral is their parent) and the
+/// PID-namespace tier (the init is) the group stays linked to corral's
+/// session until corral lets go, and corral kills `st` itself. The CLI
+/// tests (`corral-cli/tests/kept.rs`) run the same shape with plain
+/// `sleep`s and check after corral's exit.
+fn stopped_leftover(m: Mechanism, code: i32, policy: Option<LeftoverPolicy>, running: usize) {
+    const ALL: &[(&str, corral_testkit::scenario::Fate)] =
+        &[("a", Alive), ("b", Alive), ("st", Dead)];
+    let helpers = &["a", "b"][2 - running..];
+    let mut tree = String::new();
+    for n in helpers {
+        tree.push_str(&format!(
+            r#""$H" {n} sh -c 'trap "" HUP; exec sleep 30' >/dev/null 2>&1 & "#
+        ));
+    }
+    tree.push_str(r#""$H" st sh -c 'kill -STOP $$; exec sleep 30' >/dev/null 2>&1 & "#);
+    for n in helpers {
+        tree.push_str(&corral_testkit::ready(n));
+    }
+    tree.push_str(&stopped_ready("st"));
+    tree.push_str(&format!("exit {code}"));
+    let row = Row {
+        tree,
+        wait_delay: Some(secs(5)),
+        leftovers: policy,
+        // The tree starts up to three helpers and waits for them (a hang
+        // guard here); the promise, after the root's exit, is below.
+        bound: Some((ZERO, SLACK * 3)),
+        outcome: Some(Outcome::Exited(code)),
+        root: Some(RootStatus::Exited(code)),
+        signals: Some(NONE.into()),
+        killed: Some(PerTier::In(
+            &[Mechanism::Subreaper, Mechanism::PidNamespace],
+            Exactly(1),
+            Exactly(0),
+        )),
+        kept: Some(running),
+        fates: &ALL[2 - running..],
+        ..Row::default()
+    };
+    let tier = Tier::new(m);
+    let r = tier.run(&row);
+    assert!(r.cleanup_errors.is_empty(), "{r:?}");
+    // Bounded after the root's exit: the stopped leftover dies at once.
+    let exit = r.timings.root_exit.expect("the root's exit was seen");
+    assert_between(r.timings.cleanup_done - exit, ZERO, SLACK);
+    // Still true a second later: what was kept runs, what was killed is gone.
+    std::thread::sleep(secs(1));
+    tier.assert_fates(row.fates);
+}
+
+pub fn exit_0_stopped_leftover_is_killed_and_the_running_ones_kept(m: Mechanism) {
+    stopped_leftover(m, 0, None, 2);
+}
+
+pub fn exit_0_stopped_leftover_alone_is_killed(m: Mechanism) {
+    stopped_leftover(m, 0, None, 0);
+}
+
+pub fn exit_3_stopped_leftover_is_killed_under_keep_policy(m: Mechanism) {
+    stopped_leftover(m, 3, Some(LeftoverPolicy::Keep), 1);
 }
 
 pub fn exit_7_detached_child_killed_and_exit_is_clean(m: Mechanism) {

@@ -379,6 +379,17 @@ impl Attached for Held {
         Ok(pids)
     }
 
+    /// The cgroup's processes only: what the release moves out and counts
+    /// as kept. An empty cgroup is answered without the scan for
+    /// migrants that `members` makes (a clean exit whose leftovers are
+    /// kept neither counts nor touches them).
+    fn leftovers(&mut self) -> io::Result<Vec<u32>> {
+        if !self.cg.populated()? {
+            return Ok(Vec::new());
+        }
+        Ok(self.cg.all_procs())
+    }
+
     #[cfg(unix)]
     fn wake_fd(&self) -> Option<(BorrowedFd<'_>, crate::contain::WakeOn)> {
         let slot = self.cg.slot.as_ref()?;
