@@ -52,6 +52,9 @@ pub(crate) struct ProcessGroup {
     cookie: String,
     #[cfg(target_os = "linux")]
     keeper: Option<super::cookie_hold::CookieHold>,
+    /// What the keeper does to the tree if this process dies.
+    #[cfg(target_os = "linux")]
+    farewell: crate::spec::Farewell,
 }
 
 /// The attached group: its id is the root's pid, pinned by the unreaped
@@ -82,9 +85,13 @@ struct Group {
 }
 
 impl ProcessGroup {
-    pub(crate) fn new(tracer: Tracer) -> Self {
+    pub(crate) fn new(tracer: Tracer, farewell: crate::spec::Farewell) -> Self {
+        #[cfg(not(target_os = "linux"))]
+        let _ = farewell;
         ProcessGroup {
             tracer,
+            #[cfg(target_os = "linux")]
+            farewell,
             // `g`: never taken for a subreaper tree's number.
             #[cfg(target_os = "linux")]
             cookie: format!("{}.g{}", std::process::id(), super::orphans::fresh_seq()),
@@ -145,6 +152,7 @@ impl Containment for ProcessGroup {
                     &self.cookie,
                     Mechanism::ProcessGroup,
                     &self.tracer,
+                    self.farewell,
                 ));
             }
             Ok(sys::Placement {
