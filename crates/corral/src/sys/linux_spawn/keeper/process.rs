@@ -1508,6 +1508,40 @@ mod tests {
         assert!(!matches(&t, &long));
     }
 
+    /// The files of the first signal's look: a process group from `stat`
+    /// (a comm with spaces and parentheses), a cgroup's name as a whole
+    /// component of a `0::` path, `populated` from `cgroup.events`, and
+    /// `/proc/<pid>/<file>` paths.
+    #[test]
+    fn first_signal_files_are_read_within_bounds() {
+        assert_eq!(stat_pgrp(b"42 (sh) S 1 42 42 0 -1"), Some(42));
+        assert_eq!(stat_pgrp(b"7 (a) b (c)) R 3 9 9 0"), Some(9));
+        assert_eq!(stat_pgrp(b"7 (x) R 3"), None);
+        assert_eq!(stat_pgrp(b"7 (x) R 3 -1 0"), None);
+        assert_eq!(stat_pgrp(b"no parenthesis"), None);
+        assert_eq!(stat_pgrp(b"7 (x) R 3 99999999999 0"), None);
+        let name = b"corral-1-abcd-0";
+        assert!(has_component(b"/user.slice/corral-1-abcd-0", name));
+        assert!(has_component(b"/a/corral-1-abcd-0/sub", name));
+        assert!(!has_component(b"/a/corral-1-abcd-01", name));
+        assert!(!has_component(b"/a/xcorral-1-abcd-0", name));
+        assert!(!has_component(b"/", b""));
+        assert!(events_populated(b"populated 1\nfrozen 0\n"));
+        assert!(!events_populated(b"populated 0\nfrozen 0\n"));
+        assert!(!events_populated(b"frozen 1\npopulated 0\n"));
+        assert!(events_populated(b""));
+        assert!(events_populated(b"xpopulated 0\n"));
+        let mut buf = [0u8; 48];
+        assert_eq!(
+            proc_path(&mut buf, 4_194_304, b"environ").unwrap(),
+            c"/proc/4194304/environ"
+        );
+        let mut buf = [0u8; 48];
+        assert_eq!(proc_path(&mut buf, 0, b"stat").unwrap(), c"/proc/0/stat");
+        let mut buf = [0u8; 48];
+        assert!(proc_path(&mut buf, u32::MAX, &[b'x'; 40]).is_none());
+    }
+
     /// A `/proc` entry is a process when its name is 1 to 9 digits, not 0.
     #[test]
     fn proc_entries_name_pids() {
