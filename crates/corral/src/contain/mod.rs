@@ -251,9 +251,10 @@ pub(crate) mod cookie_hold {
             farewell: crate::spec::Farewell,
         ) -> CookieHold {
             #[cfg(linux_raw)]
-            let got = crate::sys::linux_spawn::keeper::register_cookie(cookie, farewell).map_err(
-                |e| format!("the crash-safety keeper could not take the tree's cookie: {e}"),
-            );
+            let got =
+                crate::sys::linux_spawn::keeper::register_cookie(cookie, farewell).map_err(|e| {
+                    format!("the crash-safety keeper could not take the tree's cookie: {e}")
+                });
             #[cfg(not(linux_raw))]
             let got: Result<Reg, String> = {
                 let _ = (cookie, farewell);
@@ -529,10 +530,8 @@ pub(crate) fn select(
             ContainmentChoice::Auto | ContainmentChoice::Only(Mechanism::Cgroup)
         );
         if want_cgroup {
-            let made =
-                cgroup::detect().and_then(|h| {
-                    cgroup::Cgroup::create(&h, limits, tracer.clone(), farewell)
-                });
+            let made = cgroup::detect()
+                .and_then(|h| cgroup::Cgroup::create(&h, limits, tracer.clone(), farewell));
             match made {
                 Ok(cg) => {
                     return Ok(Selected {

@@ -430,8 +430,7 @@ impl Tree {
                     fd.as_fd(),
                     m.pid,
                     self.farewell,
-                )
-                {
+                ) {
                     self.handed.insert(key, reg);
                 }
             }

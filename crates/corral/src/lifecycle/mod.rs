@@ -412,12 +412,7 @@ fn check(plan: &Plan<'_>) -> Result<(), Error> {
 /// keeper runs before the spawn when the run needs one.
 fn choose_containment(plan: &Plan<'_>) -> Result<contain::Selected, Error> {
     let farewell = crate::spec::Farewell::of(plan.settings.signal, plan.settings.grace);
-    let selected = contain::select(
-        plan.containment,
-        plan.limits,
-        plan.tracer.clone(),
-        farewell,
-    );
+    let selected = contain::select(plan.containment, plan.limits, plan.tracer.clone(), farewell);
     // A cgroup that could not be made for want of a descriptor is not a
     // reason to fall back to a weaker tier, nor a containment failure:
     // say what it is.

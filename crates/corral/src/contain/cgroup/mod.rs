@@ -205,7 +205,11 @@ impl Cgroup {
                 // it: registered again with this run's (the new
                 // registration first, so the cgroup is never unheld).
                 #[cfg(linux_raw)]
-                if slot.keeper.as_ref().is_some_and(|r| !r.has_farewell(farewell)) {
+                if slot
+                    .keeper
+                    .as_ref()
+                    .is_some_and(|r| !r.has_farewell(farewell))
+                {
                     let name = slot.dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
                     slot.keeper = crate::sys::linux_spawn::keeper::register(
                         slot.dir_fd.as_fd(),

@@ -763,7 +763,9 @@ fn farewell(a: &InitArgs, sigfd: c_int) -> ! {
                 _ => break,
             }
         }
-        let spent = raw::monotonic_ns().unwrap_or(u64::MAX).saturating_sub(start);
+        let spent = raw::monotonic_ns()
+            .unwrap_or(u64::MAX)
+            .saturating_sub(start);
         if spent >= grace_ns {
             exit_now(137);
         }

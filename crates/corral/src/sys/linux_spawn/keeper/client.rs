@@ -13,8 +13,8 @@ use linux_raw_sys::general as k;
 
 use super::process::{keeper_main, KeeperArgs};
 use super::protocol::{
-    rights_control, Farewell, Message, AF_UNIX, MSG_LEN, MSG_NOSIGNAL, OP_ADD, OP_ADD_MEMBER, OP_ADD_ROOT,
-    OP_COOKIE, OP_DEL, OP_PARENT, SOCK_SEQPACKET, SOL_SOCKET,
+    rights_control, Farewell, Message, AF_UNIX, MSG_LEN, MSG_NOSIGNAL, OP_ADD, OP_ADD_MEMBER,
+    OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_PARENT, SOCK_SEQPACKET, SOL_SOCKET,
 };
 use super::{MAX_SLOTS, RESERVE_FDS};
 use crate::sys::linux_spawn::raw::{
@@ -763,7 +763,9 @@ mod tests {
             .map(|_| register_root(fd.as_fd(), pid, crate::spec::Farewell::KILL).unwrap())
             .collect();
         let cookies: Vec<Registration> = (0..n)
-            .map(|i| register_cookie(&format!("{pid}.test{i}"), crate::spec::Farewell::KILL).unwrap())
+            .map(|i| {
+                register_cookie(&format!("{pid}.test{i}"), crate::spec::Farewell::KILL).unwrap()
+            })
             .collect();
         assert!(cookies.iter().all(|c| c.slot as usize >= cap));
         assert!(roots.iter().all(|r| (r.slot as usize) < cap));

@@ -544,7 +544,11 @@ unsafe fn kill_due(table: &Table, now: u64, look: bool) -> (bool, bool) {
         // SAFETY: as above.
         if let Some(s) = unsafe { table.at(i) } {
             if s.kind == COOKIE && s.state == HELD {
-                s.quiet = if s.seen != 0 { 0 } else { s.quiet.saturating_add(1) };
+                s.quiet = if s.seen != 0 {
+                    0
+                } else {
+                    s.quiet.saturating_add(1)
+                };
                 // Two looks in a row found none (a process in `execve`
                 // shows an empty environment for a moment); or the rounds
                 // of its kill have run their time; or `/proc` is not this
@@ -771,7 +775,10 @@ fn pgrp_of(pid: u32) -> Option<u32> {
 /// pgrp ...`, the comm ending at the last `)`.
 fn stat_pgrp(stat: &[u8]) -> Option<u32> {
     let close = stat.iter().rposition(|&b| b == b')')?;
-    let mut fields = stat.get(close + 1..)?.split(|&b| b == b' ').filter(|f| !f.is_empty());
+    let mut fields = stat
+        .get(close + 1..)?
+        .split(|&b| b == b' ')
+        .filter(|f| !f.is_empty());
     let _state = fields.next()?;
     let _ppid = fields.next()?;
     let pgrp = fields.next()?;
@@ -899,7 +906,9 @@ fn proc_is_own(me: u32) -> bool {
         if !link[j].is_ascii_digit() {
             return false;
         }
-        own = own.saturating_mul(10).saturating_add((link[j] - b'0') as u32);
+        own = own
+            .saturating_mul(10)
+            .saturating_add((link[j] - b'0') as u32);
         j += 1;
     }
     own == me

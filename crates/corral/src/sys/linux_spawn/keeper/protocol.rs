@@ -369,7 +369,11 @@ mod tests {
             Message::with_pid(OP_ADD_ROOT, 4242),
             with_farewell(Message::with_pid(OP_ADD_ROOT, 1), SIGNAL_MAX, GRACE_MAX_MS),
             named(OP_ADD_MEMBER, 43, 4, 0, &1u32.to_ne_bytes()),
-            with_farewell(named(OP_ADD_MEMBER, 43, 4, 0, &u32::MAX.to_ne_bytes()), 1, 1),
+            with_farewell(
+                named(OP_ADD_MEMBER, 43, 4, 0, &u32::MAX.to_ne_bytes()),
+                1,
+                1,
+            ),
             named(OP_PARENT, 0, 9, 0, b""),
             named(OP_COOKIE, 5, 1 << 20, 0, &[b'c'; NAME_MAX]),
             // `-s 0`: nothing first, SIGKILL after the grace.
@@ -483,14 +487,16 @@ mod tests {
         }
         assert_eq!(edit(&|b| b[AT_NAME + 10] = 1), Err(Invalid::Name));
         assert_eq!(edit(&|b| b[AT_NAME + 1] = 0), Err(Invalid::Name));
-        assert_eq!(edit(&|b| b[AT_SIGNAL] = SIGNAL_MAX + 1), Err(Invalid::Signal));
+        assert_eq!(
+            edit(&|b| b[AT_SIGNAL] = SIGNAL_MAX + 1),
+            Err(Invalid::Signal)
+        );
         assert_eq!(
             edit(&|b| b[AT_GRACE..AT_GRACE + 4].copy_from_slice(&0u32.to_ne_bytes())),
             Err(Invalid::Signal)
         );
         assert_eq!(
-            edit(&|b| b[AT_GRACE..AT_GRACE + 4]
-                .copy_from_slice(&(GRACE_MAX_MS + 1).to_ne_bytes())),
+            edit(&|b| b[AT_GRACE..AT_GRACE + 4].copy_from_slice(&(GRACE_MAX_MS + 1).to_ne_bytes())),
             Err(Invalid::Grace)
         );
         // A farewell only on the adds of a tree.
