@@ -367,6 +367,163 @@ fn sigkill_of_corral_gives_the_pid_namespace_its_farewell() {
     farewells("pid-namespace");
 }
 
+/// Whether the process a pidfd holds has exited (the pidfd is readable).
+fn exited(fd: &std::os::fd::OwnedFd) -> bool {
+    let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    rustix::event::poll(&mut fds, Some(&zero)).map_or(true, |n| n > 0)
+}
+
+/// The children of `pid` (`/proc/PID/task/PID/children`).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// The child of `pid` that is a keeper (named `corral-keeper`), if any.
+fn keeper_child(pid: u32) -> Option<u32> {
+    children(pid).into_iter().find(|c| {
+        std::fs::read_to_string(format!("/proc/{c}/comm"))
+            .is_ok_and(|n| n.trim() == "corral-keeper")
+    })
+}
+
+/// The keeper SIGKILLed while a grace runs (the last resort killed, as by
+/// the OOM killer): its second, a fork it made when the host died, SIGKILLs
+/// the tree at once instead of leaving the TERM ignorer running. And a
+/// keeper done with its farewell leaves no second behind.
+fn keeper_killed_during_the_grace(tier: &str) {
+    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let script = format!(r#"{ROOT}{IGN}{} sleep 30"#, wait_for("ign"));
+    let args = [
+        "run",
+        "--containment",
+        tier,
+        "-t",
+        "60",
+        "-s",
+        "TERM",
+        "-k",
+        "8s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let mut r = start(corral(&s, args), Sink::Null, Sink::Null);
+    for n in ["root", "ign"] {
+        assert!(
+            w.pid(n, 10 * SEC).is_some(),
+            "{tier}: helper {n} never started"
+        );
+    }
+    let keeper = keeper_child(r.child.id()).expect("corral's keeper");
+    // Pinned: the signal below reaches the keeper and no other process.
+    let keeper_fd = pidfd_open(Pid::from_raw(keeper as i32).unwrap(), PidfdFlags::empty()).unwrap();
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    // The farewell started: the root died of its TERM, the second stands by.
+    assert!(w.wait_dead("root", 5 * SEC), "{tier}: the root got no TERM");
+    let end = Instant::now() + 5 * SEC;
+    let second = loop {
+        if let Some(p) = keeper_child(keeper) {
+            break p;
+        }
+        assert!(Instant::now() < end, "{tier}: the keeper started no second");
+        std::thread::sleep(ms(10));
+    };
+    let second_fd = pidfd_open(Pid::from_raw(second as i32).unwrap(), PidfdFlags::empty()).unwrap();
+    assert!(
+        w.is_alive("ign"),
+        "{tier}: the TERM ignorer died before its grace"
+    );
+    pidfd_send_signal(&keeper_fd, Signal::KILL).unwrap();
+    let t = Instant::now();
+    assert!(
+        w.wait_dead("ign", ms(1500)),
+        "{tier}: the keeper killed during the grace left the tree running"
+    );
+    assert!(t.elapsed() < 3 * SEC);
+    s.assert_none_left();
+    // The second is done too.
+    let end = Instant::now() + 3 * SEC;
+    while !exited(&second_fd) {
+        assert!(
+            Instant::now() < end,
+            "{tier}: the second keeper is still there"
+        );
+        std::thread::sleep(ms(10));
+    }
+
+    // A farewell that ends by itself: the keeper and its second both exit.
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let script = format!(r#"{ROOT}{IGN}{} sleep 30"#, wait_for("ign"));
+    let args = [
+        "run",
+        "--containment",
+        tier,
+        "-t",
+        "60",
+        "-s",
+        "TERM",
+        "-k",
+        "500ms",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let mut r = start(corral(&s, args), Sink::Null, Sink::Null);
+    for n in ["root", "ign"] {
+        assert!(
+            w.pid(n, 10 * SEC).is_some(),
+            "{tier}: helper {n} never started"
+        );
+    }
+    let keeper = keeper_child(r.child.id()).expect("corral's keeper");
+    let keeper_fd = pidfd_open(Pid::from_raw(keeper as i32).unwrap(), PidfdFlags::empty()).unwrap();
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    let end = Instant::now() + 5 * SEC;
+    let mut second = None;
+    loop {
+        second = second.or_else(|| keeper_child(keeper));
+        let gone = |p: u32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).map_or(true, |st| st.contains(") Z"))
+        };
+        if gone(keeper) && second.is_none_or(gone) {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "{tier}: a keeper stayed after its farewell"
+        );
+        std::thread::sleep(ms(10));
+    }
+    drop(keeper_fd);
+    assert!(w.wait_dead("ign", SEC), "{tier}: the ignorer survived");
+}
+
+#[test]
+fn keeper_killed_during_the_grace_process_group() {
+    keeper_killed_during_the_grace("process-group");
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn keeper_killed_during_the_grace_cgroup() {
+    keeper_killed_during_the_grace("cgroup");
+}
+
 /// A normal exit of corral keeps what keep-on-success keeps, in the tiers
 /// with a keeper or a watching init.
 fn normal_exit_keeps_kept_leftovers(tier: &str) {
