@@ -266,6 +266,15 @@ pub(crate) mod cookie_hold {
             CookieHold(got)
         }
 
+        /// The run's termination started: SIGKILL at once if this process
+        /// dies (see [`Attached::terminating`](super::Attached::terminating)).
+        pub(crate) fn terminating(&mut self) {
+            #[cfg(linux_raw)]
+            if let Ok(r) = &mut self.0 {
+                r.set_farewell(crate::spec::Farewell::KILL);
+            }
+        }
+
         /// Why the tree is not held by its cookie (the hold was never
         /// taken, or the keeper that took it is gone).
         pub(crate) fn lost(&self) -> Option<String> {
@@ -350,6 +359,12 @@ pub(crate) trait Attached: Send {
     /// Live members of the tree, the root included while it is alive
     /// (zombies are not members).
     fn members(&mut self) -> io::Result<Vec<u32>>;
+
+    /// The run's termination starts (its first signal follows): if this
+    /// process dies from now on, the tree is SIGKILLed at once (the
+    /// crash-safety keeper's registrations, a PID namespace's init), not
+    /// given its farewell (the first signal again, the grace). Best effort.
+    fn terminating(&mut self) {}
 
     /// The process the root stands for when it is not the root itself
     /// (the PID-namespace tier: the root is the namespace's init, the

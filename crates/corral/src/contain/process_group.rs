@@ -197,6 +197,13 @@ impl Attached for Group {
         Mechanism::ProcessGroup
     }
 
+    #[cfg(target_os = "linux")]
+    fn terminating(&mut self) {
+        if let Some(k) = self.keeper.as_mut() {
+            k.terminating();
+        }
+    }
+
     /// The root's registration (its group; Linux: and the tree's cookie,
     /// which covered the root before that registration).
     fn crash_safety(&self, root: &Root) -> crate::report::CrashSafety {

@@ -696,6 +696,19 @@ impl Attached for Tree {
         Mechanism::Subreaper
     }
 
+    /// The cookie's hold and every member handed to the keeper, and those
+    /// handed from now on: SIGKILL at once if this process dies.
+    fn terminating(&mut self) {
+        self.farewell = crate::spec::Farewell::KILL;
+        if let Some(k) = self.keeper.as_mut() {
+            k.terminating();
+        }
+        #[cfg(linux_raw)]
+        for r in self.handed.values_mut() {
+            r.set_farewell(crate::spec::Farewell::KILL);
+        }
+    }
+
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
         let root = self.root;
         self.tracer.record(OsOp::SignalTree {

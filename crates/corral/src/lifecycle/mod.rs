@@ -857,6 +857,15 @@ impl Life {
     }
 
     fn send(&mut self, sig: Signal) {
+        // A termination's first signal: from here on, if this process
+        // dies, the tree (which has had its first signal) is SIGKILLed at
+        // once, not given the farewell again (told before the signal).
+        if sig != Signal::KILL && !self.signals_sent.iter().any(|&s| s != Signal::KILL) {
+            self.root.terminating();
+            if let Some(t) = self.tree.as_deref_mut() {
+                t.terminating();
+            }
+        }
         self.signals_sent.push(sig);
         if let Err(e) = self.held().and_then(|t| t.signal(sig)) {
             self.note_cleanup(CleanupError::signal(e));

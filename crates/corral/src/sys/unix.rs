@@ -347,6 +347,15 @@ impl Root {
         self.exited.is_some()
     }
 
+    /// The run's termination started: the keeper SIGKILLs the root's group
+    /// at once if this process dies (see `Attached::terminating`).
+    pub(crate) fn terminating(&mut self) {
+        #[cfg(linux_raw)]
+        if let Some(k) = self.keeper.as_mut() {
+            k.set_farewell(crate::spec::Farewell::KILL);
+        }
+    }
+
     /// Whether the root's tree is killed if this process dies: for a root
     /// started by `std` (the process-group and subreaper tiers), whether the
     /// keeper took its pidfd.

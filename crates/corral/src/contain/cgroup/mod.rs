@@ -391,6 +391,15 @@ impl Attached for Held {
         Ok(())
     }
 
+    /// The keeper kills the cgroup at once if this process dies from now
+    /// on.
+    fn terminating(&mut self) {
+        #[cfg(linux_raw)]
+        if let Some(k) = self.cg.slot.as_mut().and_then(|s| s.keeper.as_mut()) {
+            k.set_farewell(crate::spec::Farewell::KILL);
+        }
+    }
+
     fn members(&mut self) -> io::Result<Vec<u32>> {
         if !self.cg.populated()? {
             // The cgroup is empty. Before that is taken for "the tree is

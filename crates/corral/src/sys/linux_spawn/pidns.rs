@@ -74,6 +74,9 @@ pub(crate) const MSG_EXITED: u32 = crate::sys::NS_MSG_EXITED;
 
 /// Control bytes (corral → init), besides a signal number.
 pub(crate) const CTL_DETACH: u8 = 0xfe;
+/// The run's termination started: if the host dies from now on, the init
+/// exits at once (no farewell: the tree has had its first signal).
+pub(crate) const CTL_TERMINATING: u8 = 0xfd;
 
 /// Setup steps, reported with `MSG_SETUP_FAILED` (value = step << 16 |
 /// errno).
@@ -649,6 +652,8 @@ fn let_go_of_streams(a: &InitArgs) {
 /// the control pipe without detaching).
 fn serve(a: &InitArgs, sigfd: c_int, cmd: isize) -> ! {
     let mut watching = true;
+    // The run's termination started ([`CTL_TERMINATING`]): no farewell.
+    let mut terminating = false;
     let mut cmd_done = false;
     let mut buf = [0u8; 512];
     loop {
@@ -668,11 +673,11 @@ fn serve(a: &InitArgs, sigfd: c_int, cmd: isize) -> ! {
         // with both ready when the init runs late (load); the byte was
         // written before the exit, so it is in the pipe now.
         if fds[1].revents != 0 && watching {
-            watching = read_control(a, sigfd, &mut buf);
+            watching = read_control(a, sigfd, &mut buf, &mut terminating);
         }
         if fds[2].revents != 0 && watching {
             // The host died.
-            farewell(a, sigfd);
+            farewell(a, sigfd, terminating);
         }
         // Drain the signalfd, then reap everything that exited.
         while matches!(raw::read(sigfd, &mut buf), Ok(n) if n > 0) {}
@@ -682,16 +687,17 @@ fn serve(a: &InitArgs, sigfd: c_int, cmd: isize) -> ! {
 
 /// Acts on the bytes corral wrote on the control pipe: a signal to pass
 /// on to every process of the namespace (then SIGCONT), SIGKILL (the init
-/// exits: the kernel kills the namespace), or the detach byte. Whether to
+/// exits: the kernel kills the namespace), [`CTL_TERMINATING`] (no
+/// farewell from now on), or the detach byte. Whether to
 /// go on watching the host (`false` once detached); if corral closed the
 /// pipe without detaching: the run's farewell if the host died (its pidfd
 /// follows the pipe's end of file by a moment: the host's descriptors are
 /// closed before its exit is told), else the init exits.
-fn read_control(a: &InitArgs, sigfd: c_int, buf: &mut [u8; 512]) -> bool {
+fn read_control(a: &InitArgs, sigfd: c_int, buf: &mut [u8; 512], terminating: &mut bool) -> bool {
     let n = match raw::read(a.ctl_r, buf) {
         Ok(0) => {
             if host_died_within(a.host_pidfd, 200) {
-                farewell(a, sigfd);
+                farewell(a, sigfd, *terminating);
             }
             exit_now(137) // corral closed it without detaching
         }
@@ -705,6 +711,8 @@ fn read_control(a: &InitArgs, sigfd: c_int, buf: &mut [u8; 512]) -> bool {
         let c = buf[j];
         if c == CTL_DETACH {
             watching = false;
+        } else if c == CTL_TERMINATING {
+            *terminating = true;
         } else if c as u32 == k::SIGKILL {
             exit_now(137);
         } else if c != 0 {
@@ -736,16 +744,18 @@ fn host_died_within(host: c_int, ms: i64) -> bool {
 }
 
 /// The host died: the run's farewell to the namespace, as the keeper's to
-/// the trees it holds. Without a grace the init exits at once (the kernel
+/// the trees it holds. Without a grace, or once the run's termination
+/// started (`terminating`: the tree has had its first signal), the init
+/// exits at once (the kernel
 /// SIGKILLs every process of the namespace). With one, it sends the run's
 /// first signal (if any) and SIGCONT to every process of the namespace
 /// (`kill(-1)`: all but the init), reaps them as they exit, and exits once
 /// none is left or the grace has passed (the kernel SIGKILLs what is left
 /// when the init exits): bounded by the grace, itself at most
 /// [`FAREWELL_GRACE_MAX`](crate::spec::FAREWELL_GRACE_MAX).
-fn farewell(a: &InitArgs, sigfd: c_int) -> ! {
+fn farewell(a: &InitArgs, sigfd: c_int, terminating: bool) -> ! {
     let grace_ns = u64::from(a.farewell_grace_ms) * 1_000_000;
-    if grace_ns == 0 {
+    if grace_ns == 0 || terminating {
         exit_now(137);
     }
     let start = raw::monotonic_ns().unwrap_or(0);

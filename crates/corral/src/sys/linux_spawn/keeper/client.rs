@@ -14,7 +14,7 @@ use linux_raw_sys::general as k;
 use super::process::{keeper_main, KeeperArgs};
 use super::protocol::{
     rights_control, Farewell, Message, AF_UNIX, MSG_LEN, MSG_NOSIGNAL, OP_ADD, OP_ADD_MEMBER,
-    OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_PARENT, SOCK_SEQPACKET, SOL_SOCKET,
+    OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_FAREWELL, OP_PARENT, SOCK_SEQPACKET, SOL_SOCKET,
 };
 use super::{MAX_SLOTS, RESERVE_FDS};
 use crate::sys::linux_spawn::raw::{
@@ -195,6 +195,29 @@ impl Registration {
     /// borrowed by a run with another signal or grace is registered again).
     pub(crate) fn has_farewell(&self, farewell: crate::spec::Farewell) -> bool {
         self.farewell == Farewell::of(farewell)
+    }
+
+    /// Gives the held tree a new farewell (the run's termination started:
+    /// SIGKILL at once). Sent in the socket's order, so the keeper has it
+    /// before it acts on the host's death; best effort (a keeper gone
+    /// holds nothing).
+    pub(crate) fn set_farewell(&mut self, farewell: crate::spec::Farewell) {
+        let wire = Farewell::of(farewell);
+        if wire == self.farewell {
+            return;
+        }
+        let mut msg = Message::new(OP_FAREWELL);
+        msg.id = self.id;
+        msg.slot = self.slot;
+        msg.farewell = wire;
+        let mut guard = keeper_lock();
+        if let Some(c) = guard.as_mut().filter(|c| {
+            c.owner == crate::sys::per_process::pid() && c.generation == self.generation
+        }) {
+            if send(&c.sock, &msg.encode(), None).is_ok() {
+                self.farewell = wire;
+            }
+        }
     }
 
     /// Whether the keeper this run was registered with still holds it: this

@@ -8,7 +8,8 @@ use linux_raw_sys::general as k;
 
 use super::protocol::{
     received_fds, Message, GRACE_MAX_MS, MSG_CMSG_CLOEXEC, MSG_DONTWAIT, MSG_LEN, MSG_NOSIGNAL,
-    NAME_MAX, OP_ADD, OP_ADD_MEMBER, OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_HELLO, OP_PARENT,
+    NAME_MAX, OP_ADD, OP_ADD_MEMBER, OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_FAREWELL, OP_HELLO,
+    OP_PARENT,
 };
 use super::{MAX_SLOTS, RESERVE_FDS};
 use crate::sys::linux_spawn::raw::{self, exit_now, Errno, Iovec, Msghdr, PollFd};
@@ -333,7 +334,17 @@ unsafe fn serve(table: &mut Table, msg: &Message, control: &[u8; 64], controllen
     }
     let slot = msg.slot as usize;
     let kind = kind_of(msg.op);
-    if msg.op == OP_DEL {
+    if msg.op == OP_FAREWELL {
+        // SAFETY: in the keeper; the slot is bounds-checked.
+        if let Some(s) = unsafe { table.at(slot) } {
+            if (s.kind == CGROUP || s.kind == ROOT || s.kind == COOKIE || s.kind == MEMBER)
+                && s.id == msg.id
+            {
+                s.grace_ms = msg.farewell.grace_ms.min(GRACE_MAX_MS);
+                s.signal = msg.farewell.signal;
+            }
+        }
+    } else if msg.op == OP_DEL {
         // SAFETY: in the keeper; the slot is bounds-checked.
         if let Some(s) = unsafe { table.at(slot) } {
             if (s.kind == CGROUP || s.kind == ROOT || s.kind == COOKIE || s.kind == MEMBER)

@@ -33,6 +33,10 @@ pub(super) const OP_COOKIE: u8 = 6;
 /// A member of a subreaper tree seen outside the root's group: its pidfd,
 /// its pid in the name bytes (4 bytes).
 pub(super) const OP_ADD_MEMBER: u8 = 7;
+/// A new farewell for the tree held in the slot (when the id matches): a
+/// run whose termination started (its first signal sent) is SIGKILLed at
+/// once if the host dies.
+pub(super) const OP_FAREWELL: u8 = 8;
 /// The longest grace the keeper waits between a run's first signal and
 /// its SIGKILL when the host dies (a longer one is cut to this): the
 /// keeper's work after the host's death stays bounded
@@ -145,7 +149,10 @@ pub(super) enum Invalid {
 
 /// Whether messages of kind `op` register a tree (and carry a farewell).
 const fn holds_tree(op: u8) -> bool {
-    matches!(op, OP_ADD | OP_ADD_ROOT | OP_ADD_MEMBER | OP_COOKIE)
+    matches!(
+        op,
+        OP_ADD | OP_ADD_ROOT | OP_ADD_MEMBER | OP_COOKIE | OP_FAREWELL
+    )
 }
 
 /// Reads 4 native-endian bytes at `at` (within `b`: the caller checked
@@ -216,7 +223,14 @@ impl Message {
         let op = b[AT_OP];
         if !matches!(
             op,
-            OP_ADD | OP_DEL | OP_ADD_ROOT | OP_PARENT | OP_HELLO | OP_COOKIE | OP_ADD_MEMBER
+            OP_ADD
+                | OP_DEL
+                | OP_ADD_ROOT
+                | OP_PARENT
+                | OP_HELLO
+                | OP_COOKIE
+                | OP_ADD_MEMBER
+                | OP_FAREWELL
         ) {
             return Err(Invalid::Op);
         }
@@ -379,6 +393,8 @@ mod tests {
             // `-s 0`: nothing first, SIGKILL after the grace.
             with_farewell(named(OP_COOKIE, 5, 1, 0, b"1.x"), 0, 3000),
             named(OP_HELLO, 0, 1_048_576, 0, b""),
+            named(OP_FAREWELL, 8, 3, 0, b""),
+            with_farewell(named(OP_FAREWELL, 8, 3, 0, b""), 15, 100),
         ];
         for m in table {
             let b = m.encode();
@@ -445,6 +461,8 @@ mod tests {
             (OP_DEL, 1, false),
             (OP_PARENT, 1, false),
             (OP_HELLO, 1, false),
+            (OP_FAREWELL, 1, false),
+            (OP_FAREWELL, 0, true),
         ] {
             let mut c = b;
             c[AT_OP] = op;
@@ -482,7 +500,7 @@ mod tests {
         );
         assert_eq!(edit(&|b| b[0] = 1), Err(Invalid::Version));
         assert_eq!(edit(&|b| b[0] = 0), Err(Invalid::Version));
-        for op in [0, 8, 255] {
+        for op in [0, 9, 255] {
             assert_eq!(edit(&|b| b[AT_OP] = op), Err(Invalid::Op), "{op}");
         }
         assert_eq!(edit(&|b| b[AT_NAME + 10] = 1), Err(Invalid::Name));
