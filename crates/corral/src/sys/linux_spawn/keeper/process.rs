@@ -1345,8 +1345,8 @@ impl CookieMatch {
     unsafe fn feed(&mut self, b: u8, table: &Table) -> Option<usize> {
         let in_value = self.prefix == COOKIE_PREFIX.len();
         if b == 0 || (in_value && b == b',') {
-            // SAFETY: as the caller.
             let hit = if in_value {
+                // SAFETY: as the caller.
                 unsafe { self.held_slot(table) }
             } else {
                 None
