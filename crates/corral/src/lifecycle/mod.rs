@@ -858,9 +858,10 @@ impl Life {
 
     fn send(&mut self, sig: Signal) {
         // A termination's first signal: from here on, if this process
-        // dies, the tree (which has had its first signal) is SIGKILLed at
-        // once, not given the farewell again (told before the signal).
-        if sig != Signal::KILL && !self.signals_sent.iter().any(|&s| s != Signal::KILL) {
+        // dies, the tree (which has had its first signal, or SIGKILL) is
+        // SIGKILLed at once, not given the farewell again (told before the
+        // signal).
+        if self.signals_sent.is_empty() {
             self.root.terminating();
             if let Some(t) = self.tree.as_deref_mut() {
                 t.terminating();
