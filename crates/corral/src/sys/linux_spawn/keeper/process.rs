@@ -621,6 +621,10 @@ fn events_populated(text: &[u8]) -> bool {
 /// # Safety
 /// In the keeper only.
 unsafe fn first_signals(table: &Table) {
+    // Processes started from here on (a signal handler's children) are
+    // left alone, as by the lifecycle: in clock ticks of `/proc` (100 a
+    // second), a process started in this tick too.
+    let since = raw::boottime_ns().unwrap_or(0) / (1_000_000_000 / CLOCK_TICKS);
     let mut more = false;
     let mut i = 0;
     while i < table.high {
@@ -659,21 +663,28 @@ unsafe fn first_signals(table: &Table) {
     let me = raw::getpid();
     if more && proc_is_own(me) {
         // SAFETY: in the keeper.
-        unsafe { first_round(table, me) };
+        unsafe { first_round(table, me, since) };
     }
 }
+
+/// `USER_HZ`: the ticks a second of the start times in `/proc/<pid>/stat`
+/// (100 on every Linux architecture corral's raw layer supports).
+const CLOCK_TICKS: u64 = 100;
 
 /// The look at every process of [`first_signals`]: the first signal of
 /// the held cgroup it is in, or else of the held cookie it carries, unless
 /// its group was reached through a root's pidfd or it is a member reached
-/// through its own. Never the wrong process: the pid is opened as a pidfd
+/// through its own, or it started in tick `since` or later (after the
+/// first signals began: what a signal handler started to clean up, such
+/// as the `touch` of a shell's trap, must not die of the signal its parent
+/// handles). Never the wrong process: the pid is opened as a pidfd
 /// first, its files read after, and the signal goes through the pidfd only
 /// if the process had not exited once they were read (as in
 /// [`cookie_round`]).
 ///
 /// # Safety
 /// In the keeper only.
-unsafe fn first_round(table: &Table, me: u32) {
+unsafe fn first_round(table: &Table, me: u32, since: u64) {
     let Ok(d) = raw::openat(
         k::AT_FDCWD,
         c"/proc",
@@ -702,7 +713,7 @@ unsafe fn first_round(table: &Table, me: u32) {
                     .unwrap_or(0);
             }
             // SAFETY: in the keeper.
-            if sig != 0 && !pidfd_exited(pfd) && !unsafe { reached(table, pid) } {
+            if sig != 0 && !pidfd_exited(pfd) && !unsafe { reached(table, pid, since) } {
                 let _ = raw::pidfd_send_signal(pfd, u32::from(sig), 0);
                 let _ = raw::pidfd_send_signal(pfd, k::SIGCONT, 0);
             }
@@ -712,14 +723,22 @@ unsafe fn first_round(table: &Table, me: u32) {
     raw::close(d);
 }
 
-/// Whether `pid` got its first signal already: through the group of a
-/// held root (its process group is the root's pid, which the root's pidfd
-/// keeps from being reused while the group lives), or as a held member.
+/// Whether `pid` is to be left out of the first signals: it got its first
+/// signal already, through the group of a held root (its process group is
+/// the root's pid, which the root's pidfd keeps from being reused while the
+/// group lives) or as a held member; or it started in tick `since` or
+/// later; or its `stat` cannot be read.
 ///
 /// # Safety
 /// In the keeper only.
-unsafe fn reached(table: &Table, pid: u32) -> bool {
-    let pgrp = pgrp_of(pid);
+unsafe fn reached(table: &Table, pid: u32, since: u64) -> bool {
+    let Some((pgrp, start)) = stat_of(pid) else {
+        return true;
+    };
+    if start >= since {
+        return true;
+    }
+    let pgrp = Some(pgrp);
     let mut i = 0;
     while i < table.high {
         // SAFETY: bounds-checked slot, read only.
@@ -766,9 +785,9 @@ fn proc_path<'a>(path: &'a mut [u8; 48], pid: u32, file: &[u8]) -> Option<&'a CS
     CStr::from_bytes_until_nul(path).ok()
 }
 
-/// The process group of `pid` (`/proc/<pid>/stat`, the field after the
-/// state, which follows the last `)`).
-fn pgrp_of(pid: u32) -> Option<u32> {
+/// The process group and start time (clock ticks since boot) of `pid`
+/// (`/proc/<pid>/stat`).
+fn stat_of(pid: u32) -> Option<(u32, u64)> {
     let mut path = [0u8; 48];
     let fd = raw::openat(
         k::AT_FDCWD,
@@ -779,28 +798,31 @@ fn pgrp_of(pid: u32) -> Option<u32> {
     let mut buf = [0u8; 1024];
     let n = raw::read(fd, &mut buf).unwrap_or(0);
     raw::close(fd);
-    stat_pgrp(buf.get(..n)?)
+    stat_fields(buf.get(..n)?)
 }
 
-/// The process group in a `/proc/<pid>/stat` line: `pid (comm) S ppid
-/// pgrp ...`, the comm ending at the last `)`.
-fn stat_pgrp(stat: &[u8]) -> Option<u32> {
+/// The process group and the start time in a `/proc/<pid>/stat` line:
+/// `pid (comm) S ppid pgrp ...`, the comm ending at the last `)`, the start
+/// time the 20th field after it.
+fn stat_fields(stat: &[u8]) -> Option<(u32, u64)> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     let mut fields = stat
         .get(close + 1..)?
         .split(|&b| b == b' ')
         .filter(|f| !f.is_empty());
-    let _state = fields.next()?;
-    let _ppid = fields.next()?;
-    let pgrp = fields.next()?;
-    if pgrp.is_empty() || pgrp.len() > 10 || !pgrp.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &b in pgrp {
-        v = v * 10 + u64::from(b - b'0');
-    }
-    u32::try_from(v).ok()
+    let number = |f: &[u8]| -> Option<u64> {
+        if f.is_empty() || f.len() > 20 || !f.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let mut v: u64 = 0;
+        for &b in f {
+            v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+        }
+        Some(v)
+    };
+    let pgrp = u32::try_from(number(fields.nth(2)?)?).ok()?;
+    let start = number(fields.nth(16)?)?;
+    Some((pgrp, start))
 }
 
 /// The first signal of the held cgroup (with a grace) `pid` is in, or
@@ -1534,12 +1556,28 @@ mod tests {
     /// `/proc/<pid>/<file>` paths.
     #[test]
     fn first_signal_files_are_read_within_bounds() {
-        assert_eq!(stat_pgrp(b"42 (sh) S 1 42 42 0 -1"), Some(42));
-        assert_eq!(stat_pgrp(b"7 (a) b (c)) R 3 9 9 0"), Some(9));
-        assert_eq!(stat_pgrp(b"7 (x) R 3"), None);
-        assert_eq!(stat_pgrp(b"7 (x) R 3 -1 0"), None);
-        assert_eq!(stat_pgrp(b"no parenthesis"), None);
-        assert_eq!(stat_pgrp(b"7 (x) R 3 99999999999 0"), None);
+        let tail = b" 0 0 0 0 0 0 0 0 20 0 1 0 123456 0 0";
+        let line = |head: &[u8]| [head, tail.as_slice()].concat();
+        assert_eq!(
+            stat_fields(&line(b"42 (sh) S 1 42 42 0 -1 4194304")),
+            Some((42, 123_456))
+        );
+        assert_eq!(
+            stat_fields(&line(b"7 (a) b (c)) R 3 9 9 0 -1 0")),
+            Some((9, 123_456))
+        );
+        // The real thing: this process's own.
+        let me = std::fs::read(format!("/proc/{}/stat", std::process::id())).unwrap();
+        let (pgrp, start) = stat_fields(&me).unwrap();
+        assert_eq!(
+            pgrp,
+            rustix::process::getpgrp().as_raw_nonzero().get() as u32
+        );
+        assert!(start > 0);
+        assert_eq!(stat_fields(b"7 (x) R 3"), None);
+        assert_eq!(stat_fields(&line(b"7 (x) R 3 -1 0 0 0 0")), None);
+        assert_eq!(stat_fields(b"no parenthesis"), None);
+        assert_eq!(stat_fields(&line(b"7 (x) R 3 99999999999 0 0 0 0")), None);
         let name = b"corral-1-abcd-0";
         assert!(has_component(b"/user.slice/corral-1-abcd-0", name));
         assert!(has_component(b"/a/corral-1-abcd-0/sub", name));
