@@ -686,19 +686,6 @@ pub(super) fn pidfd_send_signal(pidfd: c_int, sig: u32, flags: u32) -> Result<us
 /// `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds.
 #[inline(always)]
 pub(super) fn monotonic_ns() -> Result<u64, Errno> {
-    clock_ns(k::CLOCK_MONOTONIC)
-}
-
-/// `clock_gettime(CLOCK_BOOTTIME)` in nanoseconds (the clock of a
-/// process's start time in `/proc/<pid>/stat`).
-#[inline(always)]
-pub(super) fn boottime_ns() -> Result<u64, Errno> {
-    clock_ns(k::CLOCK_BOOTTIME)
-}
-
-/// `clock_gettime(clock)` in nanoseconds.
-#[inline(always)]
-fn clock_ns(clock: u32) -> Result<u64, Errno> {
     let mut ts = k::__kernel_timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -707,7 +694,7 @@ fn clock_ns(clock: u32) -> Result<u64, Errno> {
     check(unsafe {
         syscall4(
             k::__NR_clock_gettime,
-            clock as usize,
+            k::CLOCK_MONOTONIC as usize,
             &mut ts as *mut k::__kernel_timespec as usize,
             0,
             0,

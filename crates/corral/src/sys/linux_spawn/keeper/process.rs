@@ -614,18 +614,33 @@ fn events_populated(text: &[u8]) -> bool {
 /// Sends each held tree with a grace its run's first signal, then SIGCONT
 /// (a stopped member acts on it), as the lifecycle does at the deadline:
 /// each root's process group through its pidfd (the root alone before
-/// Linux 6.9), each member through its pidfd, then, in one look at every
-/// process, each that is in a held cgroup or carries a held cookie and was
-/// not reached through its group already (each process gets it once).
+/// Linux 6.9), each member through its pidfd, then each process that is in
+/// a held cgroup or carries a held cookie and was not reached through its
+/// group already (each process gets it once). Those are found by one look
+/// at every process made *before* any signal is sent (see [`first_round`]),
+/// so that what a signal handler starts to clean up (the `touch` of a
+/// shell's trap) is left alone, as the lifecycle leaves it.
 ///
 /// # Safety
 /// In the keeper only.
 unsafe fn first_signals(table: &Table) {
-    // Processes started from here on (a signal handler's children) are
-    // left alone, as by the lifecycle: in clock ticks of `/proc` (100 a
-    // second), a process started in this tick too.
-    let since = raw::boottime_ns().unwrap_or(0) / (1_000_000_000 / CLOCK_TICKS);
     let mut more = false;
+    for i in (0..table.high).chain(table.half..table.cookie_high) {
+        // SAFETY: in the keeper; the slot is bounds-checked, read only.
+        if let Some(s) = unsafe { table.at(i) } {
+            more |= (s.kind == CGROUP || s.kind == COOKIE)
+                && s.state == HELD
+                && s.grace_ms > 0
+                && s.signal != 0;
+        }
+    }
+    let me = raw::getpid();
+    let mut targets = Targets::none();
+    if more && proc_is_own(me) {
+        targets = Targets::new();
+        // SAFETY: in the keeper.
+        unsafe { first_round(table, me, &mut targets) };
+    }
     let mut i = 0;
     while i < table.high {
         // SAFETY: in the keeper; the slot is bounds-checked and no other
@@ -645,46 +660,100 @@ unsafe fn first_signals(table: &Table) {
                 } else if s.kind == MEMBER {
                     let _ = raw::pidfd_send_signal(s.fd, sig, 0);
                     let _ = raw::pidfd_send_signal(s.fd, k::SIGCONT, 0);
-                } else if s.kind == CGROUP {
-                    more = true;
                 }
             }
         }
         i += 1;
     }
-    let mut i = table.half;
-    while i < table.cookie_high {
-        // SAFETY: as above.
-        if let Some(s) = unsafe { table.at(i) } {
-            more |= s.kind == COOKIE && s.state == HELD && s.grace_ms > 0 && s.signal != 0;
-        }
-        i += 1;
-    }
-    let me = raw::getpid();
-    if more && proc_is_own(me) {
+    let mut j = 0;
+    while j < targets.len {
+        // SAFETY: `j` is below the count of targets written.
+        let t = unsafe { *targets.base.add(j) };
+        j += 1;
         // SAFETY: in the keeper.
-        unsafe { first_round(table, me, since) };
+        if unsafe { reached(table, t.pid, t.pgrp) } {
+            continue;
+        }
+        // The same process as in the look: its pid and start time (a pid
+        // is not reused within a tick), alive once they were read.
+        let Ok(pfd) = raw::pidfd_open(t.pid) else {
+            continue;
+        };
+        if stat_of(t.pid).is_some_and(|(_, start)| start == t.start) && !pidfd_exited(pfd) {
+            let _ = raw::pidfd_send_signal(pfd, u32::from(t.sig), 0);
+            let _ = raw::pidfd_send_signal(pfd, k::SIGCONT, 0);
+        }
+        raw::close(pfd);
     }
 }
 
-/// `USER_HZ`: the ticks a second of the start times in `/proc/<pid>/stat`
-/// (100 on every Linux architecture corral's raw layer supports).
-const CLOCK_TICKS: u64 = 100;
+/// A process the first signals are for: its pid, start time (ticks since
+/// boot) and process group, and the signal.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Target {
+    start: u64,
+    pid: u32,
+    pgrp: u32,
+    sig: u8,
+}
 
-/// The look at every process of [`first_signals`]: the first signal of
-/// the held cgroup it is in, or else of the held cookie it carries, unless
-/// its group was reached through a root's pidfd or it is a member reached
-/// through its own, or it started in tick `since` or later (after the
-/// first signals began: what a signal handler started to clean up, such
-/// as the `touch` of a shell's trap, must not die of the signal its parent
-/// handles). Never the wrong process: the pid is opened as a pidfd
-/// first, its files read after, and the signal goes through the pidfd only
-/// if the process had not exited once they were read (as in
-/// [`cookie_round`]).
+/// Most processes one look finds for the first signals (the others get
+/// only the SIGKILL at the grace's end): 64 Ki, in a mapping made when the
+/// host died (reserved, not committed: 2 MiB at most).
+const TARGETS_MAX: usize = 1 << 16;
+
+/// The targets a look found: `len` of them at `base` (an anonymous mapping
+/// of [`TARGETS_MAX`]; none if it cannot be made).
+struct Targets {
+    base: *mut Target,
+    len: usize,
+    cap: usize,
+}
+
+impl Targets {
+    fn none() -> Targets {
+        Targets {
+            base: std::ptr::null_mut(),
+            len: 0,
+            cap: 0,
+        }
+    }
+
+    fn new() -> Targets {
+        match raw::map_anonymous(TARGETS_MAX * std::mem::size_of::<Target>()) {
+            Ok(p) => Targets {
+                base: p.cast::<Target>(),
+                len: 0,
+                cap: TARGETS_MAX,
+            },
+            Err(_) => Targets::none(),
+        }
+    }
+
+    /// Adds `t`; `false` once full.
+    fn push(&mut self, t: Target) -> bool {
+        if self.len >= self.cap {
+            return false;
+        }
+        // SAFETY: `len` is below the mapping's capacity; the mapping is
+        // this process's, readable and writable.
+        unsafe { self.base.add(self.len).write(t) };
+        self.len += 1;
+        true
+    }
+}
+
+/// The look at every process of [`first_signals`], before any signal: each
+/// that is in a held cgroup (the cgroup's first signal) or else carries a
+/// held cookie (the cookie's), with its start time and process group.
+/// Never the wrong process: the pid is opened as a pidfd first, its files
+/// read after, and it is taken only if the process had not exited once they
+/// were read (the files were then its own).
 ///
 /// # Safety
 /// In the keeper only.
-unsafe fn first_round(table: &Table, me: u32, since: u64) {
+unsafe fn first_round(table: &Table, me: u32, targets: &mut Targets) {
     let Ok(d) = raw::openat(
         k::AT_FDCWD,
         c"/proc",
@@ -693,7 +762,11 @@ unsafe fn first_round(table: &Table, me: u32, since: u64) {
         return;
     };
     let mut buf = [0u8; 4096];
-    while let Ok(n @ 1..) = raw::getdents64(d, &mut buf) {
+    let mut room = targets.cap > 0;
+    while room {
+        let Ok(n @ 1..) = raw::getdents64(d, &mut buf) else {
+            break;
+        };
         let mut entries = Dirents::new(&buf, n);
         while let Some((_, name)) = entries.next() {
             let Some(pid) = pid_of_name(name.to_bytes()) else {
@@ -712,33 +785,35 @@ unsafe fn first_round(table: &Table, me: u32, since: u64) {
                 sig = unsafe { environ_scan(table, pid, |s| (s.grace_ms > 0).then_some(s.signal)) }
                     .unwrap_or(0);
             }
-            // SAFETY: in the keeper.
-            if sig != 0 && !pidfd_exited(pfd) && !unsafe { reached(table, pid, since) } {
-                let _ = raw::pidfd_send_signal(pfd, u32::from(sig), 0);
-                let _ = raw::pidfd_send_signal(pfd, k::SIGCONT, 0);
+            if sig != 0 {
+                if let Some((pgrp, start)) = stat_of(pid) {
+                    if !pidfd_exited(pfd) {
+                        room = targets.push(Target {
+                            start,
+                            pid,
+                            pgrp,
+                            sig,
+                        });
+                    }
+                }
             }
             raw::close(pfd);
+            if !room {
+                break;
+            }
         }
     }
     raw::close(d);
 }
 
-/// Whether `pid` is to be left out of the first signals: it got its first
-/// signal already, through the group of a held root (its process group is
-/// the root's pid, which the root's pidfd keeps from being reused while the
-/// group lives) or as a held member; or it started in tick `since` or
-/// later; or its `stat` cannot be read.
+/// Whether `pid` (in process group `pgrp`) got its first signal already:
+/// through the group of a held root (its process group is the root's pid,
+/// which the root's pidfd keeps from being reused while the group lives),
+/// or as a held member.
 ///
 /// # Safety
 /// In the keeper only.
-unsafe fn reached(table: &Table, pid: u32, since: u64) -> bool {
-    let Some((pgrp, start)) = stat_of(pid) else {
-        return true;
-    };
-    if start >= since {
-        return true;
-    }
-    let pgrp = Some(pgrp);
+unsafe fn reached(table: &Table, pid: u32, pgrp: u32) -> bool {
     let mut i = 0;
     while i < table.high {
         // SAFETY: bounds-checked slot, read only.
@@ -746,8 +821,7 @@ unsafe fn reached(table: &Table, pid: u32, since: u64) -> bool {
             let p = u32::from_ne_bytes([s.name[0], s.name[1], s.name[2], s.name[3]]);
             let signalled = s.state == HELD && s.grace_ms > 0 && s.signal != 0;
             if signalled
-                && ((s.kind == ROOT && s.quiet == 1 && Some(p) == pgrp)
-                    || (s.kind == MEMBER && p == pid))
+                && ((s.kind == ROOT && s.quiet == 1 && p == pgrp) || (s.kind == MEMBER && p == pid))
             {
                 return true;
             }
