@@ -1,8 +1,10 @@
 //! Crash safety of `corral run` and the `pid-namespace` tier from the
 //! command line: SIGKILL corral mid-run and every process of the tree is
 //! gone within 1 s (every tier; in the process-group and subreaper tiers,
-//! escapers that kept the tree's cookie in their environment); a normal
-//! exit still keeps what keep-on-success keeps.
+//! escapers that kept the tree's cookie in their environment); with a
+//! grace (`-k`), the tree gets the run's first signal first and SIGKILL
+//! the grace later (the farewell); a normal exit still keeps what
+//! keep-on-success keeps.
 
 #![cfg(linux_raw)]
 
@@ -90,9 +92,9 @@ fn sigkill_corral(tier: &str, opts: &[&str], must_die: &[&str]) {
 }
 
 /// The strong tiers (cgroup, PID namespace): the whole tree dies with
-/// corral, escapers too.
+/// corral, escapers too (no grace: SIGKILL at once).
 fn sigkill_corral_mid_run(tier: &str) {
-    sigkill_corral(tier, &["-k", "5s"], &ALL);
+    sigkill_corral(tier, &[], &ALL);
 }
 
 /// The process-group and subreaper tiers: the keeper kills the root's
@@ -172,6 +174,354 @@ fn sigkill_of_corral_kills_the_cgroup_tree() {
 #[test]
 fn sigkill_of_corral_kills_the_pid_namespace_tree() {
     sigkill_corral_mid_run("pid-namespace");
+}
+
+// ---------------------------------------------------------------------------
+// The farewell: when corral dies, the tree gets the run's first signal, and
+// SIGKILL only after the run's grace (GNU `timeout` 9.9 gives its command
+// its `-s` signal when it is killed itself: coreutils' timeout-group.sh).
+// ---------------------------------------------------------------------------
+
+/// A helper `name` that traps TERM: it touches `NAME.term` and exits (its
+/// `sleep` child dies of the TERM too); it touches `NAME.armed` once its
+/// trap is set.
+fn trapper(name: &str) -> String {
+    format!(
+        r#""$H" {name} sh -c 'trap "touch \"$CORRAL_TEST_DIR/{name}.term\"; exit 0" TERM; touch "$CORRAL_TEST_DIR/{name}.armed"; sleep 30 & wait' "#
+    )
+}
+
+/// What corral's death must do to the tree.
+#[derive(Clone, Copy, Debug)]
+enum Farewell {
+    /// `-s TERM -k GRACE`: TERM first (the trappers leave their mark and
+    /// exit), the TERM ignorer SIGKILLed GRACE later.
+    Graceful(Duration),
+    /// `-s 0 -k GRACE`: nothing first, SIGKILL GRACE later.
+    Silent(Duration),
+    /// `-t` alone: SIGKILL at once (no TERM: no mark).
+    AtOnce,
+}
+
+/// SIGKILLs `corral run --containment TIER -t 60` (with the farewell's
+/// options) once its tree runs: a root, a TERM trapper in the root's group,
+/// a `setsid` TERM trapper (an escaper), and a TERM ignorer. Then checks
+/// the farewell: who got TERM, who was alive when, and that every process
+/// of the tree is gone within the bound (in the cgroup tier, the run's
+/// cgroup too).
+fn farewell(tier: &str, how: Farewell) {
+    let s = Scratch::new();
+    if tier == "pid-namespace" {
+        s.namespaced();
+    }
+    let w = Watch::new(&s);
+    let script = format!(
+        r#"{ROOT}{} & setsid {} >/dev/null 2>&1 & {IGN}{}{}{} sleep 30"#,
+        trapper("trap"),
+        trapper("esc"),
+        corral_testkit::started("trap"),
+        corral_testkit::started("esc"),
+        wait_for("ign"),
+    );
+    let mut args: Vec<String> = ["run", "--containment", tier, "-t", "60"]
+        .map(String::from)
+        .to_vec();
+    let g = match how {
+        Farewell::Graceful(g) => {
+            args.extend([
+                "-s".into(),
+                "TERM".into(),
+                "-k".into(),
+                format!("{}ms", g.as_millis()),
+            ]);
+            g
+        }
+        Farewell::Silent(g) => {
+            args.extend([
+                "-s".into(),
+                "0".into(),
+                "-k".into(),
+                format!("{}ms", g.as_millis()),
+            ]);
+            g
+        }
+        Farewell::AtOnce => Duration::ZERO,
+    };
+    args.extend(["--".into(), "sh".into(), "-c".into(), script]);
+    let mut r = start(corral(&s, args), Sink::Null, Sink::Null);
+    for n in ["root", "trap", "esc", "ign"] {
+        assert!(
+            w.pid(n, 10 * SEC).is_some(),
+            "{tier}: helper {n} never started"
+        );
+    }
+    for n in ["trap", "esc"] {
+        assert!(
+            s.wait_file(&format!("{n}.armed"), 10 * SEC),
+            "{tier}: {n} never set its trap"
+        );
+    }
+    std::thread::sleep(ms(50));
+    r.child.kill().unwrap();
+    let t = Instant::now();
+    r.child.wait().unwrap();
+    let marked = |n: &str| s.path(&format!("{n}.term")).exists();
+    match how {
+        Farewell::Graceful(_) => {
+            // The trappers get TERM, leave their mark and exit, well
+            // before the grace ends; the root dies of it.
+            for n in ["trap", "esc", "root"] {
+                let left = (g / 2).saturating_sub(t.elapsed());
+                assert!(w.wait_dead(n, left), "{tier}: {n} did not die of the TERM");
+            }
+            for n in ["trap", "esc"] {
+                assert!(marked(n), "{tier}: {n} got no TERM");
+            }
+            // The ignorer lives on until the grace ends.
+            std::thread::sleep((g / 2).saturating_sub(t.elapsed()));
+            assert!(
+                w.is_alive("ign"),
+                "{tier}: the TERM ignorer was killed before its grace ({:?})",
+                t.elapsed()
+            );
+        }
+        Farewell::Silent(_) => {
+            // Nothing is sent first: all live on until the grace ends.
+            std::thread::sleep((g / 2).saturating_sub(t.elapsed()));
+            for n in ["root", "trap", "esc", "ign"] {
+                assert!(
+                    w.is_alive(n),
+                    "{tier}: {n} died before the grace of -s 0 ({:?})",
+                    t.elapsed()
+                );
+            }
+        }
+        Farewell::AtOnce => {}
+    }
+    // SIGKILL the grace later: every process is gone (1.5 s of slack).
+    for n in ["root", "trap", "esc", "ign"] {
+        let left = (g + ms(1500)).saturating_sub(t.elapsed());
+        assert!(
+            w.wait_dead(n, left),
+            "{tier}: {n} survived corral's death ({how:?})"
+        );
+    }
+    if !matches!(how, Farewell::Graceful(_)) {
+        for n in ["trap", "esc"] {
+            assert!(!marked(n), "{tier}: {n} got a TERM ({how:?})");
+        }
+    }
+    // Their `sleep` children too (every process of the tree carries the
+    // scratch's marker).
+    s.assert_none_left();
+    if tier == "cgroup" {
+        let pid = r.child.id();
+        let root = corral_testkit::writable_cgroup_v2().unwrap();
+        let deadline = Instant::now() + 2 * SEC;
+        loop {
+            let left: Vec<_> = std::fs::read_dir(&root)
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("corral-{pid}-"))
+                })
+                .collect();
+            if left.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{tier}: cgroups left: {left:?}");
+            std::thread::sleep(ms(10));
+        }
+    }
+}
+
+/// Every farewell in `tier`: TERM then SIGKILL 2 s later, nothing then
+/// SIGKILL 1 s later (`-s 0`), SIGKILL at once.
+fn farewells(tier: &str) {
+    farewell(tier, Farewell::Graceful(2 * SEC));
+    farewell(tier, Farewell::Silent(SEC));
+    farewell(tier, Farewell::AtOnce);
+}
+
+#[test]
+fn sigkill_of_corral_gives_the_process_group_tree_its_farewell() {
+    farewells("process-group");
+}
+
+#[test]
+fn sigkill_of_corral_gives_the_subreaper_tree_its_farewell() {
+    farewells("subreaper");
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn sigkill_of_corral_gives_the_cgroup_tree_its_farewell() {
+    farewells("cgroup");
+}
+
+#[corral_testkit::needs(pidns)]
+#[test]
+fn sigkill_of_corral_gives_the_pid_namespace_its_farewell() {
+    farewells("pid-namespace");
+}
+
+/// Whether the process a pidfd holds has exited (the pidfd is readable).
+fn exited(fd: &std::os::fd::OwnedFd) -> bool {
+    let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    rustix::event::poll(&mut fds, Some(&zero)).map_or(true, |n| n > 0)
+}
+
+/// The children of `pid` (`/proc/PID/task/PID/children`).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// The child of `pid` that is a keeper (named `corral-keeper`), if any.
+fn keeper_child(pid: u32) -> Option<u32> {
+    children(pid).into_iter().find(|c| {
+        std::fs::read_to_string(format!("/proc/{c}/comm"))
+            .is_ok_and(|n| n.trim() == "corral-keeper")
+    })
+}
+
+/// The keeper SIGKILLed while a grace runs (the last resort killed, as by
+/// the OOM killer): its second, a fork it made when the host died, SIGKILLs
+/// the tree at once instead of leaving the TERM ignorer running. And a
+/// keeper done with its farewell leaves no second behind.
+fn keeper_killed_during_the_grace(tier: &str) {
+    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let script = format!(r#"{ROOT}{IGN}{} sleep 30"#, wait_for("ign"));
+    let args = [
+        "run",
+        "--containment",
+        tier,
+        "-t",
+        "60",
+        "-s",
+        "TERM",
+        "-k",
+        "8s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let mut r = start(corral(&s, args), Sink::Null, Sink::Null);
+    for n in ["root", "ign"] {
+        assert!(
+            w.pid(n, 10 * SEC).is_some(),
+            "{tier}: helper {n} never started"
+        );
+    }
+    let keeper = keeper_child(r.child.id()).expect("corral's keeper");
+    // Pinned: the signal below reaches the keeper and no other process.
+    let keeper_fd = pidfd_open(Pid::from_raw(keeper as i32).unwrap(), PidfdFlags::empty()).unwrap();
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    // The farewell started: the root died of its TERM, the second stands by.
+    assert!(w.wait_dead("root", 5 * SEC), "{tier}: the root got no TERM");
+    let end = Instant::now() + 5 * SEC;
+    let second = loop {
+        if let Some(p) = keeper_child(keeper) {
+            break p;
+        }
+        assert!(Instant::now() < end, "{tier}: the keeper started no second");
+        std::thread::sleep(ms(10));
+    };
+    let second_fd = pidfd_open(Pid::from_raw(second as i32).unwrap(), PidfdFlags::empty()).unwrap();
+    assert!(
+        w.is_alive("ign"),
+        "{tier}: the TERM ignorer died before its grace"
+    );
+    pidfd_send_signal(&keeper_fd, Signal::KILL).unwrap();
+    let t = Instant::now();
+    assert!(
+        w.wait_dead("ign", ms(1500)),
+        "{tier}: the keeper killed during the grace left the tree running"
+    );
+    assert!(t.elapsed() < 3 * SEC);
+    s.assert_none_left();
+    // The second is done too.
+    let end = Instant::now() + 3 * SEC;
+    while !exited(&second_fd) {
+        assert!(
+            Instant::now() < end,
+            "{tier}: the second keeper is still there"
+        );
+        std::thread::sleep(ms(10));
+    }
+
+    // A farewell that ends by itself: the keeper and its second both exit.
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let script = format!(r#"{ROOT}{IGN}{} sleep 30"#, wait_for("ign"));
+    let args = [
+        "run",
+        "--containment",
+        tier,
+        "-t",
+        "60",
+        "-s",
+        "TERM",
+        "-k",
+        "500ms",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let mut r = start(corral(&s, args), Sink::Null, Sink::Null);
+    for n in ["root", "ign"] {
+        assert!(
+            w.pid(n, 10 * SEC).is_some(),
+            "{tier}: helper {n} never started"
+        );
+    }
+    let keeper = keeper_child(r.child.id()).expect("corral's keeper");
+    let keeper_fd = pidfd_open(Pid::from_raw(keeper as i32).unwrap(), PidfdFlags::empty()).unwrap();
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    let end = Instant::now() + 5 * SEC;
+    let mut second = None;
+    loop {
+        second = second.or_else(|| keeper_child(keeper));
+        let gone = |p: u32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).map_or(true, |st| st.contains(") Z"))
+        };
+        if gone(keeper) && second.is_none_or(gone) {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "{tier}: a keeper stayed after its farewell"
+        );
+        std::thread::sleep(ms(10));
+    }
+    drop(keeper_fd);
+    assert!(w.wait_dead("ign", SEC), "{tier}: the ignorer survived");
+}
+
+#[test]
+fn keeper_killed_during_the_grace_process_group() {
+    keeper_killed_during_the_grace("process-group");
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn keeper_killed_during_the_grace_cgroup() {
+    keeper_killed_during_the_grace("cgroup");
 }
 
 /// A normal exit of corral keeps what keep-on-success keeps, in the tiers

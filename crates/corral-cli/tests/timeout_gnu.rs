@@ -593,8 +593,10 @@ fn gnu_group_signal_reaches_a_foreground_command() {
 
 #[test]
 fn gnu_command_dies_when_timeout_is_sigkilled() {
-    // GNU 9.9: the command gets the -s signal (PDEATHSIG); corral's keeper
-    // kills the whole tree with SIGKILL (table): the command is gone.
+    // GNU 9.9 (timeout-group.sh): the command gets the -s signal when
+    // timeout itself is SIGKILLed. corral's keeper sends it the run's first
+    // signal (USR1: it traps it, leaves its mark and exits), then SIGKILLs
+    // whatever is left after the grace (`-s` alone: 10 s): nothing is left.
     for t in ["timeout -sUSR1 25", r#""$CORRAL" run -s USR1 -t 25 --"#] {
         let e = Env::new();
         corral_testkit::write_executable(&e.s.path("timeout.cmd"), TIMEOUT_CMD);
@@ -605,6 +607,10 @@ fn gnu_command_dies_when_timeout_is_sigkilled() {
         assert!(wait_for(&e, "timeout.running", 6), "{t}: never started");
         let _ = child.kill();
         let _ = child.wait();
+        assert!(
+            wait_for(&e, "sig.received", 5),
+            "{t}: the command got no USR1 when timeout was killed"
+        );
         // Every process of the tree carries the scratch's marker.
         e.s.assert_none_left();
     }

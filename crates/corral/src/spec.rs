@@ -344,6 +344,52 @@ impl Default for Settings {
     }
 }
 
+/// The longest grace the crash-safety keeper (and a PID namespace's init)
+/// waits between a run's first signal and its SIGKILL when corral dies: a
+/// longer grace is cut to this, so that their work stays bounded.
+pub(crate) const FAREWELL_GRACE_MAX: Duration = Duration::from_secs(10);
+
+/// What is done to a run's tree when corral itself dies (the crash-safety
+/// keeper; a PID namespace's init): `first` (if any) and SIGCONT, then
+/// SIGKILL `grace` later to whatever is left, as at the deadline; no grace
+/// is SIGKILL at once. From the run's signal and grace
+/// ([`Farewell::of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) struct Farewell {
+    /// The first signal; `None`: nothing before the SIGKILL.
+    pub(crate) first: Option<Signal>,
+    /// Between the first signal and the SIGKILL, at most
+    /// [`FAREWELL_GRACE_MAX`].
+    pub(crate) grace: Duration,
+}
+
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+impl Farewell {
+    /// SIGKILL at once.
+    pub(crate) const KILL: Farewell = Farewell {
+        first: None,
+        grace: Duration::ZERO,
+    };
+
+    /// The farewell of a run with first signal `signal` and grace `grace`
+    /// (its settings): no grace, SIGKILL at once (as at the deadline);
+    /// SIGKILL as the first signal with a grace (how `corral run -s 0`
+    /// reaches the library: nothing at the deadline, SIGKILL the grace
+    /// later), nothing first and SIGKILL after the grace; the grace cut to
+    /// [`FAREWELL_GRACE_MAX`].
+    pub(crate) fn of(signal: Signal, grace: Duration) -> Farewell {
+        let grace = grace.min(FAREWELL_GRACE_MAX);
+        if grace.is_zero() {
+            return Farewell::KILL;
+        }
+        Farewell {
+            first: (signal != Signal::KILL).then_some(signal),
+            grace,
+        }
+    }
+}
+
 /// How the child sets itself up before exec, beyond its streams and its
 /// directory (the jobs of `subprocess.Popen`'s keywords, done without
 /// running caller code in the child). All off by default.

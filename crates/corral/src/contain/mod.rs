@@ -265,20 +265,35 @@ pub(crate) mod cookie_hold {
 
     impl CookieHold {
         /// Hands `cookie` to this process's keeper (before the spawn).
-        pub(crate) fn take(cookie: &str, via: Mechanism, tracer: &Tracer) -> CookieHold {
+        pub(crate) fn take(
+            cookie: &str,
+            via: Mechanism,
+            tracer: &Tracer,
+            farewell: crate::spec::Farewell,
+        ) -> CookieHold {
             #[cfg(linux_raw)]
-            let got = crate::sys::linux_spawn::keeper::register_cookie(cookie).map_err(|e| {
-                format!("the crash-safety keeper could not take the tree's cookie: {e}")
-            });
+            let got =
+                crate::sys::linux_spawn::keeper::register_cookie(cookie, farewell).map_err(|e| {
+                    format!("the crash-safety keeper could not take the tree's cookie: {e}")
+                });
             #[cfg(not(linux_raw))]
             let got: Result<Reg, String> = {
-                let _ = cookie;
+                let _ = (cookie, farewell);
                 Err("no crash-safety keeper on this platform".to_string())
             };
             if got.is_ok() {
                 tracer.record(OsOp::KeeperHolds { via });
             }
             CookieHold(got)
+        }
+
+        /// The run's termination started: SIGKILL at once if this process
+        /// dies (see [`Attached::terminating`](super::Attached::terminating)).
+        pub(crate) fn terminating(&mut self) {
+            #[cfg(linux_raw)]
+            if let Ok(r) = &mut self.0 {
+                r.set_farewell(crate::spec::Farewell::KILL);
+            }
         }
 
         /// Why the tree is not held by its cookie (the hold was never
@@ -373,6 +388,12 @@ pub(crate) trait Attached: Send {
     fn leftovers(&mut self) -> io::Result<Vec<u32>> {
         self.members()
     }
+
+    /// The run's termination starts (its first signal follows): if this
+    /// process dies from now on, the tree is SIGKILLed at once (the
+    /// crash-safety keeper's registrations, a PID namespace's init), not
+    /// given its farewell (the first signal again, the grace). Best effort.
+    fn terminating(&mut self) {}
 
     /// The process the root stands for when it is not the root itself
     /// (the PID-namespace tier: the root is the namespace's init, the
@@ -544,13 +565,17 @@ pub(crate) struct Selected {
     pub(crate) note: Option<String>,
 }
 
-/// Picks and builds the containment for one command.
+/// Picks and builds the containment for one command; `farewell` is what
+/// the crash-safety keeper does to its tree if this process dies.
 pub(crate) fn select(
     choice: ContainmentChoice,
     limits: Limits,
     tracer: Tracer,
+    farewell: crate::spec::Farewell,
 ) -> Result<Selected, crate::Error> {
     let fail = |mechanism: Mechanism, reason: String| crate::Error::containment(mechanism, reason);
+    #[cfg(not(unix))]
+    let _ = farewell;
     #[cfg(target_os = "linux")]
     {
         let want_cgroup = matches!(
@@ -558,8 +583,8 @@ pub(crate) fn select(
             ContainmentChoice::Auto | ContainmentChoice::Only(Mechanism::Cgroup)
         );
         if want_cgroup {
-            let made =
-                cgroup::detect().and_then(|h| cgroup::Cgroup::create(&h, limits, tracer.clone()));
+            let made = cgroup::detect()
+                .and_then(|h| cgroup::Cgroup::create(&h, limits, tracer.clone(), farewell));
             match made {
                 Ok(cg) => {
                     return Ok(Selected {
@@ -571,12 +596,12 @@ pub(crate) fn select(
                     let why = crate::error::chain_text(&why);
                     if subreaper::enabled() {
                         return Ok(Selected {
-                            tree: Box::new(subreaper::Subreaper::new(tracer)),
+                            tree: Box::new(subreaper::Subreaper::new(tracer, farewell)),
                             note: Some(format!("cgroup unavailable: {why}; using the subreaper tier ({DELEGATE_HINT})")),
                         });
                     }
                     return Ok(Selected {
-                        tree: Box::new(process_group::ProcessGroup::new(tracer)),
+                        tree: Box::new(process_group::ProcessGroup::new(tracer, farewell)),
                         note: Some(format!(
                             "cgroup unavailable: {why}; subreaper not enabled in this process: using a process group ({DELEGATE_HINT})"
                         )),
@@ -596,7 +621,7 @@ pub(crate) fn select(
         #[cfg(unix)]
         ContainmentChoice::Auto | ContainmentChoice::Only(Mechanism::ProcessGroup) => {
             Ok(Selected {
-                tree: Box::new(process_group::ProcessGroup::new(tracer)),
+                tree: Box::new(process_group::ProcessGroup::new(tracer, farewell)),
                 note: None,
             })
         }
@@ -604,7 +629,7 @@ pub(crate) fn select(
         ContainmentChoice::Only(Mechanism::Subreaper) => {
             if subreaper::enabled() {
                 Ok(Selected {
-                    tree: Box::new(subreaper::Subreaper::new(tracer)),
+                    tree: Box::new(subreaper::Subreaper::new(tracer, farewell)),
                     note: None,
                 })
             } else {
@@ -747,7 +772,7 @@ pub(crate) mod fake {
             .arg("30")
             .spawn()
             .expect("sleep");
-        Root::new(child)
+        Root::new(child, crate::spec::Farewell::KILL)
     }
 }
 

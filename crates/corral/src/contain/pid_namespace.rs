@@ -323,6 +323,14 @@ impl Attached for Namespace {
         Mechanism::PidNamespace
     }
 
+    /// The init exits at once (the kernel kills the namespace) if this
+    /// process dies from now on.
+    fn terminating(&mut self) {
+        if let Some(ctl) = self.init.ctl.as_ref() {
+            let _ = pidns::send_ctl(ctl, pidns::CTL_TERMINATING);
+        }
+    }
+
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
         let init = &self.init;
         self.tracer.record(OsOp::SignalTree {

@@ -59,6 +59,9 @@ pub(crate) struct ProcessGroup {
     cookie: String,
     #[cfg(target_os = "linux")]
     keeper: Option<super::cookie_hold::CookieHold>,
+    /// What the keeper does to the tree if this process dies.
+    #[cfg(target_os = "linux")]
+    farewell: crate::spec::Farewell,
 }
 
 /// The attached group: its id is the root's pid, pinned by the unreaped
@@ -90,9 +93,13 @@ struct Group {
 }
 
 impl ProcessGroup {
-    pub(crate) fn new(tracer: Tracer) -> Self {
+    pub(crate) fn new(tracer: Tracer, farewell: crate::spec::Farewell) -> Self {
+        #[cfg(not(target_os = "linux"))]
+        let _ = farewell;
         ProcessGroup {
             tracer,
+            #[cfg(target_os = "linux")]
+            farewell,
             // `g`: never taken for a subreaper tree's number.
             #[cfg(target_os = "linux")]
             cookie: format!("{}.g{}", std::process::id(), super::orphans::fresh_seq()),
@@ -161,6 +168,7 @@ impl Containment for ProcessGroup {
                     &self.cookie,
                     Mechanism::ProcessGroup,
                     &self.tracer,
+                    self.farewell,
                 ));
             }
             Ok(sys::Placement {
@@ -203,6 +211,13 @@ impl Containment for ProcessGroup {
 impl Attached for Group {
     fn mechanism(&self) -> Mechanism {
         Mechanism::ProcessGroup
+    }
+
+    #[cfg(target_os = "linux")]
+    fn terminating(&mut self) {
+        if let Some(k) = self.keeper.as_mut() {
+            k.terminating();
+        }
     }
 
     /// The root's registration (its group; Linux: and the tree's cookie,

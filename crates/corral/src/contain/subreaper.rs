@@ -356,6 +356,8 @@ pub(crate) struct Subreaper {
     /// until release: if this process dies, every process carrying the
     /// cookie is killed (the root before its own registration, escapers).
     keeper: Option<CookieHold>,
+    /// What the keeper does to the tree if this process dies.
+    farewell: crate::spec::Farewell,
     tracer: Tracer,
 }
 
@@ -385,17 +387,21 @@ struct Tree {
     /// Members seen outside the root's group and handed to the keeper
     /// (pinned by a pidfd it holds), while the run lasts.
     handed: HashMap<(u32, u64), MemberReg>,
+    /// See [`Subreaper`]'s.
+    #[cfg_attr(not(linux_raw), allow(dead_code))]
+    farewell: crate::spec::Farewell,
     tracer: Tracer,
 }
 
 impl Subreaper {
-    pub(crate) fn new(tracer: Tracer) -> Subreaper {
+    pub(crate) fn new(tracer: Tracer, farewell: crate::spec::Farewell) -> Subreaper {
         let seq = orphans::fresh_seq();
         live().push((seq, None));
         Subreaper {
             entry: Entry(seq),
             cookie: cookie_for(seq),
             keeper: None,
+            farewell,
             tracer,
         }
     }
@@ -420,8 +426,11 @@ impl Tree {
             }
             #[cfg(linux_raw)]
             if let Some(fd) = open_verified(m.pid, m.stat.start) {
-                if let Ok(reg) = crate::sys::linux_spawn::keeper::register_member(fd.as_fd(), m.pid)
-                {
+                if let Ok(reg) = crate::sys::linux_spawn::keeper::register_member(
+                    fd.as_fd(),
+                    m.pid,
+                    self.farewell,
+                ) {
                     self.handed.insert(key, reg);
                 }
             }
@@ -633,6 +642,7 @@ impl Containment for Subreaper {
                 &self.cookie,
                 Mechanism::Subreaper,
                 &self.tracer,
+                self.farewell,
             ));
         }
         Ok(sys::Placement {
@@ -660,6 +670,7 @@ impl Containment for Subreaper {
             entry,
             cookie,
             keeper,
+            farewell,
             tracer,
         } = *self;
         Ok(Box::new(Tree {
@@ -674,6 +685,7 @@ impl Containment for Subreaper {
             orphans,
             keeper,
             handed: HashMap::new(),
+            farewell,
             tracer,
         }))
     }
@@ -682,6 +694,19 @@ impl Containment for Subreaper {
 impl Attached for Tree {
     fn mechanism(&self) -> Mechanism {
         Mechanism::Subreaper
+    }
+
+    /// The cookie's hold and every member handed to the keeper, and those
+    /// handed from now on: SIGKILL at once if this process dies.
+    fn terminating(&mut self) {
+        self.farewell = crate::spec::Farewell::KILL;
+        if let Some(k) = self.keeper.as_mut() {
+            k.terminating();
+        }
+        #[cfg(linux_raw)]
+        for r in self.handed.values_mut() {
+            r.set_farewell(crate::spec::Farewell::KILL);
+        }
     }
 
     fn signal(&mut self, sig: Signal) -> io::Result<()> {

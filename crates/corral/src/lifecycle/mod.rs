@@ -325,6 +325,7 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
         stderr: stderr_io,
         sigpipe_ignored: settings.sigpipe_ignored,
         setup: plan.setup,
+        farewell: crate::spec::Farewell::of(settings.signal, settings.grace),
     };
     let start = Instant::now();
     // `spec` is consumed: the parent's copies of the child's pipe ends are
@@ -415,7 +416,8 @@ fn check(plan: &Plan<'_>) -> Result<(), Error> {
 /// Picks and builds the containment, and makes sure the crash-safety
 /// keeper runs before the spawn when the run needs one.
 fn choose_containment(plan: &Plan<'_>) -> Result<contain::Selected, Error> {
-    let selected = contain::select(plan.containment, plan.limits, plan.tracer.clone());
+    let farewell = crate::spec::Farewell::of(plan.settings.signal, plan.settings.grace);
+    let selected = contain::select(plan.containment, plan.limits, plan.tracer.clone(), farewell);
     // A cgroup that could not be made for want of a descriptor is not a
     // reason to fall back to a weaker tier, nor a containment failure:
     // say what it is.
@@ -875,6 +877,16 @@ impl Life {
     }
 
     fn send(&mut self, sig: Signal) {
+        // A termination's first signal: from here on, if this process
+        // dies, the tree (which has had its first signal, or SIGKILL) is
+        // SIGKILLed at once, not given the farewell again (told before the
+        // signal).
+        if self.signals_sent.is_empty() {
+            self.root.terminating();
+            if let Some(t) = self.tree.as_deref_mut() {
+                t.terminating();
+            }
+        }
         self.signals_sent.push(sig);
         if let Err(e) = self.held().and_then(|t| t.signal(sig)) {
             self.note_cleanup(CleanupError::signal(e));

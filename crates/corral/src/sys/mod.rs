@@ -201,6 +201,10 @@ pub(crate) struct SpawnSpec<'a> {
     #[cfg_attr(not(unix), allow(dead_code))]
     pub(crate) sigpipe_ignored: bool,
     pub(crate) setup: &'a crate::spec::ChildSetup,
+    /// What is done to the tree if this process dies (the crash-safety
+    /// keeper, a PID namespace's init).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) farewell: crate::spec::Farewell,
 }
 
 /// Why a spawn failed: the containment could not be set up, or the

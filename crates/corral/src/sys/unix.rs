@@ -90,6 +90,7 @@ impl ExitSource {
 fn keeper_holds(
     pidfd: Option<&SharedFd>,
     pid: Pid,
+    farewell: crate::spec::Farewell,
 ) -> (
     Option<super::linux_spawn::keeper::Registration>,
     CrashSafety,
@@ -100,6 +101,7 @@ fn keeper_holds(
             match super::linux_spawn::keeper::register_root(
                 fd.as_fd(),
                 pid.as_raw_nonzero().get() as u32,
+                farewell,
             ) {
                 Ok(reg) => (Some(reg), CrashSafety::Held),
                 Err(e) => (
@@ -123,7 +125,10 @@ fn keeper_holds(
 }
 
 impl Root {
-    pub(crate) fn new(child: std::process::Child) -> Root {
+    /// The root `child`, held by the keeper with `farewell` (Linux).
+    pub(crate) fn new(child: std::process::Child, farewell: crate::spec::Farewell) -> Root {
+        #[cfg(not(linux_raw))]
+        let _ = farewell;
         let pid = Pid::from_child(&child);
         // Dropping a std Child neither kills nor reaps it; the pid stays ours
         // to reap.
@@ -142,7 +147,7 @@ impl Root {
             Err(_) => ExitSource::Timer { error: None },
         };
         #[cfg(linux_raw)]
-        let (keeper, crash) = keeper_holds(exit.pidfd(), pid);
+        let (keeper, crash) = keeper_holds(exit.pidfd(), pid, farewell);
         #[cfg(not(linux_raw))]
         let crash = CrashSafety::Lost(
             "no crash-safety keeper on this platform: the tree would outlive corral's own death"
@@ -168,9 +173,13 @@ impl Root {
     /// group only), with the pidfd it returned: the keeper holds it as it
     /// holds a root of std's path ([`Root::new`]).
     #[cfg(linux_raw)]
-    pub(crate) fn from_clone3_grouped(pid: Pid, pidfd: OwnedFd) -> Root {
+    pub(crate) fn from_clone3_grouped(
+        pid: Pid,
+        pidfd: OwnedFd,
+        farewell: crate::spec::Farewell,
+    ) -> Root {
         let mut root = Root::from_clone3(pid, pidfd);
-        let (keeper, crash) = keeper_holds(root.exit.pidfd(), pid);
+        let (keeper, crash) = keeper_holds(root.exit.pidfd(), pid, farewell);
         root.keeper = keeper;
         root.crash = crash;
         root
@@ -336,6 +345,15 @@ impl Root {
     #[cfg(linux_raw)]
     pub(crate) fn exit_seen(&self) -> bool {
         self.exited.is_some()
+    }
+
+    /// The run's termination started: the keeper SIGKILLs the root's group
+    /// at once if this process dies (see `Attached::terminating`).
+    pub(crate) fn terminating(&mut self) {
+        #[cfg(linux_raw)]
+        if let Some(k) = self.keeper.as_mut() {
+            k.set_farewell(crate::spec::Farewell::KILL);
+        }
     }
 
     /// Whether the root's tree is killed if this process dies: for a root
@@ -681,7 +699,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>, placement: Placement<'_>) -> Result<Roo
     // Close the parent's copies of the child's ends now.
     drop(cmd);
     match child {
-        Ok(child) => Ok(Root::new(child)),
+        Ok(child) => Ok(Root::new(child, spec.farewell)),
         #[cfg(target_os = "linux")]
         Err(e) if e.raw_os_error() == Some(PLACEMENT_FAILED) && !procs.is_empty() => {
             Err(SpawnError::Contain(io::Error::other(format!(
@@ -720,7 +738,7 @@ fn spawn_clone3(
     // return, or reused by the fallback.
     Some(match linux_spawn::spawn(spec, cgroup, &placement.env) {
         Ok((pid, pidfd)) if cgroup.is_some() => Ok(Root::from_clone3(pid, pidfd)),
-        Ok((pid, pidfd)) => Ok(Root::from_clone3_grouped(pid, pidfd)),
+        Ok((pid, pidfd)) => Ok(Root::from_clone3_grouped(pid, pidfd, spec.farewell)),
         Err(Clone3Error::Unsupported) => return None,
         Err(Clone3Error::Setup(e) | Clone3Error::Exec(e)) => Err(SpawnError::Spawn(e)),
         Err(Clone3Error::Clone(e)) => {

@@ -30,6 +30,10 @@ impl Root {
         match *self {}
     }
 
+    pub(crate) fn terminating(&mut self) {
+        match *self {}
+    }
+
     pub(crate) fn look_for_exit(&self) {
         match *self {}
     }

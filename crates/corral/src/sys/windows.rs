@@ -113,6 +113,10 @@ impl Root {
         self.pid
     }
 
+    /// The run's termination started (nothing to tell: the job kills the
+    /// tree when the last handle closes).
+    pub(crate) fn terminating(&mut self) {}
+
     /// The process handle (full access, as `CreateProcessW` gave it).
     pub(crate) fn handle(&self) -> Option<HANDLE> {
         self.process.as_ref().map(raw)

@@ -176,7 +176,10 @@ impl Cgroup {
         h: &Hierarchy,
         limits: Limits,
         tracer: Tracer,
+        farewell: crate::spec::Farewell,
     ) -> Result<Unattached, CgroupError> {
+        #[cfg(not(linux_raw))]
+        let _ = farewell;
         STALE.call_once(|| {
             remove_stale(h);
             delegated::tidy(&h.own_v2);
@@ -196,7 +199,26 @@ impl Cgroup {
         };
         let poolable = Self::poolable(limits, v2);
         if leaf_hold.is_none() && poolable {
-            if let Some(slot) = Self::borrow() {
+            #[cfg_attr(not(linux_raw), allow(unused_mut))]
+            if let Some(mut slot) = Self::borrow() {
+                // Held by the keeper with the farewell of the run that made
+                // it: registered again with this run's (the new
+                // registration first, so the cgroup is never unheld).
+                #[cfg(linux_raw)]
+                if slot
+                    .keeper
+                    .as_ref()
+                    .is_some_and(|r| !r.has_farewell(farewell))
+                {
+                    let name = slot.dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                    slot.keeper = crate::sys::linux_spawn::keeper::register(
+                        slot.dir_fd.as_fd(),
+                        &h.own_v2,
+                        name,
+                        farewell,
+                    )
+                    .ok();
+                }
                 let cpu_base = cpu_usec(&slot);
                 return Ok(Unattached(Some(Self::assemble(
                     &h.own_v2, slot, cpu_base, limits, v2, tracer, None,
@@ -219,9 +241,13 @@ impl Cgroup {
         // runs) the run is only cleaned up by the next corral's stale pass.
         #[cfg(linux_raw)]
         if let Some(slot) = cg.slot.as_mut() {
-            slot.keeper =
-                crate::sys::linux_spawn::keeper::register(slot.dir_fd.as_fd(), &h.own_v2, &name)
-                    .ok();
+            slot.keeper = crate::sys::linux_spawn::keeper::register(
+                slot.dir_fd.as_fd(),
+                &h.own_v2,
+                &name,
+                farewell,
+            )
+            .ok();
         }
         if let Err(e) = cg.apply_limits(h, &name) {
             cg.remove_dirs();
@@ -363,6 +389,15 @@ impl Attached for Held {
             cg.signal_members(Signal::CONT, Some(pgid))?;
         }
         Ok(())
+    }
+
+    /// The keeper kills the cgroup at once if this process dies from now
+    /// on.
+    fn terminating(&mut self) {
+        #[cfg(linux_raw)]
+        if let Some(k) = self.cg.slot.as_mut().and_then(|s| s.keeper.as_mut()) {
+            k.set_farewell(crate::spec::Farewell::KILL);
+        }
     }
 
     fn members(&mut self) -> io::Result<Vec<u32>> {

@@ -512,6 +512,7 @@ mod tests {
             stderr: ChildIo::Null,
             sigpipe_ignored: false,
             setup: &crate::spec::ChildSetup::default(),
+            farewell: crate::spec::Farewell::KILL,
         };
         let extra = [(os("A"), os("tier")), (os("C"), os("c"))];
         let p = Prepared::new(&spec, Vec::new(), &extra).unwrap();
@@ -535,6 +536,7 @@ mod tests {
             stderr: ChildIo::Null,
             sigpipe_ignored: false,
             setup: &crate::spec::ChildSetup::default(),
+            farewell: crate::spec::Farewell::KILL,
         };
         let p = Prepared::new(&spec, Vec::new(), &[]).unwrap();
         assert_eq!(p.argv.len(), 4);

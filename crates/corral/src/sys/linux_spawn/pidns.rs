@@ -40,11 +40,16 @@
 //!
 //! Crash safety: the init also watches a pidfd of the host process and the
 //! control pipe. When the host dies (any cause, SIGKILL included) the pidfd
-//! becomes readable and the init exits; the kernel then SIGKILLs every
-//! process of the namespace. `PR_SET_PDEATHSIG` is not used: it fires when
-//! the *thread* that spawned exits, which a host's thread pool does all the
-//! time. After release with kept leftovers, corral sends a detach byte and
-//! the init only waits for the namespace to empty.
+//! becomes readable and the init gives the namespace the run's farewell
+//! (see [`farewell`]): without a grace it exits at once and the kernel
+//! SIGKILLs every process of the namespace; with one, it sends the run's
+//! first signal and SIGCONT to every process of the namespace, reaps them
+//! as they exit and exits once none is left or the grace (at most
+//! [`FAREWELL_GRACE_MAX`](crate::spec::FAREWELL_GRACE_MAX)) has passed —
+//! the kernel then SIGKILLs what is left. `PR_SET_PDEATHSIG` is not used:
+//! it fires when the *thread* that spawned exits, which a host's thread
+//! pool does all the time. After release with kept leftovers, corral sends
+//! a detach byte and the init only waits for the namespace to empty.
 
 use std::ffi::c_void;
 use std::io;
@@ -69,6 +74,9 @@ pub(crate) const MSG_EXITED: u32 = crate::sys::NS_MSG_EXITED;
 
 /// Control bytes (corral → init), besides a signal number.
 pub(crate) const CTL_DETACH: u8 = 0xfe;
+/// The run's termination started: if the host dies from now on, the init
+/// exits at once (no farewell: the tree has had its first signal).
+pub(crate) const CTL_TERMINATING: u8 = 0xfd;
 
 /// Setup steps, reported with `MSG_SETUP_FAILED` (value = step << 16 |
 /// errno).
@@ -162,6 +170,10 @@ struct InitArgs {
     /// The write end of the init's exec-error pipe, set by the init before
     /// the clone (the command reads it from the shared memory).
     err_fd: c_int,
+    /// The run's farewell, if the host dies: its first signal (0: none)
+    /// and its grace in ms (0: SIGKILL at once).
+    farewell_signal: u32,
+    farewell_grace_ms: u32,
 }
 
 /// Whether this process would need a user namespace for a PID namespace.
@@ -229,6 +241,8 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
         n_keep,
         cmd_stack: stacks.command.usable(),
         err_fd: -1,
+        farewell_signal: spec.farewell.first.map_or(0, |s| s.as_raw() as u32),
+        farewell_grace_ms: spec.farewell.grace.as_millis().min(u128::from(u32::MAX)) as u32,
     };
     let cloned = clone_init(&init_args, &stacks, userns);
     drop(keep_owned);
@@ -638,6 +652,8 @@ fn let_go_of_streams(a: &InitArgs) {
 /// the control pipe without detaching).
 fn serve(a: &InitArgs, sigfd: c_int, cmd: isize) -> ! {
     let mut watching = true;
+    // The run's termination started ([`CTL_TERMINATING`]): no farewell.
+    let mut terminating = false;
     let mut cmd_done = false;
     let mut buf = [0u8; 512];
     loop {
@@ -657,11 +673,11 @@ fn serve(a: &InitArgs, sigfd: c_int, cmd: isize) -> ! {
         // with both ready when the init runs late (load); the byte was
         // written before the exit, so it is in the pipe now.
         if fds[1].revents != 0 && watching {
-            watching = read_control(a.ctl_r, &mut buf);
+            watching = read_control(a, sigfd, &mut buf, &mut terminating);
         }
         if fds[2].revents != 0 && watching {
-            // The host died: the kernel kills the namespace as we go.
-            exit_now(137);
+            // The host died.
+            farewell(a, sigfd, terminating);
         }
         // Drain the signalfd, then reap everything that exited.
         while matches!(raw::read(sigfd, &mut buf), Ok(n) if n > 0) {}
@@ -671,12 +687,20 @@ fn serve(a: &InitArgs, sigfd: c_int, cmd: isize) -> ! {
 
 /// Acts on the bytes corral wrote on the control pipe: a signal to pass
 /// on to every process of the namespace (then SIGCONT), SIGKILL (the init
-/// exits: the kernel kills the namespace), or the detach byte. Whether to
-/// go on watching the host (`false` once detached); exits if corral closed
-/// the pipe without detaching.
-fn read_control(ctl_r: c_int, buf: &mut [u8; 512]) -> bool {
-    let n = match raw::read(ctl_r, buf) {
-        Ok(0) => exit_now(137), // corral closed it without detaching
+/// exits: the kernel kills the namespace), [`CTL_TERMINATING`] (no
+/// farewell from now on), or the detach byte. Whether to
+/// go on watching the host (`false` once detached); if corral closed the
+/// pipe without detaching: the run's farewell if the host died (its pidfd
+/// follows the pipe's end of file by a moment: the host's descriptors are
+/// closed before its exit is told), else the init exits.
+fn read_control(a: &InitArgs, sigfd: c_int, buf: &mut [u8; 512], terminating: &mut bool) -> bool {
+    let n = match raw::read(a.ctl_r, buf) {
+        Ok(0) => {
+            if host_died_within(a.host_pidfd, 200) {
+                farewell(a, sigfd, *terminating);
+            }
+            exit_now(137) // corral closed it without detaching
+        }
         Ok(n) => n,
         Err(Errno::INTR | Errno::AGAIN) => 0,
         Err(_) => exit_now(137),
@@ -687,6 +711,8 @@ fn read_control(ctl_r: c_int, buf: &mut [u8; 512]) -> bool {
         let c = buf[j];
         if c == CTL_DETACH {
             watching = false;
+        } else if c == CTL_TERMINATING {
+            *terminating = true;
         } else if c as u32 == k::SIGKILL {
             exit_now(137);
         } else if c != 0 {
@@ -696,6 +722,74 @@ fn read_control(ctl_r: c_int, buf: &mut [u8; 512]) -> bool {
         j += 1;
     }
     watching
+}
+
+/// Whether the host's pidfd is readable (it exited) within `ms`.
+fn host_died_within(host: c_int, ms: i64) -> bool {
+    if host < 0 {
+        return false;
+    }
+    let mut p = [PollFd::readable(host)];
+    let mut t = k::__kernel_timespec {
+        tv_sec: ms / 1000,
+        tv_nsec: (ms % 1000) * 1_000_000,
+    };
+    loop {
+        match raw::ppoll(&mut p, Some(&mut t)) {
+            Err(Errno::INTR) => continue,
+            Ok(n) => return n > 0 && p[0].revents != 0,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// The host died: the run's farewell to the namespace, as the keeper's to
+/// the trees it holds. Without a grace, or once the run's termination
+/// started (`terminating`: the tree has had its first signal), the init
+/// exits at once (the kernel
+/// SIGKILLs every process of the namespace). With one, it sends the run's
+/// first signal (if any) and SIGCONT to every process of the namespace
+/// (`kill(-1)`: all but the init), reaps them as they exit, and exits once
+/// none is left or the grace has passed (the kernel SIGKILLs what is left
+/// when the init exits): bounded by the grace, itself at most
+/// [`FAREWELL_GRACE_MAX`](crate::spec::FAREWELL_GRACE_MAX).
+fn farewell(a: &InitArgs, sigfd: c_int, terminating: bool) -> ! {
+    let grace_ns = u64::from(a.farewell_grace_ms) * 1_000_000;
+    if grace_ns == 0 || terminating {
+        exit_now(137);
+    }
+    let start = raw::monotonic_ns().unwrap_or(0);
+    if a.farewell_signal != 0 {
+        let _ = raw::kill(-1, a.farewell_signal);
+        let _ = raw::kill(-1, k::SIGCONT);
+    }
+    let mut buf = [0u8; 512];
+    loop {
+        loop {
+            match raw::wait4(-1, None, k::WNOHANG | k::__WALL) {
+                Ok(p) if p > 0 => {}
+                // None left: the farewell is done.
+                Err(Errno::CHILD) => exit_now(0),
+                _ => break,
+            }
+        }
+        let spent = raw::monotonic_ns()
+            .unwrap_or(u64::MAX)
+            .saturating_sub(start);
+        if spent >= grace_ns {
+            exit_now(137);
+        }
+        let left = grace_ns - spent;
+        let mut t = k::__kernel_timespec {
+            tv_sec: (left / 1_000_000_000) as i64,
+            tv_nsec: (left % 1_000_000_000) as i64,
+        };
+        let mut fds = [PollFd::readable(sigfd)];
+        if raw::ppoll(&mut fds, Some(&mut t)).is_err_and(|e| e != Errno::INTR) {
+            exit_now(137);
+        }
+        while matches!(raw::read(sigfd, &mut buf), Ok(n) if n > 0) {}
+    }
 }
 
 /// Reaps every child that exited; reports the command's status when it is

@@ -13,8 +13,8 @@ use linux_raw_sys::general as k;
 
 use super::process::{keeper_main, KeeperArgs};
 use super::protocol::{
-    rights_control, Message, AF_UNIX, MSG_LEN, MSG_NOSIGNAL, OP_ADD, OP_ADD_MEMBER, OP_ADD_ROOT,
-    OP_COOKIE, OP_DEL, OP_PARENT, SOCK_SEQPACKET, SOL_SOCKET,
+    rights_control, Farewell, Message, AF_UNIX, MSG_LEN, MSG_NOSIGNAL, OP_ADD, OP_ADD_MEMBER,
+    OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_FAREWELL, OP_PARENT, SOCK_SEQPACKET, SOL_SOCKET,
 };
 use super::{MAX_SLOTS, RESERVE_FDS};
 use crate::sys::linux_spawn::raw::{
@@ -186,9 +186,40 @@ pub(crate) struct Registration {
     id: u64,
     slot: u32,
     generation: u64,
+    /// What the keeper does to the tree if this process dies.
+    farewell: Farewell,
 }
 
 impl Registration {
+    /// Whether the keeper holds this run with `farewell` (a pooled cgroup
+    /// borrowed by a run with another signal or grace is registered again).
+    pub(crate) fn has_farewell(&self, farewell: crate::spec::Farewell) -> bool {
+        self.farewell == Farewell::of(farewell)
+    }
+
+    /// Gives the held tree a new farewell (the run's termination started:
+    /// SIGKILL at once). Sent in the socket's order, so the keeper has it
+    /// before it acts on the host's death; best effort (a keeper gone
+    /// holds nothing).
+    pub(crate) fn set_farewell(&mut self, farewell: crate::spec::Farewell) {
+        let wire = Farewell::of(farewell);
+        if wire == self.farewell {
+            return;
+        }
+        let mut msg = Message::new(OP_FAREWELL);
+        msg.id = self.id;
+        msg.slot = self.slot;
+        msg.farewell = wire;
+        let mut guard = keeper_lock();
+        if let Some(c) = guard.as_mut().filter(|c| {
+            c.owner == crate::sys::per_process::pid() && c.generation == self.generation
+        }) {
+            if send(&c.sock, &msg.encode(), None).is_ok() {
+                self.farewell = wire;
+            }
+        }
+    }
+
     /// Whether the keeper this run was registered with still holds it: this
     /// process's keeper, the same one, and alive. A cgroup kept for later
     /// runs (the pool) holds its registration across runs; once its keeper
@@ -254,8 +285,13 @@ impl Drop for Registration {
 /// process group through the root's pidfd (`PIDFD_SIGNAL_PROCESS_GROUP`,
 /// Linux 6.9; the root alone before), also when the root itself was
 /// already reaped. Never a stranger: the pidfd names the root's own group.
-pub(crate) fn register_root(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Registration> {
+pub(crate) fn register_root(
+    pidfd: BorrowedFd<'_>,
+    pid: u32,
+    farewell: crate::spec::Farewell,
+) -> io::Result<Registration> {
     let mut msg = Message::with_pid(OP_ADD_ROOT, pid);
+    msg.farewell = Farewell::of(farewell);
     with_keeper(|c| add(c, &mut msg, Some(pidfd.as_raw_fd())))
 }
 
@@ -265,8 +301,13 @@ pub(crate) fn register_root(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Regis
 /// registered, the keeper SIGKILLs it, and the process group its pid names
 /// (what it made with `setsid`/`setpgid`), through that pidfd. For members
 /// the cookie cannot find (they cleared their environment).
-pub(crate) fn register_member(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Registration> {
+pub(crate) fn register_member(
+    pidfd: BorrowedFd<'_>,
+    pid: u32,
+    farewell: crate::spec::Farewell,
+) -> io::Result<Registration> {
     let mut msg = Message::with_pid(OP_ADD_MEMBER, pid);
+    msg.farewell = Farewell::of(farewell);
     with_keeper(|c| add(c, &mut msg, Some(pidfd.as_raw_fd())))
 }
 
@@ -277,12 +318,16 @@ pub(crate) fn register_member(pidfd: BorrowedFd<'_>, pid: u32) -> io::Result<Reg
 /// root before its own registration (there is no window between the spawn
 /// and the keeper's hold), and escapers that left the root's group
 /// (`setsid`, double fork) but kept their environment.
-pub(crate) fn register_cookie(cookie: &str) -> io::Result<Registration> {
+pub(crate) fn register_cookie(
+    cookie: &str,
+    farewell: crate::spec::Farewell,
+) -> io::Result<Registration> {
     let unfit = || io::Error::other("tree cookie unfit for the keeper");
     if cookie.is_empty() || cookie.bytes().any(|b| b == 0 || b == b',') {
         return Err(unfit());
     }
     let mut msg = Message::with_name(OP_COOKIE, cookie.as_bytes()).ok_or_else(unfit)?;
+    msg.farewell = Farewell::of(farewell);
     with_keeper(|c| add(c, &mut msg, None))
 }
 
@@ -291,9 +336,18 @@ pub(crate) fn register_cookie(cookie: &str) -> io::Result<Registration> {
 /// directory it is in, `name` its name there. The parent directory is
 /// opened and sent once per keeper: a run costs one `sendmsg` with one
 /// descriptor, and the keeper one descriptor.
-pub(crate) fn register(dir: BorrowedFd<'_>, parent: &Path, name: &str) -> io::Result<Registration> {
+pub(crate) fn register(
+    dir: BorrowedFd<'_>,
+    parent: &Path,
+    name: &str,
+    farewell: crate::spec::Farewell,
+) -> io::Result<Registration> {
+    if name.is_empty() || name.bytes().any(|b| b == 0) {
+        return Err(io::Error::other("cgroup name unfit for the keeper"));
+    }
     let mut msg = Message::with_name(OP_ADD, name.as_bytes())
         .ok_or_else(|| io::Error::other("cgroup name too long for the keeper"))?;
+    msg.farewell = Farewell::of(farewell);
     with_keeper(|c| {
         msg.parent = parent_slot(c, parent)?;
         add(c, &mut msg, Some(dir.as_raw_fd()))
@@ -341,6 +395,7 @@ fn add(c: &mut Conn, msg: &mut Message, fd: Option<c_int>) -> io::Result<Registr
             id,
             slot,
             generation: c.generation,
+            farewell: msg.farewell,
         }),
         Err(e) => {
             c.give_back(slot);
@@ -554,7 +609,7 @@ fn read_hello(c: &mut Conn, wait: Option<std::time::Duration>) -> io::Result<()>
             r => break r?,
         }
     };
-    let Some(capacity) = Message::capacity_of_hello(&hello, n) else {
+    let Some(capacity) = Message::capacity_of_hello(hello.get(..n).unwrap_or_default()) else {
         return Err(io::Error::other("the keeper ended before it was ready"));
     };
     if capacity < c.capacity {
@@ -714,13 +769,13 @@ mod tests {
         let n = 5_000;
         let t = Instant::now();
         for _ in 0..n {
-            let r = register_root(fd.as_fd(), pid).unwrap();
+            let r = register_root(fd.as_fd(), pid, crate::spec::Farewell::KILL).unwrap();
             drop(r);
         }
         let each = t.elapsed() / n;
         // Held at once: a few hundred, then all given back.
         let held: Vec<Registration> = (0..600)
-            .map(|_| register_root(fd.as_fd(), pid).unwrap())
+            .map(|_| register_root(fd.as_fd(), pid, crate::spec::Farewell::KILL).unwrap())
             .collect();
         drop(held);
         // A tree's cookie takes no run's place: as many runs and cookies
@@ -728,10 +783,12 @@ mod tests {
         let cap = capacity().unwrap() as usize;
         let n = cap.min(600);
         let roots: Vec<Registration> = (0..n)
-            .map(|_| register_root(fd.as_fd(), pid).unwrap())
+            .map(|_| register_root(fd.as_fd(), pid, crate::spec::Farewell::KILL).unwrap())
             .collect();
         let cookies: Vec<Registration> = (0..n)
-            .map(|i| register_cookie(&format!("{pid}.test{i}")).unwrap())
+            .map(|i| {
+                register_cookie(&format!("{pid}.test{i}"), crate::spec::Farewell::KILL).unwrap()
+            })
             .collect();
         assert!(cookies.iter().all(|c| c.slot as usize >= cap));
         assert!(roots.iter().all(|r| (r.slot as usize) < cap));

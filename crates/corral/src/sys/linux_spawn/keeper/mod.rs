@@ -19,21 +19,25 @@
 //! scan saw outside the root's group.
 //!
 //! When the host dies, by any cause (the pidfd becomes readable; the socket
-//! reaching end of file is a second witness), the keeper kills each held
-//! root's process group (see `kill_root`) and each held member, then every
-//! process whose
-//! environment carries a held cookie (see `kill_by_cookies`: `setsid` and
-//! double-fork escapers, and a root not registered yet), writes `1` to
-//! `cgroup.kill` of every cgroup it holds (the kernel kills every process in
-//! it and below, and only those: a directory descriptor names one cgroup,
-//! never a later one with the same name), removes the directories (deepest
-//! first, retried for up to 2 s while the kill completes), and exits. A run
-//! that ends normally unregisters (its descriptors are closed) before the
-//! host moves kept leftovers out: a kept process is never killed by the
-//! keeper.
+//! reaching end of file is a second witness), the keeper gives each held
+//! tree its run's farewell (see `farewell`): a tree without a grace is
+//! killed at once — each held root's process group (see `kill_root`) and
+//! each held member, `1` written to `cgroup.kill` of every cgroup it holds
+//! (the kernel kills every process in it and below, and only those: a
+//! directory descriptor names one cgroup, never a later one with the same
+//! name), then every process whose environment carries a held cookie (see
+//! `cookie_round`: `setsid` and double-fork escapers, and a root not
+//! registered yet); a tree with a grace gets its run's first signal and
+//! SIGCONT first (see `first_signals`), and the same SIGKILL once its own
+//! grace (at most 10 s) has passed, unless it is gone before, while a second
+//! keeper stands by in case this one dies. Then the keeper removes the
+//! cgroups' directories (deepest first, retried for up to 2 s while the kill
+//! completes), and exits. A run that ends normally unregisters (its
+//! descriptors are closed) before the host moves kept leftovers out: a kept
+//! process is never killed by the keeper.
 //!
 //! The table is an anonymous mapping the keeper makes at its start, one
-//! 88-byte slot per descriptor it can hold (its soft descriptor limit raised
+//! 96-byte slot per descriptor it can hold (its soft descriptor limit raised
 //! to the hard one, less a reserve; at most [`MAX_SLOTS`]) and as many
 //! again for tree cookies (which hold no descriptor, so a cookie never takes
 //! a run's place), reserved and not committed; it tells the host its
@@ -44,7 +48,7 @@
 //! (the registration says so).
 //!
 //! Layout: `protocol.rs` is the message layout shared by both sides (pure,
-//! encode and decode); `client.rs` is the host's side (start, register,
+//! encode and decode, versioned and validated); `client.rs` is the host's side (start, register,
 //! unregister, ask whether it is alive); `process.rs` is the keeper process
 //! itself (no allocation, raw system calls only).
 
@@ -58,7 +62,7 @@ pub(crate) use client::{
 };
 
 /// Most runs one keeper holds, whatever its descriptor limit (the table is
-/// reserved, not committed, at this size: 88 bytes a slot).
+/// reserved, not committed, at this size: 96 bytes a slot).
 const MAX_SLOTS: usize = 1 << 20;
 /// Descriptors the keeper keeps free for its own work after the host died
 /// (`cgroup.kill`, `/proc/<pid>/stat`, the removal walk: at most 11 at
