@@ -231,7 +231,9 @@ mod soak {
         let cg_left = my_cgroups();
         if cg_left > 0 {
             *leaks.entry("cgroup").or_default() += 1;
-            println!("LEAK {cg_left} cgroup directories of this process after the pool was released");
+            println!(
+                "LEAK {cg_left} cgroup directories of this process after the pool was released"
+            );
         }
         let (fds_end, pool_end) = descriptors();
         if pool_end > 0 {
@@ -333,7 +335,10 @@ mod soak {
         };
         let prefix = format!("corral-{}-", std::process::id());
         let mut n = 0;
-        for dir in [mine.clone(), mine.parent().map(|p| p.to_path_buf()).unwrap_or(mine)] {
+        for dir in [
+            mine.clone(),
+            mine.parent().map(|p| p.to_path_buf()).unwrap_or(mine),
+        ] {
             if let Ok(rd) = std::fs::read_dir(&dir) {
                 n += rd
                     .flatten()

@@ -12,8 +12,8 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use rustix::net::{
-    sendmsg_addr, socket_with, AddressFamily, SendAncillaryBuffer, SendAncillaryMessage,
-    SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+    sendmsg_addr, socket_with, AddressFamily, SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
+    SocketAddrUnix, SocketFlags, SocketType,
 };
 use rustix::process::{pidfd_open, PidfdFlags};
 
@@ -54,7 +54,13 @@ pub fn main(args: &[String]) -> i32 {
             libc::sigaddset(&mut set, libc::SIGTERM);
         }
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-        for s in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGUSR2, libc::SIGALRM] {
+        for s in [
+            libc::SIGHUP,
+            libc::SIGINT,
+            libc::SIGQUIT,
+            libc::SIGUSR2,
+            libc::SIGALRM,
+        ] {
             libc::signal(s, libc::SIG_DFL);
         }
         libc::signal(
@@ -84,6 +90,14 @@ pub fn main(args: &[String]) -> i32 {
                 // SAFETY: ends the intermediate process at once.
                 unsafe { libc::_exit(0) };
             }
+            // Registered only once the intermediate is gone (re-parented),
+            // so that no unregistered process of the tree is alive when the
+            // harness triggers the end.
+            let intermediate = rustix::process::getppid();
+            let end = Instant::now() + Duration::from_secs(5);
+            while rustix::process::getppid() == intermediate && Instant::now() < end {
+                std::thread::sleep(Duration::from_micros(200));
+            }
             let _ = rustix::process::setsid();
         }
     }
@@ -105,7 +119,13 @@ pub fn main(args: &[String]) -> i32 {
             fds = [fd];
             control.push(SendAncillaryMessage::ScmRights(&fds));
         }
-        sendmsg_addr(&out, &addr, &[IoSlice::new(msg)], &mut control, SendFlags::empty())
+        sendmsg_addr(
+            &out,
+            &addr,
+            &[IoSlice::new(msg)],
+            &mut control,
+            SendFlags::empty(),
+        )
     };
     let Ok(me_fd) = pidfd_open(rustix::process::getpid(), PidfdFlags::empty()) else {
         return 3;
@@ -161,14 +181,12 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
+/// Sends a message (and a descriptor) to the harness.
+type Send<'a> =
+    dyn Fn(&[u8], Option<std::os::fd::BorrowedFd<'_>>) -> rustix::io::Result<usize> + 'a;
+
 /// The harness's "go". `Some(code)`: exit with it.
-fn go(
-    me: &Node,
-    id: usize,
-    action: &str,
-    send: &dyn Fn(&[u8], Option<std::os::fd::BorrowedFd<'_>>) -> rustix::io::Result<usize>,
-    start: Instant,
-) -> Option<i32> {
+fn go(me: &Node, id: usize, action: &str, send: &Send<'_>, start: Instant) -> Option<i32> {
     if me.endless {
         let buf = [b'e'; 16 << 10];
         let mut o = std::io::stdout().lock();

@@ -168,7 +168,10 @@ pub fn run(case: &Case, tier: Tier, exe: &std::path::Path) -> Measured {
             if case.nodes[i].flood == 0 {
                 go(&pinned, i);
             }
-            if !wait_exit(&pinned[&i].fd, setup_end.saturating_duration_since(Instant::now())) {
+            if !wait_exit(
+                &pinned[&i].fd,
+                setup_end.saturating_duration_since(Instant::now()),
+            ) {
                 return None;
             }
         }
@@ -253,7 +256,10 @@ pub fn run(case: &Case, tier: Tier, exe: &std::path::Path) -> Measured {
     while !done.load(Ordering::SeqCst) {
         if Instant::now() > hard {
             token.cancel();
-            return fail("unbounded", format!("wait did not return within {:?}", hard - t0));
+            return fail(
+                "unbounded",
+                format!("wait did not return within {:?}", hard - t0),
+            );
         }
         wait_msg(&sock, 5);
         drain(&sock, &mut pinned, &mut ready, &mut flooded, &mut caught);
@@ -272,15 +278,7 @@ pub fn run(case: &Case, tier: Tier, exe: &std::path::Path) -> Measured {
         .map(|(&i, _)| i)
         .collect();
     let verdict = judge(
-        case,
-        tier,
-        &report,
-        &pinned,
-        &alive_now,
-        &caught,
-        unsettled,
-        overrun,
-        setup_err,
+        case, tier, &report, &pinned, &alive_now, &caught, unsettled, overrun, setup_err,
     );
     cleanup(&pinned);
     Measured {
@@ -344,13 +342,19 @@ fn judge(
         return Verdict::Fail("harness", show(&e));
     }
     if overrun > SLACK {
-        return Verdict::Fail("slow-return", show(&format!("returned {overrun:?} past its nominal end")));
+        return Verdict::Fail(
+            "slow-return",
+            show(&format!("returned {overrun:?} past its nominal end")),
+        );
     }
     if !r.cleanup_errors.is_empty() {
         return Verdict::Fail("cleanup-error", show("cleanup errors"));
     }
     if r.containment != mechanism(tier) {
-        return Verdict::Fail("wrong-tier", show(&format!("containment {:?}", r.containment)));
+        return Verdict::Fail(
+            "wrong-tier",
+            show(&format!("containment {:?}", r.containment)),
+        );
     }
     if !r.crash_safety.is_held() {
         return Verdict::Fail("crash-safety-lost", show(&format!("{:?}", r.crash_safety)));
@@ -373,8 +377,7 @@ fn judge(
             return Verdict::Fail("output-count", show(&format!("{sent} bytes of stdout")));
         }
     }
-    let escaped =
-        |i: usize| tier == Tier::ProcessGroup && escaped_from_group(&case.nodes, i);
+    let escaped = |i: usize| tier == Tier::ProcessGroup && escaped_from_group(&case.nodes, i);
     let members: BTreeSet<usize> = (1..n)
         .filter(|&i| !case.nodes[i].transient && !escaped(i))
         .collect();
@@ -465,8 +468,16 @@ fn judge(
         Trigger::SelfSignal(s) => exit_expect(RootStatus::Signaled(
             Signal::from_raw(s).expect("a valid signal"),
         )),
-        Trigger::Timeout(_) => vec![terminated(Outcome::TimedOut, Some(TimeoutKind::Deadline), false)],
-        Trigger::Idle(_) => vec![terminated(Outcome::TimedOut, Some(TimeoutKind::Idle), false)],
+        Trigger::Timeout(_) => vec![terminated(
+            Outcome::TimedOut,
+            Some(TimeoutKind::Deadline),
+            false,
+        )],
+        Trigger::Idle(_) => vec![terminated(
+            Outcome::TimedOut,
+            Some(TimeoutKind::Idle),
+            false,
+        )],
         Trigger::Cancel(_) => vec![terminated(Outcome::Cancelled, None, false)],
         Trigger::OutputLimit(_) => vec![terminated(Outcome::OutputLimit, None, false)],
         Trigger::Race(c, _) => {
@@ -526,7 +537,10 @@ fn check(
         ));
     }
     if e.timeout_kind.is_some() && r.timeout_kind != e.timeout_kind {
-        return Some(Verdict::Fail("outcome", show(&format!("expected {:?}", e.timeout_kind))));
+        return Some(Verdict::Fail(
+            "outcome",
+            show(&format!("expected {:?}", e.timeout_kind)),
+        ));
     }
     // Every node that must be dead is dead at the return.
     let must_die: Vec<usize> = pinned
@@ -589,7 +603,9 @@ fn check(
         };
         return Some(Verdict::Fail(
             kind,
-            show(&format!("nodes {died:?} died within {KEPT_WATCH:?} of the return")),
+            show(&format!(
+                "nodes {died:?} died within {KEPT_WATCH:?} of the return"
+            )),
         ));
     }
     let (lo, hi) = e.killed;
@@ -599,10 +615,16 @@ fn check(
         } else {
             "killed-over"
         };
-        return Some(Verdict::Fail(kind, show(&format!("expected killed in {lo}..={hi}"))));
+        return Some(Verdict::Fail(
+            kind,
+            show(&format!("expected killed in {lo}..={hi}")),
+        ));
     }
     if r.leftovers.kept != e.kept {
-        return Some(Verdict::Fail("kept-count", show(&format!("expected kept {}", e.kept))));
+        return Some(Verdict::Fail(
+            "kept-count",
+            show(&format!("expected kept {}", e.kept)),
+        ));
     }
     None
 }
@@ -688,7 +710,10 @@ fn drain(
         let Some((&kind, rest)) = text.split_first() else {
             continue;
         };
-        let Some(id) = std::str::from_utf8(rest).ok().and_then(|s| s.parse::<usize>().ok()) else {
+        let Some(id) = std::str::from_utf8(rest)
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+        else {
             continue;
         };
         match (kind, fd) {
@@ -736,4 +761,3 @@ fn spin(d: Duration) {
         }
     }
 }
-

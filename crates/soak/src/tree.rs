@@ -180,15 +180,18 @@ impl Case {
             22..=35 => Trigger::Exit(*pick(&mut r, &[1, 2, 3, 42, 125, 255])),
             36..=40 => Trigger::SelfSignal(*pick(
                 &mut r,
-                &[libc::SIGTERM, libc::SIGUSR2, libc::SIGHUP, libc::SIGINT, libc::SIGALRM],
+                &[
+                    libc::SIGTERM,
+                    libc::SIGUSR2,
+                    libc::SIGHUP,
+                    libc::SIGINT,
+                    libc::SIGALRM,
+                ],
             )),
-            41..=54 => Trigger::Timeout(r.range(400, 1200)),
-            55..=59 => Trigger::Idle(r.range(400, 1000)),
+            41..=54 => Trigger::Timeout(r.range(700, 2000)),
+            55..=59 => Trigger::Idle(r.range(600, 1500)),
             60..=73 => Trigger::Cancel(r.range(0, 50)),
-            74..=89 => Trigger::Race(
-                *pick(&mut r, &[0, 0, 1]),
-                r.range(0, 3000) as i64 - 1000,
-            ),
+            74..=89 => Trigger::Race(*pick(&mut r, &[0, 0, 1]), r.range(0, 3000) as i64 - 1000),
             _ => Trigger::OutputLimit(r.range(1, 1 << 20)),
         };
         let policy = match r.below(10) {
@@ -221,9 +224,11 @@ impl Case {
         }
 
         // Behaviours.
-        let exits = matches!(
+        // The root is stopped only when it is asked nothing (an output
+        // limit's flooder may be the root).
+        let exits = !matches!(
             trigger,
-            Trigger::Exit(_) | Trigger::SelfSignal(_) | Trigger::Race(..)
+            Trigger::Timeout(_) | Trigger::Idle(_) | Trigger::Cancel(_)
         );
         for (id, n) in nodes.iter_mut().enumerate() {
             n.term = match r.below(10) {
@@ -244,7 +249,11 @@ impl Case {
             };
             n.transient = r.chance(10);
             n.hold = !n.transient && r.chance(12);
-            n.flood = if r.chance(10) { r.range(1, 256 << 10) } else { 0 };
+            n.flood = if r.chance(10) {
+                r.range(1, 256 << 10)
+            } else {
+                0
+            };
             n.stopped = !n.transient && r.chance(12);
         }
         // In the process-group tier an escaper (and everything below it)
