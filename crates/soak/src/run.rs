@@ -496,7 +496,10 @@ fn judge(
         if !ok_outcome {
             return Verdict::Fail("outcome", show(&format!("unsettled run; legal {legal:?}")));
         }
-        let stray: Vec<usize> = alive_now.difference(&outside).copied().collect();
+        // Out of reach: every escaper, a transient one that was never
+        // told to exit included.
+        let out_of_reach: BTreeSet<usize> = (1..n).filter(|&i| escaped(i)).collect();
+        let stray: Vec<usize> = alive_now.difference(&out_of_reach).copied().collect();
         if !stray.is_empty() && r.leftovers.kept == 0 {
             return Verdict::Fail("survivor", show(&format!("unsettled run; alive {stray:?}")));
         }
