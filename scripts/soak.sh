@@ -8,8 +8,9 @@
 #   scripts/soak.sh [--runs N] [--tier T|all] [--seed S] [--jobs J]
 #                   [--user NAME | --no-user] [--no-root]
 #
-# Tiers: process-group, subreaper, cgroup, pid-namespace (all: each in
-# turn). The unprivileged runs use NAME (default corral-ci, made if missing,
+# Tiers: process-group, subreaper, cgroup, pid-namespace, and
+# process-group+host-subreaper (the process-group tier in a host that is a
+# child subreaper, as the CLI is); all: each in turn. The unprivileged runs use NAME (default corral-ci, made if missing,
 # as .ci/run does); its cgroup tier runs in a cgroup delegated to NAME (made
 # here, removed after). One summary line per tier and user (SOAK ...); a
 # failure prints its run seed, replayed with
@@ -32,7 +33,9 @@ while [ $# -gt 0 ]; do
   *) echo "usage: $0 [--runs N] [--tier T|all] [--seed S] [--jobs J] [--user NAME|--no-user] [--no-root]" >&2; exit 2 ;;
   esac
 done
-[ "$tiers" = all ] && tiers="process-group subreaper cgroup pid-namespace"
+# process-group+host-subreaper: the process-group tier in a host that is a
+# child subreaper reaping every orphan, as the CLI always is.
+[ "$tiers" = all ] && tiers="process-group process-group+host-subreaper subreaper cgroup pid-namespace"
 
 cargo build --release --locked -q -p corral-soak || exit 2
 # A copy the unprivileged user can read (/work may be closed to it).
@@ -72,10 +75,12 @@ run() { # LABEL COMMAND...
   rm -f "$log"
 }
 
-for tier in $tiers; do
+for config in $tiers; do
+  tier=${config%%+*}
   args=(--tier "$tier" --runs "$runs" --seed "$seed" --jobs "$jobs" --show "$show")
+  [ "$config" != "${config%+host-subreaper}" ] && args+=(--host-subreaper)
   if [ "$as_root" -eq 1 ]; then
-    run "$tier/$(id -un)" "$exe" "${args[@]}"
+    run "$config/$(id -un)" "$exe" "${args[@]}"
   fi
   [ -n "$user" ] || continue
   as_user=(setpriv --reuid="$user" --regid="$user" --clear-groups
@@ -89,11 +94,11 @@ for tier in $tiers; do
     mkdir -p "$deleg" &&
       chown "$user" "$deleg" "$deleg/cgroup.procs" "$deleg/cgroup.threads" "$deleg/cgroup.subtree_control" ||
       { echo "cannot delegate $deleg"; rc=1; continue; }
-    run "$tier/$user" sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$deleg" "${as_user[@]}"
+    run "$config/$user" sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$deleg" "${as_user[@]}"
     rmdir "$deleg" 2>/dev/null || { echo "LEAK: $deleg not empty after the soak"; rc=1; }
     deleg=
   else
-    run "$tier/$user" "${as_user[@]}"
+    run "$config/$user" "${as_user[@]}"
   fi
 done
 

@@ -60,9 +60,12 @@ mod soak {
         epoch: u64,
         run_seed: Option<u64>,
         show: u64,
+        /// The host is a child subreaper that reaps every orphan, as the
+        /// CLI is, whatever the tier.
+        host_subreaper: bool,
     }
 
-    const USAGE: &str = "usage: corral-soak --tier process-group|subreaper|cgroup|pid-namespace [--runs N] [--seed S] [--jobs J] [--epoch E] [--run-seed X] [--show K]";
+    const USAGE: &str = "usage: corral-soak --tier process-group|subreaper|cgroup|pid-namespace [--runs N] [--seed S] [--jobs J] [--epoch E] [--run-seed X] [--show K] [--host-subreaper]";
 
     fn parse_u64(s: &str) -> Option<u64> {
         match s.strip_prefix("0x") {
@@ -80,6 +83,7 @@ mod soak {
             epoch: 0,
             run_seed: None,
             show: 20,
+            host_subreaper: false,
         };
         let mut tier = None;
         let mut seed = None;
@@ -97,6 +101,7 @@ mod soak {
                 "--epoch" => o.epoch = parse_u64(val()?).ok_or("bad --epoch")?,
                 "--run-seed" => o.run_seed = Some(parse_u64(val()?).ok_or("bad --run-seed")?),
                 "--show" => o.show = parse_u64(val()?).ok_or("bad --show")?,
+                "--host-subreaper" => o.host_subreaper = true,
                 "-h" | "--help" => return Err(USAGE.into()),
                 _ => return Err(format!("unknown argument {a}\n{USAGE}")),
             }
@@ -139,7 +144,7 @@ mod soak {
             }
         };
         let _ = corral::process_wide::raise_nofile_limit();
-        if o.tier == Tier::Subreaper {
+        if o.tier == Tier::Subreaper || o.host_subreaper {
             if let Err(e) = corral::process_wide::enable_subreaper() {
                 eprintln!("corral-soak: cannot become a subreaper: {e}");
                 return 2;
@@ -148,8 +153,13 @@ mod soak {
             corral::process_wide::reap_all_orphans();
         }
         let user = rustix::process::getuid().as_raw();
+        let host = if o.tier == Tier::Subreaper || o.host_subreaper {
+            "subreaper"
+        } else {
+            "plain"
+        };
         println!(
-            "corral-soak: tier {} as uid {user}, {} runs, seed {:#x}, {} jobs, checks every {} runs",
+            "corral-soak: tier {} as uid {user}, host {host}, {} runs, seed {:#x}, {} jobs, checks every {} runs",
             o.tier.name(),
             o.runs,
             o.seed,
@@ -177,7 +187,7 @@ mod soak {
                         }
                         let seed = o.run_seed.unwrap_or_else(|| run_seed(o.seed, i));
                         let case = Case::generate(seed, o.tier);
-                        let m = run::run(&case, o.tier, &exe);
+                        let m = run::run(&case, o.tier, &exe, host == "subreaper");
                         let mut t = tally.lock().unwrap();
                         t.overruns.push(m.overrun_ms);
                         match m.verdict {
@@ -260,7 +270,7 @@ mod soak {
             .collect();
         let rss_max = rss.iter().copied().max().unwrap_or(0);
         println!(
-            "SOAK tier={} uid={user} runs={} pass={} unsettled={} failures={} [{}] rss_kib first/last/max={}/{}/{} fds base/end/max={}/{}/{} cgroups_left={} return_past_nominal_ms p50/p99/max={}/{}/{} wall={:.0}s seed={:#x} jobs={}",
+            "SOAK tier={} uid={user} host={host} runs={} pass={} unsettled={} failures={} [{}] rss_kib first/last/max={}/{}/{} fds base/end/max={}/{}/{} cgroups_left={} return_past_nominal_ms p50/p99/max={}/{}/{} wall={:.0}s seed={:#x} jobs={}",
             o.tier.name(),
             o.runs,
             t.pass,

@@ -69,7 +69,9 @@ pub fn mechanism(t: Tier) -> Mechanism {
     }
 }
 
-pub fn run(case: &Case, tier: Tier, exe: &std::path::Path) -> Measured {
+/// `host_subreaper`: this process is a child subreaper (orphans of the
+/// tree come to it, in another group of the same session).
+pub fn run(case: &Case, tier: Tier, exe: &std::path::Path, host_subreaper: bool) -> Measured {
     let n = case.nodes.len();
     let name = format!(
         "corral-soak-{}-{}-{:x}",
@@ -278,7 +280,16 @@ pub fn run(case: &Case, tier: Tier, exe: &std::path::Path) -> Measured {
         .map(|(&i, _)| i)
         .collect();
     let verdict = judge(
-        case, tier, &report, &pinned, &alive_now, &caught, unsettled, overrun, setup_err,
+        case,
+        tier,
+        host_subreaper,
+        &report,
+        &pinned,
+        &alive_now,
+        &caught,
+        unsettled,
+        overrun,
+        setup_err,
     );
     cleanup(&pinned);
     Measured {
@@ -316,6 +327,7 @@ struct Expect {
 fn judge(
     case: &Case,
     tier: Tier,
+    host_subreaper: bool,
     r: &Report,
     pinned: &BTreeMap<usize, Pinned>,
     alive_now: &BTreeSet<usize>,
@@ -392,9 +404,10 @@ fn judge(
     // of its group is stopped, the kernel sends the group SIGHUP and
     // SIGCONT (not in the subreaper tier, where orphans go to corral, in
     // another group of the same session). Members of the group may then
-    // die of SIGHUP before corral's kill: not counted.
+    // die of SIGHUP before corral's kill: not counted. (Nor when the host
+    // is a subreaper in any tier.)
     let in_root_group = |i: usize| !escaped_from_group(&case.nodes, i);
-    let hup = tier != Tier::Subreaper
+    let hup = !host_subreaper
         && members
             .iter()
             .any(|&i| case.nodes[i].stopped && in_root_group(i));
