@@ -209,8 +209,17 @@ mod soak {
                 }
             });
             done = end;
-            // Nothing in flight: the harness's own state.
-            let (other, pool) = descriptors();
+            // Nothing in flight: the harness's own state. Descriptors the
+            // library still holds for a moment after a run returned (the
+            // subreaper tier's keeper thread holds a kept leftover's pidfd
+            // until it has reaped it) get 3 s to be closed.
+            let base_now = base_fds;
+            let settle = Instant::now() + std::time::Duration::from_secs(3);
+            let (mut other, mut pool) = descriptors();
+            while base_now.is_some_and(|b| other != b) && Instant::now() < settle {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                (other, pool) = descriptors();
+            }
             rss.push(rss_kib());
             fds.push(other);
             let base = *base_fds.get_or_insert(other);
