@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! corral-soak --tier T [--runs N] [--seed S] [--jobs J] [--epoch E] [--run-seed X] [--show K]
+//!             [--host-subreaper] [--describe]
 //! ```
 //!
 //! Each run draws a tree from its own seed (`tree.rs`): up to 9 processes
@@ -63,9 +64,11 @@ mod soak {
         /// The host is a child subreaper that reaps every orphan, as the
         /// CLI is, whatever the tier.
         host_subreaper: bool,
+        /// Print the tree of `--run-seed` and exit.
+        describe: bool,
     }
 
-    const USAGE: &str = "usage: corral-soak --tier process-group|subreaper|cgroup|pid-namespace [--runs N] [--seed S] [--jobs J] [--epoch E] [--run-seed X] [--show K] [--host-subreaper]";
+    const USAGE: &str = "usage: corral-soak --tier process-group|subreaper|cgroup|pid-namespace [--runs N] [--seed S] [--jobs J] [--epoch E] [--run-seed X] [--show K] [--host-subreaper] [--describe]";
 
     fn parse_u64(s: &str) -> Option<u64> {
         match s.strip_prefix("0x") {
@@ -84,6 +87,7 @@ mod soak {
             run_seed: None,
             show: 20,
             host_subreaper: false,
+            describe: false,
         };
         let mut tier = None;
         let mut seed = None;
@@ -102,6 +106,7 @@ mod soak {
                 "--run-seed" => o.run_seed = Some(parse_u64(val()?).ok_or("bad --run-seed")?),
                 "--show" => o.show = parse_u64(val()?).ok_or("bad --show")?,
                 "--host-subreaper" => o.host_subreaper = true,
+                "--describe" => o.describe = true,
                 "-h" | "--help" => return Err(USAGE.into()),
                 _ => return Err(format!("unknown argument {a}\n{USAGE}")),
             }
@@ -136,6 +141,14 @@ mod soak {
                 return 2;
             }
         };
+        if o.describe {
+            let Some(seed) = o.run_seed else {
+                eprintln!("--describe needs --run-seed");
+                return 2;
+            };
+            println!("{}", Case::generate(seed, o.tier).describe());
+            return 0;
+        }
         let exe = match std::env::current_exe() {
             Ok(e) => e,
             Err(e) => {
