@@ -294,7 +294,7 @@ mod soak {
             .collect();
         let rss_max = rss.iter().copied().max().unwrap_or(0);
         println!(
-            "SOAK tier={} uid={user} host={host} runs={} pass={} unsettled={} failures={} [{}] rss_kib first/last/max={}/{}/{} fds base/end/max={}/{}/{} cgroups_left={} return_past_nominal_ms p50/p99/max={}/{}/{} wall={:.0}s seed={:#x} jobs={}",
+            "SOAK tier={} uid={user} host={host} runs={} pass={} unsettled={} failures={} [{}] rss_kib first/last/max={}/{}/{} fds base/end/max={}/{}/{} cgroups_left={} return_past_nominal_ms p50/p99/max={}/{}/{} wall={:.0}s seed={} jobs={}",
             o.tier.name(),
             o.runs,
             t.pass,
@@ -312,7 +312,8 @@ mod soak {
             pct(0.99),
             t.overruns.last().copied().unwrap_or(0),
             wall.as_secs_f64(),
-            o.seed,
+            o.run_seed
+                .map_or(format!("{:#x}", o.seed), |r| format!("{r:#x} (one tree)")),
             o.jobs,
         );
         if failed > 0 || !leaks.is_empty() {
