@@ -159,36 +159,78 @@ fn descendants(me: u32) -> Vec<u32> {
     // pid reused during the walk cannot misdirect anything. The command
     // is listed too while it lives (see `stand_in`: the lifecycle counts
     // it as the root, not as a member).
+    walk(me, children_of, |c| {
+        crate::sys::linux_proc::stat_of(c).is_some_and(|st| !st.is_dead())
+    })
+}
+
+/// The children of every thread of `p` (none once it is gone).
+fn children_of(p: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+        return out;
+    };
+    let mut buf = String::new();
+    for t in tasks.flatten() {
+        buf.clear();
+        let path = t.path().join("children");
+        if let Ok(mut f) = std::fs::File::open(path) {
+            use std::io::Read;
+            let _ = f.read_to_string(&mut buf);
+        }
+        out.extend(buf.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+    }
+    out
+}
+
+/// The walk down from the init `me` (`children` lists a process's
+/// children, `alive` tells a live one from a zombie), then the init's
+/// children read again, and what is new walked, until a read adds nothing.
+/// Each list is read once, at its own moment: a process re-parented to the
+/// init while the walk runs (its parent died after the init's list was
+/// read, before its own list was) is in neither list the walk read. It is
+/// in the init's list read after (every orphan of the namespace goes to
+/// the init), so the walk ends only on a read of the init's list that
+/// finds nothing it has not walked: a member missed, the tree was taken
+/// for empty (no SIGKILL after the grace; a return before the tree was
+/// gone) and its death never counted (the soak, #37).
+fn walk(
+    me: u32,
+    mut children: impl FnMut(u32) -> Vec<u32>,
+    alive: impl Fn(u32) -> bool,
+) -> Vec<u32> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut stack = vec![me];
-    let mut buf = String::new();
-    while let Some(p) = stack.pop() {
-        if seen.len() > 1 << 20 {
-            break;
-        }
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            buf.clear();
-            let path = t.path().join("children");
-            if let Ok(mut f) = std::fs::File::open(path) {
-                use std::io::Read;
-                let _ = f.read_to_string(&mut buf);
+    loop {
+        while let Some(p) = stack.pop() {
+            if seen.len() > 1 << 20 {
+                return out;
             }
-            for c in buf.split_whitespace().filter_map(|c| c.parse::<u32>().ok()) {
+            for c in children(p) {
                 if c != me && seen.insert(c) {
                     stack.push(c);
-                    let alive = crate::sys::linux_proc::stat_of(c).is_some_and(|st| !st.is_dead());
-                    if alive {
+                    if alive(c) {
                         out.push(c);
                     }
                 }
             }
         }
+        let late: Vec<u32> = children(me)
+            .into_iter()
+            .filter(|&c| c != me && !seen.contains(&c))
+            .collect();
+        if late.is_empty() || seen.len() > 1 << 20 {
+            return out;
+        }
+        for c in late {
+            seen.insert(c);
+            stack.push(c);
+            if alive(c) {
+                out.push(c);
+            }
+        }
     }
-    out
 }
 
 impl PidNamespace {
@@ -423,5 +465,56 @@ impl Attached for Namespace {
                 descendants(me).into_iter().filter(|&p| p != pid).count()
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::walk;
+    use std::collections::HashMap;
+
+    /// Lists read in turn: each call for a pid returns its next list (the
+    /// last one again once they run out).
+    fn scripted(lists: &[(u32, &[&[u32]])]) -> impl FnMut(u32) -> Vec<u32> {
+        let mut left: HashMap<u32, Vec<Vec<u32>>> = lists
+            .iter()
+            .map(|(p, ls)| (*p, ls.iter().rev().map(|l| l.to_vec()).collect()))
+            .collect();
+        move |p| match left.get_mut(&p) {
+            Some(ls) if ls.len() > 1 => ls.pop().unwrap_or_default(),
+            Some(ls) => ls.last().cloned().unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_member_re_parented_to_the_init_during_the_walk_is_found() {
+        // init 1, the command 2 with children 3 and 4. The init's list is
+        // read ([2]); then 2 dies and 3 and 4 go to the init, before 2's
+        // list is read (empty): only the init's list read again has them.
+        let children = scripted(&[(1, &[&[2], &[3, 4]]), (2, &[&[]]), (3, &[&[5]])]);
+        let mut got = walk(1, children, |p| p != 2);
+        got.sort_unstable();
+        assert_eq!(got, vec![3, 4, 5]);
+    }
+
+    #[test]
+    fn a_steady_tree_is_walked_once_and_the_init_read_twice() {
+        let mut reads: Vec<u32> = Vec::new();
+        let tree: HashMap<u32, Vec<u32>> = [(1, vec![2]), (2, vec![3, 4]), (4, vec![5])]
+            .into_iter()
+            .collect();
+        let mut got = walk(
+            1,
+            |p| {
+                reads.push(p);
+                tree.get(&p).cloned().unwrap_or_default()
+            },
+            |_| true,
+        );
+        got.sort_unstable();
+        assert_eq!(got, vec![2, 3, 4, 5]);
+        assert_eq!(reads.iter().filter(|&&p| p == 1).count(), 2, "{reads:?}");
+        assert_eq!(reads.len(), 6, "{reads:?}");
     }
 }
