@@ -3,10 +3,9 @@
 //! docs/INVARIANTS.md names, for each invariant, the tests that prove it:
 //! every test (and helper) it names must exist in the workspace's sources,
 //! so that renaming or deleting a test fails here instead of leaving the
-//! table pointing at nothing. docs/DESIGN.md, docs/MECHANISMS.md, the
-//! README and its reference pages under docs/ name source files
-//! (`sys/linux_spawn/raw.rs`, `contain/cgroup/`, and `child.rs::apply_setup`
-//! with an item): each must exist (see
+//! table pointing at nothing. The README and the pages under docs/ name
+//! source files (`sys/linux_spawn/raw.rs`, `contain/cgroup/`, and
+//! `child.rs::apply_setup` with an item): each must exist (see
 //! [`every_source_path_the_docs_name_exists`]); every relative link of the
 //! README and of docs/ leads somewhere
 //! ([`every_relative_link_of_the_docs_exists`]).
@@ -334,21 +333,14 @@ fn check_source_path(files: &[String], span: &str) -> Option<String> {
     (!named).then(|| format!("`{span}`: no `{item}` in {matches:?}"))
 }
 
-/// The pages whose backquoted source paths are checked: the map, the
-/// mechanisms, the README and its reference pages.
-const DOCS_NAMING_SOURCES: &[&str] = &[
-    "docs/DESIGN.md",
-    "docs/MECHANISMS.md",
-    "README.md",
-    "docs/cli.md",
-    "docs/batch.md",
-    "docs/mcp.md",
-    "docs/library.md",
-    "docs/python.md",
-    "docs/node.md",
-    "docs/containment.md",
-    "docs/differences.md",
-];
+/// The pages whose backquoted source paths are checked: the README and
+/// every page under docs/.
+fn pages() -> Vec<PathBuf> {
+    let mut pages = vec![root().join("README.md")];
+    files_under(&root().join("docs"), "md", &mut pages);
+    pages.sort();
+    pages
+}
 
 /// The relative link targets of a Markdown text (`[text](target)`), the
 /// anchor cut off; web addresses and anchors within the page left out.
@@ -378,11 +370,9 @@ fn relative_links(text: &str) -> Vec<String> {
 /// a file or folder of the repository (a page moved or renamed fails here).
 #[test]
 fn every_relative_link_of_the_docs_exists() {
-    let mut pages = vec![root().join("README.md")];
-    files_under(&root().join("docs"), "md", &mut pages);
     let mut checked = 0;
     let mut wrong = Vec::new();
-    for page in &pages {
+    for page in &pages() {
         let text = fs::read_to_string(page).expect("a page");
         let dir = page.parent().expect("a folder");
         for target in relative_links(&text) {
@@ -407,8 +397,13 @@ fn every_source_path_the_docs_name_exists() {
     let files = repo_files();
     let mut checked = 0;
     let mut wrong = Vec::new();
-    for doc in DOCS_NAMING_SOURCES {
-        let text = fs::read_to_string(root().join(doc)).expect(doc);
+    for page in pages() {
+        let doc = page
+            .strip_prefix(root())
+            .unwrap_or(&page)
+            .display()
+            .to_string();
+        let text = fs::read_to_string(&page).expect("a page");
         for span in text.split('`').skip(1).step_by(2) {
             let (path, item) = span.split_once("::").unwrap_or((span, ""));
             let pathlike = path
