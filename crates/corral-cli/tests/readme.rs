@@ -86,6 +86,19 @@ fn pages() -> Vec<(&'static str, String)> {
         .collect()
 }
 
+/// The fenced blocks of every page of [`PAGES`]: (page, language, first
+/// line number, text).
+fn page_blocks() -> Vec<(&'static str, String, usize, String)> {
+    pages()
+        .into_iter()
+        .flat_map(|(page, text)| {
+            blocks(&text)
+                .into_iter()
+                .map(move |(lang, line_no, block)| (page, lang, line_no, block))
+        })
+        .collect()
+}
+
 /// The fenced blocks of a page: (language, first line number, text).
 fn blocks(readme: &str) -> Vec<(String, usize, String)> {
     let mut out = Vec::new();
@@ -150,11 +163,7 @@ const END: &str = "@@corral-readme-end@@";
 #[test]
 fn console_sessions_print_what_the_readme_shows() {
     let mut sessions = 0;
-    let pages = pages();
-    for (page, line_no, lang, text) in pages
-        .iter()
-        .flat_map(|(p, t)| blocks(t).into_iter().map(move |(l, n, x)| (*p, n, l, x)))
-    {
+    for (page, lang, line_no, text) in page_blocks() {
         if lang != "console" {
             continue;
         }
@@ -194,11 +203,7 @@ fn console_sessions_print_what_the_readme_shows() {
 #[test]
 fn sh_examples_run_as_written() {
     let mut ran = 0;
-    let pages = pages();
-    for (page, line_no, lang, text) in pages
-        .iter()
-        .flat_map(|(p, t)| blocks(t).into_iter().map(move |(l, n, x)| (*p, n, l, x)))
-    {
+    for (page, lang, line_no, text) in page_blocks() {
         if lang != "sh" || NOT_RUN.iter().any(|(mark, _)| text.contains(mark)) {
             continue;
         }
