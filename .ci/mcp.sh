@@ -9,20 +9,13 @@
 # toolchain; installs mcp and pytest into a throwaway virtual environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TERM_COLOR=never PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
-T0=$SECONDS
-step() { printf '\n=== [mcp %3ds] %s ===\n' "$((SECONDS - T0))" "$*"; }
-die() { printf '[mcp] ERROR: %s\n' "$*" >&2; exit 1; }
-
-PY=${PYTHON:-python3}
-command -v "$PY" >/dev/null || die "no $PY"
-"$PY" -c 'import sys; assert sys.version_info >= (3, 10), sys.version' || die "Python >= 3.10 needed"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# step, die, $PY (>= 3.10, the SDK's own floor), $work, venv.
+NAME=mcp PY_MIN=10
+. .ci/pyenv.sh
+export PYTHONDONTWRITEBYTECODE=1
 
 step "the MCP Python SDK and pytest in a virtual environment"
-"$PY" -m venv "$work/venv"
-"$work/venv/bin/pip" install -q mcp pytest || die "pip install mcp pytest failed"
+venv "$work/venv" mcp pytest
 "$work/venv/bin/python" -c 'import importlib.metadata as m; print("mcp", m.version("mcp"))'
 
 step "cargo build -p corral-cli"

@@ -11,20 +11,12 @@
 # Honours CARGO_TARGET_DIR for the cross checks (default: target/cross).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TERM_COLOR=never PIP_DISABLE_PIP_VERSION_CHECK=1
-T0=$SECONDS
-step() { printf '\n=== [python %3ds] %s ===\n' "$((SECONDS - T0))" "$*"; }
-die() { printf '[python] ERROR: %s\n' "$*" >&2; exit 1; }
-
-PY=${PYTHON:-python3}
-command -v "$PY" >/dev/null || die "no $PY"
-"$PY" -c 'import sys; assert sys.version_info >= (3, 9), sys.version' || die "Python >= 3.9 needed"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# step, die, $PY (>= 3.9), $work, venv.
+NAME=python PY_MIN=9
+. .ci/pyenv.sh
 
 step "build tools: maturin and pytest in a virtual environment"
-"$PY" -m venv "$work/tools"
-"$work/tools/bin/pip" install -q maturin pytest || die "pip install maturin pytest failed"
+venv "$work/tools" maturin pytest
 "$work/tools/bin/maturin" --version
 
 step "maturin build --release (abi3 wheel for CPython >= 3.9)"
@@ -34,8 +26,7 @@ wheel=$(ls "$work"/dist/corral-*.whl)
 echo "built $(basename "$wheel")"
 
 step "install the wheel into a fresh virtual environment"
-"$PY" -m venv "$work/venv"
-"$work/venv/bin/pip" install -q "$wheel" pytest || die "installing the wheel failed"
+venv "$work/venv" "$wheel" pytest
 # The tests must import the installed wheel, not the source tree.
 (cd "$work" && "$work/venv/bin/python" -c 'import corral, sys; print("corral from", corral.__file__)')
 

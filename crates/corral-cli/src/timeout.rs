@@ -364,7 +364,7 @@ Exit status:
 This is corral's timeout: COMMAND and every process it starts are
 contained (cgroup, PID namespace, subreaper or process group) and signalled
 together; they are killed if corral itself dies. See `corral run --help`
-and the README's timeout section for the differences from GNU timeout.
+and docs/differences.md for the differences from GNU timeout.
 "
     )
 }

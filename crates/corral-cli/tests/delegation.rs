@@ -66,14 +66,52 @@ impl Drop for Delegated {
     }
 }
 
+/// The set-up of a delegation test: a scratch [`USER`] may write in, a
+/// cgroup delegated to [`USER`] (`files`: which of its files too), and the
+/// watch. Bound as `let Setup { s, cg, w } = ..` (dropped in reverse), or
+/// kept whole (fields drop in order): either way the watch kills the
+/// helpers before the cgroup is removed, so a failed assertion leaves
+/// nothing behind.
+struct Setup {
+    w: Watch,
+    cg: Delegated,
+    s: Scratch,
+}
+
+fn set_up(tag: &str, files: &[&str]) -> Setup {
+    let s = open_scratch();
+    let cg = Delegated::new(tag, files);
+    let w = Watch::new(&s);
+    Setup { w, cg, s }
+}
+
+/// `corral run --report R ARGS...` as [`USER`] in the cgroups `cgs` (see
+/// [`as_user_in`]), with `env`, run to its end; the report is [`report`].
+fn corral_as_user(s: &Scratch, cgs: &[&Path], env: &[(&str, &str)], args: &[&str]) -> Done {
+    run(
+        as_user_in(s, cgs, env, &s.path("report.json"), args),
+        30 * SEC,
+    )
+}
+
+/// The report of the last [`corral_as_user`] in `s`.
+fn report(s: &Scratch) -> serde_json::Value {
+    read_report(&s.path("report.json"))
+}
+
 /// `corral run --report R ARGS...` as [`USER`], started by a root shell
 /// that first moves itself into `cg` (so corral sits in it, as under
 /// `systemd-run --user --scope -p Delegate=yes`). Returns the report.
 fn corral_as_user_in(s: &Scratch, cg: &Path, args: &[&str]) -> (Done, serde_json::Value) {
-    let report = s.path("report.json");
-    let done = run(as_user_in(s, &[cg], &[], &report, args), 30 * SEC);
-    let v = read_report(&report);
-    (done, v)
+    let done = corral_as_user(s, &[cg], &[], args);
+    (done, report(s))
+}
+
+/// The run was contained by the cgroup tier, with no note.
+#[track_caller]
+fn assert_cgroup_tier(v: &serde_json::Value, done: &Done) {
+    assert_eq!(v["containment"], "cgroup", "{v}\n{}", done.err());
+    assert_eq!(v["containment_note"], serde_json::Value::Null, "{v}");
 }
 
 /// The command of [`corral_as_user_in`]: the root shell joins every cgroup
@@ -214,12 +252,7 @@ fn open_scratch() -> Scratch {
 #[corral_testkit::needs(root, cgroup)]
 #[test]
 fn auto_in_a_delegated_subtree_is_the_cgroup_tier() {
-    let s = open_scratch();
-    let cg = Delegated::new(
-        "full",
-        &["cgroup.procs", "cgroup.threads", "cgroup.subtree_control"],
-    );
-    let w = Watch::new(&s);
+    let Setup { s, cg, w } = set_up("full", FULL);
     let script = format!(
         r#"setsid "$H" esc & "$H" kid & {}{} cat /proc/self/cgroup > "$CORRAL_TEST_DIR/cg"; sleep 30"#,
         wait_for("esc"),
@@ -230,8 +263,7 @@ fn auto_in_a_delegated_subtree_is_the_cgroup_tier() {
         &cg.0,
         &["-t", "1", "-k", "0", "--", "sh", "-c", &script],
     );
-    assert_eq!(v["containment"], "cgroup", "{v}\n{}", done.err());
-    assert_eq!(v["containment_note"], serde_json::Value::Null, "{v}");
+    assert_cgroup_tier(&v, &done);
     assert_eq!(v["crash_safe"], true, "{v}");
     assert_eq!(v["outcome"], "timed_out", "{v}");
     let line = std::fs::read_to_string(s.path("cg")).unwrap();
@@ -251,9 +283,7 @@ fn auto_in_a_delegated_subtree_is_the_cgroup_tier() {
 #[corral_testkit::needs(root, cgroup)]
 #[test]
 fn auto_in_a_half_delegated_subtree_falls_back_and_says_why() {
-    let s = open_scratch();
-    let cg = Delegated::new("half", &["cgroup.subtree_control"]);
-    let _w = Watch::new(&s);
+    let Setup { s, cg, w: _w } = set_up("half", &["cgroup.subtree_control"]);
     let (done, v) = corral_as_user_in(&s, &cg.0, &["--", "true"]);
     done.assert_code(0);
     assert_eq!(v["containment"], "subreaper", "{v}");
@@ -296,37 +326,31 @@ fn v1_limits_in_a_delegated_subtree() {
 fn limits_enforced(cgs: &[&Path]) {
     let s = open_scratch();
     let w = Watch::new(&s);
-    let report = s.path("report.json");
     let bomb = format!(
         r#"setsid "$H" esc & {} (i=0; while [ $i -lt 100 ]; do "$H" b$i & i=$((i+1)); done; wait); exec sleep 30"#,
         wait_for("esc")
     );
     // The bomb is a subshell (the shell dies when a fork fails); the root
     // then becomes `sleep` without a fork, so the deadline ends the run.
-    let done = run(
-        as_user_in(
-            &s,
-            cgs,
-            &[],
-            &report,
-            &[
-                "--pids-max",
-                "20",
-                "-t",
-                "3",
-                "-k",
-                "0",
-                "--",
-                "sh",
-                "-c",
-                &bomb,
-            ],
-        ),
-        30 * SEC,
+    let done = corral_as_user(
+        &s,
+        cgs,
+        &[],
+        &[
+            "--pids-max",
+            "20",
+            "-t",
+            "3",
+            "-k",
+            "0",
+            "--",
+            "sh",
+            "-c",
+            &bomb,
+        ],
     );
-    let v = read_report(&report);
-    assert_eq!(v["containment"], "cgroup", "{v}\n{}", done.err());
-    assert_eq!(v["containment_note"], serde_json::Value::Null, "{v}");
+    let v = report(&s);
+    assert_cgroup_tier(&v, &done);
     assert_eq!(v["outcome"], "timed_out", "{v}");
     assert_eq!(v["limits_hit"], serde_json::json!(["pids"]), "{v}");
     assert!(
@@ -342,17 +366,13 @@ fn limits_enforced(cgs: &[&Path]) {
     }
     assert_dead(&w, &["esc"]);
     let hog = r#"exec python3 -c 'a = [b"x" * (1 << 20) for i in range(1000)]'"#;
-    let done = run(
-        as_user_in(
-            &s,
-            cgs,
-            &[],
-            &report,
-            &["--memory-max", "64M", "-t", "20", "--", "sh", "-c", hog],
-        ),
-        30 * SEC,
+    let done = corral_as_user(
+        &s,
+        cgs,
+        &[],
+        &["--memory-max", "64M", "-t", "20", "--", "sh", "-c", hog],
     );
-    let v = read_report(&report);
+    let v = report(&s);
     assert_eq!(v["containment"], "cgroup", "{v}\n{}", done.err());
     assert_eq!(v["limits_hit"], serde_json::json!(["memory"]), "{v}");
     assert_eq!(v["outcome"], "signaled", "{v}");
@@ -371,27 +391,19 @@ fn limits_enforced(cgs: &[&Path]) {
 #[test]
 fn a_controller_is_enabled_by_moving_corral_into_a_leaf() {
     hugetlb_offered();
-    let s = open_scratch();
-    let cg = Delegated::new("leaf", FULL);
-    let w = Watch::new(&s);
-    let report = s.path("report.json");
+    let Setup { s, cg, w } = set_up("leaf", FULL);
     let script = format!(
         r#"setsid "$H" esc & {} c=$(sed -n 's/^0:://p' /proc/self/cgroup); p=$(sed -n 's/^0:://p' /proc/$PPID/cgroup); echo "$c $p $(cat /sys/fs/cgroup/unified$c/cgroup.controllers)" > "$CORRAL_TEST_DIR/cg"; sleep 30"#,
         wait_for("esc")
     );
-    let done = run(
-        as_user_in(
-            &s,
-            &[&cg.0],
-            &[HOOK],
-            &report,
-            &["-t", "1", "-k", "0", "--", "sh", "-c", &script],
-        ),
-        30 * SEC,
+    let done = corral_as_user(
+        &s,
+        &[&cg.0],
+        &[HOOK],
+        &["-t", "1", "-k", "0", "--", "sh", "-c", &script],
     );
-    let v = read_report(&report);
-    assert_eq!(v["containment"], "cgroup", "{v}\n{}", done.err());
-    assert_eq!(v["containment_note"], serde_json::Value::Null, "{v}");
+    let v = report(&s);
+    assert_cgroup_tier(&v, &done);
     assert_eq!(v["outcome"], "timed_out", "{v}");
     assert_eq!(v["crash_safe"], true, "{v}");
     let seen = std::fs::read_to_string(s.path("cg")).unwrap();
@@ -418,9 +430,7 @@ fn a_controller_is_enabled_by_moving_corral_into_a_leaf() {
 #[test]
 fn several_corrals_move_aside_at_once() {
     hugetlb_offered();
-    let s = open_scratch();
-    let cg = Delegated::new("many", FULL);
-    let _w = Watch::new(&s);
+    let Setup { s, cg, w: _w } = set_up("many", FULL);
     for round in 0..3 {
         let runs: Vec<(PathBuf, Run)> = (0..8)
             .map(|i| {
@@ -462,11 +472,9 @@ fn several_corrals_move_aside_at_once() {
 #[test]
 fn another_process_in_the_delegated_cgroup_is_named() {
     hugetlb_offered();
-    let s = open_scratch();
-    // Made before the Watch, so removed after it killed the shell (a
-    // failed assertion must not leave the cgroup behind).
-    let cg = Delegated::new("occupied", FULL);
-    let w = Watch::new(&s);
+    // The cgroup is removed after the watch killed the shell (a failed
+    // assertion must not leave the cgroup behind).
+    let Setup { s, cg, w } = set_up("occupied", FULL);
     let mut shell = std::process::Command::new(s.path("H"))
         .arg("shell")
         .envs(s.env())
@@ -480,16 +488,11 @@ fn another_process_in_the_delegated_cgroup_is_named() {
         std::thread::sleep(Duration::from_millis(5));
     }
     std::fs::write(cg.0.join("cgroup.procs"), pid.to_string()).unwrap();
-    let report = s.path("report.json");
-    let done = run(
-        as_user_in(
-            &s,
-            &[&cg.0],
-            &[HOOK],
-            &report,
-            &["--containment", "cgroup", "--", "true"],
-        ),
-        30 * SEC,
+    let done = corral_as_user(
+        &s,
+        &[&cg.0],
+        &[HOOK],
+        &["--containment", "cgroup", "--", "true"],
     );
     done.assert_code(125);
     let err = done.err();
@@ -497,12 +500,9 @@ fn another_process_in_the_delegated_cgroup_is_named() {
         err.contains("other processes sit in it") && err.contains(&pid.to_string()),
         "{err}"
     );
-    let done = run(
-        as_user_in(&s, &[&cg.0], &[HOOK], &report, &["--", "true"]),
-        30 * SEC,
-    );
+    let done = corral_as_user(&s, &[&cg.0], &[HOOK], &["--", "true"]);
     done.assert_code(0);
-    let v = read_report(&report);
+    let v = report(&s);
     assert_eq!(v["containment"], "subreaper", "{v}");
     assert!(
         v["containment_note"]
@@ -536,9 +536,7 @@ fn another_process_in_the_delegated_cgroup_is_named() {
 #[corral_testkit::needs(root, cgroup)]
 #[test]
 fn a_delegated_parent_is_used_for_the_runs_cgroups() {
-    let s = open_scratch();
-    let cg = Delegated::new("parent", FULL);
-    let w = Watch::new(&s);
+    let Setup { s, cg, w } = set_up("parent", FULL);
     let inner = cg.0.join("inner");
     std::fs::create_dir(&inner).unwrap();
     let script = format!(
@@ -551,8 +549,7 @@ fn a_delegated_parent_is_used_for_the_runs_cgroups() {
         &inner,
         &["-t", "1", "-k", "0", "--", "sh", "-c", &script],
     );
-    assert_eq!(v["containment"], "cgroup", "{v}\n{}", done.err());
-    assert_eq!(v["containment_note"], serde_json::Value::Null, "{v}");
+    assert_cgroup_tier(&v, &done);
     assert_eq!(v["outcome"], "timed_out", "{v}");
     assert_eq!(v["crash_safe"], true, "{v}");
     let line = std::fs::read_to_string(s.path("cg")).unwrap();
@@ -572,19 +569,13 @@ fn a_delegated_parent_is_used_for_the_runs_cgroups() {
 #[test]
 fn a_delegated_parent_gets_the_controllers_directly() {
     hugetlb_offered();
-    let s = open_scratch();
-    let cg = Delegated::new("parentctl", FULL);
-    let _w = Watch::new(&s);
+    let Setup { s, cg, w: _w } = set_up("parentctl", FULL);
     let inner = cg.0.join("inner");
     std::fs::create_dir(&inner).unwrap();
-    let report = s.path("report2.json");
     let script = r#"c=$(sed -n 's/^0:://p' /proc/self/cgroup); p=$(sed -n 's/^0:://p' /proc/$PPID/cgroup); echo "$p $(cat /sys/fs/cgroup/unified$c/cgroup.controllers)" > "$CORRAL_TEST_DIR/ctl""#;
-    let done = run(
-        as_user_in(&s, &[&inner], &[HOOK], &report, &["--", "sh", "-c", script]),
-        30 * SEC,
-    );
+    let done = corral_as_user(&s, &[&inner], &[HOOK], &["--", "sh", "-c", script]);
     done.assert_code(0);
-    let v = read_report(&report);
+    let v = report(&s);
     assert_eq!(v["containment"], "cgroup", "{v}");
     let ctl = std::fs::read_to_string(s.path("ctl")).unwrap();
     assert!(ctl.split_whitespace().any(|c| c == "hugetlb"), "{ctl}");
@@ -638,20 +629,8 @@ fn a_delegated_cgroup_beside_corral_is_named_in_the_note() {
 #[corral_testkit::needs(root, cgroup, v1limits)]
 #[test]
 fn v1_limits_need_the_v1_groups_delegated_too() {
-    let s = open_scratch();
-    let cg = Delegated::new("v1missing", FULL);
-    let _w = Watch::new(&s);
-    let report = s.path("report.json");
-    let done = run(
-        as_user_in(
-            &s,
-            &[&cg.0],
-            &[],
-            &report,
-            &["--pids-max", "20", "--", "true"],
-        ),
-        30 * SEC,
-    );
+    let Setup { s, cg, w: _w } = set_up("v1missing", FULL);
+    let done = corral_as_user(&s, &[&cg.0], &[], &["--pids-max", "20", "--", "true"]);
     done.assert_code(125);
     let err = done.err();
     assert!(
@@ -671,9 +650,7 @@ fn v1_limits_need_the_v1_groups_delegated_too() {
 #[test]
 fn the_next_corral_undoes_what_a_killed_one_left() {
     hugetlb_offered();
-    let s = open_scratch();
-    let cg = Delegated::new("killed", FULL);
-    let w = Watch::new(&s);
+    let Setup { s, cg, w } = set_up("killed", FULL);
     let report = s.path("report.json");
     let script = format!(r#""$H" kid & {} sleep 30"#, wait_for("kid"));
     let r = start(
@@ -716,9 +693,7 @@ fn the_next_corral_undoes_what_a_killed_one_left() {
 #[test]
 fn a_corral_without_limits_in_the_way_is_named() {
     hugetlb_offered();
-    let s = open_scratch();
-    let cg = Delegated::new("mixed", FULL);
-    let w = Watch::new(&s);
+    let Setup { s, cg, w } = set_up("mixed", FULL);
     let first_report = s.path("first.json");
     let first = start(
         as_user_in(
@@ -740,16 +715,11 @@ fn a_corral_without_limits_in_the_way_is_named() {
         w.pid("kid", 10 * SEC).is_some(),
         "the first run never started"
     );
-    let report = s.path("report.json");
-    let done = run(
-        as_user_in(
-            &s,
-            &[&cg.0],
-            &[HOOK],
-            &report,
-            &["--containment", "cgroup", "--", "true"],
-        ),
-        30 * SEC,
+    let done = corral_as_user(
+        &s,
+        &[&cg.0],
+        &[HOOK],
+        &["--containment", "cgroup", "--", "true"],
     );
     done.assert_code(125);
     let err = done.err();

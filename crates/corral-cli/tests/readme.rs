@@ -1,15 +1,17 @@
-//! The README's shell examples, run as written, so that they cannot drift.
+//! The shell examples of the README and of the reference pages under docs/
+//! ([`PAGES`]), run as written, so that they cannot drift.
 //!
 //! Every ```` ```console ```` block is a session: each `$ ` line runs in one
 //! bash (so `set -o pipefail` carries over to the next line), and the lines
 //! after it are its output, compared line by line (a `  # comment` after
-//! an expected line is the README's explanation, not output). Every
+//! an expected line is the page's explanation, not output). Every
 //! ```` ```sh ```` block runs whole in bash with `pipefail` and must exit 0,
 //! except the few listed in [`NOT_RUN`] with the reason. `corral` is the
 //! binary under test, first on `PATH`; `HOME` and `TMPDIR` are a scratch
 //! directory (nothing is written to the checkout or the real home); the
-//! working directory is the repository's root, as the README assumes. The
-//! Rust examples are compiled as doctests of the library (`ReadmeExamples`).
+//! working directory is the repository's root, as the pages assume. The
+//! Rust examples are compiled as doctests of the library (`ReadmeExamples`,
+//! `LibraryDocExamples`).
 #![cfg(target_os = "linux")]
 
 use std::path::{Path, PathBuf};
@@ -19,6 +21,33 @@ use std::time::{Duration, Instant};
 use corral_testkit::Scratch;
 
 const BIN: &str = env!("CARGO_BIN_EXE_corral");
+
+/// The pages whose examples are run: the README and the reference pages it
+/// links to. A page under docs/ with a `console` or `sh` block is either here
+/// or in [`PAGES_NOT_RUN`] (see [`every_page_with_examples_is_run_or_says_why`]).
+const PAGES: &[&str] = &[
+    "README.md",
+    "docs/cli.md",
+    "docs/batch.md",
+    "docs/mcp.md",
+    "docs/library.md",
+    "docs/python.md",
+    "docs/node.md",
+    "docs/containment.md",
+    "docs/differences.md",
+];
+
+/// Pages under docs/ with `sh` blocks that this test does not run, and why.
+const PAGES_NOT_RUN: &[(&str, &str)] = &[
+    (
+        "docs/BENCHMARKS.md",
+        "benchmark runs of minutes; CI runs the benchmark in quick mode",
+    ),
+    (
+        "docs/wine-probe.md",
+        "a probe of Wine itself, for .ci/windows.sh's maintainers",
+    ),
+];
 
 /// `sh` blocks that this test does not run: a text the block contains, and
 /// why.
@@ -45,7 +74,32 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The fenced blocks of the README: (language, first line number, text).
+/// Each page of [`PAGES`]: its path and text.
+fn pages() -> Vec<(&'static str, String)> {
+    PAGES
+        .iter()
+        .map(|p| {
+            let text =
+                std::fs::read_to_string(root().join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+            (*p, text)
+        })
+        .collect()
+}
+
+/// The fenced blocks of every page of [`PAGES`]: (page, language, first
+/// line number, text).
+fn page_blocks() -> Vec<(&'static str, String, usize, String)> {
+    pages()
+        .into_iter()
+        .flat_map(|(page, text)| {
+            blocks(&text)
+                .into_iter()
+                .map(move |(lang, line_no, block)| (page, lang, line_no, block))
+        })
+        .collect()
+}
+
+/// The fenced blocks of a page: (language, first line number, text).
 fn blocks(readme: &str) -> Vec<(String, usize, String)> {
     let mut out = Vec::new();
     let mut open: Option<(String, usize, String)> = None;
@@ -87,7 +141,7 @@ fn bash(scratch: &Scratch, script: &str) -> (i32, String, String) {
     while child.try_wait().expect("wait").is_none() {
         if Instant::now() > end {
             let _ = child.kill();
-            panic!("README example did not finish in 120 s:\n{script}");
+            panic!("example did not finish in 120 s:\n{script}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -99,7 +153,7 @@ fn bash(scratch: &Scratch, script: &str) -> (i32, String, String) {
     )
 }
 
-/// An expected output line without the README's `  # explanation`.
+/// An expected output line without the page's `  # explanation`.
 fn expected(line: &str) -> &str {
     line.find("  #").map_or(line, |i| &line[..i]).trim_end()
 }
@@ -108,9 +162,8 @@ const END: &str = "@@corral-readme-end@@";
 
 #[test]
 fn console_sessions_print_what_the_readme_shows() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
     let mut sessions = 0;
-    for (lang, line_no, text) in blocks(&readme) {
+    for (page, lang, line_no, text) in page_blocks() {
         if lang != "console" {
             continue;
         }
@@ -136,19 +189,21 @@ fn console_sessions_print_what_the_readme_shows() {
             assert_eq!(
                 got.get(i),
                 Some(w),
-                "README.md line {line_no}: the console session's command {} printed something else\n{text}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+                "{page} line {line_no}: the console session's command {} printed something else\n{text}\nstdout:\n{stdout}\nstderr:\n{stderr}",
                 i + 1
             );
         }
     }
-    assert!(sessions > 0, "no console session found in the README");
+    assert!(
+        sessions >= 5,
+        "only {sessions} console sessions found in the pages"
+    );
 }
 
 #[test]
 fn sh_examples_run_as_written() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
     let mut ran = 0;
-    for (lang, line_no, text) in blocks(&readme) {
+    for (page, lang, line_no, text) in page_blocks() {
         if lang != "sh" || NOT_RUN.iter().any(|(mark, _)| text.contains(mark)) {
             continue;
         }
@@ -157,10 +212,10 @@ fn sh_examples_run_as_written() {
         let (code, stdout, stderr) = bash(&scratch, &format!("set -o pipefail\n{text}"));
         assert!(
             code == 0 && !stderr.contains("command not found") && !stderr.contains("No such file"),
-            "README.md line {line_no}: the example failed ({code}):\n{text}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+            "{page} line {line_no}: the example failed ({code}):\n{text}\nstdout:\n{stdout}\nstderr:\n{stderr}"
         );
     }
-    assert!(ran >= 2, "only {ran} sh examples ran");
+    assert!(ran >= 4, "only {ran} sh examples ran");
     // Nothing was written into the checkout.
     for litter in ["report.json", "junit.xml", "corral.1"] {
         assert!(
@@ -171,11 +226,11 @@ fn sh_examples_run_as_written() {
 }
 
 #[test]
-fn the_blocks_not_run_are_still_in_the_readme() {
+fn the_blocks_not_run_are_still_in_the_pages() {
     // A reason for a block that is gone would hide a new one.
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
-    let sh: Vec<String> = blocks(&readme)
-        .into_iter()
+    let sh: Vec<String> = pages()
+        .iter()
+        .flat_map(|(_, text)| blocks(text))
         .filter(|(lang, _, _)| lang == "sh")
         .map(|(_, _, t)| t)
         .collect();
@@ -183,6 +238,49 @@ fn the_blocks_not_run_are_still_in_the_readme() {
         assert!(
             sh.iter().any(|t| t.contains(mark)),
             "no sh block contains {mark:?} any more ({why}): drop it from NOT_RUN"
+        );
+    }
+}
+
+/// A new page under docs/ with examples cannot be left out of the test: it is
+/// in [`PAGES`] or in [`PAGES_NOT_RUN`] with the reason.
+#[test]
+fn every_page_with_examples_is_run_or_says_why() {
+    let mut unlisted = Vec::new();
+    let mut listed_without_examples = Vec::new();
+    let entries = std::fs::read_dir(root().join("docs")).expect("docs/");
+    for path in entries.flatten().map(|e| e.path()) {
+        if path.extension().is_none_or(|x| x != "md") {
+            continue;
+        }
+        let name = format!(
+            "docs/{}",
+            path.file_name().unwrap_or_default().to_string_lossy()
+        );
+        let text = std::fs::read_to_string(&path).expect("a page");
+        let has_examples = blocks(&text)
+            .iter()
+            .any(|(lang, _, _)| lang == "console" || lang == "sh");
+        let run = PAGES.contains(&name.as_str());
+        let not_run = PAGES_NOT_RUN.iter().any(|(p, _)| *p == name);
+        if has_examples && !run && !not_run {
+            unlisted.push(name);
+        } else if not_run && !has_examples {
+            listed_without_examples.push(name);
+        }
+    }
+    assert!(
+        unlisted.is_empty(),
+        "pages with console/sh examples that the test neither runs nor excuses: {unlisted:?}"
+    );
+    assert!(
+        listed_without_examples.is_empty(),
+        "PAGES_NOT_RUN names pages without examples (drop them): {listed_without_examples:?}"
+    );
+    for page in PAGES {
+        assert!(
+            root().join(page).is_file(),
+            "{page} is gone: drop it from PAGES"
         );
     }
 }

@@ -4,7 +4,7 @@
 //! as `timeout`, found through PATH, so argv[0] is `timeout`), and against
 //! `corral run` with the options mapped (`DURATION` -> `-t DURATION --`,
 //! `-s TERM` when no `-s` is given, since `corral run -t` alone sends
-//! SIGKILL). Where `corral run` differs by design (the README's table),
+//! SIGKILL). Where `corral run` differs by design (the table in docs/differences.md),
 //! the case says so. Then the eight places where `corral run` must behave as
 //! GNU's `timeout` does (`causeN_*`), one or more tests each.
 
@@ -168,7 +168,7 @@ impl Case {
         self.code = Code::Fails;
         self
     }
-    /// `corral run` differs by design (the README's table).
+    /// `corral run` differs by design (the table in docs/differences.md).
     fn run_code(mut self, c: i32) -> Case {
         self.run_code = Some(Code::Is(c));
         self

@@ -32,16 +32,13 @@ use corral::{
     CancelToken, Command, ContainmentChoice, Error, Input, LeftoverPolicy, Mechanism, Output,
     Report, Signal, SpawnErrorKind,
 };
+use corral_bindings::{lock, os_errno, EMFILE};
 use napi::bindgen_prelude::{Buffer, FnArgs, Function};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Error as JsError, Result, Status};
 use napi_derive::napi;
 
 mod types;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// What the driver and the JavaScript side share for one run.
 struct Shared {
@@ -133,139 +130,47 @@ fn finish_failed(shared: &Shared, json: String, on_done: &DoneFn) {
     let _ = on_done.call(done, ThreadsafeFunctionCallMode::NonBlocking);
 }
 
-#[cfg(unix)]
 mod driver {
-    //! The shared runtime thread.
+    //! Runs are driven by the driver the bindings share (`corral_bindings`:
+    //! one runtime thread on Unix, a waiting thread per run elsewhere).
     use super::*;
 
-    static RT: Mutex<Option<tokio::runtime::Handle>> = Mutex::new(None);
-
-    fn handle() -> std::io::Result<tokio::runtime::Handle> {
-        let mut g = lock(&RT);
-        if let Some(h) = g.as_ref() {
-            return Ok(h.clone());
-        }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()?;
-        let h = rt.handle().clone();
-        std::thread::Builder::new()
-            .name("corral-runtime".into())
-            .spawn(move || rt.block_on(std::future::pending::<()>()))?;
-        *g = Some(h.clone());
-        Ok(h)
-    }
-
+    /// Spawns `cmd`; the report reaches `on_done`.
     pub(super) fn start(
         cmd: &mut Command,
         shared: Arc<Shared>,
         on_done: DoneFn,
         program: &OsStr,
     ) -> std::result::Result<u32, Error> {
-        let h = handle().map_err(|e| runtime_error(program, e))?;
-        let _enter = h.enter();
-        let running = cmd.spawn_async()?;
-        let pid = running.id();
-        // The task always runs the lifecycle to its end (cancellation goes
-        // through the token), so the report always arrives.
-        h.spawn(async move {
-            let report = running.await;
-            finish(&shared, report, &on_done);
-        });
-        Ok(pid)
+        corral_bindings::start(
+            cmd,
+            program,
+            |_| {},
+            move |report| finish(&shared, report, &on_done),
+        )
     }
 
     /// Starts the run on the runtime thread: the caller (the event loop)
     /// does not wait for the spawn. A failure to start reaches `on_done`.
     pub(super) fn start_later(
-        mut cmd: Command,
+        cmd: Command,
         shared: Arc<Shared>,
         on_done: DoneFn,
         program: &OsStr,
     ) -> std::result::Result<u32, Error> {
-        let h = handle().map_err(|e| runtime_error(program, e))?;
-        let t0 = Instant::now();
-        h.spawn(async move {
-            match cmd.spawn_async() {
-                Ok(running) => {
-                    let report = running.await;
-                    finish(&shared, report, &on_done);
-                }
-                Err(e) => finish_failed(&shared, failed_start(&e, t0.elapsed()), &on_done),
-            }
-        });
-        Ok(0)
+        corral_bindings::start_later(cmd, program, move |result| match result {
+            Ok(report) => finish(&shared, report, &on_done),
+            Err((e, took)) => finish_failed(&shared, failed_start(&e, took), &on_done),
+        })
     }
 }
 
-#[cfg(not(unix))]
-mod driver {
-    //! No async driver on this platform: one waiting thread per run.
-    use super::*;
-
-    pub(super) fn start(
-        cmd: &mut Command,
-        shared: Arc<Shared>,
-        on_done: DoneFn,
-        program: &OsStr,
-    ) -> std::result::Result<u32, Error> {
-        let running = cmd.spawn()?;
-        let pid = running.id();
-        std::thread::Builder::new()
-            .name("corral-wait".into())
-            .spawn(move || finish(&shared, running.wait(), &on_done))
-            .map_err(|e| runtime_error(program, e))?;
-        Ok(pid)
-    }
-
-    pub(super) fn start_later(
-        mut cmd: Command,
-        shared: Arc<Shared>,
-        on_done: DoneFn,
-        program: &OsStr,
-    ) -> std::result::Result<u32, Error> {
-        start(&mut cmd, shared, on_done, program)
-    }
-}
-
-/// A failure of the binding's own machinery before the command could start
-/// (the runtime thread), as a spawn error of `program`.
-fn runtime_error(program: &OsStr, source: std::io::Error) -> Error {
-    let kind = match source.raw_os_error() {
-        Some(EMFILE | ENFILE) if cfg!(unix) => SpawnErrorKind::TooManyOpenFiles,
-        _ => SpawnErrorKind::Other,
-    };
-    Error::Spawn {
-        kind,
-        program: program.to_owned(),
-        source,
-    }
-}
-
-/// The error numbers used here: the same on every Unix that matters
-/// (Linux, macOS, the BSDs), and what libuv reports on Windows.
+/// The error numbers used here (with `corral_bindings::EMFILE`): the same
+/// on every Unix that matters (Linux, macOS, the BSDs), and what libuv
+/// reports on Windows.
 const ENOENT: i32 = 2;
 const EACCES: i32 = 13;
 const ENOTDIR: i32 = 20;
-const ENFILE: i32 = 23;
-const EMFILE: i32 = 24;
-
-/// The OS error number behind `e`: its own, or that of the first error in
-/// its source chain that has one.
-fn os_errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(x) = cur {
-        if let Some(n) = x
-            .downcast_ref::<std::io::Error>()
-            .and_then(std::io::Error::raw_os_error)
-        {
-            return Some(n);
-        }
-        cur = x.source();
-    }
-    None
-}
 
 /// The report of a run that could not start, in the schema's field names
 /// (every field present), plus `errno` (the OS error number, for Node's

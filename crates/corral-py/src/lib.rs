@@ -28,6 +28,7 @@ use corral::{
     CancelToken, Captured, Command, ContainmentChoice, Error, Input, LeftoverPolicy, Mechanism,
     Output, Report, Signal, SpawnErrorKind,
 };
+use corral_bindings::{lock, os_errno, Signaller, EMFILE};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -50,10 +51,6 @@ static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
 /// Every run not yet finished, for `_shutdown`.
 static LIVE: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 enum State {
     Running,
     Done(Box<Report>),
@@ -75,9 +72,6 @@ struct Shared {
     /// on); None once the report is in, or where the driver cannot.
     signaller: Mutex<Option<Signaller>>,
 }
-
-/// Hands a signal to the driver of one run.
-type Signaller = Box<dyn Fn(Signal) + Send>;
 
 /// The thread that calls completion callbacks (with the GIL), so that the
 /// runtime thread never waits for the GIL: a Python thread holding it for
@@ -198,89 +192,25 @@ impl Shared {
     }
 }
 
-#[cfg(unix)]
 mod driver {
-    //! The shared runtime thread (re-created in a forked child, which does
-    //! not inherit threads).
+    //! Runs are driven by the driver the bindings share (`corral_bindings`:
+    //! one runtime thread on Unix, a waiting thread per run elsewhere).
     use super::*;
-    use std::future::Future;
 
-    static RT: Mutex<Option<(u32, tokio::runtime::Handle)>> = Mutex::new(None);
-
-    fn handle() -> std::io::Result<tokio::runtime::Handle> {
-        let mut g = lock(&RT);
-        let pid = std::process::id();
-        if let Some((p, h)) = g.as_ref() {
-            if *p == pid {
-                return Ok(h.clone());
-            }
-        }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()?;
-        let h = rt.handle().clone();
-        std::thread::Builder::new()
-            .name("corral-runtime".into())
-            .spawn(move || rt.block_on(std::future::pending::<()>()))?;
-        *g = Some((pid, h.clone()));
-        Ok(h)
-    }
-
+    /// Spawns `cmd`; the report reaches `shared` (and its signaller is set
+    /// before the run can end).
     pub(super) fn start(
         cmd: &mut Command,
         shared: Arc<Shared>,
         program: &OsStr,
     ) -> Result<u32, Error> {
-        // The runtime needs descriptors of its own (epoll, a waker): out
-        // of them, this is the spawn's EMFILE, as the library's own steps.
-        let h = handle().map_err(|e| runtime_error(program, e))?;
-        let _enter = h.enter();
-        let mut running = cmd.spawn_async()?;
-        let pid = running.id();
-        // Signal requests reach the task through a channel; the task hands
-        // them to the run, which sends them while it holds the identity.
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Signal>();
-        *lock(&shared.signaller) = Some(Box::new(move |s| {
-            let _ = tx.send(s);
-        }));
-        // The task always runs the lifecycle to its end (cancellation goes
-        // through the token), so the report always arrives.
-        h.spawn(async move {
-            let report = std::future::poll_fn(|cx| {
-                while let std::task::Poll::Ready(Some(sig)) = rx.poll_recv(cx) {
-                    running.signal(sig);
-                }
-                std::pin::Pin::new(&mut running).poll(cx)
-            })
-            .await;
-            shared.finish(report);
-        });
-        Ok(pid)
-    }
-}
-
-#[cfg(not(unix))]
-mod driver {
-    //! No async driver on this platform: one waiting thread per run.
-    use super::*;
-
-    pub(super) fn start(
-        cmd: &mut Command,
-        shared: Arc<Shared>,
-        program: &OsStr,
-    ) -> Result<u32, Error> {
-        let running = cmd.spawn()?;
-        let pid = running.id();
-        let spawned = std::thread::Builder::new()
-            .name("corral-wait".into())
-            .spawn(move || shared.finish(running.wait()));
-        if let Err(e) = spawned {
-            // The closure (and the Running inside) was dropped: the run was
-            // cancelled and cleaned up by the Running's drop.
-            return Err(runtime_error(program, e));
-        }
-        Ok(pid)
+        let finished = shared.clone();
+        corral_bindings::start(
+            cmd,
+            program,
+            |signaller| *lock(&shared.signaller) = Some(signaller),
+            move |report| finished.finish(report),
+        )
     }
 }
 
@@ -537,43 +467,6 @@ fn output_of(s: Option<Stdio>, relay: Option<i64>, stderr: bool) -> PyResult<Out
             other => return Err(PyValueError::new_err(format!("bad output mode {other:?}"))),
         },
     })
-}
-
-/// A failure of the binding's own machinery before the command could
-/// start (the runtime, a waiting thread), as a spawn error of `program`:
-/// out of descriptors it is [`SpawnErrorKind::TooManyOpenFiles`], as when
-/// the library's own steps run out.
-fn runtime_error(program: &OsStr, source: std::io::Error) -> Error {
-    let kind = match os_errno(&source) {
-        Some(EMFILE | ENFILE) if cfg!(unix) => SpawnErrorKind::TooManyOpenFiles,
-        _ => SpawnErrorKind::Other,
-    };
-    Error::Spawn {
-        kind,
-        program: program.to_owned(),
-        source,
-    }
-}
-
-/// EMFILE and ENFILE: the same numbers on every Unix (and the errno module's
-/// on Windows, where no spawn step reports them).
-const EMFILE: i32 = 24;
-const ENFILE: i32 = 23;
-
-/// The OS error number behind `e`: its own, or that of the first error in
-/// its source chain that has one (a step's context wraps the OS error).
-fn os_errno(e: &std::io::Error) -> Option<i32> {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(x) = cur {
-        if let Some(n) = x
-            .downcast_ref::<std::io::Error>()
-            .and_then(std::io::Error::raw_os_error)
-        {
-            return Some(n);
-        }
-        cur = x.source();
-    }
-    None
 }
 
 /// What an EMFILE/ENFILE error says beyond the OS's text: the limit that

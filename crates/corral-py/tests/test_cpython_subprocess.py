@@ -8,7 +8,7 @@ same contracts) and binds ``run``, ``call``, ``check_call``,
 module's ``subprocess`` to corral's. Nothing of CPython is copied here.
 
 Every case runs, except those listed in ``BY_DESIGN`` (a difference the
-README's table gives with the promise it serves) and ``INTERNALS`` (cases
+table in docs/differences.md gives with the promise it serves) and ``INTERNALS`` (cases
 that test CPython's implementation: its private functions, its
 ``_posixsubprocess`` module, or waiting for the child with ``os.waitpid``
 behind Popen's back, which corral's supervisor owns).

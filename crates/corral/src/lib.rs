@@ -95,3 +95,9 @@ pub use spec::{Input, LeftoverPolicy, LineCallback, Output, PtySize, Stream};
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeExamples;
+
+/// The Rust examples of docs/library.md, compiled with the doctests as the
+/// README's are.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryDocExamples;

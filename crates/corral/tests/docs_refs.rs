@@ -3,10 +3,12 @@
 //! docs/INVARIANTS.md names, for each invariant, the tests that prove it:
 //! every test (and helper) it names must exist in the workspace's sources,
 //! so that renaming or deleting a test fails here instead of leaving the
-//! table pointing at nothing. docs/DESIGN.md and docs/MECHANISMS.md name
+//! table pointing at nothing. The README and the pages under docs/ name
 //! source files (`sys/linux_spawn/raw.rs`, `contain/cgroup/`, and
 //! `child.rs::apply_setup` with an item): each must exist (see
-//! [`every_source_path_the_docs_name_exists`]).
+//! [`every_source_path_the_docs_name_exists`]); every relative link of the
+//! README and of docs/ leads somewhere
+//! ([`every_relative_link_of_the_docs_exists`]).
 //!
 //! What the "proven by" column may name, and where it is looked for:
 //! * `FILE::NAME` (also `FILE::MODULE::NAME`): a test binary
@@ -331,13 +333,77 @@ fn check_source_path(files: &[String], span: &str) -> Option<String> {
     (!named).then(|| format!("`{span}`: no `{item}` in {matches:?}"))
 }
 
+/// The pages whose backquoted source paths are checked: the README and
+/// every page under docs/.
+fn pages() -> Vec<PathBuf> {
+    let mut pages = vec![root().join("README.md")];
+    files_under(&root().join("docs"), "md", &mut pages);
+    pages.sort();
+    pages
+}
+
+/// The relative link targets of a Markdown text (`[text](target)`), the
+/// anchor cut off; web addresses and anchors within the page left out.
+fn relative_links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fence = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fence = !fence;
+        }
+        if fence {
+            continue;
+        }
+        for (at, _) in line.match_indices("](") {
+            let rest = &line[at + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let target = rest[..end].split('#').next().unwrap_or("");
+            if !target.is_empty() && !target.contains("://") && !target.starts_with("mailto:") {
+                out.push(target.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Every relative link of the README and of the pages under docs/ leads to
+/// a file or folder of the repository (a page moved or renamed fails here).
+#[test]
+fn every_relative_link_of_the_docs_exists() {
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for page in &pages() {
+        let text = fs::read_to_string(page).expect("a page");
+        let dir = page.parent().expect("a folder");
+        for target in relative_links(&text) {
+            checked += 1;
+            if !dir.join(&target).exists() {
+                wrong.push(format!("{}: ({target})", page.display()));
+            }
+        }
+    }
+    assert!(checked > 30, "only {checked} links checked");
+    assert!(wrong.is_empty(), "links to nothing:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_link_check_reads_links_and_skips_code_and_addresses() {
+    let text = "see [a](docs/a.md#x), [b](https://x.org) and [c](#here)\n```\n[d](no.md)\n```\n[e](../e.rs)";
+    assert_eq!(relative_links(text), ["docs/a.md", "../e.rs"]);
+}
+
 #[test]
 fn every_source_path_the_docs_name_exists() {
     let files = repo_files();
     let mut checked = 0;
     let mut wrong = Vec::new();
-    for doc in ["docs/DESIGN.md", "docs/MECHANISMS.md"] {
-        let text = fs::read_to_string(root().join(doc)).expect(doc);
+    for page in pages() {
+        let doc = page
+            .strip_prefix(root())
+            .unwrap_or(&page)
+            .display()
+            .to_string();
+        let text = fs::read_to_string(&page).expect("a page");
         for span in text.split('`').skip(1).step_by(2) {
             let (path, item) = span.split_once("::").unwrap_or((span, ""));
             let pathlike = path

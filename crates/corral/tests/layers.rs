@@ -2,7 +2,10 @@
 //! top-level module of `crates/corral/src` sits in a layer, and a module may
 //! name (`crate::...`) only modules of lower layers. Scans the source text,
 //! so a new upward `use crate::` edge, or a new module left out of the
-//! table, fails here. docs/DESIGN.md (its module table) explains the table.
+//! table, fails here: every `mod x;` a file declares (`pub`, `pub(crate)`,
+//! behind a `cfg` or not) must be placed, in `LAYERS` for lib.rs and in the
+//! folder's `INNER` table for the others. docs/DESIGN.md (its module table)
+//! explains the table.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -13,8 +16,10 @@ const LAYERS: &[&[&str]] = &[
     &["signal", "capture"],
     // What a run is asked to do, what it reports, how it is cancelled.
     &["spec", "report", "cancel"],
-    // The public error (names a report's Mechanism).
-    &["error"],
+    // The public error (names a report's Mechanism); the report as a
+    // serialisable document (feature `serde`: `RunReport`, `BatchRun`, the
+    // schema), which reads `report` and which no module of the library uses.
+    &["error", "document"],
     // The platform: spawn, poll, pipes, /proc.
     &["sys"],
     // Containment mechanisms behind two traits (before and after attach).
@@ -186,11 +191,81 @@ fn crate_paths(code: &str) -> Vec<String> {
     out
 }
 
+/// The modules a file declares as files of their own: every `mod NAME;`,
+/// whatever its visibility (`pub`, `pub(crate)`, `pub(in ..)`) and
+/// attributes (`#[cfg(..)]`, `#[path = ..]`). An inline `mod x { .. }` is
+/// part of its file and is not listed.
+fn declared_modules(code: &str) -> Vec<String> {
+    let code = strip_comments(code);
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("mod") {
+        let before = code[..i].chars().next_back();
+        // `mod` as a word: after a space, a line start, an attribute's `]`,
+        // a visibility's `)` or another item.
+        if before.is_some_and(|c| !(c.is_whitespace() || "]);{}".contains(c))) {
+            continue;
+        }
+        let rest = &code[i + "mod".len()..];
+        if !rest.starts_with(char::is_whitespace) {
+            continue;
+        }
+        let rest = rest.trim_start();
+        let name = ident_at(rest);
+        if !name.is_empty() && rest[name.len()..].trim_start().starts_with(';') {
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
+/// The table that must place the modules a file declares (`rel`: its path
+/// under `src`, with `/`): `LAYERS` for lib.rs, else the `INNER` table of
+/// the folder the modules live in (`a/mod.rs` and `a.rs` declare those of
+/// `a/`).
+fn table_for(rel: &str) -> Option<(String, Vec<&'static str>)> {
+    if rel == "lib.rs" {
+        let all = LAYERS.iter().flat_map(|r| r.iter().copied()).collect();
+        return Some(("LAYERS".to_owned(), all));
+    }
+    let folder = rel
+        .strip_suffix("/mod.rs")
+        .or_else(|| rel.strip_suffix(".rs"))
+        .unwrap_or(rel);
+    INNER.iter().find(|(f, _)| *f == folder).map(|(f, rows)| {
+        let all = rows.iter().flat_map(|r| r.iter().copied()).collect();
+        (format!("INNER[{f}]"), all)
+    })
+}
+
+/// What is wrong with the module declarations of a file (`rel`: its path
+/// under `src`): a declared module its table does not place, or a file that
+/// declares modules with no table for them.
+fn placement_problems(rel: &str, code: &str) -> Vec<String> {
+    let declared = declared_modules(code);
+    if declared.is_empty() {
+        return Vec::new();
+    }
+    let Some((table, placed)) = table_for(rel) else {
+        return vec![format!(
+            "{rel} declares {declared:?}, and INNER in tests/layers.rs has no table for them"
+        )];
+    };
+    declared
+        .into_iter()
+        .filter(|m| !placed.contains(&m.as_str()))
+        .map(|m| {
+            format!(
+                "{rel}: module `{m}` is in no row of {table} (tests/layers.rs; and docs/DESIGN.md's module table)"
+            )
+        })
+        .collect()
+}
+
 /// The top-level modules declared in lib.rs and, for every name lib.rs
 /// re-exports (`pub use report::{Outcome, ..}`), the module it comes from.
 fn crate_root(lib: &str) -> (BTreeSet<String>, BTreeMap<String, String>) {
     let code = strip_comments(lib);
-    let mut modules = BTreeSet::new();
+    let modules: BTreeSet<String> = declared_modules(&code).into_iter().collect();
     let mut names = BTreeMap::new();
     for stmt in code.split(';') {
         let s = stmt.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -199,9 +274,7 @@ fn crate_root(lib: &str) -> (BTreeSet<String>, BTreeMap<String, String>) {
             Some(i) => s[i + 1..].trim(),
             None => s.trim(),
         };
-        if let Some(m) = s.strip_prefix("mod ") {
-            modules.insert(m.trim().to_owned());
-        } else if let Some(u) = s
+        if let Some(u) = s
             .strip_prefix("pub use ")
             .or_else(|| s.strip_prefix("pub(crate) use "))
         {
@@ -374,12 +447,92 @@ fn files_inside_folders_follow_their_layer_tables() {
     );
 }
 
+/// Every module any file declares is placed (so a module cannot escape the
+/// checks above by being `pub`, `pub(crate)` or behind a `cfg`), and every
+/// row names a module that exists.
+#[test]
+fn every_declared_module_is_placed_and_every_placed_one_declared() {
+    let src = src_dir();
+    let mut files = Vec::new();
+    rs_files(&src, &mut files);
+    let mut problems = Vec::new();
+    let mut declared_in: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let rel = f
+            .strip_prefix(&src)
+            .expect("under src")
+            .to_string_lossy()
+            .replace('\\', "/");
+        let code = std::fs::read_to_string(f).expect("read source");
+        problems.extend(placement_problems(&rel, &code));
+        if let Some((table, _)) = table_for(&rel) {
+            let declared = declared_in.entry(table).or_default();
+            declared.extend(declared_modules(&code));
+        }
+    }
+    let tables = std::iter::once(("LAYERS".to_owned(), LAYERS.to_vec())).chain(
+        INNER
+            .iter()
+            .map(|(f, rows)| (format!("INNER[{f}]"), rows.to_vec())),
+    );
+    for (table, rows) in tables {
+        let declared = declared_in.get(&table).cloned().unwrap_or_default();
+        for m in rows.iter().flat_map(|r| r.iter()) {
+            if !declared.contains(*m) {
+                problems.push(format!("{table} places `{m}`, which no file declares"));
+            }
+        }
+    }
+    assert!(
+        declared_in
+            .get("LAYERS")
+            .is_some_and(|d| d.contains("document") && d.contains("lifecycle")),
+        "lib.rs's declarations not found: {declared_in:?}"
+    );
+    assert!(
+        problems.is_empty(),
+        "modules not placed:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+/// An unplaced module fails, however it is declared; a placed one does not.
+#[test]
+fn an_unplaced_module_fails_whatever_its_visibility() {
+    for decl in [
+        "pub mod nowhere;",
+        "mod nowhere;",
+        "pub(crate) mod nowhere;",
+        "#[cfg(feature = \"serde\")]\npub mod nowhere;",
+        "#[cfg(unix)] pub(in crate::sys) mod  nowhere ;",
+    ] {
+        let lib = format!("mod signal;\n{decl}\nmod spec;\n");
+        let problems = placement_problems("lib.rs", &lib);
+        assert_eq!(problems.len(), 1, "{decl:?}: {problems:?}");
+        assert!(problems[0].contains("`nowhere`"), "{problems:?}");
+        let inner = format!("mod phase;\n{decl}\n");
+        assert_eq!(
+            placement_problems("lifecycle/mod.rs", &inner).len(),
+            1,
+            "{decl:?}"
+        );
+    }
+    assert!(placement_problems("lib.rs", "pub mod document;\nmod sys;\n").is_empty());
+    // A folder without a table of its own.
+    assert_eq!(placement_problems("spec/mod.rs", "mod parts;").len(), 1);
+    // Inline modules, `mod` in names and comments are not declarations.
+    let not_declarations =
+        "#[cfg(test)]\nmod tests {\n    use super::*;\n}\nlet model = modes;\n// mod old;\n";
+    assert!(declared_modules(not_declarations).is_empty());
+}
+
 /// The scanner itself finds what it must (so the test above can fail).
 #[test]
 fn scanner_sees_grouped_inline_and_reexported_paths() {
-    let lib = "mod a;\n#[cfg(unix)]\nmod b;\npub use a::{X, Y as Z};\npub use b::inner::W;\n";
+    let lib = "mod a;\n#[cfg(unix)]\nmod b;\npub mod c;\npub(crate) mod d;\npub use a::{X, Y as Z};\npub use b::inner::W;\n";
     let (modules, names) = crate_root(lib);
-    assert_eq!(modules, ["a", "b"].iter().map(|s| s.to_string()).collect());
+    let want = ["a", "b", "c", "d"];
+    assert_eq!(modules, want.iter().map(|s| s.to_string()).collect());
     assert_eq!(names.get("X").map(String::as_str), Some("a"));
     assert_eq!(names.get("Z").map(String::as_str), Some("a"));
     assert_eq!(names.get("W").map(String::as_str), Some("b"));

@@ -1055,7 +1055,7 @@ class Popen:
     ``communicate(input, timeout)``, ``poll()``, ``wait(timeout)``,
     ``send_signal()``, ``terminate()``, ``kill()``, ``returncode``,
     ``pid``, a context manager. Differences, each for a promise (see the
-    README's table): signals go to the whole tree; a descendant that holds a
+    table in docs/differences.md): signals go to the whole tree; a descendant that holds a
     ``PIPE`` open after the command exited is killed after ``wait_delay``
     (default 2 s), so ``communicate()`` and reading to end of file return in
     bounded time; the tree is killed when the handle is garbage-collected

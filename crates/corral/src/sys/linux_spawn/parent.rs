@@ -4,7 +4,7 @@
 
 use std::ffi::{c_void, CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::raw::{c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -15,7 +15,7 @@ use rustix::process::Pid;
 
 use super::child::{child_main, ChildArgs, ExecPlan, RawSetup, NO_REPORT};
 use super::raw::sigpipe_handler;
-use super::raw::{clone3_with, errno_of, set_sigmask};
+use super::raw::{clone3_from_host, HostCloneError};
 use super::stack::Stack;
 use super::{mode, Clone3Error, Mode, DEFAULT_PATH, UNSUPPORTED};
 use crate::sys::{ChildIo, SpawnSpec};
@@ -334,71 +334,39 @@ pub(crate) fn spawn(
         plan: prepared.plan(stdio, spec),
         err: AtomicI32::new(NO_REPORT),
     };
-    let mut pidfd: c_int = -1;
-    let mut args = k::clone_args {
-        flags: (k::CLONE_VM | k::CLONE_VFORK | k::CLONE_PIDFD) as u64
-            | k::CLONE_CLEAR_SIGHAND
-            | cgroup.map_or(0, |_| k::CLONE_INTO_CGROUP),
-        pidfd: &mut pidfd as *mut c_int as u64,
-        child_tid: 0,
-        parent_tid: 0,
-        exit_signal: k::SIGCHLD as u64,
-        stack: stack_low,
-        stack_size,
-        tls: 0,
-        set_tid: 0,
-        set_tid_size: 0,
-        cgroup: cgroup.map_or(0, |fd| fd.as_raw_fd() as u64),
-    };
-
-    let all: u64 = !0;
-    let mut old_mask: u64 = 0;
-    // Blocking everything in this thread only delays delivery; the mask is
-    // restored below on every path (nothing between here and there can
-    // panic or return).
-    if let Err(e) = set_sigmask(&all, Some(&mut old_mask)) {
-        return Err(Clone3Error::Setup(e.into()));
-    }
-    // SAFETY: `args` asks for CLONE_VM | CLONE_VFORK with the stack of
-    // `stack` (mapped, unused, unmapped only after this returns); the child
-    // reads `child_args` and what it points to (`prepared`, `stdio`
-    // descriptors in `spec` and `keep`) and stores to `child_args.err`, all
-    // alive until the end
-    // of this function, and this thread is suspended until the child exec'd
-    // or exited. All signals are blocked in this thread, so the child starts
-    // with them blocked and no handler can run on its stack before it
-    // resets the dispositions.
-    let ret = unsafe {
-        clone3_with(
-            &mut args,
+    let flags = (k::CLONE_VM | k::CLONE_VFORK | k::CLONE_PIDFD) as u64
+        | cgroup.map_or(0, |_| k::CLONE_INTO_CGROUP);
+    let cgroup = cgroup.map_or(0, |fd| fd.as_raw_fd() as u64);
+    // SAFETY: CLONE_VM | CLONE_VFORK with the stack of `stack` (mapped,
+    // unused, unmapped only after this returns); the child reads
+    // `child_args` and what it points to (`prepared`, `stdio` descriptors in
+    // `spec` and `keep`) and stores to `child_args.err`, all alive until the
+    // end of this function, and this thread is suspended until the child
+    // exec'd or exited. `child_main` does not allocate, lock or unwind, and
+    // starts with every signal blocked (`clone3_from_host`), so no handler
+    // can run on its stack before it resets the dispositions.
+    let cloned = unsafe {
+        clone3_from_host(
+            flags,
+            (stack_low, stack_size),
+            k::SIGCHLD as u64,
+            cgroup,
             child_main,
             (&child_args as *const ChildArgs).cast::<c_void>(),
         )
     };
-    // Restores the mask saved above.
-    let _ = set_sigmask(&old_mask, None);
     // The child is done with all of these (exec'd or exited).
     spare_stack(stack);
     drop(keep);
 
-    if ret < 0 {
-        let errno = errno_of(ret);
-        if means_unsupported(errno) && mode() != Mode::Require {
-            // Only a kernel without clone3 (ENOSYS) or without these
-            // clone_args (E2BIG) is a property of the process; EPERM (an
-            // LSM, seccomp) and EINVAL (e.g. a thread that unshared its pid
-            // namespace) may concern this call only: fall back for it alone.
-            if errno == en::ENOSYS as i32 || errno == en::E2BIG as i32 {
-                UNSUPPORTED.store(true, Ordering::Relaxed);
-            }
-            return Err(Clone3Error::Unsupported);
-        }
-        return Err(Clone3Error::Clone(io::Error::from_raw_os_error(errno)));
-    }
-    // SAFETY: clone3 succeeded with CLONE_PIDFD, so the kernel stored a new
-    // close-on-exec pidfd that nothing else owns.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    let pid = Pid::from_raw(ret as i32).ok_or_else(|| {
+    let (ret, pidfd) = match cloned {
+        Ok(cloned) => cloned,
+        Err(HostCloneError::Mask(e)) => return Err(Clone3Error::Setup(e.into())),
+        Err(HostCloneError::Clone(e)) => return Err(unsupported_or_failed(e.raw())),
+    };
+    let pidfd =
+        pidfd.ok_or_else(|| Clone3Error::Setup(io::Error::other("clone3 gave no pidfd")))?;
+    let pid = Pid::from_raw(ret).ok_or_else(|| {
         Clone3Error::Setup(io::Error::other("clone3 returned pid 0 in the parent"))
     })?;
 
@@ -416,6 +384,23 @@ pub(crate) fn spawn(
             Err(Clone3Error::Exec(io::Error::from_raw_os_error(errno)))
         }
     }
+}
+
+/// The error of a failed clone3 (`errno`): `Unsupported` (the caller falls
+/// back to std's spawn) for a kernel or a call without it, unless clone3 is
+/// required.
+fn unsupported_or_failed(errno: i32) -> Clone3Error {
+    if means_unsupported(errno) && mode() != Mode::Require {
+        // Only a kernel without clone3 (ENOSYS) or without these
+        // clone_args (E2BIG) is a property of the process; EPERM (an
+        // LSM, seccomp) and EINVAL (e.g. a thread that unshared its pid
+        // namespace) may concern this call only: fall back for it alone.
+        if errno == en::ENOSYS as i32 || errno == en::E2BIG as i32 {
+            UNSUPPORTED.store(true, Ordering::Relaxed);
+        }
+        return Clone3Error::Unsupported;
+    }
+    Clone3Error::Clone(io::Error::from_raw_os_error(errno))
 }
 
 #[cfg(test)]

@@ -53,7 +53,7 @@
 
 use std::ffi::c_void;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::raw::c_int;
 
 use linux_raw_sys::errno as en;
@@ -62,7 +62,7 @@ use rustix::process::Pid;
 
 use super::child::{exec_with, ExecPlan};
 use super::parent::{child_fd, Prepared};
-use super::raw::{self, clone3_with, errno_of, exit_now, set_sigmask, Errno, PollFd};
+use super::raw::{self, clone3_from_host, clone3_with, exit_now, Errno, HostCloneError, PollFd};
 use super::stack::Stack;
 use crate::sys::SpawnSpec;
 
@@ -300,60 +300,40 @@ fn clone_init(
     stacks: &NsStacks,
     userns: bool,
 ) -> Result<(Pid, OwnedFd), NsError> {
-    let (stack_low, stack_size) = stacks.init.usable();
-    let mut flags = (k::CLONE_VM | k::CLONE_NEWPID | k::CLONE_NEWNS | k::CLONE_PIDFD) as u64
-        | k::CLONE_CLEAR_SIGHAND;
+    let mut flags = (k::CLONE_VM | k::CLONE_NEWPID | k::CLONE_NEWNS | k::CLONE_PIDFD) as u64;
     if userns {
         flags |= k::CLONE_NEWUSER as u64;
-    }
-    let mut pidfd: c_int = -1;
-    let mut args = k::clone_args {
-        flags,
-        pidfd: &mut pidfd as *mut c_int as u64,
-        child_tid: 0,
-        parent_tid: 0,
-        exit_signal: k::SIGCHLD as u64,
-        stack: stack_low,
-        stack_size,
-        tls: 0,
-        set_tid: 0,
-        set_tid_size: 0,
-        cgroup: 0,
-    };
-    let all: u64 = !0;
-    let mut old_mask: u64 = 0;
-    // The mask is restored right after the clone on every path.
-    if let Err(e) = set_sigmask(&all, Some(&mut old_mask)) {
-        return Err(NsError::Setup(e.into()));
     }
     // SAFETY: CLONE_VM: the child shares this process's memory and runs on
     // the init's stack (kept mapped until the init has exited, see
     // `pid_namespace::Init::release_stacks`); `init_main` copies `init_args` onto
     // that stack before anything else, while the caller waits for
-    // MSG_STARTED, and never returns. Every signal is blocked in this
-    // thread, so the child starts with all signals blocked and
-    // CLONE_CLEAR_SIGHAND reset every handler: no host code can run in it.
-    let ret = unsafe {
-        clone3_with(
-            &mut args,
+    // MSG_STARTED, and never returns. The child starts with every signal
+    // blocked and every handler reset (`clone3_from_host`): no host code
+    // can run in it.
+    let cloned = unsafe {
+        clone3_from_host(
+            flags,
+            stacks.init.usable(),
+            k::SIGCHLD as u64,
+            0,
             init_main,
             init_args as *const InitArgs as *const c_void,
         )
     };
-    // Restores the mask saved above.
-    let _ = set_sigmask(&old_mask, None);
-    if ret < 0 {
-        let errno = errno_of(ret);
-        let e = io::Error::from_raw_os_error(errno);
-        return Err(match errno {
-            x if x == en::EAGAIN as i32 || x == en::ENOMEM as i32 => NsError::Setup(e),
-            _ => NsError::Refused(e, "clone3"),
-        });
-    }
-    // SAFETY: clone3 succeeded with CLONE_PIDFD: a new close-on-exec pidfd
-    // that nothing else owns.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    let pid = Pid::from_raw(ret as i32)
+    let (ret, pidfd) = match cloned {
+        Ok(cloned) => cloned,
+        Err(HostCloneError::Mask(e)) => return Err(NsError::Setup(e.into())),
+        Err(HostCloneError::Clone(e)) => {
+            let errno = e.raw();
+            return Err(match errno {
+                x if x == en::EAGAIN as i32 || x == en::ENOMEM as i32 => NsError::Setup(e.into()),
+                _ => NsError::Refused(e.into(), "clone3"),
+            });
+        }
+    };
+    let pidfd = pidfd.ok_or_else(|| NsError::Setup(io::Error::other("clone3 gave no pidfd")))?;
+    let pid = Pid::from_raw(ret)
         .ok_or_else(|| NsError::Setup(io::Error::other("clone3 returned pid 0")))?;
     Ok((pid, pidfd))
 }

@@ -13,7 +13,8 @@
 //! here (the children own theirs outright): a wrong one is an error from
 //! the kernel, never a memory error.
 
-use std::ffi::CStr;
+use std::ffi::{c_void, CStr};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::raw::{c_char, c_int, c_ulong};
 
 use linux_raw_sys::errno as en;
@@ -37,6 +38,79 @@ pub(super) fn set_sigmask(set: &u64, old: Option<&mut u64>) -> Result<usize, Err
             SIGSET_SIZE,
         )
     })
+}
+
+/// Why [`clone3_from_host`] made no child.
+#[derive(Debug)]
+pub(super) enum HostCloneError {
+    /// The calling thread's signal mask could not be set: nothing was cloned.
+    Mask(Errno),
+    /// clone3 itself failed.
+    Clone(Errno),
+}
+
+/// clone3 from a host thread, as the clone3 child ([`super::parent`]), the
+/// PID-namespace init ([`super::pidns`]) and the keeper
+/// ([`super::keeper`]) are made: `flags` plus `CLONE_CLEAR_SIGHAND`, the
+/// child on `stack` (its lowest address and size; `(0, 0)` without
+/// `CLONE_VM`: the child's copy of this thread's stack) calling
+/// `entry(arg)`, `exit_signal` sent to the parent when it ends, `cgroup` the
+/// directory for `CLONE_INTO_CGROUP` (else 0). Every signal is blocked in
+/// this thread around the call (that only delays their delivery), so the
+/// child starts with all of them blocked and, its handlers reset, no code
+/// of the host can run in it; the mask is restored on every path. The
+/// child's pid, and its pidfd when `flags` has `CLONE_PIDFD`.
+///
+/// # Safety
+/// As [`clone3_with`]: `stack` must be mapped, otherwise unused, and stay
+/// mapped while the child runs on it (or be `(0, 0)` without `CLONE_VM`),
+/// and `arg` must stay valid while the child reads it; with `CLONE_VM`,
+/// `entry` must not allocate, lock, touch thread-locals or unwind.
+pub(super) unsafe fn clone3_from_host(
+    flags: u64,
+    stack: (u64, u64),
+    exit_signal: u64,
+    cgroup: u64,
+    entry: extern "C" fn(*const c_void) -> !,
+    arg: *const c_void,
+) -> Result<(i32, Option<OwnedFd>), HostCloneError> {
+    let wants_pidfd = flags & u64::from(k::CLONE_PIDFD) != 0;
+    let mut pidfd: c_int = -1;
+    let mut args = k::clone_args {
+        flags: flags | k::CLONE_CLEAR_SIGHAND,
+        pidfd: if wants_pidfd {
+            &mut pidfd as *mut c_int as u64
+        } else {
+            0
+        },
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal,
+        stack: stack.0,
+        stack_size: stack.1,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup,
+    };
+    let all: u64 = !0;
+    let mut old: u64 = 0;
+    set_sigmask(&all, Some(&mut old)).map_err(HostCloneError::Mask)?;
+    // SAFETY: the stack, `entry` and `arg` are as the caller promised
+    // (this function's contract is `clone3_with`'s); `args.pidfd` points
+    // to `pidfd`, alive until the call returns.
+    let ret = unsafe { clone3_with(&mut args, entry, arg) };
+    // Restores the mask saved above.
+    let _ = set_sigmask(&old, None);
+    if ret < 0 {
+        return Err(HostCloneError::Clone(Errno::from_ret(ret)));
+    }
+    let pidfd = wants_pidfd.then(|| {
+        // SAFETY: clone3 succeeded with CLONE_PIDFD, so the kernel stored a
+        // new close-on-exec pidfd that nothing else owns.
+        unsafe { OwnedFd::from_raw_fd(pidfd) }
+    });
+    Ok((ret as i32, pidfd))
 }
 
 /// Adds SIGPIPE to the calling thread's blocked signals (`SIG_BLOCK`): a

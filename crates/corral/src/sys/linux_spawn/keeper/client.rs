@@ -17,9 +17,7 @@ use super::protocol::{
     OP_ADD_ROOT, OP_COOKIE, OP_DEL, OP_FAREWELL, OP_PARENT, SOCK_SEQPACKET, SOL_SOCKET,
 };
 use super::{MAX_SLOTS, RESERVE_FDS};
-use crate::sys::linux_spawn::raw::{
-    self, clone3_with, errno_of, set_sigmask, Errno, Iovec, Msghdr,
-};
+use crate::sys::linux_spawn::raw::{self, clone3_from_host, Errno, HostCloneError, Iovec, Msghdr};
 use crate::sys::per_process::PerProcess;
 
 struct Conn {
@@ -657,45 +655,28 @@ fn launch() -> io::Result<Conn> {
             .map_or(0, |ms| ms.min(10_000)),
         lazy: LAZY.load(std::sync::atomic::Ordering::SeqCst),
     };
-    let mut cargs = k::clone_args {
-        flags: k::CLONE_CLEAR_SIGHAND,
-        pidfd: 0,
-        child_tid: 0,
-        parent_tid: 0,
-        // No SIGCHLD to the host when the keeper ends (it ends when the
-        // host does).
-        exit_signal: 0,
-        // No stack of its own: without CLONE_VM the keeper runs on its
-        // copy of this thread's stack, as a fork's child does (no mapping
-        // to make and unmap at every start: issue #20).
-        stack: 0,
-        stack_size: 0,
-        tls: 0,
-        set_tid: 0,
-        set_tid_size: 0,
-        cgroup: 0,
-    };
-    let all: u64 = !0;
-    let mut old: u64 = 0;
-    // Restored right after the clone.
-    set_sigmask(&all, Some(&mut old))?;
-    // SAFETY: no CLONE_VM: the child runs `keeper_main` on its own copy of
-    // this thread's stack (below the frame it was cloned in) and of `args`,
-    // with every signal blocked and every handler reset, and never returns.
-    let ret = unsafe {
-        clone3_with(
-            &mut cargs,
+    // SAFETY: no CLONE_VM and no stack of its own: the child runs
+    // `keeper_main` on its own copy of this thread's stack (below the frame
+    // it was cloned in), as a fork's child does (no mapping to make and
+    // unmap at every start: issue #20), and of `args`, with every signal
+    // blocked and every handler reset, and never returns. No SIGCHLD to the
+    // host when the keeper ends (it ends when the host does).
+    let cloned = unsafe {
+        clone3_from_host(
+            0,
+            (0, 0),
+            0,
+            0,
             keeper_main,
             &args as *const KeeperArgs as *const std::ffi::c_void,
         )
     };
-    // Restores the saved mask.
-    let _ = set_sigmask(&old, None);
     drop(theirs);
     drop(host);
-    if ret < 0 {
-        return Err(io::Error::from_raw_os_error(errno_of(ret)));
-    }
+    let ret = match cloned {
+        Ok((pid, _)) => pid,
+        Err(HostCloneError::Mask(e) | HostCloneError::Clone(e)) => return Err(e.into()),
+    };
     KEEPER_PID.store(
         (u64::from(crate::sys::per_process::pid()) << 32) | u64::from(ret as u32),
         Ordering::Relaxed,
