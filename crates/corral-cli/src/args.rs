@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use corral::document::{Containment, PtySpec, RunSpec};
 use corral::{LeftoverPolicy, Signal};
 
 /// Run commands with a deadline; contain and kill their whole process tree.
@@ -468,6 +469,39 @@ impl RunOpts {
         }
     }
 
+    /// The run these options ask for, as the library takes it (the one
+    /// place the command line's options become a [`RunSpec`]). What only
+    /// the run knows at its start (the pseudo-terminal's size when stdout
+    /// is a terminal, SIGPIPE's disposition) is filled in by `run`.
+    pub fn spec(&self) -> RunSpec {
+        let plan = self.plan();
+        RunSpec {
+            argv: Some(self.command.clone()),
+            timeout_ms: plan.timeout,
+            idle_timeout_ms: self.idle_timeout,
+            grace_ms: Some(plan.grace),
+            signal: Some(plan.signal),
+            wait_delay_ms: Some(self.wait_delay),
+            confirm_window_ms: Some(self.confirm_window),
+            max_output: self.max_output,
+            // Relayed output is written as it comes; only counts matter.
+            capture_limit: Some(0),
+            leftovers: Some(self.leftovers.into()),
+            containment: Some(self.containment.into()),
+            require_crash_safety: self.require_crash_safety,
+            memory_max: self.memory_max,
+            pids_max: self.pids_max,
+            pty: self.pty.then(|| {
+                let size = self.pty_size.unwrap_or_default();
+                PtySpec {
+                    cols: size.cols,
+                    rows: size.rows,
+                }
+            }),
+            ..RunSpec::default()
+        }
+    }
+
     /// The grace: `-k` as given; else 10 s when `-s` was given; else 0.
     pub fn effective_grace(&self) -> Duration {
         match (self.grace, self.signal) {
@@ -580,6 +614,18 @@ pub enum ContainmentArg {
     ProcessGroup,
     Subreaper,
     PidNamespace,
+}
+
+impl From<ContainmentArg> for Containment {
+    fn from(c: ContainmentArg) -> Containment {
+        match c {
+            ContainmentArg::Auto => Containment::Auto,
+            ContainmentArg::Cgroup => Containment::Cgroup,
+            ContainmentArg::ProcessGroup => Containment::ProcessGroup,
+            ContainmentArg::Subreaper => Containment::Subreaper,
+            ContainmentArg::PidNamespace => Containment::PidNamespace,
+        }
+    }
 }
 
 /// Prints clap's "unexpected argument" error without its tip to put

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use corral::{CancelToken, Command, ContainmentChoice, Input, Mechanism, Outcome, Output, Report};
+use corral::{CancelToken, Command, Input, Outcome, Output, Report};
 
 use crate::args::{ContainmentArg, RunOpts};
 use crate::exit;
@@ -34,12 +34,8 @@ pub fn run(opts: RunOpts) -> i32 {
         let _ = PROGRAM.set(g.program.clone());
     }
     prepare_process(&opts);
-    let Some((program, args)) = opts.command.split_first() else {
-        say(format_args!("no program given"));
-        return exit::CORRAL_FAILED;
-    };
     let plan = opts.plan();
-    let (mut cmd, relayed) = match command(&opts, &plan, program, args) {
+    let (mut cmd, relayed) = match command(&opts) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -119,61 +115,36 @@ fn prepare_process(opts: &RunOpts) {
     }
 }
 
-/// The command to run, from the options, and which of stdout and stderr
-/// corral relays; `Err`: the exit code of options that cannot work.
-fn command(
-    opts: &RunOpts,
-    plan: &crate::args::SignalPlan,
-    program: &std::ffi::OsString,
-    args: &[std::ffi::OsString],
-) -> Result<(Command, [bool; 2]), i32> {
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .wait_delay(opts.wait_delay)
-        .grace(plan.grace)
-        .signal(plan.signal)
-        .sigpipe_ignored(crate::dispositions::sigpipe_ignored_at_start())
-        .leftovers(opts.leftovers.into())
-        .confirm_window(opts.confirm_window)
-        .require_crash_safety(opts.require_crash_safety)
-        .containment(match opts.containment {
-            ContainmentArg::Auto => ContainmentChoice::Auto,
-            ContainmentArg::Cgroup => ContainmentChoice::Only(Mechanism::Cgroup),
-            ContainmentArg::ProcessGroup => ContainmentChoice::Only(Mechanism::ProcessGroup),
-            ContainmentArg::Subreaper => ContainmentChoice::Only(Mechanism::Subreaper),
-            ContainmentArg::PidNamespace => ContainmentChoice::Only(Mechanism::PidNamespace),
-        })
-        .stdin(Input::inherit())
-        // Relayed output is written as it comes; only counts matter here.
-        .capture_limit(0);
-    if let Some(t) = plan.timeout {
-        cmd.timeout(t);
+/// The command to run, from the options' spec, and which of stdout and
+/// stderr corral relays; `Err`: the exit code of options that cannot work.
+fn command(opts: &RunOpts) -> Result<(Command, [bool; 2]), i32> {
+    let mut spec = opts.spec();
+    spec.sigpipe_ignored = crate::dispositions::sigpipe_ignored_at_start();
+    if let Some(p) = &mut spec.pty {
+        // The size follows corral's terminal when it has one.
+        let size = crate::pty::initial_size(Some(corral::PtySize::new(p.cols, p.rows)));
+        (p.cols, p.rows) = (size.cols, size.rows);
     }
-    if let Some(t) = opts.idle_timeout {
-        cmd.idle_timeout(t);
-    }
-    if let Some(n) = opts.max_output {
-        cmd.output_limit(n);
-    }
-    if let Some(m) = opts.memory_max {
-        cmd.memory_max(m);
-    }
-    if let Some(n) = opts.pids_max {
-        cmd.pids_max(n);
-    }
+    let mut cmd = match Command::from_spec(&spec) {
+        Ok(cmd) => cmd,
+        Err(e) => {
+            say(format_args!("{e}"));
+            return Err(exit::CORRAL_FAILED);
+        }
+    };
+    cmd.stdin(Input::inherit());
     // A file is relayed too when corral must see the output (to count it
     // or to restart the idle timer); a terminal always stays a terminal.
     // On a pseudo-terminal everything comes out of it, relayed.
-    let watch = opts.idle_timeout.is_some() || opts.max_output.is_some();
-    let relayed = match opts.pty {
-        true => {
-            cmd.pty(crate::pty::initial_size(opts.pty_size))
-                .stdout(relay_stdout());
+    let watch = spec.idle_timeout_ms.is_some() || spec.max_output.is_some();
+    let relayed = match spec.pty {
+        Some(_) => {
+            cmd.stdout(relay_stdout());
             [true, true]
         }
-        false => [wire(&mut cmd, 1, watch), wire(&mut cmd, 2, watch)],
+        None => [wire(&mut cmd, 1, watch), wire(&mut cmd, 2, watch)],
     };
-    if opts.idle_timeout.is_some() && !relayed.iter().any(|&r| r) {
+    if spec.idle_timeout_ms.is_some() && !relayed.iter().any(|&r| r) {
         say(format_args!(
             "--idle-timeout needs output corral sees: stdout and stderr are both terminals \
              passed through, whose output cannot restart the idle timer (redirect or pipe one \

@@ -272,8 +272,8 @@ impl RunSpec {
     }
 
     /// The program and its arguments the spec runs: `argv`, or the shell
-    /// with `command`; an error when neither or both are given, or when
-    /// there is no program.
+    /// with `command`; an error when neither or both are given, when argv
+    /// is empty or the command blank.
     pub fn program_and_args(&self) -> Result<Vec<OsString>, SpecError> {
         match (&self.argv, &self.command) {
             (Some(_), Some(_)) => Err(SpecError("give either argv or command, not both".into())),
@@ -281,10 +281,12 @@ impl RunSpec {
                 "give argv (the program and its arguments) or command (a shell command line)"
                     .into(),
             )),
-            (Some(argv), None) => match argv.first() {
-                Some(p) if !p.is_empty() => Ok(argv.clone()),
-                _ => Err(SpecError("argv must start with a program".into())),
-            },
+            // An empty program name is the spawn's to refuse (not found),
+            // as with `Command::new("")`.
+            (Some(argv), None) if argv.is_empty() => {
+                Err(SpecError("argv must start with a program".into()))
+            }
+            (Some(argv), None) => Ok(argv.clone()),
             (None, Some(c)) if c.trim().is_empty() => Err(SpecError("command is empty".into())),
             (None, Some(c)) => Ok(vec![SHELL.into(), "-c".into(), c.into()]),
         }
