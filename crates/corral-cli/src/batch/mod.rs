@@ -602,8 +602,8 @@ fn wants_subreaper(batch: &Batch) -> bool {
     batch
         .plan
         .iter()
-        .any(|j| match batch.tasks[j.task].containment {
-            Some(manifest::ContainmentKey::Subreaper) => true,
+        .any(|j| match batch.tasks[j.task].spec.containment {
+            Some(corral::document::Containment::Subreaper) => true,
             Some(_) => false,
             None => batch.opts.containment == ContainmentChoice::Only(Mechanism::Subreaper),
         })
