@@ -223,6 +223,19 @@ impl From<Containment> for ContainmentChoice {
     }
 }
 
+impl From<ContainmentChoice> for Containment {
+    fn from(c: ContainmentChoice) -> Containment {
+        match c {
+            ContainmentChoice::Auto => Containment::Auto,
+            ContainmentChoice::Only(Mechanism::Cgroup) => Containment::Cgroup,
+            ContainmentChoice::Only(Mechanism::PidNamespace) => Containment::PidNamespace,
+            ContainmentChoice::Only(Mechanism::Subreaper) => Containment::Subreaper,
+            ContainmentChoice::Only(Mechanism::ProcessGroup) => Containment::ProcessGroup,
+            ContainmentChoice::Only(Mechanism::JobObject) => Containment::JobObject,
+        }
+    }
+}
+
 /// The schema of a signal: a name or a number.
 #[cfg(feature = "schema")]
 #[derive(schemars::JsonSchema)]
@@ -616,6 +629,20 @@ mod tests {
         // A huge timeout is forever, not an error.
         let s: RunSpec = serde_json::from_str(r#"{"timeout_ms": 1e300}"#).unwrap();
         assert_eq!(s.timeout_ms, Some(Duration::MAX));
+    }
+
+    #[test]
+    fn containment_names_both_ways() {
+        for c in [
+            Containment::Auto,
+            Containment::Cgroup,
+            Containment::PidNamespace,
+            Containment::Subreaper,
+            Containment::ProcessGroup,
+            Containment::JobObject,
+        ] {
+            assert_eq!(Containment::from(ContainmentChoice::from(c)), c);
+        }
     }
 
     #[test]
