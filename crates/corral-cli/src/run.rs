@@ -34,7 +34,6 @@ pub fn run(opts: RunOpts) -> i32 {
         let _ = PROGRAM.set(g.program.clone());
     }
     prepare_process(&opts);
-    let plan = opts.plan();
     let (mut cmd, relayed) = match command(&opts) {
         Ok(c) => c,
         Err(code) => return code,
@@ -59,21 +58,16 @@ pub fn run(opts: RunOpts) -> i32 {
     // failed, still counts.
     signals.drain();
     let recv = signals.signal();
-    // The run timed out: the deadline (the library's, or the silent one of
-    // `-s 0` once passed) or a SIGALRM corral received (GNU's timer).
-    let timed_out = |r: &Report| {
-        matches!(r.outcome, Outcome::TimedOut)
-            || (signals.alarm && matches!(r.outcome, Outcome::Cancelled))
-            || plan
-                .silent_deadline
-                .is_some_and(|d| r.timings.root_exit.is_some_and(|t| t >= d))
-    };
+    // The library decides whether the run timed out: the deadline (also
+    // the silent one of `-s 0`) or a SIGALRM corral received (GNU's timer,
+    // the token's expiry).
+    let timed_out = |r: &Report| matches!(r.outcome, Outcome::TimedOut);
     let (code, json, raise) = match &result {
         Ok(report) => exit_code(&opts, report, recv, timed_out(report), relayed),
         Err(e) => spawn_failed(&opts, e, recv, started),
     };
     if let Ok(report) = &result {
-        tell(&opts, &plan, report, recv, timed_out(report));
+        tell(&opts, report, recv, timed_out(report));
     }
     if let Some(path) = &opts.report {
         if let Err(e) = write_report(path, &json) {
@@ -259,13 +253,7 @@ fn spawn_failed(
 
 /// What corral says on stderr after a run: its cleanup error, and with
 /// `-v` what it did.
-fn tell(
-    opts: &RunOpts,
-    plan: &crate::args::SignalPlan,
-    report: &Report,
-    recv: Option<i32>,
-    timed_out: bool,
-) {
+fn tell(opts: &RunOpts, report: &Report, recv: Option<i32>, timed_out: bool) {
     for e in &report.cleanup_errors {
         say(format_args!("{e}"));
     }
@@ -275,7 +263,7 @@ fn tell(
     match &opts.gnu {
         Some(g) => {
             if timed_out || matches!(report.outcome, Outcome::Cancelled) {
-                let zero = plan.silent_deadline.is_some() && timed_out;
+                let zero = opts.silent_deadline() && timed_out;
                 for line in gnu_verbose_lines(report, zero, &g.command) {
                     say(format_args!("{line}"));
                 }
@@ -356,6 +344,14 @@ fn verbose_line(
         Outcome::TimedOut if r.timeout_kind == Some(corral::TimeoutKind::Idle) => {
             format!("timed out after {took}: no output for the idle timeout")
         }
+        Outcome::TimedOut
+            if received
+                .and_then(corral::Signal::from_raw)
+                .and_then(corral::Signal::name)
+                == Some("ALRM") =>
+        {
+            format!("received SIGALRM after {took}: timed out (the deadline came early)")
+        }
         Outcome::TimedOut => match timeout {
             Some(t) => format!("timed out after {} (the run took {took})", fmt_ms(t)),
             None => format!("timed out (the run took {took})"),
@@ -369,9 +365,6 @@ fn verbose_line(
             fmt_ms(wait_delay)
         ),
         Outcome::Cancelled => match received.and_then(corral::Signal::from_raw) {
-            Some(s) if s.name() == Some("ALRM") => {
-                format!("received SIGALRM after {took}: timed out (the deadline came early)")
-            }
             Some(s) => format!("received {s} after {took}, passed it on to the tree"),
             None => format!("cancelled after {took}"),
         },
@@ -544,8 +537,6 @@ struct Received {
     jobs: crate::tty::JobControl,
     /// The first terminating signal received, 0 before.
     first: i32,
-    /// It was SIGALRM: the run timed out.
-    alarm: bool,
 }
 
 impl Received {
@@ -568,7 +559,6 @@ impl Received {
             token: token.clone(),
             jobs: jobs.clone(),
             first: 0,
-            alarm: false,
         }
     }
 
@@ -615,10 +605,11 @@ impl Received {
                 }
             }
             SIGCONT => self.jobs.on_continued(),
+            // GNU's timer: the deadline come early, the library's to
+            // decide (timed out, as at the deadline).
             SIGALRM if self.first == 0 => {
                 self.first = SIGALRM;
-                self.alarm = true;
-                self.token.cancel();
+                self.token.expire();
             }
             _ => {
                 if self.first == 0 {
