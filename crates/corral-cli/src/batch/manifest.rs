@@ -107,7 +107,12 @@ impl Task {
             later.push_str(&format!(" max_output={n}"));
         }
         let text = |o: &std::ffi::OsString| o.to_string_lossy().into_owned();
-        let argv: Vec<String> = s.argv.iter().flatten().map(text).collect();
+        let argv: Vec<String> = s
+            .program_and_args()
+            .unwrap_or_default()
+            .iter()
+            .map(text)
+            .collect();
         let env: Vec<(String, String)> = s
             .env
             .iter()
@@ -481,8 +486,14 @@ fn task(
         )
     };
     // The one conversion from the manifest's keys to the run's spec.
+    // `shell` is the spec's command (`/bin/sh -c SCRIPT`).
+    let (argv, command) = match &t.shell {
+        Some(sh) => (None, Some(sh.get_ref().clone())),
+        None => (Some(argv.into_iter().map(Into::into).collect()), None),
+    };
     let spec = RunSpec {
-        argv: Some(argv.into_iter().map(Into::into).collect()),
+        argv,
+        command,
         cwd,
         env: Some(env.into_iter().map(|(k, v)| (k.into(), v.into())).collect()),
         // 0 is no limit, as `corral run -t 0` (and coreutils `timeout 0`).
@@ -792,9 +803,11 @@ cwd = "sub"
         assert_eq!(t[0].spec.argv, Some(vec!["echo".into(), "hi".into()]));
         assert!(t[0].result_event.is_some());
         assert_eq!(t[0].spec.leftovers, Some(LeftoverPolicy::Kill));
+        assert_eq!(t[1].spec.argv, None);
+        assert_eq!(t[1].spec.command.as_deref(), Some("exit 3"));
         assert_eq!(
-            t[1].spec.argv,
-            Some(vec![SHELL.into(), "-c".into(), "exit 3".into()])
+            t[1].spec.program_and_args().unwrap(),
+            [SHELL, "-c", "exit 3"]
         );
         assert_eq!(t[1].spec.timeout_ms, Some(Duration::from_millis(500)));
         assert_eq!(

@@ -65,6 +65,9 @@ impl Limits {
     /// safety when the server requires it).
     pub fn check(&self, a: RunArgs) -> Result<Checked, String> {
         let mut spec = a.spec;
+        if spec.command.as_ref().is_some_and(|c| c.trim().is_empty()) {
+            return Err("command is empty".into());
+        }
         let argv = spec.program_and_args().map_err(|e| e.to_string())?;
         if argv[0].is_empty() {
             return Err("argv must start with a program".into());
@@ -187,8 +190,8 @@ pub const NOT_OFFERED: &[(&str, &str)] = &[
 /// the data for stdin.
 #[derive(Debug)]
 pub struct RunArgs {
-    spec: RunSpec,
-    input: Option<String>,
+    pub spec: RunSpec,
+    pub input: Option<String>,
 }
 
 impl RunArgs {

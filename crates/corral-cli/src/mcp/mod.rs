@@ -114,3 +114,16 @@ pub fn main(_opts: McpOpts) -> i32 {
     eprintln!("corral: mcp is not available on this platform");
     crate::exit::CORRAL_FAILED
 }
+
+/// The spec a `run`/`start` request's arguments give, before the server's
+/// checks (the test of every spec field's reach, `crate::surfaces`).
+#[cfg(test)]
+pub(crate) fn request_spec(
+    args: serde_json::Map<String, serde_json::Value>,
+) -> Result<corral::document::RunSpec, String> {
+    limits::RunArgs::parse(args).map(|a| a.spec)
+}
+
+/// The spec fields a request may not give, and why.
+#[cfg(test)]
+pub(crate) const NOT_OFFERED: &[(&str, &str)] = limits::NOT_OFFERED;
