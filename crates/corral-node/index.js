@@ -363,15 +363,29 @@ const RUN_OPTIONS = new Set([...COMMON, 'input', 'encoding', 'maxBuffer', 'onStd
 // `killSignal` without `killAfter`: 10 s of grace, as `corral run -s`.
 const RUN_GRACE_MS = 10_000
 
+// run()'s options as the native side takes them (all but the streams and
+// callbacks): the one place its names map to the library's spec.
+function runNativeOptions(o) {
+  const nopts = nativeOptions(o, { killAfter: RUN_GRACE_MS })
+  nopts.captureLimit = checkBytes(o.maxBuffer, 'maxBuffer') ?? 1024 * 1024
+  return nopts
+}
+
+// A test seam: the library's run spec (a plain object, as
+// docs/run-spec-schema.json describes it) that run(argv, options) asks for.
+function _runSpec(argv, options) {
+  checkArgv(argv)
+  const o = checkOptions(options, RUN_OPTIONS, 'run')
+  return JSON.parse(native.specJson(argv, runNativeOptions(o)))
+}
+
 function run(argv, options) {
   checkArgv(argv)
   const o = checkOptions(options, RUN_OPTIONS, 'run')
-  const nopts = nativeOptions(o, { killAfter: RUN_GRACE_MS })
+  const nopts = runNativeOptions(o)
   const input = checkInput(o.input)
   if (input !== undefined) nopts.input = input
   const encoding = checkEncoding(o.encoding)
-  const maxBuffer = checkBytes(o.maxBuffer, 'maxBuffer') ?? 1024 * 1024
-  nopts.captureLimit = maxBuffer
   // The spawn happens on the runtime thread: the event loop never waits.
   nopts.deferred = true
   const onStdout = checkFunction(o.onStdout, 'onStdout')
@@ -702,4 +716,5 @@ module.exports = {
   Process,
   enableSubreaper: native.enableSubreaper,
   raiseNofileLimit: native.raiseNofileLimit,
+  _runSpec,
 }

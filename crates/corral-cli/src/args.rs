@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use corral::document::{Containment, PtySpec, RunSpec};
 use corral::{LeftoverPolicy, Signal};
 
 /// Run commands with a deadline; contain and kill their whole process tree.
@@ -447,26 +448,44 @@ fn parse_pty_size(s: &str) -> Result<corral::PtySize, String> {
 }
 
 impl RunOpts {
-    /// The time limit, the first signal and the grace as the library takes
-    /// them, and the deadline at which the run counts as timed out when that
-    /// is not the library's own (signal 0: nothing is sent at the deadline,
-    /// SIGKILL the grace later).
-    pub fn plan(&self) -> SignalPlan {
-        let grace = self.effective_grace();
-        match (self.effective_timeout(), self.signal) {
-            (Some(t), Some(FirstSignal(None))) => SignalPlan {
-                timeout: Some(t.saturating_add(grace).min(crate::gnu::MAX_DURATION)),
-                signal: Signal::KILL,
-                grace,
-                silent_deadline: Some(t),
-            },
-            (t, s) => SignalPlan {
-                timeout: t,
-                signal: s.and_then(|s| s.0).unwrap_or(Signal::TERM),
-                grace,
-                silent_deadline: None,
-            },
+    /// The run these options ask for, as the library takes it (the one
+    /// place the command line's options become a [`RunSpec`]). What only
+    /// the run knows at its start (the pseudo-terminal's size when stdout
+    /// is a terminal, SIGPIPE's disposition) is filled in by `run`.
+    pub fn spec(&self) -> RunSpec {
+        RunSpec {
+            argv: Some(self.command.clone()),
+            timeout_ms: self.effective_timeout(),
+            idle_timeout_ms: self.idle_timeout,
+            grace_ms: Some(self.effective_grace()),
+            signal: Some(self.signal.and_then(|s| s.0).unwrap_or(Signal::TERM)),
+            // `-s 0`: nothing is sent at the deadline, SIGKILL the grace
+            // later; the library decides that the run timed out.
+            silent_deadline: self.silent_deadline(),
+            wait_delay_ms: Some(self.wait_delay),
+            confirm_window_ms: Some(self.confirm_window),
+            max_output: self.max_output,
+            // Relayed output is written as it comes; only counts matter.
+            capture_limit: Some(0),
+            leftovers: Some(self.leftovers.into()),
+            containment: Some(self.containment.into()),
+            require_crash_safety: self.require_crash_safety,
+            memory_max: self.memory_max,
+            pids_max: self.pids_max,
+            pty: self.pty.then(|| {
+                let size = self.pty_size.unwrap_or_default();
+                PtySpec {
+                    cols: size.cols,
+                    rows: size.rows,
+                }
+            }),
+            ..RunSpec::default()
         }
+    }
+
+    /// `-s 0` with a time limit: nothing is sent at the deadline.
+    pub fn silent_deadline(&self) -> bool {
+        matches!(self.signal, Some(FirstSignal(None))) && self.effective_timeout().is_some()
     }
 
     /// The grace: `-k` as given; else 10 s when `-s` was given; else 0.
@@ -482,17 +501,6 @@ impl RunOpts {
     pub fn effective_timeout(&self) -> Option<Duration> {
         self.timeout.filter(|t| !t.is_zero())
     }
-}
-
-/// What [`RunOpts::plan`] gives the library.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SignalPlan {
-    pub timeout: Option<Duration>,
-    pub signal: Signal,
-    pub grace: Duration,
-    /// `-s 0`: the deadline at which nothing is sent but the run counts as
-    /// timed out; the library's own timeout is this plus the grace.
-    pub silent_deadline: Option<Duration>,
 }
 
 const RUN_AFTER_HELP: &str = "\
@@ -581,6 +589,18 @@ pub enum ContainmentArg {
     ProcessGroup,
     Subreaper,
     PidNamespace,
+}
+
+impl From<ContainmentArg> for Containment {
+    fn from(c: ContainmentArg) -> Containment {
+        match c {
+            ContainmentArg::Auto => Containment::Auto,
+            ContainmentArg::Cgroup => Containment::Cgroup,
+            ContainmentArg::ProcessGroup => Containment::ProcessGroup,
+            ContainmentArg::Subreaper => Containment::Subreaper,
+            ContainmentArg::PidNamespace => Containment::PidNamespace,
+        }
+    }
 }
 
 /// Prints clap's "unexpected argument" error without its tip to put
@@ -756,17 +776,25 @@ mod tests {
     }
 
     #[test]
-    fn signal_zero_plans_a_silent_deadline() {
-        let opts =
-            Cli::try_parse_from(["corral", "run", "-t", "1", "-s", "0", "-k", "2", "x"]).unwrap();
-        let Cmd::Run(opts) = opts.command else {
-            panic!("not run")
+    fn signal_zero_is_a_silent_deadline_for_the_library() {
+        let spec = |line: &str| {
+            let args = line.split(' ');
+            let Cmd::Run(opts) = Cli::try_parse_from(args).unwrap().command else {
+                panic!("not run")
+            };
+            opts.spec()
         };
-        let plan = opts.plan();
-        assert_eq!(plan.timeout, Some(Duration::from_secs(3)));
-        assert_eq!(plan.signal, Signal::KILL);
-        assert_eq!(plan.grace, Duration::from_secs(2));
-        assert_eq!(plan.silent_deadline, Some(Duration::from_secs(1)));
+        let s = spec("corral run -t 1 -s 0 -k 2 x");
+        // The library gets the deadline itself, not the deadline plus the
+        // grace: it decides that the run timed out.
+        assert_eq!(s.timeout_ms, Some(Duration::from_secs(1)));
+        assert_eq!(s.grace_ms, Some(Duration::from_secs(2)));
+        assert!(s.silent_deadline);
+        // Without -k, -s's 10 s; without a time limit nothing is silent.
+        let s = spec("corral run -t 1 -s 0 x");
+        assert_eq!(s.grace_ms, Some(DEFAULT_SIGNAL_GRACE));
+        assert!(!spec("corral run -s 0 x").silent_deadline);
+        assert!(!spec("corral run -t 1 -s TERM x").silent_deadline);
     }
 
     #[test]

@@ -23,6 +23,8 @@ mod run;
 mod signals;
 #[cfg(all(target_os = "linux", target_env = "gnu", not(test)))]
 mod start;
+#[cfg(test)]
+mod surfaces;
 mod timeout;
 mod tty;
 

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use corral::{CancelToken, Command, ContainmentChoice, Input, Mechanism, Outcome, Output, Report};
+use corral::{CancelToken, Command, Input, Outcome, Output, Report};
 
 use crate::args::{ContainmentArg, RunOpts};
 use crate::exit;
@@ -34,12 +34,7 @@ pub fn run(opts: RunOpts) -> i32 {
         let _ = PROGRAM.set(g.program.clone());
     }
     prepare_process(&opts);
-    let Some((program, args)) = opts.command.split_first() else {
-        say(format_args!("no program given"));
-        return exit::CORRAL_FAILED;
-    };
-    let plan = opts.plan();
-    let (mut cmd, relayed) = match command(&opts, &plan, program, args) {
+    let (mut cmd, relayed) = match command(&opts) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -63,21 +58,16 @@ pub fn run(opts: RunOpts) -> i32 {
     // failed, still counts.
     signals.drain();
     let recv = signals.signal();
-    // The run timed out: the deadline (the library's, or the silent one of
-    // `-s 0` once passed) or a SIGALRM corral received (GNU's timer).
-    let timed_out = |r: &Report| {
-        matches!(r.outcome, Outcome::TimedOut)
-            || (signals.alarm && matches!(r.outcome, Outcome::Cancelled))
-            || plan
-                .silent_deadline
-                .is_some_and(|d| r.timings.root_exit.is_some_and(|t| t >= d))
-    };
+    // The library decides whether the run timed out: the deadline (also
+    // the silent one of `-s 0`) or a SIGALRM corral received (GNU's timer,
+    // the token's expiry).
+    let timed_out = |r: &Report| matches!(r.outcome, Outcome::TimedOut);
     let (code, json, raise) = match &result {
         Ok(report) => exit_code(&opts, report, recv, timed_out(report), relayed),
         Err(e) => spawn_failed(&opts, e, recv, started),
     };
     if let Ok(report) = &result {
-        tell(&opts, &plan, report, recv, timed_out(report));
+        tell(&opts, report, recv, timed_out(report));
     }
     if let Some(path) = &opts.report {
         if let Err(e) = write_report(path, &json) {
@@ -119,61 +109,36 @@ fn prepare_process(opts: &RunOpts) {
     }
 }
 
-/// The command to run, from the options, and which of stdout and stderr
-/// corral relays; `Err`: the exit code of options that cannot work.
-fn command(
-    opts: &RunOpts,
-    plan: &crate::args::SignalPlan,
-    program: &std::ffi::OsString,
-    args: &[std::ffi::OsString],
-) -> Result<(Command, [bool; 2]), i32> {
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .wait_delay(opts.wait_delay)
-        .grace(plan.grace)
-        .signal(plan.signal)
-        .sigpipe_ignored(crate::dispositions::sigpipe_ignored_at_start())
-        .leftovers(opts.leftovers.into())
-        .confirm_window(opts.confirm_window)
-        .require_crash_safety(opts.require_crash_safety)
-        .containment(match opts.containment {
-            ContainmentArg::Auto => ContainmentChoice::Auto,
-            ContainmentArg::Cgroup => ContainmentChoice::Only(Mechanism::Cgroup),
-            ContainmentArg::ProcessGroup => ContainmentChoice::Only(Mechanism::ProcessGroup),
-            ContainmentArg::Subreaper => ContainmentChoice::Only(Mechanism::Subreaper),
-            ContainmentArg::PidNamespace => ContainmentChoice::Only(Mechanism::PidNamespace),
-        })
-        .stdin(Input::inherit())
-        // Relayed output is written as it comes; only counts matter here.
-        .capture_limit(0);
-    if let Some(t) = plan.timeout {
-        cmd.timeout(t);
+/// The command to run, from the options' spec, and which of stdout and
+/// stderr corral relays; `Err`: the exit code of options that cannot work.
+fn command(opts: &RunOpts) -> Result<(Command, [bool; 2]), i32> {
+    let mut spec = opts.spec();
+    spec.sigpipe_ignored = crate::dispositions::sigpipe_ignored_at_start();
+    if let Some(p) = &mut spec.pty {
+        // The size follows corral's terminal when it has one.
+        let size = crate::pty::initial_size(Some(corral::PtySize::new(p.cols, p.rows)));
+        (p.cols, p.rows) = (size.cols, size.rows);
     }
-    if let Some(t) = opts.idle_timeout {
-        cmd.idle_timeout(t);
-    }
-    if let Some(n) = opts.max_output {
-        cmd.output_limit(n);
-    }
-    if let Some(m) = opts.memory_max {
-        cmd.memory_max(m);
-    }
-    if let Some(n) = opts.pids_max {
-        cmd.pids_max(n);
-    }
+    let mut cmd = match Command::from_spec(&spec) {
+        Ok(cmd) => cmd,
+        Err(e) => {
+            say(format_args!("{e}"));
+            return Err(exit::CORRAL_FAILED);
+        }
+    };
+    cmd.stdin(Input::inherit());
     // A file is relayed too when corral must see the output (to count it
     // or to restart the idle timer); a terminal always stays a terminal.
     // On a pseudo-terminal everything comes out of it, relayed.
-    let watch = opts.idle_timeout.is_some() || opts.max_output.is_some();
-    let relayed = match opts.pty {
-        true => {
-            cmd.pty(crate::pty::initial_size(opts.pty_size))
-                .stdout(relay_stdout());
+    let watch = spec.idle_timeout_ms.is_some() || spec.max_output.is_some();
+    let relayed = match spec.pty {
+        Some(_) => {
+            cmd.stdout(relay_stdout());
             [true, true]
         }
-        false => [wire(&mut cmd, 1, watch), wire(&mut cmd, 2, watch)],
+        None => [wire(&mut cmd, 1, watch), wire(&mut cmd, 2, watch)],
     };
-    if opts.idle_timeout.is_some() && !relayed.iter().any(|&r| r) {
+    if spec.idle_timeout_ms.is_some() && !relayed.iter().any(|&r| r) {
         say(format_args!(
             "--idle-timeout needs output corral sees: stdout and stderr are both terminals \
              passed through, whose output cannot restart the idle timer (redirect or pipe one \
@@ -288,13 +253,7 @@ fn spawn_failed(
 
 /// What corral says on stderr after a run: its cleanup error, and with
 /// `-v` what it did.
-fn tell(
-    opts: &RunOpts,
-    plan: &crate::args::SignalPlan,
-    report: &Report,
-    recv: Option<i32>,
-    timed_out: bool,
-) {
+fn tell(opts: &RunOpts, report: &Report, recv: Option<i32>, timed_out: bool) {
     for e in &report.cleanup_errors {
         say(format_args!("{e}"));
     }
@@ -304,7 +263,7 @@ fn tell(
     match &opts.gnu {
         Some(g) => {
             if timed_out || matches!(report.outcome, Outcome::Cancelled) {
-                let zero = plan.silent_deadline.is_some() && timed_out;
+                let zero = opts.silent_deadline() && timed_out;
                 for line in gnu_verbose_lines(report, zero, &g.command) {
                     say(format_args!("{line}"));
                 }
@@ -385,6 +344,14 @@ fn verbose_line(
         Outcome::TimedOut if r.timeout_kind == Some(corral::TimeoutKind::Idle) => {
             format!("timed out after {took}: no output for the idle timeout")
         }
+        Outcome::TimedOut
+            if received
+                .and_then(corral::Signal::from_raw)
+                .and_then(corral::Signal::name)
+                == Some("ALRM") =>
+        {
+            format!("received SIGALRM after {took}: timed out (the deadline came early)")
+        }
         Outcome::TimedOut => match timeout {
             Some(t) => format!("timed out after {} (the run took {took})", fmt_ms(t)),
             None => format!("timed out (the run took {took})"),
@@ -398,9 +365,6 @@ fn verbose_line(
             fmt_ms(wait_delay)
         ),
         Outcome::Cancelled => match received.and_then(corral::Signal::from_raw) {
-            Some(s) if s.name() == Some("ALRM") => {
-                format!("received SIGALRM after {took}: timed out (the deadline came early)")
-            }
             Some(s) => format!("received {s} after {took}, passed it on to the tree"),
             None => format!("cancelled after {took}"),
         },
@@ -573,8 +537,6 @@ struct Received {
     jobs: crate::tty::JobControl,
     /// The first terminating signal received, 0 before.
     first: i32,
-    /// It was SIGALRM: the run timed out.
-    alarm: bool,
 }
 
 impl Received {
@@ -597,7 +559,6 @@ impl Received {
             token: token.clone(),
             jobs: jobs.clone(),
             first: 0,
-            alarm: false,
         }
     }
 
@@ -644,10 +605,11 @@ impl Received {
                 }
             }
             SIGCONT => self.jobs.on_continued(),
+            // GNU's timer: the deadline come early, the library's to
+            // decide (timed out, as at the deadline).
             SIGALRM if self.first == 0 => {
                 self.first = SIGALRM;
-                self.alarm = true;
-                self.token.cancel();
+                self.token.expire();
             }
             _ => {
                 if self.first == 0 {

@@ -1300,13 +1300,68 @@ fn every_signal_that_would_kill_corral_is_passed_on() {
             .unwrap();
         assert!(rc.success());
         let d = r.finish(10 * SEC);
-        // SIGALRM is GNU timeout's timer: the deadline come early (124).
-        d.assert_code(if name == "ALRM" { 124 } else { 128 + n });
         let v = read_report(&s.path("report.json"));
-        assert_eq!(v["outcome"], "cancelled", "{name}: {v}");
+        if name == "ALRM" {
+            // SIGALRM is GNU timeout's timer: the deadline come early. The
+            // library decides so (the token's expiry), and the report says
+            // what the exit status says.
+            d.assert_code(124);
+            assert_eq!(v["outcome"], "timed_out", "{name}: {v}");
+            assert_eq!(v["timeout_kind"], "deadline", "{name}: {v}");
+        } else {
+            d.assert_code(128 + n);
+            assert_eq!(v["outcome"], "cancelled", "{name}: {v}");
+            assert_eq!(v["timeout_kind"], Value::Null, "{name}: {v}");
+        }
+        assert_eq!(v["corral_exit"], d.code(), "{name}: {v}");
         assert_eq!(v["received_signal"], n, "{name}: {v}");
         assert_dead(&w, &["root", "a"]);
     }
+}
+
+/// `-s 0`: nothing is sent at the deadline and the run is a timeout from
+/// then on, whatever the program does after it (here: exits 0 by itself
+/// during the grace). The library decides it, so the report and the exit
+/// status agree: 124 and timed_out (deadline); with -p the program's own
+/// status, the report still timed_out. Nothing is signalled. A program
+/// still running at the end of the grace is killed (SIGKILL only).
+#[test]
+fn a_silent_deadline_is_a_timeout_in_the_report_and_the_exit_status() {
+    for (preserve, want) in [(false, 124), (true, 0)] {
+        let s = Scratch::new();
+        let rp = report_path(&s);
+        let mut args = vec!["run", "-s", "0", "-t", "0.3s", "--report", &rp];
+        if preserve {
+            args.push("-p");
+        }
+        args.extend(["--", "sleep", "0.6"]);
+        let d = run(corral(&s, &args), 10 * SEC);
+        d.assert_code(want);
+        assert!(d.elapsed() >= ms(550), "{:?}", d.elapsed());
+        let v = read_report(&s.path("report.json"));
+        assert_eq!(v["outcome"], "timed_out", "{v}");
+        assert_eq!(v["timeout_kind"], "deadline", "{v}");
+        assert_eq!(v["exit_code"], 0, "{v}");
+        assert_eq!(v["signals_sent"], serde_json::json!([]), "{v}");
+        assert_eq!(v["corral_exit"], want, "{v}");
+    }
+    // Still running at the end of the grace: SIGKILL, nothing before it.
+    let s = Scratch::new();
+    let rp = report_path(&s);
+    let d = run(
+        corral(
+            &s,
+            [
+                "run", "-s", "0", "-k", "0.2", "-t", "0.2", "--report", &rp, "--", "sleep", "10",
+            ],
+        ),
+        10 * SEC,
+    );
+    d.assert_code(124);
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(v["outcome"], "timed_out", "{v}");
+    assert_eq!(v["timeout_kind"], "deadline", "{v}");
+    assert_eq!(v["signals_sent"], serde_json::json!([9]), "{v}");
 }
 
 // ------------------------------------------------------- out of descriptors

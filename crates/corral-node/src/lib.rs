@@ -23,11 +23,12 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use corral::document::{OutcomeName, RunReport};
+use corral::document::{Containment, OutcomeName, RunReport, RunSpec};
 use corral::{
     CancelToken, Command, ContainmentChoice, Error, Input, LeftoverPolicy, Mechanism, Output,
     Report, Signal, SpawnErrorKind,
@@ -377,6 +378,62 @@ fn output(
     })
 }
 
+/// The one mapping of the options index.js passes (its own names, already
+/// checked there) onto the library's spec of the run: everything but the
+/// streams.
+fn spec_of(argv: &[String], o: &StartOptions) -> Result<RunSpec> {
+    if argv.is_empty() {
+        return Err(invalid("argv must name a program".into()));
+    }
+    let positive = |v: Option<f64>, what: &str| match v {
+        Some(t) if t > 0.0 => ms(t, what).map(Some),
+        _ => Ok(None),
+    };
+    let mut spec = RunSpec::argv(argv.iter().cloned());
+    spec.cwd = o.cwd.as_ref().map(PathBuf::from);
+    if let Some(vars) = &o.env {
+        // `env` replaces the environment, as child_process's does.
+        spec.env_clear = true;
+        spec.env = Some(
+            vars.chunks(2)
+                .filter_map(|kv| match kv {
+                    [k, v] => Some((k.into(), v.into())),
+                    _ => None,
+                })
+                .collect(),
+        );
+    }
+    spec.timeout_ms = positive(o.timeout_ms, "timeout")?;
+    spec.signal = o.kill_signal.as_deref().map(parse_signal).transpose()?;
+    spec.grace_ms = o.kill_after_ms.map(|t| ms(t, "killAfter")).transpose()?;
+    spec.wait_delay_ms = o.wait_delay_ms.map(|t| ms(t, "waitDelay")).transpose()?;
+    spec.idle_timeout_ms = positive(o.idle_timeout_ms, "idleTimeout")?;
+    spec.max_output = o
+        .output_limit
+        .filter(|n| n.is_finite())
+        .map(|n| bytes(n) as u64);
+    spec.capture_limit = o.capture_limit.map(|n| bytes(n) as u64);
+    spec.containment = o
+        .containment
+        .as_deref()
+        .map(parse_containment)
+        .transpose()?
+        .map(Containment::from);
+    spec.leftovers = o.leftovers.as_deref().map(parse_leftovers).transpose()?;
+    spec.memory_max = o.memory_max.map(|n| bytes(n) as u64);
+    spec.pids_max = o.pids_max.map(|n| bytes(n) as u64);
+    spec.require_crash_safety = o.require_crash_safety == Some(true);
+    Ok(spec)
+}
+
+/// The spec the options map to, as JSON (a test seam: each option of
+/// index.js reaches the spec).
+#[napi]
+pub fn spec_json(argv: Vec<String>, options: StartOptions) -> Result<String> {
+    let spec = spec_of(&argv, &options)?;
+    serde_json::to_string(&spec).map_err(|e| JsError::from_reason(e.to_string()))
+}
+
 /// Builds the command from checked options; the pipes for `spawn` are made
 /// here and their parent ends returned.
 fn command(
@@ -385,22 +442,7 @@ fn command(
     on_stdout: Option<Function<'_, Buffer, ()>>,
     on_stderr: Option<Function<'_, Buffer, ()>>,
 ) -> Result<(Command, Pipes)> {
-    let Some((program, args)) = argv.split_first() else {
-        return Err(invalid("argv must name a program".into()));
-    };
-    let mut cmd = Command::new(program);
-    cmd.args(args);
-    if let Some(dir) = &o.cwd {
-        cmd.current_dir(dir);
-    }
-    if let Some(vars) = &o.env {
-        cmd.env_clear();
-        for kv in vars.chunks(2) {
-            if let [k, v] = kv {
-                cmd.env(k, v);
-            }
-        }
-    }
+    let mut cmd = Command::from_spec(&spec_of(argv, o)?).map_err(|e| invalid(e.to_string()))?;
     let mut pipes = Pipes::default();
     if let Some(data) = &o.input {
         cmd.stdin(Input::bytes(data.to_vec()));
@@ -425,44 +467,6 @@ fn command(
     }
     cmd.stdout(output(o.stdout_mode.as_deref(), out_end, on_stdout)?);
     cmd.stderr(output(o.stderr_mode.as_deref(), err_end, on_stderr)?);
-    if let Some(t) = o.timeout_ms {
-        if t > 0.0 {
-            cmd.timeout(ms(t, "timeout")?);
-        }
-    }
-    if let Some(s) = &o.kill_signal {
-        cmd.signal(parse_signal(s)?);
-    }
-    if let Some(t) = o.kill_after_ms {
-        cmd.grace(ms(t, "killAfter")?);
-    }
-    if let Some(t) = o.wait_delay_ms {
-        cmd.wait_delay(ms(t, "waitDelay")?);
-    }
-    if let Some(t) = o.idle_timeout_ms {
-        if t > 0.0 {
-            cmd.idle_timeout(ms(t, "idleTimeout")?);
-        }
-    }
-    if let Some(n) = o.output_limit.filter(|n| n.is_finite()) {
-        cmd.output_limit(bytes(n) as u64);
-    }
-    if let Some(n) = o.capture_limit {
-        cmd.capture_limit(bytes(n));
-    }
-    if let Some(c) = &o.containment {
-        cmd.containment(parse_containment(c)?);
-    }
-    if let Some(p) = &o.leftovers {
-        cmd.leftovers(parse_leftovers(p)?);
-    }
-    if let Some(n) = o.memory_max {
-        cmd.memory_max(bytes(n) as u64);
-    }
-    if let Some(n) = o.pids_max {
-        cmd.pids_max(bytes(n) as u64);
-    }
-    cmd.require_crash_safety(o.require_crash_safety == Some(true));
     Ok((cmd, pipes))
 }
 

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use corral::document::RunReport;
+use corral::document::{PtySpec, RunReport, RunSpec};
 use corral::{
     CancelToken, Captured, Command, ContainmentChoice, Error, Input, LeftoverPolicy, Mechanism,
     Output, Report, Signal, SpawnErrorKind,
@@ -543,20 +543,15 @@ fn os_strerror(e: &std::io::Error) -> String {
 }
 
 /// Starts a run. Arguments are checked and converted by the Python layer
-/// (`corral.run` / `corral.spawn`); see there.
+/// (`corral.run` / `corral.spawn`); see there. The streams are taken here;
+/// every other keyword is an option of the run, mapped by [`spec_of`].
 #[pyfunction]
-#[pyo3(signature = (argv, *, cwd=None, env=None, input=None, stdin="null".to_owned(),
-    stdin_fd=None, stdout=None, stderr=None, stdout_relay=None, stderr_relay=None, timeout=None, grace=None, wait_delay=None,
-    idle_timeout=None, max_output=None, signal=None, leftovers=None, capture_limit=None, containment="auto".to_owned(),
-    confirm_window=None, memory_max=None, pids_max=None, require_crash_safety=false,
-    program=None, keep_fds=None, restore_signals=true, new_session=false, uid=None, gid=None,
-    groups=None, umask=None, pty=None))]
+#[pyo3(signature = (argv, *, input=None, stdin="null".to_owned(), stdin_fd=None, stdout=None,
+    stderr=None, stdout_relay=None, stderr_relay=None, **options))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
     argv: Vec<OsString>,
-    cwd: Option<PathBuf>,
-    env: Option<Vec<(OsString, OsString)>>,
     input: Option<Vec<u8>>,
     stdin: String,
     stdin_fd: Option<i64>,
@@ -564,135 +559,118 @@ fn start(
     stderr: Option<Stdio>,
     stdout_relay: Option<i64>,
     stderr_relay: Option<i64>,
-    timeout: Option<f64>,
-    grace: Option<f64>,
-    wait_delay: Option<f64>,
-    idle_timeout: Option<f64>,
-    max_output: Option<u64>,
-    signal: Option<Bound<'_, PyAny>>,
-    leftovers: Option<String>,
-    capture_limit: Option<usize>,
-    containment: String,
-    confirm_window: Option<f64>,
-    memory_max: Option<u64>,
-    pids_max: Option<u64>,
-    require_crash_safety: bool,
-    program: Option<OsString>,
-    keep_fds: Option<Vec<i32>>,
-    restore_signals: bool,
-    new_session: bool,
-    uid: Option<u32>,
-    gid: Option<u32>,
-    groups: Option<Vec<u32>>,
-    umask: Option<u32>,
-    pty: Option<(u16, u16)>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Job> {
-    let (mut cmd, program) = command_for(&argv, program)?;
-    set_process(&mut cmd, keep_fds, restore_signals, new_session, pty);
-    set_identity(&mut cmd, uid, gid, groups, umask);
-    if let Some(dir) = cwd {
-        cmd.current_dir(dir);
-    }
-    if let Some(vars) = env {
-        cmd.env_clear();
-        cmd.envs(vars);
-    }
+    let spec = spec_of(argv, options)?;
+    let mut cmd = Command::from_spec(&spec).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let program = spec
+        .executable
+        .clone()
+        .or_else(|| spec.argv.as_ref().and_then(|a| a.first().cloned()))
+        .unwrap_or_default();
     cmd.stdin(input_of(input, stdin_fd, &stdin)?);
     cmd.stdout(output_of(stdout, stdout_relay, false)?);
     cmd.stderr(output_of(stderr, stderr_relay, true)?);
-    set_deadlines(
-        &mut cmd,
-        timeout,
-        grace,
-        wait_delay,
-        idle_timeout,
-        max_output,
-        confirm_window,
-    )?;
-    if let Some(s) = signal {
-        cmd.signal(parse_signal(&s)?);
-    }
-    if let Some(p) = leftovers {
-        cmd.leftovers(leftover_policy(&p)?);
-    }
-    if let Some(n) = capture_limit {
-        cmd.capture_limit(n);
-    }
-    cmd.containment(parse_mechanism(&containment)?);
-    if let Some(n) = memory_max {
-        cmd.memory_max(n);
-    }
-    if let Some(n) = pids_max {
-        cmd.pids_max(n);
-    }
-    cmd.require_crash_safety(require_crash_safety);
     launch(py, cmd, &program)
 }
 
-/// The command for `argv`, and the program it runs: `executable=` runs that
-/// program with argv[0] kept as the first argument.
-fn command_for(argv: &[OsString], program: Option<OsString>) -> PyResult<(Command, OsString)> {
-    let Some((arg0, args)) = argv.split_first() else {
-        return Err(PyValueError::new_err("args must name a program"));
-    };
-    let program = program.unwrap_or_else(|| arg0.clone());
-    let mut cmd = Command::new(&program);
-    if program != *arg0 {
-        cmd.arg0(arg0);
-    }
-    cmd.args(args);
-    Ok((cmd, program))
+/// The spec `start` would run, as JSON (a test seam: each keyword of
+/// `start` reaches the library's spec).
+#[pyfunction]
+#[pyo3(signature = (argv, **options))]
+fn _spec(argv: Vec<OsString>, options: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
+    let spec = spec_of(argv, options)?;
+    serde_json::to_string(&spec).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-/// The child's inherited state: kept descriptors, signal dispositions, its
-/// session and terminal.
-fn set_process(
-    cmd: &mut Command,
-    keep_fds: Option<Vec<i32>>,
-    restore_signals: bool,
-    new_session: bool,
-    pty: Option<(u16, u16)>,
-) {
+/// The one mapping of `start`'s keywords (the Python layer's names, checked
+/// there) onto the library's spec of the run: everything but the streams.
+/// A keyword given as None is left at its default; an unknown one is a
+/// TypeError, as for any function.
+fn spec_of(argv: Vec<OsString>, options: Option<&Bound<'_, PyDict>>) -> PyResult<RunSpec> {
+    if argv.is_empty() {
+        return Err(PyValueError::new_err("args must name a program"));
+    }
+    let arg0 = argv[0].clone();
+    let mut spec = RunSpec::argv(argv);
+    // CPython ignores SIGPIPE: without the restore the child inherits
+    // that, as `subprocess` does (restore_signals=True by default).
     #[cfg(unix)]
     {
-        if let Some(fds) = keep_fds {
-            cmd.close_other_fds(fds);
+        spec.restore_signals = true;
+    }
+    for (k, v) in options.into_iter().flat_map(|d| d.iter()) {
+        let k: String = k.extract()?;
+        if v.is_none() {
+            continue;
         }
-        cmd.restore_signals(restore_signals);
-        // CPython ignores SIGPIPE: without the restore the child inherits
-        // that, as `subprocess` does.
-        cmd.sigpipe_ignored(!restore_signals);
+        let typed =
+            |e: PyErr| pyo3::exceptions::PyTypeError::new_err(format!("start(): bad {k}: {e}"));
+        let secs_of =
+            |what: &str| -> PyResult<Duration> { secs(v.extract().map_err(typed)?, what) };
+        match k.as_str() {
+            "cwd" => spec.cwd = Some(v.extract::<PathBuf>().map_err(typed)?),
+            "env" => {
+                let vars: Vec<(OsString, OsString)> = v.extract().map_err(typed)?;
+                spec.env_clear = true;
+                spec.env = Some(vars.into_iter().collect());
+            }
+            "timeout" => spec.timeout_ms = Some(secs_of("timeout")?),
+            "grace" => spec.grace_ms = Some(secs_of("grace")?),
+            "wait_delay" => spec.wait_delay_ms = Some(secs_of("wait_delay")?),
+            "idle_timeout" => spec.idle_timeout_ms = Some(secs_of("idle_timeout")?),
+            "confirm_window" => spec.confirm_window_ms = Some(secs_of("confirm_window")?),
+            "max_output" => spec.max_output = Some(v.extract().map_err(typed)?),
+            "capture_limit" => spec.capture_limit = Some(v.extract().map_err(typed)?),
+            "memory_max" => spec.memory_max = Some(v.extract().map_err(typed)?),
+            "pids_max" => spec.pids_max = Some(v.extract().map_err(typed)?),
+            "signal" => spec.signal = Some(parse_signal(&v)?),
+            "leftovers" => {
+                spec.leftovers = Some(leftover_policy(&v.extract::<String>().map_err(typed)?)?)
+            }
+            "containment" => {
+                let name: String = v.extract().map_err(typed)?;
+                spec.containment = Some(parse_mechanism(&name)?.into());
+            }
+            "require_crash_safety" => spec.require_crash_safety = v.extract().map_err(typed)?,
+            // `executable=`: that program runs, argv[0] kept as its first
+            // argument.
+            "program" => {
+                let program: OsString = v.extract().map_err(typed)?;
+                if program != arg0 {
+                    spec.executable = Some(program);
+                }
+            }
+            "keep_fds" => {
+                let fds: Vec<i32> = v.extract().map_err(typed)?;
+                if cfg!(unix) {
+                    spec.close_other_fds = Some(fds);
+                }
+            }
+            "restore_signals" => {
+                let yes: bool = v.extract().map_err(typed)?;
+                if cfg!(unix) {
+                    spec.restore_signals = yes;
+                    spec.sigpipe_ignored = !yes;
+                }
+            }
+            "new_session" => spec.new_session = v.extract().map_err(typed)?,
+            "uid" => spec.uid = Some(v.extract().map_err(typed)?),
+            "gid" => spec.gid = Some(v.extract().map_err(typed)?),
+            "groups" => spec.groups = Some(v.extract().map_err(typed)?),
+            "umask" => spec.umask = Some(v.extract().map_err(typed)?),
+            "pty" => {
+                let (cols, rows): (u16, u16) = v.extract().map_err(typed)?;
+                spec.pty = Some(PtySpec { cols, rows });
+            }
+            other => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "start() got an unexpected keyword argument '{other}'"
+                )))
+            }
+        }
     }
-    #[cfg(not(unix))]
-    let _ = (keep_fds, restore_signals);
-    if new_session {
-        cmd.new_session(true);
-    }
-    if let Some((cols, rows)) = pty {
-        cmd.pty(corral::PtySize::new(cols, rows));
-    }
-}
-
-/// The child's user, groups and umask.
-fn set_identity(
-    cmd: &mut Command,
-    uid: Option<u32>,
-    gid: Option<u32>,
-    groups: Option<Vec<u32>>,
-    umask: Option<u32>,
-) {
-    if let Some(u) = uid {
-        cmd.uid(u);
-    }
-    if let Some(g) = gid {
-        cmd.gid(g);
-    }
-    if let Some(g) = groups {
-        cmd.groups(&g);
-    }
-    if let Some(m) = umask {
-        cmd.umask(m);
-    }
+    Ok(spec)
 }
 
 /// The child's stdin: `input=` bytes, else a descriptor, else the named mode.
@@ -706,37 +684,6 @@ fn input_of(input: Option<Vec<u8>>, stdin_fd: Option<i64>, stdin: &str) -> PyRes
             other => return Err(PyValueError::new_err(format!("bad stdin mode {other:?}"))),
         },
     })
-}
-
-/// The run's time and output bounds, each checked in seconds.
-fn set_deadlines(
-    cmd: &mut Command,
-    timeout: Option<f64>,
-    grace: Option<f64>,
-    wait_delay: Option<f64>,
-    idle_timeout: Option<f64>,
-    max_output: Option<u64>,
-    confirm_window: Option<f64>,
-) -> PyResult<()> {
-    if let Some(t) = timeout {
-        cmd.timeout(secs(t, "timeout")?);
-    }
-    if let Some(t) = grace {
-        cmd.grace(secs(t, "grace")?);
-    }
-    if let Some(t) = wait_delay {
-        cmd.wait_delay(secs(t, "wait_delay")?);
-    }
-    if let Some(t) = idle_timeout {
-        cmd.idle_timeout(secs(t, "idle_timeout")?);
-    }
-    if let Some(n) = max_output {
-        cmd.output_limit(n);
-    }
-    if let Some(t) = confirm_window {
-        cmd.confirm_window(secs(t, "confirm_window")?);
-    }
-    Ok(())
 }
 
 /// The leftovers policy named `name` (`_` and `-` alike).
@@ -945,6 +892,7 @@ fn report_dict(py: Python<'_>, r: Report) -> PyResult<Bound<'_, PyDict>> {
 #[pymodule]
 fn _corral(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(start, m)?)?;
+    m.add_function(wrap_pyfunction!(_spec, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(enable_subreaper, m)?)?;
     m.add_function(wrap_pyfunction!(raise_nofile_limit, m)?)?;

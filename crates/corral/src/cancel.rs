@@ -14,6 +14,8 @@ pub(crate) trait Wake: Send + Sync {
 struct State {
     /// `Some(first signal override)` once cancelled.
     cancelled: Option<Option<Signal>>,
+    /// The cancellation is the deadline come early ([`CancelToken::expire`]).
+    expired: bool,
     wakers: Vec<Weak<dyn Wake>>,
 }
 
@@ -47,22 +49,35 @@ impl CancelToken {
     /// Cancels every run that uses this token. The grace rule applies: the
     /// command's first signal, then SIGKILL when the grace ends.
     pub fn cancel(&self) {
-        self.cancel_inner(None)
+        self.cancel_inner(None, false)
     }
 
     /// Cancels with `signal` as the first signal instead of the command's
     /// own (a CLI passing on the signal it received uses this).
     pub fn cancel_with(&self, signal: Signal) {
-        self.cancel_inner(Some(signal))
+        self.cancel_inner(Some(signal), false)
     }
 
-    fn cancel_inner(&self, signal: Option<Signal>) {
+    /// The deadline of every run that uses this token has come, early: each
+    /// ends as at its own deadline (the command's first signal and grace,
+    /// or nothing with [`Command::silent_deadline`](crate::Command::silent_deadline)),
+    /// and its outcome is [`Outcome::TimedOut`](crate::Outcome::TimedOut) with
+    /// [`TimeoutKind::Deadline`](crate::TimeoutKind::Deadline), not
+    /// `Cancelled` (GNU `timeout` takes a SIGALRM so). Like a cancellation
+    /// otherwise: the first call of `cancel`, `cancel_with` or `expire`
+    /// wins, and before the spawn it stops the spawn.
+    pub fn expire(&self) {
+        self.cancel_inner(None, true)
+    }
+
+    fn cancel_inner(&self, signal: Option<Signal>, expired: bool) {
         let wakers = {
             let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             if st.cancelled.is_some() {
                 return;
             }
             st.cancelled = Some(signal);
+            st.expired = expired;
             std::mem::take(&mut st.wakers)
         };
         for w in wakers.iter().filter_map(Weak::upgrade) {
@@ -81,6 +96,11 @@ impl CancelToken {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .cancelled
+    }
+
+    /// Whether the cancellation was an [`expire`](Self::expire).
+    pub(crate) fn expired(&self) -> bool {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).expired
     }
 
     /// Registers a waker to be woken on cancellation. Returns whether the

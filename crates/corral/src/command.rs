@@ -226,6 +226,21 @@ impl Command {
         self
     }
 
+    /// Whether nothing is sent when the deadline passes (GNU `timeout -s
+    /// 0`; default `false`). With it, the deadline (or the idle timeout,
+    /// or a [`CancelToken::expire`]) sends no signal: the tree is left to
+    /// finish, SIGKILL follows after the [`grace`](Self::grace) (at once
+    /// without one) if anything is left, and the run is
+    /// [`Outcome::TimedOut`](crate::Outcome::TimedOut) from the deadline
+    /// on, whatever the root does after it. Every other termination
+    /// (cancellation without a signal, held output, the output limit, the
+    /// leftovers) has no first signal to send either: SIGKILL at once.
+    /// A signal given to [`CancelToken::cancel_with`] is still sent.
+    pub fn silent_deadline(&mut self, yes: bool) -> &mut Command {
+        self.settings.silent_deadline = yes;
+        self
+    }
+
     /// Whether the program starts with SIGPIPE ignored (Unix; default
     /// `false`).
     ///

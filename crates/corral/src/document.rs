@@ -6,11 +6,21 @@
 //! docs/report-schema.json is generated from [`RunReport`] (feature
 //! `schema`: `run_report_schema`).
 //!
+//! The request has its document too: [`RunSpec`], every option of a run
+//! a front end can set, mapped onto a [`Command`](crate::Command) by
+//! [`Command::from_spec`](crate::Command::from_spec); docs/run-spec-schema.json
+//! is generated from it.
+//!
 //! A document read back (`corral merge` reads shard reports) is checked
 //! whole: an unknown or misspelt key is an error, never a silently
 //! defaulted field.
 
 use serde::{Deserialize, Serialize};
+
+mod run_spec;
+#[cfg(feature = "schema")]
+pub use run_spec::run_spec_schema;
+pub use run_spec::{Containment, PtySpec, RunSpec, SpecError, SHELL};
 
 use crate::report::{
     CleanupError, CleanupStep, LimitHit, Mechanism, Report, RootStatus, TimeoutKind,

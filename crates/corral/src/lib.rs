@@ -38,11 +38,13 @@
 //! descriptor limit) are grouped in [`process_wide`].
 //!
 //! Features: `tokio` (Unix) adds `Command::spawn_async`; `serde` adds the
-//! typed report documents (`document`: `RunReport`, `BatchRun`), makes
+//! typed report documents (`document`: `RunReport`, `BatchRun`) and the
+//! request's (`document::RunSpec`, every option of a run as plain values,
+//! and `Command::from_spec`), makes
 //! [`Report`] serialise to the documented JSON report (docs/report-schema.json
 //! in the repository) and the small types (`Outcome`, `Signal`, `Mechanism`,
 //! ...) serialise and deserialise; `schema` derives their JSON Schema
-//! (`document::run_report_schema`).
+//! (`document::run_report_schema`, `document::run_spec_schema`).
 //!
 //! The crate is organised as the lifecycle (`lifecycle`, one state machine
 //! for all platforms), the containment mechanisms behind one internal trait

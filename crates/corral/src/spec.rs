@@ -312,6 +312,9 @@ pub(crate) struct Settings {
     pub(crate) wait_delay: Duration,
     pub(crate) grace: Duration,
     pub(crate) signal: Signal,
+    /// Nothing is sent when the deadline or the idle timeout fires (or the
+    /// token expires): SIGKILL follows after the grace.
+    pub(crate) silent_deadline: bool,
     pub(crate) leftovers: LeftoverPolicy,
     pub(crate) capture_limit: usize,
     pub(crate) confirm_window: Duration,
@@ -332,6 +335,7 @@ impl Default for Settings {
             wait_delay: Duration::from_secs(2),
             grace: Duration::ZERO,
             signal: Signal::TERM,
+            silent_deadline: false,
             leftovers: LeftoverPolicy::KeepOnSuccess,
             capture_limit: 16 << 20,
             confirm_window: Duration::from_secs(1),

@@ -22,12 +22,12 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use corral::{CancelToken, Command, ContainmentChoice, Error, Mechanism, Output, Report, Stream};
+use corral::{CancelToken, Command, ContainmentChoice, Error, Output, Report, Stream};
 use serde_json::Value;
 
 use super::classify::{classify, EventScanner, Status, StopReason, Verdict};
 use super::events::BatchEvent;
-use super::manifest::{ContainmentKey, Task};
+use super::manifest::Task;
 
 /// `name#run`, or `name#wN` for a warmup run.
 pub fn job_name(tasks: &[Task], j: &Job) -> String {
@@ -436,50 +436,33 @@ impl Batch {
         (cmd, prep)
     }
 
-    /// The task's command line, environment and limits.
+    /// The task's command line, environment and limits: its spec, then
+    /// what the batch adds (the run's variables, `--containment` for a
+    /// task without its own, `--require-crash-safety`, the kept output,
+    /// the batch's cancellation).
     fn command(&self, j: Job, attempt: u32) -> Command {
         let t = &self.tasks[j.task];
-        let mut cmd = Command::new(&t.argv[0]);
-        let containment = match t.containment {
-            None => self.opts.containment,
-            Some(ContainmentKey::Auto) => ContainmentChoice::Auto,
-            Some(ContainmentKey::Cgroup) => ContainmentChoice::Only(Mechanism::Cgroup),
-            Some(ContainmentKey::Subreaper) => ContainmentChoice::Only(Mechanism::Subreaper),
-            Some(ContainmentKey::ProcessGroup) => ContainmentChoice::Only(Mechanism::ProcessGroup),
-            Some(ContainmentKey::PidNamespace) => ContainmentChoice::Only(Mechanism::PidNamespace),
+        let mut spec = t.spec.clone();
+        let env = spec.env.get_or_insert_with(Default::default);
+        for (k, v) in [
+            ("CORRAL_TASK", t.name.clone()),
+            ("CORRAL_RUN", j.run.to_string()),
+            ("CORRAL_ATTEMPT", attempt.to_string()),
+            ("CORRAL_WARMUP", if j.warmup { "1" } else { "0" }.to_owned()),
+        ] {
+            env.insert(k.into(), v.into());
+        }
+        spec.require_crash_safety |= self.opts.require_crash_safety;
+        spec.capture_limit = Some(self.opts.keep_output as u64);
+        let mut cmd = match Command::from_spec(&spec) {
+            Ok(cmd) => cmd,
+            // The manifest's checks give every task a program.
+            Err(_) => Command::new(""),
         };
-        cmd.args(&t.argv[1..])
-            .envs(t.env.iter().map(|(k, v)| (k, v)))
-            .env("CORRAL_TASK", &t.name)
-            .env("CORRAL_RUN", j.run.to_string())
-            .env("CORRAL_ATTEMPT", attempt.to_string())
-            .env("CORRAL_WARMUP", if j.warmup { "1" } else { "0" })
-            .wait_delay(t.wait_delay)
-            .grace(t.grace)
-            .signal(t.signal)
-            .leftovers(t.leftovers)
-            .containment(containment)
-            .require_crash_safety(self.opts.require_crash_safety || t.require_crash_safety)
-            .capture_limit(self.opts.keep_output)
-            .cancel_token(&self.token);
-        if let Some(m) = t.memory_max {
-            cmd.memory_max(m);
+        if spec.containment.is_none() {
+            cmd.containment(self.opts.containment);
         }
-        if let Some(d) = t.idle_timeout {
-            cmd.idle_timeout(d);
-        }
-        if let Some(n) = t.max_output {
-            cmd.output_limit(n);
-        }
-        if let Some(p) = t.pids_max {
-            cmd.pids_max(p);
-        }
-        if let Some(d) = &t.cwd {
-            cmd.current_dir(d);
-        }
-        if let Some(to) = t.timeout {
-            cmd.timeout(to);
-        }
+        cmd.cancel_token(&self.token);
         cmd
     }
 

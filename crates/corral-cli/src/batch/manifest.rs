@@ -18,6 +18,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use corral::document::{Containment, RunSpec};
 use corral::{LeftoverPolicy, Signal};
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
@@ -26,11 +27,9 @@ use toml::Spanned;
 use super::error::BatchError;
 use crate::args::{parse_bytes, parse_duration};
 
-/// The shell used for `shell = "..."` tasks.
-#[cfg(unix)]
-pub const SHELL: &str = "/bin/sh";
-#[cfg(not(unix))]
-pub const SHELL: &str = "sh";
+/// The shell used for `shell = "..."` tasks: the library's, as for a
+/// spec's `command`.
+pub use corral::document::SHELL;
 
 /// How a run's result is read from its stdout.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -51,24 +50,16 @@ fn default_event_field() -> String {
     "exitCode".into()
 }
 
-/// One task, with the defaults applied.
+/// One task, with the defaults applied: the run it asks for (`spec`: the
+/// program, and every option of the run, batch's defaults included) and
+/// how batch schedules and judges it.
 #[derive(Debug, Clone)]
 pub struct Task {
     pub name: String,
-    /// The program and its arguments (`sh -c SCRIPT` for `shell`).
-    pub argv: Vec<String>,
-    /// Resolved against the manifest's directory.
-    pub cwd: Option<PathBuf>,
-    pub env: Vec<(String, String)>,
-    pub timeout: Option<Duration>,
-    /// No output for this long ends a run (timed_out, kind idle).
-    pub idle_timeout: Option<Duration>,
-    /// Bytes of stdout and stderr together a run may write.
-    pub max_output: Option<u64>,
-    pub wait_delay: Duration,
-    pub grace: Duration,
-    pub signal: Signal,
-    pub leftovers: LeftoverPolicy,
+    /// The run: `argv` (`sh -c SCRIPT` for `shell`), `cwd` resolved against
+    /// the manifest's directory, `env`, the deadlines, limits and policies
+    /// (set by the one conversion from the manifest's keys, [`task`]).
+    pub spec: RunSpec,
     pub repeat: u32,
     /// The process exit code that counts as a pass.
     pub expect_exit: i32,
@@ -80,14 +71,6 @@ pub struct Task {
     pub warmup: u32,
     /// Its runs never overlap any other run.
     pub serial: bool,
-    pub memory_max: Option<u64>,
-    pub pids_max: Option<u64>,
-    /// Overrides `--containment`.
-    pub containment: Option<ContainmentKey>,
-    /// A run that cannot be crash-safe fails (a containment failure)
-    /// instead of running. `--require-crash-safety` requires it of every
-    /// task whatever this says.
-    pub require_crash_safety: bool,
     /// `cwd` as written (the fingerprint must not depend on where the
     /// manifest sits on a machine).
     pub cwd_raw: Option<String>,
@@ -109,39 +92,54 @@ impl Task {
     /// how it is judged (the resolved cwd is left out, its written form is
     /// in).
     fn canonical(&self) -> String {
+        let s = &self.spec;
         // Keys added later are written only when set, so the fingerprint
         // of a manifest that does not use them stays what it was.
-        let mut later = if self.require_crash_safety {
+        let mut later = if s.require_crash_safety {
             " require_crash_safety=true".to_owned()
         } else {
             String::new()
         };
-        if let Some(d) = self.idle_timeout {
+        if let Some(d) = s.idle_timeout_ms {
             later.push_str(&format!(" idle_timeout={}", d.as_nanos()));
         }
-        if let Some(n) = self.max_output {
+        if let Some(n) = s.max_output {
             later.push_str(&format!(" max_output={n}"));
         }
+        let text = |o: &std::ffi::OsString| o.to_string_lossy().into_owned();
+        let argv: Vec<String> = s
+            .program_and_args()
+            .unwrap_or_default()
+            .iter()
+            .map(text)
+            .collect();
+        let env: Vec<(String, String)> = s
+            .env
+            .iter()
+            .flatten()
+            .map(|(k, v)| (text(k), text(v)))
+            .collect();
+        let nanos = |d: Option<Duration>| d.unwrap_or_default().as_nanos();
         format!(
             "name={:?} argv={:?} cwd={:?} env={:?} timeout={:?} wait_delay={:?} grace={:?} signal={} leftovers={:?} repeat={} expect_exit={} result_event={:?} retries={} warmup={} serial={} memory_max={:?} pids_max={:?} containment={:?}{later}\n",
             self.name,
-            self.argv,
+            argv,
             self.cwd_raw,
-            self.env,
-            self.timeout.map(|d| d.as_nanos()),
-            self.wait_delay.as_nanos(),
-            self.grace.as_nanos(),
-            self.signal.as_raw(),
-            self.leftovers,
+            env,
+            s.timeout_ms.map(|d| d.as_nanos()),
+            nanos(s.wait_delay_ms),
+            nanos(s.grace_ms),
+            s.signal.unwrap_or(Signal::TERM).as_raw(),
+            s.leftovers.unwrap_or(LeftoverPolicy::Kill),
             self.repeat,
             self.expect_exit,
             self.result_event.as_ref().map(|r| (&r.ty, &r.field)),
             self.retries,
             self.warmup,
             self.serial,
-            self.memory_max,
-            self.pids_max,
-            self.containment,
+            s.memory_max,
+            s.pids_max,
+            s.containment,
         )
     }
 }
@@ -487,44 +485,69 @@ fn task(
             defaults.result_event.clone(),
         )
     };
-    Ok(Task {
-        name,
+    // The one conversion from the manifest's keys to the run's spec.
+    // `shell` is the spec's command (`/bin/sh -c SCRIPT`).
+    let (argv, command) = match &t.shell {
+        Some(sh) => (None, Some(sh.get_ref().clone())),
+        None => (Some(argv.into_iter().map(Into::into).collect()), None),
+    };
+    let spec = RunSpec {
         argv,
+        command,
         cwd,
-        env,
+        env: Some(env.into_iter().map(|(k, v)| (k.into(), v.into())).collect()),
         // 0 is no limit, as `corral run -t 0` (and coreutils `timeout 0`).
-        timeout: t
+        timeout_ms: t
             .timeout
             .or(defaults.timeout)
             .map(|d| d.0)
             .filter(|d| !d.is_zero()),
-        idle_timeout: t.idle_timeout.or(defaults.idle_timeout).map(|d| d.0),
+        idle_timeout_ms: t.idle_timeout.or(defaults.idle_timeout).map(|d| d.0),
         max_output: t.max_output.or(defaults.max_output).map(|b| b.0),
-        wait_delay: t
-            .wait_delay
-            .or(defaults.wait_delay)
-            .map_or(Duration::from_secs(2), |d| d.0),
-        grace: t.grace.or(defaults.grace).map_or(Duration::ZERO, |d| d.0),
-        signal: t.signal.or(defaults.signal).map_or(Signal::TERM, |s| s.0),
-        leftovers: t
-            .leftovers
-            .or(defaults.leftovers)
-            .unwrap_or(LeftoverPolicy::Kill),
+        wait_delay_ms: Some(
+            t.wait_delay
+                .or(defaults.wait_delay)
+                .map_or(Duration::from_secs(2), |d| d.0),
+        ),
+        grace_ms: Some(t.grace.or(defaults.grace).map_or(Duration::ZERO, |d| d.0)),
+        signal: Some(t.signal.or(defaults.signal).map_or(Signal::TERM, |s| s.0)),
+        leftovers: Some(
+            t.leftovers
+                .or(defaults.leftovers)
+                .unwrap_or(LeftoverPolicy::Kill),
+        ),
+        memory_max: t.memory_max.or(defaults.memory_max).map(|b| b.0),
+        pids_max,
+        containment: t.containment.or(defaults.containment).map(Into::into),
+        require_crash_safety: t
+            .require_crash_safety
+            .or(defaults.require_crash_safety)
+            .unwrap_or(false),
+        ..RunSpec::default()
+    };
+    Ok(Task {
+        name,
+        spec,
         repeat,
         expect_exit,
         result_event,
         retries: t.retries.or(defaults.retries).unwrap_or(0),
         warmup: t.warmup.or(defaults.warmup).unwrap_or(0),
         serial: t.serial.or(defaults.serial).unwrap_or(false),
-        memory_max: t.memory_max.or(defaults.memory_max).map(|b| b.0),
-        pids_max,
-        containment: t.containment.or(defaults.containment),
-        require_crash_safety: t
-            .require_crash_safety
-            .or(defaults.require_crash_safety)
-            .unwrap_or(false),
         cwd_raw,
     })
+}
+
+impl From<ContainmentKey> for Containment {
+    fn from(k: ContainmentKey) -> Containment {
+        match k {
+            ContainmentKey::Auto => Containment::Auto,
+            ContainmentKey::Cgroup => Containment::Cgroup,
+            ContainmentKey::Subreaper => Containment::Subreaper,
+            ContainmentKey::ProcessGroup => Containment::ProcessGroup,
+            ContainmentKey::PidNamespace => Containment::PidNamespace,
+        }
+    }
 }
 
 /// A task's name: present, not blank, printable, and not another task's
@@ -774,21 +797,30 @@ cwd = "sub"
 "#)
         .unwrap();
         assert_eq!(t.len(), 2);
-        assert_eq!(t[0].timeout, Some(Duration::from_secs(90)));
-        assert_eq!(t[0].grace, Duration::from_secs(2));
+        assert_eq!(t[0].spec.timeout_ms, Some(Duration::from_secs(90)));
+        assert_eq!(t[0].spec.grace_ms, Some(Duration::from_secs(2)));
         assert_eq!(t[0].repeat, 3);
-        assert_eq!(t[0].argv, ["echo", "hi"]);
+        assert_eq!(t[0].spec.argv, Some(vec!["echo".into(), "hi".into()]));
         assert!(t[0].result_event.is_some());
-        assert_eq!(t[0].leftovers, LeftoverPolicy::Kill);
-        assert_eq!(t[1].argv, [SHELL, "-c", "exit 3"]);
-        assert_eq!(t[1].timeout, Some(Duration::from_millis(500)));
+        assert_eq!(t[0].spec.leftovers, Some(LeftoverPolicy::Kill));
+        assert_eq!(t[1].spec.argv, None);
+        assert_eq!(t[1].spec.command.as_deref(), Some("exit 3"));
         assert_eq!(
-            t[1].env,
-            [("A".into(), "1".into()), ("B".into(), "x".into())]
+            t[1].spec.program_and_args().unwrap(),
+            [SHELL, "-c", "exit 3"]
+        );
+        assert_eq!(t[1].spec.timeout_ms, Some(Duration::from_millis(500)));
+        assert_eq!(
+            t[1].spec.env,
+            Some(
+                [("A".into(), "1".into()), ("B".into(), "x".into())]
+                    .into_iter()
+                    .collect()
+            )
         );
         assert_eq!(t[1].expect_exit, 3);
         assert_eq!(t[1].result_event, None, "expect_exit replaces the default");
-        assert_eq!(t[1].cwd.as_deref(), Some(Path::new("/base/sub")));
+        assert_eq!(t[1].spec.cwd.as_deref(), Some(Path::new("/base/sub")));
     }
 
     #[track_caller]
@@ -908,10 +940,13 @@ cwd = "sub"
     fn new_keys_and_their_defaults() {
         let t = p("[defaults]\nretries = 2\nwarmup = 1\nserial = true\nmemory_max = \"64M\"\npids_max = 10\ncontainment = \"process-group\"\n[[task]]\nname = \"a\"\nrun = [\"x\"]\n[[task]]\nname = \"b\"\nrun = [\"x\"]\nretries = 0\nserial = false\nmemory_max = 4096\n").unwrap();
         assert_eq!((t[0].retries, t[0].warmup, t[0].serial), (2, 1, true));
-        assert_eq!((t[0].memory_max, t[0].pids_max), (Some(64 << 20), Some(10)));
-        assert_eq!(t[0].containment, Some(ContainmentKey::ProcessGroup));
         assert_eq!(
-            (t[1].retries, t[1].serial, t[1].memory_max),
+            (t[0].spec.memory_max, t[0].spec.pids_max),
+            (Some(64 << 20), Some(10))
+        );
+        assert_eq!(t[0].spec.containment, Some(Containment::ProcessGroup));
+        assert_eq!(
+            (t[1].retries, t[1].serial, t[1].spec.memory_max),
             (0, false, Some(4096))
         );
         bad(
@@ -944,10 +979,16 @@ cwd = "sub"
     fn require_crash_safety_defaults_overrides_and_fingerprint() {
         let t = p("[defaults]\nrequire_crash_safety = true\n[[task]]\nname = \"a\"\nrun = [\"x\"]\n[[task]]\nname = \"b\"\nrun = [\"x\"]\nrequire_crash_safety = false\ncontainment = \"pid-namespace\"\n[[task]]\nname = \"c\"\nrun = [\"x\"]\n").unwrap();
         assert!(
-            t[0].require_crash_safety && !t[1].require_crash_safety && t[2].require_crash_safety
+            t[0].spec.require_crash_safety
+                && !t[1].spec.require_crash_safety
+                && t[2].spec.require_crash_safety
         );
-        assert_eq!(t[1].containment, Some(ContainmentKey::PidNamespace));
-        assert!(!p("[[task]]\nname = \"a\"\nrun = [\"x\"]\n").unwrap()[0].require_crash_safety);
+        assert_eq!(t[1].spec.containment, Some(Containment::PidNamespace));
+        assert!(
+            !p("[[task]]\nname = \"a\"\nrun = [\"x\"]\n").unwrap()[0]
+                .spec
+                .require_crash_safety
+        );
         // Requiring it changes what runs; leaving it out (or false) keeps
         // the fingerprint a manifest had before the key existed.
         let plain = "[[task]]\nname = \"a\"\nrun = [\"x\"]\n";

@@ -602,8 +602,8 @@ fn wants_subreaper(batch: &Batch) -> bool {
     batch
         .plan
         .iter()
-        .any(|j| match batch.tasks[j.task].containment {
-            Some(manifest::ContainmentKey::Subreaper) => true,
+        .any(|j| match batch.tasks[j.task].spec.containment {
+            Some(corral::document::Containment::Subreaper) => true,
             Some(_) => false,
             None => batch.opts.containment == ContainmentChoice::Only(Mechanism::Subreaper),
         })
@@ -630,6 +630,19 @@ fn stop_on_signals(batch: &Arc<Batch>) -> Option<std::thread::JoinHandle<()>> {
 #[cfg(not(unix))]
 fn stop_on_signals(_batch: &Arc<Batch>) -> Option<std::thread::JoinHandle<()>> {
     None
+}
+
+/// The spec of the first task of manifest text (the test of every spec
+/// field's reach, `crate::surfaces`).
+#[cfg(test)]
+pub(crate) fn first_task_spec(text: &str) -> Result<corral::document::RunSpec, String> {
+    let tasks = manifest::parse("surfaces.toml", text, std::path::Path::new("/base"))
+        .map_err(|e| e.to_string())?;
+    tasks
+        .into_iter()
+        .next()
+        .map(|t| t.spec)
+        .ok_or_else(|| "no task".to_owned())
 }
 
 #[cfg(test)]

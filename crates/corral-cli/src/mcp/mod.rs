@@ -64,7 +64,10 @@ pub struct McpOpts {
 const MCP_AFTER_HELP: &str = "\
 Tools (arguments; every run is contained and killed as `corral run` does):
   run    argv (array) or command (a /bin/sh -c string), cwd, env (object of
-         additions), timeout_ms, idle_timeout_ms, max_output, input; returns
+         additions), env_clear, timeout_ms, idle_timeout_ms, max_output,
+         signal, wait_delay_ms, memory_max, pids_max, containment,
+         require_crash_safety (the fields of docs/run-spec-schema.json a
+         request may give), input; returns
          outcome, exit_code, signal, stdout, stderr (tails), stdout_bytes,
          stderr_bytes, killed, kept, duration_ms
   start  the same arguments; a background run: returns id
@@ -111,3 +114,16 @@ pub fn main(_opts: McpOpts) -> i32 {
     eprintln!("corral: mcp is not available on this platform");
     crate::exit::CORRAL_FAILED
 }
+
+/// The spec a `run`/`start` request's arguments give, before the server's
+/// checks (the test of every spec field's reach, `crate::surfaces`).
+#[cfg(test)]
+pub(crate) fn request_spec(
+    args: serde_json::Map<String, serde_json::Value>,
+) -> Result<corral::document::RunSpec, String> {
+    limits::RunArgs::parse(args).map(|a| a.spec)
+}
+
+/// The spec fields a request may not give, and why.
+#[cfg(test)]
+pub(crate) const NOT_OFFERED: &[(&str, &str)] = limits::NOT_OFFERED;

@@ -125,10 +125,8 @@ pub fn serve(opts: McpOpts) -> i32 {
         let [term, int, hup] = &mut stops[..] else {
             return CORRAL_FAILED;
         };
-        let server = Server {
-            tools,
-            list: tools::list(),
-        };
+        let list = tools::list(&tools.limits);
+        let server = Server { tools, list };
         // The end of stdin ends the server at once: the SDK would go on
         // serving the requests in flight for a while, their trees with them.
         let eof = Arc::new(Notify::new());

@@ -7,17 +7,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use corral::{Captured, Command, Input, LeftoverPolicy, Output, Report, Signal};
+use corral::{Captured, Command, Input, Output, Report, Signal};
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData, JsonObject, Tool};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tokio::io::AsyncWriteExt;
 
-use super::limits::{Limits, RunArgs, RunSpec};
+use super::limits::{Checked, Limits, RunArgs, OFFERED};
 use super::runs::{Background, Registry, RingWriter};
 
-/// The grace between the first signal (a timeout's, or `kill`'s) and SIGKILL.
-const KILL_AFTER: Duration = Duration::from_secs(2);
 /// How long `write` waits for the program to take its data.
 const WRITE_BOUND: Duration = Duration::from_secs(5);
 /// How long `kill` waits for the run to end before answering.
@@ -40,32 +38,39 @@ fn schema(v: Value) -> Arc<JsonObject> {
     }
 }
 
-fn run_properties() -> Value {
-    json!({
-        "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1,
-                 "description": "The program and its arguments (no shell)."},
-        "command": {"type": "string",
-                    "description": "A shell command line, run as /bin/sh -c COMMAND (instead of argv)."},
-        "cwd": {"type": "string",
-                "description": "Working directory, relative to the server's root; must resolve inside it."},
-        "env": {"type": "object", "additionalProperties": {"type": "string"},
-                "description": "Environment variables added to the server's own."},
-        "timeout_ms": {"type": "integer", "minimum": 1,
-                       "description": "Deadline: the whole tree gets SIGTERM, SIGKILL 2 s later (outcome timed_out). Default and maximum set by the server."},
-        "idle_timeout_ms": {"type": "integer", "minimum": 1,
-                            "description": "Kill the tree after this long without output on stdout or stderr (outcome timed_out, timeout_kind idle)."},
-        "max_output": {"type": "integer", "minimum": 0,
-                       "description": "Kill the tree when stdout and stderr together pass this many bytes (outcome output_limit)."},
-        "input": {"type": "string", "description": "Data written to the program's stdin (then closed, for run)."}
-    })
+/// The input schema of `run` and `start`: generated from the spec
+/// (`corral::document::run_spec_schema`), its offered fields, and `input`;
+/// the timeout's description says the server's default and maximum.
+fn run_schema(limits: &Limits) -> Arc<JsonObject> {
+    let full = corral::document::run_spec_schema();
+    let mut props = Map::new();
+    for k in OFFERED {
+        let mut p = full["properties"][*k].clone();
+        if *k == "timeout_ms" {
+            if let Some(Value::String(d)) = p.get_mut("description") {
+                d.push_str(&format!(
+                    " This server: default {} ms, at most {} ms (0 is refused).",
+                    limits.default_timeout.as_millis(),
+                    limits.max_timeout.as_millis()
+                ));
+            }
+        }
+        props.insert((*k).to_owned(), p);
+    }
+    props.insert(
+        "input".into(),
+        json!({"type": "string",
+               "description": "Data written to the program's stdin (then closed, for run)."}),
+    );
+    schema(
+        json!({"type": "object", "properties": props, "additionalProperties": false,
+                  "$defs": full["$defs"]}),
+    )
 }
 
 /// The tools, as `tools/list` declares them.
-pub fn list() -> Vec<Tool> {
-    let run_schema = || {
-        schema(json!({"type": "object", "properties": run_properties(),
-                      "additionalProperties": false}))
-    };
+pub fn list(limits: &Limits) -> Vec<Tool> {
+    let run_schema = || run_schema(limits);
     let id = json!({"type": "string", "description": "The id start returned."});
     vec![
         Tool::new(
@@ -118,6 +123,12 @@ pub fn list() -> Vec<Tool> {
     ]
 }
 
+/// The arguments of `run` or `start`, or a tool error saying what is wrong
+/// with them.
+fn run_args(tool: &str, args: Option<JsonObject>) -> Result<RunArgs, String> {
+    RunArgs::parse(args.unwrap_or_default()).map_err(|e| format!("{tool}: invalid arguments: {e}"))
+}
+
 /// Arguments of a tool, or a tool error saying what is wrong with them.
 fn parse<T: for<'de> Deserialize<'de>>(tool: &str, args: Option<JsonObject>) -> Result<T, String> {
     serde_json::from_value(Value::Object(args.unwrap_or_default()))
@@ -151,32 +162,17 @@ impl Tools {
         })
     }
 
-    fn command(&self, spec: &RunSpec, token: &corral::CancelToken) -> Command {
-        let mut cmd = Command::new(&spec.argv[0]);
-        cmd.args(&spec.argv[1..])
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&spec.cwd)
-            .timeout(spec.timeout)
-            .grace(KILL_AFTER)
-            // Nothing outlives its run: the server could not name a kept
-            // process later, so it could not kill it when it exits.
-            .leftovers(LeftoverPolicy::Kill)
-            .require_crash_safety(self.limits.require_crash_safety)
-            .capture_limit(self.limits.kept.saturating_mul(2))
-            .cancel_token(token);
-        if let Some(d) = spec.idle {
-            cmd.idle_timeout(d);
-        }
-        if let Some(n) = spec.max_output {
-            cmd.output_limit(n);
-        }
-        cmd
+    /// The command of a checked run: its spec, and the call's token.
+    fn command(&self, run: &Checked, token: &corral::CancelToken) -> Result<Command, String> {
+        let mut cmd = Command::from_spec(&run.spec).map_err(|e| e.to_string())?;
+        cmd.cancel_token(token);
+        Ok(cmd)
     }
 
     async fn run(&self, args: Option<JsonObject>) -> ToolResult {
-        let spec = self.limits.check(parse::<RunArgs>("run", args)?)?;
+        let spec = self.limits.check(run_args("run", args)?)?;
         let slot = self.runs.slot()?;
-        let mut cmd = self.command(&spec, &slot.token);
+        let mut cmd = self.command(&spec, &slot.token)?;
         cmd.stdin(match spec.input {
             Some(s) => Input::bytes(s.into_bytes()),
             None => Input::null(),
@@ -197,9 +193,9 @@ impl Tools {
     }
 
     async fn start(&self, args: Option<JsonObject>) -> ToolResult {
-        let spec = self.limits.check(parse::<RunArgs>("start", args)?)?;
+        let spec = self.limits.check(run_args("start", args)?)?;
         let slot = self.runs.slot()?;
-        let mut cmd = self.command(&spec, &slot.token);
+        let mut cmd = self.command(&spec, &slot.token)?;
         // Close-on-exec (std's pipe): no other run's program inherits it.
         let (r, w) = std::io::pipe().map_err(|e| format!("cannot make a pipe for stdin: {e}"))?;
         let stdin = tokio::net::unix::pipe::Sender::from_owned_fd(w.into())

@@ -494,6 +494,7 @@ fn policy(settings: &Settings, start: Instant, stop_to_count: bool) -> Policy {
         wait_delay: settings.wait_delay,
         grace: settings.grace,
         signal: settings.signal,
+        silent: settings.silent_deadline,
         confirm_window: settings.confirm_window,
         confirm_limit: settings
             .confirm_window
@@ -627,6 +628,7 @@ impl Life {
             root_exit_at: self.root_exit_at,
             open,
             cancel: self.cancel.state(),
+            expired: self.cancel.expired(),
             last_output: self.last_output(),
             over_limit: self.meter.as_ref().is_some_and(|m| m.is_over()),
         };
@@ -1260,6 +1262,7 @@ impl Drop for Life {
                 root_exit_at: self.root_exit_at,
                 open: 0,
                 cancel: Some(Some(Signal::KILL)),
+                expired: false,
                 last_output: None,
                 over_limit: false,
             };

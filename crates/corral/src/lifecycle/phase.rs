@@ -234,6 +234,10 @@ pub(super) struct Policy {
     pub(super) wait_delay: Duration,
     pub(super) grace: Duration,
     pub(super) signal: Signal,
+    /// Nothing is sent when a timer fires (the deadline, the idle timeout,
+    /// an expiry): the grace runs from then, SIGKILL at its end; every
+    /// other termination without a signal of its own is SIGKILL at once.
+    pub(super) silent: bool,
     pub(super) confirm_window: Duration,
     /// The most the confirm window may stretch to, from the SIGKILL, while
     /// the tree is still visibly dying (at least `confirm_window`).
@@ -273,6 +277,8 @@ pub(super) struct Observed {
     pub(super) open: usize,
     /// `Some(first signal)` once the run was cancelled.
     pub(super) cancel: Option<Option<Signal>>,
+    /// That cancellation is the deadline come early (an expiry).
+    pub(super) expired: bool,
     /// When output was last seen on a seen stream (`None`: none yet).
     pub(super) last_output: Option<Instant>,
     /// A byte past the output limit was seen.
@@ -611,7 +617,11 @@ fn supervise(
         return clean_exit(status, probe, now, policy);
     }
     if let Some(sig) = seen.cancel {
-        return start(Reason::Cancelled, sig, probe, now, policy);
+        let reason = match seen.expired {
+            true => Reason::TimedOut,
+            false => Reason::Cancelled,
+        };
+        return start(reason, sig, probe, now, policy);
     }
     let fired = timer_fired(seen.last_output, now, policy);
     let wait_end = seen
@@ -797,7 +807,15 @@ fn start(
     now: Instant,
     policy: &Policy,
 ) -> (Phase, Vec<Action>) {
-    let first = sig.unwrap_or(policy.signal);
+    // No first signal: nothing at a timer (the grace runs silently),
+    // SIGKILL at once for anything else.
+    let silent = policy.silent && sig.is_none();
+    let timer = matches!(reason, Reason::TimedOut | Reason::Idle);
+    let first = match sig {
+        Some(s) => s,
+        None if silent && !timer => Signal::KILL,
+        None => policy.signal,
+    };
     let graceful = !policy.grace.is_zero() && first != Signal::KILL;
     if graceful || !policy.stop_to_count {
         let _ = probe.members();
@@ -810,7 +828,10 @@ fn start(
                 kill_at: later(now, policy.grace),
                 check,
             },
-            vec![Action::Signal(first)],
+            match silent {
+                true => Vec::new(),
+                false => vec![Action::Signal(first)],
+            },
         )
     } else {
         (confirming(reason, now, check, policy), kill(policy))
@@ -907,6 +928,7 @@ mod tests {
             wait_delay,
             grace,
             signal: Signal::TERM,
+            silent: false,
             confirm_window: ms(1000),
             confirm_limit: ms(10_000),
             leftovers: LeftoverPolicy::KeepOnSuccess,
@@ -922,6 +944,7 @@ mod tests {
             root_exit_at: None,
             open,
             cancel: None,
+            expired: false,
             last_output: None,
             over_limit: false,
         }
@@ -933,6 +956,7 @@ mod tests {
             root_exit_at: Some(c.at(at)),
             open,
             cancel: None,
+            expired: false,
             last_output: None,
             over_limit: false,
         }
@@ -1117,6 +1141,93 @@ mod tests {
             Phase::START,
             terminate(Reason::Cancelled, Signal::KILL, &["members"]),
         );
+        let silent = |p: Policy| Policy { silent: true, ..p };
+        let expired = |o: Observed| Observed {
+            cancel: Some(None),
+            expired: true,
+            ..o
+        };
+        case(
+            "silent deadline with a grace: nothing sent, the grace runs",
+            silent(policy(&c, Some(ms(4000)), ms(300), ms(100))),
+            running(2),
+            fake(&[], false, false, false),
+            Phase::START,
+            (Some(Reason::TimedOut), vec![], vec!["members"]),
+        );
+        case(
+            "silent deadline without a grace: SIGKILL at once",
+            silent(policy(&c, Some(ms(5000)), ms(0), ms(100))),
+            running(2),
+            fake(&[], false, false, false),
+            Phase::START,
+            terminate(Reason::TimedOut, Signal::KILL, &["members"]),
+        );
+        case(
+            "silent idle timeout: nothing sent either",
+            Policy {
+                idle_timeout: Some(ms(1000)),
+                ..silent(policy(&c, None, ms(300), ms(100)))
+            },
+            running(2),
+            fake(&[], false, false, false),
+            Phase::START,
+            (Some(Reason::Idle), vec![], vec!["members"]),
+        );
+        case(
+            "silent: held output has no first signal to send, SIGKILL",
+            silent(policy(&c, None, ms(300), ms(100))),
+            exited(&c, 0, ms(4900), 1),
+            fake(&[7], true, true, false),
+            Phase::START,
+            terminate(Reason::OutputHeld, Signal::KILL, HELD_BY_TREE),
+        );
+        case(
+            "silent: a cancel without a signal is SIGKILL at once",
+            silent(policy(&c, None, ms(300), ms(100))),
+            Observed {
+                cancel: Some(None),
+                ..running(2)
+            },
+            fake(&[], false, false, false),
+            Phase::START,
+            terminate(Reason::Cancelled, Signal::KILL, &["members"]),
+        );
+        case(
+            "silent: a cancel's own signal is sent, then the grace",
+            silent(policy(&c, None, ms(300), ms(100))),
+            Observed {
+                cancel: Some(Some(Signal::INT)),
+                ..running(2)
+            },
+            fake(&[], false, false, false),
+            Phase::START,
+            terminate(Reason::Cancelled, Signal::INT, &["members"]),
+        );
+        case(
+            "an expiry is the deadline come early: timed out, first signal",
+            policy(&c, Some(ms(9000)), ms(300), ms(100)),
+            expired(running(2)),
+            fake(&[], false, false, false),
+            Phase::START,
+            terminate(Reason::TimedOut, Signal::TERM, &["members"]),
+        );
+        case(
+            "an expiry under a silent deadline: timed out, nothing sent",
+            silent(policy(&c, None, ms(300), ms(100))),
+            expired(running(2)),
+            fake(&[], false, false, false),
+            Phase::START,
+            (Some(Reason::TimedOut), vec![], vec!["members"]),
+        );
+        case(
+            "an expiry racing a clean exit: the exit wins",
+            policy(&c, None, ms(300), ms(100)),
+            expired(exited(&c, 0, ms(4999), 0)),
+            fake(&[], false, false, false),
+            Phase::START,
+            (None, vec![Action::CountKept], vec![]),
+        );
         case(
             "nonzero exit with a zombie leader's members alive: kill them",
             policy(&c, None, ms(0), ms(100)),
@@ -1156,6 +1267,12 @@ mod tests {
                     case.name
                 ),
                 Some(Action::Signal(_)) => assert!(
+                    matches!(next, Phase::Grace { kill_at, .. } if kill_at == now + ms(300)),
+                    "{}: {next:?}",
+                    case.name
+                ),
+                // A silent termination: the grace runs with nothing sent.
+                None if case.reason.is_some() => assert!(
                     matches!(next, Phase::Grace { kill_at, .. } if kill_at == now + ms(300)),
                     "{}: {next:?}",
                     case.name
@@ -1403,6 +1520,41 @@ mod tests {
         let mut fake = Fake::default();
         let (next, actions) = kill_now(s, &mut fake, now, &policy(&c, None, ms(0), ms(0)));
         assert_eq!(next.reason(), Some(Reason::Cancelled));
+    /// A silent deadline: the run is timed out from the deadline on; the
+    /// root ending by itself during the grace ends it (no signal ever
+    /// sent), and a tree still there at the end of the grace gets SIGKILL.
+    #[test]
+    fn a_silent_deadline_is_a_timeout_whatever_follows() {
+        let c = Clock(Instant::now());
+        let p = Policy {
+            silent: true,
+            ..policy(&c, Some(ms(300)), ms(1000), ms(100))
+        };
+        let mut tree = fake(&[5], false, false, false);
+        let (grace, actions) = decide(Phase::START, &running(1), &mut tree, c.at(ms(300)), &p);
+        assert_eq!(actions, vec![]);
+        assert!(
+            matches!(grace, Phase::Grace { reason: Reason::TimedOut, kill_at, .. } if kill_at == c.at(ms(1300)))
+        );
+        // The root exits 0 by itself at 600 ms, its output closed.
+        let mut gone = fake(&[], false, false, false);
+        let (next, actions) = decide(
+            grace,
+            &exited(&c, 0, ms(600), 0),
+            &mut gone,
+            c.at(ms(600)),
+            &p,
+        );
+        assert_eq!(
+            next,
+            Phase::Over {
+                reason: Some(Reason::TimedOut)
+            }
+        );
+        assert_eq!(actions, vec![]);
+        // A tree still there at the end of the grace: SIGKILL.
+        let (next, actions) = decide(grace, &running(1), &mut tree, c.at(ms(1300)), &p);
+        assert_eq!(next.reason(), Some(Reason::TimedOut));
         assert_eq!(actions, vec![Action::Signal(Signal::KILL)]);
     }
 
@@ -1700,6 +1852,7 @@ mod tests {
             root_exit_at: Some(t0),
             open: 0,
             cancel: None,
+            expired: false,
             last_output: None,
             over_limit: false,
         };
@@ -1819,6 +1972,7 @@ mod tests {
             root_exit_at: Some(c.at(ms(0))),
             open: 0,
             cancel: None,
+            expired: false,
             last_output: None,
             over_limit: false,
         };
@@ -2160,6 +2314,7 @@ mod tests {
                 root_exit_at: exit.map(|e| c.at(ms(e))),
                 open,
                 cancel: None,
+                expired: false,
                 last_output: last.map(|l| c.at(ms(l))),
                 over_limit: over,
             };
