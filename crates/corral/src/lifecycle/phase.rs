@@ -1520,6 +1520,9 @@ mod tests {
         let mut fake = Fake::default();
         let (next, actions) = kill_now(s, &mut fake, now, &policy(&c, None, ms(0), ms(0)));
         assert_eq!(next.reason(), Some(Reason::Cancelled));
+        assert_eq!(actions, vec![Action::Signal(Signal::KILL)]);
+    }
+
     /// A silent deadline: the run is timed out from the deadline on; the
     /// root ending by itself during the grace ends it (no signal ever
     /// sent), and a tree still there at the end of the grace gets SIGKILL.
