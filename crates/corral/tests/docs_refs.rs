@@ -294,7 +294,7 @@ fn the_check_tells_a_missing_test_from_a_present_one() {
 /// Every file of the repository (`node_modules` and `target` left out).
 fn repo_files() -> Vec<String> {
     let mut out = Vec::new();
-    for top in ["crates", ".ci", "docs"] {
+    for top in ["crates", ".ci", "docs", "scripts", "fuzz"] {
         let mut files = Vec::new();
         for ext in ["rs", "sh", "py", "js", "md", "toml", "json"] {
             files_under(&root().join(top), ext, &mut files);

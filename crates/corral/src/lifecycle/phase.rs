@@ -1226,7 +1226,7 @@ mod tests {
             expired(exited(&c, 0, ms(4999), 0)),
             fake(&[], false, false, false),
             Phase::START,
-            (None, vec![Action::CountKept], vec![]),
+            (None, vec![Action::CountKept], vec!["leftovers"]),
         );
         case(
             "nonzero exit with a zombie leader's members alive: kill them",
