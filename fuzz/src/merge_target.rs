@@ -1,0 +1,5 @@
+//! `corral merge`'s target (see `crate::merge`).
+
+pub fn run(data: &[u8]) {
+    let _ = data;
+}
