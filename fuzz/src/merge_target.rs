@@ -190,7 +190,10 @@ fn split(data: &[u8]) {
     if shards.len() > 1 {
         let mut broken = shards.clone();
         broken.remove(k);
-        assert!(matches!(merge(&broken), Err(MergeError::ShardMissing { .. })));
+        assert!(matches!(
+            merge(&broken),
+            Err(MergeError::ShardMissing { .. })
+        ));
     }
 }
 
@@ -216,15 +219,35 @@ fn one(template: &Value, task: &str, run: u64, shard: u32, warmup: bool, v: u8) 
 /// The merged report holds the whole report's plan and runs, in order.
 fn same(merged: &report::BatchDoc, whole: &Value) {
     let m = serde_json::to_value(merged).unwrap();
-    for key in ["plan", "runs", "not_run", "manifest", "manifest_fingerprint", "task_filters"] {
+    for key in [
+        "plan",
+        "runs",
+        "not_run",
+        "manifest",
+        "manifest_fingerprint",
+        "task_filters",
+    ] {
         assert_eq!(m[key], whole[key], "{key}");
     }
     // Warmups: the same runs (the order is the shards').
     let key = |v: &Value| (v["task"].to_string(), v["run"].as_u64());
-    let mut a: Vec<_> = m["warmup_runs"].as_array().unwrap().iter().map(key).collect();
-    let mut b: Vec<_> = whole["warmup_runs"].as_array().unwrap().iter().map(key).collect();
+    let mut a: Vec<_> = m["warmup_runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(key)
+        .collect();
+    let mut b: Vec<_> = whole["warmup_runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(key)
+        .collect();
     a.sort();
     b.sort();
     assert_eq!(a, b);
-    assert_eq!(merged.exit_code, report::exit_code(&merged.runs, merged.not_run.len(), false));
+    assert_eq!(
+        merged.exit_code,
+        report::exit_code(&merged.runs, merged.not_run.len(), false)
+    );
 }

@@ -29,7 +29,10 @@ pub fn duration(data: &[u8]) {
         let shown = format!("{}.{:09}", d.as_secs(), d.subsec_nanos());
         let back = gnu::duration(&shown).expect(&shown);
         let slack = Duration::from_nanos(1).max(d.mul_f64(4.0 * f64::EPSILON));
-        assert!(back.abs_diff(d) <= slack, "{s:?}: {d:?} shown {shown} read {back:?}");
+        assert!(
+            back.abs_diff(d) <= slack,
+            "{s:?}: {d:?} shown {shown} read {back:?}"
+        );
         // Whole seconds display exactly.
         if d.subsec_nanos() == 0 {
             assert_eq!(gnu::duration(&d.as_secs().to_string()), Some(d), "{s:?}");
@@ -39,7 +42,11 @@ pub fn duration(data: &[u8]) {
         // corral's display of a duration (humantime's, as in messages and
         // `--help` defaults) reads back as the same duration.
         let shown = humantime::format_duration(d).to_string();
-        assert_eq!(parse_duration(&shown), Ok(d), "{s:?}: {d:?} shown {shown:?}");
+        assert_eq!(
+            parse_duration(&shown),
+            Ok(d),
+            "{s:?}: {d:?} shown {shown:?}"
+        );
     }
 }
 
@@ -96,7 +103,11 @@ fn assert_round_trips(sig: Signal) {
     }
     // The report's form (serde) reads back too.
     let json = serde_json::to_string(&sig).unwrap();
-    assert_eq!(serde_json::from_str::<Signal>(&json).ok(), Some(sig), "{json}");
+    assert_eq!(
+        serde_json::from_str::<Signal>(&json).ok(),
+        Some(sig),
+        "{json}"
+    );
     let g = gnu::signal_name(Some(sig));
     assert_eq!(gnu::signal(&g), Some(Some(sig)), "{g:?}");
 }
@@ -115,12 +126,19 @@ pub fn partition(data: &[u8]) {
         None => (s.as_str(), None),
     };
     if let Ok(p) = parse_partition(spec, |_| value.clone()) {
-        assert!(p.count >= 1 && (1..=p.count).contains(&p.index), "{s:?}: {p:?}");
+        assert!(
+            p.count >= 1 && (1..=p.count).contains(&p.index),
+            "{s:?}: {p:?}"
+        );
         let again = format!("{}/{}", p.index, p.count);
         assert_eq!(parse_partition(&again, |_| None).ok(), Some(p), "{s:?}");
         let zero = Some((p.index - 1).to_string());
         let env = format!("env:I/{}", p.count);
-        assert_eq!(parse_partition(&env, |_| zero.clone()).ok(), Some(p), "{s:?}");
+        assert_eq!(
+            parse_partition(&env, |_| zero.clone()).ok(),
+            Some(p),
+            "{s:?}"
+        );
     }
 
     // A selection from the bytes: up to 8 tasks (repeat, warmup, selected)
@@ -254,7 +272,9 @@ pub fn manifest(data: &[u8]) {
 fn reserialise(tasks: &[crate::batch::manifest::Task]) -> String {
     use toml::Value;
     let q = |s: &str| Value::String(s.to_owned()).to_string();
-    let dur = |d: Duration| q(&format!("{}.{:09}s", d.as_secs(), d.subsec_nanos()));
+    // humantime's form: read back exactly (a decimal number of seconds is
+    // read as GNU reads it, through a double).
+    let dur = |d: Duration| q(&humantime::format_duration(d).to_string());
     let mut out = String::new();
     for t in tasks {
         out.push_str("[[task]]\n");
@@ -284,12 +304,19 @@ fn reserialise(tasks: &[crate::batch::manifest::Task]) -> String {
         out.push_str(&format!("wait_delay = {}\n", dur(t.wait_delay)));
         out.push_str(&format!("grace = {}\n", dur(t.grace)));
         out.push_str(&format!("signal = {}\n", q(&t.signal.to_string())));
-        out.push_str(&format!("leftovers = {}\n", toml::Value::try_from(t.leftovers).unwrap()));
+        out.push_str(&format!(
+            "leftovers = {}\n",
+            toml::Value::try_from(t.leftovers).unwrap()
+        ));
         if let Some(c) = t.containment {
             out.push_str(&format!("containment = {}\n", q(&kebab(&format!("{c:?}")))));
         }
         if let Some(r) = &t.result_event {
-            out.push_str(&format!("result_event = {{ type = {}, field = {} }}\n", q(&r.ty), q(&r.field)));
+            out.push_str(&format!(
+                "result_event = {{ type = {}, field = {} }}\n",
+                q(&r.ty),
+                q(&r.field)
+            ));
         }
         out.push_str(&format!("repeat = {}\n", t.repeat));
         out.push_str(&format!("expect_exit = {}\n", t.expect_exit));
@@ -302,7 +329,10 @@ fn reserialise(tasks: &[crate::batch::manifest::Task]) -> String {
         if let Some(n) = t.pids_max {
             out.push_str(&format!("pids_max = {n}\n"));
         }
-        out.push_str(&format!("require_crash_safety = {}\n", t.require_crash_safety));
+        out.push_str(&format!(
+            "require_crash_safety = {}\n",
+            t.require_crash_safety
+        ));
     }
     out
 }
@@ -340,9 +370,15 @@ pub fn mcp_args(data: &[u8]) {
         Ok(a) => limits.check(a),
     };
     let Ok(spec) = spec else { return };
-    assert!(!spec.argv.is_empty() && !spec.argv[0].is_empty(), "{spec:?}");
+    assert!(
+        !spec.argv.is_empty() && !spec.argv[0].is_empty(),
+        "{spec:?}"
+    );
     assert!(spec.argv.iter().all(|a| !a.contains('\0')));
-    assert!(spec.cwd.starts_with(&limits.root) && spec.cwd.is_dir(), "{spec:?}");
+    assert!(
+        spec.cwd.starts_with(&limits.root) && spec.cwd.is_dir(),
+        "{spec:?}"
+    );
     assert!(spec.timeout > Duration::ZERO && spec.timeout <= limits.max_timeout);
     assert!(spec.idle.is_none_or(|d| d > Duration::ZERO));
     for (k, v) in &spec.env {
@@ -362,7 +398,10 @@ pub fn mcp_args(data: &[u8]) {
     if let Some(ms) = args.get("timeout_ms") {
         assert_eq!(Some(spec.timeout.as_millis() as u64), ms.as_u64());
     }
-    assert_eq!(spec.max_output, args.get("max_output").and_then(|v| v.as_u64()));
+    assert_eq!(
+        spec.max_output,
+        args.get("max_output").and_then(|v| v.as_u64())
+    );
 }
 
 /// `corral merge`: shard reports (arbitrary JSON) merge or fail cleanly;
