@@ -44,12 +44,6 @@ mod timeout;
 #[path = "../../crates/corral-cli/src/tty.rs"]
 mod tty;
 
-/// What `main.rs` holds that the modules name as `crate::corral_main`
-/// (only `start.rs`, not compiled here).
-fn corral_main() -> ! {
-    std::process::exit(0)
-}
-
 mod merge_target;
 mod targets;
 pub use targets::*;
