@@ -25,5 +25,7 @@ fn main() {
             println!("cargo:rustc-cfg={alias}");
         }
     }
+    // The fuzz targets' entry points (`fuzz/`: cargo fuzz passes it).
+    println!("cargo:rustc-check-cfg=cfg(fuzzing)");
     println!("cargo:rerun-if-changed=build.rs");
 }

@@ -683,7 +683,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     })
 }
 
-fn parse_signal(s: &str) -> Result<FirstSignal, String> {
+pub(crate) fn parse_signal(s: &str) -> Result<FirstSignal, String> {
     if let Some(sig) = crate::gnu::signal(s) {
         return Ok(FirstSignal(sig));
     }

@@ -256,7 +256,7 @@ pub fn signal(s: &str) -> Option<Option<Signal>> {
         }
         // corral's own names: the same set (RTMIN+n, RTMAX-n, IOT, CLD,
         // POLL), without its leniency about blanks.
-        if upper.trim() != upper || upper.starts_with(['+', '-']) {
+        if upper.trim() != upper || upper.contains(' ') || upper.starts_with(['+', '-']) {
             return None;
         }
         return upper.parse::<Signal>().ok().map(Some);
@@ -370,6 +370,8 @@ mod tests {
             "invalid",
             " TERM",
             "TERM ",
+            // corral's `Display` of an unnamed signal (issue 37), not GNU's.
+            "signal 33",
             "+9",
             "-9",
             "9x",

@@ -75,6 +75,12 @@ mod signal;
 mod spec;
 mod sys;
 
+/// The keeper's codec, for the fuzz target `keeper_codec` (`fuzz/`; cargo
+/// fuzz builds with `--cfg fuzzing`). Not part of the API.
+#[cfg(all(fuzzing, linux_raw))]
+#[doc(hidden)]
+pub use sys::linux_spawn::keeper::fuzzing as fuzz_keeper_protocol;
+
 #[cfg(tokio_unix)]
 pub use asynchronous::AsyncRunning;
 pub use cancel::CancelToken;

@@ -166,8 +166,10 @@ pub struct UnknownSignal(pub String);
 impl FromStr for Signal {
     type Err = UnknownSignal;
 
-    /// Accepts `TERM`, `SIGTERM`, `term`, `15`, and on platforms with
-    /// real-time signals `RTMIN`, `RTMIN+3`, `SIGRTMAX-1`, `RTMAX`.
+    /// Accepts `TERM`, `SIGTERM`, `term`, `15`, on platforms with
+    /// real-time signals `RTMIN`, `RTMIN+3`, `SIGRTMAX-1`, `RTMAX`, and
+    /// the `Display` form of a signal without a name (`signal 32`): every
+    /// signal's `Display` reads back as it.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || UnknownSignal(s.to_owned());
         let t = s.trim();
@@ -175,6 +177,14 @@ impl FromStr for Signal {
             return Signal::from_raw(n).ok_or_else(bad);
         }
         let upper = t.to_ascii_uppercase();
+        // The `Display` form of a signal without a name: `signal 32`.
+        if let Some(n) = upper.strip_prefix("SIGNAL ") {
+            let n = n.trim_start();
+            if n.bytes().all(|b| b.is_ascii_digit()) {
+                return n.parse().ok().and_then(Signal::from_raw).ok_or_else(bad);
+            }
+            return Err(bad());
+        }
         let name = upper.strip_prefix("SIG").unwrap_or(&upper);
         if let Some(&(_, v)) = NAMES.iter().find(|&&(n, v)| v != 0 && n == name) {
             return Ok(Signal(v));
@@ -275,6 +285,17 @@ mod tests {
         assert_eq!(Signal::TERM.to_string(), "SIGTERM");
     }
 
+    /// Found by the fuzz target `signal` (docs/FUZZING.md): `signal 33`,
+    /// the `Display` of a number without a name, did not parse.
+    #[test]
+    fn every_signal_display_parses_back() {
+        for n in 1..=MAX {
+            let sig = Signal::from_raw(n).unwrap();
+            assert_eq!(sig.to_string().parse::<Signal>(), Ok(sig), "{sig}");
+            assert_eq!(sig.to_string().to_lowercase().parse::<Signal>(), Ok(sig));
+        }
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn every_linux_number_is_kept_and_named_where_it_can_be() {
@@ -292,6 +313,10 @@ mod tests {
         assert!("RTMIN+".parse::<Signal>().is_err());
         assert!("65".parse::<Signal>().is_err());
         assert_eq!(Signal::from_raw(31).unwrap().to_string(), "SIGSYS");
+        assert_eq!("signal 32".parse::<Signal>().unwrap().as_raw(), 32);
+        assert!("signal 0".parse::<Signal>().is_err());
+        assert!("signal TERM".parse::<Signal>().is_err());
+        assert!("signal 65".parse::<Signal>().is_err());
         assert_eq!(Signal::from_raw(37).unwrap().to_string(), "SIGRTMIN+3");
         assert_eq!(Signal::from_raw(63).unwrap().to_string(), "SIGRTMAX-1");
         assert_eq!(Signal::from_raw(32).unwrap().to_string(), "signal 32");

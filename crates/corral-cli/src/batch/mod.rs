@@ -32,12 +32,12 @@ macro_rules! say {
 mod classify;
 mod error;
 mod events;
-mod exec;
+pub(crate) mod exec;
 mod junit;
-mod manifest;
+pub(crate) mod manifest;
 pub mod merge;
 mod progress;
-mod report;
+pub(crate) mod report;
 mod reporter;
 
 use std::io::{IsTerminal, Write};

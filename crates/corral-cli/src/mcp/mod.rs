@@ -14,13 +14,13 @@ use std::time::Duration;
 use clap::Args;
 
 #[cfg(unix)]
-mod limits;
+pub(crate) mod limits;
 #[cfg(unix)]
 mod runs;
 #[cfg(unix)]
 mod server;
 #[cfg(unix)]
-mod tools;
+pub(crate) mod tools;
 
 /// `corral mcp`'s options: the limits every request is held to.
 #[derive(Args, Debug, Clone)]

@@ -130,7 +130,10 @@ fn run_args(tool: &str, args: Option<JsonObject>) -> Result<RunArgs, String> {
 }
 
 /// Arguments of a tool, or a tool error saying what is wrong with them.
-fn parse<T: for<'de> Deserialize<'de>>(tool: &str, args: Option<JsonObject>) -> Result<T, String> {
+pub(crate) fn parse<T: for<'de> Deserialize<'de>>(
+    tool: &str,
+    args: Option<JsonObject>,
+) -> Result<T, String> {
     serde_json::from_value(Value::Object(args.unwrap_or_default()))
         .map_err(|e| format!("{tool}: invalid arguments: {e}"))
 }

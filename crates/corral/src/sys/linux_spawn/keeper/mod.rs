@@ -56,6 +56,9 @@ mod client;
 mod process;
 mod protocol;
 
+#[cfg(fuzzing)]
+pub use protocol::fuzzing;
+
 pub(crate) use client::{
     ensure, pid_of_own_keeper, register, register_cookie, register_member, register_root, set_lazy,
     start_in_background, Registration,

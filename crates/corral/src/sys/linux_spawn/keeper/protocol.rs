@@ -354,6 +354,81 @@ impl Iterator for ReceivedFds<'_> {
     }
 }
 
+/// The codec's properties, checked on arbitrary bytes by the fuzz target
+/// `keeper_codec` (`fuzz/`, docs/FUZZING.md; cargo fuzz builds with
+/// `--cfg fuzzing`). Panics when one does not hold.
+#[cfg(fuzzing)]
+pub mod fuzzing {
+    use super::*;
+
+    /// `data`: a datagram (its first [`MSG_LEN`] bytes, zero-padded), then
+    /// a control buffer and the length the kernel said it filled.
+    pub fn check(data: &[u8]) {
+        let mut b = [0u8; MSG_LEN];
+        let n = data.len().min(MSG_LEN);
+        b[..n].copy_from_slice(&data[..n]);
+        // decode ∘ encode ∘ decode = decode; encode ∘ decode = id but for
+        // a name length past NAME_MAX, which reads as NAME_MAX.
+        let m = Message::decode(&b);
+        let wire = m.encode();
+        assert_eq!(Message::decode(&wire), m);
+        let mut clamped = b;
+        clamped[AT_NAME_LEN] = clamped[AT_NAME_LEN].min(NAME_MAX as u8);
+        assert_eq!(wire, clamped);
+        // Built from its parts, a message reads back as built.
+        let name_len = usize::from(m.name_len);
+        let built = Message::with_name(m.op, &m.name[..name_len]).expect("within NAME_MAX");
+        let mut built = built;
+        built.id = m.id;
+        built.slot = m.slot;
+        built.parent = m.parent;
+        assert_eq!(Message::decode(&built.encode()), built);
+        assert_eq!(&built.name[..name_len], &m.name[..name_len]);
+        assert!(built.name[name_len..].iter().all(|&x| x == 0));
+        let too_long = [0u8; NAME_MAX + 1];
+        assert!(Message::with_name(m.op, &too_long).is_none());
+        let pid = u32::from_ne_bytes([b[1], b[2], b[3], b[4]]);
+        let p = Message::decode(&Message::with_pid(m.op, pid).encode());
+        assert_eq!((p.name_len, &p.name[..4]), (4, &pid.to_ne_bytes()[..]));
+        // The hello: only an OP_HELLO long enough to hold its slot.
+        let len = usize::from(data.get(MSG_LEN).copied().unwrap_or(0));
+        let hello = Message::capacity_of_hello(&b, len);
+        let want = (len >= AT_SLOT + 4 && b[0] == OP_HELLO).then_some(m.slot);
+        assert_eq!(hello, want);
+        // The control buffer: exactly as long as the rest (so a read past
+        // it is a bounds failure, or ASan's report), `controllen` from
+        // the byte after the datagram.
+        let control = data.get(MSG_LEN + 1..).unwrap_or_default();
+        let controllen = len.wrapping_mul(3) % 64;
+        let fds: Vec<c_int> = received_fds(control, controllen).collect();
+        let mut ok = control.len() >= CMSG_HDR && controllen >= CMSG_LEN1;
+        let mut end = 0;
+        if ok {
+            let h = |i: usize| control[i];
+            let hdr_len = u64::from_ne_bytes([h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7)]);
+            let level = c_int::from_ne_bytes([h(8), h(9), h(10), h(11)]);
+            let typ = c_int::from_ne_bytes([h(12), h(13), h(14), h(15)]);
+            ok = level == SOL_SOCKET && typ == SCM_RIGHTS;
+            let hdr_len = usize::try_from(hdr_len).unwrap_or(usize::MAX);
+            end = hdr_len.min(controllen).min(control.len());
+        }
+        let want: Vec<c_int> = if ok && end > CMSG_HDR {
+            control[CMSG_HDR..end]
+                .chunks_exact(4)
+                .map(|c| c_int::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        assert_eq!(fds, want);
+        // What the host sends, the keeper reads: one descriptor.
+        let fd = m.slot as c_int;
+        let sent = rights_control(fd);
+        let got: Vec<c_int> = received_fds(&sent, CONTROL_ONE).collect();
+        assert_eq!(got, [fd]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
