@@ -446,7 +446,10 @@ fn files_inside_folders_follow_their_layer_tables() {
             .flat_map(|row| row.iter().copied())
             .filter(|m| !seen.contains(*m))
             .collect();
-        assert!(missing.is_empty(), "{folder}: files not found ({missing:?})");
+        assert!(
+            missing.is_empty(),
+            "{folder}: files not found ({missing:?})"
+        );
     }
     assert!(
         problems.is_empty(),

@@ -367,34 +367,43 @@ pub mod fuzzing {
         let mut b = [0u8; MSG_LEN];
         let n = data.len().min(MSG_LEN);
         b[..n].copy_from_slice(&data[..n]);
-        // decode ∘ encode ∘ decode = decode; encode ∘ decode = id but for
-        // a name length past NAME_MAX, which reads as NAME_MAX.
-        let m = Message::decode(&b);
-        let wire = m.encode();
-        assert_eq!(Message::decode(&wire), m);
-        let mut clamped = b;
-        clamped[AT_NAME_LEN] = clamped[AT_NAME_LEN].min(NAME_MAX as u8);
-        assert_eq!(wire, clamped);
-        // Built from its parts, a message reads back as built.
-        let name_len = usize::from(m.name_len);
-        let built = Message::with_name(m.op, &m.name[..name_len]).expect("within NAME_MAX");
-        let mut built = built;
-        built.id = m.id;
-        built.slot = m.slot;
-        built.parent = m.parent;
-        assert_eq!(Message::decode(&built.encode()), built);
-        assert_eq!(&built.name[..name_len], &m.name[..name_len]);
-        assert!(built.name[name_len..].iter().all(|&x| x == 0));
-        let too_long = [0u8; NAME_MAX + 1];
-        assert!(Message::with_name(m.op, &too_long).is_none());
-        let pid = u32::from_ne_bytes([b[1], b[2], b[3], b[4]]);
-        let p = Message::decode(&Message::with_pid(m.op, pid).encode());
-        assert_eq!((p.name_len, &p.name[..4]), (4, &pid.to_ne_bytes()[..]));
-        // The hello: only an OP_HELLO long enough to hold its slot.
+        // A datagram of any length: decoded only when well formed, and
+        // then encode ∘ decode = id (the codec is strict: versioned, every
+        // byte accounted for).
+        let raw = data.get(..data.len().min(MSG_LEN + 8)).unwrap_or_default();
+        if let Ok(m) = Message::decode(raw) {
+            assert_eq!(raw.len(), MSG_LEN);
+            assert_eq!(&m.encode()[..], raw);
+        }
         let len = usize::from(data.get(MSG_LEN).copied().unwrap_or(0));
-        let hello = Message::capacity_of_hello(&b, len);
-        let want = (len >= AT_SLOT + 4 && b[0] == OP_HELLO).then_some(m.slot);
-        assert_eq!(hello, want);
+        match Message::decode(&b) {
+            Ok(m) => {
+                assert_eq!(m.encode(), b);
+                // Built from its parts, a message reads back as built.
+                let name_len = usize::from(m.name_len);
+                let mut built =
+                    Message::with_name(m.op, &m.name[..name_len]).expect("within NAME_MAX");
+                built.id = m.id;
+                built.slot = m.slot;
+                built.parent = m.parent;
+                built.farewell = m.farewell;
+                assert_eq!(Message::decode(&built.encode()), Ok(built));
+                assert_eq!(built, m);
+                // The hello: only an OP_HELLO.
+                let want = (m.op == OP_HELLO).then_some(m.slot);
+                assert_eq!(Message::capacity_of_hello(&b), want);
+            }
+            Err(_) => assert_eq!(Message::capacity_of_hello(&b), None),
+        }
+        let too_long = [0u8; NAME_MAX + 1];
+        assert!(Message::with_name(b[AT_OP], &too_long).is_none());
+        // A pid message and a farewell as the host builds them read back.
+        let pid = u32::from_ne_bytes([b[1], b[2], b[3], b[4]]);
+        let mut p = Message::with_pid(OP_ADD_MEMBER, pid);
+        let grace = std::time::Duration::from_millis(u64::from(u32_at(&b, AT_GRACE)));
+        p.farewell = Farewell::new(i32::from(b[AT_SIGNAL]), grace);
+        assert_eq!(Message::decode(&p.encode()), Ok(p));
+        assert!(p.farewell.grace_ms <= GRACE_MAX_MS);
         // The control buffer: exactly as long as the rest (so a read past
         // it is a bounds failure, or ASan's report), `controllen` from
         // the byte after the datagram.
@@ -422,7 +431,7 @@ pub mod fuzzing {
         };
         assert_eq!(fds, want);
         // What the host sends, the keeper reads: one descriptor.
-        let fd = m.slot as c_int;
+        let fd = u32_at(&b, AT_SLOT) as c_int;
         let sent = rights_control(fd);
         let got: Vec<c_int> = received_fds(&sent, CONTROL_ONE).collect();
         assert_eq!(got, [fd]);
