@@ -357,7 +357,7 @@ pub(crate) const FAREWELL_GRACE_MAX: Duration = Duration::from_secs(10);
 /// keeper; a PID namespace's init): `first` (if any) and SIGCONT, then
 /// SIGKILL `grace` later to whatever is left, as at the deadline; no grace
 /// is SIGKILL at once. From the run's signal and grace
-/// ([`Farewell::of`]).
+/// ([`Farewell::of_settings`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) struct Farewell {
@@ -376,19 +376,26 @@ impl Farewell {
         grace: Duration::ZERO,
     };
 
-    /// The farewell of a run with first signal `signal` and grace `grace`
-    /// (its settings): no grace, SIGKILL at once (as at the deadline);
-    /// SIGKILL as the first signal with a grace (how `corral run -s 0`
-    /// reaches the library: nothing at the deadline, SIGKILL the grace
-    /// later), nothing first and SIGKILL after the grace; the grace cut to
-    /// [`FAREWELL_GRACE_MAX`].
-    pub(crate) fn of(signal: Signal, grace: Duration) -> Farewell {
+    /// The farewell of a run's settings: its signal and grace, and nothing
+    /// first when the deadline is silent (`-s 0`: the tree gets no signal
+    /// but the SIGKILL after the grace, at the deadline as at corral's
+    /// death).
+    pub(crate) fn of_settings(settings: &Settings) -> Farewell {
+        let first = (!settings.silent_deadline).then_some(settings.signal);
+        Farewell::with(first, settings.grace)
+    }
+
+    /// The farewell of first signal `signal` (`None`, or SIGKILL: nothing
+    /// first) and grace `grace`: no grace, SIGKILL at once (as at the
+    /// deadline); else the first signal, and SIGKILL the grace later, the
+    /// grace cut to [`FAREWELL_GRACE_MAX`].
+    fn with(signal: Option<Signal>, grace: Duration) -> Farewell {
         let grace = grace.min(FAREWELL_GRACE_MAX);
         if grace.is_zero() {
             return Farewell::KILL;
         }
         Farewell {
-            first: (signal != Signal::KILL).then_some(signal),
+            first: signal.filter(|&s| s != Signal::KILL),
             grace,
         }
     }

@@ -325,7 +325,7 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
         stderr: stderr_io,
         sigpipe_ignored: settings.sigpipe_ignored,
         setup: plan.setup,
-        farewell: crate::spec::Farewell::of(settings.signal, settings.grace),
+        farewell: crate::spec::Farewell::of_settings(&settings),
     };
     let start = Instant::now();
     // `spec` is consumed: the parent's copies of the child's pipe ends are
@@ -416,7 +416,7 @@ fn check(plan: &Plan<'_>) -> Result<(), Error> {
 /// Picks and builds the containment, and makes sure the crash-safety
 /// keeper runs before the spawn when the run needs one.
 fn choose_containment(plan: &Plan<'_>) -> Result<contain::Selected, Error> {
-    let farewell = crate::spec::Farewell::of(plan.settings.signal, plan.settings.grace);
+    let farewell = crate::spec::Farewell::of_settings(&plan.settings);
     let selected = contain::select(plan.containment, plan.limits, plan.tracer.clone(), farewell);
     // A cgroup that could not be made for want of a descriptor is not a
     // reason to fall back to a weaker tier, nor a containment failure:
