@@ -40,6 +40,10 @@ const PAGES: &[&str] = &[
 /// Pages under docs/ with `sh` blocks that this test does not run, and why.
 const PAGES_NOT_RUN: &[(&str, &str)] = &[
     (
+        "docs/FUZZING.md",
+        "fuzz runs of minutes on the nightly toolchain with cargo-fuzz; .ci/run's fuzz smoke step runs every target",
+    ),
+    (
         "docs/BENCHMARKS.md",
         "benchmark runs of minutes; CI runs the benchmark in quick mode",
     ),
