@@ -610,7 +610,7 @@ impl Tree {
         }
     }
 
-    /// Sends the last signal (and SIGCONT after a graceful one) to members
+    /// Sends the last signal (SIGCONT first for a graceful one) to members
     /// outside the group that have not had it yet.
     ///
     /// After SIGKILL that is every such member. After a graceful signal it
@@ -621,10 +621,10 @@ impl Tree {
     fn catch_up(&mut self, members: &[Member], root: u32) {
         let Some(sig) = self.last_signal else { return };
         let new = late_targets(sig, members, root, std::process::id(), &self.reached);
-        Self::signal_outside(&self.tracer, &new, root, sig);
         if sig != Signal::KILL && sig != Signal::CONT {
             Self::signal_outside(&self.tracer, &new, root, Signal::CONT);
         }
+        Self::signal_outside(&self.tracer, &new, root, sig);
         self.reached
             .extend(new.iter().map(|m| (m.pid, m.stat.start)));
     }
@@ -711,20 +711,26 @@ impl Attached for Tree {
 
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
         let root = self.root;
+        let members = self.scan(root);
+        if sig != Signal::KILL && sig != Signal::CONT {
+            // A stopped member cannot act on the signal until continued:
+            // SIGCONT first, as in the process-group tier (a root that died
+            // of the signal first could orphan a stopped member's group).
+            self.tracer.record(OsOp::TreeContinued {
+                via: Mechanism::Subreaper,
+                target: root as u64,
+            });
+            sys::signal_group(root, Signal::CONT)?;
+            Self::signal_outside(&self.tracer, &members, root, Signal::CONT);
+        }
         self.tracer.record(OsOp::SignalTree {
             via: Mechanism::Subreaper,
             target: root as u64,
             signal: sig,
         });
-        let members = self.scan(root);
         // The group first: the same delivery order as the process-group tier.
         sys::signal_group(root, sig)?;
         Self::signal_outside(&self.tracer, &members, root, sig);
-        if sig != Signal::KILL && sig != Signal::CONT {
-            // A stopped member cannot act on the signal until continued.
-            sys::signal_group(root, Signal::CONT)?;
-            Self::signal_outside(&self.tracer, &members, root, Signal::CONT);
-        }
         // Then (off the signal's path) what the keeper must kill should
         // this process die before the tree is gone.
         self.hand_to_keeper(&members, root);
