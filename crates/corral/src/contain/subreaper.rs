@@ -298,6 +298,10 @@ struct Seen<'a> {
     root: u32,
     /// Sessions and groups made inside the tree and still in use.
     links: &'a HashSet<u32>,
+    /// The other runs' unreaped roots (those being spawned included),
+    /// taken after the orphan was listed: never this tree's, and their
+    /// pids, which are their groups' ids, never link to it.
+    roots: &'a HashSet<u32>,
 }
 
 /// The subreaper tier's attribution rule for a child of corral that the
@@ -307,12 +311,23 @@ struct Seen<'a> {
 /// is such a session or group leader's, or (alive) it carries the tree's
 /// cookie in its environment (`cookie`, read only then: a zombie's
 /// environment cannot be read).
+///
+/// Another run's root is never this tree's, and a link whose number is
+/// another run's root links nothing: a link is kept from the last scan, and
+/// when every process of that session or group died since, the number is
+/// free; a new root that got it as its pid has it as its group id (and
+/// its members too), and was adopted, killed and reaped as this tree's
+/// orphan (the other run then failed with ECHILD: issue 37's soak).
 fn adopted(pid: u32, s: &Stat, seen: &Seen<'_>, cookie: impl FnOnce() -> bool) -> bool {
+    if seen.roots.contains(&pid) {
+        return false;
+    }
+    let link = |id: u32| seen.links.contains(&id) && !seen.roots.contains(&id);
     seen.known_start == Some(s.start)
         || s.pgrp == seen.root
-        || seen.links.contains(&s.session)
-        || seen.links.contains(&s.pgrp)
-        || (s.dead() && seen.links.contains(&pid))
+        || link(s.session)
+        || link(s.pgrp)
+        || (s.dead() && link(pid))
         || (!s.dead() && cookie())
 }
 
@@ -547,6 +562,11 @@ impl Tree {
         queue: &mut Vec<u32>,
     ) -> bool {
         let mut more = false;
+        // Every run's unreaped root, read after the children were listed,
+        // with no spawn in flight (`sys::roots`): a root listed here is in
+        // it, even one whose run has not attached yet (not in `scope`).
+        // Taken once, and only if some child is left to attribute.
+        let mut roots: Option<HashSet<u32>> = None;
         for c in children(scope.me) {
             if scope.skip(c) || found.contains_key(&c) {
                 continue;
@@ -554,10 +574,17 @@ impl Tree {
             let Some(s) = stat(c).filter(|s| s.ppid == scope.me) else {
                 continue;
             };
+            let roots = roots.get_or_insert_with(|| {
+                let (_quiet, mut all) = sys::roots::quiet();
+                all.extend(scope.other_roots.iter().copied());
+                all.remove(&scope.root);
+                all
+            });
             let seen = Seen {
                 known_start: self.known.get(&c).copied(),
                 root: scope.root,
                 links: &self.links,
+                roots,
             };
             if adopted(c, &s, &seen, || cookies(c).contains(&self.cookie)) {
                 found.insert(c, s);
@@ -1003,11 +1030,15 @@ mod tests {
 
     #[test]
     fn adoption_rule_table() {
-        let links: HashSet<u32> = [300, 400].into_iter().collect();
+        let links: HashSet<u32> = [300, 400, 500].into_iter().collect();
+        // 500: a link whose number is now another run's root (its pid,
+        // reused after every process of that group died).
+        let roots: HashSet<u32> = [500, 600].into_iter().collect();
         let seen = |known_start| Seen {
             known_start,
             root: ROOT,
             links: &links,
+            roots: &roots,
         };
         let alive = |pgrp, session| st(b'S', ME, pgrp, session, 5);
         let zombie = |pgrp, session| st(b'Z', ME, pgrp, session, 5);
@@ -1055,6 +1086,41 @@ mod tests {
                 true,
             ),
             ("a dead stranger", 50, zombie(9, 9), None, false, false),
+            // Issue 37: another run's root, dead or alive, whose pid (its
+            // group id) reused a stale link's number, or that carries the
+            // cookie, is never this tree's; nor is a member of its group.
+            (
+                "another run's dead root on a stale link",
+                500,
+                zombie(500, 9),
+                None,
+                false,
+                false,
+            ),
+            (
+                "another run's live root on a stale link",
+                500,
+                alive(500, 9),
+                None,
+                true,
+                false,
+            ),
+            (
+                "another run's root in a session made inside",
+                600,
+                zombie(600, 300),
+                None,
+                false,
+                false,
+            ),
+            (
+                "a member of another run's group on a stale link",
+                50,
+                alive(500, 9),
+                None,
+                false,
+                false,
+            ),
             // A zombie's environment cannot be read: no cookie counts.
             ("dead, cookie ignored", 50, zombie(9, 9), None, true, false),
             // A zombie leader whose other threads run is alive.
