@@ -331,6 +331,22 @@ fn adopted(pid: u32, s: &Stat, seen: &Seen<'_>, cookie: impl FnOnce() -> bool) -
         || (!s.dead() && cookie())
 }
 
+/// The members of the reaped root `root`'s group that the release takes
+/// as leftovers, of those `listed` after the reap: none if the group's id
+/// is now another run's root's (`roots`: every unreaped root, read after
+/// the listing; the group died after it was seen to exist and a new root
+/// got its number), and never a root, the root itself or one already
+/// `kept`.
+fn group_leftovers(root: u32, listed: Vec<u32>, roots: &HashSet<u32>, kept: &[u32]) -> Vec<u32> {
+    if roots.contains(&root) {
+        return Vec::new();
+    }
+    listed
+        .into_iter()
+        .filter(|&p| p != root && !roots.contains(&p) && !kept.contains(&p))
+        .collect()
+}
+
 /// The subreaper tier's straggler rule: which members found after the
 /// tree was sent `sig` get it now. Only members outside the root's group
 /// (the group is signalled as one) not yet reached; after SIGKILL every
@@ -827,10 +843,21 @@ impl Attached for Tree {
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });
         if sys::group_exists(pid) {
-            let more: Vec<Member> = sys::group_members(pid)
-                .unwrap_or_default()
+            let listed = sys::group_members(pid).unwrap_or_default();
+            // Every run's unreaped root, read after the listing with no
+            // spawn in flight: if the group died between the look and the
+            // listing, its id (the reaped root's pid) may be a new run's
+            // root's already, and its group that run's (issue 37: taken
+            // here, that root was handed to the leftover keeper, which
+            // reaped it: the other run's release failed with ECHILD).
+            let roots = if listed.is_empty() {
+                HashSet::new()
+            } else {
+                sys::roots::quiet().1
+            };
+            let seen: Vec<u32> = kept.iter().map(|m| m.pid).collect();
+            let more: Vec<Member> = group_leftovers(pid, listed, &roots, &seen)
                 .into_iter()
-                .filter(|&p| p != pid && !kept.iter().any(|m| m.pid == p))
                 .filter_map(|p| {
                     stat(p)
                         .filter(|s| s.pgrp == pid && !s.dead())
@@ -1143,6 +1170,42 @@ mod tests {
             false
         }));
         assert!(!read.get());
+    }
+
+    /// Issue 37: the root's group after its reap may be another run's
+    /// already (its id reused as a new root's pid): nothing of it is taken.
+    #[test]
+    fn group_leftover_rule_table() {
+        let set = |v: &[u32]| v.iter().copied().collect::<HashSet<u32>>();
+        // (name, listed, roots, kept, taken)
+        type Case = (&'static str, Vec<u32>, HashSet<u32>, Vec<u32>, Vec<u32>);
+        let cases: Vec<Case> = vec![
+            (
+                "the group's members",
+                vec![71, 72],
+                set(&[9]),
+                vec![],
+                vec![71, 72],
+            ),
+            (
+                "not the root, not one kept",
+                vec![ROOT, 71, 72],
+                set(&[]),
+                vec![72],
+                vec![71],
+            ),
+            (
+                "the id is another run's root now",
+                vec![ROOT, 71],
+                set(&[ROOT]),
+                vec![],
+                vec![],
+            ),
+            ("never a root", vec![71, 9], set(&[9]), vec![], vec![71]),
+        ];
+        for (name, listed, roots, kept, want) in cases {
+            assert_eq!(group_leftovers(ROOT, listed, &roots, &kept), want, "{name}");
+        }
     }
 
     #[test]
