@@ -28,9 +28,17 @@
 //! * `one-kill`: at most one `SignalTree` SIGKILL, and no `SignalTree` after
 //!   it.
 //! * `member-follows-tree`: a `SignalMember` carries the latest tree signal
-//!   (or the SIGCONT that follows a graceful one); after the tree's SIGKILL,
+//!   (or the SIGCONT that precedes a graceful one); after the tree's SIGKILL,
 //!   SIGKILL only, at most once per member.
 //! * `kill-again-after-kill`: `KillAgain` only after the tree's SIGKILL.
+//! * `continue-first`: in the process-group, subreaper and cgroup tiers,
+//!   every graceful tree signal (not SIGKILL, not SIGCONT) comes right
+//!   after `TreeContinued` (SIGCONT through the tree's identity), with only
+//!   the SIGCONT to members outside the identity between; `TreeContinued`
+//!   only so. The SIGCONT comes first: a root that died of the signal
+//!   before a SIGCONT sent after it would orphan its process group (no
+//!   subreaper host) while a member is still stopped, and the kernel sends
+//!   such a member SIGHUP before it can act on the signal (issue 37).
 //! * `stop-count-kill`: in the process-group tier (Linux) the tree's
 //!   SIGKILL comes right after `TreeStopped` and a scan of its members
 //!   (`MembersScanned`), with no tree signal between: every member the
@@ -147,7 +155,10 @@ fn stop_count_kill(tier: Mechanism, ops: &[OsOp]) -> Result<(), String> {
             let signalled = between.iter().any(|o| {
                 matches!(
                     o,
-                    OsOp::SignalTree { .. } | OsOp::SignalMember { .. } | OsOp::KillAgain { .. }
+                    OsOp::SignalTree { .. }
+                        | OsOp::TreeContinued { .. }
+                        | OsOp::SignalMember { .. }
+                        | OsOp::KillAgain { .. }
                 )
             });
             if !scanned || signalled {
@@ -329,6 +340,7 @@ fn signals_while_held(
             OsOp::KillStopped { via, .. } => (Some("stopped leftover's kill"), via, None),
             OsOp::KillAgain { via, target } => (Some("kill again"), via, Some(target)),
             OsOp::TreeStopped { via, target } => (Some("tree stop"), via, Some(target)),
+            OsOp::TreeContinued { via, target } => (Some("tree SIGCONT"), via, Some(target)),
             _ => (None, tier, None),
         };
         let held = 0 < i && i < reaped && via == tier;
@@ -345,7 +357,13 @@ fn signals_while_held(
                 format!("{what} at {i} to {target}, not to the tree's {identity}"),
             );
         }
-        order.step(i, op, pid, reaped)?;
+        order.step(tier, i, op, pid, reaped)?;
+    }
+    if order.continued {
+        return fail(
+            "continue-first",
+            "a tree SIGCONT not followed by a graceful tree signal".into(),
+        );
     }
     Ok(order.tree_signals)
 }
@@ -358,10 +376,81 @@ struct SignalOrder {
     member_kills: std::collections::HashSet<u32>,
     stopped_kills: std::collections::HashSet<u32>,
     exits: usize,
+    /// A `TreeContinued` waits for its graceful tree signal.
+    continued: bool,
+}
+
+/// The tiers whose graceful tree signals follow a `TreeContinued`.
+fn continues_first(tier: Mechanism) -> bool {
+    matches!(
+        tier,
+        Mechanism::ProcessGroup | Mechanism::Subreaper | Mechanism::Cgroup
+    )
 }
 
 impl SignalOrder {
-    fn step(&mut self, i: usize, op: &OsOp, pid: u32, reaped: usize) -> Result<(), String> {
+    fn step(
+        &mut self,
+        tier: Mechanism,
+        i: usize,
+        op: &OsOp,
+        pid: u32,
+        reaped: usize,
+    ) -> Result<(), String> {
+        // continue-first: between a tree SIGCONT and its graceful signal,
+        // only the SIGCONT to members outside the identity.
+        let member_cont = matches!(
+            *op,
+            OsOp::SignalMember {
+                signal: Signal::CONT,
+                ..
+            }
+        );
+        match *op {
+            OsOp::TreeContinued { .. } if !continues_first(tier) || self.continued => {
+                return fail("continue-first", format!("tree SIGCONT at {i}"));
+            }
+            OsOp::TreeContinued { .. } => {
+                if self.last_tree == Some(Signal::KILL) {
+                    return fail("one-kill", format!("tree SIGCONT at {i} after SIGKILL"));
+                }
+                self.continued = true;
+                return Ok(());
+            }
+            OsOp::SignalTree { signal, .. }
+                if continues_first(tier)
+                    && self.last_tree != Some(Signal::KILL)
+                    && signal != Signal::KILL
+                    && signal != Signal::CONT
+                    && !self.continued =>
+            {
+                return fail(
+                    "continue-first",
+                    format!(
+                        "tree signal {signal:?} at {i} without the tree's SIGCONT right before"
+                    ),
+                );
+            }
+            OsOp::SignalTree { signal, .. }
+                if self.continued && (signal == Signal::KILL || signal == Signal::CONT) =>
+            {
+                return fail(
+                    "continue-first",
+                    format!("tree SIGCONT followed by {signal:?} at {i}"),
+                );
+            }
+            OsOp::SignalMember { .. } if self.continued && member_cont => return Ok(()),
+            _ if self.continued && !matches!(*op, OsOp::SignalTree { .. }) => {
+                return fail(
+                    "continue-first",
+                    format!("{op:?} at {i} between a tree SIGCONT and its signal"),
+                );
+            }
+            _ => {}
+        }
+        if matches!(*op, OsOp::SignalTree { .. }) {
+            self.continued = false;
+        }
         match *op {
             OsOp::KillStopped { pid: m, .. } => {
                 if let Some(t) = self.last_tree {
@@ -453,6 +542,11 @@ mod tests {
         }
     }
 
+    fn cont(via: Mechanism) -> OsOp {
+        let target = if via == CG { INODE } else { PID as u64 };
+        TreeContinued { via, target }
+    }
+
     fn member(via: Mechanism, pid: u32, signal: Signal) -> OsOp {
         SignalMember { via, pid, signal }
     }
@@ -473,14 +567,20 @@ mod tests {
         }
     }
 
-    /// A well-formed timed-out run with a grace in `via`: TERM (and CONT to
-    /// a member), then KILL, members and a kill again where the tier has
+    /// A well-formed timed-out run with a grace in `via`: CONT (to the tree
+    /// and a member) then TERM, then KILL, members and a kill again where the tier has
     /// them, the root's exit, the reap, the release.
     fn good(via: Mechanism) -> Vec<OsOp> {
-        let mut ops = vec![Spawned { pid: PID }, tree(via, Signal::TERM)];
+        let mut ops = vec![Spawned { pid: PID }];
+        if via != NS {
+            ops.push(cont(via));
+        }
+        if via == SR || via == CG {
+            ops.push(member(via, 10, Signal::CONT));
+        }
+        ops.push(tree(via, Signal::TERM));
         if via == SR || via == CG {
             ops.push(member(via, 10, Signal::TERM));
-            ops.push(member(via, 10, Signal::CONT));
         }
         if via == PG {
             ops.push(TreeStopped {
@@ -625,7 +725,10 @@ mod tests {
             });
             // After a tree signal (the tree was being terminated).
             rejected(via, "stopped-kill", &|o| {
-                o.insert(2, tree(via, Signal::TERM))
+                o.insert(2, tree(via, Signal::TERM));
+                if via != NS {
+                    o.insert(2, cont(via));
+                }
             });
         }
     }
@@ -735,10 +838,18 @@ mod tests {
     fn signals_go_through_the_identity() {
         for via in ALL {
             rejects(via, "identity", |o| {
-                if let SignalTree { target, .. } = &mut o[1] {
+                let t = at(o, |x| matches!(x, SignalTree { .. }));
+                if let SignalTree { target, .. } = &mut o[t] {
                     *target += 1;
                 }
             });
+            if via != NS {
+                rejects(via, "identity", |o| {
+                    if let TreeContinued { target, .. } = &mut o[1] {
+                        *target += 1;
+                    }
+                });
+            }
         }
         // cgroup: the inode signalled is the one released.
         rejects(CG, "identity", |o| {
@@ -748,6 +859,60 @@ mod tests {
             let k = at(o, |x| matches!(x, KillAgain { .. }));
             o[k] = KillAgain { via: SR, target: 1 };
         });
+    }
+
+    /// The SIGCONT of a graceful tree signal comes right before it (issue
+    /// 37: after it, a root that died of the signal in between orphaned
+    /// a stopped member's group, and the kernel sent that member SIGHUP).
+    #[test]
+    fn a_graceful_tree_signal_follows_the_trees_sigcont() {
+        let term = |o: &[OsOp]| {
+            at(o, |x| {
+                matches!(
+                    x,
+                    SignalTree {
+                        signal: Signal::TERM,
+                        ..
+                    }
+                )
+            })
+        };
+        for via in [PG, SR, CG] {
+            let no_cont = |o: &mut Vec<OsOp>| {
+                o.retain(|x| {
+                    !matches!(
+                        x,
+                        TreeContinued { .. }
+                            | SignalMember {
+                                signal: Signal::CONT,
+                                ..
+                            }
+                    )
+                })
+            };
+            // The graceful signal without its SIGCONT.
+            rejects(via, "continue-first", no_cont);
+            // The SIGCONT after the signal (the order before the fix).
+            rejects(via, "continue-first", |o| {
+                no_cont(o);
+                let t = term(o);
+                o.insert(t + 1, cont(via));
+            });
+            // A SIGCONT of its own, or before SIGKILL.
+            rejects(via, "continue-first", |o| o.insert(1, cont(via)));
+            if via != PG {
+                // (In the process-group tier, stop-count-kill rejects it.)
+                rejects(via, "continue-first", |o| o.insert(kill_at(o), cont(via)));
+            }
+            // Something else between the SIGCONT and its signal.
+            rejects(via, "continue-first", |o| {
+                o.insert(2, RootExited { pid: PID })
+            });
+            // After the tree's SIGKILL.
+            rejects(via, "one-kill", |o| o.insert(kill_at(o) + 1, cont(via)));
+        }
+        // Not in the PID namespace tier (its init continues the namespace).
+        rejects(NS, "continue-first", |o| o.insert(1, cont(NS)));
     }
 
     #[test]
@@ -775,7 +940,8 @@ mod tests {
             });
             // A member sent another signal than the tree's.
             rejects(via, "member-follows-tree", |o| {
-                o.insert(2, member(via, 9, Signal::INT))
+                let t = at(o, |x| matches!(x, SignalTree { .. }));
+                o.insert(t + 1, member(via, 9, Signal::INT))
             });
             // A member sent a graceful signal after the tree's SIGKILL.
             rejects(via, "member-follows-tree", |o| {

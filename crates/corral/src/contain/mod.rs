@@ -236,6 +236,19 @@ pub enum OsOp {
         /// The identity used (as in [`OsOp::SignalTree`]).
         target: u64,
     },
+    /// SIGCONT was sent through the tree's identity right before a graceful
+    /// tree signal (process group, subreaper, cgroup tiers), so that a
+    /// stopped member is running when that signal arrives. It comes first:
+    /// a root that dies of the signal before a SIGCONT sent after it would
+    /// orphan its process group while a member is still stopped, and the
+    /// kernel would send that member SIGHUP (issue 37). Not one of the
+    /// report's `signals_sent`.
+    TreeContinued {
+        /// Which mechanism carried it.
+        via: Mechanism,
+        /// The identity used (as in [`OsOp::SignalTree`]).
+        target: u64,
+    },
     /// The crash-safety keeper holds the tree by its cookie (Linux): if
     /// this process dies from here on, the keeper kills every process that
     /// carries it. Recorded before the spawn in the process-group and
@@ -374,8 +387,8 @@ pub(crate) trait Containment: Send {
 pub(crate) trait Attached: Send {
     /// The mechanism, for reports.
     fn mechanism(&self) -> Mechanism;
-    /// Sends `sig` to every member of the tree (and SIGCONT after it, so that
-    /// stopped members can act on it).
+    /// Sends `sig` to every member of the tree (SIGCONT first for a graceful
+    /// one, so that stopped members can act on it: [`OsOp::TreeContinued`]).
     fn signal(&mut self, sig: Signal) -> io::Result<()>;
     /// Live members of the tree, the root included while it is alive
     /// (zombies are not members).

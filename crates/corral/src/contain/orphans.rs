@@ -473,7 +473,9 @@ fn pass(reg: &mut Registry, only: Option<u64>, unknown_roots: Option<&HashSet<u3
                 .iter()
                 .filter(|e| only.is_none_or(|id| e.id == id))
                 .any(|e| claimed(e, c, &s, || cgroup_of(c)));
-        if !ours {
+        // Never a root of any run, registered or not yet (issue 37: roots
+        // are reaped by their own release only).
+        if !ours || crate::sys::roots::is_root(c) {
             continue;
         }
         let opts = WaitIdOptions::EXITED | WaitIdOptions::NOHANG;

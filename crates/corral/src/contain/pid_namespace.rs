@@ -8,7 +8,7 @@
 //! Identity: the init, unreaped, pinned by its pidfd. SIGKILL goes to the
 //! init through that pidfd (the kernel kills the namespace with it); any
 //! other signal is written to the init's control pipe and the init sends it
-//! to every process of the namespace (`kill(-1, sig)`, then SIGCONT).
+//! to every process of the namespace (SIGCONT, then `kill(-1, sig)`).
 //! Members are the processes whose PID namespace is the init's, found in
 //! /proc; once the init has exited there are none.
 //!

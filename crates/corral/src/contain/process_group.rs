@@ -235,6 +235,17 @@ impl Attached for Group {
 
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
         let pgid = self.pgid;
+        if sig != Signal::KILL && sig != sys::SIGCONT {
+            // A stopped member cannot act on SIGTERM until it is continued.
+            // SIGCONT first: a root that died of the signal before a SIGCONT
+            // sent after it would orphan the group (no subreaper host) with
+            // a member still stopped, which the kernel then sends SIGHUP.
+            self.tracer.record(OsOp::TreeContinued {
+                via: Mechanism::ProcessGroup,
+                target: pgid as u64,
+            });
+            sys::signal_group(pgid, sys::SIGCONT)?;
+        }
         self.tracer.record(OsOp::SignalTree {
             via: Mechanism::ProcessGroup,
             target: pgid as u64,
@@ -244,10 +255,6 @@ impl Attached for Group {
         #[cfg(target_os = "linux")]
         if sig == Signal::KILL {
             self.kill_sent = true;
-        }
-        if sig != Signal::KILL && sig != sys::SIGCONT {
-            // A stopped member cannot act on SIGTERM until it is continued.
-            sys::signal_group(pgid, sys::SIGCONT)?;
         }
         Ok(())
     }

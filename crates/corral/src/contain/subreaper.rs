@@ -298,6 +298,10 @@ struct Seen<'a> {
     root: u32,
     /// Sessions and groups made inside the tree and still in use.
     links: &'a HashSet<u32>,
+    /// The other runs' unreaped roots (those being spawned included),
+    /// taken after the orphan was listed: never this tree's, and their
+    /// pids, which are their groups' ids, never link to it.
+    roots: &'a HashSet<u32>,
 }
 
 /// The subreaper tier's attribution rule for a child of corral that the
@@ -307,13 +311,40 @@ struct Seen<'a> {
 /// is such a session or group leader's, or (alive) it carries the tree's
 /// cookie in its environment (`cookie`, read only then: a zombie's
 /// environment cannot be read).
+///
+/// Another run's root is never this tree's, and a link whose number is
+/// another run's root links nothing: a link is kept from the last scan, and
+/// when every process of that session or group died since, the number is
+/// free; a new root that got it as its pid has it as its group id (and
+/// its members too), and was adopted, killed and reaped as this tree's
+/// orphan (the other run then failed with ECHILD: issue 37's soak).
 fn adopted(pid: u32, s: &Stat, seen: &Seen<'_>, cookie: impl FnOnce() -> bool) -> bool {
+    if seen.roots.contains(&pid) {
+        return false;
+    }
+    let link = |id: u32| seen.links.contains(&id) && !seen.roots.contains(&id);
     seen.known_start == Some(s.start)
         || s.pgrp == seen.root
-        || seen.links.contains(&s.session)
-        || seen.links.contains(&s.pgrp)
-        || (s.dead() && seen.links.contains(&pid))
+        || link(s.session)
+        || link(s.pgrp)
+        || (s.dead() && link(pid))
         || (!s.dead() && cookie())
+}
+
+/// The members of the reaped root `root`'s group that the release takes
+/// as leftovers, of those `listed` after the reap: none if the group's id
+/// is now another run's root's (`roots`: every unreaped root, read after
+/// the listing; the group died after it was seen to exist and a new root
+/// got its number), and never a root, the root itself or one already
+/// `kept`.
+fn group_leftovers(root: u32, listed: Vec<u32>, roots: &HashSet<u32>, kept: &[u32]) -> Vec<u32> {
+    if roots.contains(&root) {
+        return Vec::new();
+    }
+    listed
+        .into_iter()
+        .filter(|&p| p != root && !roots.contains(&p) && !kept.contains(&p))
+        .collect()
 }
 
 /// The subreaper tier's straggler rule: which members found after the
@@ -547,6 +578,11 @@ impl Tree {
         queue: &mut Vec<u32>,
     ) -> bool {
         let mut more = false;
+        // Every run's unreaped root, read after the children were listed,
+        // with no spawn in flight (`sys::roots`): a root listed here is in
+        // it, even one whose run has not attached yet (not in `scope`).
+        // Taken once, and only if some child is left to attribute.
+        let mut roots: Option<HashSet<u32>> = None;
         for c in children(scope.me) {
             if scope.skip(c) || found.contains_key(&c) {
                 continue;
@@ -554,10 +590,17 @@ impl Tree {
             let Some(s) = stat(c).filter(|s| s.ppid == scope.me) else {
                 continue;
             };
+            let roots = roots.get_or_insert_with(|| {
+                let (_quiet, mut all) = sys::roots::quiet();
+                all.extend(scope.other_roots.iter().copied());
+                all.remove(&scope.root);
+                all
+            });
             let seen = Seen {
                 known_start: self.known.get(&c).copied(),
                 root: scope.root,
                 links: &self.links,
+                roots,
             };
             if adopted(c, &s, &seen, || cookies(c).contains(&self.cookie)) {
                 found.insert(c, s);
@@ -610,7 +653,7 @@ impl Tree {
         }
     }
 
-    /// Sends the last signal (and SIGCONT after a graceful one) to members
+    /// Sends the last signal (SIGCONT first for a graceful one) to members
     /// outside the group that have not had it yet.
     ///
     /// After SIGKILL that is every such member. After a graceful signal it
@@ -621,10 +664,10 @@ impl Tree {
     fn catch_up(&mut self, members: &[Member], root: u32) {
         let Some(sig) = self.last_signal else { return };
         let new = late_targets(sig, members, root, std::process::id(), &self.reached);
-        Self::signal_outside(&self.tracer, &new, root, sig);
         if sig != Signal::KILL && sig != Signal::CONT {
             Self::signal_outside(&self.tracer, &new, root, Signal::CONT);
         }
+        Self::signal_outside(&self.tracer, &new, root, sig);
         self.reached
             .extend(new.iter().map(|m| (m.pid, m.stat.start)));
     }
@@ -711,20 +754,26 @@ impl Attached for Tree {
 
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
         let root = self.root;
+        let members = self.scan(root);
+        if sig != Signal::KILL && sig != Signal::CONT {
+            // A stopped member cannot act on the signal until continued:
+            // SIGCONT first, as in the process-group tier (a root that died
+            // of the signal first could orphan a stopped member's group).
+            self.tracer.record(OsOp::TreeContinued {
+                via: Mechanism::Subreaper,
+                target: root as u64,
+            });
+            sys::signal_group(root, Signal::CONT)?;
+            Self::signal_outside(&self.tracer, &members, root, Signal::CONT);
+        }
         self.tracer.record(OsOp::SignalTree {
             via: Mechanism::Subreaper,
             target: root as u64,
             signal: sig,
         });
-        let members = self.scan(root);
         // The group first: the same delivery order as the process-group tier.
         sys::signal_group(root, sig)?;
         Self::signal_outside(&self.tracer, &members, root, sig);
-        if sig != Signal::KILL && sig != Signal::CONT {
-            // A stopped member cannot act on the signal until continued.
-            sys::signal_group(root, Signal::CONT)?;
-            Self::signal_outside(&self.tracer, &members, root, Signal::CONT);
-        }
         // Then (off the signal's path) what the keeper must kill should
         // this process die before the tree is gone.
         self.hand_to_keeper(&members, root);
@@ -794,10 +843,21 @@ impl Attached for Tree {
         let res = root.reap();
         self.tracer.record(OsOp::Reaped { pid });
         if sys::group_exists(pid) {
-            let more: Vec<Member> = sys::group_members(pid)
-                .unwrap_or_default()
+            let listed = sys::group_members(pid).unwrap_or_default();
+            // Every run's unreaped root, read after the listing with no
+            // spawn in flight: if the group died between the look and the
+            // listing, its id (the reaped root's pid) may be a new run's
+            // root's already, and its group that run's (issue 37: taken
+            // here, that root was handed to the leftover keeper, which
+            // reaped it: the other run's release failed with ECHILD).
+            let roots = if listed.is_empty() {
+                HashSet::new()
+            } else {
+                sys::roots::quiet().1
+            };
+            let seen: Vec<u32> = kept.iter().map(|m| m.pid).collect();
+            let more: Vec<Member> = group_leftovers(pid, listed, &roots, &seen)
                 .into_iter()
-                .filter(|&p| p != pid && !kept.iter().any(|m| m.pid == p))
                 .filter_map(|p| {
                     stat(p)
                         .filter(|s| s.pgrp == pid && !s.dead())
@@ -997,11 +1057,15 @@ mod tests {
 
     #[test]
     fn adoption_rule_table() {
-        let links: HashSet<u32> = [300, 400].into_iter().collect();
+        let links: HashSet<u32> = [300, 400, 500].into_iter().collect();
+        // 500: a link whose number is now another run's root (its pid,
+        // reused after every process of that group died).
+        let roots: HashSet<u32> = [500, 600].into_iter().collect();
         let seen = |known_start| Seen {
             known_start,
             root: ROOT,
             links: &links,
+            roots: &roots,
         };
         let alive = |pgrp, session| st(b'S', ME, pgrp, session, 5);
         let zombie = |pgrp, session| st(b'Z', ME, pgrp, session, 5);
@@ -1049,6 +1113,41 @@ mod tests {
                 true,
             ),
             ("a dead stranger", 50, zombie(9, 9), None, false, false),
+            // Issue 37: another run's root, dead or alive, whose pid (its
+            // group id) reused a stale link's number, or that carries the
+            // cookie, is never this tree's; nor is a member of its group.
+            (
+                "another run's dead root on a stale link",
+                500,
+                zombie(500, 9),
+                None,
+                false,
+                false,
+            ),
+            (
+                "another run's live root on a stale link",
+                500,
+                alive(500, 9),
+                None,
+                true,
+                false,
+            ),
+            (
+                "another run's root in a session made inside",
+                600,
+                zombie(600, 300),
+                None,
+                false,
+                false,
+            ),
+            (
+                "a member of another run's group on a stale link",
+                50,
+                alive(500, 9),
+                None,
+                false,
+                false,
+            ),
             // A zombie's environment cannot be read: no cookie counts.
             ("dead, cookie ignored", 50, zombie(9, 9), None, true, false),
             // A zombie leader whose other threads run is alive.
@@ -1071,6 +1170,42 @@ mod tests {
             false
         }));
         assert!(!read.get());
+    }
+
+    /// Issue 37: the root's group after its reap may be another run's
+    /// already (its id reused as a new root's pid): nothing of it is taken.
+    #[test]
+    fn group_leftover_rule_table() {
+        let set = |v: &[u32]| v.iter().copied().collect::<HashSet<u32>>();
+        // (name, listed, roots, kept, taken)
+        type Case = (&'static str, Vec<u32>, HashSet<u32>, Vec<u32>, Vec<u32>);
+        let cases: Vec<Case> = vec![
+            (
+                "the group's members",
+                vec![71, 72],
+                set(&[9]),
+                vec![],
+                vec![71, 72],
+            ),
+            (
+                "not the root, not one kept",
+                vec![ROOT, 71, 72],
+                set(&[]),
+                vec![72],
+                vec![71],
+            ),
+            (
+                "the id is another run's root now",
+                vec![ROOT, 71],
+                set(&[ROOT]),
+                vec![],
+                vec![],
+            ),
+            ("never a root", vec![71, 9], set(&[9]), vec![], vec![71]),
+        ];
+        for (name, listed, roots, kept, want) in cases {
+            assert_eq!(group_leftovers(ROOT, listed, &roots, &kept), want, "{name}");
+        }
     }
 
     #[test]

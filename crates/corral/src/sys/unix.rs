@@ -1352,6 +1352,12 @@ pub(crate) mod roots {
         (Quiet { _guard: guard }, set)
     }
 
+    /// Whether `pid` is an unreaped root now (a root whose spawn is still
+    /// in flight may not be in yet: [`quiet`] is exact).
+    pub(crate) fn is_root(pid: u32) -> bool {
+        live().as_ref().is_some_and(|m| m.contains_key(&pid))
+    }
+
     pub(super) fn started(pid: Pid) {
         *live()
             .get_or_insert_with(HashMap::new)

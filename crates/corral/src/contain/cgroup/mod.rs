@@ -366,6 +366,16 @@ impl Attached for Held {
         let inode = fs::metadata(&cg.dir)
             .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
             .unwrap_or(0);
+        if sig != Signal::KILL && sig != Signal::CONT {
+            // SIGCONT first (a stopped member can then act on the signal),
+            // as in the process-group tier.
+            cg.tracer.record(OsOp::TreeContinued {
+                via: Mechanism::Cgroup,
+                target: inode,
+            });
+            sys::signal_group(pgid, Signal::CONT)?;
+            cg.signal_members(Signal::CONT, Some(pgid))?;
+        }
         cg.tracer.record(OsOp::SignalTree {
             via: Mechanism::Cgroup,
             target: inode,
@@ -384,10 +394,6 @@ impl Attached for Held {
         // every member that left the group.
         sys::signal_group(pgid, sig)?;
         cg.signal_members(sig, Some(pgid))?;
-        if sig != Signal::CONT {
-            sys::signal_group(pgid, Signal::CONT)?;
-            cg.signal_members(Signal::CONT, Some(pgid))?;
-        }
         Ok(())
     }
 

@@ -35,7 +35,7 @@
 //! 5. loops: reaps every child (orphans of the namespace are reparented to
 //!    it), reports the command's wait status on the status pipe when it
 //!    exits, passes the signals corral asks for on to every process of the
-//!    namespace (`kill(-1, sig)` then SIGCONT), and exits once the command
+//!    namespace (SIGCONT, then `kill(-1, sig)`), and exits once the command
 //!    has exited and no process is left.
 //!
 //! Crash safety: the init also watches a pidfd of the host process and the
@@ -43,7 +43,7 @@
 //! becomes readable and the init gives the namespace the run's farewell
 //! (see [`farewell`]): without a grace it exits at once and the kernel
 //! SIGKILLs every process of the namespace; with one, it sends the run's
-//! first signal and SIGCONT to every process of the namespace, reaps them
+//! SIGCONT and first signal to every process of the namespace, reaps them
 //! as they exit and exits once none is left or the grace (at most
 //! [`FAREWELL_GRACE_MAX`](crate::spec::FAREWELL_GRACE_MAX)) has passed —
 //! the kernel then SIGKILLs what is left. `PR_SET_PDEATHSIG` is not used:
@@ -666,7 +666,7 @@ fn serve(a: &InitArgs, sigfd: c_int, cmd: isize) -> ! {
 }
 
 /// Acts on the bytes corral wrote on the control pipe: a signal to pass
-/// on to every process of the namespace (then SIGCONT), SIGKILL (the init
+/// on to every process of the namespace (after SIGCONT), SIGKILL (the init
 /// exits: the kernel kills the namespace), [`CTL_TERMINATING`] (no
 /// farewell from now on), or the detach byte. Whether to
 /// go on watching the host (`false` once detached); if corral closed the
@@ -696,8 +696,8 @@ fn read_control(a: &InitArgs, sigfd: c_int, buf: &mut [u8; 512], terminating: &m
         } else if c as u32 == k::SIGKILL {
             exit_now(137);
         } else if c != 0 {
-            let _ = raw::kill(-1, c as u32);
             let _ = raw::kill(-1, k::SIGCONT);
+            let _ = raw::kill(-1, c as u32);
         }
         j += 1;
     }
@@ -728,7 +728,7 @@ fn host_died_within(host: c_int, ms: i64) -> bool {
 /// started (`terminating`: the tree has had its first signal), the init
 /// exits at once (the kernel
 /// SIGKILLs every process of the namespace). With one, it sends the run's
-/// first signal (if any) and SIGCONT to every process of the namespace
+/// SIGCONT and the run's first signal (if any) to every process of the namespace
 /// (`kill(-1)`: all but the init), reaps them as they exit, and exits once
 /// none is left or the grace has passed (the kernel SIGKILLs what is left
 /// when the init exits): bounded by the grace, itself at most
@@ -740,8 +740,8 @@ fn farewell(a: &InitArgs, sigfd: c_int, terminating: bool) -> ! {
     }
     let start = raw::monotonic_ns().unwrap_or(0);
     if a.farewell_signal != 0 {
-        let _ = raw::kill(-1, a.farewell_signal);
         let _ = raw::kill(-1, k::SIGCONT);
+        let _ = raw::kill(-1, a.farewell_signal);
     }
     let mut buf = [0u8; 512];
     loop {

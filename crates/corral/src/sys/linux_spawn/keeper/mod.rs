@@ -27,8 +27,8 @@
 //! directory descriptor names one cgroup, never a later one with the same
 //! name), then every process whose environment carries a held cookie (see
 //! `cookie_round`: `setsid` and double-fork escapers, and a root not
-//! registered yet); a tree with a grace gets its run's first signal and
-//! SIGCONT first (see `first_signals`), and the same SIGKILL once its own
+//! registered yet); a tree with a grace gets SIGCONT and its run's first
+//! signal first (see `first_signals`), and the same SIGKILL once its own
 //! grace (at most 10 s) has passed, unless it is gone before, while a second
 //! keeper stands by in case this one dies. Then the keeper removes the
 //! cgroups' directories (deepest first, retried for up to 2 s while the kill

@@ -411,7 +411,7 @@ unsafe fn hold(table: &mut Table, slot: usize, kind: u8, msg: &Message, fd: c_in
 /// without a grace are killed at once, as they always were (each root's
 /// group and each member, `cgroup.kill` of each cgroup, then rounds of a
 /// look at every process for the cookies); the others get their run's
-/// first signal and SIGCONT (see [`first_signals`]), then SIGKILL once
+/// SIGCONT and first signal (see [`first_signals`]), then SIGKILL once
 /// their own grace has passed since the host's death, unless they are gone
 /// before. Every slot keeps its own time: one run's grace never delays
 /// another's kill. Bounded: [`GRACE_MAX_MS`] and [`COOKIE_FOR_MS`].
@@ -611,7 +611,7 @@ fn events_populated(text: &[u8]) -> bool {
     true
 }
 
-/// Sends each held tree with a grace its run's first signal, then SIGCONT
+/// Sends each held tree with a grace SIGCONT, then its run's first signal
 /// (a stopped member acts on it), as the lifecycle does at the deadline:
 /// each root's process group through its pidfd (the root alone before
 /// Linux 6.9), each member through its pidfd, then each process that is in
@@ -648,18 +648,20 @@ unsafe fn first_signals(table: &Table) {
         if let Some(s) = unsafe { table.at(i) } {
             let sig = u32::from(s.signal);
             if s.state == HELD && s.grace_ms > 0 && sig != 0 {
+                // SIGCONT first, then the signal, as the lifecycle does (a
+                // root that died of the signal before a later SIGCONT would
+                // orphan its group with a member still stopped: SIGHUP).
                 if s.kind == ROOT {
+                    let _ = raw::pidfd_send_signal(s.fd, k::SIGCONT, PIDFD_SIGNAL_PROCESS_GROUP);
                     if raw::pidfd_send_signal(s.fd, sig, PIDFD_SIGNAL_PROCESS_GROUP).is_ok() {
                         s.quiet = 1;
-                        let _ =
-                            raw::pidfd_send_signal(s.fd, k::SIGCONT, PIDFD_SIGNAL_PROCESS_GROUP);
                     } else {
-                        let _ = raw::pidfd_send_signal(s.fd, sig, 0);
                         let _ = raw::pidfd_send_signal(s.fd, k::SIGCONT, 0);
+                        let _ = raw::pidfd_send_signal(s.fd, sig, 0);
                     }
                 } else if s.kind == MEMBER {
-                    let _ = raw::pidfd_send_signal(s.fd, sig, 0);
                     let _ = raw::pidfd_send_signal(s.fd, k::SIGCONT, 0);
+                    let _ = raw::pidfd_send_signal(s.fd, sig, 0);
                 }
             }
         }
@@ -680,8 +682,8 @@ unsafe fn first_signals(table: &Table) {
             continue;
         };
         if stat_of(t.pid).is_some_and(|(_, start)| start == t.start) && !pidfd_exited(pfd) {
-            let _ = raw::pidfd_send_signal(pfd, u32::from(t.sig), 0);
             let _ = raw::pidfd_send_signal(pfd, k::SIGCONT, 0);
+            let _ = raw::pidfd_send_signal(pfd, u32::from(t.sig), 0);
         }
         raw::close(pfd);
     }

@@ -72,8 +72,8 @@ pub(super) const CMSG_LEN1: usize = CMSG_HDR + 4;
 /// length rounded up to 8.
 pub(super) const CONTROL_ONE: usize = CMSG_LEN1.div_ceil(8) * 8;
 
-/// What the keeper does to a held tree when the host dies: `signal` (0:
-/// none) and SIGCONT first, then SIGKILL `grace_ms` later to whatever is
+/// What the keeper does to a held tree when the host dies: SIGCONT and
+/// `signal` (0: none) first, then SIGKILL `grace_ms` later to whatever is
 /// left; a grace of 0 is SIGKILL at once (and no first signal).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Farewell {
