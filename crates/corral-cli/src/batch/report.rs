@@ -19,7 +19,7 @@ use std::time::Duration;
 use corral::document::{BatchRun, RunStatus};
 use serde::{Deserialize, Serialize};
 
-use super::progress::{percentile, secs, TaskSummary, UsageStats, WallStats};
+use super::summary::{percentile, secs, TaskSummary, UsageStats, WallStats};
 use super::{ALL_PASSED, SOME_ERRORED, SOME_FAILED};
 
 /// The version of the batch report's format (the run report's,

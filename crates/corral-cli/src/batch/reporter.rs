@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 
 use super::error::BatchError;
 use super::events::{BatchEvent, RunEnd};
-use super::exec::{Batch, RunRecord};
+use super::exec::Batch;
+use super::record::RunRecord;
 use super::{junit, report};
 
 /// One output of a batch, made from its events.
