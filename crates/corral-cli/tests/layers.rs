@@ -56,9 +56,10 @@ const INNER: &[(&str, &[&[&str]])] = &[
         &[
             // The manifest; the per-task numbers.
             &["manifest", "summary"],
-            // Verdicts; the errors (of the manifest, of a merge); the
-            // report document.
-            &["classify", "error", "report"],
+            // Verdicts; the errors (of the manifest, of a merge).
+            &["classify", "error"],
+            // The report document (`BatchDoc`, each run a `BatchRun`).
+            &["report"],
             // A finished run's record; JUnit from the report.
             &["record", "junit"],
             // The event stream.

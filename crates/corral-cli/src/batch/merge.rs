@@ -12,7 +12,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use corral::document::BatchRun;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
@@ -20,7 +19,7 @@ use serde_json::Value;
 use super::error::BatchError;
 pub use super::error::MergeError;
 use super::events::RunEnd;
-use super::report::{self, BatchDoc, MergedFrom, NotRun, Part, PlanEntry};
+use super::report::{self, BatchDoc, BatchRun, MergedFrom, NotRun, Part, PlanEntry};
 use super::reporter::{end_run, ReportFile, Reporter, Table};
 use super::Ended;
 use crate::args::MergeOpts;

@@ -53,13 +53,12 @@ use corral::{ContainmentChoice, Mechanism};
 use crate::args::{BatchOpts, ContainmentArg, ProgressArg};
 use crate::exit::CORRAL_FAILED;
 use classify::StopReason;
-use corral::document::BatchRun;
 use error::BatchError;
 use events::{BatchEvent, RunEnd};
 use exec::{Batch, Executor, Partition, RunOptions, Selection};
 use progress::{Mode, Progress};
 use record::RunRecord;
-use report::BatchDoc;
+use report::{BatchDoc, BatchRun};
 use reporter::{EventLog, ReportFile, Reporter, Table};
 use summary::TaskSummary;
 
