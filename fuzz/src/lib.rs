@@ -19,6 +19,8 @@ mod args;
 mod batch;
 #[path = "../../crates/corral-cli/src/dispositions.rs"]
 mod dispositions;
+#[path = "../../crates/corral-cli/src/duration.rs"]
+mod duration;
 #[path = "../../crates/corral-cli/src/exit.rs"]
 mod exit;
 #[path = "../../crates/corral-cli/src/generate.rs"]
@@ -39,6 +41,8 @@ mod reference;
 mod run;
 #[path = "../../crates/corral-cli/src/signals.rs"]
 mod signals;
+#[path = "../../crates/corral-cli/src/text.rs"]
+mod text;
 #[path = "../../crates/corral-cli/src/timeout.rs"]
 mod timeout;
 #[path = "../../crates/corral-cli/src/tty.rs"]

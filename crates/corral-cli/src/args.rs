@@ -8,6 +8,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use corral::document::{Containment, PtySpec, RunSpec};
 use corral::{LeftoverPolicy, Signal};
 
+pub use crate::duration::{parse_bytes, parse_duration};
+
 /// Run commands with a deadline; contain and kill their whole process tree.
 #[derive(Parser, Debug)]
 #[command(name = "corral", version, about, long_about = None)]
@@ -434,7 +436,7 @@ pub struct RunOpts {
     /// Set by the `timeout` personality: GNU's messages, `-v` lines and
     /// exit statuses.
     #[arg(skip)]
-    pub gnu: Option<crate::timeout::Style>,
+    pub gnu: Option<crate::gnu::Style>,
 }
 
 /// `-s`: the first signal, or signal 0 (nothing is sent at the deadline;
@@ -635,52 +637,6 @@ pub fn print_unknown_argument(e: &clap::Error) {
     out.push('\n');
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(out.as_bytes()).and_then(|()| err.flush());
-}
-
-/// Bytes with an optional binary suffix: `1048576`, `512K`, `64M`, `2G`.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m: u64 = match c.to_ascii_uppercase() {
-                'K' => 1 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                _ => {
-                    return Err(format!(
-                        "invalid size {s:?} (use e.g. 1048576, 512K, 64M, 2G)"
-                    ))
-                }
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("invalid size {s:?} (use e.g. 1048576, 512K, 64M, 2G)"))
-}
-
-/// A duration as people type it: GNU `timeout`'s grammar (a number of
-/// seconds, `0.5`, `1e-3`, `0x1p3`, with an optional `s`, `m`, `h` or `d`;
-/// huge values clamped, a positive one rounded up to the nanosecond) or
-/// corral's forms (`500ms`, `1m30s`, `2h 30m`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Some(d) = crate::gnu::duration(s) {
-        return Ok(d);
-    }
-    let t = s.trim();
-    if t.is_empty() {
-        return Err("empty duration".into());
-    }
-    humantime::parse_duration(t).map_err(|e| {
-        format!(
-            "invalid duration {s:?}: {e} (use e.g. 500ms, 10s, 1m30s, 2h, 1d, or a number of \
-             seconds such as 10, 0.5 or 1e-3)"
-        )
-    })
 }
 
 pub(crate) fn parse_signal(s: &str) -> Result<FirstSignal, String> {

@@ -6,6 +6,16 @@ use std::time::Duration;
 
 use corral::Signal;
 
+/// What the personality changes in a run: GNU's words and statuses.
+#[derive(Debug, Clone)]
+pub struct Style {
+    /// The program name in messages: `argv[0]` as given (`timeout`,
+    /// `/usr/local/bin/timeout`), as GNU prints it.
+    pub program: String,
+    /// The command as given, for `-v` lines and "failed to run" messages.
+    pub command: String,
+}
+
 /// The longest duration: what GNU clamps a huge one to (the largest
 /// `time_t` in seconds). corral's deadline treats it as "never".
 pub const MAX_DURATION: Duration = Duration::from_secs(i64::MAX as u64);

@@ -68,7 +68,7 @@ impl JsonReport {
         };
         let outcome = OutcomeName::from_name(e.outcome_name()).unwrap_or(OutcomeName::SpawnFailed);
         let j =
-            RunReport::not_started(outcome, containment, elapsed, crate::exit::error_message(e));
+            RunReport::not_started(outcome, containment, elapsed, crate::text::error_message(e));
         JsonReport(j.with_command_line(None, received, exit))
     }
 

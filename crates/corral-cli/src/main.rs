@@ -10,6 +10,7 @@
 mod args;
 mod batch;
 mod dispositions;
+mod duration;
 mod exit;
 mod generate;
 mod gnu;
@@ -25,6 +26,7 @@ mod signals;
 mod start;
 #[cfg(test)]
 mod surfaces;
+mod text;
 mod timeout;
 mod tty;
 

@@ -238,7 +238,7 @@ fn spawn_failed(
     match &opts.gnu {
         Some(g) => say(format_args!("{}", exit::gnu_error_message(e, &g.command))),
         None => {
-            say(format_args!("{}", exit::error_message(e)));
+            say(format_args!("{}", crate::text::error_message(e)));
             if let Some(hint) = duration_hint(e, &opts.command) {
                 say(format_args!("{hint}"));
             }
@@ -290,7 +290,7 @@ fn duration_hint(e: &corral::Error, command: &[std::ffi::OsString]) -> Option<St
         return None;
     };
     let first = command.first()?.to_str()?;
-    crate::args::parse_duration(first).ok()?;
+    crate::duration::parse_duration(first).ok()?;
     let rest: Vec<String> = command[1..]
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
@@ -305,7 +305,7 @@ fn duration_hint(e: &corral::Error, command: &[std::ffi::OsString]) -> Option<St
 /// `-v` in the `timeout` personality: GNU's line for each signal sent upon
 /// the timeout or a signal received (`0` first for `-s 0`).
 fn gnu_verbose_lines(r: &Report, zero: bool, command: &str) -> Vec<String> {
-    let quoted = crate::timeout::quote(command);
+    let quoted = crate::text::quote(command);
     let mut sent: Vec<Option<corral::Signal>> = Vec::new();
     if zero {
         sent.push(None);

@@ -14,16 +14,8 @@ use std::time::Duration;
 
 use crate::args::{ContainmentArg, FirstSignal, Leftovers, RunOpts};
 use crate::exit;
-
-/// What the personality changes in a run: GNU's words and statuses.
-#[derive(Debug, Clone)]
-pub struct Style {
-    /// The program name in messages: `argv[0]` as given (`timeout`,
-    /// `/usr/local/bin/timeout`), as GNU prints it.
-    pub program: String,
-    /// The command as given, for `-v` lines and "failed to run" messages.
-    pub command: String,
-}
+use crate::gnu::Style;
+use crate::text::quote;
 
 /// Whether `argv[0]` names the personality (its last component is
 /// `timeout`, or `timeout.exe`).
@@ -92,15 +84,6 @@ const LONG: &[(&str, bool, char)] = &[
     ("help", false, 'h'),
     ("version", false, 'V'),
 ];
-
-/// GNU's quoting of a name in a message, in the C locale: 'x'.
-pub fn quote(s: &str) -> String {
-    if s.contains('\'') {
-        format!("\"{s}\"")
-    } else {
-        format!("'{s}'")
-    }
-}
 
 /// The options seen so far.
 #[derive(Default)]

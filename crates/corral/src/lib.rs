@@ -38,7 +38,7 @@
 //! descriptor limit) are grouped in [`process_wide`].
 //!
 //! Features: `tokio` (Unix) adds `Command::spawn_async`; `serde` adds the
-//! typed report documents (`document`: `RunReport`, `BatchRun`) and the
+//! typed report document (`document`: `RunReport`) and the
 //! request's (`document::RunSpec`, every option of a run as plain values,
 //! and `Command::from_spec`), makes
 //! [`Report`] serialise to the documented JSON report (docs/report-schema.json

@@ -27,7 +27,7 @@ const LAYERS: &[&[&str]] = &[
     // The builder.
     &["command"],
     // The async driver (Command::spawn_async); the documents (feature
-    // `serde`): the report as `RunReport`, `BatchRun`, the request as
+    // `serde`): the report as `RunReport`, the request as
     // `RunSpec` and its one mapping onto `Command` (`Command::from_spec`),
     // their schemas. No module of the library uses `document`.
     &["asynchronous", "document"],

@@ -23,7 +23,17 @@ use corral::{Error, Outcome, Report};
 use super::manifest::EventRule;
 
 /// The one thing a run ended as (the report's `status`).
-pub use corral::document::RunStatus as Status;
+/// The verdict of one batch run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The run passed (by its task's rules).
+    Passed,
+    /// The run failed (by its task's rules).
+    Failed,
+    /// The run errored (timed out, was killed, did not start, ...).
+    Error,
+}
 
 /// The status as the progress lines show it.
 pub fn label(s: Status) -> &'static str {

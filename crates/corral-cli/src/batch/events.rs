@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::exec::RunRecord;
+use super::record::RunRecord;
 use super::report::BatchDoc;
 
 /// One event of a batch.

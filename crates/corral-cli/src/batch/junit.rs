@@ -15,12 +15,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use corral::document::{BatchRun, RunStatus};
 use quick_junit::{
     NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite,
 };
 
-use super::report::{duration_of_ms, BatchDoc};
+use super::classify::Status;
+use super::report::{duration_of_ms, BatchDoc, BatchRun};
 
 /// Bytes of each stream kept in `<system-out>` / `<system-err>`.
 pub const KEEP: usize = 16 << 10;
@@ -68,7 +68,7 @@ pub fn render(doc: &BatchDoc, title: &str) -> Result<String, quick_junit::Serial
 }
 
 fn kind(r: &BatchRun) -> NonSuccessKind {
-    if r.status == RunStatus::Failed {
+    if r.status == Status::Failed {
         NonSuccessKind::Failure
     } else {
         NonSuccessKind::Error
@@ -76,7 +76,7 @@ fn kind(r: &BatchRun) -> NonSuccessKind {
 }
 
 fn ty(r: &BatchRun) -> String {
-    if r.status == RunStatus::Failed {
+    if r.status == Status::Failed {
         "failed".into()
     } else {
         r.report.outcome.as_str().to_owned()
@@ -99,7 +99,7 @@ fn rerun(a: &BatchRun) -> TestRerun {
 
 fn case_for(r: &BatchRun) -> TestCase {
     let mut status = match r.status {
-        RunStatus::Passed => TestCaseStatus::success(),
+        Status::Passed => TestCaseStatus::success(),
         _ => {
             let mut st = TestCaseStatus::non_success(kind(r));
             st.set_message(r.reason.clone().unwrap_or_default());

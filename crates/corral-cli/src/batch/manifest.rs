@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use corral::document::{Containment, RunSpec};
@@ -24,8 +24,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::error::BatchError;
-use crate::args::{parse_bytes, parse_duration};
+use crate::duration::{parse_bytes, parse_duration};
 
 /// The shell used for `shell = "..."` tasks: the library's, as for a
 /// spec's `command`.
@@ -335,29 +334,6 @@ struct RawTask {
     pids_max: Option<Spanned<u64>>,
     containment: Option<ContainmentKey>,
     require_crash_safety: Option<bool>,
-}
-
-/// Reads and checks the manifest at `path` (`-`: standard input).
-pub fn load(path: &Path) -> Result<Manifest, BatchError> {
-    if path == Path::new("-") {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)
-            .map_err(BatchError::ManifestStdin)?;
-        // Relative `cwd`s are relative to corral's working directory.
-        let tasks = parse("<stdin>", &text, Path::new("."))?;
-        return Ok(Manifest { tasks });
-    }
-    let file = path.display().to_string();
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(source) => return Err(BatchError::ManifestRead { file, source }),
-    };
-    let base = path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let tasks = parse(&file, &text, &base)?;
-    Ok(Manifest { tasks })
 }
 
 /// Makes the errors that point into the manifest's text.

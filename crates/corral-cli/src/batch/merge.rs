@@ -12,14 +12,14 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use corral::document::BatchRun;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::BatchError;
+pub use super::error::MergeError;
 use super::events::RunEnd;
-use super::report::{self, BatchDoc, MergedFrom, NotRun, Part, PlanEntry};
+use super::report::{self, BatchDoc, BatchRun, MergedFrom, NotRun, Part, PlanEntry};
 use super::reporter::{end_run, ReportFile, Reporter, Table};
 use super::Ended;
 use crate::args::MergeOpts;
@@ -654,92 +654,5 @@ mod tests {
             }
         }
         assert_eq!(shard_of_ordinal(u64::MAX, u32::MAX), 1);
-    }
-}
-
-/// Why shard reports do not merge into one report (each names the files,
-/// the shards or the run).
-#[derive(Debug, thiserror::Error)]
-pub enum MergeError {
-    #[error("no report given")]
-    NoReport,
-    /// A report that does not read as a shard report: `FILE: field ...`.
-    #[error("{0}")]
-    Invalid(String),
-    #[error("{file} comes from a different manifest than {first} (fingerprint {fingerprint:?} vs {first_fingerprint:?})")]
-    OtherManifest {
-        file: String,
-        first: String,
-        fingerprint: String,
-        first_fingerprint: String,
-    },
-    #[error("{file} ran with --task filters {filters:?} but {first} with {first_filters:?}")]
-    OtherFilters {
-        file: String,
-        first: String,
-        filters: Vec<String>,
-        first_filters: Vec<String>,
-    },
-    #[error("{file} has a different plan (tasks, repeats, warmups) than {first}")]
-    OtherPlan { file: String, first: String },
-    /// `shard`: `shard K/N` or `not a shard (no --partition)`.
-    #[error("{file} is {shard} but {first} is {first_shard}")]
-    OtherCount {
-        file: String,
-        shard: String,
-        first: String,
-        first_shard: String,
-    },
-    #[error("{file} is not a shard (it ran without --partition), and {given} reports were given")]
-    NotAShard { file: String, given: usize },
-    #[error("shard {index}/{count} is given twice: {first} and {second}")]
-    ShardTwice {
-        index: u32,
-        count: u32,
-        first: String,
-        second: String,
-    },
-    #[error("shard {index}/{count} is missing (its report was not given)")]
-    ShardMissing { index: u32, count: u32 },
-    #[error("{file}: field `plan[{index}].task`: task {task:?} is planned twice")]
-    PlannedTwice {
-        file: String,
-        index: usize,
-        task: String,
-    },
-    #[error("{file}: run {run} is not in the manifest's plan")]
-    NotPlanned { file: String, run: String },
-    #[error(
-        "{file} (shard {index}/{count}) has run {run}, which belongs to shard {belongs}/{count}"
-    )]
-    WrongShard {
-        file: String,
-        index: u32,
-        count: u32,
-        run: String,
-        belongs: u32,
-    },
-    #[error("run {run} appears twice: in {first} and in {second}")]
-    RunTwice {
-        run: String,
-        first: String,
-        second: String,
-    },
-    #[error("run {run} (shard {shard}/{count}) is missing from {file}{}", in_all(*.missing))]
-    RunMissing {
-        run: String,
-        shard: u32,
-        count: u32,
-        file: String,
-        missing: u64,
-    },
-}
-
-/// ` (N runs missing in all)` when more than one is.
-fn in_all(missing: u64) -> String {
-    if missing > 1 {
-        format!(" ({missing} runs missing in all)")
-    } else {
-        String::new()
     }
 }

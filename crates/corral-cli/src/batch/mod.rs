@@ -37,11 +37,13 @@ mod junit;
 pub(crate) mod manifest;
 pub mod merge;
 mod progress;
+mod record;
 pub(crate) mod report;
 mod reporter;
+mod summary;
 
 use std::io::{IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,13 +53,14 @@ use corral::{ContainmentChoice, Mechanism};
 use crate::args::{BatchOpts, ContainmentArg, ProgressArg};
 use crate::exit::CORRAL_FAILED;
 use classify::StopReason;
-use corral::document::BatchRun;
 use error::BatchError;
 use events::{BatchEvent, RunEnd};
-use exec::{Batch, Executor, Partition, RunOptions, RunRecord, Selection};
-use progress::{Mode, Progress, TaskSummary};
-use report::BatchDoc;
+use exec::{Batch, Executor, Partition, RunOptions, Selection};
+use progress::{Mode, Progress};
+use record::RunRecord;
+use report::{BatchDoc, BatchRun};
 use reporter::{EventLog, ReportFile, Reporter, Table};
+use summary::TaskSummary;
 
 /// Every run passed.
 pub const ALL_PASSED: i32 = 0;
@@ -189,7 +192,7 @@ fn run_batch(opts: BatchOpts) -> Result<Ended, BatchError> {
         .as_deref()
         .map(|s| parse_partition(s, |v| std::env::var(v).ok()))
         .transpose()?;
-    let manifest = manifest::load(&opts.manifest)?;
+    let manifest = load_manifest(&opts.manifest)?;
     let fingerprint = manifest::fingerprint(&manifest.tasks);
     let names: Vec<&str> = manifest.tasks.iter().map(|t| t.name.as_str()).collect();
     let selected = select(&names, &opts.tasks)?;
@@ -643,6 +646,29 @@ pub(crate) fn first_task_spec(text: &str) -> Result<corral::document::RunSpec, S
         .next()
         .map(|t| t.spec)
         .ok_or_else(|| "no task".to_owned())
+}
+
+/// Reads and checks the manifest at `path` (`-`: standard input).
+fn load_manifest(path: &Path) -> Result<manifest::Manifest, BatchError> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)
+            .map_err(BatchError::ManifestStdin)?;
+        // Relative `cwd`s are relative to corral's working directory.
+        let tasks = manifest::parse("<stdin>", &text, Path::new("."))?;
+        return Ok(manifest::Manifest { tasks });
+    }
+    let file = path.display().to_string();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(source) => return Err(BatchError::ManifestRead { file, source }),
+    };
+    let base = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let tasks = manifest::parse(&file, &text, &base)?;
+    Ok(manifest::Manifest { tasks })
 }
 
 #[cfg(test)]

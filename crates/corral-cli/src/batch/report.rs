@@ -16,11 +16,67 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use corral::document::{BatchRun, RunStatus};
+use corral::document::RunReport;
 use serde::{Deserialize, Serialize};
 
-use super::progress::{percentile, secs, TaskSummary, UsageStats, WallStats};
+use super::classify::Status;
+use super::summary::{percentile, secs, TaskSummary, UsageStats, WallStats};
 use super::{ALL_PASSED, SOME_ERRORED, SOME_FAILED};
+
+/// One run (or an earlier attempt) of a `corral batch --report`: the
+/// batch's fields, then every field of the run's `RunReport`, then the
+/// kept output. Read back, every field must be there and no other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRun {
+    /// The task's name.
+    pub task: String,
+    /// The run's index within its task (from 0).
+    pub run: u32,
+    /// A warmup run (not measured, not a test case).
+    pub warmup: bool,
+    /// The shard (1-based) the partition rule gives this run.
+    pub shard: u32,
+    /// The run's verdict.
+    pub status: Status,
+    /// Why it is not `passed`, in words.
+    pub reason: Option<String>,
+    /// The code the program's result event gave, when the task reads one.
+    pub result_code: Option<i64>,
+    /// The program's result event (a JSON object it printed), when the task reads one.
+    pub result_event: Option<serde_json::Value>,
+    /// Cancelled because the batch stopped (fail-fast or a signal).
+    pub cancelled_by_stop: bool,
+    /// When it started, in milliseconds from the batch's start.
+    pub started_ms: f64,
+    /// From the spawn to the end of cleanup (or to the spawn error), in milliseconds.
+    pub wall_ms: f64,
+    /// The attempt (0 for the first).
+    pub attempt: u32,
+    /// Passed after a failed or errored attempt.
+    pub flaky: bool,
+    /// The earlier attempts that failed or errored, oldest first.
+    pub attempts: Vec<BatchRun>,
+    /// Where `--output-dir` put the whole stdout.
+    pub stdout_file: Option<String>,
+    /// Where `--output-dir` put the whole stderr.
+    pub stderr_file: Option<String>,
+    /// The run's report.
+    #[serde(flatten)]
+    pub report: RunReport,
+    /// The kept output of stdout (head and tail), lossily as text.
+    pub stdout_tail: String,
+    /// The kept output of stderr (head and tail), lossily as text.
+    pub stderr_tail: String,
+}
+
+impl BatchRun {
+    /// `name#run` (`name#wN` for a warmup run).
+    pub fn key(&self) -> String {
+        let w = if self.warmup { "w" } else { "" };
+        format!("{}#{w}{}", self.task, self.run)
+    }
+}
 
 /// The version of the batch report's format (the run report's,
 /// [`corral::document::FORMAT_VERSION`]).
@@ -160,9 +216,9 @@ pub fn summarize(planned: &[(String, usize)], runs: &[BatchRun]) -> Vec<TaskSumm
         };
         let s = &mut out[i];
         match r.status {
-            RunStatus::Passed => s.passed += 1,
-            RunStatus::Failed => s.failed += 1,
-            RunStatus::Error => s.errors += 1,
+            Status::Passed => s.passed += 1,
+            Status::Failed => s.failed += 1,
+            Status::Error => s.errors += 1,
         }
         if r.flaky {
             s.flaky += 1;
@@ -244,9 +300,9 @@ pub fn exit_code(runs: &[BatchRun], not_run: usize, signalled: bool) -> i32 {
     let mut code = ALL_PASSED;
     for r in runs.iter().filter(|r| !r.cancelled_by_stop) {
         match r.status {
-            RunStatus::Passed => {}
-            RunStatus::Failed => code = SOME_FAILED,
-            RunStatus::Error => return SOME_ERRORED,
+            Status::Passed => {}
+            Status::Failed => code = SOME_FAILED,
+            Status::Error => return SOME_ERRORED,
         }
     }
     if code == ALL_PASSED && cut_short {
@@ -385,4 +441,79 @@ pub fn planned(plan: &[PlanEntry]) -> Vec<(String, usize)> {
     plan.iter()
         .map(|p| (p.task.clone(), p.runs as usize))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_run_round_trips_and_refuses_unknown_or_missing_keys() {
+        let run = BatchRun {
+            task: "t".into(),
+            run: 3,
+            warmup: false,
+            shard: 1,
+            status: Status::Error,
+            reason: Some("timed out".into()),
+            result_code: None,
+            result_event: Some(serde_json::json!({"type": "end", "code": 1})),
+            cancelled_by_stop: false,
+            started_ms: 1.0,
+            wall_ms: 2.5,
+            attempt: 1,
+            flaky: false,
+            attempts: Vec::new(),
+            stdout_file: None,
+            stderr_file: None,
+            report: RunReport::from(&corral::Report::synthetic(
+                corral::Outcome::TimedOut,
+                corral::Mechanism::ProcessGroup,
+            ))
+            .with_command_line(None, None, 124),
+            stdout_tail: "out".into(),
+            stderr_tail: String::new(),
+        };
+        let mut outer = run.clone();
+        outer.attempts.push(run.clone());
+        // The batch's fields, the report's, the kept output, in order.
+        let text = serde_json::to_string(&outer).unwrap();
+        assert!(text.starts_with("{\"task\":\"t\",\"run\":3,"), "{text}");
+        assert!(
+            text.ends_with(",\"stdout_tail\":\"out\",\"stderr_tail\":\"\"}"),
+            "{text}"
+        );
+        let v = serde_json::to_value(&outer).unwrap();
+        let back: BatchRun = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(back, outer);
+        assert_eq!(back.key(), "t#3");
+        // A misspelt key is refused, naming it, at the top and nested.
+        for (at, from, to) in [
+            (None, "wall_ms", "wal_ms"),
+            (None, "crash_safe", "crash_safes"),
+            (Some(0), "outcome", "outcom"),
+        ] {
+            let mut bad = v.clone();
+            let o = match at {
+                None => bad.as_object_mut().unwrap(),
+                Some(i) => bad["attempts"][i].as_object_mut().unwrap(),
+            };
+            let x = o.remove(from).unwrap();
+            o.insert(to.into(), x);
+            let e = serde_json::from_value::<BatchRun>(bad).unwrap_err();
+            assert!(
+                e.to_string().contains(to) || e.to_string().contains(from),
+                "{e}"
+            );
+        }
+        // An extra key alone is refused too (no silent skipping).
+        let mut bad = v.clone();
+        bad["surprise"] = true.into();
+        let e = serde_json::from_value::<BatchRun>(bad).unwrap_err();
+        assert!(e.to_string().contains("surprise"), "{e}");
+        let mut bad = serde_json::to_value(&run.report).unwrap();
+        bad["surprise"] = true.into();
+        let e = serde_json::from_value::<RunReport>(bad).unwrap_err();
+        assert!(e.to_string().contains("surprise"), "{e}");
+    }
 }

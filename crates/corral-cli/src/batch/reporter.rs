@@ -9,12 +9,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use corral::document::BatchRun;
 use serde_json::{json, Value};
 
 use super::error::BatchError;
 use super::events::{BatchEvent, RunEnd};
-use super::exec::{Batch, RunRecord};
+use super::exec::Batch;
+use super::record::RunRecord;
+use super::report::BatchRun;
 use super::{junit, report};
 
 /// One output of a batch, made from its events.

@@ -40,12 +40,12 @@ pub struct McpOpts {
 
     /// The deadline of a run whose request gives no `timeout_ms` [default:
     /// 10m, or --max-timeout when that is shorter].
-    #[arg(long, value_name = "DURATION", value_parser = crate::args::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse_duration)]
     pub default_timeout: Option<Duration>,
 
     /// The longest `timeout_ms` a request may ask for (longer is refused).
     #[arg(long, value_name = "DURATION", default_value = "24h",
-          value_parser = crate::args::parse_duration)]
+          value_parser = crate::duration::parse_duration)]
     pub max_timeout: Duration,
 
     /// Working directories must resolve (symlinks followed) inside DIR;
@@ -89,7 +89,7 @@ Register with an agent (mcpServers JSON):
                              \"args\": [\"mcp\", \"--root\", \"/path/to/project\"]}}}";
 
 fn parse_kept(s: &str) -> Result<usize, String> {
-    let n = crate::args::parse_bytes(s)?;
+    let n = crate::duration::parse_bytes(s)?;
     if n == 0 {
         return Err("must be at least 1 byte".into());
     }

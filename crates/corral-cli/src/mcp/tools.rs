@@ -182,7 +182,7 @@ impl Tools {
         });
         let running = cmd
             .spawn_async()
-            .map_err(|e| crate::exit::error_message(&e))?;
+            .map_err(|e| crate::text::error_message(&e))?;
         drop(cmd);
         let report = running.await;
         drop(slot);
@@ -224,7 +224,7 @@ impl Tools {
         }
         let running = cmd
             .spawn_async()
-            .map_err(|e| crate::exit::error_message(&e))?;
+            .map_err(|e| crate::text::error_message(&e))?;
         drop(cmd);
         run.pid.store(running.id(), Ordering::Relaxed);
         // The initial input goes first: the lock is taken before `start`
