@@ -411,14 +411,21 @@ pub fn mcp_args(data: &[u8]) {
     let a = match parsed {
         Err(e) => {
             assert!(!e.is_empty());
-            // A key the tools do not take is refused, and the error names
-            // one such key (which one when there are several depends on
-            // the map's order after `input` is taken out).
+            // An `input` that is not text is refused first; then a key the
+            // tools do not take is refused, and the error names one such
+            // key (which one, when there are several, depends on the
+            // map's order after `input` is taken out).
             let refused: Vec<&String> = args
                 .keys()
                 .filter(|k| *k != "input" && !OFFERED.contains(&k.as_str()))
                 .collect();
-            if !refused.is_empty() {
+            let input_ok = matches!(
+                args.get("input"),
+                None | Some(serde_json::Value::Null | serde_json::Value::String(_))
+            );
+            if !input_ok {
+                assert!(e.starts_with("input must be a string"), "{e}");
+            } else if !refused.is_empty() {
                 assert!(
                     refused.iter().any(|k| e.contains(&format!("`{k}`"))),
                     "{refused:?}: {e}"
