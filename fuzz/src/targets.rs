@@ -243,16 +243,47 @@ pub fn manifest(data: &[u8]) {
             let mut names = std::collections::BTreeSet::new();
             for t in &tasks {
                 assert!(names.insert(t.name.clone()), "{s:?}: two tasks {}", t.name);
-                assert!(!t.argv.is_empty() && !t.argv[0].is_empty(), "{s:?}: {t:?}");
                 assert!(t.repeat >= 1, "{s:?}");
-                assert!(t.argv.iter().all(|a| !a.contains('\0')), "{s:?}");
-                for (k, v) in &t.env {
+                let spec = &t.spec;
+                // Exactly one of `run` (argv) and `shell` (command), and
+                // what runs is a program with its arguments.
+                assert!(
+                    spec.argv.is_some() != spec.command.is_some(),
+                    "{s:?}: {t:?}"
+                );
+                let argv = spec
+                    .program_and_args()
+                    .unwrap_or_else(|e| panic!("{s:?}: {t:?}: {e}"));
+                assert!(!argv.is_empty() && !argv[0].is_empty(), "{s:?}: {t:?}");
+                assert!(
+                    argv.iter().all(|a| !a.as_encoded_bytes().contains(&0)),
+                    "{s:?}"
+                );
+                if let Some(c) = &spec.command {
+                    assert_eq!(argv, [corral::document::SHELL, "-c", c.as_str()], "{s:?}");
+                }
+                for (k, v) in spec.env.iter().flatten() {
+                    let (k, v) = (k.to_str().unwrap(), v.to_str().unwrap());
                     assert!(!k.is_empty() && !k.contains(['=', '\0']), "{s:?}: {k:?}");
                     assert!(!v.contains('\0'), "{s:?}");
                 }
-                if let Some(c) = &t.cwd {
+                if let Some(c) = &spec.cwd {
                     assert!(c.is_absolute(), "{s:?}: {c:?}");
                 }
+                assert_eq!(spec.cwd.is_some(), t.cwd_raw.is_some(), "{s:?}: {t:?}");
+                // The manifest's own defaults are written into the spec;
+                // 0 is no deadline, never a deadline at the spawn.
+                assert!(spec.timeout_ms.is_none_or(|d| !d.is_zero()), "{s:?}");
+                assert!(
+                    spec.wait_delay_ms.is_some()
+                        && spec.grace_ms.is_some()
+                        && spec.signal.is_some()
+                        && spec.leftovers.is_some(),
+                    "{s:?}: {t:?}"
+                );
+                assert!(spec.pids_max.is_none_or(|n| n >= 1), "{s:?}");
+                // What the batch runs is the spec.
+                corral::Command::from_spec(spec).unwrap_or_else(|e| panic!("{s:?}: {t:?}: {e}"));
             }
             // Re-serialised in corral's canonical form, a manifest with the
             // same tasks: the same fingerprint, the same tasks.
@@ -279,36 +310,51 @@ fn reserialise(tasks: &[crate::batch::manifest::Task]) -> String {
     for t in tasks {
         out.push_str("[[task]]\n");
         out.push_str(&format!("name = {}\n", q(&t.name)));
-        let argv: Vec<String> = t.argv.iter().map(|a| q(a)).collect();
-        out.push_str(&format!("run = [{}]\n", argv.join(", ")));
+        let sp = &t.spec;
+        let text = |o: &std::ffi::OsString| o.to_str().unwrap().to_owned();
+        match (&sp.argv, &sp.command) {
+            (Some(argv), None) => {
+                let argv: Vec<String> = argv.iter().map(|a| q(&text(a))).collect();
+                out.push_str(&format!("run = [{}]\n", argv.join(", ")));
+            }
+            (None, Some(c)) => out.push_str(&format!("shell = {}\n", q(c))),
+            _ => panic!("a task with neither or both of argv and command: {t:?}"),
+        }
         if let Some(c) = &t.cwd_raw {
             out.push_str(&format!("cwd = {}\n", q(c)));
         }
-        if !t.env.is_empty() {
-            let env: Vec<String> = t
-                .env
+        if let Some(env) = sp.env.as_ref().filter(|e| !e.is_empty()) {
+            let env: Vec<String> = env
                 .iter()
-                .map(|(k, v)| format!("{} = {}", q(k), q(v)))
+                .map(|(k, v)| format!("{} = {}", q(&text(k)), q(&text(v))))
                 .collect();
             out.push_str(&format!("env = {{ {} }}\n", env.join(", ")));
         }
-        if let Some(d) = t.timeout {
+        if let Some(d) = sp.timeout_ms {
             out.push_str(&format!("timeout = {}\n", dur(d)));
         }
-        if let Some(d) = t.idle_timeout {
+        if let Some(d) = sp.idle_timeout_ms {
             out.push_str(&format!("idle_timeout = {}\n", dur(d)));
         }
-        if let Some(n) = t.max_output {
+        if let Some(n) = sp.max_output {
             out.push_str(&format!("max_output = {}\n", q(&n.to_string())));
         }
-        out.push_str(&format!("wait_delay = {}\n", dur(t.wait_delay)));
-        out.push_str(&format!("grace = {}\n", dur(t.grace)));
-        out.push_str(&format!("signal = {}\n", q(&t.signal.to_string())));
-        out.push_str(&format!(
-            "leftovers = {}\n",
-            toml::Value::try_from(t.leftovers).unwrap()
-        ));
-        if let Some(c) = t.containment {
+        if let Some(d) = sp.wait_delay_ms {
+            out.push_str(&format!("wait_delay = {}\n", dur(d)));
+        }
+        if let Some(d) = sp.grace_ms {
+            out.push_str(&format!("grace = {}\n", dur(d)));
+        }
+        if let Some(sig) = sp.signal {
+            out.push_str(&format!("signal = {}\n", q(&sig.to_string())));
+        }
+        if let Some(l) = sp.leftovers {
+            out.push_str(&format!(
+                "leftovers = {}\n",
+                toml::Value::try_from(l).unwrap()
+            ));
+        }
+        if let Some(c) = sp.containment {
             out.push_str(&format!("containment = {}\n", q(&kebab(&format!("{c:?}")))));
         }
         if let Some(r) = &t.result_event {
@@ -323,15 +369,15 @@ fn reserialise(tasks: &[crate::batch::manifest::Task]) -> String {
         out.push_str(&format!("retries = {}\n", t.retries));
         out.push_str(&format!("warmup = {}\n", t.warmup));
         out.push_str(&format!("serial = {}\n", t.serial));
-        if let Some(n) = t.memory_max {
+        if let Some(n) = sp.memory_max {
             out.push_str(&format!("memory_max = {}\n", q(&n.to_string())));
         }
-        if let Some(n) = t.pids_max {
+        if let Some(n) = sp.pids_max {
             out.push_str(&format!("pids_max = {n}\n"));
         }
         out.push_str(&format!(
             "require_crash_safety = {}\n",
-            t.require_crash_safety
+            sp.require_crash_safety
         ));
     }
     out
@@ -340,7 +386,7 @@ fn reserialise(tasks: &[crate::batch::manifest::Task]) -> String {
 /// The MCP server's `run`/`start` arguments: JSON to a checked run, or a
 /// tool error.
 pub fn mcp_args(data: &[u8]) {
-    use crate::mcp::limits::{Limits, RunArgs};
+    use crate::mcp::limits::{Limits, RunArgs, OFFERED};
     use std::sync::OnceLock;
     static ROOT: OnceLock<(tempfile::TempDir, Limits)> = OnceLock::new();
     let (_, limits) = ROOT.get_or_init(|| {
@@ -361,47 +407,103 @@ pub fn mcp_args(data: &[u8]) {
         return;
     };
     let args: serde_json::Map<String, serde_json::Value> = args.into_iter().collect();
-    let parsed = crate::mcp::tools::parse::<RunArgs>("run", Some(args.clone()));
-    let spec = match parsed {
+    let parsed = RunArgs::parse(args.clone());
+    let a = match parsed {
         Err(e) => {
-            assert!(e.starts_with("run: invalid arguments: "), "{e}");
+            assert!(!e.is_empty());
+            // An `input` that is not text is refused first; then a key the
+            // tools do not take is refused, and the error names one such
+            // key (which one, when there are several, depends on the
+            // map's order after `input` is taken out).
+            let refused: Vec<&String> = args
+                .keys()
+                .filter(|k| *k != "input" && !OFFERED.contains(&k.as_str()))
+                .collect();
+            let input_ok = matches!(
+                args.get("input"),
+                None | Some(serde_json::Value::Null | serde_json::Value::String(_))
+            );
+            if !input_ok {
+                assert!(e.starts_with("input must be a string"), "{e}");
+            } else if !refused.is_empty() {
+                assert!(
+                    refused.iter().any(|k| e.contains(&format!("`{k}`"))),
+                    "{refused:?}: {e}"
+                );
+            }
             return;
         }
-        Ok(a) => limits.check(a),
+        Ok(a) => a,
     };
-    let Ok(spec) = spec else { return };
+    // Only the offered fields (and `input`) are read.
     assert!(
-        !spec.argv.is_empty() && !spec.argv[0].is_empty(),
-        "{spec:?}"
+        args.keys()
+            .all(|k| k == "input" || OFFERED.contains(&k.as_str())),
+        "{args:?}"
     );
-    assert!(spec.argv.iter().all(|a| !a.contains('\0')));
-    assert!(
-        spec.cwd.starts_with(&limits.root) && spec.cwd.is_dir(),
-        "{spec:?}"
+    assert_eq!(
+        a.input.as_deref(),
+        args.get("input").and_then(|v| v.as_str())
     );
-    assert!(spec.timeout > Duration::ZERO && spec.timeout <= limits.max_timeout);
-    assert!(spec.idle.is_none_or(|d| d > Duration::ZERO));
-    for (k, v) in &spec.env {
+    let asked = a.spec.clone();
+    let Ok(run) = limits.check(a) else { return };
+    let spec = &run.spec;
+    assert!(!run.argv.is_empty() && !run.argv[0].is_empty(), "{run:?}");
+    assert!(run.argv.iter().all(|a| !a.contains('\0')));
+    // `list` shows what runs.
+    let runs: Vec<String> = spec
+        .program_and_args()
+        .unwrap()
+        .iter()
+        .map(|s| s.to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(run.argv, runs);
+    let cwd = spec.cwd.as_ref().expect("a checked run has its cwd");
+    assert!(cwd.starts_with(&limits.root) && cwd.is_dir(), "{run:?}");
+    let timeout = spec.timeout_ms.expect("a checked run has its deadline");
+    assert!(timeout > Duration::ZERO && timeout <= limits.max_timeout);
+    assert!(spec.idle_timeout_ms.is_none_or(|d| d > Duration::ZERO));
+    for (k, v) in spec.env.iter().flatten() {
+        let (k, v) = (k.to_str().unwrap(), v.to_str().unwrap());
         assert!(!k.is_empty() && !k.contains(['=', '\0']) && !v.contains('\0'));
     }
+    // The server's own settings, whatever the request said.
+    assert_eq!(spec.leftovers, Some(corral::LeftoverPolicy::Kill));
+    assert_eq!(spec.grace_ms, Some(crate::mcp::limits::KILL_AFTER));
+    assert_eq!(spec.capture_limit, Some(limits.kept as u64 * 2));
+    assert_eq!(spec.require_crash_safety, asked.require_crash_safety);
     // What the request said is what runs.
     match args.get("argv") {
         Some(serde_json::Value::Array(a)) => {
             let want: Vec<&str> = a.iter().map(|v| v.as_str().unwrap()).collect();
-            assert_eq!(spec.argv, want);
+            assert_eq!(run.argv, want);
         }
         _ => {
             let c = args["command"].as_str().unwrap();
-            assert_eq!(spec.argv, ["/bin/sh", "-c", c]);
+            assert_eq!(run.argv, [corral::document::SHELL, "-c", c]);
         }
     }
-    if let Some(ms) = args.get("timeout_ms") {
-        assert_eq!(Some(spec.timeout.as_millis() as u64), ms.as_u64());
+    match args.get("timeout_ms").and_then(|v| v.as_f64()) {
+        Some(ms) => assert_eq!(
+            Some(timeout),
+            Duration::try_from_secs_f64(ms / 1e3).ok(),
+            "{ms}"
+        ),
+        None => assert_eq!(timeout, limits.default_timeout),
     }
     assert_eq!(
         spec.max_output,
         args.get("max_output").and_then(|v| v.as_u64())
     );
+    // Every other offered field goes through as given.
+    let mut through = asked;
+    through.cwd = spec.cwd.clone();
+    through.timeout_ms = spec.timeout_ms;
+    through.leftovers = spec.leftovers;
+    through.grace_ms = spec.grace_ms;
+    through.capture_limit = spec.capture_limit;
+    assert_eq!(&through, spec);
+    corral::Command::from_spec(spec).unwrap_or_else(|e| panic!("{run:?}: {e}"));
 }
 
 /// `corral merge`: shard reports (arbitrary JSON) merge or fail cleanly;
