@@ -317,6 +317,7 @@ pub mod freezer;
 pub mod invariants;
 #[cfg(target_os = "linux")]
 pub mod keeper;
+pub mod layers;
 #[cfg(target_os = "linux")]
 pub mod scenario;
 
