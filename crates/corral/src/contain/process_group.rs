@@ -357,6 +357,10 @@ mod pins {
     /// Members pinned by pidfd: a pinned pid cannot be reused while we hold
     /// its descriptor, so "alive" and "member" are answered for the same
     /// process that was found.
+    /// The most members pinned at once (the descriptors a run may hold
+    /// for them; the killed count's watches are as many again at most).
+    const PINS_MAX: usize = 256;
+
     #[derive(Default)]
     pub(super) struct Pins {
         fds: Vec<(u32, OwnedFd)>,
@@ -423,7 +427,16 @@ mod pins {
                 }
                 // Pin, re-read the group, then poll: if the pinned process
                 // had not exited after the second read, that read was its.
-                let fd = match pidfd_open(pid, PidfdFlags::empty()) {
+                // Past `PINS_MAX` pins a member is left unpinned, as one
+                // that finds no descriptor: a stopped group of a thousand
+                // (the look before its SIGKILL) would otherwise take every
+                // descriptor and fail the next look's open of /proc.
+                let opened = if self.fds.len() < PINS_MAX {
+                    pidfd_open(pid, PidfdFlags::empty())
+                } else {
+                    Err(rustix::io::Errno::MFILE)
+                };
+                let fd = match opened {
                     Ok(fd) => fd,
                     Err(rustix::io::Errno::SRCH) => continue, // gone
                     Err(_) => {
