@@ -24,7 +24,7 @@ mod run;
 mod signals;
 #[cfg(all(target_os = "linux", target_env = "gnu", not(test)))]
 mod start;
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod surfaces;
 mod text;
 mod timeout;

@@ -1,5 +1,5 @@
 //! The CLI's module graph has no cycles and data flows down, as the
-//! library's (`crates/corral/tests/layers.rs`, whose scanner this copies):
+//! library's (`crates/corral/tests/layers.rs`, whose scanner it shares):
 //! every module `main.rs` declares sits in a layer of `LAYERS`, and a module
 //! may name (`crate::...`) only modules of lower layers; inside `batch/` and
 //! `mcp/`, a file may name (`super::x`, `crate::batch::x`) only siblings of
@@ -7,6 +7,9 @@
 //! Scans the source text, so a new upward edge, a cycle (an edge within a
 //! row or upward) or a module left out of the tables fails here.
 //! docs/DESIGN.md (the CLI's file table) explains the table.
+
+// The scanner is corral_testkit's (Unix only); the source is the same everywhere.
+#![cfg(unix)]
 
 use corral_testkit::layers::{
     crate_paths, declared_modules, ident_at, paths_after, rs_files, strip_comments,

@@ -7,6 +7,9 @@
 //! folder's `INNER` table for the others. docs/DESIGN.md (its module table)
 //! explains the table.
 
+// The scanner is corral_testkit's (Unix only); the source is the same everywhere.
+#![cfg(unix)]
+
 use corral_testkit::layers::{
     crate_paths, declared_modules, ident_at, paths_after, rs_files, strip_comments,
 };

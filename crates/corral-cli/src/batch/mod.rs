@@ -637,7 +637,7 @@ fn stop_on_signals(_batch: &Arc<Batch>) -> Option<std::thread::JoinHandle<()>> {
 
 /// The spec of the first task of manifest text (the test of every spec
 /// field's reach, `crate::surfaces`).
-#[cfg(test)]
+#[cfg(all(test, unix))]
 pub(crate) fn first_task_spec(text: &str) -> Result<corral::document::RunSpec, String> {
     let tasks = manifest::parse("surfaces.toml", text, std::path::Path::new("/base"))
         .map_err(|e| e.to_string())?;

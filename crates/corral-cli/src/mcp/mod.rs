@@ -117,7 +117,7 @@ pub fn main(_opts: McpOpts) -> i32 {
 
 /// The spec a `run`/`start` request's arguments give, before the server's
 /// checks (the test of every spec field's reach, `crate::surfaces`).
-#[cfg(test)]
+#[cfg(all(test, unix))]
 pub(crate) fn request_spec(
     args: serde_json::Map<String, serde_json::Value>,
 ) -> Result<corral::document::RunSpec, String> {
@@ -125,5 +125,5 @@ pub(crate) fn request_spec(
 }
 
 /// The spec fields a request may not give, and why.
-#[cfg(test)]
+#[cfg(all(test, unix))]
 pub(crate) const NOT_OFFERED: &[(&str, &str)] = limits::NOT_OFFERED;
