@@ -89,9 +89,9 @@ fn attack(mech: Mechanism, grace: Duration) {
 /// `assert_none_left` above proves nothing was missed, in a tree forking
 /// as fast as it can when the kill came); killed first, not before it
 /// either. Unless the tree (up to `members` processes) may not all get a
-/// descriptor under this process's `RLIMIT_NOFILE` (the CI's
-/// `ulimit -n 1024`): the members the scan could not pin make the next
-/// check scan again (see `adversarial_scan::members_that_cannot_be_pinned_are_not_taken_for_gone`).
+/// descriptor: more members than the tier pins at once, or more than this
+/// process's `RLIMIT_NOFILE` (the CI's `ulimit -n 1024`) allows: the
+/// members the scan could not pin make the next check scan again (see `adversarial_scan::members_that_cannot_be_pinned_are_not_taken_for_gone`).
 fn one_scan_after_the_kill(ops: &[OsOp], grace: Duration, members: usize) {
     if corral_testkit::invariants::scans_around_the_kill(ops).is_none() {
         // Ended in the grace (SIGTERM ends `sleep`): nothing to count.

@@ -347,6 +347,12 @@ fn left_in(pgid: u32, _tracer: &Tracer) -> io::Result<Vec<u32>> {
     sys::group_members(pgid)
 }
 
+/// The most members of a process group pinned at once (the descriptors a
+/// run may hold for them; the killed count's watches are as many again at
+/// most). A group with more live members than this is scanned again once
+/// pins are freed: one scan after the SIGKILL no longer finds them all.
+pub const PINS_MAX: usize = 256;
+
 #[cfg(target_os = "linux")]
 mod pins {
     use std::os::fd::OwnedFd;
@@ -357,9 +363,7 @@ mod pins {
     /// Members pinned by pidfd: a pinned pid cannot be reused while we hold
     /// its descriptor, so "alive" and "member" are answered for the same
     /// process that was found.
-    /// The most members pinned at once (the descriptors a run may hold
-    /// for them; the killed count's watches are as many again at most).
-    const PINS_MAX: usize = 256;
+    use super::PINS_MAX;
 
     #[derive(Default)]
     pub(super) struct Pins {
