@@ -10,7 +10,8 @@ use crate::cancel::CancelToken;
 use crate::contain::{ContainmentChoice, Limits, Tracer};
 use crate::lifecycle::{self, Plan, Running};
 use crate::spec::{
-    ChildSetup, Input, LeftoverPolicy, Output, PtySize, Settings, SharedLineCallback, Stream,
+    ChildSetup, Input, LeftoverPolicy, Output, PtySize, Sandbox, Settings, SharedLineCallback,
+    Stream,
 };
 use crate::{Error, Report, Signal};
 
@@ -45,6 +46,7 @@ pub struct Command {
     pub(crate) on_line: Option<SharedLineCallback>,
     pub(crate) tracer: Tracer,
     pub(crate) setup: ChildSetup,
+    pub(crate) sandbox: Option<Sandbox>,
 }
 
 impl std::fmt::Debug for Command {
@@ -81,6 +83,7 @@ impl Command {
             on_line: None,
             tracer: Tracer::default(),
             setup: ChildSetup::default(),
+            sandbox: None,
         }
     }
 
@@ -446,6 +449,14 @@ impl Command {
         self
     }
 
+    /// Confines the tree to `policy` (see [`Sandbox`]). Where the policy
+    /// cannot be enforced here, [`spawn`](Self::spawn) fails with
+    /// [`Error::Sandbox`] and nothing runs.
+    pub fn sandbox(&mut self, policy: Sandbox) -> &mut Command {
+        self.sandbox = Some(policy);
+        self
+    }
+
     /// Starts the command. Its deadline counts from now; the tree is
     /// supervised while [`Running::wait`] runs (and terminated if the handle
     /// is dropped). Like std's `Stdio`, inputs and outputs given as files or
@@ -453,6 +464,13 @@ impl Command {
     /// uses the defaults for them); every other setting, stdin bytes and the
     /// line callback included, is kept.
     pub fn spawn(&mut self) -> Result<Running, Error> {
+        if self.sandbox.is_some() {
+            // Fail closed until the sandbox is enforced.
+            return Err(Error::Sandbox {
+                reason: "no sandbox mechanism is implemented yet".into(),
+                source: None,
+            });
+        }
         // On a terminal: a new session whose controlling terminal it is.
         let pty_setup;
         let setup = match self.pty {

@@ -59,6 +59,16 @@ pub enum Error {
         #[source]
         source: Option<io::Error>,
     },
+    /// The requested sandbox cannot be enforced here (kernel, privileges, a
+    /// missing mechanism); nothing was run. `reason` names what is missing.
+    #[error("the sandbox cannot be enforced here: {reason}")]
+    Sandbox {
+        /// What is missing, in words.
+        reason: String,
+        /// The OS error, when an OS operation failed.
+        #[source]
+        source: Option<io::Error>,
+    },
     /// The run was cancelled before the command was started; nothing was
     /// spawned.
     #[error("cancelled before the command was started")]
@@ -89,6 +99,7 @@ impl Error {
         match self {
             Error::Spawn { .. } | Error::InvalidInput(_) => "spawn_failed",
             Error::Containment { .. } => "containment_failed",
+            Error::Sandbox { .. } => "sandbox_failed",
             Error::CancelledBeforeSpawn => "cancelled",
         }
     }

@@ -101,7 +101,7 @@ pub use report::{
     RootStatus, RunError, TimeoutKind, Timings, UnknownMechanism, Usage,
 };
 pub use signal::{Signal, UnknownSignal};
-pub use spec::{Input, LeftoverPolicy, LineCallback, Output, PtySize, Stream};
+pub use spec::{Input, LeftoverPolicy, LineCallback, Network, Output, PtySize, Sandbox, Stream};
 
 /// The README's Rust examples, compiled with the doctests (and denied
 /// warnings) so that they cannot drift from the library.

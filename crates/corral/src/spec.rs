@@ -439,3 +439,113 @@ impl ChildSetup {
         } == *self
     }
 }
+
+/// A confinement policy for the whole tree ([`Command::sandbox`](crate::Command::sandbox)):
+/// what it may write, what it may not read, which network it has. Beside
+/// containment (the tree ends), a sandbox limits what the tree touches
+/// while it runs. Where the policy cannot be enforced, the spawn fails
+/// with [`Error::Sandbox`](crate::Error::Sandbox) and nothing runs.
+///
+/// ```
+/// use corral::{Network, Sandbox};
+/// let policy = Sandbox::new()
+///     .allow_write("/var/cache/build")
+///     .deny_read("/root/.ssh")
+///     .network(Network::Loopback);
+/// assert_eq!(policy.network_policy(), Network::Loopback);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Sandbox {
+    pub(crate) allow_write: Vec<std::path::PathBuf>,
+    pub(crate) deny_read: Vec<std::path::PathBuf>,
+    pub(crate) network: Network,
+}
+
+impl Sandbox {
+    /// The default policy: everything readable, writes only in the working
+    /// directory, a private /tmp and the usual devices, no network.
+    pub fn new() -> Sandbox {
+        Sandbox::default()
+    }
+
+    /// Also allows writes under `path` (which must exist).
+    pub fn allow_write(mut self, path: impl Into<std::path::PathBuf>) -> Sandbox {
+        self.allow_write.push(path.into());
+        self
+    }
+
+    /// Denies reading, listing and executing `path` and everything under it.
+    pub fn deny_read(mut self, path: impl Into<std::path::PathBuf>) -> Sandbox {
+        self.deny_read.push(path.into());
+        self
+    }
+
+    /// Which network the tree has (default [`Network::None`]).
+    pub fn network(mut self, n: Network) -> Sandbox {
+        self.network = n;
+        self
+    }
+
+    /// The extra writable paths, in the order given.
+    pub fn allowed_writes(&self) -> &[std::path::PathBuf] {
+        &self.allow_write
+    }
+
+    /// The paths denied to reading, in the order given.
+    pub fn denied_reads(&self) -> &[std::path::PathBuf] {
+        &self.deny_read
+    }
+
+    /// The network policy.
+    pub fn network_policy(&self) -> Network {
+        self.network
+    }
+}
+
+/// The network a sandboxed tree has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
+#[non_exhaustive]
+pub enum Network {
+    /// No network: no TCP or UDP to any address, no host unix socket
+    /// (abstract, or at a path outside the writable ones).
+    #[default]
+    None,
+    /// A private loopback inside the sandbox, nothing of the host's.
+    Loopback,
+    /// Not confined.
+    Host,
+}
+
+impl Network {
+    /// The policy's name (`none`, `loopback`, `host`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Loopback => "loopback",
+            Network::Host => "host",
+        }
+    }
+}
+
+impl std::fmt::Display for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Network {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Network, String> {
+        match s {
+            "none" => Ok(Network::None),
+            "loopback" => Ok(Network::Loopback),
+            "host" => Ok(Network::Host),
+            _ => Err(format!(
+                "unknown network policy {s:?} (expected none, loopback or host)"
+            )),
+        }
+    }
+}
