@@ -543,6 +543,9 @@ impl Tree {
         queue: &mut Vec<u32>,
         walked: &mut HashSet<u32>,
     ) {
+        // Every run's unreaped root, taken (once, with no spawn in flight)
+        // only when a listed child turns out to be re-parented to us.
+        let mut roots: Option<HashSet<u32>> = None;
         while let Some(p) = queue.pop() {
             if !walked.insert(p) {
                 continue;
@@ -561,6 +564,18 @@ impl Tree {
                 let Some(s) = stat(c).filter(|s| s.ppid == p || s.ppid == scope.me) else {
                     continue;
                 };
+                // A child of ours now, not of `p`: re-parented since the
+                // listing, or the listed pid died and was reused by a new
+                // run's root (a small `pid_max` wraps within a scan: issue
+                // 37's soak, where that root was then reaped as this tree's
+                // dead orphan and its own release failed with ECHILD). The
+                // roots are read after the `stat`: a root it saw is in.
+                if s.ppid == scope.me && s.ppid != p {
+                    let roots = roots.get_or_insert_with(|| sys::roots::quiet().1);
+                    if roots.contains(&c) {
+                        continue;
+                    }
+                }
                 found.insert(c, s);
                 if !s.dead() {
                     queue.push(c);
