@@ -88,7 +88,7 @@ pub use capture::Captured;
 pub use command::Command;
 /// How many members of a process group the tier pins at once (tests
 /// reason about its scans with it). Not part of the API.
-#[cfg(feature = "test-util")]
+#[cfg(all(feature = "test-util", unix))]
 #[doc(hidden)]
 pub use contain::process_group::PINS_MAX as PROCESS_GROUP_PINS_MAX;
 pub use contain::ContainmentChoice;
