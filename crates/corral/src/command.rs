@@ -464,16 +464,9 @@ impl Command {
     /// uses the defaults for them); every other setting, stdin bytes and the
     /// line callback included, is kept.
     pub fn spawn(&mut self) -> Result<Running, Error> {
-        if self.sandbox.is_some() {
-            // Fail closed until the sandbox is enforced.
-            return Err(Error::Sandbox {
-                reason: "no sandbox mechanism is implemented yet".into(),
-                source: None,
-            });
-        }
         // On a terminal: a new session whose controlling terminal it is.
         let pty_setup;
-        let setup = match self.pty {
+        let mut setup = match self.pty {
             Some(_) => {
                 pty_setup = ChildSetup {
                     new_session: true,
@@ -484,7 +477,12 @@ impl Command {
             }
             None => &self.setup,
         };
-        lifecycle::spawn(Plan {
+        let sandboxed;
+        if let Some(policy) = &self.sandbox {
+            sandboxed = crate::sandbox::prepare(policy, self.cwd.as_deref(), setup)?;
+            setup = &sandboxed;
+        }
+        let r = lifecycle::spawn(Plan {
             program: &self.program,
             args: &self.args,
             env: &self.env,
@@ -501,7 +499,11 @@ impl Command {
             on_line: self.on_line.clone(),
             tracer: self.tracer.clone(),
             setup,
-        })
+        });
+        if self.sandbox.is_some() {
+            return crate::sandbox::spawned(r, setup);
+        }
+        r
     }
 
     /// Spawns and waits.

@@ -1,0 +1,80 @@
+//! The sandbox's place in a spawn ([`Command::sandbox`](crate::Command::sandbox)):
+//! prepares the policy for the platform before the spawn (Linux:
+//! `sys::linux_spawn::sandbox`), and after it names a failed sandbox step
+//! as [`Error::Sandbox`]. Elsewhere a sandbox is refused: nothing runs.
+
+use crate::lifecycle::Running;
+use crate::spec::{ChildSetup, Sandbox};
+use crate::Error;
+
+/// The setup for a sandboxed spawn: `setup` with the prepared policy.
+#[cfg(linux_raw)]
+pub(crate) fn prepare(
+    policy: &Sandbox,
+    cwd: Option<&std::path::Path>,
+    setup: &ChildSetup,
+) -> Result<ChildSetup, Error> {
+    use crate::sys::linux_spawn::sandbox;
+    sandbox::check_setup(setup, policy.allowed_writes().len())?;
+    let prepared = sandbox::prepare(policy, cwd)?;
+    Ok(ChildSetup {
+        sandbox: Some(crate::spec::PreparedSandbox(std::sync::Arc::new(prepared))),
+        ..setup.clone()
+    })
+}
+
+/// Where no mechanism enforces a sandbox: refused, nothing runs.
+#[cfg(not(linux_raw))]
+pub(crate) fn prepare(
+    _policy: &Sandbox,
+    _cwd: Option<&std::path::Path>,
+    _setup: &ChildSetup,
+) -> Result<ChildSetup, Error> {
+    Err(Error::Sandbox {
+        reason: format!(
+            "no sandbox mechanism is implemented on this platform ({}, {})",
+            std::env::consts::OS,
+            std::env::consts::ARCH
+        ),
+        source: None,
+    })
+}
+
+/// The result of a sandboxed spawn: a child-side sandbox step that failed
+/// is [`Error::Sandbox`] naming the step; a started run carries what the
+/// sandbox enforced into its report.
+pub(crate) fn spawned(r: Result<Running, Error>, setup: &ChildSetup) -> Result<Running, Error> {
+    #[cfg(linux_raw)]
+    {
+        use crate::sys::linux_spawn::sandbox;
+        match r {
+            Ok(mut running) => {
+                if let Some(p) = &setup.sandbox {
+                    running.set_sandbox_report(p.0.enforced.clone());
+                }
+                Ok(running)
+            }
+            Err(e) => {
+                let code = match &e {
+                    Error::Spawn { source, .. } => source.raw_os_error(),
+                    Error::Containment {
+                        source: Some(s), ..
+                    } => s.raw_os_error(),
+                    _ => None,
+                };
+                match code.and_then(sandbox::decode) {
+                    Some((step, errno)) => Err(Error::Sandbox {
+                        reason: format!("the child could not {step}"),
+                        source: Some(std::io::Error::from_raw_os_error(errno)),
+                    }),
+                    None => Err(e),
+                }
+            }
+        }
+    }
+    #[cfg(not(linux_raw))]
+    {
+        let _ = setup;
+        r
+    }
+}
