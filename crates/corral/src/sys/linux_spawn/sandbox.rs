@@ -283,6 +283,15 @@ fn read_roots(denied: &[PathBuf]) -> Vec<PathBuf> {
             if denied.iter().any(|d| d == &p) {
                 continue;
             }
+            // A symbolic link needs no grant of its own (its target is
+            // reached under the target's rules; granting the target here
+            // could grant a denied path). Sockets and pipes cannot carry a
+            // rule and are reached through their directory's.
+            let Ok(t) = e.file_type() else { continue };
+            use std::os::unix::fs::FileTypeExt;
+            if !(t.is_dir() || t.is_file() || t.is_char_device() || t.is_block_device()) {
+                continue;
+            }
             if denied.iter().any(|d| d.starts_with(&p)) {
                 walk(&p, denied, out);
             } else {
