@@ -478,8 +478,18 @@ impl Command {
             None => &self.setup,
         };
         let sandboxed;
+        let mut settings = self.settings.clone();
         if let Some(policy) = &self.sandbox {
-            sandboxed = crate::sandbox::prepare(policy, self.cwd.as_deref(), setup)?;
+            // Building the sandbox counts against the run's deadline: the
+            // timeout becomes a deadline from now, and the preparation
+            // (which opens every path of the policy) gets only until then.
+            let now = std::time::Instant::now();
+            let bound = match (settings.deadline, settings.timeout.map(|t| now + t)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            settings.deadline = bound;
+            sandboxed = crate::sandbox::prepare(policy, self.cwd.as_deref(), setup, bound)?;
             setup = &sandboxed;
         }
         let r = lifecycle::spawn(Plan {
@@ -492,7 +502,7 @@ impl Command {
             stdout: &mut self.stdout,
             stderr: &mut self.stderr,
             pty: self.pty,
-            settings: self.settings.clone(),
+            settings,
             containment: self.containment,
             limits: self.limits,
             cancel: self.cancel.clone().unwrap_or_default(),

@@ -8,15 +8,53 @@ use crate::spec::{ChildSetup, Sandbox};
 use crate::Error;
 
 /// The setup for a sandboxed spawn: `setup` with the prepared policy.
+/// The preparation opens every path of the policy (a hung network
+/// filesystem would block it): with a `bound` it runs on a thread of its
+/// own and is given up at the bound ([`Error::Sandbox`], nothing runs; the
+/// thread ends when the kernel lets it).
 #[cfg(linux_raw)]
 pub(crate) fn prepare(
     policy: &Sandbox,
     cwd: Option<&std::path::Path>,
     setup: &ChildSetup,
+    bound: Option<std::time::Instant>,
 ) -> Result<ChildSetup, Error> {
     use crate::sys::linux_spawn::sandbox;
     sandbox::check_setup(setup, policy.allowed_writes().len())?;
-    let prepared = sandbox::prepare(policy, cwd)?;
+    let prepared = match bound {
+        None => sandbox::prepare(policy, cwd)?,
+        Some(at) if at <= std::time::Instant::now() => {
+            return Err(Error::Sandbox {
+                reason: "the run's deadline passed before the sandbox was built".into(),
+                source: None,
+            })
+        }
+        Some(at) => {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let policy = policy.clone();
+            let cwd = cwd.map(std::path::Path::to_path_buf);
+            std::thread::Builder::new()
+                .name("corral-sandbox-setup".into())
+                .spawn(move || {
+                    let _ = tx.send(sandbox::prepare(&policy, cwd.as_deref()));
+                })
+                .map_err(|e| Error::Sandbox {
+                    reason: "cannot start the sandbox's setup thread".into(),
+                    source: Some(e),
+                })?;
+            let left = at.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(r) => r?,
+                Err(_) => {
+                    return Err(Error::Sandbox {
+                        reason: "building the sandbox did not finish within the run's deadline"
+                            .into(),
+                        source: None,
+                    })
+                }
+            }
+        }
+    };
     Ok(ChildSetup {
         sandbox: Some(crate::spec::PreparedSandbox(std::sync::Arc::new(prepared))),
         ..setup.clone()
@@ -29,6 +67,7 @@ pub(crate) fn prepare(
     _policy: &Sandbox,
     _cwd: Option<&std::path::Path>,
     _setup: &ChildSetup,
+    _bound: Option<std::time::Instant>,
 ) -> Result<ChildSetup, Error> {
     Err(Error::Sandbox {
         reason: format!(

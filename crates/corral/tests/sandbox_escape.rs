@@ -482,3 +482,18 @@ fn a_bad_policy_runs_nothing() {
     assert!(matches!(c.run(), Err(corral::Error::InvalidInput(_))));
     assert!(!s.path("ran").exists());
 }
+
+#[test]
+fn building_the_sandbox_counts_against_the_deadline() {
+    // A deadline already past: the setup is given up, nothing runs.
+    let s = corral_testkit::Scratch::new();
+    let mut c = command(&s, "echo ran > ran", Sandbox::new());
+    c.deadline(std::time::Instant::now());
+    match c.run() {
+        Err(corral::Error::Sandbox { reason, .. }) => {
+            assert!(reason.contains("deadline"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!s.path("ran").exists());
+}
