@@ -423,8 +423,8 @@ except OSError: print('mem refused')"
     );
 }
 
-#[test]
 #[corral_testkit::needs(root)]
+#[test]
 fn a_set_uid_binary_gives_nothing() {
     // A set-uid copy of id(1) owned by nobody: outside it runs as nobody
     // (the control), inside as the caller.

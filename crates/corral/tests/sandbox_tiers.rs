@@ -47,16 +47,16 @@ fn sandbox_holds_in(mechanism: Mechanism) {
     v.assert_untouched();
 }
 
-#[test]
 #[corral_testkit::needs(cgroup)]
+#[test]
 fn cgroup_tier_kills_a_setsid_escaper_under_a_sandbox() {
     sandboxed_row(Mechanism::Cgroup, &escapers::setsid_pipe_holder());
     sandboxed_row(Mechanism::Cgroup, &escapers::double_forked_daemon());
     sandbox_holds_in(Mechanism::Cgroup);
 }
 
-#[test]
 #[corral_testkit::needs(pidns)]
+#[test]
 fn pid_namespace_tier_kills_a_setsid_escaper_under_a_sandbox() {
     sandboxed_row(Mechanism::PidNamespace, &escapers::setsid_pipe_holder());
     sandboxed_row(Mechanism::PidNamespace, &escapers::double_forked_daemon());
