@@ -88,8 +88,8 @@ pub(crate) fn spawned(r: Result<Running, Error>, setup: &ChildSetup) -> Result<R
         use crate::sys::linux_spawn::sandbox;
         match r {
             Ok(mut running) => {
-                if let Some(p) = &setup.sandbox {
-                    running.set_sandbox_report(p.0.enforced.clone());
+                if let Some(p) = sandbox::Prepared::of(setup) {
+                    running.set_sandbox_report(p.enforced.clone());
                 }
                 Ok(running)
             }

@@ -432,13 +432,19 @@ pub(crate) struct ChildSetup {
     pub(crate) sandbox: Option<PreparedSandbox>,
 }
 
-/// A prepared sandbox, shared by the setups of one spawn (compared by
+/// A prepared sandbox (the platform's own value, which the spawn paths
+/// take back out), shared by the setups of one spawn (compared by
 /// identity).
 #[cfg(linux_raw)]
-#[derive(Debug, Clone)]
-pub(crate) struct PreparedSandbox(
-    pub(crate) std::sync::Arc<crate::sys::linux_spawn::sandbox::Prepared>,
-);
+#[derive(Clone)]
+pub(crate) struct PreparedSandbox(pub(crate) std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+#[cfg(linux_raw)]
+impl std::fmt::Debug for PreparedSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PreparedSandbox")
+    }
+}
 
 #[cfg(linux_raw)]
 impl PartialEq for PreparedSandbox {

@@ -12,7 +12,7 @@ use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 
 use super::raw::{self, set_sigmask, KernelSigaction, SIG_DFL};
-use super::sandbox::{NsEntry, RawSandbox};
+use super::sandbox::{NsEntry, Prepared, RawSandbox};
 
 /// What the search does after `execve` failed on one candidate with
 /// `errno`, as glibc's `execvp` does.
@@ -302,14 +302,11 @@ impl RawSetup {
             restore_signals: s.restore_signals,
             controlling_tty: s.controlling_tty,
             sandbox: RawSandbox {
-                prepared: s
-                    .sandbox
-                    .as_ref()
-                    .map_or(std::ptr::null(), |p| std::sync::Arc::as_ptr(&p.0)),
+                prepared: Prepared::of(s).map_or(std::ptr::null(), |p| p as *const Prepared),
                 // A forked child (std's path) makes its namespaces itself;
                 // the clone3 and PID-namespace paths say otherwise.
-                entry: match &s.sandbox {
-                    Some(p) if p.0.namespaces => NsEntry::Unshare,
+                entry: match Prepared::of(s) {
+                    Some(p) if p.namespaces => NsEntry::Unshare,
                     _ => NsEntry::None,
                 },
             },

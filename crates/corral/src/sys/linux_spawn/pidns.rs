@@ -201,7 +201,7 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> Result<NsChild, NsError> {
 
 /// Whether `spec` has a sandbox that uses namespaces.
 fn sandbox_namespaces(spec: &SpawnSpec<'_>) -> bool {
-    spec.setup.sandbox.as_ref().is_some_and(|p| p.0.namespaces)
+    super::sandbox::Prepared::of(spec.setup).is_some_and(|p| p.namespaces)
 }
 
 fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
@@ -230,7 +230,7 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     let (status_r, status_w) = rustix::pipe::pipe_with(cloexec).map_err(setup)?;
     let host = host_pidfd().unwrap_or(-1);
     // The sandbox's Landlock ruleset must reach the command.
-    let ruleset = spec.setup.sandbox.as_ref().map_or(-1, |p| p.0.ruleset_fd());
+    let ruleset = super::sandbox::Prepared::of(spec.setup).map_or(-1, |p| p.ruleset_fd());
     let (keep, n_keep) = keep_list(stdio.iter().copied().chain([
         sync_r.as_raw_fd(),
         ctl_r.as_raw_fd(),

@@ -134,6 +134,14 @@ unsafe impl Send for Prepared {}
 unsafe impl Sync for Prepared {}
 
 impl Prepared {
+    /// The prepared sandbox of `setup`, if it has one.
+    pub(crate) fn of(setup: &crate::spec::ChildSetup) -> Option<&Prepared> {
+        setup
+            .sandbox
+            .as_ref()
+            .and_then(|p| p.0.downcast_ref::<Prepared>())
+    }
+
     /// The Landlock ruleset's descriptor (the PID namespace's init keeps
     /// it open for its command).
     pub(crate) fn ruleset_fd(&self) -> c_int {
