@@ -117,3 +117,31 @@ pub(crate) fn spawned(r: Result<Running, Error>, setup: &ChildSetup) -> Result<R
         r
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Off Linux (and on a Linux arch without the raw layer) a sandbox is
+    /// refused before anything runs.
+    #[cfg(not(linux_raw))]
+    #[test]
+    fn a_sandbox_is_refused_where_no_mechanism_enforces_it() {
+        let r = super::prepare(
+            &crate::Sandbox::new(),
+            None,
+            &crate::spec::ChildSetup::default(),
+            None,
+        );
+        assert!(matches!(r, Err(crate::Error::Sandbox { .. })), "{r:?}");
+    }
+
+    /// A child-side failure code names its step and keeps the errno.
+    #[cfg(linux_raw)]
+    #[test]
+    fn child_failure_codes_decode_to_their_step() {
+        use crate::sys::linux_spawn::sandbox::{decode, FAIL_BASE};
+        assert_eq!(decode(2), None);
+        let (step, errno) = decode(FAIL_BASE + 4 * 4096 + 1).unwrap();
+        assert!(step.contains("read-only"), "{step}");
+        assert_eq!(errno, 1);
+    }
+}
