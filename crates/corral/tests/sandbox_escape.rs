@@ -430,9 +430,14 @@ fn a_set_uid_binary_gives_nothing() {
     // (the control), inside as the caller.
     let v = Victims::new();
     let exe = v.dir().join("suid-id");
-    std::fs::copy("/usr/bin/id", &exe).unwrap();
-    std::os::unix::fs::chown(&exe, Some(65534), Some(65534)).unwrap();
-    std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o4755)).unwrap();
+    // Written by install(1), never held open for writing here (a thread
+    // forking meanwhile would pass the descriptor on: ETXTBSY at exec).
+    let st = std::process::Command::new("install")
+        .args(["-m", "4755", "-o", "65534", "-g", "65534", "/usr/bin/id"])
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success());
     let host = std::process::Command::new(&exe).arg("-u").output().unwrap();
     assert_eq!(
         String::from_utf8_lossy(&host.stdout),
