@@ -502,3 +502,24 @@ fn building_the_sandbox_counts_against_the_deadline() {
     }
     assert!(!s.path("ran").exists());
 }
+
+#[test]
+fn block_devices_and_kernel_memory_are_not_readable() {
+    // A raw disk reads around every rule (deny_read, the private /tmp).
+    use std::os::unix::fs::FileTypeExt;
+    let block: Vec<std::path::PathBuf> = std::fs::read_dir("/dev")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_block_device()))
+        .map(|e| e.path())
+        .collect();
+    let s = corral_testkit::Scratch::new();
+    let mut script = String::from("for f in /dev/mem /dev/kmem /dev/port");
+    for b in &block {
+        script.push_str(&format!(" '{}'", b.display()));
+    }
+    script.push_str("; do [ -e \"$f\" ] && head -c 1 \"$f\" >/dev/null 2>&1 && echo \"read $f\"; done; mknod ./blk b 1 1 2>/dev/null && echo mknod; exit 0");
+    let r = run(&s, &script, Sandbox::new());
+    assert_eq!(r.exit_code(), Some(0), "{r:?}");
+    assert_eq!(text(&r.stdout), "", "{r:?}");
+}

@@ -109,6 +109,7 @@ fn ladder_helper() {
         ( echo x > "$OUT/new" ) 2>/dev/null
         echo in > ./inside || exit 11
         cat '{secret}' 2>/dev/null && exit 12
+        [ "$LADDER" = 1 ] && [ "$(id -u)" = 0 ] && ! grep -q '^CapBnd:[[:space:]]*0000000000000000$' /proc/self/status && exit 13
         ( echo t > /tmp/t ) 2>/dev/null; cat /tmp/t 2>/dev/null; echo
         python3 -c 'import socket
 try:

@@ -194,6 +194,7 @@ impl Errno {
     pub(super) const TOOMANYREFS: Errno = Errno(en::ETOOMANYREFS as i32);
     pub(super) const PIPE: Errno = Errno(en::EPIPE as i32);
     pub(super) const EXIST: Errno = Errno(en::EEXIST as i32);
+    pub(super) const INVAL: Errno = Errno(en::EINVAL as i32);
 
     /// The error of a failed system call's value `r` (in -4095..=-1).
     #[inline(always)]
@@ -1154,4 +1155,23 @@ pub(super) fn landlock_restrict_self(ruleset: c_int) -> Result<usize, Errno> {
 pub(super) unsafe fn seccomp_filter(prog: usize) -> Result<usize, Errno> {
     // SAFETY: as the caller promises.
     check(unsafe { syscall4(k::__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog, 0) })
+}
+
+/// `capset` with every set empty (version 3 header, this process).
+#[inline(always)]
+pub(super) fn capset_empty() -> Result<usize, Errno> {
+    // struct __user_cap_header_struct { version, pid }.
+    let header: [u32; 2] = [0x2008_0522, 0];
+    // Two struct __user_cap_data_struct { effective, permitted, inheritable }.
+    let data: [u32; 6] = [0; 6];
+    // SAFETY: the kernel reads the 8-byte header and the 24 bytes of data.
+    check(unsafe {
+        syscall4(
+            k::__NR_capset,
+            header.as_ptr() as usize,
+            data.as_ptr() as usize,
+            0,
+            0,
+        )
+    })
 }

@@ -48,6 +48,7 @@ const STEPS: &[&str] = &[
     "set no_new_privs",
     "enforce the Landlock ruleset",
     "install the seccomp filter",
+    "drop every capability",
 ];
 const S_UNSHARE: i32 = 0;
 const S_MAPS: i32 = 1;
@@ -63,6 +64,11 @@ const S_CHDIR: i32 = 10;
 const S_NNP: i32 = 11;
 const S_LANDLOCK: i32 = 12;
 const S_SECCOMP: i32 = 13;
+const S_CAPS: i32 = 14;
+
+/// The highest capability number tried in the bounding set (EINVAL above
+/// the kernel's own last one is ignored).
+const LAST_CAP: usize = 63;
 
 #[inline(always)]
 fn code(step: i32, e: Errno) -> i32 {
@@ -122,6 +128,8 @@ pub(crate) struct Prepared {
     /// Landlock access granted beneath each private directory.
     private_access: u64,
     loopback: bool,
+    /// Root: drop every capability (without namespaces).
+    drop_caps: bool,
     cwd: CString,
     /// What is enforced, rule by rule (the report's `sandbox` object).
     pub(crate) enforced: crate::report::SandboxReport,
@@ -277,12 +285,20 @@ fn canonical_prefix(p: &Path) -> Result<PathBuf, crate::Error> {
     }
 }
 
-/// The paths to grant read beneath so that everything is readable but
-/// `denied` (Landlock grants are hierarchical: every sibling along the way
-/// to a denied path gets its own grant; the ancestors themselves cannot be
-/// listed).
-fn read_roots(denied: &[PathBuf]) -> Vec<PathBuf> {
-    fn walk(dir: &Path, denied: &[PathBuf], out: &mut Vec<PathBuf>) {
+/// The read grants: everything readable but `denied`. Landlock grants are
+/// hierarchical, so every sibling along the way to a denied path gets its
+/// own grant (the ancestors themselves cannot be listed). Under /dev only
+/// directories (listing), character devices and files are granted: no
+/// block device (a raw disk would read around every rule) and not
+/// /dev/mem, /dev/kmem, /dev/port.
+fn read_rules(denied: &[PathBuf]) -> Vec<(PathBuf, landlock::BitFlags<AccessFs>)> {
+    use std::os::unix::fs::FileTypeExt;
+    fn walk(
+        dir: &Path,
+        in_dev: bool,
+        denied: &[PathBuf],
+        out: &mut Vec<(PathBuf, landlock::BitFlags<AccessFs>)>,
+    ) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
@@ -296,14 +312,26 @@ fn read_roots(denied: &[PathBuf]) -> Vec<PathBuf> {
             // could grant a denied path). Sockets and pipes cannot carry a
             // rule and are reached through their directory's.
             let Ok(t) = e.file_type() else { continue };
-            use std::os::unix::fs::FileTypeExt;
             if !(t.is_dir() || t.is_file() || t.is_char_device() || t.is_block_device()) {
                 continue;
             }
+            let dev = in_dev || p == Path::new("/dev");
             if denied.iter().any(|d| d.starts_with(&p)) {
-                walk(&p, denied, out);
+                walk(&p, dev, denied, out);
+            } else if dev && t.is_dir() {
+                out.push((p.clone(), AccessFs::ReadDir.into()));
+                walk(&p, true, denied, out);
+            } else if dev {
+                let name = p.file_name().unwrap_or_default();
+                if t.is_char_device() && !["mem", "kmem", "port"].iter().any(|n| name == *n) {
+                    out.push((p, AccessFs::ReadFile.into()));
+                } else if t.is_file() {
+                    out.push((p, AccessFs::ReadFile | AccessFs::Execute));
+                }
+            } else if t.is_dir() {
+                out.push((p, fs_read()));
             } else {
-                out.push(p);
+                out.push((p, fs_read() & AccessFs::from_file(ABI::V3)));
             }
         }
     }
@@ -312,10 +340,10 @@ fn read_roots(denied: &[PathBuf]) -> Vec<PathBuf> {
         return out;
     }
     if denied.is_empty() {
-        out.push(PathBuf::from("/"));
-    } else {
-        walk(Path::new("/"), denied, &mut out);
+        // Nothing is denied: every directory can be listed.
+        out.push((PathBuf::from("/"), AccessFs::ReadDir.into()));
     }
+    walk(Path::new("/"), false, denied, &mut out);
     out
 }
 
@@ -323,6 +351,12 @@ fn fs_all() -> landlock::BitFlags<AccessFs> {
     // Every filesystem right of ABI 3 (IoctlDev, ABI 5, is not handled:
     // terminals and devices keep their ioctls).
     AccessFs::from_all(ABI::V3)
+}
+
+/// What is granted beneath a writable path: everything but making device
+/// nodes (root without a user namespace could make one for a raw disk).
+fn fs_write() -> landlock::BitFlags<AccessFs> {
+    fs_all() & !(AccessFs::MakeChar | AccessFs::MakeBlock)
 }
 
 fn fs_read() -> landlock::BitFlags<AccessFs> {
@@ -395,22 +429,16 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     created = created.no_new_privs(false);
     let path_fd =
         |p: &Path| PathFd::new(p).map_err(|e| bad(format!("Landlock: cannot open {p:?}: {e}")));
-    for r in read_roots(&denied) {
+    for (r, access) in read_rules(&denied) {
         // An entry this user cannot open stays as unreadable as it was.
         let Ok(fd) = PathFd::new(&r) else { continue };
-        let is_dir = std::fs::metadata(&r).is_ok_and(|m| m.is_dir());
-        let access = if is_dir {
-            fs_read()
-        } else {
-            fs_read() & AccessFs::from_file(ABI::V3)
-        };
         created = created
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| ll(&format!("read rule for {r:?}"), e))?;
     }
     for w in &writable {
         created = created
-            .add_rule(PathBeneath::new(path_fd(w)?, fs_all()))
+            .add_rule(PathBeneath::new(path_fd(w)?, fs_write()))
             .map_err(|e| ll(&format!("write rule for {w:?}"), e))?;
     }
     let devices = [
@@ -549,8 +577,9 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
         } else {
             Vec::new()
         },
-        private_access: fs_all().bits(),
+        private_access: fs_write().bits(),
         loopback: namespaces && policy.network != Network::Host,
+        drop_caps: uid == 0,
         cwd: cstr(&cwd)?,
         enforced,
     })
@@ -572,14 +601,59 @@ fn seccomp_program(
         #[cfg(target_arch = "x86_64")]
         rules.insert(i64::from(nr | 0x4000_0000), cond); // the x32 numbers
     };
-    for nr in [
+    #[cfg(target_arch = "x86_64")]
+    let arch_only = [k::__NR_iopl, k::__NR_ioperm];
+    #[cfg(not(target_arch = "x86_64"))]
+    let arch_only: [u32; 0] = [];
+    for nr in arch_only.into_iter().chain([
         k::__NR_ptrace,
         k::__NR_process_vm_readv,
         k::__NR_process_vm_writev,
         // io_uring can open sockets and files without these filters
         // seeing the calls.
         k::__NR_io_uring_setup,
-    ] {
+        // Defence in depth, above all for root without a user namespace
+        // (the ladder): the kernel, the clock, the host's names, files by
+        // handle (around every path rule), keyrings, BPF, perf,
+        // userfaultfd, fanotify, the kernel log, the mount calls (Landlock
+        // refuses those too).
+        k::__NR_init_module,
+        k::__NR_finit_module,
+        k::__NR_delete_module,
+        k::__NR_kexec_load,
+        k::__NR_kexec_file_load,
+        k::__NR_reboot,
+        k::__NR_swapon,
+        k::__NR_swapoff,
+        k::__NR_acct,
+        k::__NR_settimeofday,
+        k::__NR_clock_settime,
+        k::__NR_clock_adjtime,
+        k::__NR_adjtimex,
+        k::__NR_sethostname,
+        k::__NR_setdomainname,
+        k::__NR_open_by_handle_at,
+        k::__NR_keyctl,
+        k::__NR_add_key,
+        k::__NR_request_key,
+        k::__NR_bpf,
+        k::__NR_perf_event_open,
+        k::__NR_userfaultfd,
+        k::__NR_fanotify_init,
+        k::__NR_syslog,
+        k::__NR_quotactl,
+        k::__NR_pivot_root,
+        k::__NR_chroot,
+        k::__NR_mount,
+        k::__NR_umount2,
+        k::__NR_fsopen,
+        k::__NR_fsmount,
+        k::__NR_fsconfig,
+        k::__NR_fspick,
+        k::__NR_move_mount,
+        k::__NR_open_tree,
+        k::__NR_mount_setattr,
+    ]) {
         deny(nr, vec![]);
     }
     match network {
@@ -750,6 +824,19 @@ unsafe fn enter_steps(p: &Prepared, entry: NsEntry) -> Result<(), (i32, Errno)> 
     }
     // SAFETY: `cwd` is a NUL-terminated string alive until the exec.
     unsafe { raw::chdir(p.cwd.as_ptr()) }.map_err(|e| (S_CHDIR, e))?;
+    if !ns && p.drop_caps {
+        // Root without a user namespace keeps no capability: the bounding
+        // set emptied (an exec cannot give one back), then every set.
+        let mut cap = 0;
+        while cap <= LAST_CAP {
+            match raw::prctl(libc::PR_CAPBSET_DROP as u32, cap) {
+                Ok(_) | Err(Errno::INVAL) => {}
+                Err(e) => return Err((S_CAPS, e)),
+            }
+            cap += 1;
+        }
+        raw::capset_empty().map_err(|e| (S_CAPS, e))?;
+    }
     raw::prctl(libc::PR_SET_NO_NEW_PRIVS as u32, 1).map_err(|e| (S_NNP, e))?;
     raw::landlock_restrict_self(p.ruleset.as_raw_fd()).map_err(|e| (S_LANDLOCK, e))?;
     // SAFETY: `fprog` points into `_filter`, alive until the exec.
