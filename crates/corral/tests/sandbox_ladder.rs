@@ -171,3 +171,29 @@ except OSError: print("refused")'
         }
     );
 }
+
+#[test]
+fn a_filter_installed_later_in_the_same_process_is_seen_at_the_next_spawn() {
+    // On a thread of its own: the filter stays with that thread.
+    std::thread::spawn(|| {
+        let cwd = Victims::new();
+        let s = corral_testkit::Scratch::new();
+        let run_once = || {
+            let mut c = command(&s, "echo in > ./inside", Sandbox::new());
+            c.current_dir(cwd.dir());
+            c.run().expect("the sandboxed run starts")
+        };
+        let before = run_once();
+        assert_eq!(before.exit_code(), Some(0), "{before:?}");
+        assert!(before.sandbox.unwrap().namespaces);
+        deny_namespaces();
+        let after = run_once();
+        assert_eq!(after.exit_code(), Some(0), "{after:?}");
+        assert!(
+            !after.sandbox.unwrap().namespaces,
+            "the ladder, not a stale answer"
+        );
+    })
+    .join()
+    .unwrap();
+}

@@ -214,36 +214,78 @@ pub(crate) fn landlock_abi() -> i32 {
     })
 }
 
-/// Whether this process can make user, mount and network namespaces: a
-/// forked child tries `unshare` and exits. Once per process (a seccomp
-/// filter or a sysctl only ever gets stricter; a later refusal fails the
-/// spawn closed).
+/// Whether this thread can make user, mount and network namespaces: a
+/// forked child tries `unshare` and exits. Remembered per seccomp state of
+/// the calling thread (`Seccomp` and `Seccomp_filters` in
+/// /proc/thread-self/status): a filter installed later is seen at the next
+/// spawn. A refusal the probe did not see fails the spawn closed.
 pub(crate) fn namespaces_available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        if std::env::var_os("CORRAL_SANDBOX_NO_NAMESPACES").is_some_and(|v| v == "1") {
-            return false;
+    static SEEN: std::sync::Mutex<Option<(String, bool)>> = std::sync::Mutex::new(None);
+    if std::env::var_os("CORRAL_SANDBOX_NO_NAMESPACES").is_some_and(|v| v == "1") {
+        return false;
+    }
+    let key: String = std::fs::read_to_string("/proc/thread-self/status")
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.starts_with("Seccomp") || l.starts_with("NoNewPrivs"))
+                .collect::<Vec<_>>()
+                .join(";")
+        })
+        .unwrap_or_default();
+    if let Ok(seen) = SEEN.lock() {
+        if let Some((k, v)) = seen.as_ref() {
+            if *k == key {
+                return *v;
+            }
         }
-        // SAFETY: the child only calls unshare and _exit (async-signal-
-        // safe) and never returns into Rust code; the parent waits for it.
-        unsafe {
-            let pid = libc::fork();
-            if pid == 0 {
-                let r = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWNET);
-                libc::_exit(if r == 0 { 0 } else { 1 });
-            }
-            if pid < 0 {
-                return false;
-            }
-            let mut status = 0;
-            while libc::waitpid(pid, &mut status, 0) < 0 {
-                if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                    return false;
+    }
+    let available = probe_namespaces();
+    if let Ok(mut seen) = SEEN.lock() {
+        *seen = Some((key, available));
+    }
+    available
+}
+
+fn probe_namespaces() -> bool {
+    // The answer comes through a pipe, not the exit status: a process-wide
+    // reaper (`reap_all_orphans`) may reap the child first.
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return false;
+    }
+    // SAFETY: the child only calls unshare, write and _exit
+    // (async-signal-safe) and never returns into Rust code.
+    unsafe {
+        let pid = libc::fork();
+        if pid == 0 {
+            let r = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWNET);
+            let answer: u8 = if r == 0 { b'y' } else { b'n' };
+            libc::write(fds[1], (&answer as *const u8).cast(), 1);
+            libc::_exit(0);
+        }
+        libc::close(fds[1]);
+        let mut answer = 0u8;
+        let got = if pid < 0 {
+            0
+        } else {
+            loop {
+                let n = libc::read(fds[0], (&mut answer as *mut u8).cast(), 1);
+                if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    break n;
                 }
             }
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+        };
+        libc::close(fds[0]);
+        if pid > 0 {
+            let mut status = 0;
+            // Reaped here unless a process-wide reaper was first.
+            while libc::waitpid(pid, &mut status, 0) < 0
+                && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+            {}
         }
-    })
+        got == 1 && answer == b'y'
+    }
 }
 
 fn canonical_existing(p: &Path, what: &str) -> Result<PathBuf, crate::Error> {
