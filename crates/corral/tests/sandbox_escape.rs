@@ -523,3 +523,20 @@ fn block_devices_and_kernel_memory_are_not_readable() {
     assert_eq!(r.exit_code(), Some(0), "{r:?}");
     assert_eq!(text(&r.stdout), "", "{r:?}");
 }
+
+#[test]
+fn terminal_input_cannot_be_injected() {
+    // TIOCSTI on a terminal shared with a shell would run commands
+    // outside the sandbox; the run's own pty still works.
+    let s = corral_testkit::Scratch::new();
+    let mut c = s.sh(
+        "/usr/bin/python3 -c 'import fcntl,termios,os\nprint(os.isatty(0))\ntry:\n fcntl.ioctl(0, termios.TIOCSTI, b\"x\"); print(\"injected\")\nexcept OSError as e: print(\"refused\", e.errno)'",
+    );
+    c.current_dir(s.dir())
+        .pty(corral::PtySize::default())
+        .timeout(std::time::Duration::from_secs(30))
+        .sandbox(Sandbox::new());
+    let r = c.run().expect("the sandboxed run starts");
+    let out = text(&r.stdout).replace('\r', "");
+    assert!(out.contains("True\nrefused 1"), "{out:?} {r:?}");
+}

@@ -460,7 +460,13 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(fs_all())
         .map_err(|e| ll("ruleset", e))?
-        .scope(Scope::Signal | Scope::AbstractUnixSocket)
+        .scope(if policy.network == Network::Host {
+            // `host` is not confined: the host's abstract sockets stay
+            // reachable.
+            Scope::Signal.into()
+        } else {
+            Scope::Signal | Scope::AbstractUnixSocket
+        })
         .map_err(|e| ll("scoping", e))?;
     if policy.network == Network::None {
         rs = rs
@@ -479,8 +485,14 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
             .map_err(|e| ll(&format!("read rule for {r:?}"), e))?;
     }
     for w in &writable {
+        // A writable file gets the rights a file can carry.
+        let access = if w.is_dir() {
+            fs_write()
+        } else {
+            fs_write() & AccessFs::from_file(ABI::V3)
+        };
         created = created
-            .add_rule(PathBeneath::new(path_fd(w)?, fs_write()))
+            .add_rule(PathBeneath::new(path_fd(w)?, access))
             .map_err(|e| ll(&format!("write rule for {w:?}"), e))?;
     }
     let devices = [
@@ -698,6 +710,20 @@ fn seccomp_program(
     ]) {
         deny(nr, vec![]);
     }
+    // TIOCSTI (and TIOCLINUX) would push input into a terminal the tree
+    // shares with the host's shell: commands run outside the sandbox.
+    let ioctl_rule = |cmd: u64| {
+        SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, cmd)
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(|e| bad(format!("seccomp rule: {e}")))
+    };
+    deny(
+        k::__NR_ioctl,
+        vec![
+            ioctl_rule(libc::TIOCSTI as u64)?,
+            ioctl_rule(libc::TIOCLINUX as u64)?,
+        ],
+    );
     match network {
         Network::None => deny(k::__NR_socket, vec![]),
         Network::Loopback => {
