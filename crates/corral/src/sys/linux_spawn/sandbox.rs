@@ -720,8 +720,9 @@ fn seccomp_program(
     deny(
         k::__NR_ioctl,
         vec![
-            ioctl_rule(libc::TIOCSTI as u64)?,
-            ioctl_rule(libc::TIOCLINUX as u64)?,
+            // The generic ioctl numbers (x86_64 and aarch64 alike).
+            ioctl_rule(0x5412)?, // TIOCSTI
+            ioctl_rule(0x541C)?, // TIOCLINUX
         ],
     );
     match network {
