@@ -18,7 +18,9 @@ use crate::Config;
 /// other than `ok` are errors.
 fn invoke(argv: &[String], input: Option<&Path>) -> Result<Duration, String> {
     let stdin = match input {
-        Some(p) => Stdio::from(std::fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        Some(p) => {
+            Stdio::from(std::fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?)
+        }
         None => Stdio::null(),
     };
     let t0 = Instant::now();
@@ -73,7 +75,9 @@ fn median_wall(report: &Path) -> Result<Duration, String> {
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.')
         .collect();
-    let ms: f64 = num.parse().map_err(|e| format!("{}: median {num:?}: {e}", report.display()))?;
+    let ms: f64 = num
+        .parse()
+        .map_err(|e| format!("{}: median {num:?}: {e}", report.display()))?;
     Ok(Duration::from_secs_f64(ms / 1000.0))
 }
 
@@ -92,7 +96,12 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         .into_iter()
         .find(|p| Path::new(p).is_file());
     let mut variants: Vec<(&str, Vec<String>, Option<&Path>, Samples)> = vec![
-        ("cgroup", batch_argv(&bin, &trues, cpus, "auto"), None, Samples::default()),
+        (
+            "cgroup",
+            batch_argv(&bin, &trues, cpus, "auto"),
+            None,
+            Samples::default(),
+        ),
         (
             "process-group",
             batch_argv(&bin, &trues, cpus, "process-group"),
@@ -102,9 +111,18 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
     ];
     if let Some(timeout) = timeout {
         // `-n 1`: one `timeout 10 true N` per line, N runs at most CPUs at once.
-        let argv = ["xargs", "-P", &cpus.to_string(), "-n", "1", timeout, "10", "true"]
-            .map(String::from)
-            .to_vec();
+        let argv = [
+            "xargs",
+            "-P",
+            &cpus.to_string(),
+            "-n",
+            "1",
+            timeout,
+            "10",
+            "true",
+        ]
+        .map(String::from)
+        .to_vec();
         variants.push(("xargs", argv, Some(&lines), Samples::default()));
     }
     for v in &variants {
@@ -119,7 +137,10 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         }
     }
     let med = |name: &str| variants.iter().find(|v| v.0 == name).map(|v| v.3.median());
-    let (cg, pg) = (med("cgroup").unwrap_or_default(), med("process-group").unwrap_or_default());
+    let (cg, pg) = (
+        med("cgroup").unwrap_or_default(),
+        med("process-group").unwrap_or_default(),
+    );
     t.row(
         "7",
         format!("batch throughput: `corral batch` of {n} `true`, --jobs {cpus}, default tier (wall, median of {reps})"),
@@ -161,7 +182,12 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
     let mut alone = None;
     for jobs in [1, cpus, 4 * cpus] {
         let runs = (8 * jobs).max(16);
-        let m = manifest(cfg, &format!("throughput-sleep-{jobs}.toml"), "\"sleep\", \"0.05\"", runs)?;
+        let m = manifest(
+            cfg,
+            &format!("throughput-sleep-{jobs}.toml"),
+            "\"sleep\", \"0.05\"",
+            runs,
+        )?;
         let report = cfg.tmp.join(format!("throughput-sleep-{jobs}.json"));
         let mut argv = batch_argv(&bin, &m, jobs, "auto");
         argv.extend(["--report".into(), report.display().to_string()]);
