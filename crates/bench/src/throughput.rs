@@ -61,23 +61,22 @@ fn batch_argv(bin: &Path, manifest: &str, jobs: usize, tier: &str) -> Vec<String
     .to_vec()
 }
 
-/// The median of the runs' `wall_ms` in a batch report (its one task's).
+/// The median of the runs' `wall_ms` in a batch report (its one task's:
+/// the first `"median"` after `"tasks"`).
 fn median_wall(report: &Path) -> Result<Duration, String> {
     let text = std::fs::read_to_string(report).map_err(|e| format!("{}: {e}", report.display()))?;
-    let at = text
-        .find("\"wall_ms\":{")
-        .ok_or_else(|| format!("{}: no wall_ms", report.display()))?;
-    let rest = &text[at..];
-    let m = rest
-        .find("\"median\":")
-        .ok_or_else(|| format!("{}: no median", report.display()))?;
-    let num: String = rest[m + 9..]
+    let bad = |what: &str| format!("{}: {what}", report.display());
+    let tasks = text.find("\"tasks\"").ok_or_else(|| bad("no tasks"))?;
+    let rest = &text[tasks..];
+    let m = rest.find("\"median\"").ok_or_else(|| bad("no median"))?;
+    let num: String = rest[m + 8..]
+        .trim_start_matches([':', ' ', '\n', '\t'])
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.')
         .collect();
     let ms: f64 = num
         .parse()
-        .map_err(|e| format!("{}: median {num:?}: {e}", report.display()))?;
+        .map_err(|e| bad(&format!("median {num:?}: {e}")))?;
     Ok(Duration::from_secs_f64(ms / 1000.0))
 }
 
