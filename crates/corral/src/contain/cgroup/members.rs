@@ -42,7 +42,7 @@ pub(super) fn stragglers(
 /// filter: only a process of the group has its `stat` read (the liveness
 /// of a zombie leader's threads, and the group once more). A run of the
 /// cgroup tier makes this scan once, when its cgroup is empty
-/// ([`Cgroup::migrated`]); reading every process's `stat` instead made it
+/// (`Cgroup::migrated`); reading every process's `stat` instead made it
 /// four system calls and a `stat` formatted by the kernel per process on
 /// the machine, per run: the cgroup tier's largest per-run cost in a batch
 /// (docs/BENCHMARKS.md, "Batch throughput").
