@@ -38,7 +38,7 @@ pub(super) fn stragglers(
 }
 
 /// The live members of process group `pgid` on the machine, as
-/// [`sys::group_members`] finds them, with one `getpgid` per process as the
+/// `sys::group_members` finds them, with one `getpgid` per process as the
 /// filter: only a process of the group has its `stat` read (the liveness
 /// of a zombie leader's threads, and the group once more). A run of the
 /// cgroup tier makes this scan once, when its cgroup is empty
