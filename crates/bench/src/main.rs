@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Options: `--quick`, `--only 1,2,...` (figures to run), `--corral-bin
-//! PATH` (the `corral` CLI for figures 4 and 6; by default the one beside this
+//! PATH` (the `corral` CLI for figures 4, 6 and 7; by default the one beside this
 //! binary, built first when run through cargo). It asserts nothing about
 //! speed; it exits non-zero only when a measurement could not be made
 //! correctly or a benchmark tree outlived its run.
@@ -38,6 +38,8 @@ mod scale;
 mod spawn;
 #[cfg(unix)]
 mod sys;
+#[cfg(unix)]
+mod throughput;
 
 fn main() {
     #[cfg(unix)]
@@ -79,6 +81,8 @@ pub struct Config {
     /// Figure 6: timed CLI invocations per variant, and the batch's size.
     pub cli_iters: usize,
     pub batch_tasks: usize,
+    /// Figure 7: `true` runs per batch.
+    pub throughput_tasks: usize,
 }
 
 #[cfg(unix)]
@@ -104,6 +108,7 @@ impl Config {
                 scale_big: Some((50, "0.5")),
                 cli_iters: 15,
                 batch_tasks: 50,
+                throughput_tasks: 100,
             }
         } else {
             Config {
@@ -123,6 +128,7 @@ impl Config {
                 scale_big: Some((10_000, "30")),
                 cli_iters: 200,
                 batch_tasks: 1000,
+                throughput_tasks: 1000,
             }
         }
     }
@@ -138,7 +144,7 @@ type Figure = fn(&Config, &mut report::Table) -> Result<(), String>;
 
 #[cfg(unix)]
 fn usage() -> ! {
-    eprintln!("usage: corral-bench [--quick] [--only 1,2,3,4,5,6] [--corral-bin PATH]");
+    eprintln!("usage: corral-bench [--quick] [--only 1,2,3,4,5,6,7] [--corral-bin PATH]");
     std::process::exit(2);
 }
 
@@ -181,13 +187,14 @@ fn unix_main() -> i32 {
     let started = std::time::Instant::now();
     let mut t = report::Table::default();
     let mut failed = false;
-    let figs: [(u8, Figure); 6] = [
+    let figs: [(u8, Figure); 7] = [
         (1, spawn::run),
         (2, deadline::run),
         (3, held::run),
         (4, output::run),
         (5, scale::run),
         (6, cli::run),
+        (7, throughput::run),
     ];
     for (n, f) in figs {
         if !cfg.runs(n) {

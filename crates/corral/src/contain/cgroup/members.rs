@@ -37,6 +37,46 @@ pub(super) fn stragglers(
         .collect()
 }
 
+/// The live members of process group `pgid` on the machine, as
+/// `sys::group_members` finds them, with one `getpgid` per process as the
+/// filter: only a process of the group has its `stat` read (the liveness
+/// of a zombie leader's threads, and the group once more). A run of the
+/// cgroup tier makes this scan once, when its cgroup is empty
+/// (`Cgroup::migrated`); reading every process's `stat` instead made it
+/// four system calls and a `stat` formatted by the kernel per process on
+/// the machine, per run: the cgroup tier's largest per-run cost in a batch
+/// (docs/BENCHMARKS.md, "Batch throughput").
+#[cfg(linux_raw)]
+fn migrated_scan(pgid: u32) -> io::Result<Vec<u32>> {
+    use rustix::fs::{Mode, OFlags, RawDir};
+    let dir = rustix::fs::open(
+        "/proc",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let mut iter = RawDir::new(&dir, buf.spare_capacity_mut());
+    let mut out = Vec::new();
+    while let Some(entry) = iter.next() {
+        let entry = entry.map_err(io::Error::from)?;
+        let Some(pid) = std::str::from_utf8(entry.file_name().to_bytes())
+            .ok()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if sys::linux_spawn::getpgid(pid) != Ok(pgid) {
+            continue;
+        }
+        if let Some(st) = sys::linux_proc::stat_of(pid) {
+            if st.pgrp == pgid && (!st.is_dead() || sys::linux_proc::thread_group_alive(pid)) {
+                out.push(pid);
+            }
+        }
+    }
+    Ok(out)
+}
+
 impl Cgroup {
     /// Whether any process is left in the cgroup (re-arms the POLLPRI
     /// notification by reading through the watched descriptor).
@@ -75,7 +115,10 @@ impl Cgroup {
     /// mechanism can stop it. Those that also left the group are not found
     /// (the PID-namespace tier holds them). `pgid`: the root's group.
     pub(super) fn migrated(pgid: u32) -> Vec<u32> {
-        sys::group_members(pgid).unwrap_or_default()
+        #[cfg(linux_raw)]
+        return migrated_scan(pgid).unwrap_or_default();
+        #[cfg(not(linux_raw))]
+        return sys::group_members(pgid).unwrap_or_default();
     }
 
     /// Signals each member through a pidfd, after checking that the pinned
