@@ -71,6 +71,8 @@ mod error;
 mod lifecycle;
 pub mod process_wide;
 mod report;
+#[cfg(unix)]
+pub mod session;
 mod signal;
 mod spec;
 mod sys;
@@ -100,6 +102,8 @@ pub use report::{
     CleanupError, CleanupStep, CrashSafety, Leftovers, LimitHit, Mechanism, Outcome, Report,
     RootStatus, RunError, TimeoutKind, Timings, UnknownMechanism, Usage,
 };
+#[cfg(unix)]
+pub use session::{Job, RunOptions, Session, SessionEnd, SessionOptions, SessionReport};
 pub use signal::{Signal, UnknownSignal};
 pub use spec::{Input, LeftoverPolicy, LineCallback, Network, Output, PtySize, Sandbox, Stream};
 
