@@ -35,6 +35,8 @@ mod report;
 #[cfg(unix)]
 mod scale;
 #[cfg(unix)]
+mod session;
+#[cfg(unix)]
 mod spawn;
 #[cfg(unix)]
 mod sys;
@@ -138,7 +140,7 @@ type Figure = fn(&Config, &mut report::Table) -> Result<(), String>;
 
 #[cfg(unix)]
 fn usage() -> ! {
-    eprintln!("usage: corral-bench [--quick] [--only 1,2,3,4,5,6] [--corral-bin PATH]");
+    eprintln!("usage: corral-bench [--quick] [--only 1,2,3,4,5,6,7] [--corral-bin PATH]");
     std::process::exit(2);
 }
 
@@ -181,13 +183,14 @@ fn unix_main() -> i32 {
     let started = std::time::Instant::now();
     let mut t = report::Table::default();
     let mut failed = false;
-    let figs: [(u8, Figure); 6] = [
+    let figs: [(u8, Figure); 7] = [
         (1, spawn::run),
         (2, deadline::run),
         (3, held::run),
         (4, output::run),
         (5, scale::run),
         (6, cli::run),
+        (7, session::run),
     ];
     for (n, f) in figs {
         if !cfg.runs(n) {

@@ -218,6 +218,24 @@ pub struct SessionReport {
     pub ended: Option<SessionEnd>,
 }
 
+#[cfg(feature = "serde")]
+impl SessionReport {
+    /// The report document of this command: the run's, with `session_id`.
+    pub fn document(&self) -> crate::document::RunReport {
+        let mut d = crate::document::RunReport::from(&self.report);
+        d.session_id = Some(self.session_id.clone());
+        d
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for SessionReport {
+    /// As [`SessionReport::document`].
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.document().serialize(s)
+    }
+}
+
 impl Deref for SessionReport {
     type Target = Report;
     fn deref(&self) -> &Report {
