@@ -433,9 +433,16 @@ impl Session {
         if let Some(t) = &o.cancel {
             cmd.cancel_token(t);
         }
+        let started = boot_ticks();
         let result = cmd.run();
         let complete = self.take_new_state();
         let report = result?;
+        if !matches!(report.outcome, Outcome::Exited(_) | Outcome::Signaled(_)) {
+            // corral ended the command: what it started and left (escapers
+            // a process group cannot hold) dies with it, as in a run. The
+            // jobs of earlier commands and their descendants are not its.
+            kill_new(&self.id, &state.jobs, started);
+        }
         let ended = if complete {
             None
         } else {
@@ -788,6 +795,49 @@ fn signal_checked(pid: u32, start: u64, cookie: Option<&str>, sig: Sig) {
 
 #[cfg(not(target_os = "linux"))]
 fn signal_checked(_pid: u32, _start: u64, _cookie: Option<&str>, _sig: Sig) {}
+
+/// Now, in clock ticks since boot (the unit of a process's start time in
+/// `/proc/PID/stat`), rounded down.
+fn boot_ticks() -> u64 {
+    let up = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
+    let secs: f64 = up
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    #[cfg(target_os = "linux")]
+    let hz = rustix::param::clock_ticks_per_second();
+    #[cfg(not(target_os = "linux"))]
+    let hz = 100;
+    (secs * hz as f64) as u64
+}
+
+/// Kills the session's processes that started at `since` or later and do
+/// not descend from one of `jobs` (stopped first, then killed).
+fn kill_new(cookie: &str, jobs: &[Job], since: u64) {
+    let all = scan_all(cookie);
+    let of_jobs = |m: &Member| {
+        let mut cur = Some(m);
+        for _ in 0..64 {
+            let Some(p) = cur else { return false };
+            if jobs.iter().any(|j| j.pid == p.pid && j.start == p.start) {
+                return true;
+            }
+            cur = all.iter().find(|q| q.pid == p.ppid);
+        }
+        false
+    };
+    let new: Vec<&Member> = all
+        .iter()
+        .filter(|m| m.start >= since.saturating_sub(1) && !of_jobs(m))
+        .collect();
+    for m in &new {
+        signal_checked(m.pid, m.start, Some(cookie), Sig::Stop);
+    }
+    for m in &new {
+        signal_checked(m.pid, m.start, Some(cookie), Sig::Kill);
+    }
+}
 
 /// Kills every process that carries the cookie (stopped first, then
 /// killed), again until two scans in a row find none (at most about 2 s:
