@@ -323,8 +323,16 @@ impl Session {
                 .map_err(|e| io_err("create", e))?;
         }
         let first = first_state(options, &start_dir);
-        let written = std::fs::write(dir.join("vars"), first)
-            .and_then(|()| std::fs::write(dir.join("opts"), ""));
+        let written = std::fs::write(dir.join("vars"), first).and_then(|()| {
+            std::fs::write(
+                dir.join("opts"),
+                if bash {
+                    "shopt -s expand_aliases\n"
+                } else {
+                    ""
+                },
+            )
+        });
         if let Err(e) = written {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(io_err("write", e));
@@ -658,7 +666,7 @@ fn first_state(options: &SessionOptions, dir: &Path) -> Vec<u8> {
     }
     out.extend_from_slice(b"cd -- ");
     out.extend_from_slice(&quote(dir.as_os_str().as_bytes()));
-    out.extend_from_slice(b"\nshopt -s expand_aliases 2>/dev/null\n");
+    out.push(b'\n');
     out
 }
 

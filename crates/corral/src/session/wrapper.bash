@@ -6,6 +6,11 @@
 # DIR/opts.new (never to stdout or stderr). A command that ends the shell
 # (exit, exec, a signal) writes no state: the session sees no
 # "# corral: complete" line and ends.
+builtin set -- "$1" "$2" "$3" "$#" "${CORRAL_TREE-}"
+builtin source "$1/vars" >/dev/null 2>&1
+# Defined after the state (whose own copy it replaces), with aliases off
+# (the state's options, aliases expansion included, come after).
+builtin shopt -u expand_aliases
 __corral_end() {
   builtin shopt -p >|"$__corral_d/opts.new"
   builtin set +o >>"$__corral_d/opts.new"
@@ -39,8 +44,6 @@ __corral_end() {
   builtin trap - EXIT
   builtin exit "$1"
 }
-builtin set -- "$1" "$2" "$3" "$#" "${CORRAL_TREE-}"
-builtin source "$1/vars" >/dev/null 2>&1
 __corral_d=$1
 builtin export CORRAL_TREE="${5:+$5,}$2"
 if [[ $4 -ge 3 ]]; then __corral_c=$3; else IFS= builtin read -r -d '' __corral_c <"$1/cmd"; fi
