@@ -73,3 +73,46 @@ export namespace exec {
 
 export const enableSubreaper: typeof import('./native').enableSubreaper
 export const raiseNofileLimit: typeof import('./native').raiseNofileLimit
+
+export interface SessionOptions {
+  cwd?: string | URL
+  /** Variables added to this process's environment for the session. */
+  env?: Record<string, string>
+  envClear?: boolean
+  shell?: string
+  containment?: Containment
+  requireCrashSafety?: boolean
+}
+
+export interface SessionRunOptions {
+  /** Milliseconds. */
+  timeout?: number
+  idleTimeout?: number
+  maxOutput?: number
+  maxBuffer?: number
+  waitDelay?: number
+  encoding?: BufferEncoding | 'buffer' | null
+}
+
+export interface SessionJob {
+  pid: number
+  command: string
+}
+
+export type SessionResult<T = string | Buffer> = Result<T> & {
+  sessionId: string
+  jobs: SessionJob[]
+  sessionEnded: string | null
+}
+
+/** A persistent shell session: state carries over, each command is contained and bounded on its own. */
+export class Session {
+  constructor(options?: SessionOptions)
+  readonly id: string
+  readonly ended: string | null
+  run(command: string, options?: SessionRunOptions & { encoding?: BufferEncoding }): Promise<SessionResult<string>>
+  run(command: string, options: SessionRunOptions & { encoding: 'buffer' | null }): Promise<SessionResult<Buffer>>
+  jobs(): SessionJob[]
+  killJob(pid: number): boolean
+  close(): Promise<void>
+}

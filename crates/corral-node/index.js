@@ -708,9 +708,115 @@ function promisified(fn) {
 Object.defineProperty(execFile, util.promisify.custom, { enumerable: false, value: promisified(execFile) })
 Object.defineProperty(exec, util.promisify.custom, { enumerable: false, value: promisified(exec) })
 
+// ---------------------------------------------------------------------------
+// Session: a persistent shell (the library's corral::Session). Each run is a
+// fresh shell in its own contained tree with the session's state (working
+// directory, variables, functions, aliases, options, umask) carried over;
+// runs are one at a time (a concurrent run waits).
+
+const SESSIONS = new Set()
+let sessionExitHook = false
+
+class Session {
+  constructor(options = {}) {
+    const o = options || {}
+    for (const k of Object.keys(o)) {
+      if (!['cwd', 'env', 'envClear', 'shell', 'containment', 'requireCrashSafety'].includes(k)) {
+        throw new TypeError(`new Session(): unknown option ${JSON.stringify(k)}`)
+      }
+    }
+    const cwd = o.cwd instanceof URL ? require('url').fileURLToPath(o.cwd) : o.cwd
+    this._native = new native.NativeSession({
+      cwd,
+      env: o.env == null ? undefined : JSON.stringify(Object.fromEntries(Object.entries(o.env).map(([k, v]) => [k, String(v)]))),
+      envClear: o.envClear === true,
+      shell: o.shell,
+      containment: o.containment,
+      requireCrashSafety: o.requireCrashSafety === true,
+    })
+    SESSIONS.add(this)
+    if (!sessionExitHook) {
+      sessionExitHook = true
+      // Whatever a session started dies with this process (its death by a
+      // signal is the keeper's).
+      process.on('exit', () => {
+        for (const s of SESSIONS) s._native.closeSync()
+      })
+    }
+  }
+
+  /** The session's id (`result.sessionId`). */
+  get id() {
+    return this._native.id
+  }
+
+  /** How the session ended, in words (null while it is open). */
+  get ended() {
+    return this._native.ended
+  }
+
+  /**
+   * Runs one shell command line; resolves to the result `run()` gives,
+   * plus `sessionId`, `jobs` ([{pid, command}] left running by it) and
+   * `sessionEnded`. A timeout does not reject: `outcome` says it. Rejects
+   * with code ERR_CORRAL_SESSION_CLOSED once the session has ended.
+   */
+  async run(command, options = {}) {
+    if (typeof command !== 'string') throw new TypeError('Session.run(): the command must be a string')
+    const o = options || {}
+    for (const k of Object.keys(o)) {
+      if (!['timeout', 'idleTimeout', 'maxOutput', 'maxBuffer', 'waitDelay', 'encoding'].includes(k)) {
+        throw new TypeError(`Session.run(): unknown option ${JSON.stringify(k)}`)
+      }
+    }
+    const encoding = o.encoding === undefined ? 'utf8' : o.encoding === null ? 'buffer' : o.encoding
+    let done
+    try {
+      done = await this._native.run(command, {
+        timeout: o.timeout,
+        idleTimeout: o.idleTimeout,
+        maxOutput: o.maxOutput,
+        maxBuffer: o.maxBuffer,
+        waitDelay: o.waitDelay,
+      })
+    } catch (e) {
+      if (String(e && e.message).includes('ERR_CORRAL_SESSION_CLOSED')) {
+        const err = new Error(`the session ${this.id} is closed: ${this.ended}`)
+        err.code = 'ERR_CORRAL_SESSION_CLOSED'
+        throw err
+      }
+      throw e
+    }
+    const report = JSON.parse(done.json)
+    const r = resultOf(report, done.stdout, done.stderr, encoding)
+    r.sessionId = report.session_id
+    r.jobs = report.jobs
+    r.sessionEnded = report.session_ended ?? null
+    if (r.sessionEnded !== null) SESSIONS.delete(this)
+    return r
+  }
+
+  /** The live background jobs: [{pid, command}]. */
+  jobs() {
+    return JSON.parse(this._native.jobs())
+  }
+
+  /** Kills the background job `pid` (and what it started). */
+  killJob(pid) {
+    return this._native.killJob(pid)
+  }
+
+  /** Closes the session: its background jobs are killed. */
+  async close() {
+    SESSIONS.delete(this)
+    await this._native.close()
+  }
+}
+
 module.exports = {
   run,
   spawn,
+  Session,
   execFile,
   exec,
   Process,

@@ -17,7 +17,7 @@ use crate::report::{dur_ratio, fmt_dur, Samples, Table};
 use crate::Config;
 
 /// One timed invocation; an unexpected exit status is an error.
-fn invoke(argv: &[String]) -> Result<Duration, String> {
+pub fn invoke(argv: &[String]) -> Result<Duration, String> {
     let t0 = Instant::now();
     let st = Command::new(&argv[0])
         .args(&argv[1..])

@@ -35,6 +35,8 @@ mod report;
 #[cfg(unix)]
 mod scale;
 #[cfg(unix)]
+mod session;
+#[cfg(unix)]
 mod spawn;
 #[cfg(unix)]
 mod sys;
@@ -195,6 +197,7 @@ fn unix_main() -> i32 {
         (5, scale::run),
         (6, cli::run),
         (7, throughput::run),
+        (8, session::run),
     ];
     for (n, f) in figs {
         if !cfg.runs(n) {

@@ -85,6 +85,8 @@ const INNER: &[(&str, &[&[&str]])] = &[
             &["limits", "runs"],
             // The tools.
             &["tools"],
+            // The session tools (the run tools' result fields).
+            &["sessions"],
             // The JSON-RPC loop.
             &["server"],
         ],

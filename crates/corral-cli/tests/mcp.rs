@@ -166,7 +166,7 @@ fn read_until(c: &mut Client, id: &str, pred: impl Fn(&str) -> bool) -> (String,
 }
 
 #[test]
-fn initialize_lists_the_six_tools() {
+fn initialize_lists_the_nine_tools() {
     let s = Scratch::new();
     let mut c = Client::start(&s, &[]);
     let r = c.request("tools/list", json!({}));
@@ -177,7 +177,20 @@ fn initialize_lists_the_six_tools() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names, ["kill", "list", "read", "run", "start", "write"]);
+    assert_eq!(
+        names,
+        [
+            "kill",
+            "list",
+            "read",
+            "run",
+            "session_close",
+            "session_run",
+            "session_start",
+            "start",
+            "write"
+        ]
+    );
     for t in r["result"]["tools"].as_array().unwrap() {
         assert_eq!(t["inputSchema"]["type"], "object", "{t}");
     }

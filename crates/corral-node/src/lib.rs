@@ -39,6 +39,8 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Error as JsError, Result, Status};
 use napi_derive::napi;
 
+#[cfg(unix)]
+mod session;
 mod types;
 
 /// What the driver and the JavaScript side share for one run.

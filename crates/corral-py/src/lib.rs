@@ -29,6 +29,9 @@ use corral::{
     Output, Report, Signal, SpawnErrorKind,
 };
 use corral_bindings::{lock, os_errno, Signaller, EMFILE};
+
+#[cfg(unix)]
+mod session;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -897,6 +900,8 @@ fn _corral(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(enable_subreaper, m)?)?;
     m.add_function(wrap_pyfunction!(raise_nofile_limit, m)?)?;
     m.add_class::<Job>()?;
+    #[cfg(unix)]
+    session::register(m)?;
     m.add(
         "ContainmentUnavailable",
         m.py().get_type::<ContainmentUnavailable>(),

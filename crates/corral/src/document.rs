@@ -291,6 +291,10 @@ pub struct RunReport {
     #[serde(default, skip_serializing_if = "Option::is_none", with = "present")]
     #[cfg_attr(feature = "schema", schemars(with = "i32"))]
     pub corral_exit: Option<i32>,
+    /// The persistent shell session the command ran in (`Session::run`);
+    /// absent for a run of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 /// The fields the command line always writes, absent from a [`Report`]'s
@@ -335,6 +339,7 @@ impl RunReport {
             limits_hit: Vec::new(),
             sandbox: None,
             corral_exit: None,
+            session_id: None,
         }
     }
 
@@ -398,6 +403,7 @@ impl From<&Report> for RunReport {
             limits_hit: r.limits_hit.clone(),
             sandbox: r.sandbox.clone(),
             corral_exit: None,
+            session_id: None,
         }
     }
 }

@@ -76,6 +76,10 @@ pub enum Error {
     /// The command's configuration is invalid.
     #[error("invalid command: {0}")]
     InvalidInput(String),
+    /// The session has ended (a command ended its shell, or it was
+    /// closed): nothing was run.
+    #[error("the session is closed")]
+    SessionClosed,
 }
 
 impl Error {
@@ -101,6 +105,7 @@ impl Error {
             Error::Containment { .. } => "containment_failed",
             Error::Sandbox { .. } => "sandbox_failed",
             Error::CancelledBeforeSpawn => "cancelled",
+            Error::SessionClosed => "session_closed",
         }
     }
 

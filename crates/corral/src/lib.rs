@@ -72,6 +72,8 @@ mod lifecycle;
 pub mod process_wide;
 mod report;
 mod sandbox;
+#[cfg(unix)]
+pub mod session;
 mod signal;
 mod spec;
 mod sys;
@@ -102,6 +104,8 @@ pub use report::{
     RootStatus, RunError, SandboxReport, SandboxRule, TimeoutKind, Timings, UnknownMechanism,
     Usage,
 };
+#[cfg(unix)]
+pub use session::{Job, RunOptions, Session, SessionEnd, SessionOptions, SessionReport};
 pub use signal::{Signal, UnknownSignal};
 pub use spec::{Input, LeftoverPolicy, LineCallback, Network, Output, PtySize, Sandbox, Stream};
 

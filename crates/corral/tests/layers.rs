@@ -39,6 +39,9 @@ const LAYERS: &[&[&str]] = &[
     // `RunSpec` and its one mapping onto `Command` (`Command::from_spec`),
     // their schemas. No module of the library uses `document`.
     &["asynchronous", "document"],
+    // Persistent shell sessions: each command a `Command` of its own, the
+    // shell's state carried over in a directory of the session's.
+    &["session"],
     // The process-wide switches (contain's and error's, grouped).
     &["process_wide"],
 ];

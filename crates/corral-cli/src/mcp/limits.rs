@@ -120,7 +120,7 @@ impl Limits {
 
     /// `cwd` resolved (symlinks followed) and inside the root; the root
     /// itself when none is given.
-    fn cwd(&self, cwd: Option<&Path>) -> Result<PathBuf, String> {
+    pub fn cwd(&self, cwd: Option<&Path>) -> Result<PathBuf, String> {
         let Some(c) = cwd else {
             return Ok(self.root.clone());
         };

@@ -1,7 +1,8 @@
 //! `corral mcp`: a Model Context Protocol server over stdio.
 //!
 //! One concern per file: `server` speaks the protocol (through the official
-//! SDK, `rmcp`), `tools` declares and carries out the six tools, `runs` keeps
+//! SDK, `rmcp`), `tools` declares and carries out the tools (`sessions` the session
+//! ones), `runs` keeps
 //! every run the server started (and kills them all when it ends), `limits`
 //! checks a request against the limits given on the command line.
 //!
@@ -19,6 +20,8 @@ pub(crate) mod limits;
 mod runs;
 #[cfg(unix)]
 mod server;
+#[cfg(unix)]
+mod sessions;
 #[cfg(unix)]
 pub(crate) mod tools;
 
@@ -76,13 +79,20 @@ Tools (arguments; every run is contained and killed as `corral run` does):
   write  id, data [, eof]: to the run's stdin (eof closes it)
   kill   id [, signal]: the signal (TERM) to the whole tree, SIGKILL 2 s later
   list   every run: id, command, pid, running, outcome
+  session_start  cwd, env: a persistent shell session; returns session_id
+  session_run    session_id, command, timeout_ms, idle_timeout_ms, max_output:
+         one command line in the session's shell state (cwd, variables,
+         functions, options carried over), contained and bounded on its own;
+         the fields of run plus session_id, jobs, session_ended
+  session_close  session_id: kills the session's background jobs
 
 Protocol errors (unknown tool, malformed request) are JSON-RPC errors; a tool
 that fails (bad arguments, unknown id, a program that cannot start) returns a
 result with isError. When stdin closes (or on SIGTERM, SIGINT, SIGHUP) the
 server kills every process it started and exits; if it is killed outright,
 the crash-safety keeper kills every tree still running. A run never keeps
-leftovers: a detached descendant is killed when its run ends (kept is 0).
+leftovers: a detached descendant is killed when its run ends (kept is 0);
+a session's background jobs live until session_close or the server's end.
 
 Register with an agent (mcpServers JSON):
   {\"mcpServers\": {\"corral\": {\"command\": \"corral\",

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 
 use super::limits::Limits;
 use super::runs::Registry;
+use super::sessions::{self, Sessions};
 use super::tools::{self, Tools};
 use super::McpOpts;
 use crate::exit::CORRAL_FAILED;
@@ -29,6 +30,7 @@ const SHUTDOWN_BOUND: Duration = Duration::from_secs(15);
 /// The handler the SDK calls.
 struct Server {
     tools: Arc<Tools>,
+    sessions: Arc<Sessions>,
     list: Vec<Tool>,
 }
 
@@ -38,7 +40,9 @@ impl ServerHandler for Server {
             .with_instructions(
                 "Runs commands with a deadline; each run's whole process tree is contained \
                  and killed on timeout, idle timeout, output limit or kill. Use run for a \
-                 command to its end, start/read/write/kill for a background one.",
+                 command to its end, start/read/write/kill for a background one, \
+                 session_start/session_run/session_close for a persistent shell whose \
+                 directory and variables carry over between commands.",
             );
         info.server_info = Implementation::new("corral", env!("CARGO_PKG_VERSION"));
         info
@@ -58,10 +62,20 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let tools = self.tools.clone();
+        let sessions = self.sessions.clone();
+        let call = async move {
+            match sessions
+                .call(&tools, &request.name, request.arguments.clone())
+                .await
+            {
+                Some(r) => Ok(r),
+                None => tools.call(&request.name, request.arguments).await,
+            }
+        };
         // A request the client cancels (notifications/cancelled) stops
         // here: its run future is dropped, which kills the run's tree.
         tokio::select! {
-            r = tools.call(&request.name, request.arguments) => r.map(Into::into),
+            r = call => r.map(Into::into),
             () = context.ct.cancelled() => {
                 Err(ErrorData::internal_error("the request was cancelled", None))
             }
@@ -107,6 +121,7 @@ pub fn serve(opts: McpOpts) -> i32 {
         limits,
         runs: runs.clone(),
     });
+    let sessions = Arc::new(Sessions::default());
     let code = rt.block_on(async move {
         let mut stops = Vec::new();
         for kind in [
@@ -125,8 +140,13 @@ pub fn serve(opts: McpOpts) -> i32 {
         let [term, int, hup] = &mut stops[..] else {
             return CORRAL_FAILED;
         };
-        let list = tools::list(&tools.limits);
-        let server = Server { tools, list };
+        let mut list = tools::list(&tools.limits);
+        list.extend(sessions::list(&tools.limits));
+        let server = Server {
+            tools,
+            sessions: sessions.clone(),
+            list,
+        };
         // The end of stdin ends the server at once: the SDK would go on
         // serving the requests in flight for a while, their trees with them.
         let eof = Arc::new(Notify::new());
@@ -152,6 +172,8 @@ pub fn serve(opts: McpOpts) -> i32 {
             _ = hup.recv() => {}
         }
         let left = runs.shutdown(SHUTDOWN_BOUND).await;
+        // The sessions' background jobs (their commands were cancelled).
+        let _ = tokio::task::spawn_blocking(move || sessions.close_all()).await;
         if left > 0 {
             eprintln!(
                 "corral: mcp: {left} run(s) not confirmed dead within {} s of SIGKILL",

@@ -1,4 +1,4 @@
-//! The six tools: their declarations (name, description, input schema) and
+//! The six run tools (the session tools are `sessions`'): their declarations (name, description, input schema) and
 //! what each does. A tool that fails returns a result with `isError`; only
 //! an unknown tool is a protocol error.
 
@@ -31,7 +31,7 @@ pub struct Tools {
 
 type ToolResult = Result<Value, String>;
 
-fn schema(v: Value) -> Arc<JsonObject> {
+pub(crate) fn schema(v: Value) -> Arc<JsonObject> {
     match v {
         Value::Object(m) => Arc::new(m),
         _ => Arc::new(JsonObject::new()),
@@ -154,7 +154,10 @@ impl Tools {
             "list" => self.list(args),
             _ => {
                 return Err(ErrorData::invalid_params(
-                    format!("unknown tool {name:?} (tools: run, start, read, write, kill, list)"),
+                    format!(
+                        "unknown tool {name:?} (tools: run, start, read, write, kill, list, \
+                         session_start, session_run, session_close)"
+                    ),
                     None,
                 ))
             }
@@ -431,7 +434,7 @@ fn state(run: &Background, report: Option<&Report>) -> Map<String, Value> {
 
 /// What a run's report says, in the fields every tool uses: read through
 /// the library's own accessors.
-fn outcome_fields(r: &Report) -> Map<String, Value> {
+pub(crate) fn outcome_fields(r: &Report) -> Map<String, Value> {
     let mut v = Map::new();
     v.insert("outcome".into(), r.outcome_name().into());
     v.insert("exit_code".into(), json!(r.exit_code()));
@@ -454,7 +457,7 @@ fn outcome_fields(r: &Report) -> Map<String, Value> {
 }
 
 /// The last `kept` bytes of a capture (as text) and how many came before.
-fn tail(c: &Captured, kept: usize) -> (String, u64) {
+pub(crate) fn tail(c: &Captured, kept: usize) -> (String, u64) {
     let all = if c.is_truncated() {
         c.tail()
     } else {

@@ -112,7 +112,8 @@ def test_tools_are_listed(scratch):
             assert attr(init, "server_info", "serverInfo").name == "corral"
             tools = await s.list_tools()
             assert sorted(t.name for t in tools.tools) == [
-                "kill", "list", "read", "run", "start", "write",
+                "kill", "list", "read", "run", "session_close", "session_run",
+                "session_start", "start", "write",
             ]
 
     run(main())
@@ -230,6 +231,100 @@ def test_session_end_kills_every_tree(scratch):
         run(main())
         for fd in fds:
             assert dead(fd, 5), "a tree outlived the server's session"
+    finally:
+        kill_pinned(fds)
+
+
+def test_shell_sessions(scratch):
+    """A persistent shell: state carries over, a timed-out command with a
+    setsid escaper is killed while an earlier command's background server
+    keeps running, exit ends the session, close kills the jobs, the
+    server's limits hold."""
+    fds = []
+
+    async def main():
+        async with session(scratch, "--max-runs", "2", "--max-timeout", "20s") as (r, w), \
+                ClientSession(r, w) as s:
+            await s.initialize()
+            os.mkdir(os.path.join(scratch, "sub"))
+            sid = structured(await s.call_tool(
+                "session_start", {"cwd": "sub", "env": {"GREETING": "hi"}}))["session_id"]
+            res = structured(await s.call_tool("session_run", {
+                "session_id": sid, "command": "cd ..; X=1; f() { echo \"f $1\"; }"}))
+            assert res["outcome"] == "exited" and res["exit_code"] == 0
+            assert res["session_id"] == sid and res["session_ended"] is None
+            res = structured(await s.call_tool("session_run", {
+                "session_id": sid,
+                "command": "echo \"$PWD $X $GREETING $PAGER\"; f y; printf 'no newline'>&2"}))
+            assert res["stdout"] == f"{scratch} 1 hi cat\nf y\n"
+            assert res["stderr"] == "no newline"
+
+            # A background server, then a command that times out.
+            res = structured(await s.call_tool("session_run", {
+                "session_id": sid,
+                "command": 'sh -c \'echo $$ > "$T/server.pid"; exec sleep 30\' >/dev/null 2>&1 & '
+                           'until [ -s "$T/server.pid" ]; do sleep 0.01; done'}))
+            fds.append(pin(os.path.join(scratch, "server.pid")))
+            assert [j["pid"] for j in res["jobs"]] == [int(open(os.path.join(scratch, "server.pid")).read())]
+            call = asyncio.ensure_future(s.call_tool("session_run", {
+                "session_id": sid, "command": TREE + "sleep 30", "timeout_ms": 1500}))
+            esc = []
+            for n in ("child.pid", "esc.pid"):
+                esc.append(await asyncio.to_thread(pin, os.path.join(scratch, n)))
+            fds.extend(esc)
+            res = structured(await call)
+            assert res["outcome"] == "timed_out" and res["session_ended"] is None
+            for fd in esc:
+                assert dead(fd, 3), "a timed-out command's process survived"
+            assert not dead(fds[0], 0.2), "the server died with another command"
+            res = structured(await s.call_tool("session_run", {
+                "session_id": sid, "command": "echo $X"}))
+            assert res["stdout"] == "1\n"
+
+            # Limits: the timeout, the root.
+            bad = await s.call_tool("session_run", {
+                "session_id": sid, "command": "true", "timeout_ms": 60000})
+            assert is_error(bad)
+            assert is_error(await s.call_tool("session_start", {"cwd": "/"}))
+
+            # Closing kills the server.
+            structured(await s.call_tool("session_close", {"session_id": sid}))
+            assert dead(fds[0], 3), "the session's job outlived session_close"
+            assert is_error(await s.call_tool("session_run", {
+                "session_id": sid, "command": "true"}))
+
+            # exit ends a session.
+            sid = structured(await s.call_tool("session_start", {}))["session_id"]
+            res = structured(await s.call_tool("session_run", {
+                "session_id": sid, "command": "exit 3"}))
+            assert res["exit_code"] == 3 and "3" in res["session_ended"]
+            assert is_error(await s.call_tool("session_run", {
+                "session_id": sid, "command": "true"}))
+
+    try:
+        run(main())
+        for fd in fds:
+            assert dead(fd, 3)
+    finally:
+        kill_pinned(fds)
+
+
+def test_server_end_kills_the_sessions_jobs(scratch):
+    fds = []
+
+    async def main():
+        async with session(scratch) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            sid = structured(await s.call_tool("session_start", {}))["session_id"]
+            structured(await s.call_tool("session_run", {
+                "session_id": sid,
+                "command": 'setsid sh -c \'echo $$ > "$T/job.pid"; exec sleep 30\' >/dev/null 2>&1 & '
+                           'until [ -s "$T/job.pid" ]; do sleep 0.01; done'}))
+            fds.append(pin(os.path.join(scratch, "job.pid")))
+
+    try:
+        run(main())
+        assert dead(fds[0], 5), "a session's job outlived the server"
     finally:
         kill_pinned(fds)
 

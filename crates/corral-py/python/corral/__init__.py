@@ -63,6 +63,8 @@ __all__ = [
     "Cancelled",
     "CleanupFailed",
     "ContainmentError",
+    "Session",
+    "SessionClosed",
     "enable_subreaper",
     "raise_nofile_limit",
     "PIPE",
@@ -198,6 +200,9 @@ class Result(subprocess.CompletedProcess):
         "limits_hit",
         "pid",
         "timeout",
+        "session_id",
+        "jobs",
+        "session_ended",
         "_raw",
     )
 
@@ -231,6 +236,10 @@ class Result(subprocess.CompletedProcess):
         self.limits_hit: List[str] = list(report["limits_hit"])
         self.pid: int = report["pid"]
         self.timeout: Optional[float] = None
+        # A command of a :class:`Session` (None otherwise).
+        self.session_id: Optional[str] = report.get("session_id")
+        self.jobs: List[tuple] = [tuple(j) for j in report.get("jobs", ())]
+        self.session_ended: Optional[str] = report.get("session_ended")
         out, err = report["stdout"], report["stderr"]
         # The bytes as captured (TimeoutExpired carries them undecoded, as
         # subprocess does).
@@ -355,6 +364,128 @@ def _error_for(r: Result) -> Optional[CorralError]:
 
 
 _DEFAULT: Any = object()
+
+
+class SessionClosed(CorralError):
+    """The session has ended: a command ended its shell (``exit``,
+    ``exec``, a signal), or it was closed. Nothing was run."""
+
+
+class Session:
+    """A persistent shell session: the shell's state (working directory,
+    variables exported or not, functions, aliases, ``set -o``/``shopt``
+    options, umask) carries over from one :meth:`run` to the next, while
+    each command runs as a fresh bash (else sh) in its own contained tree,
+    bounded on its own: when its ``timeout``, ``idle_timeout`` or
+    ``max_output`` fires, only its tree is killed and the session goes on.
+
+    ``cwd`` and ``env`` (a mapping added to this process's environment;
+    ``env_clear=True`` starts from nothing) are the first state; ``PAGER``,
+    ``GIT_PAGER`` are ``cat``, ``GIT_EDITOR`` is ``true`` and ``TERM`` is
+    ``dumb`` unless ``env`` sets them. stdin is at end of file and there is
+    no controlling terminal: nothing waits for a person. Background jobs
+    that closed their output (``server >log 2>&1 &``) keep running between
+    commands: ``result.jobs`` lists those a command left, :meth:`jobs` the
+    live ones, :meth:`kill_job` kills one; :meth:`close` (or leaving the
+    ``with`` block, or this process's death) kills them all. A command that
+    ends the shell ends the session (``result.session_ended`` says how);
+    later runs raise :class:`SessionClosed`. One command at a time: a
+    concurrent :meth:`run` waits.
+
+    >>> with corral.Session(cwd="/tmp") as s:
+    ...     s.run("cd /; export X=1")
+    ...     s.run("echo $PWD $X", text=True).stdout
+    '/ 1\n'
+    """
+
+    def __init__(
+        self,
+        *,
+        cwd: Any = None,
+        env: Optional[Mapping[str, str]] = None,
+        env_clear: bool = False,
+        shell: Any = None,
+        containment: str = "auto",
+        require_crash_safety: bool = False,
+    ) -> None:
+        self._s = _corral.Session(
+            shell=None if shell is None else os.fspath(shell),
+            cwd=None if cwd is None else os.fspath(cwd),
+            env=None if env is None else [(str(k), str(v)) for k, v in env.items()],
+            env_clear=env_clear,
+            containment=containment,
+            require_crash_safety=require_crash_safety,
+        )
+
+    @property
+    def id(self) -> str:
+        """The session's id (``result.session_id`` of its commands)."""
+        return self._s.id
+
+    @property
+    def ended(self) -> Optional[str]:
+        """How the session ended, in words (None while it is open)."""
+        return self._s.ended
+
+    def run(
+        self,
+        command: str,
+        *,
+        timeout: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
+        max_output: Optional[int] = None,
+        capture_limit: Optional[int] = None,
+        wait_delay: Optional[float] = None,
+        grace: Optional[float] = None,
+        text: bool = False,
+        encoding: Optional[str] = None,
+        errors: Optional[str] = None,
+        check: bool = False,
+    ) -> Result:
+        """Runs one shell command line in the session; returns a
+        :class:`Result` (as :func:`corral.run`'s, with ``session_id``,
+        ``jobs`` and ``session_ended``). Unlike :func:`corral.run`, a
+        timeout does not raise: the result says ``outcome == "timed_out"``
+        (``check=True`` raises for it and any other unclean ending)."""
+        try:
+            report = self._s.run(
+                command,
+                timeout=timeout,
+                idle_timeout=idle_timeout,
+                max_output=max_output,
+                capture_limit=capture_limit,
+                wait_delay=wait_delay,
+                grace=grace,
+            )
+        except _corral.SessionClosed as e:
+            raise SessionClosed(str(e)) from None
+        r = Result(command, report, bool(text or encoding or errors), encoding, errors)
+        r.timeout = idle_timeout if r.timeout_kind == "idle" else timeout
+        if check:
+            r.check_returncode()
+        return r
+
+    def jobs(self) -> List[tuple]:
+        """The live background jobs, as ``(pid, command line)`` pairs."""
+        return [tuple(j) for j in self._s.jobs()]
+
+    def kill_job(self, pid: int) -> bool:
+        """Kills the background job ``pid`` (and what it started): whether
+        it was running."""
+        return self._s.kill_job(pid)
+
+    def close(self) -> None:
+        """Closes the session: every background job is killed."""
+        self._s.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"corral.Session(id={self.id!r}, ended={self.ended!r})"
 
 
 def _stdio(value: Any, name: str) -> Any:

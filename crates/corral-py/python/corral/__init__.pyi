@@ -68,6 +68,9 @@ class Result(subprocess.CompletedProcess[Any]):
     timings: Timings
     usage: Optional[Usage]
     limits_hit: List[Literal["memory", "pids"]]
+    session_id: Optional[str]
+    jobs: List[Tuple[int, str]]
+    session_ended: Optional[str]
     pid: int
     timeout: Optional[float]
     @property
@@ -96,6 +99,43 @@ class Signaled(CalledProcessError): ...
 class Cancelled(CorralError): ...
 class CleanupFailed(CorralError): ...
 class ContainmentError(CorralError): ...
+class SessionClosed(CorralError): ...
+
+class Session:
+    def __init__(
+        self,
+        *,
+        cwd: Union[str, os.PathLike, None] = ...,
+        env: Optional[Mapping[str, str]] = ...,
+        env_clear: bool = ...,
+        shell: Union[str, os.PathLike, None] = ...,
+        containment: _Containment = ...,
+        require_crash_safety: bool = ...,
+    ) -> None: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def ended(self) -> Optional[str]: ...
+    def run(
+        self,
+        command: str,
+        *,
+        timeout: Optional[float] = ...,
+        idle_timeout: Optional[float] = ...,
+        max_output: Optional[int] = ...,
+        capture_limit: Optional[int] = ...,
+        wait_delay: Optional[float] = ...,
+        grace: Optional[float] = ...,
+        text: bool = ...,
+        encoding: Optional[str] = ...,
+        errors: Optional[str] = ...,
+        check: bool = ...,
+    ) -> Result: ...
+    def jobs(self) -> List[Tuple[int, str]]: ...
+    def kill_job(self, pid: int) -> bool: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "Session": ...
+    def __exit__(self, *exc: Any) -> None: ...
 
 def run(
     args: _Args,

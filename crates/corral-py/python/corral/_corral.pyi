@@ -3,6 +3,37 @@
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 class ContainmentUnavailable(Exception): ...
+class SessionClosed(Exception): ...
+
+class Session:
+    def __init__(
+        self,
+        *,
+        shell: Optional[str] = None,
+        cwd: Optional[str] = None,
+        env: Optional[List[Tuple[str, str]]] = None,
+        env_clear: bool = False,
+        containment: str = "auto",
+        require_crash_safety: bool = False,
+    ) -> None: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def ended(self) -> Optional[str]: ...
+    def run(
+        self,
+        command: str,
+        *,
+        timeout: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
+        max_output: Optional[int] = None,
+        capture_limit: Optional[int] = None,
+        wait_delay: Optional[float] = None,
+        grace: Optional[float] = None,
+    ) -> Dict[str, Any]: ...
+    def jobs(self) -> List[Tuple[int, str]]: ...
+    def kill_job(self, pid: int) -> bool: ...
+    def close(self) -> None: ...
 
 MULTI_THREADED_DRIVER: bool
 __version__: str

@@ -1,0 +1,871 @@
+//! Persistent shell sessions (Unix): the shell's *state* persists, not its
+//! process.
+//!
+//! Each [`Session::run`] is a fresh shell (bash where present, else sh) in
+//! its own contained tree, run through [`Command`]'s normal lifecycle: its
+//! deadline, idle timeout, output cap and wait delay are its own, and when
+//! one fires only its tree is killed. The state of the previous command
+//! (working directory, variables exported or not, functions, aliases, `set
+//! -o` and `shopt` options, umask, traps) is sourced from a file in a
+//! directory of the session's own (mode 0700) before the command line is
+//! evaluated, and the state after it is written there again: a channel
+//! corral owns, never stdout or stderr, so output that looks like a marker
+//! or a prompt is only output. A command that ends the shell (`exit 3`,
+//! `exec true`, `kill -9 $$`, a failure under `set -e`) writes no state:
+//! it ends the session (see `wrapper.bash`).
+//!
+//! Background jobs: every process a command starts carries the session's
+//! cookie (an element of `CORRAL_TREE`), which the crash-safety keeper
+//! holds for the session's life: if the owner dies, the keeper kills every
+//! process that carries it (kept jobs included). Commands run under
+//! [`LeftoverPolicy::Keep`]: a job that closed its output outlives the
+//! command that started it; one that holds the output is handled by the
+//! wait delay, as in a run. [`Session::jobs`] lists the live ones (Linux:
+//! a scan of `/proc` for the cookie) and [`Session::kill_job`] kills one;
+//! closing or dropping the session kills them all.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[cfg(target_os = "linux")]
+use crate::contain::cookie_hold::CookieHold;
+use crate::{
+    CancelToken, Command, ContainmentChoice, Error, LeftoverPolicy, Outcome, Report, Sandbox,
+};
+
+const BASH_WRAPPER: &str = include_str!("wrapper.bash");
+const SH_WRAPPER: &str = include_str!("wrapper.sh");
+/// The last line of a complete state file.
+const COMPLETE: &[u8] = b"# corral: complete\n";
+/// Longest command line passed as an argument (longer ones go through a
+/// file of the session's directory).
+const ARG_MAX_COMMAND: usize = 64 * 1024;
+
+/// How a session is started: its shell, working directory, environment and
+/// the options that hold for every command in it.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    shell: Option<PathBuf>,
+    cwd: Option<PathBuf>,
+    env: Vec<(OsString, Option<OsString>)>,
+    env_clear: bool,
+    containment: ContainmentChoice,
+    require_crash_safety: bool,
+    sandbox: Option<Sandbox>,
+}
+
+impl SessionOptions {
+    /// The defaults: bash (else sh) found on `PATH`, this process's working
+    /// directory and environment.
+    pub fn new() -> SessionOptions {
+        SessionOptions::default()
+    }
+    /// The shell to run (a bash, or any POSIX sh: named `bash` or not,
+    /// what it can carry over differs, see the module's documentation).
+    pub fn shell(&mut self, path: impl AsRef<Path>) -> &mut SessionOptions {
+        self.shell = Some(path.as_ref().to_path_buf());
+        self
+    }
+    /// The session's first working directory.
+    pub fn current_dir(&mut self, dir: impl AsRef<Path>) -> &mut SessionOptions {
+        self.cwd = Some(dir.as_ref().to_path_buf());
+        self
+    }
+    /// Sets a variable of the session's first environment (exported).
+    pub fn env(&mut self, k: impl AsRef<OsStr>, v: impl AsRef<OsStr>) -> &mut SessionOptions {
+        self.env
+            .push((k.as_ref().to_owned(), Some(v.as_ref().to_owned())));
+        self
+    }
+    /// Removes a variable from the session's first environment.
+    pub fn env_remove(&mut self, k: impl AsRef<OsStr>) -> &mut SessionOptions {
+        self.env.push((k.as_ref().to_owned(), None));
+        self
+    }
+    /// Starts from an empty environment instead of this process's (the
+    /// non-interactive defaults and [`env`](Self::env) still apply).
+    pub fn env_clear(&mut self) -> &mut SessionOptions {
+        self.env_clear = true;
+        self.env.clear();
+        self
+    }
+    /// The containment of every command (as [`Command::containment`]).
+    pub fn containment(&mut self, c: ContainmentChoice) -> &mut SessionOptions {
+        self.containment = c;
+        self
+    }
+    /// Refuse to start a command that would not be crash-safe (as
+    /// [`Command::require_crash_safety`]); the session itself refuses to
+    /// start when the keeper cannot hold its cookie.
+    pub fn require_crash_safety(&mut self, yes: bool) -> &mut SessionOptions {
+        self.require_crash_safety = yes;
+        self
+    }
+    /// The sandbox policy of every command (as [`Command::sandbox`]).
+    pub fn sandbox(&mut self, policy: Sandbox) -> &mut SessionOptions {
+        self.sandbox = Some(policy);
+        self
+    }
+}
+
+/// The limits of one command of a session (each is that command's alone).
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    timeout: Option<Duration>,
+    idle_timeout: Option<Duration>,
+    output_limit: Option<u64>,
+    capture_limit: Option<usize>,
+    wait_delay: Option<Duration>,
+    grace: Option<Duration>,
+    cancel: Option<CancelToken>,
+}
+
+impl RunOptions {
+    /// No limit but [`Command`]'s defaults.
+    pub fn new() -> RunOptions {
+        RunOptions::default()
+    }
+    /// As [`Command::timeout`].
+    pub fn timeout(&mut self, d: Duration) -> &mut RunOptions {
+        self.timeout = Some(d);
+        self
+    }
+    /// As [`Command::idle_timeout`].
+    pub fn idle_timeout(&mut self, d: Duration) -> &mut RunOptions {
+        self.idle_timeout = Some(d);
+        self
+    }
+    /// As [`Command::output_limit`].
+    pub fn output_limit(&mut self, bytes: u64) -> &mut RunOptions {
+        self.output_limit = Some(bytes);
+        self
+    }
+    /// As [`Command::capture_limit`].
+    pub fn capture_limit(&mut self, bytes: usize) -> &mut RunOptions {
+        self.capture_limit = Some(bytes);
+        self
+    }
+    /// As [`Command::wait_delay`].
+    pub fn wait_delay(&mut self, d: Duration) -> &mut RunOptions {
+        self.wait_delay = Some(d);
+        self
+    }
+    /// As [`Command::grace`].
+    pub fn grace(&mut self, d: Duration) -> &mut RunOptions {
+        self.grace = Some(d);
+        self
+    }
+    /// As [`Command::cancel_token`].
+    pub fn cancel_token(&mut self, token: &CancelToken) -> &mut RunOptions {
+        self.cancel = Some(token.clone());
+        self
+    }
+}
+
+/// A background job of a session: a process a command left running whose
+/// parent is not one of the session's processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Its process id.
+    pub pid: u32,
+    /// Its command line (arguments joined by spaces).
+    pub command: String,
+    /// Its start time (clock ticks after boot): with the pid, its identity.
+    start: u64,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionEnd {
+    /// A command ended the shell (`exit N`, `exec`, a failure under `set
+    /// -e`) with this status.
+    Exited(i32),
+    /// The shell was killed by this signal (`kill -9 $$`).
+    Signaled(crate::Signal),
+    /// [`Session::close`] (or the drop).
+    Closed,
+}
+
+impl std::fmt::Display for SessionEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionEnd::Exited(c) => write!(f, "the shell exited with status {c}"),
+            SessionEnd::Signaled(s) => write!(f, "the shell was killed by {s}"),
+            SessionEnd::Closed => f.write_str("the session was closed"),
+        }
+    }
+}
+
+/// The report of one command of a session: the command's [`Report`] (the
+/// fields are reachable through `Deref`), the session's id, the jobs it
+/// left running, and whether it ended the session.
+#[derive(Debug)]
+pub struct SessionReport {
+    /// The command's report, as [`Command::run`] gives it.
+    pub report: Report,
+    /// The id of the session.
+    pub session_id: String,
+    /// Background jobs this command started that are still running.
+    pub jobs: Vec<Job>,
+    /// Set when this command ended the session (later runs fail with
+    /// [`Error::SessionClosed`]).
+    pub ended: Option<SessionEnd>,
+}
+
+#[cfg(feature = "serde")]
+impl SessionReport {
+    /// The report document of this command: the run's, with `session_id`.
+    pub fn document(&self) -> crate::document::RunReport {
+        let mut d = crate::document::RunReport::from(&self.report);
+        d.session_id = Some(self.session_id.clone());
+        d
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for SessionReport {
+    /// As [`SessionReport::document`].
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.document().serialize(s)
+    }
+}
+
+impl Deref for SessionReport {
+    type Target = Report;
+    fn deref(&self) -> &Report {
+        &self.report
+    }
+}
+
+/// A persistent shell session: see the module documentation. Runs are one
+/// at a time (a concurrent [`run`](Session::run) waits for the one before);
+/// sessions are independent. Dropping it closes it.
+#[derive(Debug)]
+pub struct Session {
+    id: String,
+    dir: PathBuf,
+    shell: PathBuf,
+    bash: bool,
+    start_dir: PathBuf,
+    options: SessionOptions,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    ended: Option<SessionEnd>,
+    jobs: Vec<Job>,
+    hold: Option<Hold>,
+}
+
+/// The keeper's hold on the session's cookie (Linux).
+struct Hold(
+    #[cfg(target_os = "linux")]
+    #[allow(dead_code)]
+    CookieHold,
+);
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hold")
+    }
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(1);
+
+impl Session {
+    /// Starts a session: writes its first state (working directory,
+    /// environment with `PAGER=cat`, `GIT_PAGER=cat`, `GIT_EDITOR=true`,
+    /// `TERM=dumb` unless given, aliases expanded) and has the keeper hold
+    /// its cookie. No process runs until the first [`run`](Session::run).
+    pub fn start(options: &SessionOptions) -> Result<Session, Error> {
+        let shell = match &options.shell {
+            Some(s) => s.clone(),
+            None => find_shell().ok_or_else(|| Error::Spawn {
+                kind: crate::SpawnErrorKind::NotFound,
+                program: "bash".into(),
+                source: io::Error::new(io::ErrorKind::NotFound, "neither bash nor sh on PATH"),
+            })?,
+        };
+        let bash = shell
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("bash"));
+        let start_dir = match &options.cwd {
+            Some(d) => d.clone(),
+            None => std::env::current_dir()
+                .map_err(|e| Error::InvalidInput(format!("no working directory: {e}")))?,
+        };
+        if !start_dir.is_dir() {
+            return Err(Error::InvalidInput(format!(
+                "the session's directory {} is not a directory",
+                start_dir.display()
+            )));
+        }
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{}.s{seq}", std::process::id());
+        let dir = std::env::temp_dir().join(format!("corral-session-{id}"));
+        let io_err = |what: &str, e: io::Error| {
+            Error::InvalidInput(format!(
+                "cannot set up the session's directory ({what}): {e}"
+            ))
+        };
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| io_err("create", e))?;
+        }
+        let first = first_state(options, &start_dir);
+        let written = std::fs::write(dir.join("vars"), first).and_then(|()| {
+            std::fs::write(
+                dir.join("opts"),
+                if bash {
+                    "shopt -s expand_aliases\n"
+                } else {
+                    ""
+                },
+            )
+        });
+        if let Err(e) = written {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(io_err("write", e));
+        }
+        #[cfg(target_os = "linux")]
+        let hold = Hold(CookieHold::take(
+            &id,
+            crate::Mechanism::ProcessGroup,
+            &crate::contain::Tracer::default(),
+            crate::spec::Farewell::KILL,
+        ));
+        #[cfg(target_os = "linux")]
+        let lost = hold.0.lost();
+        #[cfg(not(target_os = "linux"))]
+        let (hold, lost) = (
+            Hold(),
+            Some("no crash-safety keeper on this platform".to_owned()),
+        );
+        if let Some(why) = lost {
+            if options.require_crash_safety {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(Error::InvalidInput(format!(
+                    "the session would not be crash-safe: {why}"
+                )));
+            }
+        }
+        Ok(Session {
+            id,
+            dir,
+            shell,
+            bash,
+            start_dir,
+            options: options.clone(),
+            state: Mutex::new(State {
+                ended: None,
+                jobs: Vec::new(),
+                hold: Some(hold),
+            }),
+        })
+    }
+
+    /// The session's id (also its cookie in `CORRAL_TREE`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// How the session ended, if it did.
+    pub fn ended(&self) -> Option<SessionEnd> {
+        self.lock().ended.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs one command line in the session (stdin is the null device:
+    /// a read gets end of file at once; no controlling terminal). Fails
+    /// with [`Error::SessionClosed`] once the session has ended.
+    pub fn run(&self, command_line: &str, options: &RunOptions) -> Result<SessionReport, Error> {
+        let mut state = self.lock();
+        if state.ended.is_some() {
+            return Err(Error::SessionClosed);
+        }
+        let mut cmd = Command::new(&self.shell);
+        if self.bash {
+            cmd.args(["--noprofile", "--norc", "-c", BASH_WRAPPER, "bash"]);
+        } else {
+            cmd.args(["-c", SH_WRAPPER, "sh"]);
+        }
+        cmd.arg(&self.dir).arg(&self.id);
+        if command_line.len() <= ARG_MAX_COMMAND {
+            cmd.arg(command_line);
+        } else {
+            std::fs::write(self.dir.join("cmd"), command_line).map_err(|e| {
+                Error::InvalidInput(format!("cannot hand the command to the session: {e}"))
+            })?;
+        }
+        cmd.env_clear()
+            .current_dir(&self.start_dir)
+            .new_session(true)
+            .leftovers(LeftoverPolicy::Keep)
+            .containment(self.options.containment)
+            .require_crash_safety(self.options.require_crash_safety);
+        if let Some(s) = &self.options.sandbox {
+            cmd.sandbox(s.clone());
+        }
+        let o = options;
+        if let Some(d) = o.timeout {
+            cmd.timeout(d);
+        }
+        if let Some(d) = o.idle_timeout {
+            cmd.idle_timeout(d);
+        }
+        if let Some(n) = o.output_limit {
+            cmd.output_limit(n);
+        }
+        if let Some(n) = o.capture_limit {
+            cmd.capture_limit(n);
+        }
+        if let Some(d) = o.wait_delay {
+            cmd.wait_delay(d);
+        }
+        if let Some(d) = o.grace {
+            cmd.grace(d);
+        }
+        if let Some(t) = &o.cancel {
+            cmd.cancel_token(t);
+        }
+        let started = boot_ticks();
+        let result = cmd.run();
+        let complete = self.take_new_state();
+        let report = result?;
+        if !matches!(report.outcome, Outcome::Exited(_) | Outcome::Signaled(_)) {
+            // corral ended the command: what it started and left (escapers
+            // a process group cannot hold) dies with it, as in a run. The
+            // jobs of earlier commands and their descendants are not its.
+            kill_new(&self.id, &state.jobs, started);
+        }
+        let ended = if complete {
+            None
+        } else {
+            match report.outcome {
+                Outcome::Exited(c) => Some(SessionEnd::Exited(c)),
+                Outcome::Signaled(s) => Some(SessionEnd::Signaled(s)),
+                // corral ended it (deadline, idle, cancel, held output,
+                // output limit): the session goes on in its last state.
+                _ => None,
+            }
+        };
+        let before: Vec<(u32, u64)> = state.jobs.iter().map(|j| (j.pid, j.start)).collect();
+        if report.leftovers.kept > 0 || !state.jobs.is_empty() || ended.is_some() {
+            state.jobs = scan_jobs(&self.id);
+        }
+        let jobs: Vec<Job> = state
+            .jobs
+            .iter()
+            .filter(|j| !before.contains(&(j.pid, j.start)))
+            .cloned()
+            .collect();
+        if let Some(e) = &ended {
+            state.ended = Some(e.clone());
+            self.finish(&mut state);
+        }
+        Ok(SessionReport {
+            report,
+            session_id: self.id.clone(),
+            jobs,
+            ended,
+        })
+    }
+
+    /// Moves a complete new state into place; drops an incomplete one.
+    fn take_new_state(&self) -> bool {
+        let vars = self.dir.join("vars.new");
+        let opts = self.dir.join("opts.new");
+        let complete = std::fs::read(&vars).is_ok_and(|b| b.ends_with(COMPLETE));
+        if complete {
+            let _ = std::fs::rename(&vars, self.dir.join("vars"));
+            let _ = std::fs::rename(&opts, self.dir.join("opts"));
+        } else {
+            let _ = std::fs::remove_file(&vars);
+            let _ = std::fs::remove_file(&opts);
+        }
+        let _ = std::fs::remove_file(self.dir.join("cmd"));
+        complete
+    }
+
+    /// The session's live background jobs.
+    pub fn jobs(&self) -> Vec<Job> {
+        let mut state = self.lock();
+        if state.ended.is_some() {
+            return Vec::new();
+        }
+        state.jobs = scan_jobs(&self.id);
+        state.jobs.clone()
+    }
+
+    /// Kills a job (SIGKILL, and every session process below it): `true`
+    /// if it was still running. The job is named by its identity (pid and
+    /// start time), never a process that took its pid later.
+    pub fn kill_job(&self, job: &Job) -> bool {
+        let mut state = self.lock();
+        let found = scan_all(&self.id)
+            .iter()
+            .any(|p| p.pid == job.pid && p.start == job.start);
+        // Its descendants, whether they show the cookie or not (one in
+        // `execve` shows no environment for a moment).
+        if found {
+            // Stopped from the top down, so that none of them forks a
+            // process this misses, then killed.
+            let mut targets = vec![(job.pid, job.start)];
+            signal_checked(job.pid, job.start, Some(&self.id), Sig::Stop);
+            for _ in 0..50 {
+                // Listed after the stops: a fork the stop interrupted
+                // is not there, one it let finish is.
+                let all = scan(None);
+                let before = targets.len();
+                for p in &all {
+                    if targets.iter().any(|t| t.0 == p.ppid)
+                        && !targets.iter().any(|t| t.0 == p.pid)
+                    {
+                        signal_checked(p.pid, p.start, None, Sig::Stop);
+                        targets.push((p.pid, p.start));
+                    }
+                }
+                if targets.len() == before {
+                    break;
+                }
+            }
+            for &(pid, start) in &targets {
+                signal_checked(pid, start, None, Sig::Kill);
+            }
+            // Gone (or a zombie) before this returns, within a bound.
+            let until = std::time::Instant::now() + Duration::from_secs(2);
+            while targets
+                .iter()
+                .any(|&(p, st)| stat(p).is_some_and(|s| s.1 == st))
+                && std::time::Instant::now() < until
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        state.jobs.retain(|j| j != job);
+        found
+    }
+
+    /// Closes the session: kills every process it started that is still
+    /// running (its jobs) and removes its directory. Later runs fail with
+    /// [`Error::SessionClosed`].
+    pub fn close(&self) {
+        let mut state = self.lock();
+        if state.ended.is_none() {
+            state.ended = Some(SessionEnd::Closed);
+        }
+        self.finish(&mut state);
+    }
+
+    /// Kills what is left, lets go of the cookie, removes the directory.
+    fn finish(&self, state: &mut State) {
+        if state.hold.is_none() {
+            return;
+        }
+        kill_all(&self.id);
+        state.jobs.clear();
+        state.hold = None;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// bash on `PATH` (or the usual places), else sh.
+fn find_shell() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    for name in ["bash", "sh"] {
+        for d in std::env::split_paths(&path).chain([PathBuf::from("/bin")]) {
+            let p = d.join(name);
+            if is_executable(&p) {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// `'...'` quoting for any shell (bytes as they are; no NUL in env).
+fn quote(s: &[u8]) -> Vec<u8> {
+    let mut out = vec![b'\''];
+    for &b in s {
+        if b == b'\'' {
+            out.extend_from_slice(b"'\\''");
+        } else {
+            out.push(b);
+        }
+    }
+    out.push(b'\'');
+    out
+}
+
+fn is_name(k: &[u8]) -> bool {
+    !k.is_empty()
+        && !k[0].is_ascii_digit()
+        && k.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+}
+
+/// The first state: the environment (exported), the working directory,
+/// aliases expanded as in an interactive shell.
+fn first_state(options: &SessionOptions, dir: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut env: Vec<(OsString, OsString)> = if options.env_clear {
+        Vec::new()
+    } else {
+        std::env::vars_os().collect()
+    };
+    for (k, v) in [
+        ("PAGER", "cat"),
+        ("GIT_PAGER", "cat"),
+        ("GIT_EDITOR", "true"),
+        ("TERM", "dumb"),
+    ] {
+        env.retain(|(x, _)| x != k);
+        env.push((k.into(), v.into()));
+    }
+    for (k, v) in &options.env {
+        env.retain(|(x, _)| x != k);
+        if let Some(v) = v {
+            env.push((k.clone(), v.clone()));
+        }
+    }
+    let mut out = Vec::new();
+    for (k, v) in env {
+        let k = k.as_bytes();
+        if !is_name(k) || k == b"CORRAL_TREE" {
+            continue;
+        }
+        out.extend_from_slice(k);
+        out.push(b'=');
+        out.extend_from_slice(&quote(v.as_bytes()));
+        out.extend_from_slice(b"\nexport ");
+        out.extend_from_slice(k);
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"cd -- ");
+    out.extend_from_slice(&quote(dir.as_os_str().as_bytes()));
+    out.push(b'\n');
+    out
+}
+
+/// A process of the session, seen in `/proc`.
+#[derive(Debug)]
+struct Member {
+    pid: u32,
+    ppid: u32,
+    start: u64,
+}
+
+/// Every live process whose environment carries the session's cookie.
+fn scan_all(cookie: &str) -> Vec<Member> {
+    scan(Some(cookie))
+}
+
+/// Every live process that carries `cookie` (all of them: `None`).
+#[cfg(target_os = "linux")]
+fn scan(cookie: Option<&str>) -> Vec<Member> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me || cookie.is_some_and(|c| !carries(pid, c)) {
+            continue;
+        }
+        if let Some((ppid, start)) = stat(pid) {
+            out.push(Member { pid, ppid, start });
+        }
+    }
+    out
+}
+
+#[cfg(not(target_os = "linux"))]
+fn scan(_cookie: Option<&str>) -> Vec<Member> {
+    Vec::new()
+}
+
+/// Whether `pid`'s environment has `cookie` as an element of `CORRAL_TREE`.
+/// An empty environment is read again a few times: a process in `execve`
+/// shows none for a moment (kernel threads and zombies have none).
+fn carries(pid: u32, cookie: &str) -> bool {
+    let path = format!("/proc/{pid}/environ");
+    let mut env = Vec::new();
+    for i in 0..5 {
+        match std::fs::read(&path) {
+            Ok(e) if !e.is_empty() => {
+                env = e;
+                break;
+            }
+            Ok(_) if i < 4 && stat(pid).is_some_and(|(ppid, _)| ppid != 2 && pid != 2) => {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            _ => return false,
+        }
+    }
+    env.split(|&b| b == 0)
+        .filter_map(|kv| kv.strip_prefix(b"CORRAL_TREE="))
+        .any(|v| v.split(|&b| b == b',').any(|c| c == cookie.as_bytes()))
+}
+
+/// `pid`'s parent and start time (`/proc/PID/stat`), if it is alive (not a
+/// zombie).
+fn stat(pid: u32) -> Option<(u32, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    if f.first() == Some(&"Z") || f.first() == Some(&"X") {
+        return None;
+    }
+    Some((f.get(1)?.parse().ok()?, f.get(19)?.parse().ok()?))
+}
+
+/// The session's jobs: its processes whose parent is not one of them.
+fn scan_jobs(cookie: &str) -> Vec<Job> {
+    let all = scan_all(cookie);
+    let mut jobs: Vec<Job> = all
+        .iter()
+        .filter(|m| !all.iter().any(|p| p.pid == m.ppid))
+        .map(|m| Job {
+            pid: m.pid,
+            command: command_line(m.pid),
+            start: m.start,
+        })
+        // No command line: it is exiting (its memory is gone).
+        .filter(|j| !j.command.is_empty())
+        .collect();
+    jobs.sort_by_key(|j| j.pid);
+    jobs
+}
+
+fn command_line(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let parts: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    parts.join(" ")
+}
+
+#[derive(Clone, Copy)]
+enum Sig {
+    Stop,
+    Kill,
+}
+
+/// SIGSTOP or SIGKILL to `pid` through a pidfd, only if it is still the
+/// process that started at `start` (and carries `cookie`, if given: a
+/// descendant of a stopped job needs no cookie to be known as its own).
+#[cfg(target_os = "linux")]
+fn signal_checked(pid: u32, start: u64, cookie: Option<&str>, sig: Sig) {
+    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+    let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return;
+    };
+    let Ok(fd) = pidfd_open(p, PidfdFlags::empty()) else {
+        return;
+    };
+    // The pidfd names one process from here on: check it is the one meant.
+    if stat(pid).map(|s| s.1) == Some(start) && cookie.is_none_or(|c| carries(pid, c)) {
+        let sig = match sig {
+            Sig::Stop => Signal::STOP,
+            Sig::Kill => Signal::KILL,
+        };
+        let _ = pidfd_send_signal(&fd, sig);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn signal_checked(_pid: u32, _start: u64, _cookie: Option<&str>, _sig: Sig) {}
+
+/// Now, in clock ticks since boot (the unit of a process's start time in
+/// `/proc/PID/stat`), rounded down.
+fn boot_ticks() -> u64 {
+    let up = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
+    let secs: f64 = up
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    #[cfg(target_os = "linux")]
+    let hz = rustix::param::clock_ticks_per_second();
+    #[cfg(not(target_os = "linux"))]
+    let hz = 100;
+    (secs * hz as f64) as u64
+}
+
+/// Kills the session's processes that started at `since` or later and do
+/// not descend from one of `jobs` (stopped first, then killed).
+fn kill_new(cookie: &str, jobs: &[Job], since: u64) {
+    let all = scan_all(cookie);
+    let of_jobs = |m: &Member| {
+        let mut cur = Some(m);
+        for _ in 0..64 {
+            let Some(p) = cur else { return false };
+            if jobs.iter().any(|j| j.pid == p.pid && j.start == p.start) {
+                return true;
+            }
+            cur = all.iter().find(|q| q.pid == p.ppid);
+        }
+        false
+    };
+    let new: Vec<&Member> = all
+        .iter()
+        .filter(|m| m.start >= since.saturating_sub(1) && !of_jobs(m))
+        .collect();
+    for m in &new {
+        signal_checked(m.pid, m.start, Some(cookie), Sig::Stop);
+    }
+    for m in &new {
+        signal_checked(m.pid, m.start, Some(cookie), Sig::Kill);
+    }
+}
+
+/// Kills every process that carries the cookie (stopped first, then
+/// killed), again until two scans in a row find none (at most about 2 s:
+/// what forks while it is killed is found next time).
+fn kill_all(cookie: &str) {
+    let until = std::time::Instant::now() + Duration::from_secs(2);
+    let mut empty = 0;
+    while empty < 2 && std::time::Instant::now() < until {
+        let all = scan_all(cookie);
+        if all.is_empty() {
+            empty += 1;
+        } else {
+            empty = 0;
+            for m in &all {
+                signal_checked(m.pid, m.start, Some(cookie), Sig::Stop);
+            }
+            for m in &all {
+                signal_checked(m.pid, m.start, Some(cookie), Sig::Kill);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
