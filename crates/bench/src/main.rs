@@ -189,7 +189,7 @@ fn unix_main() -> i32 {
     let started = std::time::Instant::now();
     let mut t = report::Table::default();
     let mut failed = false;
-    let figs: [(u8, Figure); 7] = [
+    let figs: [(u8, Figure); 8] = [
         (1, spawn::run),
         (2, deadline::run),
         (3, held::run),
