@@ -264,6 +264,76 @@ fn containment_failure_exits_125_and_runs_nothing() {
     assert!(w.pid("never", ms(200)).is_none(), "PROGRAM ran");
 }
 
+/// A bad sandbox policy is a usage error (125) naming the bad value, and
+/// nothing runs: an unknown network, a policy path that does not exist, a
+/// policy option without --sandbox; the `timeout` personality (GNU's
+/// command line) has no --sandbox.
+#[test]
+fn sandbox_usage_errors_exit_125_and_run_nothing() {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let helper = r#""$H" never"#;
+    let missing = s.path("missing");
+    let missing = missing.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--sandbox", "--network", "bogus"], "bogus"),
+        (&["run", "--sandbox", "--network", ""], "network"),
+        (&["run", "--sandbox", "--allow-write", missing], missing),
+        (&["run", "--sandbox", "--deny-read", missing], missing),
+        (&["run", "--sandbox", "--allow-write", ""], "allow-write"),
+        (&["run", "--allow-write", "/tmp"], "--sandbox"),
+        (&["run", "--deny-read", "/tmp"], "--sandbox"),
+        (&["run", "--network", "none"], "--sandbox"),
+        (&["timeout", "--sandbox", "5"], "sandbox"),
+    ];
+    for (args, named) in cases {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--", "sh", "-c", helper]);
+        if args[0] == "timeout" {
+            all.retain(|a| *a != "--");
+        }
+        let d = run(corral(&s, &all), 5 * SEC);
+        assert_eq!(d.code(), 125, "corral {all:?}; stderr: {}", d.err());
+        assert!(d.err().contains(named), "corral {all:?}: {}", d.err());
+    }
+    assert!(
+        w.pid("never", ms(200)).is_none(),
+        "a usage error ran PROGRAM"
+    );
+}
+
+/// A sandbox that cannot be enforced here: exit 125, the report's
+/// outcome `sandbox_failed` with the reason, and nothing ran.
+#[test]
+fn an_unenforceable_sandbox_exits_125_and_runs_nothing() {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let rp = report_path(&s);
+    let d = run(
+        corral(
+            &s,
+            [
+                "run",
+                "--sandbox",
+                "--report",
+                &rp,
+                "--",
+                "sh",
+                "-c",
+                r#""$H" never"#,
+            ],
+        ),
+        5 * SEC,
+    );
+    d.assert_code(125);
+    assert!(d.err().contains("sandbox"), "{}", d.err());
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(v["outcome"], "sandbox_failed", "{v}");
+    assert!(v["error"].as_str().unwrap().contains("sandbox"), "{v}");
+    assert_eq!(v["corral_exit"], 125, "{v}");
+    assert!(w.pid("never", ms(200)).is_none(), "PROGRAM ran");
+}
+
 #[test]
 fn not_executable_exits_126() {
     let s = Scratch::new();
