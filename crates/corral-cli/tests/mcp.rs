@@ -572,6 +572,17 @@ fn bad_server_flags_are_usage_errors() {
             "default-timeout",
         ),
         (&["--max-timeout", "soon"][..], "max-timeout"),
+        (&["--sandbox", "--network", "bogus"][..], "bogus"),
+        (
+            &["--sandbox", "--allow-write", "/nonexistent/dir"][..],
+            "/nonexistent/dir",
+        ),
+        (
+            &["--sandbox", "--deny-read", "/nonexistent/dir"][..],
+            "/nonexistent/dir",
+        ),
+        (&["--allow-write", "/tmp"][..], "--sandbox"),
+        (&["--network", "host"][..], "--sandbox"),
     ] {
         let out = Command::new(BIN)
             .arg("mcp")
@@ -585,4 +596,25 @@ fn bad_server_flags_are_usage_errors() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
+}
+
+/// `corral mcp --sandbox`: every run is sandboxed; a request cannot give
+/// or drop a sandbox; where the sandbox cannot be enforced, a run is a
+/// tool error naming why and its command never runs.
+#[test]
+fn the_servers_sandbox_applies_to_every_run() {
+    let s = Scratch::new();
+    let mut c = Client::start(&s, &["--sandbox", "--network", "loopback"]);
+    for off in [json!(false), json!({"network": "host"})] {
+        let e = c.tool_error("run", json!({"argv": ["true"], "sandbox": off}));
+        assert!(e.contains("`sandbox` is not offered"), "{e}");
+    }
+    let marker = s.path("ran");
+    let cmd = format!("touch {}", marker.display());
+    for tool in ["run", "start"] {
+        let e = c.tool_error(tool, json!({"command": cmd}));
+        assert!(e.contains("sandbox"), "{tool}: {e}");
+    }
+    assert!(!marker.exists(), "a sandboxed command ran");
+    assert!(c.close(10 * SEC).success());
 }
