@@ -3,6 +3,7 @@
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 class ContainmentUnavailable(Exception): ...
+class SandboxUnavailable(Exception): ...
 
 MULTI_THREADED_DRIVER: bool
 __version__: str
@@ -43,6 +44,7 @@ def start(
     memory_max: Optional[int] = None,
     pids_max: Optional[int] = None,
     require_crash_safety: bool = False,
+    sandbox: Union[bool, Dict[str, Any], None] = None,
     stdout_relay: Optional[int] = None,
     stderr_relay: Optional[int] = None,
     program: Optional[str] = None,
