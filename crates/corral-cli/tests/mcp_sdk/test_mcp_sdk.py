@@ -236,3 +236,22 @@ def test_session_end_kills_every_tree(scratch):
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-v"]))
+
+
+def test_sandboxed_server_refuses_what_it_cannot_enforce(scratch):
+    """`corral mcp --sandbox`: a request cannot give or drop the sandbox;
+    where the sandbox cannot be enforced, every run is a tool error naming
+    why, and its command never runs."""
+
+    async def main():
+        async with session(scratch, "--sandbox") as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            bad = await s.call_tool("run", {"argv": ["true"], "sandbox": False})
+            assert is_error(bad) and "`sandbox` is not offered" in bad.content[0].text
+            for tool in ("run", "start"):
+                res = await s.call_tool(tool, {"command": 'touch "$T/ran"'})
+                assert is_error(res), res
+                assert "sandbox" in res.content[0].text
+
+    run(main())
+    assert not os.path.exists(os.path.join(scratch, "ran"))
