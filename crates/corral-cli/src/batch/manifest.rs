@@ -619,7 +619,10 @@ fn task_sandbox(
             if let Some(why) = problem {
                 return Err(at.err(Some(list.span()), Some(format!("{key}[{j}]")), why));
             }
-            lists[n].push(base.join(raw));
+            // Absolute: the library takes no relative policy path (the
+            // manifest's directory may be given relative).
+            let p = base.join(raw);
+            lists[n].push(std::path::absolute(&p).unwrap_or(p));
         }
         written.push(format!("{k}={:?}", list.get_ref()));
     }

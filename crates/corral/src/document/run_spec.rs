@@ -175,7 +175,7 @@ pub struct RunSpec {
     /// The program's file mode creation mask (Unix).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub umask: Option<u32>,
-    /// Confine the tree ([`Sandbox`]): `true` for the default policy
+    /// Confine the tree (the library's `Sandbox`): `true` for the default policy
     /// (everything readable; writes only in the working directory, a
     /// private /tmp and the usual devices; no network), an object for
     /// another one; `false`, null or absent: no sandbox. Where the policy
