@@ -32,6 +32,8 @@ mod held;
 #[cfg(unix)]
 mod output;
 mod report;
+#[cfg(target_os = "linux")]
+mod sandbox;
 #[cfg(unix)]
 mod scale;
 #[cfg(unix)]
@@ -138,7 +140,7 @@ type Figure = fn(&Config, &mut report::Table) -> Result<(), String>;
 
 #[cfg(unix)]
 fn usage() -> ! {
-    eprintln!("usage: corral-bench [--quick] [--only 1,2,3,4,5,6] [--corral-bin PATH]");
+    eprintln!("usage: corral-bench [--quick] [--only 1,2,3,4,5,6,7] [--corral-bin PATH]");
     std::process::exit(2);
 }
 
@@ -181,15 +183,17 @@ fn unix_main() -> i32 {
     let started = std::time::Instant::now();
     let mut t = report::Table::default();
     let mut failed = false;
-    let figs: [(u8, Figure); 6] = [
+    let figs: &[(u8, Figure)] = &[
         (1, spawn::run),
         (2, deadline::run),
         (3, held::run),
         (4, output::run),
         (5, scale::run),
         (6, cli::run),
+        #[cfg(target_os = "linux")]
+        (7, sandbox::run),
     ];
-    for (n, f) in figs {
+    for &(n, f) in figs {
         if !cfg.runs(n) {
             continue;
         }
