@@ -464,16 +464,9 @@ impl Command {
     /// uses the defaults for them); every other setting, stdin bytes and the
     /// line callback included, is kept.
     pub fn spawn(&mut self) -> Result<Running, Error> {
-        if self.sandbox.is_some() {
-            // Fail closed until the sandbox is enforced.
-            return Err(Error::Sandbox {
-                reason: "no sandbox mechanism is implemented yet".into(),
-                source: None,
-            });
-        }
         // On a terminal: a new session whose controlling terminal it is.
         let pty_setup;
-        let setup = match self.pty {
+        let mut setup = match self.pty {
             Some(_) => {
                 pty_setup = ChildSetup {
                     new_session: true,
@@ -484,7 +477,22 @@ impl Command {
             }
             None => &self.setup,
         };
-        lifecycle::spawn(Plan {
+        let sandboxed;
+        let mut settings = self.settings.clone();
+        if let Some(policy) = &self.sandbox {
+            // Building the sandbox counts against the run's deadline: the
+            // timeout becomes a deadline from now, and the preparation
+            // (which opens every path of the policy) gets only until then.
+            let now = std::time::Instant::now();
+            let bound = match (settings.deadline, settings.timeout.map(|t| now + t)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            settings.deadline = bound;
+            sandboxed = crate::sandbox::prepare(policy, self.cwd.as_deref(), setup, bound)?;
+            setup = &sandboxed;
+        }
+        let r = lifecycle::spawn(Plan {
             program: &self.program,
             args: &self.args,
             env: &self.env,
@@ -494,14 +502,18 @@ impl Command {
             stdout: &mut self.stdout,
             stderr: &mut self.stderr,
             pty: self.pty,
-            settings: self.settings.clone(),
+            settings,
             containment: self.containment,
             limits: self.limits,
             cancel: self.cancel.clone().unwrap_or_default(),
             on_line: self.on_line.clone(),
             tracer: self.tracer.clone(),
             setup,
-        })
+        });
+        if self.sandbox.is_some() {
+            return crate::sandbox::spawned(r, setup);
+        }
+        r
     }
 
     /// Spawns and waits.

@@ -287,6 +287,10 @@ pub struct RunReport {
     pub usage: Option<UsageMs>,
     /// Tree-wide limits the tree ran into.
     pub limits_hit: Vec<LimitHit>,
+    /// What the sandbox enforced, rule by rule, and with which mechanisms
+    /// (null: no sandbox).
+    #[serde(default)]
+    pub sandbox: Option<crate::SandboxReport>,
     /// corral's own exit status for this run.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "present")]
     #[cfg_attr(feature = "schema", schemars(with = "i32"))]
@@ -333,6 +337,7 @@ impl RunReport {
             timings_ms: None,
             usage: None,
             limits_hit: Vec::new(),
+            sandbox: None,
             corral_exit: None,
         }
     }
@@ -395,6 +400,7 @@ impl From<&Report> for RunReport {
                 pids_peak: u.pids_peak,
             }),
             limits_hit: r.limits_hit.clone(),
+            sandbox: r.sandbox.clone(),
             corral_exit: None,
         }
     }
@@ -491,19 +497,19 @@ mod tests {
         let text = serde_json::to_string(&doc).unwrap();
         let back: RunReport = serde_json::from_str(&text).unwrap();
         assert_eq!(back, doc);
-        // The library's form: 22 fields, no command-line ones.
+        // The library's form: 23 fields, no command-line ones.
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v.as_object().unwrap().len(), 22, "{v}");
+        assert_eq!(v.as_object().unwrap().len(), 23, "{v}");
         assert_eq!(v["outcome"], "timed_out");
         assert_eq!(v["timeout_kind"], "idle");
         assert_eq!(v["signal_name"], "SIGTERM");
         assert_eq!(v["signals_sent"], serde_json::json!([15, 9]));
         assert_eq!(v["usage"]["cpu_user_ms"], 1.5);
-        // The command line's form: 25, null ones included, and back.
+        // The command line's form: 26, null ones included, and back.
         let cli = doc.with_command_line(None, None, 124);
         let text = serde_json::to_string(&cli).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v.as_object().unwrap().len(), 25, "{v}");
+        assert_eq!(v.as_object().unwrap().len(), 26, "{v}");
         assert!(v["output"].is_null() && v["received_signal"].is_null());
         let back: RunReport = serde_json::from_str(&text).unwrap();
         assert_eq!(back, cli);

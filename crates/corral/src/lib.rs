@@ -71,6 +71,7 @@ mod error;
 mod lifecycle;
 pub mod process_wide;
 mod report;
+mod sandbox;
 mod signal;
 mod spec;
 mod sys;
@@ -98,7 +99,8 @@ pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::{PtyWindow, Running};
 pub use report::{
     CleanupError, CleanupStep, CrashSafety, Leftovers, LimitHit, Mechanism, Outcome, Report,
-    RootStatus, RunError, TimeoutKind, Timings, UnknownMechanism, Usage,
+    RootStatus, RunError, SandboxReport, SandboxRule, TimeoutKind, Timings, UnknownMechanism,
+    Usage,
 };
 pub use signal::{Signal, UnknownSignal};
 pub use spec::{Input, LeftoverPolicy, LineCallback, Network, Output, PtySize, Sandbox, Stream};

@@ -432,6 +432,8 @@ pub struct Report {
     pub usage: Option<Usage>,
     /// Limits the tree ran into (see [`Command::memory_max`](crate::Command::memory_max)).
     pub limits_hit: Vec<LimitHit>,
+    /// What the sandbox enforced (`None`: no sandbox).
+    pub sandbox: Option<SandboxReport>,
 }
 
 impl Report {
@@ -490,6 +492,7 @@ impl Report {
             timings: Timings::default(),
             usage: None,
             limits_hit: Vec::new(),
+            sandbox: None,
         }
     }
 
@@ -782,5 +785,95 @@ impl std::str::FromStr for Mechanism {
 impl std::fmt::Display for Mechanism {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// What a sandbox ([`Command::sandbox`](crate::Command::sandbox))
+/// enforced: the policy as enforced (paths resolved), rule by rule with the
+/// mechanism that enforces it, and the mechanisms in use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[non_exhaustive]
+pub struct SandboxReport {
+    /// The network policy (`none`, `loopback`, `host`).
+    pub network: String,
+    /// The writable paths as enforced (the working directory first), resolved.
+    pub allow_write: Vec<String>,
+    /// The paths denied to reading as enforced, resolved (without
+    /// namespaces the host's /tmp and /dev/shm are among them).
+    pub deny_read: Vec<String>,
+    /// Whether /tmp and /dev/shm are private, empty and gone after the run
+    /// (else they are denied instead).
+    pub private_tmp: bool,
+    /// The devices granted reading and writing.
+    pub devices: Vec<String>,
+    /// The Landlock ABI in use.
+    pub landlock_abi: u32,
+    /// Whether user, mount and network namespaces are used (else the
+    /// ladder without them: Landlock, seccomp, no_new_privs).
+    pub namespaces: bool,
+    /// The mechanisms in use, in words.
+    pub mechanisms: Vec<String>,
+    /// Each rule of the policy and how it is enforced.
+    pub rules: Vec<SandboxRule>,
+    /// Why no denial is listed: what the kernel can and cannot tell corral.
+    pub denials_note: String,
+}
+
+/// One rule of a sandbox and how it is enforced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[non_exhaustive]
+pub struct SandboxRule {
+    /// The rule, in words.
+    pub rule: String,
+    /// `enforced`, `denied_instead` (a stricter rule holds in its place) or
+    /// `not_confined` (the policy asks for nothing here).
+    pub status: String,
+    /// The mechanisms that enforce it, or what holds instead.
+    pub by: String,
+}
+
+/// How a rule is enforced (the builder of [`SandboxRule`]).
+#[cfg(linux_raw)]
+pub(crate) struct Enforcement {
+    status: &'static str,
+    by: String,
+}
+
+#[cfg(linux_raw)]
+impl Enforcement {
+    pub(crate) fn by(mechanisms: &str) -> Enforcement {
+        Enforcement {
+            status: "enforced",
+            by: mechanisms.to_string(),
+        }
+    }
+    pub(crate) fn denied_instead(what: &str) -> Enforcement {
+        Enforcement {
+            status: "denied_instead",
+            by: what.to_string(),
+        }
+    }
+    pub(crate) fn not_confined() -> Enforcement {
+        Enforcement {
+            status: "not_confined",
+            by: String::new(),
+        }
+    }
+}
+
+#[cfg(linux_raw)]
+impl SandboxRule {
+    pub(crate) fn new(rule: &str, e: Enforcement) -> SandboxRule {
+        SandboxRule {
+            rule: rule.to_string(),
+            status: e.status.to_string(),
+            by: e.by,
+        }
     }
 }

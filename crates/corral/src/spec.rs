@@ -427,7 +427,34 @@ pub(crate) struct ChildSetup {
     /// Standard input is a terminal to make the controlling terminal of
     /// the new session (`TIOCSCTTY`; `new_session` is set with it).
     pub(crate) controlling_tty: bool,
+    /// The prepared sandbox the child enters last before exec.
+    #[cfg(linux_raw)]
+    pub(crate) sandbox: Option<PreparedSandbox>,
 }
+
+/// A prepared sandbox (the platform's own value, which the spawn paths
+/// take back out), shared by the setups of one spawn (compared by
+/// identity).
+#[cfg(linux_raw)]
+#[derive(Clone)]
+pub(crate) struct PreparedSandbox(pub(crate) std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+#[cfg(linux_raw)]
+impl std::fmt::Debug for PreparedSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PreparedSandbox")
+    }
+}
+
+#[cfg(linux_raw)]
+impl PartialEq for PreparedSandbox {
+    fn eq(&self, other: &PreparedSandbox) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+#[cfg(linux_raw)]
+impl Eq for PreparedSandbox {}
 
 #[cfg(unix)]
 impl ChildSetup {

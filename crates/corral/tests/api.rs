@@ -298,6 +298,7 @@ fn a_report_serialises_to_the_documented_fields() {
         "timings_ms",
         "usage",
         "limits_hit",
+        "sandbox",
     ];
     for k in documented {
         assert!(keys.contains(&k), "{k} missing: {v}");

@@ -30,6 +30,8 @@ const LAYERS: &[&[&str]] = &[
     &["contain"],
     // The lifecycle state machine.
     &["lifecycle"],
+    // The sandbox's place in a spawn (prepared before, named after).
+    &["sandbox"],
     // The builder.
     &["command"],
     // The async driver (Command::spawn_async); the documents (feature
@@ -97,6 +99,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
         &[
             &["arch"],
             &["raw", "stack"],
+            &["sandbox"],
             &["child"],
             &["parent", "keeper"],
             &["pidns"],

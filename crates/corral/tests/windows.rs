@@ -361,3 +361,20 @@ fn bare_program_name_is_found_on_path() {
     let r = Command::new("cmd").args(["/c", "exit 7"]).run().unwrap();
     assert_eq!(r.exit_code(), Some(7), "{r:?}");
 }
+
+/// No sandbox mechanism on Windows yet (issue 33): a sandboxed command is
+/// refused with `Error::Sandbox` and nothing runs.
+#[test]
+fn a_sandbox_is_refused_and_nothing_runs() {
+    let marker =
+        std::env::temp_dir().join(format!("corral-sandbox-refused-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let mut c = Command::new("cmd");
+    c.args(["/C", "echo ran >"]).arg(&marker);
+    c.sandbox(corral::Sandbox::new());
+    match c.run() {
+        Err(Error::Sandbox { reason, .. }) => assert!(reason.contains("platform"), "{reason}"),
+        other => panic!("not refused: {other:?}"),
+    }
+    assert!(!marker.exists());
+}

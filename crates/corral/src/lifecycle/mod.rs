@@ -83,6 +83,14 @@ impl Running {
         self.life.take().expect("Running holds its lifecycle")
     }
 
+    /// Records what the sandbox enforced, for the report.
+    #[cfg_attr(not(linux_raw), allow(dead_code))]
+    pub(crate) fn set_sandbox_report(&mut self, r: crate::report::SandboxReport) {
+        if let Some(l) = self.life.as_mut() {
+            l.sandbox = Some(r);
+        }
+    }
+
     /// The root's process id.
     pub fn id(&self) -> u32 {
         self.life.as_ref().map_or(0, |l| l.pid)
@@ -263,6 +271,8 @@ pub(crate) struct Life {
     signal_requests: SignalRequests,
     on_line: Option<SharedLineCallback>,
     tracer: Tracer,
+    /// What the sandbox enforced, for the report.
+    sandbox: Option<crate::report::SandboxReport>,
     // What was learned on the way.
     root_status: Option<RootStatus>,
     root_exit_at: Option<Instant>,
@@ -355,6 +365,7 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
         signal_requests: SignalRequests::default(),
         on_line: plan.on_line,
         tracer: plan.tracer,
+        sandbox: None,
         root_status: None,
         root_exit_at: None,
         output_closed_at: None,
@@ -1095,6 +1106,7 @@ impl Life {
             },
             usage,
             limits_hit,
+            sandbox: self.sandbox.take(),
         }
     }
 }

@@ -12,6 +12,7 @@ use linux_raw_sys::errno as en;
 use linux_raw_sys::general as k;
 
 use super::raw::{self, set_sigmask, KernelSigaction, SIG_DFL};
+use super::sandbox::{NsEntry, Prepared, RawSandbox};
 
 /// What the search does after `execve` failed on one candidate with
 /// `errno`, as glibc's `execvp` does.
@@ -268,6 +269,8 @@ pub(crate) struct RawSetup {
     fd_limit: usize,
     restore_signals: bool,
     controlling_tty: bool,
+    /// The sandbox to enter last (`prepared` null: none).
+    pub(super) sandbox: RawSandbox,
 }
 
 // SAFETY: the pointers are only read, by a child about to exec, while the
@@ -298,6 +301,24 @@ impl RawSetup {
             fd_limit,
             restore_signals: s.restore_signals,
             controlling_tty: s.controlling_tty,
+            sandbox: RawSandbox {
+                prepared: Prepared::of(s).map_or(std::ptr::null(), |p| p as *const Prepared),
+                // A forked child (std's path) makes its namespaces itself;
+                // the clone3 and PID-namespace paths say otherwise.
+                entry: match Prepared::of(s) {
+                    Some(p) if p.namespaces => NsEntry::Unshare,
+                    _ => NsEntry::None,
+                },
+            },
+        }
+    }
+
+    /// Whether a sandbox is to be entered, and with namespaces.
+    pub(super) fn sandbox_namespaces(&self) -> Option<bool> {
+        if self.sandbox.prepared.is_null() {
+            None
+        } else {
+            Some(self.sandbox.entry != NsEntry::None)
         }
     }
 }
@@ -365,6 +386,14 @@ pub(crate) unsafe fn apply_setup(s: &RawSetup) -> i32 {
     if s.uid >= 0 {
         if let Err(e) = raw::setreuid(s.uid as u32) {
             return e.raw();
+        }
+    }
+    if !s.sandbox.prepared.is_null() {
+        // SAFETY: in the child about to exec; `prepared` is alive until
+        // the exec (it is owned by the setup `s` points into).
+        let r = unsafe { super::sandbox::enter(&s.sandbox) };
+        if r != 0 {
+            return r;
         }
     }
     if s.close_fds {

@@ -63,6 +63,8 @@ mod parent;
 /// The PID-namespace spawn (an init forked without exec, raw syscalls).
 pub(crate) mod pidns;
 mod raw;
+/// The sandbox: prepared in the parent, entered by the child.
+pub(crate) mod sandbox;
 mod stack;
 
 pub(crate) use parent::spawn;

@@ -16,6 +16,7 @@ use rustix::process::Pid;
 use super::child::{child_main, ChildArgs, ExecPlan, RawSetup, NO_REPORT};
 use super::raw::sigpipe_handler;
 use super::raw::{clone3_from_host, HostCloneError};
+use super::sandbox::NsEntry;
 use super::stack::Stack;
 use super::{mode, Clone3Error, Mode, DEFAULT_PATH, UNSUPPORTED};
 use crate::sys::{ChildIo, SpawnSpec};
@@ -330,12 +331,24 @@ pub(crate) fn spawn(
     let stack = take_stack().map_err(Clone3Error::Setup)?;
     let (stack_low, stack_size) = stack.usable();
 
+    let mut plan = prepared.plan(stdio, spec);
+    // A sandbox with namespaces: the clone makes them, the child writes
+    // its id maps (a CLONE_VM child cannot unshare a user namespace).
+    let sandbox_ns = plan.setup.sandbox_namespaces() == Some(true);
+    if sandbox_ns {
+        plan.setup.sandbox.entry = NsEntry::Cloned;
+    }
     let child_args = ChildArgs {
-        plan: prepared.plan(stdio, spec),
+        plan,
         err: AtomicI32::new(NO_REPORT),
     };
     let flags = (k::CLONE_VM | k::CLONE_VFORK | k::CLONE_PIDFD) as u64
-        | cgroup.map_or(0, |_| k::CLONE_INTO_CGROUP);
+        | cgroup.map_or(0, |_| k::CLONE_INTO_CGROUP)
+        | if sandbox_ns {
+            (k::CLONE_NEWUSER | k::CLONE_NEWNS | k::CLONE_NEWNET) as u64
+        } else {
+            0
+        };
     let cgroup = cgroup.map_or(0, |fd| fd.as_raw_fd() as u64);
     // SAFETY: CLONE_VM | CLONE_VFORK with the stack of `stack` (mapped,
     // unused, unmapped only after this returns); the child reads

@@ -187,13 +187,21 @@ pub(crate) fn spawn(spec: &SpawnSpec<'_>) -> Result<NsChild, NsError> {
     // Root in the initial user namespace needs no user namespace; root of a
     // container's user namespace (euid 0 without CAP_SYS_ADMIN over its PID
     // namespace) is refused with EPERM: then try again with one.
-    let userns = need_userns();
+    // A sandbox with namespaces puts the init (and so the command) in a
+    // user and network namespace of its own too, root included.
+    let sandbox_ns = sandbox_namespaces(spec);
+    let userns = need_userns() || sandbox_ns;
     match spawn_with(spec, userns) {
         Err(NsError::Refused(e, _)) if !userns && e.raw_os_error() == Some(en::EPERM as i32) => {
             spawn_with(spec, true)
         }
         other => other,
     }
+}
+
+/// Whether `spec` has a sandbox that uses namespaces.
+fn sandbox_namespaces(spec: &SpawnSpec<'_>) -> bool {
+    super::sandbox::Prepared::of(spec.setup).is_some_and(|p| p.namespaces)
 }
 
 fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
@@ -221,18 +229,28 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     let (ctl_r, ctl_w): (OwnedFd, OwnedFd) = (ctl_r.into(), ctl_w.into());
     let (status_r, status_w) = rustix::pipe::pipe_with(cloexec).map_err(setup)?;
     let host = host_pidfd().unwrap_or(-1);
+    // The sandbox's Landlock ruleset must reach the command.
+    let ruleset = super::sandbox::Prepared::of(spec.setup).map_or(-1, |p| p.ruleset_fd());
     let (keep, n_keep) = keep_list(stdio.iter().copied().chain([
         sync_r.as_raw_fd(),
         ctl_r.as_raw_fd(),
         status_w.as_raw_fd(),
         host,
+        ruleset,
     ]));
     let stacks = NsStacks {
         init: Stack::new().map_err(NsError::Setup)?,
         command: Stack::new().map_err(NsError::Setup)?,
     };
+    let mut plan = prepared.plan(stdio, spec);
+    let sandbox_ns = sandbox_namespaces(spec);
+    if sandbox_ns {
+        // The init is cloned into the namespaces and the host writes the
+        // maps: the command only sets up its mounts and network.
+        plan.setup.sandbox.entry = super::sandbox::NsEntry::Inherited;
+    }
     let init_args = InitArgs {
-        plan: prepared.plan(stdio, spec),
+        plan,
         sync_r: sync_r.as_raw_fd(),
         ctl_r: ctl_r.as_raw_fd(),
         status_w: status_w.as_raw_fd(),
@@ -244,7 +262,7 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
         farewell_signal: spec.farewell.first.map_or(0, |s| s.as_raw() as u32),
         farewell_grace_ms: spec.farewell.grace.as_millis().min(u128::from(u32::MAX)) as u32,
     };
-    let cloned = clone_init(&init_args, &stacks, userns);
+    let cloned = clone_init(&init_args, &stacks, userns, sandbox_ns);
     drop(keep_owned);
     drop(sync_r);
     drop(ctl_r);
@@ -299,10 +317,14 @@ fn clone_init(
     init_args: &InitArgs,
     stacks: &NsStacks,
     userns: bool,
+    netns: bool,
 ) -> Result<(Pid, OwnedFd), NsError> {
     let mut flags = (k::CLONE_VM | k::CLONE_NEWPID | k::CLONE_NEWNS | k::CLONE_PIDFD) as u64;
     if userns {
         flags |= k::CLONE_NEWUSER as u64;
+    }
+    if netns {
+        flags |= k::CLONE_NEWNET as u64;
     }
     // SAFETY: CLONE_VM: the child shares this process's memory and runs on
     // the init's stack (kept mapped until the init has exited, see

@@ -193,6 +193,8 @@ impl Errno {
     pub(super) const NOENT: Errno = Errno(en::ENOENT as i32);
     pub(super) const TOOMANYREFS: Errno = Errno(en::ETOOMANYREFS as i32);
     pub(super) const PIPE: Errno = Errno(en::EPIPE as i32);
+    pub(super) const EXIST: Errno = Errno(en::EEXIST as i32);
+    pub(super) const INVAL: Errno = Errno(en::EINVAL as i32);
 
     /// The error of a failed system call's value `r` (in -4095..=-1).
     #[inline(always)]
@@ -976,4 +978,200 @@ pub(super) fn map_anonymous(len: usize) -> Result<*mut u8, Errno> {
     } else {
         Ok(p as usize as *mut u8)
     }
+}
+
+// The sandbox's calls (`super::sandbox`). UAPI values not in the
+// linux-raw-sys modules this crate enables are spelled here.
+const AT_RECURSIVE: usize = 0x8000;
+const OPEN_TREE_CLONE: usize = 1;
+const MOUNT_ATTR_RDONLY: u64 = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: usize = 4;
+const LANDLOCK_RULE_PATH_BENEATH: usize = 1;
+const SECCOMP_SET_MODE_FILTER: usize = 1;
+
+/// `unshare(flags)`.
+#[inline(always)]
+pub(super) fn unshare(flags: usize) -> Result<usize, Errno> {
+    // SAFETY: unshare takes no pointer.
+    check(unsafe { syscall4(k::__NR_unshare, flags, 0, 0, 0) })
+}
+
+/// `open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | AT_RECURSIVE |
+/// O_CLOEXEC)`: a detached copy of the mount tree at `path`.
+#[inline(always)]
+pub(super) fn open_tree(path: &CStr) -> Result<c_int, Errno> {
+    // SAFETY: the kernel reads the NUL-terminated `path`.
+    check(unsafe {
+        syscall4(
+            k::__NR_open_tree,
+            k::AT_FDCWD as isize as usize,
+            path.as_ptr() as usize,
+            OPEN_TREE_CLONE | AT_RECURSIVE | k::O_CLOEXEC as usize,
+            0,
+        )
+    })
+    .map(|fd| fd as c_int)
+}
+
+/// `mount_setattr(AT_FDCWD, path, AT_RECURSIVE, {attr_set: RDONLY})`:
+/// every mount at and under `path` read-only.
+#[inline(always)]
+pub(super) fn mount_setattr_rdonly(path: &CStr) -> Result<usize, Errno> {
+    // struct mount_attr { attr_set, attr_clr, propagation, userns_fd }.
+    let attr: [u64; 4] = [MOUNT_ATTR_RDONLY, 0, 0, 0];
+    // SAFETY: the kernel reads the string and the 32-byte `attr`.
+    check(unsafe {
+        syscall6(
+            k::__NR_mount_setattr,
+            [
+                k::AT_FDCWD as isize as usize,
+                path.as_ptr() as usize,
+                AT_RECURSIVE,
+                attr.as_ptr() as usize,
+                core::mem::size_of_val(&attr),
+                0,
+            ],
+        )
+    })
+}
+
+/// `move_mount(tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`:
+/// attaches the detached tree `tree` at `target`.
+#[inline(always)]
+pub(super) fn move_mount(tree: c_int, target: &CStr) -> Result<usize, Errno> {
+    // SAFETY: the kernel reads the two NUL-terminated strings.
+    check(unsafe {
+        syscall6(
+            k::__NR_move_mount,
+            [
+                tree as usize,
+                c"".as_ptr() as usize,
+                k::AT_FDCWD as isize as usize,
+                target.as_ptr() as usize,
+                MOVE_MOUNT_F_EMPTY_PATH,
+                0,
+            ],
+        )
+    })
+}
+
+/// `mount(source, target, fstype, flags, data)`.
+#[inline(always)]
+pub(super) fn mount_data(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: u32,
+    data: &CStr,
+) -> Result<usize, Errno> {
+    let opt = |s: Option<&CStr>| s.map_or(0, |s| s.as_ptr() as usize);
+    // SAFETY: the kernel reads the NUL-terminated strings.
+    check(unsafe {
+        syscall6(
+            k::__NR_mount,
+            [
+                opt(source),
+                target.as_ptr() as usize,
+                opt(fstype),
+                flags as usize,
+                data.as_ptr() as usize,
+                0,
+            ],
+        )
+    })
+}
+
+/// `mkdirat(AT_FDCWD, path, mode)`.
+#[inline(always)]
+pub(super) fn mkdir(path: &CStr, mode: u32) -> Result<usize, Errno> {
+    // SAFETY: the kernel reads the NUL-terminated `path`.
+    check(unsafe {
+        syscall4(
+            k::__NR_mkdirat,
+            k::AT_FDCWD as isize as usize,
+            path.as_ptr() as usize,
+            mode as usize,
+            0,
+        )
+    })
+}
+
+/// `socket(domain, type, 0)`.
+#[inline(always)]
+pub(super) fn socket(domain: u32, typ: u32) -> Result<c_int, Errno> {
+    // SAFETY: socket takes no pointer.
+    check(unsafe { syscall4(k::__NR_socket, domain as usize, typ as usize, 0, 0) })
+        .map(|fd| fd as c_int)
+}
+
+/// `ioctl(fd, request, arg)` with a pointer argument.
+///
+/// # Safety
+/// `arg` is what `request` expects (the kernel reads and may write it).
+#[inline(always)]
+pub(super) unsafe fn ioctl_ptr(fd: c_int, request: u32, arg: usize) -> Result<usize, Errno> {
+    // SAFETY: as the caller promises.
+    check(unsafe { syscall4(k::__NR_ioctl, fd as usize, request as usize, arg, 0) })
+}
+
+/// `prctl(option, arg2, 0, 0, 0)`.
+#[inline(always)]
+pub(super) fn prctl(option: u32, arg2: usize) -> Result<usize, Errno> {
+    // SAFETY: the options used take no pointer.
+    check(unsafe { syscall6(k::__NR_prctl, [option as usize, arg2, 0, 0, 0, 0]) })
+}
+
+/// `landlock_add_rule(ruleset, LANDLOCK_RULE_PATH_BENEATH, attr, 0)`.
+///
+/// # Safety
+/// `attr` points to a `struct landlock_path_beneath_attr`.
+#[inline(always)]
+pub(super) unsafe fn landlock_add_rule_path(ruleset: c_int, attr: usize) -> Result<usize, Errno> {
+    // SAFETY: as the caller promises.
+    check(unsafe {
+        syscall4(
+            k::__NR_landlock_add_rule,
+            ruleset as usize,
+            LANDLOCK_RULE_PATH_BENEATH,
+            attr,
+            0,
+        )
+    })
+}
+
+/// `landlock_restrict_self(ruleset, 0)`.
+#[inline(always)]
+pub(super) fn landlock_restrict_self(ruleset: c_int) -> Result<usize, Errno> {
+    // SAFETY: takes no pointer.
+    check(unsafe { syscall4(k::__NR_landlock_restrict_self, ruleset as usize, 0, 0, 0) })
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, 0, prog)`.
+///
+/// # Safety
+/// `prog` points to a `struct sock_fprog` whose program stays valid for the
+/// call.
+#[inline(always)]
+pub(super) unsafe fn seccomp_filter(prog: usize) -> Result<usize, Errno> {
+    // SAFETY: as the caller promises.
+    check(unsafe { syscall4(k::__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog, 0) })
+}
+
+/// `capset` with every set empty (version 3 header, this process).
+#[inline(always)]
+pub(super) fn capset_empty() -> Result<usize, Errno> {
+    // struct __user_cap_header_struct { version, pid }.
+    let header: [u32; 2] = [0x2008_0522, 0];
+    // Two struct __user_cap_data_struct { effective, permitted, inheritable }.
+    let data: [u32; 6] = [0; 6];
+    // SAFETY: the kernel reads the 8-byte header and the 24 bytes of data.
+    check(unsafe {
+        syscall4(
+            k::__NR_capset,
+            header.as_ptr() as usize,
+            data.as_ptr() as usize,
+            0,
+            0,
+        )
+    })
 }

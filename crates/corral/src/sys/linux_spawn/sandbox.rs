@@ -1,0 +1,980 @@
+//! The sandbox ([`crate::Sandbox`], issue 33) on Linux: built in the parent
+//! ([`prepare`]: the Landlock ruleset with its rules, the seccomp BPF
+//! program, the id maps, every path as a C string), entered by the child
+//! just before exec ([`enter`]: raw system calls only, no allocation).
+//!
+//! Mechanisms (docs/MECHANISMS.md, "Sandbox", says which rule each one
+//! enforces): user + mount + network namespaces when the kernel lets this
+//! process make them (the whole mount tree read-only but the writable
+//! paths, a private tmpfs on /tmp and /dev/shm, a network namespace of its
+//! own); Landlock (files, TCP, signal and abstract-socket scoping);
+//! seccomp (socket families, ptrace, io_uring; without namespaces, the
+//! metadata writes Landlock cannot name); `no_new_privs`.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::raw::c_int;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use landlock::{
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope, ABI,
+};
+use linux_raw_sys::general as k;
+
+use super::raw::{self, Errno};
+use crate::spec::{Network, Sandbox};
+
+/// A child-side failure is reported as `FAIL_BASE + step * 4096 + errno`
+/// (the exec-error channels carry one integer), so the parent can tell a
+/// sandbox step from an exec failure and name it.
+pub(crate) const FAIL_BASE: i32 = 0x0100_0000;
+
+const STEPS: &[&str] = &[
+    "unshare(user, mount, network namespaces)",
+    "write the user namespace's id maps",
+    "make the mounts private",
+    "clone a writable path (open_tree)",
+    "make the mount tree read-only (mount_setattr)",
+    "mount a private tmpfs",
+    "create a directory for a writable path in the private /tmp",
+    "put a writable path back (move_mount)",
+    "grant the private directories to Landlock",
+    "bring the loopback interface up",
+    "change to the working directory",
+    "set no_new_privs",
+    "enforce the Landlock ruleset",
+    "install the seccomp filter",
+    "drop every capability",
+];
+const S_UNSHARE: i32 = 0;
+const S_MAPS: i32 = 1;
+const S_PRIVATE: i32 = 2;
+const S_OPEN_TREE: i32 = 3;
+const S_READONLY: i32 = 4;
+const S_TMPFS: i32 = 5;
+const S_MKDIR: i32 = 6;
+const S_MOVE: i32 = 7;
+const S_GRANT_PRIVATE: i32 = 8;
+const S_LOOPBACK: i32 = 9;
+const S_CHDIR: i32 = 10;
+const S_NNP: i32 = 11;
+const S_LANDLOCK: i32 = 12;
+const S_SECCOMP: i32 = 13;
+const S_CAPS: i32 = 14;
+
+/// The highest capability number tried in the bounding set (EINVAL above
+/// the kernel's own last one is ignored).
+const LAST_CAP: usize = 63;
+
+#[inline(always)]
+fn code(step: i32, e: Errno) -> i32 {
+    FAIL_BASE + step * 4096 + (e.raw() & 4095)
+}
+
+/// The step and errno of a child-side failure code, if it is one.
+pub(crate) fn decode(code: i32) -> Option<(&'static str, i32)> {
+    if code < FAIL_BASE {
+        return None;
+    }
+    let rest = code - FAIL_BASE;
+    let step = STEPS.get((rest / 4096) as usize)?;
+    Some((step, rest % 4096))
+}
+
+/// How the child comes to its namespaces.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub(crate) enum NsEntry {
+    /// No namespaces (the ladder: Landlock, seccomp, no_new_privs only).
+    None = 0,
+    /// The child makes them (`unshare`, a forked child) and writes its maps.
+    Unshare = 1,
+    /// The clone made them (`CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET`);
+    /// the child writes its maps.
+    Cloned = 2,
+    /// The child is already inside them (the PID namespace's command: its
+    /// init was cloned into them and the host wrote the maps).
+    Inherited = 3,
+}
+
+/// A writable path as the child re-attaches it: its path, and the
+/// directories to make first when it lies inside a private directory.
+struct Writable {
+    path: CString,
+    mkdirs: Vec<CString>,
+}
+
+/// Everything the child reads, built by [`prepare`]. Shared (`Arc`) by the
+/// setup of one spawn; the child only reads it.
+pub(crate) struct Prepared {
+    /// The Landlock ruleset with its rules (close-on-exec).
+    ruleset: OwnedFd,
+    /// The seccomp program and its descriptor (pointing into `_filter`).
+    _filter: Vec<seccompiler::sock_filter>,
+    fprog: SockFprog,
+    /// Whether namespaces are used (else the ladder).
+    pub(crate) namespaces: bool,
+    uid_map: CString,
+    gid_map: CString,
+    /// Longest-first is not needed: shortest first, so a writable path
+    /// inside another is attached over it.
+    writable: Vec<Writable>,
+    /// The private tmpfs mount points (/tmp, /dev/shm that exist).
+    private: Vec<CString>,
+    /// Landlock access granted beneath each private directory.
+    private_access: u64,
+    loopback: bool,
+    /// Root: drop every capability (without namespaces).
+    drop_caps: bool,
+    cwd: CString,
+    /// What is enforced, rule by rule (the report's `sandbox` object).
+    pub(crate) enforced: crate::report::SandboxReport,
+}
+
+// SAFETY: only read after construction (the raw pointer in `fprog` points
+// into `_filter`, owned by the same value).
+unsafe impl Send for Prepared {}
+// SAFETY: as for Send.
+unsafe impl Sync for Prepared {}
+
+impl Prepared {
+    /// The prepared sandbox of `setup`, if it has one.
+    pub(crate) fn of(setup: &crate::spec::ChildSetup) -> Option<&Prepared> {
+        setup
+            .sandbox
+            .as_ref()
+            .and_then(|p| p.0.downcast_ref::<Prepared>())
+    }
+
+    /// The Landlock ruleset's descriptor (the PID namespace's init keeps
+    /// it open for its command).
+    pub(crate) fn ruleset_fd(&self) -> c_int {
+        self.ruleset.as_raw_fd()
+    }
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("namespaces", &self.namespaces)
+            .finish_non_exhaustive()
+    }
+}
+
+#[repr(C)]
+struct SockFprog {
+    len: u16,
+    filter: *const seccompiler::sock_filter,
+}
+
+/// `struct landlock_path_beneath_attr` (packed in the UAPI).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+fn bad(reason: impl Into<String>) -> crate::Error {
+    crate::Error::Sandbox {
+        reason: reason.into(),
+        source: None,
+    }
+}
+
+fn bad_io(reason: impl Into<String>, e: io::Error) -> crate::Error {
+    crate::Error::Sandbox {
+        reason: reason.into(),
+        source: Some(e),
+    }
+}
+
+fn cstr(p: &Path) -> Result<CString, crate::Error> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| crate::Error::InvalidInput(format!("nul byte in path {p:?}")))
+}
+
+/// The Landlock ABI of the running kernel (0: none).
+pub(crate) fn landlock_abi() -> i32 {
+    static ABI_V: OnceLock<i32> = OnceLock::new();
+    *ABI_V.get_or_init(|| {
+        // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) reads nothing.
+        let v = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<u8>(),
+                0usize,
+                1u32,
+            )
+        };
+        v.max(0) as i32
+    })
+}
+
+/// Whether this thread can make user, mount and network namespaces: a
+/// forked child tries `unshare` and exits. Remembered per seccomp state of
+/// the calling thread (`Seccomp` and `Seccomp_filters` in
+/// /proc/thread-self/status): a filter installed later is seen at the next
+/// spawn. A refusal the probe did not see fails the spawn closed.
+pub(crate) fn namespaces_available() -> bool {
+    static SEEN: std::sync::Mutex<Option<(String, bool)>> = std::sync::Mutex::new(None);
+    if std::env::var_os("CORRAL_SANDBOX_NO_NAMESPACES").is_some_and(|v| v == "1") {
+        return false;
+    }
+    let key: String = std::fs::read_to_string("/proc/thread-self/status")
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.starts_with("Seccomp") || l.starts_with("NoNewPrivs"))
+                .collect::<Vec<_>>()
+                .join(";")
+        })
+        .unwrap_or_default();
+    if let Ok(seen) = SEEN.lock() {
+        if let Some((k, v)) = seen.as_ref() {
+            if *k == key {
+                return *v;
+            }
+        }
+    }
+    let available = probe_namespaces();
+    if let Ok(mut seen) = SEEN.lock() {
+        *seen = Some((key, available));
+    }
+    available
+}
+
+fn probe_namespaces() -> bool {
+    // The answer comes through a pipe, not the exit status: a process-wide
+    // reaper (`reap_all_orphans`) may reap the child first.
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return false;
+    }
+    // SAFETY: the child only calls unshare, write and _exit
+    // (async-signal-safe) and never returns into Rust code.
+    unsafe {
+        let pid = libc::fork();
+        if pid == 0 {
+            let r = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWNET);
+            let answer: u8 = if r == 0 { b'y' } else { b'n' };
+            libc::write(fds[1], (&answer as *const u8).cast(), 1);
+            libc::_exit(0);
+        }
+        libc::close(fds[1]);
+        let mut answer = 0u8;
+        let got = if pid < 0 {
+            0
+        } else {
+            loop {
+                let n = libc::read(fds[0], (&mut answer as *mut u8).cast(), 1);
+                if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    break n;
+                }
+            }
+        };
+        libc::close(fds[0]);
+        if pid > 0 {
+            let mut status = 0;
+            // Reaped here unless a process-wide reaper was first.
+            while libc::waitpid(pid, &mut status, 0) < 0
+                && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+            {}
+        }
+        got == 1 && answer == b'y'
+    }
+}
+
+fn canonical_existing(p: &Path, what: &str) -> Result<PathBuf, crate::Error> {
+    if !p.is_absolute() {
+        return Err(crate::Error::InvalidInput(format!(
+            "sandbox: {what} path {p:?} must be absolute"
+        )));
+    }
+    std::fs::canonicalize(p).map_err(|e| {
+        crate::Error::InvalidInput(format!("sandbox: {what} path {p:?} cannot be used: {e}"))
+    })
+}
+
+/// `p` with its longest existing prefix resolved (a denied path need not
+/// exist: if it appears later it is still unreadable).
+fn canonical_prefix(p: &Path) -> Result<PathBuf, crate::Error> {
+    if !p.is_absolute() {
+        return Err(crate::Error::InvalidInput(format!(
+            "sandbox: deny_read path {p:?} must be absolute"
+        )));
+    }
+    let mut rest = Vec::new();
+    let mut cur = p.to_path_buf();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&cur) {
+            let mut out = c;
+            for r in rest.iter().rev() {
+                out.push(r);
+            }
+            return Ok(out);
+        }
+        match (cur.file_name().map(|n| n.to_owned()), cur.parent()) {
+            (Some(n), Some(parent)) => {
+                rest.push(n);
+                cur = parent.to_path_buf();
+            }
+            _ => return Ok(p.to_path_buf()),
+        }
+    }
+}
+
+/// The read grants: everything readable but `denied`. Landlock grants are
+/// hierarchical, so every sibling along the way to a denied path gets its
+/// own grant (the ancestors themselves cannot be listed). Under /dev only
+/// directories (listing), character devices and files are granted: no
+/// block device (a raw disk would read around every rule) and not
+/// /dev/mem, /dev/kmem, /dev/port.
+fn read_rules(denied: &[PathBuf]) -> Vec<(PathBuf, landlock::BitFlags<AccessFs>)> {
+    use std::os::unix::fs::FileTypeExt;
+    fn walk(
+        dir: &Path,
+        in_dev: bool,
+        denied: &[PathBuf],
+        out: &mut Vec<(PathBuf, landlock::BitFlags<AccessFs>)>,
+    ) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if denied.iter().any(|d| d == &p) {
+                continue;
+            }
+            // A symbolic link needs no grant of its own (its target is
+            // reached under the target's rules; granting the target here
+            // could grant a denied path). Sockets and pipes cannot carry a
+            // rule and are reached through their directory's.
+            let Ok(t) = e.file_type() else { continue };
+            if !(t.is_dir() || t.is_file() || t.is_char_device() || t.is_block_device()) {
+                continue;
+            }
+            let dev = in_dev || p == Path::new("/dev");
+            if denied.iter().any(|d| d.starts_with(&p)) {
+                walk(&p, dev, denied, out);
+            } else if dev && t.is_dir() {
+                out.push((p.clone(), AccessFs::ReadDir.into()));
+                walk(&p, true, denied, out);
+            } else if dev {
+                let name = p.file_name().unwrap_or_default();
+                if t.is_char_device() && !["mem", "kmem", "port"].iter().any(|n| name == *n) {
+                    out.push((p, AccessFs::ReadFile.into()));
+                } else if t.is_file() {
+                    out.push((p, AccessFs::ReadFile | AccessFs::Execute));
+                }
+            } else if t.is_dir() {
+                out.push((p, fs_read()));
+            } else {
+                out.push((p, fs_read() & AccessFs::from_file(ABI::V3)));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if denied.iter().any(|d| d == Path::new("/")) {
+        return out;
+    }
+    if denied.is_empty() {
+        // Nothing is denied: every directory can be listed.
+        out.push((PathBuf::from("/"), AccessFs::ReadDir.into()));
+    }
+    walk(Path::new("/"), false, denied, &mut out);
+    out
+}
+
+fn fs_all() -> landlock::BitFlags<AccessFs> {
+    // Every filesystem right of ABI 3 (IoctlDev, ABI 5, is not handled:
+    // terminals and devices keep their ioctls).
+    AccessFs::from_all(ABI::V3)
+}
+
+/// What is granted beneath a writable path: everything but making device
+/// nodes (root without a user namespace could make one for a raw disk).
+fn fs_write() -> landlock::BitFlags<AccessFs> {
+    fs_all() & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+fn fs_read() -> landlock::BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute
+}
+
+/// Builds everything the child needs to enter the sandbox `policy` with
+/// `cwd` as its working directory (`None`: the caller's).
+pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, crate::Error> {
+    use crate::report::{Enforcement, SandboxReport, SandboxRule};
+    let abi = landlock_abi();
+    if abi < 6 {
+        return Err(bad(format!(
+            "Landlock ABI 6 or later is needed (signal and abstract-socket scoping); this kernel has {}",
+            if abi == 0 { "no Landlock".to_string() } else { format!("ABI {abi}") }
+        )));
+    }
+    let namespaces = namespaces_available();
+    if !namespaces && policy.network == Network::Loopback {
+        return Err(bad(
+            "network loopback needs a network namespace, and this process cannot make one (user namespaces are off)",
+        ));
+    }
+    let cwd = match cwd {
+        Some(d) if d.is_absolute() => d.to_path_buf(),
+        Some(d) => std::env::current_dir()
+            .map_err(|e| bad_io("cannot read the current directory", e))?
+            .join(d),
+        None => {
+            std::env::current_dir().map_err(|e| bad_io("cannot read the current directory", e))?
+        }
+    };
+    let cwd = std::fs::canonicalize(&cwd)
+        .map_err(|e| bad_io(format!("the working directory {cwd:?} cannot be used"), e))?;
+    let mut writable = vec![cwd.clone()];
+    for w in &policy.allow_write {
+        writable.push(canonical_existing(w, "allow_write")?);
+    }
+    let private_dirs: Vec<PathBuf> = ["/tmp", "/dev/shm"]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .collect();
+    let mut denied = Vec::new();
+    for d in &policy.deny_read {
+        denied.push(canonical_prefix(d)?);
+    }
+    if !namespaces {
+        // No private /tmp without a mount namespace: the host's is denied
+        // instead (neither readable nor writable).
+        for p in &private_dirs {
+            denied.push(p.clone());
+        }
+    }
+
+    // Landlock: the ruleset.
+    let ll = |what: &str, e: landlock::RulesetError| bad(format!("Landlock {what}: {e}"));
+    let mut rs = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(fs_all())
+        .map_err(|e| ll("ruleset", e))?
+        .scope(if policy.network == Network::Host {
+            // `host` is not confined: the host's abstract sockets stay
+            // reachable.
+            Scope::Signal.into()
+        } else {
+            Scope::Signal | Scope::AbstractUnixSocket
+        })
+        .map_err(|e| ll("scoping", e))?;
+    if policy.network == Network::None {
+        rs = rs
+            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+            .map_err(|e| ll("network rights", e))?;
+    }
+    let mut created = rs.create().map_err(|e| ll("ruleset creation", e))?;
+    created = created.no_new_privs(false);
+    let path_fd =
+        |p: &Path| PathFd::new(p).map_err(|e| bad(format!("Landlock: cannot open {p:?}: {e}")));
+    for (r, access) in read_rules(&denied) {
+        // An entry this user cannot open stays as unreadable as it was.
+        let Ok(fd) = PathFd::new(&r) else { continue };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| ll(&format!("read rule for {r:?}"), e))?;
+    }
+    for w in &writable {
+        // A writable file gets the rights a file can carry.
+        let access = if w.is_dir() {
+            fs_write()
+        } else {
+            fs_write() & AccessFs::from_file(ABI::V3)
+        };
+        created = created
+            .add_rule(PathBeneath::new(path_fd(w)?, access))
+            .map_err(|e| ll(&format!("write rule for {w:?}"), e))?;
+    }
+    let devices = [
+        "/dev/null",
+        "/dev/zero",
+        "/dev/random",
+        "/dev/urandom",
+        "/dev/tty",
+        "/dev/full",
+    ];
+    let mut granted_devices = Vec::new();
+    for d in devices {
+        let Ok(fd) = PathFd::new(d) else { continue };
+        let access = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| ll(&format!("device rule for {d}"), e))?;
+        granted_devices.push(d.to_string());
+    }
+    let ruleset: Option<OwnedFd> = created.into();
+    let ruleset = ruleset.ok_or_else(|| bad("Landlock is not enforceable here"))?;
+
+    // seccomp.
+    let filter = seccomp_program(policy.network, namespaces)?;
+    let fprog = SockFprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr(),
+    };
+
+    // Writable paths as the child re-attaches them: shortest first.
+    let mut wsorted = writable.clone();
+    wsorted.sort_by_key(|p| p.as_os_str().len());
+    wsorted.dedup();
+    let mut ws = Vec::new();
+    for w in &wsorted {
+        let mut mkdirs = Vec::new();
+        if let Some(priv_dir) = private_dirs.iter().find(|d| w.starts_with(d) && w != *d) {
+            let mut cur = priv_dir.clone();
+            for comp in w
+                .strip_prefix(priv_dir)
+                .unwrap_or(Path::new(""))
+                .components()
+            {
+                cur.push(comp);
+                mkdirs.push(cstr(&cur)?);
+            }
+        }
+        ws.push(Writable {
+            path: cstr(w)?,
+            mkdirs,
+        });
+    }
+    let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
+
+    // The report: the policy as enforced.
+    let ns_or = |with: &str, without: Enforcement| {
+        if namespaces {
+            Enforcement::by(with)
+        } else {
+            without
+        }
+    };
+    let mut rules = vec![
+        SandboxRule::new(
+            "write: only the working directory, the allow_write paths, the private /tmp and /dev/shm, the usual devices",
+            Enforcement::by(if namespaces {
+                "landlock, mount namespace (the rest read-only: chmod, chown, utimes, xattrs)"
+            } else {
+                "landlock, seccomp (chmod, chown, utimes, xattrs denied everywhere)"
+            }),
+        ),
+        SandboxRule::new(
+            "private /tmp and /dev/shm",
+            ns_or("mount namespace (tmpfs)", Enforcement::denied_instead("the host's /tmp and /dev/shm are neither readable nor writable")),
+        ),
+        SandboxRule::new(
+            "deny_read paths unreadable (read, list, execute)",
+            Enforcement::by("landlock"),
+        ),
+        SandboxRule::new(
+            "no signal or ptrace outside the tree",
+            Enforcement::by("landlock scoping (signals), landlock and seccomp (ptrace, process_vm_*)"),
+        ),
+        SandboxRule::new("no new privileges (set-uid, set-gid)", Enforcement::by("no_new_privs")),
+    ];
+    match policy.network {
+        Network::None => rules.push(SandboxRule::new(
+            "network none: no TCP, UDP or unix socket to the host, name lookups fail at once",
+            Enforcement::by(if namespaces {
+                "seccomp (socket(2) denied for every family; socketpair allowed), landlock (TCP bind and connect), network namespace, landlock scoping (abstract unix sockets)"
+            } else {
+                "seccomp (socket(2) denied for every family; socketpair allowed), landlock (TCP bind and connect), landlock scoping (abstract unix sockets)"
+            }),
+        )),
+        Network::Loopback => rules.push(SandboxRule::new(
+            "network loopback: a private loopback, nothing of the host's",
+            Enforcement::by("network namespace (loopback up), seccomp (socket(AF_UNIX) denied: no host pathname socket), landlock scoping (abstract unix sockets)"),
+        )),
+        Network::Host => rules.push(SandboxRule::new("network host", Enforcement::not_confined())),
+    }
+    let mut mechanisms = vec![
+        format!("landlock ABI {abi}"),
+        "seccomp".to_string(),
+        "no_new_privs".to_string(),
+    ];
+    if namespaces {
+        mechanisms.insert(0, "user, mount and network namespaces".to_string());
+    }
+    let enforced = SandboxReport {
+        network: policy.network.name().to_string(),
+        allow_write: writable.iter().map(|p| p.display().to_string()).collect(),
+        deny_read: denied.iter().map(|p| p.display().to_string()).collect(),
+        private_tmp: namespaces,
+        landlock_abi: abi as u32,
+        namespaces,
+        mechanisms,
+        rules,
+        devices: granted_devices,
+        denials_note: "not observable: Landlock's audit records need CAP_AUDIT_READ and seccomp returns EPERM without a record; a failed operation inside is the program's own error".to_string(),
+    };
+
+    Ok(Prepared {
+        ruleset,
+        _filter: filter,
+        fprog,
+        namespaces,
+        uid_map: CString::new(format!("{uid} {uid} 1\n")).expect("no nul"),
+        gid_map: CString::new(format!("{gid} {gid} 1\n")).expect("no nul"),
+        writable: ws,
+        private: if namespaces {
+            private_dirs
+                .iter()
+                .map(|p| cstr(p))
+                .collect::<Result<_, _>>()?
+        } else {
+            Vec::new()
+        },
+        private_access: fs_write().bits(),
+        loopback: namespaces && policy.network != Network::Host,
+        drop_caps: uid == 0,
+        cwd: cstr(&cwd)?,
+        enforced,
+    })
+}
+
+/// The seccomp program: `EPERM` for the calls the policy forbids, every
+/// other call allowed.
+fn seccomp_program(
+    network: Network,
+    namespaces: bool,
+) -> Result<Vec<seccompiler::sock_filter>, crate::Error> {
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    };
+    use std::collections::BTreeMap;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let mut deny = |nr: u32, cond: Vec<SeccompRule>| {
+        rules.insert(i64::from(nr), cond.clone());
+        #[cfg(target_arch = "x86_64")]
+        rules.insert(i64::from(nr | 0x4000_0000), cond); // the x32 numbers
+    };
+    #[cfg(target_arch = "x86_64")]
+    let arch_only = [k::__NR_iopl, k::__NR_ioperm];
+    #[cfg(not(target_arch = "x86_64"))]
+    let arch_only: [u32; 0] = [];
+    for nr in arch_only.into_iter().chain([
+        k::__NR_ptrace,
+        k::__NR_process_vm_readv,
+        k::__NR_process_vm_writev,
+        // io_uring can open sockets and files without these filters
+        // seeing the calls.
+        k::__NR_io_uring_setup,
+        // Defence in depth, above all for root without a user namespace
+        // (the ladder): the kernel, the clock, the host's names, files by
+        // handle (around every path rule), keyrings, BPF, perf,
+        // userfaultfd, fanotify, the kernel log, the mount calls (Landlock
+        // refuses those too).
+        k::__NR_init_module,
+        k::__NR_finit_module,
+        k::__NR_delete_module,
+        k::__NR_kexec_load,
+        k::__NR_kexec_file_load,
+        k::__NR_reboot,
+        k::__NR_swapon,
+        k::__NR_swapoff,
+        k::__NR_acct,
+        k::__NR_settimeofday,
+        k::__NR_clock_settime,
+        k::__NR_clock_adjtime,
+        k::__NR_adjtimex,
+        k::__NR_sethostname,
+        k::__NR_setdomainname,
+        k::__NR_open_by_handle_at,
+        k::__NR_keyctl,
+        k::__NR_add_key,
+        k::__NR_request_key,
+        k::__NR_bpf,
+        k::__NR_perf_event_open,
+        k::__NR_userfaultfd,
+        k::__NR_fanotify_init,
+        k::__NR_syslog,
+        k::__NR_quotactl,
+        k::__NR_pivot_root,
+        k::__NR_chroot,
+        k::__NR_mount,
+        k::__NR_umount2,
+        k::__NR_fsopen,
+        k::__NR_fsmount,
+        k::__NR_fsconfig,
+        k::__NR_fspick,
+        k::__NR_move_mount,
+        k::__NR_open_tree,
+        k::__NR_mount_setattr,
+    ]) {
+        deny(nr, vec![]);
+    }
+    // TIOCSTI (and TIOCLINUX) would push input into a terminal the tree
+    // shares with the host's shell: commands run outside the sandbox.
+    let ioctl_rule = |cmd: u64| {
+        SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, cmd)
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(|e| bad(format!("seccomp rule: {e}")))
+    };
+    deny(
+        k::__NR_ioctl,
+        vec![
+            // The generic ioctl numbers (x86_64 and aarch64 alike).
+            ioctl_rule(0x5412)?, // TIOCSTI
+            ioctl_rule(0x541C)?, // TIOCLINUX
+        ],
+    );
+    match network {
+        Network::None => deny(k::__NR_socket, vec![]),
+        Network::Loopback => {
+            let unix = SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                libc::AF_UNIX as u64,
+            )
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(|e| bad(format!("seccomp rule: {e}")))?;
+            deny(k::__NR_socket, vec![unix]);
+        }
+        Network::Host => {}
+    }
+    if !namespaces {
+        // No read-only mounts: the metadata writes Landlock has no right
+        // for are denied everywhere.
+        #[cfg(target_arch = "x86_64")]
+        let legacy = [
+            k::__NR_chmod,
+            k::__NR_chown,
+            k::__NR_lchown,
+            k::__NR_utime,
+            k::__NR_utimes,
+            k::__NR_futimesat,
+        ];
+        #[cfg(not(target_arch = "x86_64"))]
+        let legacy: [u32; 0] = [];
+        for nr in legacy.into_iter().chain([
+            k::__NR_fchmod,
+            k::__NR_fchmodat,
+            k::__NR_fchmodat2,
+            k::__NR_fchown,
+            k::__NR_fchownat,
+            k::__NR_utimensat,
+            k::__NR_setxattr,
+            k::__NR_lsetxattr,
+            k::__NR_fsetxattr,
+            k::__NR_removexattr,
+            k::__NR_lremovexattr,
+            k::__NR_fremovexattr,
+            k::__NR_setxattrat,
+            k::__NR_removexattrat,
+        ]) {
+            deny(nr, vec![]);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    let arch = seccompiler::TargetArch::x86_64;
+    #[cfg(target_arch = "aarch64")]
+    let arch = seccompiler::TargetArch::aarch64;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| bad(format!("seccomp filter: {e}")))?;
+    let prog: seccompiler::BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| bad(format!("seccomp program: {e}")))?;
+    if prog.len() > usize::from(u16::MAX) {
+        return Err(bad("seccomp program too long"));
+    }
+    Ok(prog)
+}
+
+/// The raw view the child reads: the prepared sandbox and how the child
+/// comes to its namespaces.
+#[derive(Clone, Copy)]
+pub(crate) struct RawSandbox {
+    pub(crate) prepared: *const Prepared,
+    pub(crate) entry: NsEntry,
+}
+
+/// Enters the sandbox in a child about to exec. 0, or a failure code
+/// ([`FAIL_BASE`] + step and errno: see [`decode`]).
+///
+/// # Safety
+/// Only in a freshly cloned or forked child about to exec, with
+/// `s.prepared` valid until then.
+pub(crate) unsafe fn enter(s: &RawSandbox) -> i32 {
+    // SAFETY: valid until the exec, as the caller promises.
+    let p = unsafe { &*s.prepared };
+    // SAFETY: in that child, as the caller promises.
+    match unsafe { enter_steps(p, s.entry) } {
+        Ok(()) => 0,
+        Err((step, e)) => code(step, e),
+    }
+}
+
+/// # Safety
+/// As for [`enter`].
+#[inline(always)]
+unsafe fn enter_steps(p: &Prepared, entry: NsEntry) -> Result<(), (i32, Errno)> {
+    let ns = entry != NsEntry::None;
+    if entry == NsEntry::Unshare {
+        raw::unshare((k::CLONE_NEWUSER | k::CLONE_NEWNS | k::CLONE_NEWNET) as usize)
+            .map_err(|e| (S_UNSHARE, e))?;
+    }
+    if entry == NsEntry::Unshare || entry == NsEntry::Cloned {
+        write_file(c"/proc/self/setgroups", b"deny").map_err(|e| (S_MAPS, e))?;
+        write_file(c"/proc/self/uid_map", p.uid_map.as_bytes()).map_err(|e| (S_MAPS, e))?;
+        write_file(c"/proc/self/gid_map", p.gid_map.as_bytes()).map_err(|e| (S_MAPS, e))?;
+    }
+    if ns {
+        raw::mount(None, c"/", None, k::MS_REC | k::MS_PRIVATE).map_err(|e| (S_PRIVATE, e))?;
+        // Copies of the writable trees, made while they are still
+        // writable, put back over the read-only tree below.
+        let mut trees = [-1 as c_int; MAX_WRITABLE];
+        let n = p.writable.len().min(MAX_WRITABLE);
+        let mut i = 0;
+        while i < n {
+            trees[i] =
+                raw::open_tree(p.writable[i].path.as_c_str()).map_err(|e| (S_OPEN_TREE, e))?;
+            i += 1;
+        }
+        raw::mount_setattr_rdonly(c"/").map_err(|e| (S_READONLY, e))?;
+        for d in &p.private {
+            raw::mount_data(
+                Some(c"tmpfs"),
+                d.as_c_str(),
+                Some(c"tmpfs"),
+                k::MS_NOSUID | k::MS_NODEV,
+                c"mode=1777",
+            )
+            .map_err(|e| (S_TMPFS, e))?;
+        }
+        i = 0;
+        while i < n {
+            for m in &p.writable[i].mkdirs {
+                match raw::mkdir(m.as_c_str(), 0o755) {
+                    Ok(_) | Err(Errno::EXIST) => {}
+                    Err(e) => return Err((S_MKDIR, e)),
+                }
+            }
+            raw::move_mount(trees[i], p.writable[i].path.as_c_str()).map_err(|e| (S_MOVE, e))?;
+            raw::close(trees[i]);
+            i += 1;
+        }
+        for d in &p.private {
+            let fd = raw::openat(
+                k::AT_FDCWD,
+                d.as_c_str(),
+                k::O_PATH | k::O_CLOEXEC | k::O_DIRECTORY,
+            )
+            .map_err(|e| (S_GRANT_PRIVATE, e))?;
+            let attr = PathBeneathAttr {
+                allowed_access: p.private_access,
+                parent_fd: fd,
+            };
+            // SAFETY: `attr` is a landlock_path_beneath_attr on this stack.
+            let r = unsafe {
+                raw::landlock_add_rule_path(
+                    p.ruleset.as_raw_fd(),
+                    &attr as *const PathBeneathAttr as usize,
+                )
+            };
+            raw::close(fd);
+            r.map_err(|e| (S_GRANT_PRIVATE, e))?;
+        }
+        if p.loopback {
+            loopback_up().map_err(|e| (S_LOOPBACK, e))?;
+        }
+    }
+    // SAFETY: `cwd` is a NUL-terminated string alive until the exec.
+    unsafe { raw::chdir(p.cwd.as_ptr()) }.map_err(|e| (S_CHDIR, e))?;
+    if !ns && p.drop_caps {
+        // Root without a user namespace keeps no capability: the bounding
+        // set emptied (an exec cannot give one back), then every set.
+        let mut cap = 0;
+        while cap <= LAST_CAP {
+            match raw::prctl(libc::PR_CAPBSET_DROP as u32, cap) {
+                Ok(_) | Err(Errno::INVAL) => {}
+                Err(e) => return Err((S_CAPS, e)),
+            }
+            cap += 1;
+        }
+        raw::capset_empty().map_err(|e| (S_CAPS, e))?;
+    }
+    raw::prctl(libc::PR_SET_NO_NEW_PRIVS as u32, 1).map_err(|e| (S_NNP, e))?;
+    raw::landlock_restrict_self(p.ruleset.as_raw_fd()).map_err(|e| (S_LANDLOCK, e))?;
+    // SAFETY: `fprog` points into `_filter`, alive until the exec.
+    unsafe { raw::seccomp_filter(&p.fprog as *const SockFprog as usize) }
+        .map_err(|e| (S_SECCOMP, e))?;
+    Ok(())
+}
+
+/// At most this many writable paths (working directory included).
+pub(crate) const MAX_WRITABLE: usize = 64;
+
+#[inline(always)]
+fn write_file(path: &std::ffi::CStr, data: &[u8]) -> Result<(), Errno> {
+    let fd = raw::openat(k::AT_FDCWD, path, k::O_WRONLY | k::O_CLOEXEC)?;
+    let r = raw::write(fd, data);
+    raw::close(fd);
+    r.map(|_| ())
+}
+
+/// `struct ifreq` for SIOCSIFFLAGS: the name, then the flags (the rest of
+/// the union unused).
+#[repr(C)]
+struct IfreqFlags {
+    name: [u8; 16],
+    flags: i16,
+    _pad: [u8; 22],
+}
+
+#[inline(always)]
+fn loopback_up() -> Result<(), Errno> {
+    let s = raw::socket(
+        libc::AF_INET as u32,
+        (libc::SOCK_DGRAM | libc::SOCK_CLOEXEC) as u32,
+    )?;
+    let mut req = IfreqFlags {
+        name: [0; 16],
+        flags: (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as i16,
+        _pad: [0; 22],
+    };
+    req.name[0] = b'l';
+    req.name[1] = b'o';
+    // SAFETY: SIOCSIFFLAGS reads a `struct ifreq`; `req` has its size.
+    let r = unsafe {
+        raw::ioctl_ptr(
+            s,
+            libc::SIOCSIFFLAGS as u32,
+            &mut req as *mut IfreqFlags as usize,
+        )
+    };
+    raw::close(s);
+    r.map(|_| ())
+}
+
+/// Refuses, before anything runs, what the sandbox cannot be combined
+/// with.
+pub(crate) fn check_setup(
+    setup: &crate::spec::ChildSetup,
+    writable: usize,
+) -> Result<(), crate::Error> {
+    if setup.uid.is_some() || setup.gid.is_some() || setup.groups.is_some() {
+        return Err(crate::Error::InvalidInput(
+            "sandbox: changing the user, group or supplementary groups is not supported inside a sandbox".into(),
+        ));
+    }
+    if writable + 1 > MAX_WRITABLE {
+        return Err(crate::Error::InvalidInput(format!(
+            "sandbox: at most {} allow_write paths",
+            MAX_WRITABLE - 1
+        )));
+    }
+    Ok(())
+}
