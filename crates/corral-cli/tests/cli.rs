@@ -296,6 +296,28 @@ fn sandbox_usage_errors_exit_125_and_run_nothing() {
         assert_eq!(d.code(), 125, "corral {all:?}; stderr: {}", d.err());
         assert!(d.err().contains(named), "corral {all:?}: {}", d.err());
     }
+    // A denied path inside the writable working directory cannot be
+    // denied (Landlock's grants are inherited): refused, not run.
+    std::fs::write(s.path("secret"), "s").unwrap();
+    let secret = s.path("secret");
+    let d = run(
+        corral(
+            &s,
+            [
+                "run",
+                "--sandbox",
+                "--deny-read",
+                secret.to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                helper,
+            ],
+        ),
+        5 * SEC,
+    );
+    assert_eq!(d.code(), 125, "{}", d.err());
+    assert!(d.err().contains("overlaps the writable"), "{}", d.err());
     assert!(
         w.pid("never", ms(200)).is_none(),
         "a usage error ran PROGRAM"
