@@ -231,6 +231,8 @@ class Result(subprocess.CompletedProcess):
         self.timings = Timings(**report["timings"])
         self.usage: Optional[Usage] = Usage(**report["usage"]) if report["usage"] is not None else None
         self.limits_hit: List[str] = list(report["limits_hit"])
+        #: What the sandbox enforced, rule by rule (None without ``sandbox=``).
+        self.sandbox: Optional[Dict[str, Any]] = report.get("sandbox")
         self.pid: int = report["pid"]
         self.timeout: Optional[float] = None
         out, err = report["stdout"], report["stderr"]

@@ -69,6 +69,7 @@ class Result(subprocess.CompletedProcess[Any]):
     timings: Timings
     usage: Optional[Usage]
     limits_hit: List[Literal["memory", "pids"]]
+    sandbox: Optional[Dict[str, Any]]
     pid: int
     timeout: Optional[float]
     @property
