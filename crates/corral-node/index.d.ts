@@ -3,11 +3,11 @@
 import type { EventEmitter } from 'node:events'
 import type { Readable, Writable } from 'node:stream'
 
-import type { RunOptions, SpawnStdio, ExecExtra, RunResult, Report } from './native'
+import type { RunOptions, SandboxOptions, SpawnStdio, ExecExtra, RunResult, Report } from './native'
 
 // The option, result and report shapes are generated from the Rust side
 // (src/types.rs -> native.d.ts by `napi build`).
-export type { RunOptions, RunResult, Report }
+export type { RunOptions, SandboxOptions, RunResult, Report }
 
 export type Outcome = RunResult['outcome']
 export type Containment = NonNullable<RunOptions['containment']>

@@ -5,6 +5,8 @@
 // error, and wires AbortSignals and streams. No lifecycle logic lives here:
 // deadlines, grace, wait delay, tree kill and cleanup are the library's.
 
+const fs = require('fs')
+const path = require('path')
 const { EventEmitter } = require('events')
 const net = require('net')
 const { Readable } = require('stream')
@@ -161,7 +163,46 @@ function checkArgv(argv, name = 'argv') {
   return argv
 }
 
-const COMMON = ['timeout', 'idleTimeout', 'maxOutput', 'killSignal', 'killAfter', 'waitDelay', 'cwd', 'env', 'signal', 'containment', 'leftovers', 'requireCrashSafety', 'memoryMax', 'pidsMax']
+const COMMON = ['timeout', 'idleTimeout', 'maxOutput', 'killSignal', 'killAfter', 'waitDelay', 'cwd', 'env', 'signal', 'containment', 'leftovers', 'requireCrashSafety', 'memoryMax', 'pidsMax', 'sandbox']
+
+const NETWORKS = ['none', 'loopback', 'host']
+const SANDBOX_KEYS = new Set(['allowWrite', 'denyRead', 'network', 'allow_write', 'deny_read'])
+
+// `sandbox`: true (the default policy), false/undefined (none), or
+// { allowWrite, denyRead, network } (snake_case keys accepted too); paths
+// resolved against the current directory and required to exist.
+function checkSandbox(v) {
+  if (v === undefined || v === null || v === false) return undefined
+  if (v === true) return { sandbox: true }
+  if (typeof v !== 'object' || Array.isArray(v)) throw typeError(`The "options.sandbox" property must be a boolean or an object. Received ${show(v)}`)
+  for (const k of Object.keys(v)) {
+    if (!SANDBOX_KEYS.has(k)) throw typeError(`Unknown key "${k}" in options.sandbox (known: allowWrite, denyRead, network)`)
+  }
+  const paths = (camel, snake) => {
+    if (v[camel] !== undefined && v[snake] !== undefined) throw typeError(`options.sandbox: give ${camel} or ${snake}, not both`)
+    const list = v[camel] ?? v[snake]
+    if (list === undefined || list === null) return undefined
+    if (!Array.isArray(list)) throw typeError(`The "options.sandbox.${camel}" property must be an array of paths. Received ${show(list)}`)
+    return list.map((p, i) => {
+      if (p instanceof URL) p = require('url').fileURLToPath(p)
+      const s = checkString(p, `options.sandbox.${camel}[${i}]`)
+      if (s === '') throw valueError(`The "options.sandbox.${camel}[${i}]" path must not be empty`)
+      const abs = path.resolve(s)
+      if (!fs.existsSync(abs)) throw valueError(`The "options.sandbox.${camel}[${i}]" path ${util.inspect(abs)} does not exist (a sandbox policy names existing paths)`)
+      return abs
+    })
+  }
+  const n = { sandbox: true }
+  const allow = paths('allowWrite', 'allow_write')
+  const deny = paths('denyRead', 'deny_read')
+  if (allow) n.sandboxAllowWrite = allow
+  if (deny) n.sandboxDenyRead = deny
+  if (v.network !== undefined && v.network !== null) {
+    if (!NETWORKS.includes(v.network)) throw valueError(`The "options.sandbox.network" property must be one of 'none', 'loopback', 'host'. Received ${util.inspect(v.network)}`)
+    n.sandboxNetwork = v.network
+  }
+  return n
+}
 
 // The options the native side takes, from checked user options.
 function nativeOptions(o, defaults) {
@@ -182,6 +223,7 @@ function nativeOptions(o, defaults) {
     requireCrashSafety: o.requireCrashSafety === undefined ? undefined : !!o.requireCrashSafety,
     memoryMax: checkBytes(o.memoryMax, 'memoryMax'),
     pidsMax: checkBytes(o.pidsMax, 'pidsMax'),
+    ...checkSandbox(o.sandbox),
   }
   for (const k of Object.keys(n)) if (n[k] === undefined) delete n[k]
   return n
@@ -530,7 +572,7 @@ function execError(report, cmd, stdout, stderr, maxBuffer, signal) {
 
 function spawnError(failure, file, args, cmd) {
   const { report, errno } = failure
-  const name = errno ? util.getSystemErrorName(-errno) : 'ERR_CORRAL_SPAWN'
+  const name = errno ? util.getSystemErrorName(-errno) : report.outcome === 'sandbox_failed' ? 'ERR_CORRAL_SANDBOX' : 'ERR_CORRAL_SPAWN'
   const e = new Error(errno ? `spawn ${file} ${name}` : `spawn ${file}: ${report.error}`)
   Object.assign(e, { errno: errno ? -errno : undefined, code: name, syscall: `spawn ${file}`, path: file, spawnargs: args, cmd, report })
   return e

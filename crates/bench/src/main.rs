@@ -32,6 +32,8 @@ mod held;
 #[cfg(unix)]
 mod output;
 mod report;
+#[cfg(target_os = "linux")]
+mod sandbox;
 #[cfg(unix)]
 mod scale;
 #[cfg(unix)]
@@ -189,7 +191,7 @@ fn unix_main() -> i32 {
     let started = std::time::Instant::now();
     let mut t = report::Table::default();
     let mut failed = false;
-    let figs: [(u8, Figure); 8] = [
+    let figs: &[(u8, Figure)] = &[
         (1, spawn::run),
         (2, deadline::run),
         (3, held::run),
@@ -198,8 +200,10 @@ fn unix_main() -> i32 {
         (6, cli::run),
         (7, throughput::run),
         (8, session::run),
+        #[cfg(target_os = "linux")]
+        (9, sandbox::run),
     ];
-    for (n, f) in figs {
+    for &(n, f) in figs {
         if !cfg.runs(n) {
             continue;
         }

@@ -142,7 +142,7 @@ pub(crate) fn corral_cli(cfg: &Config, t: &mut Table) -> Option<PathBuf> {
 /// the producer's peak RSS (KiB), sampled from its /proc status while it
 /// runs (rusage's maxrss is useless here: after a vfork-style spawn it
 /// includes the spawning parent's peak).
-fn pipeline(producer: &[&str]) -> Result<(Duration, u64), String> {
+pub(crate) fn pipeline(producer: &[&str]) -> Result<(Duration, u64), String> {
     let mut cat = Command::new("cat")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -222,7 +222,7 @@ fn median_pipelines(reps: usize, runs: &[&[&str]]) -> Result<(Vec<(Duration, u64
 /// two ran in the same round, back to back), then the median: on a shared
 /// machine the load changes from second to second, and a ratio of two
 /// medians taken over different moments can be far from either pairing.
-fn paired(a: &[Duration], b: &[Duration]) -> Option<(f64, f64, f64)> {
+pub(crate) fn paired(a: &[Duration], b: &[Duration]) -> Option<(f64, f64, f64)> {
     let mut r: Vec<f64> = a
         .iter()
         .zip(b)
@@ -236,7 +236,7 @@ fn paired(a: &[Duration], b: &[Duration]) -> Option<(f64, f64, f64)> {
     Some((r[r.len() / 2], r[0], r[r.len() - 1]))
 }
 
-fn paired_ratio(a: &[Duration], b: &[Duration]) -> String {
+pub(crate) fn paired_ratio(a: &[Duration], b: &[Duration]) -> String {
     match paired(a, b) {
         Some((m, _, _)) => format!("{m:.2}"),
         None => "—".into(),
@@ -245,7 +245,7 @@ fn paired_ratio(a: &[Duration], b: &[Duration]) -> String {
 
 /// The spread of the per-round ratios, for the label of a row that
 /// claims "no measurable cost".
-fn spread(a: &[Duration], b: &[Duration]) -> String {
+pub(crate) fn spread(a: &[Duration], b: &[Duration]) -> String {
     match paired(a, b) {
         Some((_, lo, hi)) => format!("{} pairs, {lo:.2}-{hi:.2}", a.len().min(b.len())),
         None => "no pairs".into(),

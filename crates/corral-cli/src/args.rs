@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use corral::document::{Containment, PtySpec, RunSpec};
+use corral::document::{Containment, PtySpec, RunSpec, SandboxSpec};
 use corral::{LeftoverPolicy, Signal};
 
 pub use crate::duration::{parse_bytes, parse_duration};
@@ -269,6 +269,14 @@ Task keys:
                 true: a run that would outlive corral's own death (the
                 keeper could not be started) is an error and does not run
                 [false; --require-crash-safety sets it for every task]
+  sandbox       true: confine the task's runs (see `corral run --sandbox`);
+                a run whose sandbox cannot be enforced here is an error
+                (sandbox_failed, not retried) and does not run [false]
+  allow_write, deny_read
+                lists of existing paths (relative to the manifest's
+                directory) the sandbox also lets the runs write, or denies
+                them reading; need sandbox = true
+  network       none | loopback | host: the sandbox's network [none]
 
 Environment: each run gets CORRAL_TASK (the task's name), CORRAL_RUN
 (0, 1, 2, ...; warmups numbered apart, from 0), CORRAL_ATTEMPT (0, then 1,
@@ -427,6 +435,9 @@ pub struct RunOpts {
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub sandbox: SandboxOpts,
+
     /// The program and its arguments (bytes are passed through unchanged).
     /// Options of corral come before it; everything from the first word
     /// that is not an option (or after `--`) is the program's.
@@ -437,6 +448,63 @@ pub struct RunOpts {
     /// exit statuses.
     #[arg(skip)]
     pub gnu: Option<crate::gnu::Style>,
+}
+
+/// `--sandbox` and its policy (`corral run`, `corral mcp`).
+#[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxOpts {
+    /// Confine the tree: everything stays readable but --deny-read paths;
+    /// writes only in the working directory, a private empty /tmp (and
+    /// /dev/shm), the usual devices and --allow-write paths; the network
+    /// of --network; no signal or ptrace reaches a process outside the
+    /// tree; no new privileges. Where the policy cannot be enforced here,
+    /// nothing runs: exit 125 (sandbox_failed) naming what is missing.
+    #[arg(long)]
+    pub sandbox: bool,
+
+    /// With --sandbox: also allow writes under PATH (it must exist;
+    /// repeatable).
+    #[arg(long, value_name = "PATH", requires = "sandbox", value_parser = existing_path)]
+    pub allow_write: Vec<PathBuf>,
+
+    /// With --sandbox: deny reading, listing and executing PATH and
+    /// everything under it (it must exist; repeatable).
+    #[arg(long, value_name = "PATH", requires = "sandbox", value_parser = existing_path)]
+    pub deny_read: Vec<PathBuf>,
+
+    /// With --sandbox: none (no TCP, UDP or host unix socket), loopback (a
+    /// private loopback, nothing of the host's) or host (not confined)
+    /// [default: none].
+    #[arg(long, value_name = "NETWORK", requires = "sandbox", value_parser = parse_network)]
+    pub network: Option<corral::Network>,
+}
+
+impl SandboxOpts {
+    /// The policy, when --sandbox is given.
+    pub fn policy(&self) -> Option<SandboxSpec> {
+        self.sandbox.then(|| SandboxSpec {
+            allow_write: self.allow_write.clone(),
+            deny_read: self.deny_read.clone(),
+            network: self.network.unwrap_or_default(),
+        })
+    }
+}
+
+/// A policy path: one that exists (a dangling symlink does not), made
+/// absolute against corral's working directory.
+fn existing_path(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if s.is_empty() || std::fs::symlink_metadata(&p).is_err() || !p.exists() {
+        return Err(format!(
+            "{s:?} does not exist (a sandbox policy names existing paths)"
+        ));
+    }
+    std::path::absolute(&p).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// `--network`.
+fn parse_network(s: &str) -> Result<corral::Network, String> {
+    s.parse()
 }
 
 /// `-s`: the first signal, or signal 0 (nothing is sent at the deadline;
@@ -481,6 +549,7 @@ impl RunOpts {
                     rows: size.rows,
                 }
             }),
+            sandbox: self.sandbox.policy(),
             ..RunSpec::default()
         }
     }
@@ -514,7 +583,8 @@ Exit status:
   124    timed out: the deadline, or --idle-timeout without output (the
          tree was terminated; the report's timeout_kind says which)
   125    corral failed: usage, containment (also --require-crash-safety when
-         crash safety cannot be had), cleanup (survivors), report, out of
+         crash safety cannot be had), a --sandbox that cannot be enforced
+         here (sandbox_failed: nothing ran), cleanup (survivors), report, out of
          file descriptors (EMFILE: the message gives the soft and hard
          open-file limits and the `ulimit -n` that raises the soft one)
   126    the program was found but could not be executed
@@ -558,7 +628,7 @@ too) reach the program's terminal as typed.
 
 Report (--report): one JSON object: outcome (exited, signaled, timed_out,
 cancelled, output_held, output_limit, spawn_failed, containment_failed,
-cleanup_failed), timeout_kind (deadline or idle on timed_out, else null),
+sandbox_failed, cleanup_failed), timeout_kind (deadline or idle on timed_out, else null),
 exit_code, signal (the raw number), signal_name, containment, killed, kept,
 duration_ms, stdout_bytes / stderr_bytes (null when passed through), output
 (relayed or passed_through per stream), error, pid, signals_sent,

@@ -276,6 +276,8 @@ fn run_opts(seen: Seen, duration: Duration, command: Vec<OsString>) -> RunOpts {
         confirm_window: Duration::from_secs(1),
         require_crash_safety: false,
         report: None,
+        // GNU's command line has no sandbox.
+        sandbox: Default::default(),
         gnu: Some(Style {
             program: String::new(),
             command: command[0].to_string_lossy().into_owned(),

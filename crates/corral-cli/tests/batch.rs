@@ -500,6 +500,21 @@ shell = 'touch "$CORRAL_TEST_DIR/ran"'
             ":4:",
             "task[1].result_event.fields",
         ),
+        (
+            "[[task]]\nname = \"a\"\nrun = [\"true\"]\nsandbox = true\nnetwork = \"bogus\"\n",
+            ":5:",
+            "task[1].network",
+        ),
+        (
+            "[[task]]\nname = \"a\"\nrun = [\"true\"]\nsandbox = true\nallow_write = [\"missing\"]\n",
+            ":5:",
+            "task[1].allow_write[0]",
+        ),
+        (
+            "[[task]]\nname = \"a\"\nrun = [\"true\"]\ndeny_read = [\"/\"]\n",
+            ":4:",
+            "task[1].deny_read",
+        ),
     ];
     for (bad, line, key) in cases {
         // The good task first: a manifest is checked whole before anything
@@ -1189,6 +1204,45 @@ memory_max = "64M"
         std::fs::read_to_string(s.path("always.log")).unwrap(),
         "try 0\n"
     );
+}
+
+/// A sandboxed task whose sandbox cannot be enforced here (namespaces
+/// denied, forced: a private loopback cannot be had): an error
+/// (`sandbox_failed`), never retried, its command never run; the other
+/// tasks run.
+#[test]
+fn an_unenforceable_sandbox_is_an_error_not_retried_and_runs_nothing() {
+    let s = Scratch::new();
+    let m = write_manifest(
+        &s,
+        r#"
+[[task]]
+name = "boxed"
+retries = 3
+sandbox = true
+network = "loopback"
+shell = 'touch "$CORRAL_TEST_DIR/boxed.ran"'
+
+[[task]]
+name = "free"
+shell = 'touch "$CORRAL_TEST_DIR/free.ran"'
+"#,
+    );
+    let rp = path_str(&s, "r.json");
+    let mut c = corral(&s, ["batch", &m, "--report", &rp]);
+    c.env("CORRAL_SANDBOX_NO_NAMESPACES", "1");
+    let d = run(c, 10 * SEC);
+    d.assert_code(2);
+    let v = read_json(&s, "r.json");
+    let runs = runs_by_name(&v);
+    let b = &runs["boxed#0"];
+    assert_eq!(b["status"], "error", "{b}");
+    assert_eq!(b["outcome"], "sandbox_failed", "{b}");
+    assert!(b["error"].as_str().unwrap().contains("sandbox"), "{b}");
+    assert_eq!(b["attempts"].as_array().unwrap().len(), 0, "{b}");
+    assert_eq!(runs["free#0"]["status"], "passed");
+    assert!(!s.path("boxed.ran").exists(), "the sandboxed command ran");
+    assert!(s.path("free.ran").exists());
 }
 
 #[test]

@@ -264,6 +264,175 @@ fn containment_failure_exits_125_and_runs_nothing() {
     assert!(w.pid("never", ms(200)).is_none(), "PROGRAM ran");
 }
 
+/// A bad sandbox policy is a usage error (125) naming the bad value, and
+/// nothing runs: an unknown network, a policy path that does not exist, a
+/// policy option without --sandbox; the `timeout` personality (GNU's
+/// command line) has no --sandbox.
+#[test]
+fn sandbox_usage_errors_exit_125_and_run_nothing() {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let helper = r#""$H" never"#;
+    let missing = s.path("missing");
+    let missing = missing.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--sandbox", "--network", "bogus"], "bogus"),
+        (&["run", "--sandbox", "--network", ""], "network"),
+        (&["run", "--sandbox", "--allow-write", missing], missing),
+        (&["run", "--sandbox", "--deny-read", missing], missing),
+        (&["run", "--sandbox", "--allow-write", ""], "allow-write"),
+        (&["run", "--allow-write", "/tmp"], "--sandbox"),
+        (&["run", "--deny-read", "/tmp"], "--sandbox"),
+        (&["run", "--network", "none"], "--sandbox"),
+        (&["timeout", "--sandbox", "5"], "sandbox"),
+    ];
+    for (args, named) in cases {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--", "sh", "-c", helper]);
+        if args[0] == "timeout" {
+            all.retain(|a| *a != "--");
+        }
+        let d = run(corral(&s, &all), 5 * SEC);
+        assert_eq!(d.code(), 125, "corral {all:?}; stderr: {}", d.err());
+        assert!(d.err().contains(named), "corral {all:?}: {}", d.err());
+    }
+    // A denied path inside the writable working directory cannot be
+    // denied (Landlock's grants are inherited): refused, not run.
+    std::fs::write(s.path("secret"), "s").unwrap();
+    let secret = s.path("secret");
+    let d = run(
+        corral(
+            &s,
+            [
+                "run",
+                "--sandbox",
+                "--deny-read",
+                secret.to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                helper,
+            ],
+        ),
+        5 * SEC,
+    );
+    assert_eq!(d.code(), 125, "{}", d.err());
+    assert!(d.err().contains("overlaps the writable"), "{}", d.err());
+    assert!(
+        w.pid("never", ms(200)).is_none(),
+        "a usage error ran PROGRAM"
+    );
+}
+
+/// A sandbox that cannot be enforced here (namespaces denied to corral,
+/// forced, and a private loopback asked for): exit 125, the report's
+/// outcome `sandbox_failed` with the reason, and nothing ran.
+#[test]
+fn an_unenforceable_sandbox_exits_125_and_runs_nothing() {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let rp = report_path(&s);
+    let mut c = corral(
+        &s,
+        [
+            "run",
+            "--sandbox",
+            "--network",
+            "loopback",
+            "--report",
+            &rp,
+            "--",
+            "sh",
+            "-c",
+            r#""$H" never"#,
+        ],
+    );
+    c.env("CORRAL_SANDBOX_NO_NAMESPACES", "1");
+    let d = run(c, 5 * SEC);
+    d.assert_code(125);
+    assert!(d.err().contains("namespace"), "{}", d.err());
+    let v = read_report(&s.path("report.json"));
+    assert_eq!(v["outcome"], "sandbox_failed", "{v}");
+    assert!(v["error"].as_str().unwrap().contains("sandbox"), "{v}");
+    assert_eq!(v["corral_exit"], 125, "{v}");
+    assert!(w.pid("never", ms(200)).is_none(), "PROGRAM ran");
+}
+
+/// `corral run --sandbox` end to end: a write outside the working
+/// directory fails and the host's file is intact; the working directory,
+/// the private /tmp and an --allow-write path are writable; a --deny-read
+/// path is not readable; the report says what was enforced.
+#[test]
+fn a_sandboxed_run_writes_only_where_allowed() {
+    let s = Scratch::new();
+    let work = s.path("work");
+    std::fs::create_dir(&work).unwrap();
+    let outside = tempfile::Builder::new()
+        .prefix("corral-cli-sbx-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let o = outside.path();
+    std::fs::set_permissions(o, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    std::fs::write(o.join("victim"), "host\n").unwrap();
+    std::fs::write(o.join("secret"), "s3cret\n").unwrap();
+    let rp = report_path(&s);
+    let escape = format!(
+        "echo bad > {o}/victim && exit 9; rm -f {o}/victim && exit 8; echo new > {o}/new && exit 7; exit 0",
+        o = o.display()
+    );
+    let mut c = corral(&s, ["run", "--sandbox", "--", "sh", "-c", &escape]);
+    c.current_dir(&work);
+    run(c, 30 * SEC).assert_code(0);
+    assert_eq!(std::fs::read_to_string(o.join("victim")).unwrap(), "host\n");
+    assert!(!o.join("new").exists());
+    let allowed = o.join("allowed");
+    std::fs::create_dir(&allowed).unwrap();
+    let work_script = format!(
+        "echo in > inside && echo t > /tmp/t && cat /tmp/t && echo ok > {a}/f && if cat {o}/secret; then exit 8; fi",
+        a = allowed.display(),
+        o = o.display()
+    );
+    let secret = o.join("secret");
+    let mut c = corral(
+        &s,
+        [
+            "run".as_ref(),
+            "--sandbox".as_ref(),
+            "--allow-write".as_ref(),
+            allowed.as_os_str(),
+            "--deny-read".as_ref(),
+            secret.as_os_str(),
+            "--report".as_ref(),
+            OsStr::new(&rp),
+            "--".as_ref(),
+            "sh".as_ref(),
+            "-c".as_ref(),
+            OsStr::new(&work_script),
+        ],
+    );
+    c.current_dir(&work);
+    let d = run(c, 30 * SEC);
+    d.assert_code(0);
+    assert_eq!(d.out(), "t\n");
+    assert_eq!(
+        std::fs::read_to_string(work.join("inside")).unwrap(),
+        "in\n"
+    );
+    assert_eq!(std::fs::read_to_string(allowed.join("f")).unwrap(), "ok\n");
+    let v = read_report(&s.path("report.json"));
+    let sb = &v["sandbox"];
+    assert_eq!(sb["network"], "none", "{v}");
+    let listed = |k: &str, p: &std::path::Path| {
+        sb[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x == p.to_str().unwrap())
+    };
+    assert!(listed("allow_write", &allowed), "{v}");
+    assert!(listed("deny_read", &secret), "{v}");
+}
+
 #[test]
 fn not_executable_exits_126() {
     let s = Scratch::new();

@@ -585,6 +585,17 @@ fn bad_server_flags_are_usage_errors() {
             "default-timeout",
         ),
         (&["--max-timeout", "soon"][..], "max-timeout"),
+        (&["--sandbox", "--network", "bogus"][..], "bogus"),
+        (
+            &["--sandbox", "--allow-write", "/nonexistent/dir"][..],
+            "/nonexistent/dir",
+        ),
+        (
+            &["--sandbox", "--deny-read", "/nonexistent/dir"][..],
+            "/nonexistent/dir",
+        ),
+        (&["--allow-write", "/tmp"][..], "--sandbox"),
+        (&["--network", "host"][..], "--sandbox"),
     ] {
         let out = Command::new(BIN)
             .arg("mcp")
@@ -598,4 +609,36 @@ fn bad_server_flags_are_usage_errors() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
+}
+
+/// `corral mcp --sandbox`: every run is sandboxed (a write outside its
+/// working directory fails, the host's file intact; its working directory
+/// is writable); a request cannot give or drop a sandbox.
+#[test]
+fn the_servers_sandbox_applies_to_every_run() {
+    let s = Scratch::new();
+    let outside = tempfile::Builder::new()
+        .prefix("corral-mcp-sbx-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "host\n").unwrap();
+    let mut c = Client::start(&s, &["--sandbox"]);
+    for off in [json!(false), json!({"network": "host"})] {
+        let e = c.tool_error("run", json!({"argv": ["true"], "sandbox": off}));
+        assert!(e.contains("`sandbox` is not offered"), "{e}");
+    }
+    let cmd = format!(
+        "echo bad > {v} && exit 9; rm -f {v} && exit 8; echo in > inside",
+        v = victim.display()
+    );
+    for tool in ["run", "start"] {
+        let r = c.ok(tool, json!({"command": cmd}));
+        if tool == "run" {
+            assert_eq!(r["exit_code"], 0, "{r}");
+        }
+    }
+    assert!(c.close(10 * SEC).success());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "host\n");
+    assert_eq!(std::fs::read_to_string(s.path("inside")).unwrap(), "in\n");
 }

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use corral::document::{Containment, OutcomeName, RunReport, RunSpec};
+use corral::document::{Containment, OutcomeName, RunReport, RunSpec, SandboxSpec};
 use corral::{
     CancelToken, Command, ContainmentChoice, Error, Input, LeftoverPolicy, Mechanism, Output,
     Report, Signal, SpawnErrorKind,
@@ -251,6 +251,12 @@ pub struct StartOptions {
     pub require_crash_safety: Option<bool>,
     pub memory_max: Option<f64>,
     pub pids_max: Option<f64>,
+    /// Confine the tree (index.js checked the policy: absolute paths that
+    /// exist, a network name).
+    pub sandbox: Option<bool>,
+    pub sandbox_allow_write: Option<Vec<String>>,
+    pub sandbox_deny_read: Option<Vec<String>>,
+    pub sandbox_network: Option<String>,
     /// Spawn on the runtime thread (the pid is not known when `start`
     /// returns; a failure to start reaches `onDone` with a report carrying
     /// `errno`).
@@ -425,6 +431,19 @@ fn spec_of(argv: &[String], o: &StartOptions) -> Result<RunSpec> {
     spec.memory_max = o.memory_max.map(|n| bytes(n) as u64);
     spec.pids_max = o.pids_max.map(|n| bytes(n) as u64);
     spec.require_crash_safety = o.require_crash_safety == Some(true);
+    if o.sandbox == Some(true) {
+        let paths = |v: &Option<Vec<String>>| -> Vec<PathBuf> {
+            v.iter().flatten().map(PathBuf::from).collect()
+        };
+        spec.sandbox = Some(SandboxSpec {
+            allow_write: paths(&o.sandbox_allow_write),
+            deny_read: paths(&o.sandbox_deny_read),
+            network: match &o.sandbox_network {
+                Some(n) => n.parse().map_err(invalid)?,
+                None => corral::Network::None,
+            },
+        });
+    }
     Ok(spec)
 }
 

@@ -81,6 +81,13 @@ pub struct RunOptions {
     pub memory_max: Option<f64>,
     /// cgroup tier: the tree's process count limit.
     pub pids_max: Option<f64>,
+    /// Confine the tree: `true` for the default policy (everything
+    /// readable; writes only in `cwd`, a private /tmp and the usual
+    /// devices; no network), or a policy. Where it cannot be enforced,
+    /// nothing runs: outcome `sandbox_failed` (`execFile`/`exec`: an error
+    /// with code `ERR_CORRAL_SANDBOX`).
+    #[napi(ts_type = "boolean | SandboxOptions")]
+    pub sandbox: Option<String>,
     /// Called with each chunk of stdout as it arrives (Buffers, in order;
     /// together exactly the stream). `run` only.
     #[napi(ts_type = "(chunk: Buffer) => void")]
@@ -88,6 +95,22 @@ pub struct RunOptions {
     /// Called with each chunk of stderr as it arrives. `run` only.
     #[napi(ts_type = "(chunk: Buffer) => void")]
     pub on_stderr: Option<String>,
+}
+
+/// A sandbox policy (`sandbox` option).
+#[napi(object)]
+pub struct SandboxOptions {
+    /// Paths (they must exist) the tree may also write under, beside its
+    /// working directory, a private /tmp and the usual devices. Relative
+    /// ones are taken from `process.cwd()`.
+    pub allow_write: Option<Vec<String>>,
+    /// Paths (they must exist) the tree may not read, list or execute,
+    /// nor anything under them.
+    pub deny_read: Option<Vec<String>>,
+    /// "none" (default: no TCP, UDP or host unix socket), "loopback" (a
+    /// private loopback, nothing of the host's) or "host" (not confined).
+    #[napi(ts_type = "'none' | 'loopback' | 'host'")]
+    pub network: Option<String>,
 }
 
 /// Options of `spawn()`: those of `run()` (but `input`, `onStdout`,
@@ -125,7 +148,7 @@ pub struct ExecExtra {
 pub struct RunResult {
     /// The outcome, the library's name for it.
     #[napi(
-        ts_type = "'exited' | 'signaled' | 'timed_out' | 'cancelled' | 'output_held' | 'output_limit' | 'spawn_failed' | 'containment_failed' | 'cleanup_failed'"
+        ts_type = "'exited' | 'signaled' | 'timed_out' | 'cancelled' | 'output_held' | 'output_limit' | 'spawn_failed' | 'containment_failed' | 'sandbox_failed' | 'cleanup_failed'"
     )]
     pub outcome: String,
     /// Which limit ended a `timed_out` run: "deadline" (`timeout`) or
@@ -184,7 +207,7 @@ pub struct RunResult {
 pub struct Report {
     #[napi(
         js_name = "outcome",
-        ts_type = "'exited' | 'signaled' | 'timed_out' | 'cancelled' | 'output_held' | 'output_limit' | 'spawn_failed' | 'containment_failed' | 'cleanup_failed'"
+        ts_type = "'exited' | 'signaled' | 'timed_out' | 'cancelled' | 'output_held' | 'output_limit' | 'spawn_failed' | 'containment_failed' | 'sandbox_failed' | 'cleanup_failed'"
     )]
     pub outcome: String,
     #[napi(js_name = "timeout_kind", ts_type = "'deadline' | 'idle' | null")]

@@ -31,7 +31,7 @@ test('every option of run() that is an option of the run is in the table', () =>
   // run()'s options that are no option of the run: its streams, callbacks,
   // decoding and cancellation.
   const own = ['input', 'encoding', 'onStdout', 'onStderr', 'signal']
-  const options = ['timeout', 'idleTimeout', 'maxOutput', 'killSignal', 'killAfter', 'waitDelay', 'cwd', 'env', 'containment', 'leftovers', 'requireCrashSafety', 'memoryMax', 'pidsMax', 'maxBuffer']
+  const options = ['timeout', 'idleTimeout', 'maxOutput', 'killSignal', 'killAfter', 'waitDelay', 'cwd', 'env', 'containment', 'leftovers', 'requireCrashSafety', 'memoryMax', 'pidsMax', 'maxBuffer', 'sandbox']
   assert.deepEqual([...claimed].sort(), options.sort())
   assert.throws(() => _runSpec(['true'], { bogus: 1 }), /Unknown option "bogus"/)
   for (const k of own) assert.ok(!claimed.has(k), k)

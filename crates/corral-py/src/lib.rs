@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use corral::document::{PtySpec, RunReport, RunSpec};
+use corral::document::{PtySpec, RunReport, RunSpec, SandboxSpec};
 use corral::{
     CancelToken, Captured, Command, ContainmentChoice, Error, Input, LeftoverPolicy, Mechanism,
     Output, Report, Signal, SpawnErrorKind,
@@ -42,6 +42,13 @@ create_exception!(
     ContainmentUnavailable,
     PyException,
     "The requested containment could not be set up; nothing was run."
+);
+
+create_exception!(
+    _corral,
+    SandboxUnavailable,
+    PyException,
+    "The requested sandbox cannot be enforced here; nothing was run."
 );
 
 /// How often a waiting Python thread wakes to run signal handlers.
@@ -522,6 +529,7 @@ fn spawn_error(e: Error) -> PyErr {
         Error::Containment { .. } => {
             ContainmentUnavailable::new_err(python_names(&e.full_message()))
         }
+        Error::Sandbox { .. } => SandboxUnavailable::new_err(e.full_message()),
         Error::InvalidInput(m) => PyValueError::new_err(m),
         other => PyRuntimeError::new_err(other.full_message()),
     }
@@ -584,6 +592,39 @@ fn start(
 fn _spec(argv: Vec<OsString>, options: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
     let spec = spec_of(argv, options)?;
     serde_json::to_string(&spec).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// `sandbox=`: True (the default policy), False, or a dict with the keys
+/// `allow_write` and `deny_read` (lists of paths) and `network` (a name),
+/// as `corral.Sandbox` gives it.
+fn sandbox_of(v: &Bound<'_, PyAny>) -> PyResult<Option<SandboxSpec>> {
+    let typed =
+        |e: String| pyo3::exceptions::PyTypeError::new_err(format!("start(): bad sandbox: {e}"));
+    if let Ok(b) = v.extract::<bool>() {
+        return Ok(b.then(SandboxSpec::default));
+    }
+    let d = v
+        .cast::<PyDict>()
+        .map_err(|_| typed("True, False or a corral.Sandbox".into()))?;
+    let mut spec = SandboxSpec::default();
+    for (k, v) in d.iter() {
+        let k: String = k.extract()?;
+        if v.is_none() {
+            continue;
+        }
+        match k.as_str() {
+            "allow_write" => {
+                spec.allow_write = v.extract().map_err(|e: PyErr| typed(e.to_string()))?
+            }
+            "deny_read" => spec.deny_read = v.extract().map_err(|e: PyErr| typed(e.to_string()))?,
+            "network" => {
+                let name: String = v.extract().map_err(|e: PyErr| typed(e.to_string()))?;
+                spec.network = name.parse().map_err(PyValueError::new_err)?;
+            }
+            other => return Err(typed(format!("unknown key {other:?}"))),
+        }
+    }
+    Ok(Some(spec))
 }
 
 /// The one mapping of `start`'s keywords (the Python layer's names, checked
@@ -666,6 +707,7 @@ fn spec_of(argv: Vec<OsString>, options: Option<&Bound<'_, PyDict>>) -> PyResult
                 let (cols, rows): (u16, u16) = v.extract().map_err(typed)?;
                 spec.pty = Some(PtySpec { cols, rows });
             }
+            "sandbox" => spec.sandbox = sandbox_of(&v)?,
             other => {
                 return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                     "start() got an unexpected keyword argument '{other}'"
@@ -905,6 +947,10 @@ fn _corral(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add(
         "ContainmentUnavailable",
         m.py().get_type::<ContainmentUnavailable>(),
+    )?;
+    m.add(
+        "SandboxUnavailable",
+        m.py().get_type::<SandboxUnavailable>(),
     )?;
     m.add("MULTI_THREADED_DRIVER", cfg!(not(unix)))?;
     // The package's version is the crate's (maturin builds the wheel's

@@ -52,7 +52,7 @@ def test_the_table_covers_every_keyword_of_start():
         "cwd", "env", "timeout", "grace", "wait_delay", "idle_timeout", "max_output", "signal",
         "leftovers", "capture_limit", "containment", "confirm_window", "memory_max", "pids_max",
         "require_crash_safety", "program", "keep_fds", "restore_signals", "new_session", "uid",
-        "gid", "groups", "umask", "pty",
+        "gid", "groups", "umask", "pty", "sandbox",
     }
     assert claimed == options
     for k in options:

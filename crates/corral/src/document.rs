@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 mod run_spec;
 #[cfg(feature = "schema")]
 pub use run_spec::run_spec_schema;
-pub use run_spec::{Containment, PtySpec, RunSpec, SpecError, SHELL};
+pub use run_spec::{Containment, PtySpec, RunSpec, SandboxSpec, SpecError, SHELL};
 
 use crate::report::{
     CleanupError, CleanupStep, LimitHit, Mechanism, Report, RootStatus, TimeoutKind,
@@ -58,6 +58,8 @@ pub enum OutcomeName {
     SpawnFailed,
     /// The containment asked for could not be set up.
     ContainmentFailed,
+    /// The sandbox asked for cannot be enforced here; nothing ran.
+    SandboxFailed,
     /// Cleanup failed after the command ran (`error` says how).
     CleanupFailed,
 }
@@ -74,6 +76,7 @@ impl OutcomeName {
             OutcomeName::OutputLimit => "output_limit",
             OutcomeName::SpawnFailed => "spawn_failed",
             OutcomeName::ContainmentFailed => "containment_failed",
+            OutcomeName::SandboxFailed => "sandbox_failed",
             OutcomeName::CleanupFailed => "cleanup_failed",
         }
     }
@@ -84,7 +87,7 @@ impl OutcomeName {
     }
 }
 
-const ALL_OUTCOMES: [OutcomeName; 9] = [
+const ALL_OUTCOMES: [OutcomeName; 10] = [
     OutcomeName::Exited,
     OutcomeName::Signaled,
     OutcomeName::TimedOut,
@@ -93,6 +96,7 @@ const ALL_OUTCOMES: [OutcomeName; 9] = [
     OutcomeName::OutputLimit,
     OutcomeName::SpawnFailed,
     OutcomeName::ContainmentFailed,
+    OutcomeName::SandboxFailed,
     OutcomeName::CleanupFailed,
 ];
 

@@ -18,7 +18,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 
-use corral::document::{Containment, RunSpec};
+use corral::document::{Containment, RunSpec, SandboxSpec};
 use corral::{LeftoverPolicy, Signal};
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
@@ -73,6 +73,9 @@ pub struct Task {
     /// `cwd` as written (the fingerprint must not depend on where the
     /// manifest sits on a machine).
     pub cwd_raw: Option<String>,
+    /// The sandbox policy as written (paths unresolved), for the
+    /// fingerprint.
+    pub sandbox_raw: Option<String>,
 }
 
 /// A task's `containment` key.
@@ -104,6 +107,9 @@ impl Task {
         }
         if let Some(n) = s.max_output {
             later.push_str(&format!(" max_output={n}"));
+        }
+        if let Some(p) = &self.sandbox_raw {
+            later.push_str(&format!(" sandbox={p}"));
         }
         let text = |o: &std::ffi::OsString| o.to_string_lossy().into_owned();
         let argv: Vec<String> = s
@@ -247,6 +253,26 @@ impl<'de> Deserialize<'de> for Sig {
     }
 }
 
+/// A sandbox's network by name.
+#[derive(Debug, Clone, Copy)]
+struct Net(corral::Network);
+
+impl<'de> Deserialize<'de> for Net {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Net, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Net;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a network policy: \"none\", \"loopback\" or \"host\"")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Net, E> {
+                s.parse().map(Net).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// A size: a number of bytes, or a string with a suffix (`"64M"`).
 #[derive(Debug, Clone, Copy)]
 struct Bytes(u64);
@@ -307,6 +333,10 @@ struct RawDefaults {
     pids_max: Option<Spanned<u64>>,
     containment: Option<ContainmentKey>,
     require_crash_safety: Option<bool>,
+    sandbox: Option<Spanned<bool>>,
+    allow_write: Option<Spanned<Vec<String>>>,
+    deny_read: Option<Spanned<Vec<String>>>,
+    network: Option<Spanned<Net>>,
 }
 
 #[derive(Deserialize)]
@@ -334,6 +364,10 @@ struct RawTask {
     pids_max: Option<Spanned<u64>>,
     containment: Option<ContainmentKey>,
     require_crash_safety: Option<bool>,
+    sandbox: Option<Spanned<bool>>,
+    allow_write: Option<Spanned<Vec<String>>>,
+    deny_read: Option<Spanned<Vec<String>>>,
+    network: Option<Spanned<Net>>,
 }
 
 /// Makes the errors that point into the manifest's text.
@@ -399,6 +433,7 @@ pub fn parse(file: &str, text: &str, base: &Path) -> Result<Vec<Task>, ManifestE
         let whole = named.1.clone().or(Some(span));
         tasks.push(task(&at, i, t, named, whole, &defaults, base)?);
     }
+    unused_sandbox_defaults(&at, &defaults, &tasks)?;
     Ok(tasks)
 }
 
@@ -415,6 +450,7 @@ fn task(
 ) -> Result<Task, ManifestError> {
     let here = |k: &str| format!("task[{i}].{k}");
     let argv = task_argv(at, i, &t, &name, name_span, whole.clone())?;
+    let (sandbox, sandbox_raw) = task_sandbox(at, i, &t, defaults, base)?;
     let repeat = match &t.repeat {
         Some(r) if *r.get_ref() == 0 => {
             return Err(at.err(
@@ -499,6 +535,7 @@ fn task(
             .require_crash_safety
             .or(defaults.require_crash_safety)
             .unwrap_or(false),
+        sandbox,
         ..RunSpec::default()
     };
     Ok(Task {
@@ -511,7 +548,129 @@ fn task(
         warmup: t.warmup.or(defaults.warmup).unwrap_or(0),
         serial: t.serial.or(defaults.serial).unwrap_or(false),
         cwd_raw,
+        sandbox_raw,
     })
+}
+
+/// A task's sandbox (`sandbox = true`, its own or `[defaults]`'), with its
+/// policy keys (each the task's own, else `[defaults]`'); paths resolved
+/// against the manifest's directory and checked to exist. A policy key in
+/// a task that is not sandboxed is an error (it would be silently
+/// ignored); and the policy as written, for the fingerprint.
+fn task_sandbox(
+    at: &At<'_>,
+    i: usize,
+    t: &RawTask,
+    defaults: &RawDefaults,
+    base: &Path,
+) -> Result<(Option<SandboxSpec>, Option<String>), ManifestError> {
+    let here = |k: &str| format!("task[{i}].{k}");
+    let on = t
+        .sandbox
+        .as_ref()
+        .or(defaults.sandbox.as_ref())
+        .is_some_and(|b| *b.get_ref());
+    if !on {
+        let own = [
+            ("allow_write", t.allow_write.as_ref().map(Spanned::span)),
+            ("deny_read", t.deny_read.as_ref().map(Spanned::span)),
+            ("network", t.network.as_ref().map(Spanned::span)),
+        ];
+        if let Some((k, span)) = own.into_iter().find(|(_, s)| s.is_some()) {
+            return Err(at.err(
+                span,
+                Some(here(k)),
+                format!(
+                    "`{k}` is a sandbox policy key, but the task is not sandboxed: add                      `sandbox = true` (to the task or to [defaults])"
+                ),
+            ));
+        }
+        return Ok((None, None));
+    }
+    let mut written = Vec::new();
+    let mut lists: [Vec<std::path::PathBuf>; 2] = Default::default();
+    for (n, (k, own, dflt)) in [
+        ("allow_write", &t.allow_write, &defaults.allow_write),
+        ("deny_read", &t.deny_read, &defaults.deny_read),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (key, list) = match (own, dflt) {
+            (Some(l), _) => (here(k), l),
+            (None, Some(l)) => (format!("defaults.{k}"), l),
+            (None, None) => continue,
+        };
+        for (j, raw) in list.get_ref().iter().enumerate() {
+            let problem = if raw.is_empty() {
+                Some("is empty: name a path".to_owned())
+            } else if raw.contains('\0') {
+                Some("holds a NUL byte, which no path can hold".to_owned())
+            } else {
+                let p = base.join(raw);
+                // A dangling symlink does not exist either.
+                (!p.exists()).then(|| {
+                    format!(
+                        "{} does not exist (a sandbox policy names existing paths; relative                          ones are taken from the manifest's directory)",
+                        p.display()
+                    )
+                })
+            };
+            if let Some(why) = problem {
+                return Err(at.err(Some(list.span()), Some(format!("{key}[{j}]")), why));
+            }
+            // Absolute: the library takes no relative policy path (the
+            // manifest's directory may be given relative).
+            let p = base.join(raw);
+            lists[n].push(std::path::absolute(&p).unwrap_or(p));
+        }
+        written.push(format!("{k}={:?}", list.get_ref()));
+    }
+    let network = t
+        .network
+        .as_ref()
+        .or(defaults.network.as_ref())
+        .map_or(corral::Network::None, |n| n.get_ref().0);
+    written.push(format!("network={network}"));
+    let [allow_write, deny_read] = lists;
+    Ok((
+        Some(SandboxSpec {
+            allow_write,
+            deny_read,
+            network,
+        }),
+        Some(written.join(",")),
+    ))
+}
+
+/// A `[defaults]` sandbox policy key that applies to no task (none is
+/// sandboxed) is an error: it would be silently ignored.
+fn unused_sandbox_defaults(
+    at: &At<'_>,
+    defaults: &RawDefaults,
+    tasks: &[Task],
+) -> Result<(), ManifestError> {
+    if tasks.iter().any(|t| t.spec.sandbox.is_some()) {
+        return Ok(());
+    }
+    let keys = [
+        (
+            "allow_write",
+            defaults.allow_write.as_ref().map(Spanned::span),
+        ),
+        ("deny_read", defaults.deny_read.as_ref().map(Spanned::span)),
+        ("network", defaults.network.as_ref().map(Spanned::span)),
+    ];
+    match keys.into_iter().find(|(_, s)| s.is_some()) {
+        Some((k, span)) => Err(at.err(
+            span,
+            Some(format!("defaults.{k}")),
+            format!(
+                "`{k}` is a sandbox policy key, but no task is sandboxed: add `sandbox = true`                  (to [defaults] or to the tasks)"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 impl From<ContainmentKey> for Containment {
@@ -980,6 +1139,106 @@ cwd = "sub"
             4,
             "task[0].require_crash_safety",
             "invalid type",
+        );
+    }
+
+    /// `sandbox = true` (task or defaults) with its policy keys, the task's
+    /// own winning; relative paths from the manifest's directory; a policy
+    /// key without a sandbox, a missing path or a bad network is an error
+    /// naming the key.
+    #[test]
+    fn sandbox_keys() {
+        let q = |text: &str| parse("m.toml", text, Path::new("/"));
+        let t = q(r#"
+[defaults]
+sandbox = true
+allow_write = ["tmp"]
+network = "loopback"
+[[task]]
+name = "a"
+run = ["x"]
+[[task]]
+name = "b"
+run = ["x"]
+deny_read = ["/proc", "etc"]
+network = "host"
+[[task]]
+name = "c"
+run = ["x"]
+sandbox = false
+"#)
+        .unwrap();
+        let a = t[0].spec.sandbox.as_ref().unwrap();
+        assert_eq!(a.allow_write, [Path::new("/tmp")]);
+        assert_eq!(a.network, corral::Network::Loopback);
+        let b = t[1].spec.sandbox.as_ref().unwrap();
+        assert_eq!(b.allow_write, [Path::new("/tmp")]);
+        assert_eq!(b.deny_read, [Path::new("/proc"), Path::new("/etc")]);
+        assert_eq!(b.network, corral::Network::Host);
+        assert_eq!(t[2].spec.sandbox, None);
+        // The default policy; the fingerprint changes with the sandbox.
+        let plain = "[[task]]\nname = \"a\"\nrun = [\"x\"]\n";
+        let on = format!("{plain}sandbox = true\n");
+        let t = q(&on).unwrap();
+        assert_eq!(t[0].spec.sandbox, Some(SandboxSpec::default()));
+        let f = |t: &str| fingerprint(&q(t).unwrap());
+        assert_eq!(f(plain), "adcdc0a49635abce");
+        assert_ne!(f(plain), f(&on));
+        assert_ne!(f(&on), f(&format!("{on}network = \"host\"\n")));
+        let bad = |text: &str, key: &str, msg: &str| {
+            let e = q(text).unwrap_err();
+            assert_eq!(e.key.as_deref(), Some(key), "{e}");
+            assert!(e.message.contains(msg), "{e}");
+        };
+        bad(
+            &format!("{plain}allow_write = [\"/tmp\"]\n"),
+            "task[0].allow_write",
+            "not sandboxed",
+        );
+        bad(
+            &format!("{plain}network = \"none\"\n"),
+            "task[0].network",
+            "sandbox = true",
+        );
+        bad(
+            &format!("[defaults]\ndeny_read = [\"/tmp\"]\n{plain}"),
+            "defaults.deny_read",
+            "no task is sandboxed",
+        );
+        bad(
+            &format!("{on}network = \"bogus\"\n"),
+            "task[0].network",
+            "expected none, loopback",
+        );
+        bad(
+            &format!("{on}network = 1\n"),
+            "task[0].network",
+            "a network policy",
+        );
+        bad(
+            &format!("{plain}sandbox = \"yes\"\n"),
+            "task[0].sandbox",
+            "invalid type",
+        );
+        bad(
+            &format!("{on}allow_write = \"/tmp\"\n"),
+            "task[0].allow_write",
+            "invalid type",
+        );
+        bad(
+            &format!("{on}allow_write = [\"/tmp\", \"nonexistent-corral\"]\n"),
+            "task[0].allow_write[1]",
+            "/nonexistent-corral does not exist",
+        );
+        bad(
+            &format!("{on}deny_read = [\"\"]\n"),
+            "task[0].deny_read[0]",
+            "empty",
+        );
+        bad(
+            &format!("{on}deny_read = [\"a\\u0000b\"]\n"),
+            "task[0].deny_read[0]",
+            "NUL",
         );
     }
 

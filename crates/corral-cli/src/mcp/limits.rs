@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use corral::document::RunSpec;
+use corral::document::{RunSpec, SandboxSpec};
 use corral::LeftoverPolicy;
 use serde_json::{Map, Value};
 
@@ -20,6 +20,8 @@ pub struct Limits {
     /// Canonical: symlinks resolved.
     pub root: PathBuf,
     pub require_crash_safety: bool,
+    /// The server's sandbox, imposed on every run.
+    pub sandbox: Option<SandboxSpec>,
 }
 
 impl Limits {
@@ -55,6 +57,7 @@ impl Limits {
             max_timeout: opts.max_timeout,
             root,
             require_crash_safety: opts.require_crash_safety,
+            sandbox: opts.sandbox.policy(),
         })
     }
 
@@ -110,6 +113,8 @@ impl Limits {
         spec.leftovers = Some(LeftoverPolicy::Kill);
         spec.grace_ms = Some(KILL_AFTER);
         spec.require_crash_safety |= self.require_crash_safety;
+        // The server's sandbox, whatever the request (it cannot give one).
+        spec.sandbox = self.sandbox.clone();
         spec.capture_limit = Some(self.kept.saturating_mul(2) as u64);
         Ok(Checked {
             spec,
@@ -184,6 +189,7 @@ pub const NOT_OFFERED: &[(&str, &str)] = &[
     ("gid", "a request does not change whom the server runs programs as"),
     ("groups", "a request does not change whom the server runs programs as"),
     ("umask", "process set-up for programs embedding corral"),
+    ("sandbox", "the server's own --sandbox (and its --allow-write, --deny-read, --network) applies to every run it starts: a request can neither loosen nor change it, and an agent is not asked to confine itself"),
 ];
 
 /// The arguments of `run` and `start`: the offered fields of a spec, and
@@ -243,6 +249,7 @@ mod tests {
             max_timeout: Duration::from_secs(60),
             root: root.canonicalize().unwrap(),
             require_crash_safety: false,
+            sandbox: None,
         }
     }
 
@@ -287,6 +294,31 @@ mod tests {
         assert_eq!(s.spec.grace_ms, Some(KILL_AFTER));
         assert_eq!(s.spec.capture_limit, Some(2048));
         assert_eq!(s.spec.signal, Some(corral::Signal::INT));
+    }
+
+    /// The server's sandbox is every run's; a request cannot give one
+    /// (nor turn it off).
+    #[test]
+    fn the_servers_sandbox_is_every_runs() {
+        use serde_json::json;
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = limits(dir.path());
+        let policy = SandboxSpec {
+            allow_write: vec!["/tmp".into()],
+            network: corral::Network::Loopback,
+            ..SandboxSpec::default()
+        };
+        l.sandbox = Some(policy.clone());
+        let parse = |v: Value| RunArgs::parse(v.as_object().unwrap().clone());
+        let s = l.check(parse(json!({"argv": ["true"]})).unwrap()).unwrap();
+        assert_eq!(s.spec.sandbox.as_ref(), Some(&policy));
+        for off in [json!(false), json!(null), json!({"network": "host"})] {
+            let e = parse(json!({"argv": ["true"], "sandbox": off})).unwrap_err();
+            assert!(e.contains("`sandbox` is not offered"), "{e}");
+        }
+        l.sandbox = None;
+        let s = l.check(parse(json!({"argv": ["true"]})).unwrap()).unwrap();
+        assert_eq!(s.spec.sandbox, None);
     }
 
     /// Every field of the spec is offered or not, never both.

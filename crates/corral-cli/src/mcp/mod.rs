@@ -62,6 +62,14 @@ pub struct McpOpts {
     /// a run goes ahead and its result says crash_safe false.
     #[arg(long)]
     pub require_crash_safety: bool,
+
+    /// Confine every run the server starts (`corral run --sandbox`): the
+    /// policy of --sandbox, --allow-write, --deny-read and --network
+    /// applies to every `run` and `start`; a request cannot loosen or
+    /// change it. A run whose sandbox cannot be enforced here does not
+    /// start (a tool error naming what is missing).
+    #[command(flatten)]
+    pub sandbox: crate::args::SandboxOpts,
 }
 
 const MCP_AFTER_HELP: &str = "\
@@ -94,9 +102,14 @@ the crash-safety keeper kills every tree still running. A run never keeps
 leftovers: a detached descendant is killed when its run ends (kept is 0);
 a session's background jobs live until session_close or the server's end.
 
+Sandbox (--sandbox): every run may write only under its working directory
+(inside --root), a private /tmp and --allow-write paths; reads everything
+but --deny-read paths; has the --network given (none by default).
+
 Register with an agent (mcpServers JSON):
   {\"mcpServers\": {\"corral\": {\"command\": \"corral\",
-                             \"args\": [\"mcp\", \"--root\", \"/path/to/project\"]}}}";
+                             \"args\": [\"mcp\", \"--root\", \"/path/to/project\",
+                                      \"--sandbox\"]}}}";
 
 fn parse_kept(s: &str) -> Result<usize, String> {
     let n = crate::duration::parse_bytes(s)?;

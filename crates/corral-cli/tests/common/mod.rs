@@ -263,6 +263,7 @@ pub const OUTCOMES: &[&str] = &[
     "output_held",
     "spawn_failed",
     "containment_failed",
+    "sandbox_failed",
     "cleanup_failed",
 ];
 
@@ -393,7 +394,7 @@ pub fn check_report(v: &Value) {
     let mech_ok = v["containment"]
         .as_str()
         .is_some_and(|m| known.contains(&m));
-    if outcome == "spawn_failed" {
+    if outcome == "spawn_failed" || outcome == "sandbox_failed" {
         assert!(mech_ok || v["containment"].is_null(), "containment in {v}");
     } else {
         assert!(mech_ok, "containment in {v}");
@@ -408,8 +409,8 @@ pub fn check_report(v: &Value) {
             assert!(v["signal"].is_i64(), "signaled without signal: {v}");
             assert!(v["exit_code"].is_null(), "signaled with exit_code: {v}");
         }
-        "spawn_failed" | "containment_failed" | "cleanup_failed" | "timed_out" | "output_held"
-        | "output_limit" => {
+        "spawn_failed" | "containment_failed" | "sandbox_failed" | "cleanup_failed"
+        | "timed_out" | "output_held" | "output_limit" => {
             assert!(v["error"].is_string(), "{outcome} without error: {v}");
         }
         _ => {}

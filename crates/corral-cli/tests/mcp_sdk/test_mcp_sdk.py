@@ -331,3 +331,75 @@ def test_server_end_kills_the_sessions_jobs(scratch):
 
 if __name__ == "__main__":
     raise SystemExit(pytest.main([__file__, "-v"]))
+
+
+def test_sandboxed_server_refuses_what_it_cannot_enforce(scratch):
+    """`corral mcp --sandbox`: a request cannot give or drop the sandbox;
+    where the sandbox cannot be enforced (here: no namespaces, forced, and
+    a private loopback asked for), every run is a tool error naming why,
+    and its command never runs."""
+
+    async def main():
+        params = StdioServerParameters(
+            command=BIN,
+            args=["mcp", "--sandbox", "--network", "loopback"],
+            cwd=scratch,
+            env={**os.environ, "T": scratch, "CORRAL_SANDBOX_NO_NAMESPACES": "1"},
+        )
+        async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            bad = await s.call_tool("run", {"argv": ["true"], "sandbox": False})
+            assert is_error(bad) and "`sandbox` is not offered" in bad.content[0].text
+            for tool in ("run", "start"):
+                res = await s.call_tool(tool, {"command": 'touch "$T/ran"'})
+                assert is_error(res), res
+                assert "namespace" in res.content[0].text
+
+    run(main())
+    assert not os.path.exists(os.path.join(scratch, "ran"))
+
+
+@pytest.fixture
+def outside():
+    """A directory outside the server's root and outside /tmp (private in
+    a sandbox)."""
+    d = tempfile.mkdtemp(prefix="corral-mcp-sbx-", dir="/var/tmp")
+    os.chmod(d, 0o777)
+    yield d
+    import shutil
+
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_sandboxed_server_confines_every_run(scratch, outside):
+    """An escape (a write outside the working directory fails, the host's
+    file intact) and ordinary work (the working directory, /tmp, a pipe,
+    an --allow-write path) through the SDK client."""
+    victim = os.path.join(outside, "victim")
+    with open(victim, "w") as f:
+        f.write("host\n")
+    allowed = os.path.join(outside, "allowed")
+    os.mkdir(allowed)
+    os.chmod(allowed, 0o777)
+
+    async def main():
+        async with session(scratch, "--sandbox", "--allow-write", allowed) as (r, w), \
+                ClientSession(r, w) as s:
+            await s.initialize()
+            res = structured(await s.call_tool("run", {
+                "command": f"echo bad > {victim} && exit 9; rm -f {victim} && exit 8; exit 0"}))
+            assert res["outcome"] == "exited" and res["exit_code"] == 0, res
+            res = structured(await s.call_tool("run", {
+                "command": f"echo in > inside && echo t > /tmp/t && cat /tmp/t | cat "
+                           f"&& echo ok > {allowed}/f && cat {allowed}/f"}))
+            assert res["exit_code"] == 0, res
+            assert res["stdout"] == "t\nok\n"
+            # A request cannot turn it off.
+            bad = await s.call_tool("run", {"argv": ["true"], "sandbox": False})
+            assert is_error(bad)
+
+    run(main())
+    with open(victim) as f:
+        assert f.read() == "host\n"
+    with open(os.path.join(scratch, "inside")) as f:
+        assert f.read() == "in\n"

@@ -17,7 +17,10 @@ async function main() {
   const l = await run(['yes'], { idleTimeout: 500, maxOutput: 1000 })
   const kind: 'deadline' | 'idle' | null = l.timeoutKind
   const capped: boolean = l.outcome === 'output_limit' && l.report.timeout_kind === null
-  console.log(kind, capped)
+  const boxed = await run(['true'], { sandbox: { allowWrite: ['/tmp'], denyRead: ['/etc'], network: 'loopback' } })
+  const refused: boolean = boxed.outcome === 'sandbox_failed'
+  await run(['true'], { sandbox: true })
+  console.log(kind, capped, refused)
   console.log(code, s, buf, w, stdout, r.report.timings_ms?.spawn)
 }
 main()

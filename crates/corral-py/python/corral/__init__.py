@@ -65,6 +65,8 @@ __all__ = [
     "ContainmentError",
     "Session",
     "SessionClosed",
+    "SandboxError",
+    "Sandbox",
     "enable_subreaper",
     "raise_nofile_limit",
     "PIPE",
@@ -234,6 +236,8 @@ class Result(subprocess.CompletedProcess):
         self.timings = Timings(**report["timings"])
         self.usage: Optional[Usage] = Usage(**report["usage"]) if report["usage"] is not None else None
         self.limits_hit: List[str] = list(report["limits_hit"])
+        #: What the sandbox enforced, rule by rule (None without ``sandbox=``).
+        self.sandbox: Optional[Dict[str, Any]] = report.get("sandbox")
         self.pid: int = report["pid"]
         self.timeout: Optional[float] = None
         # A command of a :class:`Session` (None otherwise).
@@ -341,6 +345,83 @@ class ContainmentError(CorralError):
     required (``require_crash_safety=True``) and cannot be had; nothing was
     run (a root already started is killed and released before this is
     raised)."""
+
+
+class SandboxError(CorralError):
+    """The sandbox asked for (``sandbox=``) cannot be enforced here (the
+    kernel, the privileges, a missing mechanism: the message names what is
+    missing); nothing was run. A sandbox never degrades silently."""
+
+
+_NETWORKS = ("none", "loopback", "host")
+
+
+class Sandbox:
+    """A confinement policy for the whole tree (``run(..., sandbox=...)``;
+    ``sandbox=True`` is ``Sandbox()``).
+
+    Everything stays readable but the ``deny_read`` paths (reading, listing,
+    executing them or anything under them fails). Writable: the working
+    directory's subtree, a private empty /tmp (and /dev/shm) gone after the
+    run, the usual devices, and the ``allow_write`` paths; every other
+    write fails. ``network``: ``"none"`` (default: no TCP, UDP or host
+    unix socket), ``"loopback"`` (a private loopback, nothing of the
+    host's) or ``"host"`` (not confined). The tree cannot signal or ptrace
+    a process outside it, and gains no privileges from set-uid programs.
+    Paths must exist (``ValueError`` otherwise); relative ones are taken
+    from the current directory.
+
+    >>> import corral
+    >>> corral.Sandbox(allow_write=["/tmp"], network="loopback")
+    Sandbox(allow_write=['/tmp'], deny_read=[], network='loopback')
+    """
+
+    __slots__ = ("allow_write", "deny_read", "network")
+
+    def __init__(
+        self,
+        allow_write: Sequence[Union[str, bytes, "os.PathLike[Any]"]] = (),
+        deny_read: Sequence[Union[str, bytes, "os.PathLike[Any]"]] = (),
+        network: str = "none",
+    ) -> None:
+        def paths(v: Any, what: str) -> List[str]:
+            if isinstance(v, (str, bytes, os.PathLike)):
+                raise TypeError(f"{what} must be a list of paths, not a single path {v!r}")
+            out = []
+            for p in v:
+                p = os.fsdecode(p)
+                if not p or "\0" in p:
+                    raise ValueError(f"{what}: bad path {p!r}")
+                out.append(os.path.abspath(p))
+            return out
+
+        if network not in _NETWORKS:
+            raise ValueError(f"network must be one of {', '.join(_NETWORKS)}, not {network!r}")
+        self.allow_write: List[str] = paths(allow_write, "allow_write")
+        self.deny_read: List[str] = paths(deny_read, "deny_read")
+        self.network: str = network
+
+    def __repr__(self) -> str:
+        return f"Sandbox(allow_write={self.allow_write!r}, deny_read={self.deny_read!r}, network={self.network!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sandbox):
+            return NotImplemented
+        return (self.allow_write, self.deny_read, self.network) == (other.allow_write, other.deny_read, other.network)
+
+    def _native(self) -> Dict[str, Any]:
+        return {"allow_write": self.allow_write, "deny_read": self.deny_read, "network": self.network}
+
+
+def _sandbox(value: Any) -> Any:
+    """``sandbox=`` -> what _corral.start takes."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return True
+    if isinstance(value, Sandbox):
+        return value._native()
+    raise TypeError(f"sandbox must be True, False, None or a corral.Sandbox, not {value!r}")
 
 
 def _error_for(r: Result) -> Optional[CorralError]:
@@ -724,6 +805,7 @@ def _start(
     memory_max: Optional[int] = None,
     pids_max: Optional[int] = None,
     require_crash_safety: bool = False,
+    sandbox: Any = None,
     bufsize: int = -1,
     preexec_fn: Any = None,
     close_fds: bool = True,
@@ -822,12 +904,15 @@ def _start(
             memory_max=memory_max,
             pids_max=pids_max,
             require_crash_safety=bool(require_crash_safety),
+            sandbox=_sandbox(sandbox),
             **({"program": program} if program is not None else {}),
             **({"pty": pty_size} if pty_size is not None else {}),
             **extra,
         )
     except _corral.ContainmentUnavailable as e:
         raise ContainmentError(str(e)) from None
+    except _corral.SandboxUnavailable as e:
+        raise SandboxError(str(e)) from None
     except OSError as e:
         if cwd is not None:
             raise _cwd_error(cwd, e) from None
@@ -975,6 +1060,11 @@ def run(*popenargs: Any, check: bool = False, **kwargs: Any) -> Result:
     own death (the keeper that kills it then could not be started); by
     default the run goes ahead and ``result.crash_safe`` is False.
 
+    ``sandbox=True`` (or a :class:`Sandbox`) confines the tree: writes only
+    in ``cwd``, a private /tmp and the policy's ``allow_write`` paths; no
+    network by default; see :class:`Sandbox`. Where the sandbox cannot be
+    enforced, :class:`SandboxError` is raised and nothing runs.
+
     As ``subprocess.run``, a timeout always raises :class:`TimeoutExpired`
     (a ``subprocess.TimeoutExpired`` carrying the result; the whole tree is
     killed first). ``check=True`` raises unless the command exited 0 with
@@ -987,7 +1077,8 @@ def run(*popenargs: Any, check: bool = False, **kwargs: Any) -> Result:
     ``OSError`` with ``errno.EMFILE`` (or ``ENFILE``) whose message names
     the limit (see :func:`raise_nofile_limit`), nothing left running;
     unavailable containment (or crash safety, when required) raises
-    :class:`ContainmentError`.
+    :class:`ContainmentError`; a sandbox that cannot be enforced,
+    :class:`SandboxError`.
 
     The GIL is released while the run is supervised. Ctrl-C
     (KeyboardInterrupt) while ``run`` waits kills the tree, waits for the

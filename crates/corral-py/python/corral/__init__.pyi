@@ -11,6 +11,7 @@ _Args = Union[str, bytes, os.PathLike, Sequence[Union[str, bytes, os.PathLike]]]
 _Stream = Union[None, int, IO[Any]]
 _Env = Mapping[Union[str, bytes], Union[str, bytes]]
 _Outcome = Literal["exited", "signaled", "timed_out", "cancelled", "output_held", "output_limit", "cleanup_failed"]
+_Network = Literal["none", "loopback", "host"]
 _Leftovers = Literal["keep-on-success", "kill", "keep"]
 _Containment = Literal["auto", "cgroup", "pid_namespace", "subreaper", "process_group", "job_object"]
 
@@ -71,6 +72,7 @@ class Result(subprocess.CompletedProcess[Any]):
     session_id: Optional[str]
     jobs: List[Tuple[int, str]]
     session_ended: Optional[str]
+    sandbox: Optional[Dict[str, Any]]
     pid: int
     timeout: Optional[float]
     @property
@@ -136,6 +138,18 @@ class Session:
     def close(self) -> None: ...
     def __enter__(self) -> "Session": ...
     def __exit__(self, *exc: Any) -> None: ...
+class SandboxError(CorralError): ...
+
+class Sandbox:
+    allow_write: List[str]
+    deny_read: List[str]
+    network: _Network
+    def __init__(
+        self,
+        allow_write: Sequence[Union[str, bytes, os.PathLike[Any]]] = ...,
+        deny_read: Sequence[Union[str, bytes, os.PathLike[Any]]] = ...,
+        network: _Network = ...,
+    ) -> None: ...
 
 def run(
     args: _Args,
@@ -168,6 +182,7 @@ def run(
     memory_max: Optional[int] = ...,
     pids_max: Optional[int] = ...,
     require_crash_safety: bool = ...,
+    sandbox: Union[bool, Sandbox, None] = ...,
     bufsize: int = ...,
     preexec_fn: None = ...,
     close_fds: bool = ...,
@@ -214,6 +229,7 @@ async def run_async(
     memory_max: Optional[int] = ...,
     pids_max: Optional[int] = ...,
     require_crash_safety: bool = ...,
+    sandbox: Union[bool, Sandbox, None] = ...,
     bufsize: int = ...,
     preexec_fn: None = ...,
     close_fds: bool = ...,
@@ -276,6 +292,7 @@ def spawn(
     memory_max: Optional[int] = ...,
     pids_max: Optional[int] = ...,
     require_crash_safety: bool = ...,
+    sandbox: Union[bool, Sandbox, None] = ...,
     bufsize: int = ...,
     preexec_fn: None = ...,
     close_fds: bool = ...,
@@ -352,6 +369,7 @@ class Popen:
         memory_max: Optional[int] = ...,
         pids_max: Optional[int] = ...,
         require_crash_safety: bool = ...,
+        sandbox: Union[bool, Sandbox, None] = ...,
     ) -> None: ...
     def __class_getitem__(cls, item: Any) -> Any: ...
     def poll(self) -> Optional[int]: ...

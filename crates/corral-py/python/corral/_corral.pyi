@@ -34,6 +34,7 @@ class Session:
     def jobs(self) -> List[Tuple[int, str]]: ...
     def kill_job(self, pid: int) -> bool: ...
     def close(self) -> None: ...
+class SandboxUnavailable(Exception): ...
 
 MULTI_THREADED_DRIVER: bool
 __version__: str
@@ -74,6 +75,7 @@ def start(
     memory_max: Optional[int] = None,
     pids_max: Optional[int] = None,
     require_crash_safety: bool = False,
+    sandbox: Union[bool, Dict[str, Any], None] = None,
     stdout_relay: Optional[int] = None,
     stderr_relay: Optional[int] = None,
     program: Optional[str] = None,

@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Command, ContainmentChoice, LeftoverPolicy, Mechanism, PtySize, Signal};
+use crate::{
+    Command, ContainmentChoice, LeftoverPolicy, Mechanism, Network, PtySize, Sandbox, Signal,
+};
 
 /// The shell a [`RunSpec::command`] runs under: `/bin/sh -c COMMAND` (`sh`
 /// from `PATH` where there is no `/bin`).
@@ -173,6 +175,101 @@ pub struct RunSpec {
     /// The program's file mode creation mask (Unix).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub umask: Option<u32>,
+    /// Confine the tree (the library's `Sandbox`): `true` for the default policy
+    /// (everything readable; writes only in the working directory, a
+    /// private /tmp and the usual devices; no network), an object for
+    /// another one; `false`, null or absent: no sandbox. Where the policy
+    /// cannot be enforced the run does not start (`sandbox_failed`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "sandbox_field"
+    )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<SandboxField>"))]
+    pub sandbox: Option<SandboxSpec>,
+}
+
+/// A sandbox policy as a document: [`Sandbox`]'s fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SandboxSpec {
+    /// Paths (each must exist) the tree may also write under, beside its
+    /// working directory, its private /tmp and the usual devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_write: Vec<PathBuf>,
+    /// Paths (each must exist) the tree may not read, list or execute,
+    /// nor anything under them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_read: Vec<PathBuf>,
+    /// `none` (the default: no network), `loopback` (a private loopback,
+    /// nothing of the host's) or `host` (not confined).
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(with = "NetworkName"))]
+    pub network: Network,
+}
+
+impl SandboxSpec {
+    /// The policy's paths that do not exist (a policy naming one is a
+    /// usage error: nothing runs), as `allow_write`/`deny_read` and the
+    /// path.
+    pub fn missing_paths(&self) -> Vec<(&'static str, &std::path::Path)> {
+        let allow = self.allow_write.iter().map(|p| ("allow_write", p));
+        let deny = self.deny_read.iter().map(|p| ("deny_read", p));
+        allow
+            .chain(deny)
+            .filter(|(_, p)| std::fs::symlink_metadata(p).is_err())
+            .map(|(k, p)| (k, p.as_path()))
+            .collect()
+    }
+
+    /// The library's policy.
+    pub fn policy(&self) -> Sandbox {
+        let mut s = Sandbox::new().network(self.network);
+        for p in &self.allow_write {
+            s = s.allow_write(p);
+        }
+        for p in &self.deny_read {
+            s = s.deny_read(p);
+        }
+        s
+    }
+}
+
+impl From<&Sandbox> for SandboxSpec {
+    fn from(s: &Sandbox) -> SandboxSpec {
+        SandboxSpec {
+            allow_write: s.allowed_writes().to_vec(),
+            deny_read: s.denied_reads().to_vec(),
+            network: s.network_policy(),
+        }
+    }
+}
+
+/// The schema of the `sandbox` field: `true`/`false`, or a policy.
+#[cfg(feature = "schema")]
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum SandboxField {
+    /// `true`: the default policy; `false`: no sandbox.
+    Default(bool),
+    /// A policy.
+    Policy(SandboxSpec),
+}
+
+/// The schema of a network policy.
+#[cfg(feature = "schema")]
+#[derive(schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[allow(dead_code)]
+enum NetworkName {
+    /// No network: no TCP or UDP to any address, no host unix socket.
+    None,
+    /// A private loopback inside the sandbox, nothing of the host's.
+    Loopback,
+    /// Not confined.
+    Host,
 }
 
 /// A pseudo-terminal's size.
@@ -322,6 +419,14 @@ impl Command {
             None => Command::new(arg0),
         };
         cmd.args(args);
+        if let Some(sandbox) = &spec.sandbox {
+            if let Some((key, path)) = sandbox.missing_paths().first() {
+                return Err(SpecError(format!(
+                    "sandbox: {key} path {} does not exist (a policy names existing paths)",
+                    path.display()
+                )));
+            }
+        }
         cmd.apply(spec);
         Ok(cmd)
     }
@@ -407,7 +512,56 @@ impl Command {
         if let Some(m) = spec.umask {
             self.umask(m);
         }
+        if let Some(s) = &spec.sandbox {
+            self.sandbox(s.policy());
+        }
         self
+    }
+}
+
+/// The `sandbox` field: `true` (the default policy), `false` or null (none),
+/// or a policy object; written as the object.
+mod sandbox_field {
+    use super::SandboxSpec;
+    use serde::de::{self, MapAccess, Visitor};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<SandboxSpec>, s: S) -> Result<S::Ok, S::Error> {
+        v.serialize(s)
+    }
+
+    struct Field;
+
+    impl<'de> Visitor<'de> for Field {
+        type Value = Option<SandboxSpec>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("true, false, null or a sandbox policy (allow_write, deny_read, network)")
+        }
+
+        fn visit_bool<E: de::Error>(self, b: bool) -> Result<Self::Value, E> {
+            Ok(b.then(SandboxSpec::default))
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(Field)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            SandboxSpec::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SandboxSpec>, D::Error> {
+        d.deserialize_any(Field)
     }
 }
 
@@ -594,6 +748,11 @@ mod tests {
             gid: Some(1000),
             groups: Some(vec![]),
             umask: Some(0o22),
+            sandbox: Some(SandboxSpec {
+                allow_write: vec!["/tmp".into()],
+                deny_read: vec!["/".into()],
+                network: Network::Loopback,
+            }),
         }
     }
 
@@ -628,6 +787,60 @@ mod tests {
         // A huge timeout is forever, not an error.
         let s: RunSpec = serde_json::from_str(r#"{"timeout_ms": 1e300}"#).unwrap();
         assert_eq!(s.timeout_ms, Some(Duration::MAX));
+    }
+
+    /// `sandbox`: `true` is the default policy, `false` and null none, an
+    /// object a policy read strictly; a policy naming a path that does not
+    /// exist is refused before anything runs.
+    #[test]
+    fn a_sandbox_is_true_or_a_policy() {
+        let read = |j: &str| serde_json::from_str::<RunSpec>(j).map(|s| s.sandbox);
+        assert_eq!(
+            read(r#"{"sandbox": true}"#).unwrap(),
+            Some(SandboxSpec::default())
+        );
+        assert_eq!(read(r#"{"sandbox": false}"#).unwrap(), None);
+        assert_eq!(read(r#"{"sandbox": null}"#).unwrap(), None);
+        assert_eq!(
+            read(r#"{"sandbox": {}}"#).unwrap(),
+            Some(SandboxSpec::default())
+        );
+        let p = read(r#"{"sandbox": {"allow_write": ["/a"], "network": "host"}}"#).unwrap();
+        assert_eq!(
+            p,
+            Some(SandboxSpec {
+                allow_write: vec!["/a".into()],
+                deny_read: vec![],
+                network: Network::Host,
+            })
+        );
+        let err = |j: &str| read(j).unwrap_err().to_string();
+        assert!(err(r#"{"sandbox": {"network": "bogus"}}"#).contains("unknown variant `bogus`"));
+        assert!(err(r#"{"sandbox": {"allow_writes": []}}"#).contains("unknown field"));
+        assert!(err(r#"{"sandbox": {"allow_write": "/a"}}"#).contains("a sequence"));
+        assert!(err(r#"{"sandbox": "yes"}"#).contains("a sandbox policy"));
+        assert!(err(r#"{"sandbox": 1}"#).contains("a sandbox policy"));
+        // The default policy is written as an empty object but network.
+        let v = serde_json::to_value(RunSpec {
+            sandbox: Some(SandboxSpec::default()),
+            ..RunSpec::default()
+        })
+        .unwrap();
+        assert_eq!(v["sandbox"], serde_json::json!({"network": "none"}));
+        // A path that does not exist: no command.
+        let mut spec = RunSpec::argv(["true"]);
+        spec.sandbox = Some(SandboxSpec {
+            deny_read: vec!["/nonexistent/corral-test".into()],
+            ..SandboxSpec::default()
+        });
+        let e = Command::from_spec(&spec).unwrap_err().0;
+        assert!(
+            e.contains("deny_read") && e.contains("/nonexistent/corral-test"),
+            "{e}"
+        );
+        // From the library's policy and back.
+        let policy = Sandbox::new().allow_write("/x").network(Network::None);
+        assert_eq!(SandboxSpec::from(&policy).policy(), policy);
     }
 
     #[test]
@@ -702,6 +915,15 @@ mod tests {
         assert_eq!(
             (setup.uid, setup.gid, setup.groups.clone(), setup.umask),
             (Some(1000), Some(1000), Some(vec![]), Some(0o22))
+        );
+        assert_eq!(
+            cmd.sandbox,
+            Some(
+                Sandbox::new()
+                    .allow_write("/tmp")
+                    .deny_read("/")
+                    .network(Network::Loopback)
+            )
         );
         // The plain spec leaves the library's defaults.
         let plain = Command::from_spec(&RunSpec::argv(["prog"])).unwrap();

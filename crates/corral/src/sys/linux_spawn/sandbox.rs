@@ -446,6 +446,24 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     for d in &policy.deny_read {
         denied.push(canonical_prefix(d)?);
     }
+    // Landlock's grants are inherited downward and cannot be taken back:
+    // a denied path inside a writable one (the working directory
+    // included), or a writable one inside a denied one, would be readable.
+    // Refused rather than reported as enforced.
+    for d in &denied {
+        if let Some(w) = writable
+            .iter()
+            .find(|w| d.starts_with(w) || w.starts_with(d))
+        {
+            return Err(crate::Error::InvalidInput(format!(
+                "sandbox: deny_read path {} overlaps the writable {} (the working directory or an \
+                 allow_write path): a path inside a writable one cannot be denied, nor a \
+                 writable one inside a denied one",
+                d.display(),
+                w.display()
+            )));
+        }
+    }
     if !namespaces {
         // No private /tmp without a mount namespace: the host's is denied
         // instead (neither readable nor writable).
