@@ -136,7 +136,7 @@ for whl in "$DIST"/corral-*.whl; do
     esac
     case $name in
         *musllinux*)
-            readelf -d "$lib" | grep -q 'NEEDED.*libc.musl' || die "$name does not link musl's libc"
+            grep -q 'NEEDED.*libc.musl' <<<"$(readelf -d "$lib")" || die "$name does not link musl's libc"
             ok "$name links $(readelf -d "$lib" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')" ;;
     esac
     if [[ $name == *manylinux*"$ARCH"* ]]; then
@@ -153,8 +153,9 @@ done
 sdist=$DIST/corral-$VERSION.tar.gz
 if [ -e "$sdist" ]; then
     step "sdist $(basename "$sdist")"
-    tar -tzf "$sdist" | grep -q "^corral-$VERSION/pyproject.toml$" || die "sdist has no pyproject.toml"
-    tar -tzf "$sdist" | grep -q "^corral-$VERSION/crates/corral/Cargo.toml$" || die "sdist lacks the library crate"
+    list=$(tar -tzf "$sdist")
+    grep -q "^corral-$VERSION/pyproject.toml$" <<<"$list" || die "sdist has no pyproject.toml"
+    grep -q "^corral-$VERSION/crates/corral/Cargo.toml$" <<<"$list" || die "sdist lacks the library crate"
     ok "sdist carries pyproject.toml and the crates it builds from (built with Rust: pip install $(basename "$sdist"))"
 fi
 
@@ -181,13 +182,14 @@ npm_install() { # DIR TARBALL...: offline, empty cache, no scripts from the regi
     shift
     mkdir -p "$dir" "$dir.cache"
     (cd "$dir" && echo '{"name":"t","version":"1.0.0","private":true}' >package.json &&
-        clean npm install --offline --cache "$dir.cache" --no-audit --no-fund --loglevel=error "$@")
+        clean npm install --offline --cache "$dir.cache" --no-audit --no-fund --update-notifier=false --loglevel=error "$@")
 }
 if [ -e "$main_tgz" ]; then
     step "npm corral-$VERSION.tgz"
-    tar -tzf "$main_tgz" | grep -q '\.node$' && die "the main package carries a binary"
+    list=$(tar -tzf "$main_tgz")
+    ! grep -q '\.node$' <<<"$list" || die "the main package carries a binary"
     for f in index.js index.mjs index.d.ts native.js native.d.ts; do
-        tar -tzf "$main_tgz" | grep -qx "package/$f" || die "the main package lacks $f"
+        grep -qx "package/$f" <<<"$list" || die "the main package lacks $f"
     done
     opt=$(tar -xzOf "$main_tgz" package/package.json | clean node -e \
         'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(Object.keys(JSON.parse(s).optionalDependencies||{}).join(" ")))')
@@ -206,7 +208,7 @@ for tgz in "$DIST"/corral-linux-*-"$VERSION".tgz "$DIST"/corral-win32-*-"$VERSIO
         win32-x64-*) pat='PE32\+ executable.*x86-64.*DLL' ;;
         *) die "unexpected package $key" ;;
     esac
-    tar -tzf "$tgz" | grep -qx "package/corral.$key.node" || die "corral-$key lacks corral.$key.node"
+    grep -qx "package/corral.$key.node" <<<"$(tar -tzf "$tgz")" || die "corral-$key lacks corral.$key.node"
     d=$(mktemp -d "$work/n.XXXX") && tar -xzf "$tgz" -C "$d"
     lib=$d/package/corral.$key.node
     file -b "$lib" | grep -Eq "$pat" || die "corral.$key.node: $(file -b "$lib")"
@@ -218,13 +220,14 @@ for tgz in "$DIST"/corral-linux-*-"$VERSION".tgz "$DIST"/corral-win32-*-"$VERSIO
                 ok "corral-$key needs glibc ${max#GLIBC_} at most"
             } ;;
         *-musl)
-            readelf -d "$lib" | grep -q 'NEEDED.*libc.musl' || die "corral-$key does not link musl's libc"
+            grep -q 'NEEDED.*libc.musl' <<<"$(readelf -d "$lib")" || die "corral-$key does not link musl's libc"
             ok "corral-$key links musl's libc" ;;
     esac
     if [ "$key" = "linux-x64-gnu" ] && [ "$ARCH" = x86_64 ] && [ -e "$main_tgz" ]; then
         t=$(token)
         npm_install "$work/node-$key" "$main_tgz" "$tgz" || die "npm install --offline failed"
-        (cd "$work/node-$key" && clean node "$NODECHECK" "$t") || die "the installed package failed its tree"
+        cp "$NODECHECK" "$work/node-$key/check.js"
+        (cd "$work/node-$key" && clean node check.js "$t") || die "the installed package failed its tree"
         gone "$t" || die "the backgrounded child (sleep $t) is still running"
         ok "corral + corral-$key install offline (node $(clean node --version)) and kill the tree"
         # The loader names the package it needs when it is missing.

@@ -166,11 +166,19 @@ EOF
 # only when an npm package is asked for and the declarations are not there.
 npm_types() {
     [ -f "$STAGE/native.d.ts" ] && return 0
-    step "npm: native.d.ts (napi build's declarations, host release build as .ci/node.sh's)"
-    (cd crates/corral-node && { [ -x node_modules/.bin/napi ] || npm ci --no-audit --no-fund; } \
-        && npx napi build --platform --release --no-js --dts native.d.ts -o "$STAGE/napi") || die "napi build failed"
-    cp "$STAGE/napi/native.d.ts" "$STAGE/native.d.ts"
-    rm -rf "$STAGE/napi"
+    local src=crates/corral-node
+    # `npm run build` (.ci/node.sh) leaves them in the crate: used when no
+    # Rust source of the addon is newer.
+    if [ -f "$src/native.d.ts" ] && [ -z "$(find "$src/src" -name '*.rs' -newer "$src/native.d.ts")" ]; then
+        cp "$src/native.d.ts" "$STAGE/native.d.ts"
+        return 0
+    fi
+    step "npm: native.d.ts (napi build --release, the host build .ci/node.sh makes)"
+    # The profile .ci/node.sh builds with (so CI's is reused), not dist's.
+    (cd "$src" && { [ -x node_modules/.bin/napi ] || npm ci --no-audit --no-fund; } &&
+        env -u CARGO_PROFILE_RELEASE_DEBUG -u CARGO_PROFILE_RELEASE_STRIP \
+            npx napi build --platform --release --no-js --dts native.d.ts) || die "napi build failed"
+    cp "$src/native.d.ts" "$STAGE/native.d.ts"
 }
 
 # --- CLI --------------------------------------------------------------------
@@ -241,8 +249,14 @@ if [ "$npm_any" = 1 ]; then
 fi
 
 step "SHA256SUMS"
-(cd "$DIST" && rm -f SHA256SUMS && sha256sum -- *.whl *.tar.gz *.tgz *.zip 2>/dev/null >SHA256SUMS.new;
-    mv SHA256SUMS.new SHA256SUMS && cat SHA256SUMS)
+(
+    cd "$DIST" && shopt -s nullglob
+    files=(*.whl *.tar.gz *.tgz *.zip)
+    [ ${#files[@]} -gt 0 ] || die "nothing in dist/"
+    rm -f SHA256SUMS
+    sha256sum -- "${files[@]}" >SHA256SUMS.new && mv SHA256SUMS.new SHA256SUMS
+) || die "sha256sum failed"
+cat "$DIST/SHA256SUMS"
 rm -rf "$STAGE"
 step "done: $(find "$DIST" -maxdepth 1 -type f | wc -l) files in dist/"
 ls -l "$DIST"
