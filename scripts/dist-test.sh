@@ -127,6 +127,8 @@ for whl in "$DIST"/corral-*.whl; do
         *musllinux*x86_64*) pat='ELF 64-bit.*x86-64' ;;
         *musllinux*aarch64*) pat='ELF 64-bit.*ARM aarch64' ;;
         *win_amd64*) pat='PE32\+ executable.*x86-64' ;;
+        *macosx*x86_64*) pat='Mach-O 64-bit.*x86_64' ;;
+        *macosx*arm64*) pat='Mach-O 64-bit.*arm64' ;;
         *) die "$name: unexpected platform" ;;
     esac
     lib=$(so_arch "$whl" "$pat")

@@ -3,6 +3,7 @@
 #
 #   Python  corral-V-cp39-abi3-manylinux_2_17_{x86_64,aarch64}.whl (glibc >= 2.17),
 #           corral-V-cp39-abi3-musllinux_1_2_{x86_64,aarch64}.whl, corral-V-cp39-abi3-win_amd64.whl,
+#           corral-V-cp39-abi3-macosx_*_{x86_64,arm64}.whl (linked by zig, not run here),
 #           corral-V.tar.gz (the sdist: builds with pip where Rust is present)
 #   Node    corral-V.tgz (JS and types; optionalDependencies name the platform packages) and
 #           corral-{linux-x64-gnu,linux-arm64-gnu,linux-x64-musl,win32-x64-gnu}-V.tgz (the .node)
@@ -14,7 +15,7 @@
 #   bash scripts/dist.sh KEY...       # some (CI: py-manylinux-x86_64 npm-linux-x64-gnu cli-x86_64-musl)
 #
 # KEYs: py-manylinux-x86_64 py-manylinux-aarch64 py-musllinux-x86_64 py-musllinux-aarch64
-#       py-win-amd64 py-sdist npm-linux-x64-gnu npm-linux-arm64-gnu npm-linux-x64-musl
+#       py-win-amd64 py-macos-x86_64 py-macos-arm64 py-sdist npm-linux-x64-gnu npm-linux-arm64-gnu npm-linux-x64-musl
 #       npm-win32-x64-gnu cli-x86_64-musl cli-aarch64-musl cli-windows
 # (the main npm package is made whenever a platform package is).
 #
@@ -37,7 +38,7 @@ step() { printf '\n=== [dist %3ds] %s ===\n' "$((SECONDS - T0))" "$*"; }
 die() { printf '[dist] ERROR: %s\n' "$*" >&2; exit 1; }
 
 ALL=(py-manylinux-x86_64 py-manylinux-aarch64 py-musllinux-x86_64 py-musllinux-aarch64
-    py-win-amd64 py-sdist npm-linux-x64-gnu npm-linux-arm64-gnu npm-linux-x64-musl
+    py-win-amd64 py-macos-x86_64 py-macos-arm64 py-sdist npm-linux-x64-gnu npm-linux-arm64-gnu npm-linux-x64-musl
     npm-win32-x64-gnu cli-x86_64-musl cli-aarch64-musl cli-windows)
 KEYS=("$@")
 [ ${#KEYS[@]} -gt 0 ] || KEYS=("${ALL[@]}")
@@ -233,6 +234,9 @@ has py-manylinux-aarch64 && py_wheel aarch64-unknown-linux-gnu manylinux2014
 has py-musllinux-x86_64 && py_wheel x86_64-unknown-linux-musl musllinux_1_2
 has py-musllinux-aarch64 && py_wheel aarch64-unknown-linux-musl musllinux_1_2
 if has py-win-amd64; then windows_env; py_wheel x86_64-pc-windows-gnu - nozig; fi
+# macOS: zig links the extension against its own libSystem stubs (no SDK).
+has py-macos-x86_64 && py_wheel x86_64-apple-darwin -
+has py-macos-arm64 && py_wheel aarch64-apple-darwin -
 if has py-sdist; then
     step "sdist"
     maturin sdist -m crates/corral-py/Cargo.toml -o "$DIST" || die "maturin sdist failed"
