@@ -96,7 +96,18 @@ npm_platform() { # KEY TRIPLE(for cargo, may carry zig's .glibc suffix) OS CPU L
     local lib=libcorral_node.so
     if [ "$os" = win32 ]; then
         windows_env
-        cargo build --release --locked -p corral-node --target "$triple" || die "cargo build failed for $triple"
+        # napi's own build script (napi-build) insists on a libnode.dll to
+        # link against on windows-gnu. The addon imports nothing from it:
+        # with napi's `dyn-symbols` (Cargo.toml) Node-API is looked up in
+        # node.exe at load time. So an empty placeholder satisfies the check
+        # and an empty archive the `-lnode`: no DLL import is recorded.
+        local stub=$STAGE/libnode
+        mkdir -p "$stub" && : >"$stub/libnode.dll"
+        x86_64-w64-mingw32-ar rcs "$stub/libnode.a" || die "ar failed"
+        LIBNODE_PATH=$stub cargo build --release --locked -p corral-node --target "$triple" \
+            || die "cargo build failed for $triple"
+        x86_64-w64-mingw32-objdump -p "target/$bare/release/corral_node.dll" | grep -qi 'DLL Name: libnode' \
+            && die "corral_node.dll imports libnode.dll"
         lib=corral_node.dll
     elif [ "$libc" = musl ]; then
         # A shared object on musl: Rust's musl targets link the C runtime
