@@ -119,6 +119,16 @@ so_arch() { # WHEEL-OR-FILE PATTERN: the extension inside matches `file`'s PATTE
     echo "$lib"
 }
 
+# A musl object needs only musl's libc: zig records it as `libc.so`, a name
+# musl's loader reserves for itself (as libc.musl-ARCH.so.1). auditwheel
+# resolves that name on a glibc host to glibc's libc.so linker script (text):
+# its ELFError below.
+musl_only() {
+    local needed
+    needed=$(readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+    [ -n "$needed" ] && ! grep -qvE '^(libc\.so|libc\.musl-[a-z0-9_]+\.so\.1)$' <<<"$needed"
+}
+
 if [ ! -x "$TOOLS/bin/auditwheel" ]; then
     step "auditwheel (PyPI) into $TOOLS"
     [ -x "$TOOLS/bin/pip" ] || python3 -m venv "$TOOLS"
@@ -147,8 +157,8 @@ for whl in "$DIST"/corral-*.whl; do
     esac
     case $name in
         *musllinux*)
-            grep -q 'NEEDED.*libc.musl' <<<"$(readelf -d "$lib")" || die "$name does not link musl's libc"
-            ok "$name links $(readelf -d "$lib" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' ')" ;;
+            musl_only "$lib" || die "$name links more than musl's libc: $(readelf -d "$lib" | grep NEEDED)"
+            ok "$name links musl libc only" ;;
     esac
     if [[ $name == *manylinux*"$ARCH"* ]]; then
         venv=$work/venv-$RANDOM
@@ -216,7 +226,7 @@ for tgz in "$DIST"/corral-linux-*-"$VERSION".tgz "$DIST"/corral-win32-*-"$VERSIO
     case $key in
         linux-x64-*) pat='ELF 64-bit.*x86-64' ;;
         linux-arm64-*) pat='ELF 64-bit.*ARM aarch64' ;;
-        win32-x64-*) pat='PE32\+ executable.*x86-64.*DLL' ;;
+        win32-x64-*) pat='PE32\+ executable \(DLL\).*x86-64' ;;
         *) die "unexpected package $key" ;;
     esac
     grep -qx "package/corral.$key.node" <<<"$(tar -tzf "$tgz")" || die "corral-$key lacks corral.$key.node"
@@ -231,7 +241,7 @@ for tgz in "$DIST"/corral-linux-*-"$VERSION".tgz "$DIST"/corral-win32-*-"$VERSIO
                 ok "corral-$key needs glibc ${max#GLIBC_} at most"
             } ;;
         *-musl)
-            grep -q 'NEEDED.*libc.musl' <<<"$(readelf -d "$lib")" || die "corral-$key does not link musl's libc"
+            musl_only "$lib" || die "corral-$key links more than musl's libc: $(readelf -d "$lib" | grep NEEDED)"
             ok "corral-$key links musl's libc" ;;
     esac
     if [ "$key" = "linux-x64-gnu" ] && [ "$ARCH" = x86_64 ] && [ -e "$main_tgz" ]; then
