@@ -79,6 +79,15 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
             Err(e) => t.note(format!("figure 6: corral[{tier}] skipped: {e}")),
         }
     }
+    // The static executable (scripts/dist.sh's musl build), in the tier
+    // whose start costs least, so that what the loader costs shows most.
+    if let Some(st) = &cfg.static_bin {
+        let argv = run_argv(st, "process-group");
+        match invoke(&argv) {
+            Ok(_) => variants.push(("static".into(), argv, Samples::default())),
+            Err(e) => t.note(format!("figure 6: the static corral skipped: {e}")),
+        }
+    }
     // Warm-up: page cache, the first corral's stale-cgroup pass.
     for (_, argv, _) in &variants {
         invoke(argv)?;
@@ -96,7 +105,7 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         .iter()
         .find(|v| v.0 == "process-group")
         .map(|v| v.2.median());
-    for (tier, _, s) in &variants[1..] {
+    for (tier, _, s) in variants[1..].iter().filter(|v| v.0 != "static") {
         let target = match tier.as_str() {
             "pid-namespace" => "≤ 1.6",
             "process-group" => "≤ 1.3 (stretch ≤ 1.1)",
@@ -125,6 +134,21 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
             fmt_dur(pg),
             dur_ratio(cg.2.median(), pg),
             "≤ 1.1",
+        );
+    }
+    if let (Some(pg), Some(st)) = (pg, variants.iter().find(|v| v.0 == "static")) {
+        t.row(
+            "6",
+            format!(
+                "CLI: the static musl `corral` (scripts/dist.sh), `--containment process-group -- true`, median of {} (p99 {})",
+                st.2.len(),
+                fmt_dur(st.2.p99())
+            ),
+            fmt_dur(st.2.median()),
+            "the dynamic `corral` (same run, same tier)",
+            fmt_dur(pg),
+            dur_ratio(st.2.median(), pg),
+            "—",
         );
     }
     batch_row(cfg, t, &bin)

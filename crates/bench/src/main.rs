@@ -8,8 +8,10 @@
 //! ```
 //!
 //! Options: `--quick`, `--only 1,2,...` (figures to run), `--corral-bin
-//! PATH` (the `corral` CLI for figures 4, 6 and 7; by default the one beside this
-//! binary, built first when run through cargo). It asserts nothing about
+//! PATH` (the `corral` CLI for figures 4, 6, 7 and 9; by default the one beside
+//! this binary, built first when run through cargo), `--static-corral-bin PATH`
+//! (figure 6: a second `corral`, the static musl executable of
+//! scripts/dist.sh, timed beside the first). It asserts nothing about
 //! speed; it exits non-zero only when a measurement could not be made
 //! correctly or a benchmark tree outlived its run.
 //!
@@ -61,6 +63,9 @@ pub struct Config {
     pub quick: bool,
     pub only: Option<Vec<u8>>,
     pub corral_bin: Option<std::path::PathBuf>,
+    /// Figure 6: a second `corral` executable (the static musl build of
+    /// scripts/dist.sh) timed beside `corral_bin`, process-group tier.
+    pub static_bin: Option<std::path::PathBuf>,
     pub tmp: std::path::PathBuf,
     /// Figure 1: timed runs per variant, and the big parent's size.
     pub spawn_iters: usize,
@@ -99,6 +104,7 @@ impl Config {
                 quick,
                 only: None,
                 corral_bin: None,
+                static_bin: None,
                 tmp,
                 spawn_iters: 25,
                 parent_bytes: 128 << 20,
@@ -119,6 +125,7 @@ impl Config {
                 quick,
                 only: None,
                 corral_bin: None,
+                static_bin: None,
                 tmp,
                 spawn_iters: 400,
                 parent_bytes: 1 << 30,
@@ -148,7 +155,7 @@ type Figure = fn(&Config, &mut report::Table) -> Result<(), String>;
 
 #[cfg(unix)]
 fn usage() -> ! {
-    eprintln!("usage: corral-bench [--quick] [--only 1,2,3,4,5,6,7] [--corral-bin PATH]");
+    eprintln!("usage: corral-bench [--quick] [--only 1,2,3,4,5,6,7,8,9] [--corral-bin PATH] [--static-corral-bin PATH]");
     std::process::exit(2);
 }
 
@@ -165,6 +172,7 @@ fn unix_main() -> i32 {
     let mut quick = false;
     let mut only = None;
     let mut corral_bin = None;
+    let mut static_bin = None;
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -175,6 +183,7 @@ fn unix_main() -> i32 {
                 only = Some(figs.unwrap_or_else(|_| usage()));
             }
             "--corral-bin" => corral_bin = Some(it.next().unwrap_or_else(|| usage()).into()),
+            "--static-corral-bin" => static_bin = Some(it.next().unwrap_or_else(|| usage()).into()),
             "-h" | "--help" => usage(),
             _ => usage(),
         }
@@ -182,6 +191,7 @@ fn unix_main() -> i32 {
     let mut cfg = Config::new(quick);
     cfg.only = only;
     cfg.corral_bin = corral_bin;
+    cfg.static_bin = static_bin;
     if let Err(e) = std::fs::create_dir_all(&cfg.tmp) {
         eprintln!("corral-bench: cannot create {}: {e}", cfg.tmp.display());
         return 1;

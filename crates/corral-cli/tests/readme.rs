@@ -72,6 +72,14 @@ const NOT_RUN: &[(&str, &str)] = &[
         "npm ci",
         "the Node.js package: .ci/node.sh installs its tools, builds and tests it",
     ),
+    (
+        "pip install corral",
+        "installs from the package registries: scripts/dist-test.sh installs each artifact offline",
+    ),
+    (
+        "releases/download",
+        "downloads a release: scripts/dist-test.sh unpacks and runs the archives scripts/dist.sh makes",
+    ),
 ];
 
 fn root() -> PathBuf {

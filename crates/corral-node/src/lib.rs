@@ -121,7 +121,6 @@ fn finish(shared: &Shared, report: Report, on_done: &DoneFn) {
 }
 
 /// Ends a run that could not start (started on the runtime thread).
-#[cfg(unix)]
 fn finish_failed(shared: &Shared, json: String, on_done: &DoneFn) {
     *lock(&shared.done) = true;
     shared.finished.notify_all();
