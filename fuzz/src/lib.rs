@@ -39,6 +39,8 @@ mod pty;
 mod reference;
 #[path = "../../crates/corral-cli/src/run.rs"]
 mod run;
+#[path = "../../crates/corral-cli/src/sandbox_flags.rs"]
+mod sandbox_flags;
 #[path = "../../crates/corral-cli/src/signals.rs"]
 mod signals;
 #[path = "../../crates/corral-cli/src/text.rs"]

@@ -20,6 +20,7 @@ mod outfile;
 mod pty;
 mod reference;
 mod run;
+mod sandbox_flags;
 #[cfg(unix)]
 mod signals;
 #[cfg(all(target_os = "linux", target_env = "gnu", not(test)))]

@@ -32,8 +32,9 @@ const LAYERS: &[&[&str]] = &[
         "outfile",
         "reference",
     ],
-    // Durations and sizes as typed; exit codes; the pty's wiring.
-    &["duration", "exit", "pty"],
+    // Durations and sizes as typed; exit codes; the pty's wiring; the
+    // sandbox's flags (`corral run`, `corral mcp`).
+    &["duration", "exit", "pty", "sandbox_flags"],
     // The `--report` document; the MCP server (its options are a clap
     // struct `args` names).
     &["json", "mcp"],

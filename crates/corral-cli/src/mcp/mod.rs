@@ -69,7 +69,7 @@ pub struct McpOpts {
     /// change it. A run whose sandbox cannot be enforced here does not
     /// start (a tool error naming what is missing).
     #[command(flatten)]
-    pub sandbox: crate::args::SandboxOpts,
+    pub sandbox: crate::sandbox_flags::SandboxOpts,
 }
 
 const MCP_AFTER_HELP: &str = "\
