@@ -595,13 +595,6 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     if !namespaces {
         unmasked.clone_from(&denied);
     }
-    for (r, access) in read_rules(&unmasked) {
-        // An entry this user cannot open stays as unreadable as it was.
-        let Ok(fd) = PathFd::new(&r) else { continue };
-        created = created
-            .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| ll(&format!("read rule for {r:?}"), e))?;
-    }
     for w in &writable {
         // A writable file gets the rights a file can carry.
         let access = if w.is_dir() {
@@ -632,6 +625,38 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     }
     let ruleset: Option<OwnedFd> = created.into();
     let ruleset = ruleset.ok_or_else(|| bad("Landlock is not enforceable here"))?;
+    // The read rules (most of the rules: a device at a time under /dev)
+    // are added directly: the walk knows each entry's type and gave it the
+    // rights its type can carry, so the crate's fstat per rule is not
+    // needed. A rule the kernel refuses fails the preparation.
+    for (r, access) in read_rules(&unmasked) {
+        use std::os::unix::fs::OpenOptionsExt;
+        // An entry this user cannot open stays as unreadable as it was.
+        let Ok(f) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+            .open(&r)
+        else {
+            continue;
+        };
+        let attr = PathBeneathAttr {
+            allowed_access: access.bits(),
+            parent_fd: f.as_raw_fd(),
+        };
+        // SAFETY: `attr` is a landlock_path_beneath_attr on this stack.
+        unsafe {
+            raw::landlock_add_rule_path(
+                ruleset.as_raw_fd(),
+                &attr as *const PathBeneathAttr as usize,
+            )
+        }
+        .map_err(|e| {
+            bad_io(
+                format!("Landlock: read rule for {r:?}"),
+                io::Error::from_raw_os_error(e.raw()),
+            )
+        })?;
+    }
 
     // seccomp.
     let filter = seccomp_program(policy.network, namespaces)?;
