@@ -296,10 +296,11 @@ fn sandbox_usage_errors_exit_125_and_run_nothing() {
         assert_eq!(d.code(), 125, "corral {all:?}; stderr: {}", d.err());
         assert!(d.err().contains(named), "corral {all:?}: {}", d.err());
     }
-    // A denied path inside the writable working directory cannot be
-    // denied (Landlock's grants are inherited): refused, not run.
-    std::fs::write(s.path("secret"), "s").unwrap();
+    // A denied path inside the writable working directory: masked (it
+    // runs, and cannot read it) with namespaces; refused without them.
+    std::fs::write(s.path("secret"), "s3cret").unwrap();
     let secret = s.path("secret");
+    let secret = secret.to_str().unwrap();
     let d = run(
         corral(
             &s,
@@ -307,17 +308,34 @@ fn sandbox_usage_errors_exit_125_and_run_nothing() {
                 "run",
                 "--sandbox",
                 "--deny-read",
-                secret.to_str().unwrap(),
+                secret,
                 "--",
                 "sh",
                 "-c",
-                helper,
+                "cat secret; exit 7",
             ],
         ),
         5 * SEC,
     );
+    assert_eq!(d.code(), 7, "{}", d.err());
+    assert!(!d.out().contains("s3cret"), "{}", d.out());
+    let mut c = corral(
+        &s,
+        [
+            "run",
+            "--sandbox",
+            "--deny-read",
+            secret,
+            "--",
+            "sh",
+            "-c",
+            helper,
+        ],
+    );
+    c.env("CORRAL_SANDBOX_NO_NAMESPACES", "1");
+    let d = run(c, 5 * SEC);
     assert_eq!(d.code(), 125, "{}", d.err());
-    assert!(d.err().contains("overlaps the writable"), "{}", d.err());
+    assert!(d.err().contains("without a mount namespace"), "{}", d.err());
     assert!(
         w.pid("never", ms(200)).is_none(),
         "a usage error ran PROGRAM"

@@ -540,3 +540,87 @@ fn terminal_input_cannot_be_injected() {
     let out = text(&r.stdout).replace('\r', "");
     assert!(out.contains("True\nrefused 1"), "{out:?} {r:?}");
 }
+
+/// `deny_read` paths inside a writable one (`base`: the working directory
+/// or an `allow_write` path) are masked by mounts in the mount namespace: a
+/// file and a directory cannot be read, listed or executed, directly or
+/// through a symlink in the working directory; the tree cannot unmount the
+/// masks (the calls fail and the paths stay unreadable); the command ran
+/// (its own exit code) and the host's files are intact.
+fn deny_read_inside_a_writable_path(in_cwd: bool) {
+    let s = corral_testkit::Scratch::new();
+    let other = corral_testkit::Scratch::new();
+    let base = if in_cwd { s.dir() } else { other.dir() };
+    let secret = base.join("secret");
+    std::fs::write(&secret, "s3cret").unwrap();
+    let tool = base.join("tool");
+    corral_testkit::write_executable(&tool, "#!/bin/sh\necho ran-tool\n");
+    let dir = base.join("dir");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("inner"), "inner-s3cret").unwrap();
+    corral_testkit::write_executable(&dir.join("tool2"), "#!/bin/sh\necho ran-tool2\n");
+    std::os::unix::fs::symlink(&dir, s.path("link")).unwrap();
+    std::os::unix::fs::symlink(&secret, s.path("link2")).unwrap();
+    let mut policy = Sandbox::new()
+        .deny_read(&secret)
+        .deny_read(&tool)
+        .deny_read(&dir);
+    if !in_cwd {
+        policy = policy.allow_write(other.dir());
+    }
+    let script = r#"
+        cat "$B/secret"; echo rc=$?
+        "$B/tool"; echo rc=$?
+        ls "$B/dir"; echo rc=$?
+        cat "$B/dir/inner"; echo rc=$?
+        "$B/dir/tool2"; echo rc=$?
+        cat link/inner; echo rc=$?
+        ls link; echo rc=$?
+        cat link2; echo rc=$?
+        /usr/bin/python3 -c '
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+for p in sys.argv[1:]:
+    for flags in (0, 2):
+        print("umount", libc.umount2(p.encode(), flags))
+' "$B/secret" "$B/tool" "$B/dir"
+        umount "$B/dir" 2>/dev/null; echo umount-cmd=$?
+        cat "$B/secret"; echo rc=$?
+        ls "$B/dir"; echo rc=$?
+        echo done
+        exit 3
+    "#;
+    let mut c = command(&s, script, policy);
+    c.env("B", base);
+    let r = c.run().expect("the sandboxed run starts");
+    let out = text(&r.stdout);
+    assert_eq!(r.exit_code(), Some(3), "the command ran: {r:?}");
+    assert!(out.contains("done"), "{out}");
+    for leaked in ["s3cret", "ran-tool", "inner", "tool2"] {
+        assert!(!out.contains(leaked), "{leaked} leaked: {out}");
+    }
+    assert_eq!(out.matches("rc=").count(), 10, "{out}");
+    assert_eq!(out.matches("rc=0").count(), 0, "{out}");
+    assert_eq!(out.matches("umount -1").count(), 6, "{out}");
+    assert!(!out.contains("umount-cmd=0"), "{out}");
+    // The host's files are intact.
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "s3cret");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("inner")).unwrap(),
+        "inner-s3cret"
+    );
+    assert!(std::fs::read_to_string(&tool).unwrap().contains("ran-tool"));
+    let sb = r.sandbox.unwrap();
+    assert!(sb.namespaces, "{sb:?}");
+    assert!(sb.deny_read.contains(&dir.display().to_string()), "{sb:?}");
+}
+
+#[test]
+fn deny_read_inside_the_working_directory_is_masked() {
+    deny_read_inside_a_writable_path(true);
+}
+
+#[test]
+fn deny_read_inside_an_allow_write_path_is_masked() {
+    deny_read_inside_a_writable_path(false);
+}

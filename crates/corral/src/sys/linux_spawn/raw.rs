@@ -690,6 +690,21 @@ pub(super) fn openat(dir: c_int, path: &CStr, flags: u32) -> Result<c_int, Errno
     .map(|fd| fd as c_int)
 }
 
+/// `unlinkat(dir, name, 0)`.
+#[inline(always)]
+pub(super) fn unlinkat(dir: c_int, name: &CStr) -> Result<usize, Errno> {
+    // SAFETY: the kernel reads the NUL-terminated `name`.
+    check(unsafe {
+        syscall4(
+            k::__NR_unlinkat,
+            dir as isize as usize,
+            name.as_ptr() as usize,
+            0,
+            0,
+        )
+    })
+}
+
 /// `unlinkat(dir, name, AT_REMOVEDIR)`.
 #[inline(always)]
 pub(super) fn rmdirat(dir: c_int, name: &CStr) -> Result<usize, Errno> {
@@ -1007,6 +1022,23 @@ pub(super) fn open_tree(path: &CStr) -> Result<c_int, Errno> {
             k::AT_FDCWD as isize as usize,
             path.as_ptr() as usize,
             OPEN_TREE_CLONE | AT_RECURSIVE | k::O_CLOEXEC as usize,
+            0,
+        )
+    })
+    .map(|fd| fd as c_int)
+}
+
+/// `open_tree(dir, name, OPEN_TREE_CLONE | O_CLOEXEC)`: a detached bind
+/// of `name` in `dir`.
+#[inline(always)]
+pub(super) fn open_tree_at(dir: c_int, name: &CStr) -> Result<c_int, Errno> {
+    // SAFETY: the kernel reads the NUL-terminated `name`.
+    check(unsafe {
+        syscall4(
+            k::__NR_open_tree,
+            dir as isize as usize,
+            name.as_ptr() as usize,
+            OPEN_TREE_CLONE | k::O_CLOEXEC as usize,
             0,
         )
     })

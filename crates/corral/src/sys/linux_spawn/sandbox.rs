@@ -49,6 +49,7 @@ const STEPS: &[&str] = &[
     "enforce the Landlock ruleset",
     "install the seccomp filter",
     "drop every capability",
+    "mask a deny_read path inside a writable one",
 ];
 const S_UNSHARE: i32 = 0;
 const S_MAPS: i32 = 1;
@@ -65,6 +66,7 @@ const S_NNP: i32 = 11;
 const S_LANDLOCK: i32 = 12;
 const S_SECCOMP: i32 = 13;
 const S_CAPS: i32 = 14;
+const S_MASK: i32 = 15;
 
 /// The highest capability number tried in the bounding set (EINVAL above
 /// the kernel's own last one is ignored).
@@ -108,6 +110,16 @@ struct Writable {
     mkdirs: Vec<CString>,
 }
 
+/// A `deny_read` path inside a writable one, masked by a mount in the
+/// child's mount namespace (Landlock's grant on the writable path is
+/// inherited downward and cannot be taken back).
+struct Mask {
+    path: CString,
+    /// A directory gets an empty read-only tmpfs of mode 000; anything
+    /// else a bind of an empty mode-000 file.
+    dir: bool,
+}
+
 /// Everything the child reads, built by [`prepare`]. Shared (`Arc`) by the
 /// setup of one spawn; the child only reads it.
 pub(crate) struct Prepared {
@@ -127,6 +139,11 @@ pub(crate) struct Prepared {
     private: Vec<CString>,
     /// Landlock access granted beneath each private directory.
     private_access: u64,
+    /// The `deny_read` paths inside writable ones.
+    masks: Vec<Mask>,
+    /// Where the empty mode-000 file the file masks are bound from is
+    /// made (in the first private tmpfs, unlinked at once).
+    mask_src: Option<(CString, CString)>,
     loopback: bool,
     /// Root: drop every capability (without namespaces).
     drop_caps: bool,
@@ -239,11 +256,55 @@ pub(crate) fn namespaces_available() -> bool {
             }
         }
     }
-    let available = probe_namespaces();
+    // Without a seccomp filter, a restrictive sysctl, an AppArmor
+    // restriction or a chroot, nothing refuses the namespaces: no probe
+    // (a forked child, about 1.5 ms of every one-shot run). A refusal this
+    // did not foresee fails the spawn closed.
+    let available = match namespaces_foreseen(&key) {
+        Some(v) => v,
+        None => probe_namespaces(),
+    };
     if let Ok(mut seen) = SEEN.lock() {
         *seen = Some((key, available));
     }
     available
+}
+
+/// Whether user, mount and network namespaces are available, when that can
+/// be told without trying (`None`: a probe must try). `status` holds the
+/// `Seccomp` and `NoNewPrivs` lines of /proc/thread-self/status.
+fn namespaces_foreseen(status: &str) -> Option<bool> {
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
+    // A seccomp filter may refuse unshare or clone (a container's profile,
+    // the ladder tests'): only trying tells.
+    if !status.contains("Seccomp:\t0") {
+        return None;
+    }
+    if read("/proc/sys/user/max_user_namespaces").ok()? == "0" {
+        return Some(false);
+    }
+    let root = rustix::process::geteuid().is_root();
+    if !root {
+        if read("/proc/sys/kernel/unprivileged_userns_clone").is_ok_and(|v| v == "0") {
+            return Some(false);
+        }
+        // Ubuntu's restriction depends on the program's AppArmor profile.
+        if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").is_ok_and(|v| v != "0") {
+            return None;
+        }
+    }
+    // A chrooted process cannot make a user namespace: its root is then
+    // not the root of a mount of its namespace (no mount at "/" whose own
+    // root is "/"). A chroot to a mount's root is not told apart: that
+    // spawn fails closed.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    if !mounts.lines().any(|l| {
+        let mut f = l.split(' ').skip(3);
+        f.next() == Some("/") && f.next() == Some("/")
+    }) {
+        return None;
+    }
+    Some(true)
 }
 
 fn probe_namespaces() -> bool {
@@ -448,22 +509,58 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     }
     // Landlock's grants are inherited downward and cannot be taken back:
     // a denied path inside a writable one (the working directory
-    // included), or a writable one inside a denied one, would be readable.
-    // Refused rather than reported as enforced.
+    // included) is masked by a mount in the mount namespace instead;
+    // without one it is refused, as is a writable path inside a denied
+    // one (masking the denied path would hide it), rather than reported
+    // as enforced.
+    let mut masks = Vec::new();
+    let mut unmasked = Vec::new();
     for d in &denied {
-        if let Some(w) = writable
-            .iter()
-            .find(|w| d.starts_with(w) || w.starts_with(d))
-        {
+        if let Some(w) = writable.iter().find(|w| w.starts_with(d)) {
             return Err(crate::Error::InvalidInput(format!(
-                "sandbox: deny_read path {} overlaps the writable {} (the working directory or an \
-                 allow_write path): a path inside a writable one cannot be denied, nor a \
-                 writable one inside a denied one",
+                "sandbox: the writable {} (the working directory or an allow_write path) lies                  inside the deny_read path {}: a writable path inside a denied one cannot be                  enforced",
+                w.display(),
+                d.display()
+            )));
+        }
+        let Some(w) = writable.iter().find(|w| d.starts_with(w)) else {
+            unmasked.push(d.clone());
+            continue;
+        };
+        if !namespaces {
+            return Err(crate::Error::InvalidInput(format!(
+                "sandbox: deny_read path {} lies inside the writable {} (the working directory                  or an allow_write path): without a mount namespace (user namespaces are                  refused to this process) it cannot be masked, and Landlock's grants are                  inherited downward, so it would stay readable",
                 d.display(),
                 w.display()
             )));
         }
+        let meta = std::fs::symlink_metadata(d).map_err(|e| {
+            crate::Error::InvalidInput(format!(
+                "sandbox: deny_read path {} lies inside the writable {} and cannot be masked: {e}                  (a path inside a writable one is masked by a mount, so it must exist)",
+                d.display(),
+                w.display()
+            ))
+        })?;
+        masks.push(Mask {
+            path: cstr(d)?,
+            dir: meta.is_dir(),
+        });
     }
+    if masks.len() > MAX_WRITABLE {
+        return Err(crate::Error::InvalidInput(format!(
+            "sandbox: at most {MAX_WRITABLE} deny_read paths inside writable ones"
+        )));
+    }
+    let mask_src = if masks.iter().any(|m| !m.dir) {
+        let Some(first) = private_dirs.first() else {
+            return Err(bad(
+                "a deny_read file inside a writable path is masked from a private /tmp or /dev/shm, and neither exists here",
+            ));
+        };
+        Some((cstr(first)?, c".corral-deny-read-mask".to_owned()))
+    } else {
+        None
+    };
     if !namespaces {
         // No private /tmp without a mount namespace: the host's is denied
         // instead (neither readable nor writable).
@@ -495,12 +592,8 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     created = created.no_new_privs(false);
     let path_fd =
         |p: &Path| PathFd::new(p).map_err(|e| bad(format!("Landlock: cannot open {p:?}: {e}")));
-    for (r, access) in read_rules(&denied) {
-        // An entry this user cannot open stays as unreadable as it was.
-        let Ok(fd) = PathFd::new(&r) else { continue };
-        created = created
-            .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| ll(&format!("read rule for {r:?}"), e))?;
+    if !namespaces {
+        unmasked.clone_from(&denied);
     }
     for w in &writable {
         // A writable file gets the rights a file can carry.
@@ -532,6 +625,38 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     }
     let ruleset: Option<OwnedFd> = created.into();
     let ruleset = ruleset.ok_or_else(|| bad("Landlock is not enforceable here"))?;
+    // The read rules (most of the rules: a device at a time under /dev)
+    // are added directly: the walk knows each entry's type and gave it the
+    // rights its type can carry, so the crate's fstat per rule is not
+    // needed. A rule the kernel refuses fails the preparation.
+    for (r, access) in read_rules(&unmasked) {
+        use std::os::unix::fs::OpenOptionsExt;
+        // An entry this user cannot open stays as unreadable as it was.
+        let Ok(f) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+            .open(&r)
+        else {
+            continue;
+        };
+        let attr = PathBeneathAttr {
+            allowed_access: access.bits(),
+            parent_fd: f.as_raw_fd(),
+        };
+        // SAFETY: `attr` is a landlock_path_beneath_attr on this stack.
+        unsafe {
+            raw::landlock_add_rule_path(
+                ruleset.as_raw_fd(),
+                &attr as *const PathBeneathAttr as usize,
+            )
+        }
+        .map_err(|e| {
+            bad_io(
+                format!("Landlock: read rule for {r:?}"),
+                io::Error::from_raw_os_error(e.raw()),
+            )
+        })?;
+    }
 
     // seccomp.
     let filter = seccomp_program(policy.network, namespaces)?;
@@ -589,7 +714,11 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
         ),
         SandboxRule::new(
             "deny_read paths unreadable (read, list, execute)",
-            Enforcement::by("landlock"),
+            Enforcement::by(if masks.is_empty() {
+                "landlock"
+            } else {
+                "landlock; those inside a writable path: mount namespace (an empty read-only mode-000 tmpfs or file mounted over them, the tree's mount calls denied by landlock and seccomp, root's capabilities dropped)"
+            }),
         ),
         SandboxRule::new(
             "no signal or ptrace outside the tree",
@@ -650,6 +779,8 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
             Vec::new()
         },
         private_access: fs_write().bits(),
+        masks,
+        mask_src,
         loopback: namespaces && policy.network != Network::Host,
         drop_caps: uid == 0,
         cwd: cstr(&cwd)?,
@@ -872,6 +1003,34 @@ unsafe fn enter_steps(p: &Prepared, entry: NsEntry) -> Result<(), (i32, Errno)> 
             )
             .map_err(|e| (S_TMPFS, e))?;
         }
+        // The file masks: detached binds of one empty mode-000 file made
+        // in the private tmpfs (before the writable trees go back: the
+        // working directory may be /tmp itself); its name is removed
+        // through the tmpfs's descriptor once they are attached.
+        let mut files = [-1 as c_int; MAX_WRITABLE];
+        let mut src_dir = -1;
+        if let Some((dir, name)) = &p.mask_src {
+            src_dir = raw::openat(
+                k::AT_FDCWD,
+                dir.as_c_str(),
+                k::O_PATH | k::O_DIRECTORY | k::O_CLOEXEC,
+            )
+            .map_err(|e| (S_MASK, e))?;
+            let fd = raw::openat(
+                src_dir,
+                name.as_c_str(),
+                k::O_CREAT | k::O_EXCL | k::O_WRONLY | k::O_CLOEXEC,
+            );
+            raw::close(fd.map_err(|e| (S_MASK, e))?);
+            let mut j = 0;
+            while j < p.masks.len().min(MAX_WRITABLE) {
+                if !p.masks[j].dir {
+                    files[j] =
+                        raw::open_tree_at(src_dir, name.as_c_str()).map_err(|e| (S_MASK, e))?;
+                }
+                j += 1;
+            }
+        }
         i = 0;
         while i < n {
             for m in &p.writable[i].mkdirs {
@@ -883,6 +1042,31 @@ unsafe fn enter_steps(p: &Prepared, entry: NsEntry) -> Result<(), (i32, Errno)> 
             raw::move_mount(trees[i], p.writable[i].path.as_c_str()).map_err(|e| (S_MOVE, e))?;
             raw::close(trees[i]);
             i += 1;
+        }
+        let mut j = 0;
+        while j < p.masks.len().min(MAX_WRITABLE) {
+            let m = &p.masks[j];
+            if m.dir {
+                raw::mount_data(
+                    Some(c"tmpfs"),
+                    m.path.as_c_str(),
+                    Some(c"tmpfs"),
+                    k::MS_RDONLY | k::MS_NOSUID | k::MS_NODEV | k::MS_NOEXEC,
+                    c"mode=000,size=4k",
+                )
+                .map_err(|e| (S_MASK, e))?;
+            } else {
+                raw::move_mount(files[j], m.path.as_c_str()).map_err(|e| (S_MASK, e))?;
+                raw::close(files[j]);
+                raw::mount_setattr_rdonly(m.path.as_c_str()).map_err(|e| (S_MASK, e))?;
+            }
+            j += 1;
+        }
+        if src_dir >= 0 {
+            if let Some((_, name)) = &p.mask_src {
+                raw::unlinkat(src_dir, name.as_c_str()).map_err(|e| (S_MASK, e))?;
+            }
+            raw::close(src_dir);
         }
         for d in &p.private {
             let fd = raw::openat(
@@ -911,7 +1095,10 @@ unsafe fn enter_steps(p: &Prepared, entry: NsEntry) -> Result<(), (i32, Errno)> 
     }
     // SAFETY: `cwd` is a NUL-terminated string alive until the exec.
     unsafe { raw::chdir(p.cwd.as_ptr()) }.map_err(|e| (S_CHDIR, e))?;
-    if !ns && p.drop_caps {
+    // Root inside a user namespace keeps its capabilities there, and
+    // CAP_DAC_OVERRIDE would read through a mode-000 mask: dropped too when
+    // there are masks.
+    if p.drop_caps && (!ns || !p.masks.is_empty()) {
         // Root without a user namespace keeps no capability: the bounding
         // set emptied (an exec cannot give one back), then every set.
         let mut cap = 0;
