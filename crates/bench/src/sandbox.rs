@@ -126,7 +126,7 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         fmt_dur(sb.p99())
     );
     t.row(
-        "7",
+        "9",
         what.clone(),
         fmt_dur(sb.median()),
         "`corral run -- true` (same run)",
@@ -136,7 +136,7 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
     );
     if let Some((_, argv, b)) = variants.get(2) {
         t.row(
-            "7",
+            "9",
             what,
             fmt_dur(sb.median()),
             format!("`{}` (same run)", argv[1..].join(" ")),
@@ -192,7 +192,7 @@ fn relay_row(cfg: &Config, t: &mut Table, bin: &Path) -> Result<(), String> {
     };
     let h = human(cfg.output_bytes);
     t.row(
-        "7",
+        "9",
         format!(
             "CLI: `corral run --sandbox -- head -c {h} /dev/zero | cat`, throughput (↑; ratio: median of paired rounds, {})",
             spread(&a, &p)
@@ -250,7 +250,7 @@ fn capture_row(cfg: &Config, t: &mut Table, dir: &Path) -> Result<(), String> {
     };
     let h = human(cfg.output_bytes);
     t.row(
-        "7",
+        "9",
         format!(
             "library: capture of {h} (`head -c`) in `Sandbox::new()`, throughput (↑; ratio: median of paired rounds, {})",
             spread(&a, &p)

@@ -130,7 +130,7 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
     );
     if !fresh.is_empty() {
         t.row(
-            "7",
+            "8",
             what.clone(),
             fmt_dur(warm.median()),
             "a fresh `corral run --timeout 10s -- true` (CLI, per invocation)",
@@ -141,7 +141,7 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
     }
     if let Some(m) = marker {
         t.row(
-            "7",
+            "8",
             what,
             fmt_dur(warm.median()),
             format!(
