@@ -1145,7 +1145,9 @@ cwd = "sub"
     /// `sandbox = true` (task or defaults) with its policy keys, the task's
     /// own winning; relative paths from the manifest's directory; a policy
     /// key without a sandbox, a missing path or a bad network is an error
-    /// naming the key.
+    /// naming the key. Unix paths (the sandbox is Linux's; Windows spells
+    /// `/tmp` as `Z:\\tmp` under Wine).
+    #[cfg(unix)]
     #[test]
     fn sandbox_keys() {
         let q = |text: &str| parse("m.toml", text, Path::new("/"));
