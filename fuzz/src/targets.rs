@@ -400,6 +400,7 @@ pub fn mcp_args(data: &[u8]) {
             max_timeout: Duration::from_secs(60),
             root: dir.path().canonicalize().unwrap(),
             require_crash_safety: false,
+            sandbox: None,
         };
         (dir, limits)
     });

@@ -351,6 +351,7 @@ fn left_in(pgid: u32, _tracer: &Tracer) -> io::Result<Vec<u32>> {
 /// run may hold for them; the killed count's watches are as many again at
 /// most). A group with more live members than this is scanned again once
 /// pins are freed: one scan after the SIGKILL no longer finds them all.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub const PINS_MAX: usize = 256;
 
 #[cfg(target_os = "linux")]

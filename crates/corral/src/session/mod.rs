@@ -713,6 +713,7 @@ fn scan(_cookie: Option<&str>) -> Vec<Member> {
 /// Whether `pid`'s environment has `cookie` as an element of `CORRAL_TREE`.
 /// An empty environment is read again a few times: a process in `execve`
 /// shows none for a moment (kernel threads and zombies have none).
+#[cfg(target_os = "linux")]
 fn carries(pid: u32, cookie: &str) -> bool {
     let path = format!("/proc/{pid}/environ");
     let mut env = Vec::new();
