@@ -128,9 +128,17 @@ def test_ordinary_work_runs_inside(tmp_path, outside):
     enforced = r.report["sandbox"]
     assert str(allowed) in enforced["allow_write"]
     assert str(outside / "secret") in enforced["deny_read"]
-    # A denied path inside a writable one cannot be denied: refused.
-    with pytest.raises(ValueError, match="overlaps the writable"):
-        corral.run(["true"], cwd=work, sandbox=corral.Sandbox(allow_write=[outside], deny_read=[outside / "secret"]))
+    # A denied path inside a writable one is masked: the command runs and
+    # cannot read it; the host's file is intact.
+    r = corral.run(
+        ["sh", "-c", "if cat %s/secret; then exit 8; fi; echo ok > %s/g; exit 5" % (outside, outside)],
+        cwd=work, sandbox=corral.Sandbox(allow_write=[outside], deny_read=[outside / "secret"]),
+        capture_output=True, text=True,
+    )
+    assert (r.outcome, r.returncode) == ("exited", 5), (r.stderr, r.report)
+    assert "s3cret" not in r.stdout
+    assert (outside / "secret").read_text() == "s3cret\n"
+    assert (outside / "g").read_text() == "ok\n"
     # A Python program, with a pipe between two processes (the
     # interpreter itself: a virtual environment under /tmp is not seen
     # inside, /tmp being private).
