@@ -18,14 +18,22 @@ use crate::Config;
 
 /// One timed invocation; an unexpected exit status is an error.
 pub fn invoke(argv: &[String]) -> Result<Duration, String> {
-    let t0 = Instant::now();
-    let st = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
+    invoke_in(argv, None, Stdio::null())
+}
+
+/// One timed invocation in `dir` (or here) with `stdin`, output to
+/// /dev/null; an unexpected exit status is an error.
+pub fn invoke_in(argv: &[String], dir: Option<&Path>, stdin: Stdio) -> Result<Duration, String> {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(stdin)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map_err(|e| format!("{}: {e}", argv[0]))?;
+        .stderr(Stdio::null());
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
+    let t0 = Instant::now();
+    let st = cmd.status().map_err(|e| format!("{}: {e}", argv[0]))?;
     let d = t0.elapsed();
     if st.success() {
         Ok(d)

@@ -7,7 +7,7 @@
 //! it, paired round by round.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use corral::{ContainmentChoice, Mechanism, Output, Sandbox};
@@ -18,21 +18,7 @@ use crate::Config;
 
 /// One timed invocation in `dir`; an unexpected exit status is an error.
 fn invoke(argv: &[String], dir: &Path) -> Result<Duration, String> {
-    let t0 = Instant::now();
-    let st = Command::new(&argv[0])
-        .args(&argv[1..])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map_err(|e| format!("{}: {e}", argv[0]))?;
-    let d = t0.elapsed();
-    if st.success() {
-        Ok(d)
-    } else {
-        Err(format!("{argv:?} exited {st}"))
-    }
+    crate::cli::invoke_in(argv, Some(dir), Stdio::null())
 }
 
 fn bwrap_path() -> Option<PathBuf> {

@@ -8,8 +8,8 @@
 //! grows with the jobs.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
 use crate::report::{dur_ratio, fmt_dur, Samples, Table};
 use crate::Config;
@@ -23,20 +23,7 @@ fn invoke(argv: &[String], input: Option<&Path>) -> Result<Duration, String> {
         }
         None => Stdio::null(),
     };
-    let t0 = Instant::now();
-    let st = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(stdin)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map_err(|e| format!("{}: {e}", argv[0]))?;
-    let d = t0.elapsed();
-    if st.success() {
-        Ok(d)
-    } else {
-        Err(format!("{argv:?} exited {st}"))
-    }
+    crate::cli::invoke_in(argv, None, stdin)
 }
 
 fn manifest(cfg: &Config, name: &str, run: &str, n: usize) -> Result<String, String> {
