@@ -26,6 +26,8 @@ mod node;
 #[cfg(target_os = "linux")]
 mod run;
 #[cfg(target_os = "linux")]
+mod stall;
+#[cfg(target_os = "linux")]
 mod tree;
 
 #[cfg(not(target_os = "linux"))]
@@ -128,6 +130,9 @@ mod soak {
     struct Tally {
         pass: u64,
         unsettled: u64,
+        stalled: u64,
+        /// The longest stall of the harness within a stalled run, in ms.
+        stall_max_ms: u64,
         failures: BTreeMap<&'static str, u64>,
         shown: u64,
         overruns: Vec<u64>,
@@ -141,6 +146,7 @@ mod soak {
                 return 2;
             }
         };
+        crate::stall::start();
         if o.describe {
             let Some(seed) = o.run_seed else {
                 eprintln!("--describe needs --run-seed");
@@ -206,6 +212,17 @@ mod soak {
                         match m.verdict {
                             Verdict::Pass => t.pass += 1,
                             Verdict::Unsettled => t.unsettled += 1,
+                            Verdict::Stalled { stall_ms, detail } => {
+                                t.stalled += 1;
+                                t.stall_max_ms = t.stall_max_ms.max(stall_ms);
+                                if t.shown < o.show {
+                                    t.shown += 1;
+                                    println!(
+                                        "STALLED run {i} (replay: corral-soak --tier {} --run-seed {seed:#x}): {detail}",
+                                        o.tier.name()
+                                    );
+                                }
+                            }
                             Verdict::Fail(kind, detail) => {
                                 *t.failures.entry(kind).or_default() += 1;
                                 if t.shown < o.show {
@@ -294,11 +311,13 @@ mod soak {
             .collect();
         let rss_max = rss.iter().copied().max().unwrap_or(0);
         println!(
-            "SOAK tier={} uid={user} host={host} runs={} pass={} unsettled={} failures={} [{}] rss_kib first/last/max={}/{}/{} fds base/end/max={}/{}/{} cgroups_left={} return_past_nominal_ms p50/p99/max={}/{}/{} wall={:.0}s seed={} jobs={}",
+            "SOAK tier={} uid={user} host={host} runs={} pass={} unsettled={} stalled={} (longest stall {} ms) failures={} [{}] rss_kib first/last/max={}/{}/{} fds base/end/max={}/{}/{} cgroups_left={} return_past_nominal_ms p50/p99/max={}/{}/{} wall={:.0}s seed={} jobs={}",
             o.tier.name(),
             o.runs,
             t.pass,
             t.unsettled,
+            t.stalled,
+            t.stall_max_ms,
             failed,
             kinds.join(" "),
             rss.first().copied().unwrap_or(0),

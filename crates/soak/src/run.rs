@@ -40,6 +40,10 @@ pub enum Verdict {
     /// only what holds for any tree is checked (bounded return, outcome,
     /// no survivor); counts are not.
     Unsettled,
+    /// Every check passed but the return bound, and the harness itself was
+    /// stalled within the run for long enough to explain the overrun (see
+    /// `stall`).
+    Stalled { stall_ms: u64, detail: String },
     /// A failure of this kind, with what was seen.
     Fail(&'static str, String),
 }
@@ -271,6 +275,7 @@ pub fn run(case: &Case, tier: Tier, exe: &std::path::Path, host_subreaper: bool)
     drain(&sock, &mut pinned, &mut ready, &mut flooded, &mut caught);
     let overrun = returned_at.saturating_duration_since(nominal_end);
     let overrun_ms = overrun.as_millis() as u64;
+    let stalled = crate::stall::within(t0, returned_at);
     let report = result;
 
     // Fates at the return.
@@ -289,6 +294,7 @@ pub fn run(case: &Case, tier: Tier, exe: &std::path::Path, host_subreaper: bool)
         &caught,
         unsettled,
         overrun,
+        stalled,
         setup_err,
     );
     cleanup(&pinned);
@@ -334,6 +340,48 @@ fn judge(
     caught: &BTreeSet<usize>,
     unsettled: bool,
     overrun: Duration,
+    stalled: Duration,
+    setup_err: Option<String>,
+) -> Verdict {
+    let verdict = judge_all(
+        case,
+        tier,
+        host_subreaper,
+        r,
+        pinned,
+        alive_now,
+        caught,
+        unsettled,
+        overrun,
+        stalled,
+        setup_err,
+    );
+    // Past the bound, but not by more than the harness's own stalls in the
+    // run: the machine's, every other check passed.
+    let slow = overrun > SLACK;
+    match verdict {
+        Verdict::Pass | Verdict::Unsettled if slow => Verdict::Stalled {
+            stall_ms: stalled.as_millis() as u64,
+            detail: format!(
+                "returned {overrun:?} past its nominal end; the harness was stalled {stalled:?} within the run"
+            ),
+        },
+        v => v,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn judge_all(
+    case: &Case,
+    tier: Tier,
+    host_subreaper: bool,
+    r: &Report,
+    pinned: &BTreeMap<usize, Pinned>,
+    alive_now: &BTreeSet<usize>,
+    caught: &BTreeSet<usize>,
+    unsettled: bool,
+    overrun: Duration,
+    stalled: Duration,
     setup_err: Option<String>,
 ) -> Verdict {
     let show = |what: &str| -> String {
@@ -353,7 +401,7 @@ fn judge(
     if let Some(e) = setup_err {
         return Verdict::Fail("harness", show(&e));
     }
-    if overrun > SLACK {
+    if overrun.saturating_sub(stalled) > SLACK {
         return Verdict::Fail(
             "slow-return",
             show(&format!("returned {overrun:?} past its nominal end")),

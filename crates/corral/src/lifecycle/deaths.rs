@@ -22,8 +22,17 @@
 //!   descriptor left), a member is counted killed when it is gone and
 //!   corral sent SIGKILL, which nothing survives: an upper bound for a
 //!   member that exited by itself just before.
+//!
+//! One death by SIGHUP is corral's too. Before its SIGKILL corral stops a
+//! process-group tree (SIGSTOP to the group) and lists it. When the root,
+//! already exiting, finishes its exit in between, its exit orphans the
+//! group while corral's stop holds its members: the kernel then sends the
+//! group SIGHUP and SIGCONT (POSIX's orphaned-process-group rule), and the
+//! members die of that SIGHUP before the SIGKILL reaches them. So a member
+//! listed at that look, with the root not yet seen exited, that died of
+//! SIGHUP counts as killed ([`Deaths::stopped_look`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::Signal;
 
@@ -60,6 +69,10 @@ pub(super) trait Watch: Send {
 #[derive(Default)]
 pub(super) struct Deaths {
     watched: HashMap<u32, Option<Box<dyn Watch>>>,
+    /// The members listed while corral's stop held the tree and its root
+    /// was not seen exited: a SIGHUP that ends one of them is the kernel's
+    /// answer to that stop (module docs).
+    stopped_look: HashSet<u32>,
 }
 
 impl Deaths {
@@ -73,25 +86,58 @@ impl Deaths {
         }
     }
 
-    /// How many watched members died of one of the signals `sent`.
+    /// Starts watching those of `members` (listed in a live tree, before
+    /// corral's stop) that can be watched now. One that cannot is left out,
+    /// not taken for unreadable: it may have exited and been reaped since
+    /// the listing, and if it lives, the look after the stop lists it.
+    pub(super) fn watch_live(&mut self, members: impl IntoIterator<Item = u32>) {
+        for pid in members {
+            if self.watched.contains_key(&pid) || self.watched.len() >= MAX_WATCHED {
+                continue;
+            }
+            if let Some(w) = open(pid) {
+                self.watched.insert(pid, Some(w));
+            }
+        }
+    }
+
+    /// Marks the watched ones of `members`, listed while corral's stop held
+    /// the tree and its root was not seen exited (module docs: a SIGHUP
+    /// then is corral's).
+    pub(super) fn stopped_look(&mut self, members: &[u32]) {
+        let watched = &self.watched;
+        self.stopped_look
+            .extend(members.iter().copied().filter(|p| watched.contains_key(p)));
+    }
+
+    /// How many watched members died of one of the signals `sent` (or of
+    /// the SIGHUP corral's stop brought: module docs).
     pub(super) fn killed(&self, sent: &[Signal]) -> usize {
         count(
-            self.watched.values().map(|w| match w {
-                Some(w) => w.fate(),
-                None => Fate::Unknown,
+            self.watched.iter().map(|(pid, w)| {
+                let fate = match w {
+                    Some(w) => w.fate(),
+                    None => Fate::Unknown,
+                };
+                (fate, self.stopped_look.contains(pid))
             }),
             sent,
         )
     }
 }
 
-/// The counting rule, apart from how fates are read.
-pub(super) fn count(fates: impl Iterator<Item = Fate>, sent: &[Signal]) -> usize {
+/// The counting rule, apart from how fates are read: each member's fate,
+/// and whether it was listed while corral's stop held it with the root
+/// not seen exited.
+pub(super) fn count(fates: impl Iterator<Item = (Fate, bool)>, sent: &[Signal]) -> usize {
     let kill_sent = sent.contains(&Signal::KILL);
     let graceful_sent = sent.iter().any(|s| *s != Signal::KILL);
     fates
-        .filter(|f| match *f {
-            Fate::Signaled(sig) => sent.iter().any(|s| s.as_raw() == sig),
+        .filter(|&(f, held_by_stop)| match f {
+            Fate::Signaled(sig) => {
+                sent.iter().any(|s| s.as_raw() == sig)
+                    || (held_by_stop && kill_sent && sig == Signal::HUP.as_raw())
+            }
             Fate::Interrupted => graceful_sent,
             Fate::Unknown => kill_sent,
             Fate::Alive | Fate::Exited => false,
@@ -323,12 +369,34 @@ mod tests {
             Signaled(13),
             Unknown,
         ];
+        let plain = || fates.into_iter().map(|f| (f, false));
         // INT only: the one that died of INT. SIGPIPE was not corral's,
         // and without SIGKILL a member gone unseen is not called killed.
-        assert_eq!(count(fates.into_iter(), &[Signal::INT]), 1);
+        assert_eq!(count(plain(), &[Signal::INT]), 1);
         // INT then KILL: both deaths, and the unknown one (SIGKILL spares
         // nothing).
-        assert_eq!(count(fates.into_iter(), &[Signal::INT, Signal::KILL]), 3);
-        assert_eq!(count(fates.into_iter(), &[]), 0);
+        assert_eq!(count(plain(), &[Signal::INT, Signal::KILL]), 3);
+        assert_eq!(count(plain(), &[]), 0);
+    }
+
+    /// The orphaned-group SIGHUP: corral's when corral's stop held the
+    /// member (the root's exit orphaned a group corral had stopped, right
+    /// before its SIGKILL), not otherwise.
+    #[test]
+    fn a_sighup_counts_only_for_a_member_held_by_corrals_stop() {
+        use Fate::*;
+        let hup = Signaled(Signal::HUP.as_raw());
+        let kill = [Signal::KILL];
+        let cases: &[(&str, (Fate, bool), &[Signal], usize)] = &[
+            ("held by the stop, then the kill", (hup, true), &kill, 1),
+            ("not listed at the stop", (hup, false), &kill, 0),
+            ("no kill followed (no stop either)", (hup, true), &[Signal::TERM], 0),
+            ("corral sent HUP itself", (hup, false), &[Signal::HUP], 1),
+            ("another signal than HUP", (Signaled(10), true), &kill, 0),
+            ("an exit is never a kill", (Exited, true), &kill, 0),
+        ];
+        for (name, fate, sent, want) in cases {
+            assert_eq!(count([*fate].into_iter(), sent), *want, "{name}");
+        }
     }
 }

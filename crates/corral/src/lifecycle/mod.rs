@@ -884,9 +884,23 @@ impl Life {
     /// die of it nor be reaped. A stop that failed is not reported on its
     /// own (the members are still looked at): the SIGKILL that follows
     /// goes through the same identity and reports its failure.
+    ///
+    /// A root not seen exited may still finish an exit it had begun before
+    /// the stop, orphaning a group the stop holds: the kernel's SIGHUP to
+    /// the members listed here is then corral's doing (`deaths`).
     fn stop_and_count(&mut self) {
-        let _ = self.held().and_then(|t| t.stop_to_count());
-        let _ = self.tree_members();
+        let root_alive = self.root_status.is_none();
+        let before = self.held().and_then(|t| t.stop_to_count(root_alive));
+        let stopped = before.is_ok();
+        let members = self.tree_members();
+        if stopped && root_alive {
+            let pid = self.pid;
+            let mut looked: Vec<u32> = before.unwrap_or_default();
+            looked.retain(|&p| p != pid);
+            self.deaths.watch_live(looked.iter().copied());
+            looked.extend(members.into_iter().filter(|&p| p != pid));
+            self.deaths.stopped_look(&looked);
+        }
     }
 
     fn send(&mut self, sig: Signal) {
