@@ -43,7 +43,10 @@ pub enum Verdict {
     /// Every check passed but the return bound, and the harness itself was
     /// stalled within the run for long enough to explain the overrun (see
     /// `stall`).
-    Stalled { stall_ms: u64, detail: String },
+    Stalled {
+        stall_ms: u64,
+        detail: String,
+    },
     /// A failure of this kind, with what was seen.
     Fail(&'static str, String),
 }

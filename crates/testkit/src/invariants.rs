@@ -141,7 +141,10 @@ pub fn assert_one_scan_after_the_kill(ops: &[OsOp], members: usize, killed_first
         assert_eq!(before, want, "scans before the kill: {ops:?}");
         if want == 2 {
             assert!(
-                matches!(ops.get(stop.wrapping_sub(1)), Some(OsOp::MembersScanned { .. })),
+                matches!(
+                    ops.get(stop.wrapping_sub(1)),
+                    Some(OsOp::MembersScanned { .. })
+                ),
                 "the live tree's scan comes right before the stop: {ops:?}"
             );
         }

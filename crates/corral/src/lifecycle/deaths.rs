@@ -390,7 +390,12 @@ mod tests {
         let cases: &[(&str, (Fate, bool), &[Signal], usize)] = &[
             ("held by the stop, then the kill", (hup, true), &kill, 1),
             ("not listed at the stop", (hup, false), &kill, 0),
-            ("no kill followed (no stop either)", (hup, true), &[Signal::TERM], 0),
+            (
+                "no kill followed (no stop either)",
+                (hup, true),
+                &[Signal::TERM],
+                0,
+            ),
             ("corral sent HUP itself", (hup, false), &[Signal::HUP], 1),
             ("another signal than HUP", (Signaled(10), true), &kill, 0),
             ("an exit is never a kill", (Exited, true), &kill, 0),
