@@ -387,7 +387,8 @@ mod tests {
         use Fate::*;
         let hup = Signaled(Signal::HUP.as_raw());
         let kill = [Signal::KILL];
-        let cases: &[(&str, (Fate, bool), &[Signal], usize)] = &[
+        type Case<'a> = (&'a str, (Fate, bool), &'a [Signal], usize);
+        let cases: &[Case<'_>] = &[
             ("held by the stop, then the kill", (hup, true), &kill, 1),
             ("not listed at the stop", (hup, false), &kill, 0),
             (
