@@ -447,6 +447,18 @@ fn judge_all(
     let outside: BTreeSet<usize> = (1..n)
         .filter(|&i| !case.nodes[i].transient && escaped(i))
         .collect();
+    // A catcher that caught SIGTERM but had not exited when the grace
+    // ended (a loaded machine) died of corral's SIGKILL: killed, not
+    // exited by itself (its fate, read from the harness's own pidfd).
+    let caught: &BTreeSet<usize> = &caught
+        .iter()
+        .copied()
+        .filter(|i| {
+            pinned
+                .get(i)
+                .is_none_or(|p| death_signal(&p.fd) != Some(libc::SIGKILL))
+        })
+        .collect();
     // Members that died of something other than corral's signals: a caught
     // SIGTERM (exit 0).
     let self_exited = members.iter().filter(|i| caught.contains(i)).count();
@@ -731,6 +743,42 @@ fn go(pinned: &BTreeMap<usize, Pinned>, i: usize) {
 }
 
 /// Whether the process behind `fd` exited within `ms`.
+/// The signal a node died of (0: it exited), as the kernel keeps it for
+/// the node's pidfd once the node is reaped (`PIDFD_GET_INFO` with
+/// `PIDFD_INFO_EXIT`, Linux 6.15); `None` if not known within 200 ms.
+fn death_signal(fd: &OwnedFd) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    /// `struct pidfd_info` up to `exit_code` (64 bytes, its first version).
+    #[repr(C)]
+    #[derive(Default)]
+    struct Info {
+        mask: u64,
+        cgroupid: u64,
+        ids: [u32; 11],
+        exit_code: i32,
+    }
+    const PIDFD_INFO_EXIT: u64 = 1 << 3;
+    // _IOWR(0xFF, 11, struct pidfd_info): read-write, size 64.
+    const PIDFD_GET_INFO: u64 = (3 << 30) | (64 << 16) | (0xFF << 8) | 11;
+    let end = Instant::now() + Duration::from_millis(200);
+    loop {
+        let mut info = Info {
+            mask: PIDFD_INFO_EXIT,
+            ..Info::default()
+        };
+        // SAFETY: `info` is repr(C), 64 bytes as the opcode says, and lives
+        // across the call; the descriptor is a pidfd.
+        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), PIDFD_GET_INFO as _, &mut info) };
+        if rc == 0 && info.mask & PIDFD_INFO_EXIT != 0 {
+            return Some(info.exit_code & 0x7f);
+        }
+        if Instant::now() >= end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn exited(fd: &OwnedFd, ms: u64) -> bool {
     wait_exit(fd, Duration::from_millis(ms))
 }
