@@ -585,7 +585,13 @@ fn judge_all(
     if unsettled {
         // Only what holds whatever was set up: the outcome, nothing of the
         // tree alive but what is out of reach.
-        let ok_outcome = legal.iter().any(|e| e.outcome == r.outcome);
+        // A trigger other than a timer is never pulled when the set-up
+        // did not finish: the harness's backstop deadline ends the run.
+        let timer = matches!(case.trigger, Trigger::Timeout(_) | Trigger::Idle(_));
+        let backstop = !timer
+            && r.outcome == Outcome::TimedOut
+            && r.timeout_kind == Some(TimeoutKind::Deadline);
+        let ok_outcome = backstop || legal.iter().any(|e| e.outcome == r.outcome);
         if !ok_outcome {
             return Verdict::Fail("outcome", show(&format!("unsettled run; legal {legal:?}")));
         }
