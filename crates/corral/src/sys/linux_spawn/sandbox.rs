@@ -417,7 +417,8 @@ fn canonical_prefix(p: &Path) -> Result<PathBuf, crate::Error> {
 /// own grant (the ancestors themselves cannot be listed). Under /dev only
 /// directories (listing), character devices and files are granted: no
 /// block device (a raw disk would read around every rule) and not
-/// /dev/mem, /dev/kmem, /dev/port. With `private_dev` /dev gets no rule
+/// /dev/mem, /dev/kmem, /dev/port, /dev/kmsg (the kernel log: syslog(2) is
+/// denied too). With `private_dev` /dev gets no rule
 /// at all: the child covers it with its own /dev and grants that.
 fn read_rules(
     denied: &[PathBuf],
@@ -458,7 +459,8 @@ fn read_rules(
                 walk(&p, true, private_dev, denied, out);
             } else if dev {
                 let name = p.file_name().unwrap_or_default();
-                if t.is_char_device() && !["mem", "kmem", "port"].iter().any(|n| name == *n) {
+                if t.is_char_device() && !["mem", "kmem", "port", "kmsg"].iter().any(|n| name == *n)
+                {
                     out.push((p, AccessFs::ReadFile.into()));
                 } else if t.is_file() {
                     out.push((p, AccessFs::ReadFile | AccessFs::Execute));
@@ -672,7 +674,12 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
             continue;
         }
         let Ok(fd) = PathFd::new(d) else { continue };
-        let access = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+        // A device in a denied path stays writable but not readable.
+        let access = if denied.iter().any(|x| Path::new(d).starts_with(x)) {
+            AccessFs::WriteFile | AccessFs::Truncate
+        } else {
+            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate
+        };
         created = created
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| ll(&format!("device rule for {d}"), e))?;
@@ -680,7 +687,8 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     }
     let ruleset: Option<OwnedFd> = created.into();
     let ruleset = ruleset.ok_or_else(|| bad("Landlock is not enforceable here"))?;
-    // The read rules (most of the rules: a device at a time under /dev)
+    // The read rules (with the host's /dev, most of them: a device at a
+    // time)
     // are added directly: the walk knows each entry's type and gave it the
     // rights its type can carry, so the crate's fstat per rule is not
     // needed. A rule the kernel refuses fails the preparation.
