@@ -265,6 +265,14 @@ pub(crate) fn namespaces_available() -> bool {
     if std::env::var_os("CORRAL_SANDBOX_NO_NAMESPACES").is_some_and(|v| v == "1") {
         return false;
     }
+    // Without a seccomp filter on this thread (one system call tells) the
+    // answer needs neither the status file nor the probe.
+    // SAFETY: prctl(PR_GET_SECCOMP) takes no pointer.
+    if unsafe { libc::prctl(libc::PR_GET_SECCOMP) } == 0 {
+        if let Some(v) = namespaces_foreseen() {
+            return v;
+        }
+    }
     let key: String = std::fs::read_to_string("/proc/thread-self/status")
         .map(|s| {
             s.lines()
@@ -284,7 +292,11 @@ pub(crate) fn namespaces_available() -> bool {
     // restriction or a chroot, nothing refuses the namespaces: no probe
     // (a forked child, about 1.5 ms of every one-shot run). A refusal this
     // did not foresee fails the spawn closed.
-    let available = match namespaces_foreseen(&key) {
+    let available = match key
+        .contains("Seccomp:\t0")
+        .then(namespaces_foreseen)
+        .flatten()
+    {
         Some(v) => v,
         None => probe_namespaces(),
     };
@@ -294,16 +306,12 @@ pub(crate) fn namespaces_available() -> bool {
     available
 }
 
-/// Whether user, mount and network namespaces are available, when that can
-/// be told without trying (`None`: a probe must try). `status` holds the
-/// `Seccomp` and `NoNewPrivs` lines of /proc/thread-self/status.
-fn namespaces_foreseen(status: &str) -> Option<bool> {
+/// Whether user, mount and network namespaces are available to a thread
+/// without a seccomp filter (one may refuse unshare or clone: a container's
+/// profile, the ladder tests'; only trying tells), when that can be told
+/// without trying (`None`: a probe must try).
+fn namespaces_foreseen() -> Option<bool> {
     let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
-    // A seccomp filter may refuse unshare or clone (a container's profile,
-    // the ladder tests'): only trying tells.
-    if !status.contains("Seccomp:\t0") {
-        return None;
-    }
     if read("/proc/sys/user/max_user_namespaces").ok()? == "0" {
         return Some(false);
     }
@@ -318,14 +326,19 @@ fn namespaces_foreseen(status: &str) -> Option<bool> {
         }
     }
     // A chrooted process cannot make a user namespace: its root is then
-    // not the root of a mount of its namespace (no mount at "/" whose own
-    // root is "/"). A chroot to a mount's root is not told apart: that
-    // spawn fails closed.
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    if !mounts.lines().any(|l| {
-        let mut f = l.split(' ').skip(3);
-        f.next() == Some("/") && f.next() == Some("/")
-    }) {
+    // (but for a chroot to a mount's root) not the root of a mount
+    // (statx's STATX_ATTR_MOUNT_ROOT on "/"; one call, where reading
+    // /proc/self/mountinfo costs a line per mount). A chroot to a mount's
+    // root is not told apart: that spawn fails closed.
+    let root = rustix::fs::statx(
+        rustix::fs::CWD,
+        "/",
+        rustix::fs::AtFlags::empty(),
+        rustix::fs::StatxFlags::BASIC_STATS,
+    )
+    .ok()?;
+    let mount_root = rustix::fs::StatxAttributes::MOUNT_ROOT;
+    if !root.stx_attributes_mask.contains(mount_root) || !root.stx_attributes.contains(mount_root) {
         return None;
     }
     Some(true)
