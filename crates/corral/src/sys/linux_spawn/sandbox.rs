@@ -778,7 +778,9 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     let mut rules = vec![
         SandboxRule::new(
             "write: only the working directory, the allow_write paths, the private /tmp and /dev/shm, the usual devices",
-            Enforcement::by(if namespaces {
+            Enforcement::by(if private_dev {
+                "landlock, mount namespace (the rest read-only: chmod, chown, utimes, xattrs; a private read-only /dev of the usual devices)"
+            } else if namespaces {
                 "landlock, mount namespace (the rest read-only: chmod, chown, utimes, xattrs)"
             } else {
                 "landlock, seccomp (chmod, chown, utimes, xattrs denied everywhere)"
@@ -866,7 +868,9 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
         }),
         masks,
         mask_src,
-        loopback: namespaces && policy.network != Network::Host,
+        // Under `none` no socket can be made (seccomp): its namespace's
+        // loopback stays down (a socket, an ioctl less per run).
+        loopback: namespaces && policy.network == Network::Loopback,
         drop_caps: uid == 0,
         cwd: cstr(&cwd)?,
         enforced,
