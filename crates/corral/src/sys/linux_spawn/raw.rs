@@ -1128,6 +1128,37 @@ pub(super) fn mkdir(path: &CStr, mode: u32) -> Result<usize, Errno> {
     })
 }
 
+/// `mknodat(AT_FDCWD, path, S_IFREG | mode, 0)`: an empty regular file
+/// (a mount point for a bind of a file).
+#[inline(always)]
+pub(super) fn mknod_file(path: &CStr, mode: u32) -> Result<usize, Errno> {
+    // SAFETY: the kernel reads the NUL-terminated `path`.
+    check(unsafe {
+        syscall4(
+            k::__NR_mknodat,
+            k::AT_FDCWD as isize as usize,
+            path.as_ptr() as usize,
+            (k::S_IFREG | mode) as usize,
+            0,
+        )
+    })
+}
+
+/// `symlinkat(target, AT_FDCWD, path)`.
+#[inline(always)]
+pub(super) fn symlink(target: &CStr, path: &CStr) -> Result<usize, Errno> {
+    // SAFETY: the kernel reads the two NUL-terminated strings.
+    check(unsafe {
+        syscall4(
+            k::__NR_symlinkat,
+            target.as_ptr() as usize,
+            k::AT_FDCWD as isize as usize,
+            path.as_ptr() as usize,
+            0,
+        )
+    })
+}
+
 /// `socket(domain, type, 0)`.
 #[inline(always)]
 pub(super) fn socket(domain: u32, typ: u32) -> Result<c_int, Errno> {
