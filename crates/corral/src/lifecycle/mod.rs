@@ -611,8 +611,13 @@ impl Life {
         if let Some(n) = arm.capture_limit {
             self.settings.capture_limit = n;
         }
-        let meter = (arm.idle_timeout.is_some() || arm.output_limit.is_some())
-            .then(|| Arc::new(OutputMeter::new(arm.output_limit, arm.idle_timeout.is_some(), now)));
+        let meter = (arm.idle_timeout.is_some() || arm.output_limit.is_some()).then(|| {
+            Arc::new(OutputMeter::new(
+                arm.output_limit,
+                arm.idle_timeout.is_some(),
+                now,
+            ))
+        });
         for s in self.streams.iter_mut().flatten() {
             s.rearm(self.settings.capture_limit, meter.clone());
         }

@@ -264,7 +264,7 @@ struct State {
     hold: Option<Hold>,
     /// The next command's shell, started ahead (bash only): it has sourced
     /// the current state and waits on the FIFO for its command line.
-    warm: Option<Warm>,
+    warm: Option<WarmSlot>,
     /// A warm shell failed to take its command (it could not open the
     /// FIFO, it died): no more are started.
     no_warm: bool,
@@ -280,7 +280,35 @@ struct Warm {
 
 impl std::fmt::Debug for Warm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Warm").field("pid", &self.running.id()).finish()
+        f.debug_struct("Warm")
+            .field("pid", &self.running.id())
+            .finish()
+    }
+}
+
+/// A warm shell, ready or being started on a thread of its own (so that
+/// its spawn overlaps the caller's work too).
+enum WarmSlot {
+    Ready(Warm),
+    Starting(std::thread::JoinHandle<Option<Warm>>),
+}
+
+impl WarmSlot {
+    /// The shell, once started (`None`: it could not be).
+    fn take(self) -> Option<Warm> {
+        match self {
+            WarmSlot::Ready(w) => Some(w),
+            WarmSlot::Starting(h) => h.join().ok().flatten(),
+        }
+    }
+}
+
+impl std::fmt::Debug for WarmSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WarmSlot::Ready(w) => w.fmt(f),
+            WarmSlot::Starting(_) => f.write_str("Starting"),
+        }
     }
 }
 
@@ -359,7 +387,13 @@ impl Session {
                 },
             )
         });
-        let written = written.and_then(|()| if bash { make_fifo(&dir.join(FIFO)) } else { Ok(()) });
+        let written = written.and_then(|()| {
+            if bash {
+                make_fifo(&dir.join(FIFO))
+            } else {
+                Ok(())
+            }
+        });
         if let Err(e) = written {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(io_err("write", e));
@@ -431,7 +465,7 @@ impl Session {
         // one starts cold. One that cannot run at all (a NUL in it) too, to
         // fail as it always did.
         let warm_fits = o.grace.is_none_or(|g| g.is_zero()) && !command_line.contains('\0');
-        let warm = match state.warm.take() {
+        let warm = match state.warm.take().and_then(WarmSlot::take) {
             Some(w) if warm_fits => Some(w),
             other => {
                 // Started for the state as it is; a cold command changes it.
@@ -444,7 +478,7 @@ impl Session {
         if let Some(w) = warm {
             if o.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
                 // Nothing ran: the state is as it was, the shell still fits.
-                state.warm = Some(w);
+                state.warm = Some(WarmSlot::Ready(w));
                 return Err(Error::CancelledBeforeSpawn);
             }
             match self.run_warm(w, command_line, o) {
@@ -577,7 +611,7 @@ impl Session {
     /// Starts the next command's shell ahead (bash): contained as every
     /// command, with no limit yet (they are set when its command is sent),
     /// it sources the current state and waits on the FIFO.
-    fn spawn_warm(&self) -> Option<Warm> {
+    fn spawn_warm(&self) -> Option<WarmSlot> {
         use std::os::unix::fs::OpenOptionsExt;
         // Read and write: the shell's open for reading does not wait for a
         // writer, and a message written before it opens stays in the FIFO.
@@ -589,14 +623,28 @@ impl Session {
             .ok()?;
         let mut cmd = self.shell_command();
         cmd.arg("w");
-        let running = cmd.spawn().ok()?;
-        Some(Warm { running, fifo })
+        let spawn = move || {
+            let running = cmd.spawn().ok()?;
+            Some(Warm { running, fifo })
+        };
+        match std::thread::Builder::new()
+            .name("corral-session-warm".into())
+            .spawn(spawn)
+        {
+            Ok(h) => Some(WarmSlot::Starting(h)),
+            Err(_) => None,
+        }
     }
 
     /// Runs `command_line` in the warm shell: its limits start now, the
     /// line is sent. `None` when the shell did not take it (it died or
     /// could not read the FIFO before): nothing of the command ran.
-    fn run_warm(&self, w: Warm, command_line: &str, o: &RunOptions) -> Option<Result<Report, Error>> {
+    fn run_warm(
+        &self,
+        w: Warm,
+        command_line: &str,
+        o: &RunOptions,
+    ) -> Option<Result<Report, Error>> {
         use std::io::{Read, Write};
         let Warm {
             mut running,
@@ -644,16 +692,23 @@ impl Session {
         let new = std::fs::read(&vars).ok().filter(|b| b.ends_with(COMPLETE));
         let complete = new.is_some();
         if let Some(new) = new {
-            match self.bash.then(|| filter_variables(&new)).flatten() {
-                Some(filtered) => {
-                    let _ = std::fs::write(self.dir.join("vars"), filtered);
-                    let _ = std::fs::remove_file(&vars);
-                }
-                None => {
-                    let _ = std::fs::rename(&vars, self.dir.join("vars"));
-                }
+            // The old files are removed before the new ones take their
+            // names: a rename over a file or a truncation makes ext4 (its
+            // `auto_da_alloc`) write the new data out first, hundreds of
+            // microseconds each; a removal and a rename to a free name
+            // cost nothing of the kind.
+            let (old_vars, old_opts) = (self.dir.join("vars"), self.dir.join("opts"));
+            let _ = std::fs::remove_file(&old_vars);
+            let filtered = self.bash.then(|| filter_variables(&new)).flatten();
+            let written = filtered.is_some_and(|f| {
+                std::fs::write(&old_vars, f).is_ok() && std::fs::remove_file(&vars).is_ok()
+            });
+            if !written {
+                // Whole (bash's own variables fail or do no harm sourced back).
+                let _ = std::fs::rename(&vars, &old_vars);
             }
-            let _ = std::fs::rename(&opts, self.dir.join("opts"));
+            let _ = std::fs::remove_file(&old_opts);
+            let _ = std::fs::rename(&opts, &old_opts);
         } else {
             let _ = std::fs::remove_file(&vars);
             let _ = std::fs::remove_file(&opts);
@@ -738,7 +793,7 @@ impl Session {
             return;
         }
         // The warm shell first (its drop kills its tree and reaps it).
-        drop(state.warm.take());
+        drop(state.warm.take().and_then(WarmSlot::take));
         kill_all(&self.id);
         state.jobs.clear();
         state.hold = None;
@@ -779,10 +834,28 @@ const VARIABLES_END: &[u8] = b"# corral: variables end\n";
 /// line, call stack; the working directory is carried by `cd`).
 fn carried(name: &[u8]) -> bool {
     const OWN: &[&[u8]] = &[
-        b"BASH", b"BASHOPTS", b"BASHPID", b"SHELLOPTS", b"EUID", b"UID", b"PPID", b"RANDOM",
-        b"SRANDOM", b"SECONDS", b"LINENO", b"FUNCNAME", b"GROUPS", b"HISTCMD",
-        b"EPOCHREALTIME", b"EPOCHSECONDS", b"PIPESTATUS", b"DIRSTACK", b"PWD", b"OLDPWD",
-        b"CORRAL_TREE", b"_",
+        b"BASH",
+        b"BASHOPTS",
+        b"BASHPID",
+        b"SHELLOPTS",
+        b"EUID",
+        b"UID",
+        b"PPID",
+        b"RANDOM",
+        b"SRANDOM",
+        b"SECONDS",
+        b"LINENO",
+        b"FUNCNAME",
+        b"GROUPS",
+        b"HISTCMD",
+        b"EPOCHREALTIME",
+        b"EPOCHSECONDS",
+        b"PIPESTATUS",
+        b"DIRSTACK",
+        b"PWD",
+        b"OLDPWD",
+        b"CORRAL_TREE",
+        b"_",
     ];
     !(OWN.contains(&name)
         || name.starts_with(b"BASH_")
