@@ -1200,3 +1200,27 @@ fn kill_all(cookie: &str) {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bashs_own_variables_are_filtered_out_of_the_state() {
+        let state = b"declare -- A=\"x\ndeclare -- BASHPID=1\n(\"\ndeclare -r BASHOPTS=\"a:b\"\n\
+declare -a ARR=([0]=\")\" [1]=$'q\\'\\n')\ndeclare -- Z\ndeclare -i RANDOM\n\
+declare -x P='it'\\''s'\ndeclare -- __corral_s=\"0\"\n# corral: variables end\ncd /\n# corral: complete\n";
+        let got = filter_variables(state).unwrap();
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            "declare -- A=\"x\ndeclare -- BASHPID=1\n(\"\ndeclare -a ARR=([0]=\")\" [1]=$'q\\'\\n')\n\
+declare -- Z\ndeclare -x P='it'\\''s'\n# corral: variables end\ncd /\n# corral: complete\n"
+        );
+        // Not what `declare -p` prints: kept whole.
+        assert_eq!(
+            filter_variables(b"declare -- A=\"x\n# corral: complete\n"),
+            None
+        );
+        assert_eq!(filter_variables(b"A=1\n# corral: variables end\n"), None);
+    }
+}
