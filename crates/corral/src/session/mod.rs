@@ -14,6 +14,13 @@
 //! `exec true`, `kill -9 $$`, a failure under `set -e`) writes no state:
 //! it ends the session (see `wrapper.bash`).
 //!
+//! The next command's shell (bash) is started ahead, once the state of the
+//! last one is in place, on a thread of its own: contained like any
+//! command, it sources the state and waits on a FIFO of the session's
+//! directory for its command line (`Warm`). The command's limits start
+//! when the line is sent (`Running::start_now`); a command that must start
+//! cold (a grace) drops it, so a warm shell is never one of a stale state.
+//!
 //! Background jobs: every process a command starts carries the session's
 //! cookie (an element of `CORRAL_TREE`), which the crash-safety keeper
 //! holds for the session's life: if the owner dies, the keeper kills every
