@@ -145,6 +145,20 @@ impl Running {
         }
     }
 
+    /// For a process started ahead of its work (a session's warm shell,
+    /// waiting for its command line): the run starts now. Its timers (the
+    /// timeout, the idle timeout), its output limit, capture limit and wait
+    /// delay become these, counted from now; the report's times count from
+    /// now (its spawn time is zero: the spawn was before). `cancel`, if
+    /// given, cancels the run too. Only before [`wait`](Self::wait), while
+    /// the root is waiting and has written nothing that matters.
+    #[cfg(unix)]
+    pub(crate) fn start_now(&mut self, arm: &Arm) {
+        if let Some(l) = self.life.as_mut() {
+            l.start_now(arm);
+        }
+    }
+
     /// Supervises the run to its end and reports what happened. Returns in
     /// bounded time: at most the deadline (or root exit plus the wait delay,
     /// plus up to 1 s to drain output that nothing holds any more but is
@@ -206,6 +220,18 @@ impl Running {
             on_ready: &mut on_ready,
         }))
     }
+}
+
+/// What [`Running::start_now`] sets.
+#[cfg(unix)]
+#[derive(Default)]
+pub(crate) struct Arm {
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) output_limit: Option<u64>,
+    pub(crate) capture_limit: Option<usize>,
+    pub(crate) wait_delay: Option<Duration>,
+    pub(crate) cancel: Option<CancelToken>,
 }
 
 /// A descriptor of the caller's watched by the synchronous driver, and
@@ -569,6 +595,40 @@ fn attach(
     Err(failed)
 }
 impl Life {
+    /// See [`Running::start_now`].
+    #[cfg(unix)]
+    fn start_now(&mut self, arm: &Arm) {
+        let now = Instant::now();
+        self.start = now;
+        self.spawn_time = Duration::ZERO;
+        self.settings.timeout = arm.timeout;
+        self.settings.deadline = None;
+        self.settings.idle_timeout = arm.idle_timeout;
+        self.settings.output_limit = arm.output_limit;
+        if let Some(d) = arm.wait_delay {
+            self.settings.wait_delay = d;
+        }
+        if let Some(n) = arm.capture_limit {
+            self.settings.capture_limit = n;
+        }
+        let meter = (arm.idle_timeout.is_some() || arm.output_limit.is_some()).then(|| {
+            Arc::new(OutputMeter::new(
+                arm.output_limit,
+                arm.idle_timeout.is_some(),
+                now,
+            ))
+        });
+        for s in self.streams.iter_mut().flatten() {
+            s.rearm(self.settings.capture_limit, meter.clone());
+        }
+        self.meter = meter;
+        self.policy = policy(&self.settings, now, self.policy.stop_to_count);
+        if let Some(t) = &arm.cancel {
+            self.cancel = t.clone();
+            self.cancel.register(&self.waker);
+        }
+    }
+
     /// The synchronous driver: sleep in the platform poller between steps.
     /// `watch`: the caller's descriptor, whose readiness calls its closure
     /// here, on this thread, between two steps.

@@ -50,6 +50,17 @@ pub(super) struct StreamIo {
 }
 
 impl StreamIo {
+    /// A run started late ([`super::Running::start_now`]): the capture limit
+    /// and the meter are these from now (what was captured before, if
+    /// anything, is kept under the old limit).
+    #[cfg(unix)]
+    pub(super) fn rearm(&mut self, capture_limit: usize, meter: Option<Arc<OutputMeter>>) {
+        if self.capture.total_bytes() == 0 {
+            self.capture = Captured::with_cap(capture_limit);
+        }
+        self.meter = meter;
+    }
+
     /// A stream `which` read from `pipe` (none when a splice relay owns
     /// it), kept as `settings` say and copied to `relay`.
     fn new(
