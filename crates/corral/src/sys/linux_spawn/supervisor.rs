@@ -474,8 +474,15 @@ fn answer_one(listener: &OwnedFd, stop: &OwnedFd, seen: &Mutex<Seen>, hold: bool
 
 fn supervise(rx: OwnedFd, stop: OwnedFd, seen: &Mutex<Seen>, hold: bool) {
     let mut listener: Option<OwnedFd> = None;
+    // Whether `rx` may still bring the listener (a negative descriptor is
+    // ignored by poll: no spinning on an error that stays).
+    let mut rx_open = true;
     loop {
-        let watched = listener.as_ref().unwrap_or(&rx).as_raw_fd();
+        let watched = match (&listener, rx_open) {
+            (Some(l), _) => l.as_raw_fd(),
+            (None, true) => rx.as_raw_fd(),
+            (None, false) => -1,
+        };
         let mut fds = [
             libc::pollfd {
                 fd: watched,
@@ -493,12 +500,14 @@ fn supervise(rx: OwnedFd, stop: OwnedFd, seen: &Mutex<Seen>, hold: bool) {
         }
         let stopping = fds[1].revents != 0;
         if listener.is_none() {
-            if fds[0].revents != 0 || stopping {
+            if (rx_open && fds[0].revents != 0) || stopping {
                 listener = receive_listener(&rx);
                 if listener.is_some() {
                     if let Ok(mut s) = seen.lock() {
                         s.listener = true;
                     }
+                } else if fds[0].revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                    rx_open = false;
                 }
             }
             if listener.is_none() && stopping {
