@@ -42,6 +42,10 @@ use crate::spec::{InputKind, Settings, SharedLineCallback};
 use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
 use crate::{Error, Signal};
 
+/// Completes a run's sandbox report when the run ends (the denials the
+/// kernel reported during it).
+pub(crate) type SandboxFinish = Box<dyn FnOnce(&mut crate::report::SandboxReport) + Send>;
+
 mod deaths;
 mod phase;
 mod plan;
@@ -85,9 +89,16 @@ impl Running {
 
     /// Records what the sandbox enforced, for the report.
     #[cfg_attr(not(linux_raw), allow(dead_code))]
-    pub(crate) fn set_sandbox_report(&mut self, r: crate::report::SandboxReport) {
+    /// `finish` completes it when the run ends (the denials observed).
+    #[cfg_attr(not(linux_raw), allow(dead_code))]
+    pub(crate) fn set_sandbox_report(
+        &mut self,
+        r: crate::report::SandboxReport,
+        finish: SandboxFinish,
+    ) {
         if let Some(l) = self.life.as_mut() {
             l.sandbox = Some(r);
+            l.sandbox_finish = Some(finish);
         }
     }
 
@@ -299,6 +310,8 @@ pub(crate) struct Life {
     tracer: Tracer,
     /// What the sandbox enforced, for the report.
     sandbox: Option<crate::report::SandboxReport>,
+    /// Completes `sandbox` when the run ends (the denials observed).
+    sandbox_finish: Option<SandboxFinish>,
     // What was learned on the way.
     root_status: Option<RootStatus>,
     root_exit_at: Option<Instant>,
@@ -392,6 +405,7 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
         on_line: plan.on_line,
         tracer: plan.tracer,
         sandbox: None,
+        sandbox_finish: None,
         root_status: None,
         root_exit_at: None,
         output_closed_at: None,
@@ -1180,7 +1194,12 @@ impl Life {
             },
             usage,
             limits_hit,
-            sandbox: self.sandbox.take(),
+            sandbox: self.sandbox.take().map(|mut r| {
+                if let Some(finish) = self.sandbox_finish.take() {
+                    finish(&mut r);
+                }
+                r
+            }),
         }
     }
 }

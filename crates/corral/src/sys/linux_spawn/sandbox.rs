@@ -149,6 +149,9 @@ pub(crate) struct Prepared {
     /// The seccomp program and its descriptor (pointing into `_filter`).
     _filter: Vec<seccompiler::sock_filter>,
     fprog: SockFprog,
+    /// The network policy's `socket(2)` refusals, notified to corral
+    /// (`None` under `host`).
+    pub(crate) net: Option<super::supervisor::NetFilter>,
     /// Whether namespaces are used (else the ladder).
     pub(crate) namespaces: bool,
     uid_map: CString,
@@ -195,6 +198,12 @@ impl Prepared {
     /// it open for its command).
     pub(crate) fn ruleset_fd(&self) -> c_int {
         self.ruleset.as_raw_fd()
+    }
+
+    /// The descriptor the child hands the seccomp listener over (-1:
+    /// none; the PID namespace's init keeps it open for its command).
+    pub(crate) fn notify_fd(&self) -> c_int {
+        self.net.as_ref().map_or(-1, |n| n.child_fd())
     }
 }
 
@@ -735,11 +744,12 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     }
 
     // seccomp.
-    let filter = seccomp_program(policy.network, namespaces)?;
+    let filter = seccomp_program(namespaces)?;
     let fprog = SockFprog {
         len: filter.len() as u16,
         filter: filter.as_ptr(),
     };
+    let net = super::supervisor::NetFilter::new(policy.network).map_err(bad)?;
 
     // Writable paths as the child re-attaches them: shortest first.
     let mut wsorted = writable.clone();
@@ -837,13 +847,18 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
         mechanisms,
         rules,
         devices: granted_devices,
-        denials_note: "not observable: Landlock's audit records need CAP_AUDIT_READ and seccomp returns EPERM without a record; a failed operation inside is the program's own error".to_string(),
+        // Filled in when the run ends (`supervisor::Supervisor::finish`).
+        denials: Vec::new(),
+        denials_unlisted: 0,
+        denials_observed: Vec::new(),
+        denials_note: String::new(),
     };
 
     Ok(Prepared {
         ruleset,
         _filter: filter,
         fprog,
+        net,
         namespaces,
         uid_map: CString::new(format!("{uid} {uid} 1\n")).expect("no nul"),
         gid_map: CString::new(format!("{gid} {gid} 1\n")).expect("no nul"),
@@ -878,11 +893,9 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
 }
 
 /// The seccomp program: `EPERM` for the calls the policy forbids, every
-/// other call allowed.
-fn seccomp_program(
-    network: Network,
-    namespaces: bool,
-) -> Result<Vec<seccompiler::sock_filter>, crate::Error> {
+/// other call allowed. The network policy's `socket(2)` refusals are a
+/// program of their own (`supervisor::NetFilter`: notified to corral).
+fn seccomp_program(namespaces: bool) -> Result<Vec<seccompiler::sock_filter>, crate::Error> {
     use seccompiler::{
         SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
     };
@@ -963,21 +976,6 @@ fn seccomp_program(
             ioctl_rule(0x541C)?, // TIOCLINUX
         ],
     );
-    match network {
-        Network::None => deny(k::__NR_socket, vec![]),
-        Network::Loopback => {
-            let unix = SeccompCondition::new(
-                0,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Eq,
-                libc::AF_UNIX as u64,
-            )
-            .and_then(|c| SeccompRule::new(vec![c]))
-            .map_err(|e| bad(format!("seccomp rule: {e}")))?;
-            deny(k::__NR_socket, vec![unix]);
-        }
-        Network::Host => {}
-    }
     if !namespaces {
         // No read-only mounts: the metadata writes Landlock has no right
         // for are denied everywhere.
@@ -1209,6 +1207,11 @@ unsafe fn enter_steps(p: &Prepared, entry: NsEntry, pty: bool) -> Result<(), (i3
     // SAFETY: `fprog` points into `_filter`, alive until the exec.
     unsafe { raw::seccomp_filter(&p.fprog as *const SockFprog as usize) }
         .map_err(|e| (S_SECCOMP, e))?;
+    if let Some(net) = &p.net {
+        // SAFETY: in that child, after every other step, as the caller
+        // promises.
+        unsafe { net.install() }.map_err(|e| (S_SECCOMP, e))?;
+    }
     Ok(())
 }
 
