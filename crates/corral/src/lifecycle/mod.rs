@@ -264,7 +264,7 @@ pub(crate) struct Life {
     /// The output limit and the idle timer's view of the streams (only
     /// with one of them set).
     meter: Option<Arc<OutputMeter>>,
-    stdin: Option<StdinFeed>,
+    stdin: Option<Box<StdinFeed>>,
     /// The run's pseudo-terminal (`Command::pty`).
     pty: Option<stdio::PtyRun>,
     cancel: CancelToken,
@@ -282,7 +282,7 @@ pub(crate) struct Life {
     signals_sent: Vec<Signal>,
     /// Members seen during the run, watched for how they die (the killed
     /// count).
-    deaths: deaths::Deaths,
+    deaths: Option<Box<deaths::Deaths>>,
     /// Every cleanup step that failed, in order, each kept once (its first
     /// failure).
     cleanup_errors: Vec<CleanupError>,
@@ -362,7 +362,7 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
         waker,
         streams: [out, err],
         meter,
-        stdin,
+        stdin: stdin.map(Box::new),
         pty,
         cancel: plan.cancel,
         signal_requests: SignalRequests::default(),
@@ -373,7 +373,7 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
         root_exit_at: None,
         output_closed_at: None,
         signals_sent: Vec::new(),
-        deaths: deaths::Deaths::default(),
+        deaths: None,
         cleanup_errors: Vec::new(),
         count_kept: false,
         kept: 0,
@@ -927,7 +927,9 @@ impl Life {
                     .into_iter()
                     .filter(|&p| p != pid && Some(p) != stand_in)
                     .collect();
-                self.deaths.watch(others.iter().copied());
+                self.deaths
+                    .get_or_insert_with(Box::default)
+                    .watch(others.iter().copied());
                 let mut all = others;
                 if self.root_status.is_none() {
                     // The root is alive (or dying) and still a member.
@@ -1024,7 +1026,7 @@ impl Life {
     }
 
     fn feed_stdin(&mut self) {
-        if self.stdin.as_mut().is_some_and(StdinFeed::feed) {
+        if self.stdin.as_mut().is_some_and(|f| f.feed()) {
             self.stdin = None; // closing our end gives the child EOF
         }
     }
@@ -1081,7 +1083,10 @@ impl Life {
         // not in `signals_sent` (sent to them, not to the tree), so the
         // deaths' count leaves them out, unless the owner also sent the
         // tree SIGKILL (then it counts them already).
-        let killed = self.deaths.killed(&self.signals_sent)
+        let killed = self
+            .deaths
+            .as_ref()
+            .map_or(0, |d| d.killed(&self.signals_sent))
             + if self.signals_sent.contains(&Signal::KILL) {
                 0
             } else {
@@ -1231,7 +1236,7 @@ fn sees_output(stdout: &crate::spec::OutputKind, stderr: &crate::spec::OutputKin
 fn interest<'a>(
     phase: &Phase,
     streams: &'a Streams,
-    stdin: &'a Option<StdinFeed>,
+    stdin: &'a Option<Box<StdinFeed>>,
     tree: Option<&'a dyn Attached>,
 ) -> Interest<'a> {
     #[cfg(windows)]
