@@ -1380,8 +1380,8 @@ mod size {
         use std::mem::size_of;
         let (life, command) = (size_of::<super::Life>(), size_of::<crate::Command>());
         eprintln!("Life {life} bytes, Command {command} bytes");
-        // Measured: 736 and 392 (were 1600 and 552).
-        assert!(life <= 832, "Life is {life} bytes");
+        // Measured: 672 and 392 (were 1600 and 552).
+        assert!(life <= 736, "Life is {life} bytes");
         assert!(command <= 448, "Command is {command} bytes");
     }
 }
