@@ -274,6 +274,12 @@ impl StdinFeed {
     }
 }
 
+/// A run's two captured streams (stdout, stderr), each boxed: a run whose
+/// output goes elsewhere (`/dev/null`, a file, inherited) keeps two empty
+/// slots of a pointer each, not two stream states (figure 5: 10,000
+/// concurrent runs).
+pub(super) type Streams = [Option<Box<StreamIo>>; 2];
+
 /// What the captured streams keep.
 #[derive(Debug, Clone)]
 pub(super) struct StreamSettings {
@@ -292,7 +298,7 @@ pub(super) struct Wired {
     pub(super) stdout: ChildIo,
     pub(super) stderr: ChildIo,
     pub(super) feed: Option<StdinFeed>,
-    pub(super) streams: [Option<StreamIo>; 2],
+    pub(super) streams: Streams,
     pub(super) pty: Option<PtyRun>,
 }
 
@@ -378,7 +384,7 @@ pub(super) fn wire(
         stdout: stdout_io,
         stderr: stderr_io,
         feed,
-        streams: [out, err],
+        streams: [out.map(Box::new), err.map(Box::new)],
         pty: None,
     })
 }
@@ -531,7 +537,7 @@ fn wire_pty(
         stdout: ChildIo::File(slave_out),
         stderr: ChildIo::File(slave),
         feed: None,
-        streams: [Some(stream), None],
+        streams: [Some(Box::new(stream)), None],
         pty: Some(PtyRun {
             master: shared,
             _input: input,
@@ -554,7 +560,7 @@ fn wire_pty(
 }
 
 /// The captured pipes worth waiting on (not those whose relay is full).
-pub(super) fn watched_outputs(streams: &[Option<StreamIo>; 2]) -> [Option<&PipeEnd>; 2] {
+pub(super) fn watched_outputs(streams: &Streams) -> [Option<&PipeEnd>; 2] {
     let now = streams
         .iter()
         .flatten()
