@@ -266,24 +266,24 @@ impl Attached for Group {
     }
 
     #[cfg(target_os = "linux")]
-    fn stop_to_count(&mut self, root_may_exit: bool) -> io::Result<Vec<u32>> {
+    fn stop_to_count(&mut self) -> io::Result<()> {
         let pgid = self.pgid;
-        // The root may finish its exit while the group is stopped: the
-        // group is then orphaned with stopped members (no subreaper host)
-        // and the kernel SIGHUPs them, possibly before the look after the
-        // stop lists them. Listed (and pinned) now, each is watched before
-        // that can happen.
-        let before = match root_may_exit {
-            true => self.scan(pgid).unwrap_or_default(),
-            false => Vec::new(),
-        };
         self.tracer.record(OsOp::TreeStopped {
             via: Mechanism::ProcessGroup,
             target: pgid as u64,
         });
         self.stopped = true;
-        sys::signal_group(pgid, Signal::STOP)?;
-        Ok(before)
+        sys::signal_group(pgid, Signal::STOP)
+    }
+
+    /// The root may finish its exit while the group is stopped: the group
+    /// is then orphaned with stopped members (no subreaper host) and the
+    /// kernel SIGHUPs them, possibly before the look after the stop lists
+    /// them. Listed (and pinned) now, each is watched before that.
+    #[cfg(target_os = "linux")]
+    fn look_before_stop(&mut self) -> Vec<u32> {
+        let pgid = self.pgid;
+        self.scan(pgid).unwrap_or_default()
     }
 
     fn members(&mut self) -> io::Result<Vec<u32>> {

@@ -614,16 +614,6 @@ impl Life {
         let now = Instant::now();
         self.start = now;
         self.spawn_time = Duration::ZERO;
-        self.settings.timeout = arm.timeout;
-        self.settings.deadline = None;
-        self.settings.idle_timeout = arm.idle_timeout;
-        self.settings.output_limit = arm.output_limit;
-        if let Some(d) = arm.wait_delay {
-            self.settings.wait_delay = d;
-        }
-        if let Some(n) = arm.capture_limit {
-            self.settings.capture_limit = n;
-        }
         let meter = (arm.idle_timeout.is_some() || arm.output_limit.is_some()).then(|| {
             Arc::new(OutputMeter::new(
                 arm.output_limit,
@@ -632,10 +622,16 @@ impl Life {
             ))
         });
         for s in self.streams.iter_mut().flatten() {
-            s.rearm(self.settings.capture_limit, meter.clone());
+            s.rearm(arm.capture_limit, meter.clone());
         }
         self.meter = meter;
-        self.policy = policy(&self.settings, now, self.policy.stop_to_count);
+        // The limits as `policy` makes them from the settings, from now.
+        self.policy.deadline = arm.timeout.and_then(|t| now.checked_add(t));
+        self.policy.idle_timeout = arm.idle_timeout;
+        if let Some(d) = arm.wait_delay {
+            self.policy.wait_delay = d;
+        }
+        self.policy.started = now;
         if let Some(t) = &arm.cancel {
             self.cancel = t.clone();
             self.cancel.register(&self.waker);
@@ -967,16 +963,22 @@ impl Life {
     /// the members listed here is then corral's doing (`deaths`).
     fn stop_and_count(&mut self) {
         let root_alive = self.root_status.is_none();
-        let before = self.held().and_then(|t| t.stop_to_count(root_alive));
-        let stopped = before.is_ok();
+        let pid = self.pid;
+        let mut looked: Vec<u32> = Vec::new();
+        if root_alive {
+            if let Ok(t) = self.held() {
+                looked = t.look_before_stop();
+            }
+            looked.retain(|&p| p != pid);
+            let deaths = self.deaths.get_or_insert_with(Box::default);
+            deaths.watch_live(looked.iter().copied());
+        }
+        let stopped = self.held().and_then(|t| t.stop_to_count()).is_ok();
         let members = self.tree_members();
         if stopped && root_alive {
-            let pid = self.pid;
-            let mut looked: Vec<u32> = before.unwrap_or_default();
-            looked.retain(|&p| p != pid);
-            self.deaths.watch_live(looked.iter().copied());
             looked.extend(members.into_iter().filter(|&p| p != pid));
-            self.deaths.stopped_look(&looked);
+            let deaths = self.deaths.get_or_insert_with(Box::default);
+            deaths.stopped_look(&looked);
         }
     }
 

@@ -54,9 +54,9 @@ impl StreamIo {
     /// and the meter are these from now (what was captured before, if
     /// anything, is kept under the old limit).
     #[cfg(unix)]
-    pub(super) fn rearm(&mut self, capture_limit: usize, meter: Option<Arc<OutputMeter>>) {
-        if self.capture.total_bytes() == 0 {
-            self.capture = Captured::with_cap(capture_limit);
+    pub(super) fn rearm(&mut self, capture_limit: Option<usize>, meter: Option<Arc<OutputMeter>>) {
+        if let Some(limit) = capture_limit.filter(|_| self.capture.total_bytes() == 0) {
+            self.capture = Captured::with_cap(limit);
         }
         self.meter = meter;
     }
