@@ -136,7 +136,10 @@ impl Config {
                 output_bytes: 1 << 30,
                 output_reps: 5,
                 scale_sizes: vec![(1, "1"), (100, "1"), (1000, "1")],
-                scale_big: Some((10_000, "30")),
+                // 60 s: on a loaded 2-core machine starting 10,000 takes
+                // longer than 30 s, and the first would end before the last
+                // started (the peaks would not be of 10,000 live commands).
+                scale_big: Some((10_000, "60")),
                 cli_iters: 200,
                 batch_tasks: 1000,
                 throughput_tasks: 1000,

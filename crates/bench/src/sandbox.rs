@@ -1,8 +1,10 @@
 //! Figure 9: the sandbox (issue #33). `corral run --sandbox -- true`
 //! against `corral run -- true` and against the equivalent `bwrap` command
 //! line (read-only root, the working directory writable, a private /tmp and
-//! /dev/shm, the host's devices, new user and network namespaces), all
-//! three interleaved in one run; then 1 GiB (full mode) relayed by the CLI
+//! /dev/shm, a private /dev of the usual devices (`--dev`), new user and
+//! network namespaces) and the same with the host's devices
+//! (`--dev-bind /dev /dev`, the line of the first figures), all four
+//! interleaved in one run; then 1 GiB (full mode) relayed by the CLI
 //! and captured by the library inside a sandbox against the same outside
 //! it, paired round by round.
 
@@ -30,17 +32,17 @@ fn bwrap_path() -> Option<PathBuf> {
 
 /// bubblewrap's command line for corral's default policy: the root
 /// read-only, the working directory writable, private /tmp and /dev/shm,
-/// the host's devices, no network (new user and network namespaces).
-fn bwrap_argv(bwrap: &Path, dir: &Path) -> Vec<String> {
+/// a private /dev of the usual devices (`host_dev`: the host's devices
+/// instead), no network (new user and network namespaces).
+fn bwrap_argv(bwrap: &Path, dir: &Path, host_dev: bool) -> Vec<String> {
     let d = dir.display().to_string();
     let mut v = vec![bwrap.display().to_string()];
-    for a in [
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev-bind",
-        "/dev",
-        "/dev",
+    let dev: &[&str] = if host_dev {
+        &["--dev-bind", "/dev", "/dev"]
+    } else {
+        &["--dev", "/dev"]
+    };
+    for a in ["--ro-bind", "/", "/"].iter().chain(dev).chain(&[
         // The private /tmp first: the working directory may be under it.
         "--tmpfs",
         "/tmp",
@@ -56,8 +58,8 @@ fn bwrap_argv(bwrap: &Path, dir: &Path) -> Vec<String> {
         &d,
         "--",
         "true",
-    ] {
-        v.push(a.to_owned());
+    ]) {
+        v.push((*a).to_owned());
     }
     v
 }
@@ -86,10 +88,12 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
     }
     match bwrap_path() {
         Some(b) => {
-            let argv = bwrap_argv(&b, &dir);
-            match invoke(&argv, &dir) {
-                Ok(_) => variants.push(("bwrap", argv, Samples::default())),
-                Err(e) => t.note(format!("figure 9: bwrap skipped: {e}")),
+            for (name, host_dev) in [("bwrap --dev", false), ("bwrap --dev-bind", true)] {
+                let argv = bwrap_argv(&b, &dir, host_dev);
+                match invoke(&argv, &dir) {
+                    Ok(_) => variants.push((name, argv, Samples::default())),
+                    Err(e) => t.note(format!("figure 9: {name} skipped: {e}")),
+                }
             }
         }
         None => t.note("figure 9: no bwrap here (apt install bubblewrap)"),
@@ -120,10 +124,10 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         dur_ratio(sb.median(), plain),
         "≤ 1.5",
     );
-    if let Some((_, argv, b)) = variants.get(2) {
+    for (_, argv, b) in variants.iter().skip(2) {
         t.row(
             "9",
-            what,
+            what.clone(),
             fmt_dur(sb.median()),
             format!("`{}` (same run)", argv[1..].join(" ")),
             fmt_dur(b.median()),

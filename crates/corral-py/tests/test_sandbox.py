@@ -148,3 +148,30 @@ def test_ordinary_work_runs_inside(tmp_path, outside):
         capture_output=True, text=True,
     )
     assert (r.returncode, r.stdout) == (0, "42\n"), r.stderr
+
+
+def test_refused_connections_are_listed_in_the_report(tmp_path):
+    """The report lists what the kernel refused (not a guess from stderr):
+    two TCP attempts, counted exactly, with the command seeing EPERM."""
+    program = (
+        "import socket\n"
+        "for _ in range(2):\n"
+        "    try:\n"
+        "        socket.socket(socket.AF_INET, socket.SOCK_STREAM).connect(('127.0.0.1', 9))\n"
+        "    except OSError as e:\n"
+        "        print(e.errno)\n"
+    )
+    python = os.path.realpath(sys.executable)
+    r = corral.run([python, "-c", program], cwd=tmp_path, sandbox=True, capture_output=True, text=True)
+    assert (r.outcome, r.returncode) == ("exited", 0), (r.stderr, r.report)
+    assert r.stdout == "1\n1\n"
+    sb = r.report["sandbox"]
+    assert sb["denials"] == [
+        {"kind": "network", "operation": "socket", "target": "AF_INET SOCK_STREAM", "count": 2}
+    ]
+    assert sb["denials_unlisted"] == 0
+    observed = {o["kind"]: o["observed"] for o in sb["denials_observed"]}
+    assert observed == {"files": False, "network": True, "processes": False}
+    # Nothing attempted: nothing listed.
+    r = corral.run(["true"], cwd=tmp_path, sandbox=True)
+    assert r.report["sandbox"]["denials"] == []

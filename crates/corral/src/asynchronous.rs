@@ -248,7 +248,12 @@ async fn drive(mut guard: Guard) -> Report {
 }
 
 fn register_all(life: &Life) -> io::Result<Vec<Reg>> {
-    let mut regs = Vec::with_capacity(4);
+    // Room for exactly the descriptors there are (one per run when the
+    // output goes elsewhere), not for the four there may be.
+    let count = usize::from(life.root_fd().is_some())
+        + (0..2).filter(|&i| life.output_fd(i).is_some()).count()
+        + usize::from(life.stdin_fd().is_some());
+    let mut regs = Vec::with_capacity(count);
     if let Some(fd) = life.root_fd() {
         regs.push(register(fd, Slot::Root, Interest::READABLE)?);
     }

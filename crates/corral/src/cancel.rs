@@ -111,6 +111,11 @@ impl CancelToken {
             return true;
         }
         st.wakers.retain(|w| w.strong_count() > 0);
+        // A token of its own (the usual case) holds one waker: room for
+        // exactly that one, not the four a first push makes room for.
+        if st.wakers.capacity() == 0 {
+            st.wakers.reserve_exact(1);
+        }
         st.wakers.push(Arc::downgrade(waker));
         false
     }

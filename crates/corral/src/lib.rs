@@ -101,8 +101,8 @@ pub use error::{Error, SpawnErrorKind};
 pub use lifecycle::{PtyWindow, Running};
 pub use report::{
     CleanupError, CleanupStep, CrashSafety, Leftovers, LimitHit, Mechanism, Outcome, Report,
-    RootStatus, RunError, SandboxReport, SandboxRule, TimeoutKind, Timings, UnknownMechanism,
-    Usage,
+    RootStatus, RunError, SandboxDenial, SandboxObservation, SandboxReport, SandboxRule,
+    TimeoutKind, Timings, UnknownMechanism, Usage,
 };
 #[cfg(unix)]
 pub use session::{Job, RunOptions, Session, SessionEnd, SessionOptions, SessionReport};

@@ -818,8 +818,74 @@ pub struct SandboxReport {
     pub mechanisms: Vec<String>,
     /// Each rule of the policy and how it is enforced.
     pub rules: Vec<SandboxRule>,
-    /// Why no denial is listed: what the kernel can and cannot tell corral.
+    /// What was denied, as the kernel told corral (not guessed from exit
+    /// codes or output): each distinct denial with its exact count, in the
+    /// order first seen, at most 64 (see `denials_unlisted`). Only the
+    /// kinds `denials_observed` marks observed can appear here.
+    pub denials: Vec<SandboxDenial>,
+    /// Denied attempts not listed in `denials` (its cap was reached).
+    pub denials_unlisted: u64,
+    /// For each kind of denial (`files`, `network`, `processes`): whether
+    /// corral observes it, how, or why not.
+    pub denials_observed: Vec<SandboxObservation>,
+    /// What is and is not observed, in one sentence.
     pub denials_note: String,
+}
+
+/// One denial the kernel reported to corral during a sandboxed run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[non_exhaustive]
+pub struct SandboxDenial {
+    /// `network` (the only kind observed today).
+    pub kind: String,
+    /// The refused system call, e.g. `socket`.
+    pub operation: String,
+    /// What it named: for `socket`, the family and type (`AF_INET
+    /// SOCK_STREAM`); the call is refused before any address exists.
+    pub target: String,
+    /// How many times it was attempted and refused.
+    pub count: u64,
+}
+
+impl SandboxDenial {
+    #[cfg_attr(not(linux_raw), allow(dead_code))]
+    pub(crate) fn new(kind: &str, operation: &str, target: String, count: u64) -> SandboxDenial {
+        SandboxDenial {
+            kind: kind.to_string(),
+            operation: operation.to_string(),
+            target,
+            count,
+        }
+    }
+}
+
+/// Whether one kind of denial is observed in a sandboxed run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[non_exhaustive]
+pub struct SandboxObservation {
+    /// `files`, `network` or `processes`.
+    pub kind: String,
+    /// Whether denials of this kind are listed in `denials`.
+    pub observed: bool,
+    /// How they are observed, or why not.
+    pub how: String,
+}
+
+impl SandboxObservation {
+    #[cfg_attr(not(linux_raw), allow(dead_code))]
+    pub(crate) fn new(kind: &str, observed: bool, how: impl Into<String>) -> SandboxObservation {
+        SandboxObservation {
+            kind: kind.to_string(),
+            observed,
+            how: how.into(),
+        }
+    }
 }
 
 /// One rule of a sandbox and how it is enforced.

@@ -89,7 +89,15 @@ pub(crate) fn spawned(r: Result<Running, Error>, setup: &ChildSetup) -> Result<R
         match r {
             Ok(mut running) => {
                 if let Some(p) = sandbox::Prepared::of(setup) {
-                    running.set_sandbox_report(p.enforced.clone());
+                    // The refused socket(2) calls are notified to a thread
+                    // of corral until the report is made.
+                    use crate::sys::linux_spawn::supervisor::{unwatched, Supervisor};
+                    let finish: crate::lifecycle::SandboxFinish =
+                        match p.net.as_ref().and_then(Supervisor::start) {
+                            Some(s) => Box::new(move |r| s.finish(r)),
+                            None => Box::new(unwatched),
+                        };
+                    running.set_sandbox_report(p.enforced.clone(), finish);
                 }
                 Ok(running)
             }

@@ -162,18 +162,54 @@ fn descriptors_per_run(
     tier: corral::Mechanism,
     captured: bool,
 ) -> f64 {
+    census(rt, n, corral::ContainmentChoice::Only(tier), captured).per_run
+}
+
+/// What `n` live runs hold, per run: in all, and by kind (what
+/// `/proc/self/fd/N` links to: `pidfd`, `cgroup` (a directory under
+/// /sys/fs/cgroup), `pipe`, `other`); and the tier the runs reported.
+struct Census {
+    per_run: f64,
+    by_kind: std::collections::BTreeMap<&'static str, f64>,
+    mechanism: Option<corral::Mechanism>,
+}
+
+fn fd_kinds() -> std::collections::BTreeMap<&'static str, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for (_, target) in fd_list() {
+        let kind = if target == "anon_inode:[pidfd]" {
+            "pidfd"
+        } else if target.starts_with("/sys/fs/cgroup") {
+            "cgroup"
+        } else if target.starts_with("pipe:") {
+            "pipe"
+        } else {
+            "other"
+        };
+        *m.entry(kind).or_insert(0) += 1;
+    }
+    m
+}
+
+fn census(
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+    tier: corral::ContainmentChoice,
+    captured: bool,
+) -> Census {
     rt.block_on(async {
         // The first run of a process starts what every later run shares
         // (the crash-safety keeper's socket and pidfd, the cgroup pool's
         // inotify queue): started before the count, it is not counted.
         let mut warm = corral::Command::new("/bin/true");
-        warm.containment(corral::ContainmentChoice::Only(tier))
+        warm.containment(tier)
             .stdout(corral::Output::null())
             .stderr(corral::Output::null());
         warm.run_async().await.unwrap();
         corral::process_wide::release_cgroup_pool();
         let before = open_fds();
         let list_before = fd_list();
+        let kinds_at_start = fd_kinds();
         let kids_before = live_children().len();
         let threads_before = threads();
         let mut runs = Vec::new();
@@ -181,7 +217,7 @@ fn descriptors_per_run(
         for _ in 0..n {
             let mut c = corral::Command::new("/bin/sh");
             c.args(["-c", TREE])
-                .containment(corral::ContainmentChoice::Only(tier))
+                .containment(tier)
                 .timeout(Duration::from_secs(150));
             if !captured {
                 c.stdout(corral::Output::null())
@@ -199,14 +235,22 @@ fn descriptors_per_run(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         let during = open_fds();
+        let kinds_during = fd_kinds();
         let peak_threads = threads();
         for (_, t) in &runs {
             t.cancel();
         }
+        let mut mechanism = None;
         while let Some(r) = tasks.join_next().await {
             let r = r.unwrap();
             assert_eq!(r.outcome, corral::Outcome::Cancelled, "{r:?}");
             assert!(r.cleanup_errors.is_empty(), "{r:?}");
+            assert!(
+                mechanism.is_none_or(|m| m == r.containment),
+                "runs of one choice in different tiers: {mechanism:?}, {:?}",
+                r.containment
+            );
+            mechanism = Some(r.containment);
         }
         // Pooled cgroups keep their descriptors by design: give them back.
         corral::process_wide::release_cgroup_pool();
@@ -239,7 +283,17 @@ fn descriptors_per_run(
             peak_threads <= threads_before + 4,
             "threads went from {threads_before} to {peak_threads}"
         );
-        during.saturating_sub(before) as f64 / n as f64
+        Census {
+            per_run: during.saturating_sub(before) as f64 / n as f64,
+            by_kind: kinds_during
+                .into_iter()
+                .map(|(k, v)| {
+                    let was = kinds_at_start.get(k).copied().unwrap_or(0);
+                    (k, v.saturating_sub(was) as f64 / n as f64)
+                })
+                .collect(),
+            mechanism,
+        }
     })
 }
 
@@ -264,6 +318,46 @@ fn async_runs_hold_a_bounded_number_of_descriptors_process_group() {
 #[test]
 fn async_runs_hold_a_bounded_number_of_descriptors_cgroup() {
     descriptors_within(corral::Mechanism::Cgroup, 2.5, 4.5);
+}
+
+/// The default tier (`auto`: a cgroup as root on a cgroup v2 host, the
+/// subreaper or process-group tier elsewhere), output to /dev/null, counted
+/// through /proc/self/fd while every run is live: one pidfd per run (the
+/// root's: its exit and its reap; no wake descriptor, no duplicate for the
+/// reactor, no `cgroup.events`), and in the cgroup tier one cgroup
+/// directory per run (the identity signals go through and the ownership
+/// lock: promise 3), nothing else. What every run shares (the keeper's
+/// socket, the pool's inotify queue) is started by a first run, before the
+/// count. (Measured: exactly 1.00 pidfd and 1.00 directory per run.)
+#[test]
+fn the_default_tier_holds_one_pidfd_per_run_and_its_identity() {
+    let _serial = serial();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let n = trees_that_fit();
+    let c = census(&rt, n, corral::ContainmentChoice::Auto, false);
+    eprintln!(
+        "auto ({:?}), {n} trees: {:.2} per run, by kind {:?}",
+        c.mechanism, c.per_run, c.by_kind
+    );
+    let identity = match c.mechanism {
+        Some(corral::Mechanism::Cgroup) => 1.0,
+        _ => 0.0,
+    };
+    // A transient descriptor (a look at /proc, the keeper's) is one per
+    // count, not one per run.
+    let slack = 1.5 / n as f64;
+    let kind = |k: &str| c.by_kind.get(k).copied().unwrap_or(0.0);
+    assert!(kind("pidfd") <= 1.0 + slack, "{:?}", c.by_kind);
+    assert!(kind("cgroup") <= identity + slack, "{:?}", c.by_kind);
+    assert!(kind("pipe") + kind("other") <= slack, "{:?}", c.by_kind);
+    assert!(
+        c.per_run <= 1.0 + identity + slack,
+        "{:.3} per run",
+        c.per_run
+    );
 }
 
 /// The PID-namespace tier: the init's pidfd (one, shared by the root and

@@ -102,6 +102,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
         &[
             &["arch"],
             &["raw", "stack"],
+            &["supervisor"],
             &["sandbox"],
             &["child"],
             &["parent", "keeper"],

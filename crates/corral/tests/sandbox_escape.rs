@@ -624,3 +624,139 @@ fn deny_read_inside_the_working_directory_is_masked() {
 fn deny_read_inside_an_allow_write_path_is_masked() {
     deny_read_inside_a_writable_path(false);
 }
+
+/// The private /dev (mount namespace): only the usual devices are there,
+/// the host's raw devices, kernel log and terminals are not reachable;
+/// /dev/null and /dev/zero work; nothing in /dev can be created, removed,
+/// re-moded or unmounted, and the host's /dev/null is unchanged after.
+#[test]
+fn the_private_dev_holds_only_the_usual_devices() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let mut probe: Vec<String> = [
+        "/dev/kmsg",
+        "/dev/mem",
+        "/dev/kmem",
+        "/dev/port",
+        "/dev/console",
+        "/dev/ptmx",
+        "/dev/tty0",
+        "/dev/ttyS0",
+        "/dev/fuse",
+        "/dev/net/tun",
+        "/dev/cpu/0/msr",
+        "/dev/loop0",
+        "/dev/sda",
+        "/dev/vda",
+    ]
+    .map(String::from)
+    .to_vec();
+    for dir in ["/dev", "/dev/pts"] {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let block = e.file_type().is_ok_and(|t| t.is_block_device());
+            if block || dir == "/dev/pts" {
+                probe.push(e.path().display().to_string());
+            }
+        }
+    }
+    let s = corral_testkit::Scratch::new();
+    let script = format!(
+        r#"
+        echo "ls: $(ls -A /dev | tr '\n' ' ')"
+        for f in {}; do
+            [ -e "$f" ] && echo "present $f"
+            head -c 1 "$f" >/dev/null 2>&1 && echo "read $f"
+        done
+        echo x > /dev/null && echo null-ok
+        [ "$(head -c 4 /dev/zero | wc -c)" -eq 4 ] && echo zero-ok
+        ( : > /dev/new ) 2>/dev/null && echo created
+        ( mkdir /dev/newdir ) 2>/dev/null && echo mkdir
+        ( ln -s /etc /dev/link ) 2>/dev/null && echo symlink
+        ( chmod 600 /dev/null ) 2>/dev/null && echo chmod
+        ( rm -f /dev/null /dev/fd ) 2>/dev/null
+        [ -c /dev/null ] && [ -L /dev/fd ] || echo removed
+        ( umount /dev/null; umount -l /dev ) 2>/dev/null
+        echo "after: $(ls -A /dev | tr '\n' ' ')"
+        exit 0
+        "#,
+        probe.join(" ")
+    );
+    let r = run(&s, &script, Sandbox::new());
+    assert_eq!(r.exit_code(), Some(0), "{r:?}");
+    assert!(r.sandbox.as_ref().is_some_and(|sb| sb.namespaces), "{r:?}");
+    let out = text(&r.stdout);
+    let usual = [
+        "fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout", "tty", "urandom",
+        "zero",
+    ];
+    let listed = out
+        .lines()
+        .find_map(|l| l.strip_prefix("ls: "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let names: Vec<&str> = listed.split_whitespace().collect();
+    assert!(names.contains(&"null") && names.contains(&"zero"), "{out}");
+    assert!(names.iter().all(|n| usual.contains(n)), "{out}");
+    assert!(out.contains(&format!("after: {listed}")), "{out}");
+    assert!(out.contains("null-ok") && out.contains("zero-ok"), "{out}");
+    for bad in [
+        "present", "read ", "created", "mkdir", "symlink", "chmod", "removed",
+    ] {
+        assert!(!out.contains(bad), "{bad}: {out}");
+    }
+    let null = std::fs::metadata("/dev/null").unwrap();
+    assert!(null.file_type().is_char_device());
+    assert_eq!(null.permissions().mode() & 0o7777, 0o666);
+}
+
+/// Under `Command::pty` the run's own terminal is in the private /dev
+/// (`tty` names it, it opens by that name), and it is the only one there.
+#[test]
+fn the_pty_is_bound_into_the_private_dev() {
+    let s = corral_testkit::Scratch::new();
+    let mut c = s.sh(
+        r#"t=$(tty); echo "tty=$t"; echo hello > "$t" && echo wrote; echo "pts: $(ls /dev/pts | tr '\n' ' ')"; ( chmod 600 "$t" ) 2>/dev/null && echo chmod; exit 0"#,
+    );
+    c.current_dir(s.dir())
+        .pty(corral::PtySize::default())
+        .timeout(std::time::Duration::from_secs(30))
+        .sandbox(Sandbox::new());
+    let r = c.run().expect("the sandboxed run starts");
+    let out = text(&r.stdout).replace('\r', "");
+    assert_eq!(r.exit_code(), Some(0), "{out:?} {r:?}");
+    let n = out
+        .lines()
+        .find_map(|l| l.strip_prefix("tty=/dev/pts/"))
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert!(out.contains("hello\nwrote\n"), "{out:?}");
+    assert!(out.contains(&format!("pts: {n} \n")), "{out:?}");
+    assert!(!out.contains("chmod"), "{out:?}");
+}
+
+/// A `deny_read` path in /dev keeps the host's /dev (a rule per device):
+/// the denied device is not readable, /dev/null still writable, and the
+/// raw devices and the kernel log stay unreadable there too.
+#[test]
+fn a_denied_device_is_not_readable() {
+    use std::os::unix::fs::FileTypeExt;
+    let mut probe = String::from("/dev/mem /dev/kmem /dev/port /dev/kmsg");
+    for e in std::fs::read_dir("/dev").unwrap().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_block_device()) {
+            probe.push_str(&format!(" '{}'", e.path().display()));
+        }
+    }
+    let s = corral_testkit::Scratch::new();
+    let r = run(
+        &s,
+        &format!(
+            r#"head -c 1 /dev/zero >/dev/null 2>&1 && echo read-zero
+            head -c 1 /dev/urandom | wc -c
+            echo x > /dev/null && echo null-ok
+            for f in {probe}; do [ -e "$f" ] && head -c 1 "$f" >/dev/null 2>&1 && echo "read $f"; done
+            exit 0"#
+        ),
+        Sandbox::new().deny_read("/dev/zero"),
+    );
+    let out = text(&r.stdout);
+    assert_eq!(r.exit_code(), Some(0), "{r:?}");
+    assert!(!out.contains("read"), "{out}");
+    assert!(out.contains("1\n") && out.contains("null-ok"), "{out}");
+}

@@ -127,6 +127,13 @@ except OSError: print("refused")'
     assert_eq!(sb.private_tmp, namespaces, "{sb:?}");
     let stdout = text(&r.stdout);
     assert!(stdout.ends_with("refused\n"), "{stdout}");
+    // The refused connection is evidence in the report, on this path too.
+    let socket: Vec<_> = sb
+        .denials
+        .iter()
+        .map(|d| (d.operation.as_str(), d.count))
+        .collect();
+    assert_eq!(socket, vec![("socket", 1)], "{sb:?}");
     if namespaces {
         // The private /tmp works, and is gone after the run.
         assert!(stdout.starts_with("t\n"), "{stdout}");

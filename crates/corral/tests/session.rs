@@ -355,3 +355,235 @@ fn session_host() {
     });
     let _ = session.run(r#""$H" live"#, &opts());
 }
+
+/// The processes whose command line names the session's directory: its
+/// warm shell (started ahead for the next command) and any command's
+/// shell.
+fn shells_of(session_id: &str) -> Vec<u32> {
+    let dir = std::env::temp_dir().join(format!("corral-session-{session_id}"));
+    let needle = dir.to_string_lossy().into_owned().into_bytes();
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(") ").next().map(|r| r.starts_with('Z')))
+            .unwrap_or(true);
+        if !zombie && cmdline.split(|&b| b == 0).any(|a| a == needle.as_slice()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Every session shell on the machine, for a failure's message.
+fn all_sessions() -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let cmdline = std::fs::read(format!("/proc/{name}/cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{name}/stat")).unwrap_or_default();
+        if cmdline.windows(15).any(|w| w == b"corral-session-") {
+            let args: Vec<String> = cmdline
+                .split(|&b| b == 0)
+                .filter(|a| a.len() < 100)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            out.push_str(&format!("\n{name}: {args:?} {stat}"));
+        }
+    }
+    out
+}
+
+/// Polls `f` until it holds or `within` passes.
+fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + within;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Kills what is left of `pids` (a guard: a warm shell that outlived its
+/// session would wait on its FIFO for ever).
+fn kill_left(pids: &[u32]) {
+    for &p in pids {
+        if shells_alive(&[p]) {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &p.to_string()])
+                .status();
+        }
+    }
+}
+
+fn shells_alive(pids: &[u32]) -> bool {
+    pids.iter().any(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .is_ok_and(|s| !s.rsplit(") ").next().unwrap_or("").starts_with('Z'))
+    })
+}
+
+/// The next command's shell is started ahead and waits: its command's
+/// deadline and idle timeout count from when the command is sent, not from
+/// the shell's start; a deadline still fires in it, and the session goes on.
+#[test]
+fn a_warm_shells_limits_start_when_its_command_is_sent() {
+    let s = Scratch::new();
+    let session = start(&s);
+    out(&session, "X=1");
+    // The warm shell waits well past the limits below: counted from its
+    // start, they would have fired before the command was sent.
+    std::thread::sleep(4 * SEC);
+    let mut o = RunOptions::new();
+    o.timeout(3 * SEC).idle_timeout(3 * SEC);
+    let r = session.run("echo $X", &o).unwrap();
+    assert_eq!(r.outcome, Outcome::Exited(0), "{:?}", r.report);
+    assert_eq!(r.stdout.bytes(), b"1\n");
+    assert!(r.timings.root_exit.unwrap() < 3 * SEC, "{:?}", r.timings);
+    std::thread::sleep(SEC);
+    let mut o = RunOptions::new();
+    o.timeout(Duration::from_millis(300));
+    let t = Instant::now();
+    let r = session.run("X=2; sleep 28", &o).unwrap();
+    assert_eq!(r.outcome, Outcome::TimedOut, "{:?}", r.report);
+    assert_eq!(r.timeout_kind, Some(TimeoutKind::Deadline));
+    assert!(
+        t.elapsed() >= Duration::from_millis(290),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(t.elapsed() < 25 * SEC, "{:?}", t.elapsed());
+    // Its state was never written: the next shell has the one before.
+    assert_eq!(out(&session, "echo $X"), "1\n");
+}
+
+/// `$?`, the positional parameters and the directory stack carry over, and
+/// so does a variable a command declared without a value.
+#[test]
+fn the_status_positional_parameters_and_directory_stack_carry_over() {
+    let s = Scratch::new();
+    let session = start(&s);
+    let r = session.run("false", &opts()).unwrap();
+    assert_eq!(r.outcome, Outcome::Exited(1));
+    assert_eq!(out(&session, "echo $?"), "1\n");
+    out(&session, "set -- a 'b c' $'d\\ne'; declare -i N");
+    assert_eq!(
+        out(&session, "echo $# \"$2\"; printf '%s|' \"$@\""),
+        "3 b c\na|b c|d\ne|"
+    );
+    out(
+        &session,
+        "N=2+3; pushd -n /usr >/dev/null; pushd -n / >/dev/null",
+    );
+    let dir = s.dir().display().to_string();
+    assert_eq!(
+        out(&session, "echo $N; dirs -l -p"),
+        format!("5\n{dir}\n/\n/usr\n")
+    );
+    // A long line (through a file), a line with a grace (started cold:
+    // the warm shell is dropped), then the warm shells again.
+    let long = format!(": {}; echo long $N", "x".repeat(3000));
+    assert_eq!(out(&session, &long), "long 5\n");
+    let mut o = opts();
+    o.grace(Duration::from_millis(100));
+    let r = session.run("N=6; echo cold", &o).unwrap();
+    assert_eq!(r.stdout.bytes(), b"cold\n");
+    assert_eq!(out(&session, "echo $N"), "6\n");
+    // bash's own variables are its own, not the state's.
+    let a = out(&session, "echo $BASHPID $RANDOM $SECONDS");
+    let b = out(&session, "echo $BASHPID $RANDOM $SECONDS");
+    assert_ne!(a, b);
+}
+
+/// The warm shell counts for nothing: closing or dropping the session kills
+/// it (and nothing else runs), whether it is still starting or waiting.
+#[test]
+fn closing_or_dropping_the_session_kills_its_warm_shell() {
+    let s = Scratch::new();
+    for close in [true, false] {
+        let session = start(&s);
+        out(&session, "true");
+        let id = session.id().to_owned();
+        let mut seen = Vec::new();
+        assert!(
+            eventually(5 * SEC, || {
+                seen = shells_of(&id);
+                !seen.is_empty()
+            }),
+            "no warm shell after a command"
+        );
+        if close {
+            session.close();
+        } else {
+            drop(session);
+        }
+        let gone = !shells_alive(&seen) && shells_of(&id).is_empty();
+        kill_left(&seen);
+        assert!(gone, "the warm shell outlived its session ({seen:?})");
+        // A session closed right after a command: its shell may be starting.
+        let session = start(&s);
+        out(&session, "true");
+        let id = session.id().to_owned();
+        if close {
+            session.close();
+        } else {
+            drop(session);
+        }
+        let left = shells_of(&id);
+        kill_left(&left);
+        assert!(left.is_empty(), "{left:?}");
+    }
+}
+
+/// The owner SIGKILLed while its session's warm shell waits: the shell dies
+/// too (the keeper holds it as every command's tree).
+#[test]
+fn the_owner_killed_with_a_warm_shell_waiting_leaves_nothing() {
+    let s = Scratch::new();
+    let mut host = std::process::Command::new(std::env::current_exe().unwrap());
+    host.args(["--exact", "warm_session_host", "--nocapture", "--ignored"])
+        .env("CORRAL_SESSION_HOST", "1")
+        .envs(s.env())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut parent = host.spawn().unwrap();
+    assert!(s.wait_file("warm.id", 25 * SEC));
+    let id = std::fs::read_to_string(s.path("warm.id")).unwrap();
+    let mut seen = Vec::new();
+    let found = eventually(15 * SEC, || {
+        seen = shells_of(&id);
+        !seen.is_empty()
+    });
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let gone = eventually(3 * SEC, || !shells_alive(&seen));
+    kill_left(&seen);
+    assert!(
+        found,
+        "no warm shell in the host's session {id}: {}",
+        all_sessions()
+    );
+    assert!(gone, "the warm shell survived its owner ({seen:?})");
+}
+
+#[test]
+#[ignore = "helper: the owner of the_owner_killed_with_a_warm_shell_waiting_leaves_nothing"]
+fn warm_session_host() {
+    if std::env::var_os("CORRAL_SESSION_HOST").is_none() {
+        return;
+    }
+    let dir = std::env::var("CORRAL_TEST_DIR").unwrap();
+    let session = Session::start(&SessionOptions::new()).unwrap();
+    out(&session, "true");
+    std::fs::write(format!("{dir}/warm.id"), session.id()).unwrap();
+    // Killed long before; gone by itself within 30 s otherwise.
+    std::thread::sleep(25 * SEC);
+}

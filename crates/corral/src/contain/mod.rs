@@ -429,14 +429,17 @@ pub(crate) trait Attached: Send {
     /// the next [`members`](Self::members) finds every member the SIGKILL
     /// that follows will end, each still alive and unreaped. Only where
     /// [`stops_to_count`](Self::stops_to_count) says so.
-    ///
-    /// `root_may_exit`: the root's exit was not seen yet, so it may finish
-    /// one it began before the stop, and a group it leaves orphaned while
-    /// stopped gets SIGHUP from the kernel, which can end members before
-    /// that look. Then the members are listed (and held) before the stop
-    /// too, and returned, so that each is watched before it can die.
-    fn stop_to_count(&mut self, _root_may_exit: bool) -> io::Result<Vec<u32>> {
-        Ok(Vec::new())
+    fn stop_to_count(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    /// Every live member, listed (and held) right before
+    /// [`stop_to_count`](Self::stop_to_count), asked when the root's exit
+    /// was not seen: the root may finish an exit it began before the stop,
+    /// and a group it leaves orphaned while stopped gets SIGHUP from the
+    /// kernel, which can end members before the look after the stop. The
+    /// caller watches these before it stops the tree.
+    fn look_before_stop(&mut self) -> Vec<u32> {
+        Vec::new()
     }
     /// A descriptor that becomes ready (POLLPRI) when the tree's population
     /// changes, to wake the lifecycle early while it waits for the tree to

@@ -266,24 +266,35 @@ impl Attached for Group {
     }
 
     #[cfg(target_os = "linux")]
-    fn stop_to_count(&mut self, root_may_exit: bool) -> io::Result<Vec<u32>> {
+    fn stop_to_count(&mut self) -> io::Result<()> {
         let pgid = self.pgid;
-        // The root may finish its exit while the group is stopped: the
-        // group is then orphaned with stopped members (no subreaper host)
-        // and the kernel SIGHUPs them, possibly before the look after the
-        // stop lists them. Listed (and pinned) now, each is watched before
-        // that can happen.
-        let before = match root_may_exit {
-            true => self.scan(pgid).unwrap_or_default(),
-            false => Vec::new(),
-        };
         self.tracer.record(OsOp::TreeStopped {
             via: Mechanism::ProcessGroup,
             target: pgid as u64,
         });
         self.stopped = true;
-        sys::signal_group(pgid, Signal::STOP)?;
-        Ok(before)
+        sys::signal_group(pgid, Signal::STOP)
+    }
+
+    /// The root may finish its exit while the group is stopped: the group
+    /// is then orphaned with stopped members (no subreaper host) and the
+    /// kernel SIGHUPs them, possibly before the look after the stop lists
+    /// them. Listed (and pinned) now, each is watched before that.
+    #[cfg(target_os = "linux")]
+    ///
+    /// Short of descriptors (a member it could not pin), it lets go of the
+    /// pins it made and lists nothing: the look after the stop needs them
+    /// more (its scan of /proc must open the directory).
+    fn look_before_stop(&mut self) -> Vec<u32> {
+        let pgid = self.pgid;
+        let held = self.pins.len();
+        match self.scan(pgid) {
+            Ok(found) if !self.pins.incomplete => found,
+            _ => {
+                self.pins.truncate(held);
+                Vec::new()
+            }
+        }
     }
 
     fn members(&mut self) -> io::Result<Vec<u32>> {
@@ -391,6 +402,16 @@ mod pins {
     }
 
     impl Pins {
+        pub(super) fn len(&self) -> usize {
+            self.fds.len()
+        }
+
+        /// Lets go of the pins past the first `n` (closing a pidfd takes
+        /// it out of the epoll set).
+        pub(super) fn truncate(&mut self, n: usize) {
+            self.fds.truncate(n);
+        }
+
         pub(super) fn epoll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
             use std::os::fd::AsFd;
             self.epoll.as_ref().map(|e| e.as_fd())

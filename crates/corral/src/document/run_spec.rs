@@ -884,7 +884,7 @@ mod tests {
         let spec = full();
         let cmd = Command::from_spec(&spec).unwrap();
         assert_eq!(cmd.program, OsString::from("/bin/true"));
-        assert_eq!(cmd.setup.arg0, Some("prog".into()));
+        assert_eq!(cmd.setup().arg0, Some("prog".into()));
         assert_eq!(cmd.args, [OsString::from("a b")]);
         assert_eq!(cmd.cwd, Some(PathBuf::from("/tmp")));
         assert!(cmd.env_clear);
@@ -909,7 +909,7 @@ mod tests {
         assert_eq!(cmd.limits.memory_max, Some(64 << 20));
         assert_eq!(cmd.limits.pids_max, Some(10));
         assert_eq!(cmd.pty, Some(PtySize::new(100, 30)));
-        let setup = &cmd.setup;
+        let setup = cmd.setup();
         assert!(setup.new_session && setup.restore_signals);
         assert_eq!(setup.keep_fds, Some(vec![3]));
         assert_eq!(
@@ -917,7 +917,7 @@ mod tests {
             (Some(1000), Some(1000), Some(vec![]), Some(0o22))
         );
         assert_eq!(
-            cmd.sandbox,
+            cmd.sandbox.as_deref().cloned(),
             Some(
                 Sandbox::new()
                     .allow_write("/tmp")
@@ -929,7 +929,7 @@ mod tests {
         let plain = Command::from_spec(&RunSpec::argv(["prog"])).unwrap();
         let d = Command::new("prog");
         assert_eq!(format!("{:?}", plain.settings), format!("{:?}", d.settings));
-        assert_eq!(plain.setup, d.setup);
+        assert_eq!(plain.setup(), d.setup());
         assert_eq!(plain.containment, d.containment);
         // Every field of the spec is one this test sets (a new field must
         // be added to `full` and checked above).

@@ -87,16 +87,30 @@ impl Deaths {
     }
 
     /// Starts watching those of `members` (listed in a live tree, before
-    /// corral's stop) that can be watched now. One that cannot is left out,
-    /// not taken for unreadable: it may have exited and been reaped since
-    /// the listing, and if it lives, the look after the stop lists it.
+    /// corral's stop). One that cannot be watched is left out, not taken
+    /// for unreadable: it may have exited and been reaped since the
+    /// listing, and if it lives, the look after the stop lists it. Past the
+    /// first that cannot be watched for want of a descriptor, none is (and
+    /// those this call opened are let go): the look after the stop needs
+    /// descriptors more.
     pub(super) fn watch_live(&mut self, members: impl IntoIterator<Item = u32>) {
+        let mut opened = Vec::new();
         for pid in members {
             if self.watched.contains_key(&pid) || self.watched.len() >= MAX_WATCHED {
                 continue;
             }
-            if let Some(w) = open(pid) {
-                self.watched.insert(pid, Some(w));
+            match open_live(pid) {
+                Ok(w) => {
+                    self.watched.insert(pid, Some(w));
+                    opened.push(pid);
+                }
+                Err(Gone) => {}
+                Err(NoRoom) => {
+                    for p in opened {
+                        self.watched.remove(&p);
+                    }
+                    return;
+                }
             }
         }
     }
@@ -143,6 +157,30 @@ pub(super) fn count(fates: impl Iterator<Item = (Fate, bool)>, sent: &[Signal]) 
             Fate::Alive | Fate::Exited => false,
         })
         .count()
+}
+
+/// Why a live member's watch was not opened.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+enum NotOpened {
+    /// It is gone (or was never there).
+    Gone,
+    /// No descriptor (or memory) for it.
+    NoRoom,
+}
+use NotOpened::{Gone, NoRoom};
+
+#[cfg(target_os = "linux")]
+fn open_live(pid: u32) -> Result<Box<dyn Watch>, NotOpened> {
+    match linux::PidfdWatch::try_open(pid) {
+        Ok(w) => Ok(Box::new(w)),
+        Err(rustix::io::Errno::SRCH) => Err(Gone),
+        Err(_) => Err(NoRoom),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_live(pid: u32) -> Result<Box<dyn Watch>, NotOpened> {
+    open(pid).ok_or(Gone)
 }
 
 #[cfg(target_os = "linux")]
@@ -247,8 +285,13 @@ mod linux {
 
     impl PidfdWatch {
         pub(super) fn open(pid: u32) -> Option<PidfdWatch> {
-            let fd = pidfd_open(Pid::from_raw(pid as i32)?, PidfdFlags::empty()).ok()?;
-            Some(PidfdWatch { pid, fd })
+            Self::try_open(pid).ok()
+        }
+
+        pub(super) fn try_open(pid: u32) -> rustix::io::Result<PidfdWatch> {
+            let p = Pid::from_raw(pid as i32).ok_or(rustix::io::Errno::SRCH)?;
+            let fd = pidfd_open(p, PidfdFlags::empty())?;
+            Ok(PidfdWatch { pid, fd })
         }
 
         /// The exit status the kernel kept, once the member was reaped.

@@ -50,6 +50,17 @@ pub(super) struct StreamIo {
 }
 
 impl StreamIo {
+    /// A run started late ([`super::Running::start_now`]): the capture limit
+    /// and the meter are these from now (what was captured before, if
+    /// anything, is kept under the old limit).
+    #[cfg(unix)]
+    pub(super) fn rearm(&mut self, capture_limit: Option<usize>, meter: Option<Arc<OutputMeter>>) {
+        if let Some(limit) = capture_limit.filter(|_| self.capture.total_bytes() == 0) {
+            self.capture = Captured::with_cap(limit);
+        }
+        self.meter = meter;
+    }
+
     /// A stream `which` read from `pipe` (none when a splice relay owns
     /// it), kept as `settings` say and copied to `relay`.
     fn new(
@@ -263,6 +274,12 @@ impl StdinFeed {
     }
 }
 
+/// A run's two captured streams (stdout, stderr), each boxed: a run whose
+/// output goes elsewhere (`/dev/null`, a file, inherited) keeps two empty
+/// slots of a pointer each, not two stream states (figure 5: 10,000
+/// concurrent runs).
+pub(super) type Streams = [Option<Box<StreamIo>>; 2];
+
 /// What the captured streams keep.
 #[derive(Debug, Clone)]
 pub(super) struct StreamSettings {
@@ -281,7 +298,7 @@ pub(super) struct Wired {
     pub(super) stdout: ChildIo,
     pub(super) stderr: ChildIo,
     pub(super) feed: Option<StdinFeed>,
-    pub(super) streams: [Option<StreamIo>; 2],
+    pub(super) streams: Streams,
     pub(super) pty: Option<PtyRun>,
 }
 
@@ -367,7 +384,7 @@ pub(super) fn wire(
         stdout: stdout_io,
         stderr: stderr_io,
         feed,
-        streams: [out, err],
+        streams: [out.map(Box::new), err.map(Box::new)],
         pty: None,
     })
 }
@@ -520,7 +537,7 @@ fn wire_pty(
         stdout: ChildIo::File(slave_out),
         stderr: ChildIo::File(slave),
         feed: None,
-        streams: [Some(stream), None],
+        streams: [Some(Box::new(stream)), None],
         pty: Some(PtyRun {
             master: shared,
             _input: input,
@@ -543,7 +560,7 @@ fn wire_pty(
 }
 
 /// The captured pipes worth waiting on (not those whose relay is full).
-pub(super) fn watched_outputs(streams: &[Option<StreamIo>; 2]) -> [Option<&PipeEnd>; 2] {
+pub(super) fn watched_outputs(streams: &Streams) -> [Option<&PipeEnd>; 2] {
     let now = streams
         .iter()
         .flatten()

@@ -14,6 +14,13 @@
 //! `exec true`, `kill -9 $$`, a failure under `set -e`) writes no state:
 //! it ends the session (see `wrapper.bash`).
 //!
+//! The next command's shell (bash) is started ahead, once the state of the
+//! last one is in place, on a thread of its own: contained like any
+//! command, it sources the state and waits on a FIFO of the session's
+//! directory for its command line (`Warm`). The command's limits start
+//! when the line is sent (`Running::start_now`); a command that must start
+//! cold (a grace) drops it, so a warm shell is never one of a stale state.
+//!
 //! Background jobs: every process a command starts carries the session's
 //! cookie (an element of `CORRAL_TREE`), which the crash-safety keeper
 //! holds for the session's life: if the owner dies, the keeper kills every
@@ -262,7 +269,61 @@ struct State {
     ended: Option<SessionEnd>,
     jobs: Vec<Job>,
     hold: Option<Hold>,
+    /// The next command's shell, started ahead (bash only): it has sourced
+    /// the current state and waits on the FIFO for its command line.
+    warm: Option<WarmSlot>,
+    /// A warm shell failed to take its command (it could not open the
+    /// FIFO, it died): no more are started.
+    no_warm: bool,
 }
+
+/// A shell started ahead of its command, and corral's end of the FIFO it
+/// reads the command line from (held open for reading and writing, so
+/// that neither side's open blocks and what is written stays until read).
+struct Warm {
+    running: crate::Running,
+    fifo: std::fs::File,
+}
+
+impl std::fmt::Debug for Warm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Warm")
+            .field("pid", &self.running.id())
+            .finish()
+    }
+}
+
+/// A warm shell, ready or being started on a thread of its own (so that
+/// its spawn overlaps the caller's work too).
+enum WarmSlot {
+    Ready(Warm),
+    Starting(std::thread::JoinHandle<Option<Warm>>),
+}
+
+impl WarmSlot {
+    /// The shell, once started (`None`: it could not be).
+    fn take(self) -> Option<Warm> {
+        match self {
+            WarmSlot::Ready(w) => Some(w),
+            WarmSlot::Starting(h) => h.join().ok().flatten(),
+        }
+    }
+}
+
+impl std::fmt::Debug for WarmSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WarmSlot::Ready(w) => w.fmt(f),
+            WarmSlot::Starting(_) => f.write_str("Starting"),
+        }
+    }
+}
+
+/// The FIFO a warm shell reads its command line from.
+const FIFO: &str = "go";
+/// The longest command line sent through the FIFO (atomically, under
+/// `PIPE_BUF`); longer ones go through a file.
+const FIFO_COMMAND_MAX: usize = 2048;
 
 /// The keeper's hold on the session's cookie (Linux).
 struct Hold(
@@ -333,6 +394,13 @@ impl Session {
                 },
             )
         });
+        let written = written.and_then(|()| {
+            if bash {
+                make_fifo(&dir.join(FIFO))
+            } else {
+                Ok(())
+            }
+        });
         if let Err(e) = written {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(io_err("write", e));
@@ -370,6 +438,8 @@ impl Session {
                 ended: None,
                 jobs: Vec::new(),
                 hold: Some(hold),
+                warm: None,
+                no_warm: !bash,
             }),
         })
     }
@@ -396,53 +466,41 @@ impl Session {
         if state.ended.is_some() {
             return Err(Error::SessionClosed);
         }
-        let mut cmd = Command::new(&self.shell);
-        if self.bash {
-            cmd.args(["--noprofile", "--norc", "-c", BASH_WRAPPER, "bash"]);
-        } else {
-            cmd.args(["-c", SH_WRAPPER, "sh"]);
-        }
-        cmd.arg(&self.dir).arg(&self.id);
-        if command_line.len() <= ARG_MAX_COMMAND {
-            cmd.arg(command_line);
-        } else {
-            std::fs::write(self.dir.join("cmd"), command_line).map_err(|e| {
-                Error::InvalidInput(format!("cannot hand the command to the session: {e}"))
-            })?;
-        }
-        cmd.env_clear()
-            .current_dir(&self.start_dir)
-            .new_session(true)
-            .leftovers(LeftoverPolicy::Keep)
-            .containment(self.options.containment)
-            .require_crash_safety(self.options.require_crash_safety);
-        if let Some(s) = &self.options.sandbox {
-            cmd.sandbox(s.clone());
-        }
         let o = options;
-        if let Some(d) = o.timeout {
-            cmd.timeout(d);
+        // A warm shell takes every limit from now but the grace, which the
+        // crash-safety keeper was given at its spawn (none): a command with
+        // one starts cold. One that cannot run at all (a NUL in it) too, to
+        // fail as it always did.
+        let warm_fits = o.grace.is_none_or(|g| g.is_zero()) && !command_line.contains('\0');
+        let warm = match state.warm.take().and_then(WarmSlot::take) {
+            Some(w) if warm_fits => Some(w),
+            other => {
+                // Started for the state as it is; a cold command changes it.
+                drop(other);
+                None
+            }
+        };
+        let mut started = boot_ticks();
+        let mut ran = None;
+        if let Some(w) = warm {
+            if o.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
+                // Nothing ran: the state is as it was, the shell still fits.
+                state.warm = Some(WarmSlot::Ready(w));
+                return Err(Error::CancelledBeforeSpawn);
+            }
+            match self.run_warm(w, command_line, o) {
+                Some(r) => ran = Some(r),
+                // It did not take the command: run it cold (nothing ran).
+                None => {
+                    state.no_warm = true;
+                    started = boot_ticks();
+                }
+            }
         }
-        if let Some(d) = o.idle_timeout {
-            cmd.idle_timeout(d);
-        }
-        if let Some(n) = o.output_limit {
-            cmd.output_limit(n);
-        }
-        if let Some(n) = o.capture_limit {
-            cmd.capture_limit(n);
-        }
-        if let Some(d) = o.wait_delay {
-            cmd.wait_delay(d);
-        }
-        if let Some(d) = o.grace {
-            cmd.grace(d);
-        }
-        if let Some(t) = &o.cancel {
-            cmd.cancel_token(t);
-        }
-        let started = boot_ticks();
-        let result = cmd.run();
+        let result = match ran {
+            Some(r) => r,
+            None => self.cold(command_line, o)?.run(),
+        };
         let complete = self.take_new_state();
         let report = result?;
         if !matches!(report.outcome, Outcome::Exited(_) | Outcome::Signaled(_)) {
@@ -475,6 +533,12 @@ impl Session {
         if let Some(e) = &ended {
             state.ended = Some(e.clone());
             self.finish(&mut state);
+        } else if !state.no_warm {
+            // The next command's shell, started now that this one's state
+            // is in place: its start overlaps the caller's work between
+            // two commands. A shell that cannot start is no error: the
+            // next command starts cold.
+            state.warm = self.spawn_warm();
         }
         Ok(SessionReport {
             report,
@@ -484,14 +548,174 @@ impl Session {
         })
     }
 
+    /// The shell of a command started cold, with its limits.
+    fn cold(&self, command_line: &str, o: &RunOptions) -> Result<Command, Error> {
+        let mut cmd = self.shell_command();
+        if self.bash {
+            if command_line.len() <= ARG_MAX_COMMAND {
+                cmd.arg(format!("c{command_line}"));
+            } else {
+                self.write_command(command_line)?;
+                cmd.arg("f");
+            }
+        } else if command_line.len() <= ARG_MAX_COMMAND {
+            cmd.arg(command_line);
+        } else {
+            self.write_command(command_line)?;
+        }
+        if let Some(d) = o.timeout {
+            cmd.timeout(d);
+        }
+        if let Some(d) = o.idle_timeout {
+            cmd.idle_timeout(d);
+        }
+        if let Some(n) = o.output_limit {
+            cmd.output_limit(n);
+        }
+        if let Some(n) = o.capture_limit {
+            cmd.capture_limit(n);
+        }
+        if let Some(d) = o.wait_delay {
+            cmd.wait_delay(d);
+        }
+        if let Some(d) = o.grace {
+            cmd.grace(d);
+        }
+        if let Some(t) = &o.cancel {
+            cmd.cancel_token(t);
+        }
+        Ok(cmd)
+    }
+
+    /// The session's shell with the wrapper, its directory and cookie, as
+    /// every command runs it (the command line's argument comes next).
+    fn shell_command(&self) -> Command {
+        let mut cmd = Command::new(&self.shell);
+        if self.bash {
+            cmd.args(["--noprofile", "--norc", "-c", BASH_WRAPPER, "bash"]);
+        } else {
+            cmd.args(["-c", SH_WRAPPER, "sh"]);
+        }
+        cmd.arg(&self.dir).arg(&self.id);
+        cmd.env_clear()
+            .current_dir(&self.start_dir)
+            .new_session(true)
+            .leftovers(LeftoverPolicy::Keep)
+            .containment(self.options.containment)
+            .require_crash_safety(self.options.require_crash_safety);
+        if let Some(s) = &self.options.sandbox {
+            cmd.sandbox(s.clone());
+        }
+        cmd
+    }
+
+    fn write_command(&self, command_line: &str) -> Result<(), Error> {
+        std::fs::write(self.dir.join("cmd"), command_line).map_err(|e| {
+            Error::InvalidInput(format!("cannot hand the command to the session: {e}"))
+        })
+    }
+
+    /// Starts the next command's shell ahead (bash): contained as every
+    /// command, with no limit yet (they are set when its command is sent),
+    /// it sources the current state and waits on the FIFO.
+    fn spawn_warm(&self) -> Option<WarmSlot> {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Read and write: the shell's open for reading does not wait for a
+        // writer, and a message written before it opens stays in the FIFO.
+        let fifo = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(self.dir.join(FIFO))
+            .ok()?;
+        let mut cmd = self.shell_command();
+        cmd.arg("w");
+        let spawn = move || {
+            let running = cmd.spawn().ok()?;
+            Some(Warm { running, fifo })
+        };
+        match std::thread::Builder::new()
+            .name("corral-session-warm".into())
+            .spawn(spawn)
+        {
+            Ok(h) => Some(WarmSlot::Starting(h)),
+            Err(_) => None,
+        }
+    }
+
+    /// Runs `command_line` in the warm shell: its limits start now, the
+    /// line is sent. `None` when the shell did not take it (it died or
+    /// could not read the FIFO before): nothing of the command ran.
+    fn run_warm(
+        &self,
+        w: Warm,
+        command_line: &str,
+        o: &RunOptions,
+    ) -> Option<Result<Report, Error>> {
+        use std::io::{Read, Write};
+        let Warm {
+            mut running,
+            mut fifo,
+        } = w;
+        let mut message = Vec::with_capacity(command_line.len() + 2);
+        if command_line.len() <= FIFO_COMMAND_MAX {
+            message.push(b'c');
+            message.extend_from_slice(command_line.as_bytes());
+        } else {
+            if let Err(e) = self.write_command(command_line) {
+                return Some(Err(e));
+            }
+            message.push(b'f');
+        }
+        message.push(0);
+        running.start_now(&crate::lifecycle::Arm {
+            timeout: o.timeout,
+            idle_timeout: o.idle_timeout,
+            output_limit: o.output_limit,
+            capture_limit: o.capture_limit,
+            wait_delay: o.wait_delay,
+            cancel: o.cancel.clone(),
+        });
+        // At most PIPE_BUF bytes into an empty FIFO: written whole, at once.
+        if fifo.write_all(&message).is_err() {
+            running.cancel();
+            let _ = running.wait();
+            return None;
+        }
+        let report = running.wait();
+        // Bytes still in the FIFO: the shell never read its command.
+        let mut left = [0u8; 1];
+        let untaken = matches!(fifo.read(&mut left), Ok(n) if n > 0);
+        if untaken && matches!(report.outcome, Outcome::Exited(_) | Outcome::Signaled(_)) {
+            return None;
+        }
+        Some(Ok(report))
+    }
+
     /// Moves a complete new state into place; drops an incomplete one.
     fn take_new_state(&self) -> bool {
         let vars = self.dir.join("vars.new");
         let opts = self.dir.join("opts.new");
-        let complete = std::fs::read(&vars).is_ok_and(|b| b.ends_with(COMPLETE));
-        if complete {
-            let _ = std::fs::rename(&vars, self.dir.join("vars"));
-            let _ = std::fs::rename(&opts, self.dir.join("opts"));
+        let new = std::fs::read(&vars).ok().filter(|b| b.ends_with(COMPLETE));
+        let complete = new.is_some();
+        if let Some(new) = new {
+            // The old files are removed before the new ones take their
+            // names: a rename over a file or a truncation makes ext4 (its
+            // `auto_da_alloc`) write the new data out first, hundreds of
+            // microseconds each; a removal and a rename to a free name
+            // cost nothing of the kind.
+            let (old_vars, old_opts) = (self.dir.join("vars"), self.dir.join("opts"));
+            let _ = std::fs::remove_file(&old_vars);
+            let filtered = self.bash.then(|| filter_variables(&new)).flatten();
+            let written = filtered.is_some_and(|f| {
+                std::fs::write(&old_vars, f).is_ok() && std::fs::remove_file(&vars).is_ok()
+            });
+            if !written {
+                // Whole (bash's own variables fail or do no harm sourced back).
+                let _ = std::fs::rename(&vars, &old_vars);
+            }
+            let _ = std::fs::remove_file(&old_opts);
+            let _ = std::fs::rename(&opts, &old_opts);
         } else {
             let _ = std::fs::remove_file(&vars);
             let _ = std::fs::remove_file(&opts);
@@ -575,6 +799,8 @@ impl Session {
         if state.hold.is_none() {
             return;
         }
+        // The warm shell first (its drop kills its tree and reaps it).
+        drop(state.warm.take().and_then(WarmSlot::take));
         kill_all(&self.id);
         state.jobs.clear();
         state.hold = None;
@@ -605,6 +831,117 @@ fn find_shell() -> Option<PathBuf> {
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The line that ends the variables of a bash state (`declare -p`).
+const VARIABLES_END: &[u8] = b"# corral: variables end\n";
+
+/// bash's own variables and the wrapper's, which are not carried over
+/// (read-only, or bash's view of the running shell: its pid, clock,
+/// line, call stack; the working directory is carried by `cd`).
+fn carried(name: &[u8]) -> bool {
+    const OWN: &[&[u8]] = &[
+        b"BASH",
+        b"BASHOPTS",
+        b"BASHPID",
+        b"SHELLOPTS",
+        b"EUID",
+        b"UID",
+        b"PPID",
+        b"RANDOM",
+        b"SRANDOM",
+        b"SECONDS",
+        b"LINENO",
+        b"FUNCNAME",
+        b"GROUPS",
+        b"HISTCMD",
+        b"EPOCHREALTIME",
+        b"EPOCHSECONDS",
+        b"PIPESTATUS",
+        b"DIRSTACK",
+        b"PWD",
+        b"OLDPWD",
+        b"CORRAL_TREE",
+        b"_",
+    ];
+    !(OWN.contains(&name)
+        || name.starts_with(b"BASH_")
+        || name.starts_with(b"COMP_")
+        || name.starts_with(b"__corral_"))
+}
+
+/// A bash state with the variables bash prints for itself taken out of its
+/// `declare -p` part (every declaration up to [`VARIABLES_END`]). `None`
+/// when that part is not what this parser knows (the state is then kept
+/// whole: sourcing bash's own variables back fails or does no harm).
+fn filter_variables(state: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(state.len());
+    let mut i = 0;
+    while !state[i..].starts_with(VARIABLES_END) {
+        // `declare -FLAGS NAME`, then `=VALUE` or the end of the line.
+        let rest = state[i..].strip_prefix(b"declare -")?;
+        let flags = rest.iter().position(|&b| b == b' ')?;
+        let name_at = i + b"declare -".len() + flags + 1;
+        let name_len = state[name_at..]
+            .iter()
+            .position(|&b| b == b'=' || b == b'\n')?;
+        let end = line_end(state, name_at + name_len)?;
+        if carried(&state[name_at..name_at + name_len]) {
+            out.extend_from_slice(&state[i..end]);
+        }
+        i = end;
+    }
+    out.extend_from_slice(&state[i..]);
+    Some(out)
+}
+
+/// Where the shell word (or array) starting at `i` ends: past the first
+/// newline outside quotes and parentheses. Knows what `declare -p` prints:
+/// `"..."` and `$'...'` with backslash escapes, `'...'`, `\x`, `(...)`.
+fn line_end(s: &[u8], mut i: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    // Past the closing `quote`, backslash escapes honoured if `escapes`.
+    let close = |mut k: usize, quote: u8, escapes: bool| -> Option<usize> {
+        loop {
+            match *s.get(k)? {
+                b'\\' if escapes => k += 2,
+                b if b == quote => return Some(k + 1),
+                _ => k += 1,
+            }
+        }
+    };
+    loop {
+        match *s.get(i)? {
+            b'\\' => i += 2,
+            b'"' => i = close(i + 1, b'"', true)?,
+            b'\'' => i = close(i + 1, b'\'', false)?,
+            b'$' if s.get(i + 1) == Some(&b'\'') => i = close(i + 2, b'\'', true)?,
+            b'(' => {
+                depth += 1;
+                i += 1;
+            }
+            b')' => {
+                depth = depth.checked_sub(1)?;
+                i += 1;
+            }
+            b'\n' if depth == 0 => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+}
+
+/// Makes the FIFO a warm shell reads its command line from (mode 0600).
+fn make_fifo(path: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the path"))?;
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call;
+    // mkfifo reads it and keeps nothing.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// `'...'` quoting for any shell (bytes as they are; no NUL in env).
@@ -868,5 +1205,29 @@ fn kill_all(cookie: &str) {
             }
         }
         std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bashs_own_variables_are_filtered_out_of_the_state() {
+        let state = b"declare -- A=\"x\ndeclare -- BASHPID=1\n(\"\ndeclare -r BASHOPTS=\"a:b\"\n\
+declare -a ARR=([0]=\")\" [1]=$'q\\'\\n')\ndeclare -- Z\ndeclare -i RANDOM\n\
+declare -x P='it'\\''s'\ndeclare -- __corral_s=\"0\"\n# corral: variables end\ncd /\n# corral: complete\n";
+        let got = filter_variables(state).unwrap();
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            "declare -- A=\"x\ndeclare -- BASHPID=1\n(\"\ndeclare -a ARR=([0]=\")\" [1]=$'q\\'\\n')\n\
+declare -- Z\ndeclare -x P='it'\\''s'\n# corral: variables end\ncd /\n# corral: complete\n"
+        );
+        // Not what `declare -p` prints: kept whole.
+        assert_eq!(
+            filter_variables(b"declare -- A=\"x\n# corral: complete\n"),
+            None
+        );
+        assert_eq!(filter_variables(b"A=1\n# corral: variables end\n"), None);
     }
 }

@@ -391,7 +391,7 @@ pub(crate) unsafe fn apply_setup(s: &RawSetup) -> i32 {
     if !s.sandbox.prepared.is_null() {
         // SAFETY: in the child about to exec; `prepared` is alive until
         // the exec (it is owned by the setup `s` points into).
-        let r = unsafe { super::sandbox::enter(&s.sandbox) };
+        let r = unsafe { super::sandbox::enter(&s.sandbox, s.controlling_tty) };
         if r != 0 {
             return r;
         }

@@ -66,6 +66,9 @@ mod raw;
 /// The sandbox: prepared in the parent, entered by the child.
 pub(crate) mod sandbox;
 mod stack;
+/// Denials as evidence: the sandbox's refused `socket(2)` calls, notified
+/// to a thread of corral and listed in the report.
+pub(crate) mod supervisor;
 
 pub(crate) use parent::spawn;
 pub(crate) use raw::{getpgid, statmount};

@@ -88,7 +88,7 @@ const STEP_PIPE: i32 = 5;
 const STEP_FORK: i32 = 6;
 
 /// The most descriptors the init keeps across its clean-up.
-const MAX_KEEP: usize = 8;
+const MAX_KEEP: usize = 9;
 
 /// What [`spawn`] hands back.
 pub(crate) struct NsChild {
@@ -231,12 +231,15 @@ fn spawn_with(spec: &SpawnSpec<'_>, userns: bool) -> Result<NsChild, NsError> {
     let host = host_pidfd().unwrap_or(-1);
     // The sandbox's Landlock ruleset must reach the command.
     let ruleset = super::sandbox::Prepared::of(spec.setup).map_or(-1, |p| p.ruleset_fd());
+    // And the socket its seccomp listener goes to corral over.
+    let notify = super::sandbox::Prepared::of(spec.setup).map_or(-1, |p| p.notify_fd());
     let (keep, n_keep) = keep_list(stdio.iter().copied().chain([
         sync_r.as_raw_fd(),
         ctl_r.as_raw_fd(),
         status_w.as_raw_fd(),
         host,
         ruleset,
+        notify,
     ]));
     let stacks = NsStacks {
         init: Stack::new().map_err(NsError::Setup)?,

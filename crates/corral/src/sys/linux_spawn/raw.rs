@@ -1003,6 +1003,7 @@ const MOUNT_ATTR_RDONLY: u64 = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: usize = 4;
 const LANDLOCK_RULE_PATH_BENEATH: usize = 1;
 const SECCOMP_SET_MODE_FILTER: usize = 1;
+const SECCOMP_FILTER_FLAG_NEW_LISTENER: usize = 1 << 3;
 
 /// `unshare(flags)`.
 #[inline(always)]
@@ -1128,6 +1129,37 @@ pub(super) fn mkdir(path: &CStr, mode: u32) -> Result<usize, Errno> {
     })
 }
 
+/// `mknodat(AT_FDCWD, path, S_IFREG | mode, 0)`: an empty regular file
+/// (a mount point for a bind of a file).
+#[inline(always)]
+pub(super) fn mknod_file(path: &CStr, mode: u32) -> Result<usize, Errno> {
+    // SAFETY: the kernel reads the NUL-terminated `path`.
+    check(unsafe {
+        syscall4(
+            k::__NR_mknodat,
+            k::AT_FDCWD as isize as usize,
+            path.as_ptr() as usize,
+            (k::S_IFREG | mode) as usize,
+            0,
+        )
+    })
+}
+
+/// `symlinkat(target, AT_FDCWD, path)`.
+#[inline(always)]
+pub(super) fn symlink(target: &CStr, path: &CStr) -> Result<usize, Errno> {
+    // SAFETY: the kernel reads the two NUL-terminated strings.
+    check(unsafe {
+        syscall4(
+            k::__NR_symlinkat,
+            target.as_ptr() as usize,
+            k::AT_FDCWD as isize as usize,
+            path.as_ptr() as usize,
+            0,
+        )
+    })
+}
+
 /// `socket(domain, type, 0)`.
 #[inline(always)]
 pub(super) fn socket(domain: u32, typ: u32) -> Result<c_int, Errno> {
@@ -1187,6 +1219,75 @@ pub(super) fn landlock_restrict_self(ruleset: c_int) -> Result<usize, Errno> {
 pub(super) unsafe fn seccomp_filter(prog: usize) -> Result<usize, Errno> {
     // SAFETY: as the caller promises.
     check(unsafe { syscall4(k::__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog, 0) })
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER,
+/// prog)`: installs the filter and returns its user-notification listener
+/// (close-on-exec).
+///
+/// # Safety
+/// `prog` points to a valid `struct sock_fprog` whose filter outlives the
+/// call.
+#[inline(always)]
+pub(super) unsafe fn seccomp_filter_listener(prog: usize) -> Result<c_int, Errno> {
+    // SAFETY: as the caller promises.
+    check(unsafe {
+        syscall4(
+            k::__NR_seccomp,
+            SECCOMP_SET_MODE_FILTER,
+            SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            prog,
+            0,
+        )
+    })
+    .map(|fd| fd as c_int)
+}
+
+/// `sendmsg(sock, {one byte, SCM_RIGHTS: fd}, MSG_NOSIGNAL)`: hands the
+/// descriptor `fd` to whoever reads the other end of `sock`.
+#[inline(always)]
+pub(super) fn send_fd(sock: c_int, fd: c_int) -> Result<usize, Errno> {
+    // struct cmsghdr { size_t len; int level; int type; } then the int,
+    // padded to 8 bytes: 24 bytes in all on 64-bit Linux.
+    #[repr(C, align(8))]
+    struct Cmsg {
+        len: usize,
+        level: c_int,
+        typ: c_int,
+        fd: c_int,
+        _pad: c_int,
+    }
+    let byte = [0u8; 1];
+    let iov: [usize; 2] = [byte.as_ptr() as usize, 1];
+    let cmsg = Cmsg {
+        len: 16 + 4, // CMSG_LEN(sizeof(int))
+        level: libc::SOL_SOCKET,
+        typ: libc::SCM_RIGHTS,
+        fd,
+        _pad: 0,
+    };
+    // struct msghdr { name, namelen, iov, iovlen, control, controllen,
+    // flags }, as seven machine words (namelen and flags padded).
+    let msg: [usize; 7] = [
+        0,
+        0,
+        iov.as_ptr() as usize,
+        1,
+        &cmsg as *const Cmsg as usize,
+        std::mem::size_of::<Cmsg>(),
+        0,
+    ];
+    // SAFETY: the kernel reads `msg`, the iovec, the byte and the control
+    // message, all on this stack.
+    check(unsafe {
+        syscall4(
+            k::__NR_sendmsg,
+            sock as usize,
+            msg.as_ptr() as usize,
+            libc::MSG_NOSIGNAL as usize,
+            0,
+        )
+    })
 }
 
 /// `capset` with every set empty (version 3 header, this process).

@@ -50,6 +50,7 @@ const STEPS: &[&str] = &[
     "install the seccomp filter",
     "drop every capability",
     "mask a deny_read path inside a writable one",
+    "make the private /dev (a read-only tmpfs with the usual devices bound in)",
 ];
 const S_UNSHARE: i32 = 0;
 const S_MAPS: i32 = 1;
@@ -67,6 +68,7 @@ const S_LANDLOCK: i32 = 12;
 const S_SECCOMP: i32 = 13;
 const S_CAPS: i32 = 14;
 const S_MASK: i32 = 15;
+const S_DEV: i32 = 16;
 
 /// The highest capability number tried in the bounding set (EINVAL above
 /// the kernel's own last one is ignored).
@@ -120,6 +122,25 @@ struct Mask {
     dir: bool,
 }
 
+/// The private /dev the child makes in its mount namespace: an empty
+/// tmpfs (read-only once filled) holding binds of the usual character
+/// devices, the pty under `Command::pty`, the `fd`/`stdin`/`stdout`/`stderr`
+/// links and a mount point for the private /dev/shm. The host's /dev
+/// (block devices, /dev/mem, other terminals, /dev/kmsg) is not reachable
+/// under it, so Landlock grants the new /dev once instead of a device at a
+/// time.
+struct DevTree {
+    /// The host's devices bound in (`/dev/null`, ...), those that exist.
+    devices: Vec<CString>,
+    /// Whether /dev/shm is made (a private tmpfs goes there).
+    shm: bool,
+    /// Landlock access granted beneath the new /dev.
+    access: u64,
+}
+
+/// At most this many devices in the private /dev (the pty aside).
+const MAX_DEVICES: usize = 8;
+
 /// Everything the child reads, built by [`prepare`]. Shared (`Arc`) by the
 /// setup of one spawn; the child only reads it.
 pub(crate) struct Prepared {
@@ -128,6 +149,9 @@ pub(crate) struct Prepared {
     /// The seccomp program and its descriptor (pointing into `_filter`).
     _filter: Vec<seccompiler::sock_filter>,
     fprog: SockFprog,
+    /// The network policy's `socket(2)` refusals, notified to corral
+    /// (`None` under `host`).
+    pub(crate) net: Option<super::supervisor::NetFilter>,
     /// Whether namespaces are used (else the ladder).
     pub(crate) namespaces: bool,
     uid_map: CString,
@@ -137,6 +161,9 @@ pub(crate) struct Prepared {
     writable: Vec<Writable>,
     /// The private tmpfs mount points (/tmp, /dev/shm that exist).
     private: Vec<CString>,
+    /// The private /dev (namespaces; `None`: the host's /dev, read-only,
+    /// with a Landlock rule per device).
+    dev: Option<DevTree>,
     /// Landlock access granted beneath each private directory.
     private_access: u64,
     /// The `deny_read` paths inside writable ones.
@@ -171,6 +198,12 @@ impl Prepared {
     /// it open for its command).
     pub(crate) fn ruleset_fd(&self) -> c_int {
         self.ruleset.as_raw_fd()
+    }
+
+    /// The descriptor the child hands the seccomp listener over (-1:
+    /// none; the PID namespace's init keeps it open for its command).
+    pub(crate) fn notify_fd(&self) -> c_int {
+        self.net.as_ref().map_or(-1, |n| n.child_fd())
     }
 }
 
@@ -241,6 +274,14 @@ pub(crate) fn namespaces_available() -> bool {
     if std::env::var_os("CORRAL_SANDBOX_NO_NAMESPACES").is_some_and(|v| v == "1") {
         return false;
     }
+    // Without a seccomp filter on this thread (one system call tells) the
+    // answer needs neither the status file nor the probe.
+    // SAFETY: prctl(PR_GET_SECCOMP) takes no pointer.
+    if unsafe { libc::prctl(libc::PR_GET_SECCOMP) } == 0 {
+        if let Some(v) = namespaces_foreseen() {
+            return v;
+        }
+    }
     let key: String = std::fs::read_to_string("/proc/thread-self/status")
         .map(|s| {
             s.lines()
@@ -260,7 +301,11 @@ pub(crate) fn namespaces_available() -> bool {
     // restriction or a chroot, nothing refuses the namespaces: no probe
     // (a forked child, about 1.5 ms of every one-shot run). A refusal this
     // did not foresee fails the spawn closed.
-    let available = match namespaces_foreseen(&key) {
+    let available = match key
+        .contains("Seccomp:\t0")
+        .then(namespaces_foreseen)
+        .flatten()
+    {
         Some(v) => v,
         None => probe_namespaces(),
     };
@@ -270,16 +315,12 @@ pub(crate) fn namespaces_available() -> bool {
     available
 }
 
-/// Whether user, mount and network namespaces are available, when that can
-/// be told without trying (`None`: a probe must try). `status` holds the
-/// `Seccomp` and `NoNewPrivs` lines of /proc/thread-self/status.
-fn namespaces_foreseen(status: &str) -> Option<bool> {
+/// Whether user, mount and network namespaces are available to a thread
+/// without a seccomp filter (one may refuse unshare or clone: a container's
+/// profile, the ladder tests'; only trying tells), when that can be told
+/// without trying (`None`: a probe must try).
+fn namespaces_foreseen() -> Option<bool> {
     let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
-    // A seccomp filter may refuse unshare or clone (a container's profile,
-    // the ladder tests'): only trying tells.
-    if !status.contains("Seccomp:\t0") {
-        return None;
-    }
     if read("/proc/sys/user/max_user_namespaces").ok()? == "0" {
         return Some(false);
     }
@@ -294,14 +335,19 @@ fn namespaces_foreseen(status: &str) -> Option<bool> {
         }
     }
     // A chrooted process cannot make a user namespace: its root is then
-    // not the root of a mount of its namespace (no mount at "/" whose own
-    // root is "/"). A chroot to a mount's root is not told apart: that
-    // spawn fails closed.
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    if !mounts.lines().any(|l| {
-        let mut f = l.split(' ').skip(3);
-        f.next() == Some("/") && f.next() == Some("/")
-    }) {
+    // (but for a chroot to a mount's root) not the root of a mount
+    // (statx's STATX_ATTR_MOUNT_ROOT on "/"; one call, where reading
+    // /proc/self/mountinfo costs a line per mount). A chroot to a mount's
+    // root is not told apart: that spawn fails closed.
+    let root = rustix::fs::statx(
+        rustix::fs::CWD,
+        "/",
+        rustix::fs::AtFlags::empty(),
+        rustix::fs::StatxFlags::BASIC_STATS,
+    )
+    .ok()?;
+    let mount_root = rustix::fs::StatxAttributes::MOUNT_ROOT;
+    if !root.stx_attributes_mask.contains(mount_root) || !root.stx_attributes.contains(mount_root) {
         return None;
     }
     Some(true)
@@ -393,12 +439,18 @@ fn canonical_prefix(p: &Path) -> Result<PathBuf, crate::Error> {
 /// own grant (the ancestors themselves cannot be listed). Under /dev only
 /// directories (listing), character devices and files are granted: no
 /// block device (a raw disk would read around every rule) and not
-/// /dev/mem, /dev/kmem, /dev/port.
-fn read_rules(denied: &[PathBuf]) -> Vec<(PathBuf, landlock::BitFlags<AccessFs>)> {
+/// /dev/mem, /dev/kmem, /dev/port, /dev/kmsg (the kernel log: syslog(2) is
+/// denied too). With `private_dev` /dev gets no rule
+/// at all: the child covers it with its own /dev and grants that.
+fn read_rules(
+    denied: &[PathBuf],
+    private_dev: bool,
+) -> Vec<(PathBuf, landlock::BitFlags<AccessFs>)> {
     use std::os::unix::fs::FileTypeExt;
     fn walk(
         dir: &Path,
         in_dev: bool,
+        private_dev: bool,
         denied: &[PathBuf],
         out: &mut Vec<(PathBuf, landlock::BitFlags<AccessFs>)>,
     ) {
@@ -419,14 +471,18 @@ fn read_rules(denied: &[PathBuf]) -> Vec<(PathBuf, landlock::BitFlags<AccessFs>)
                 continue;
             }
             let dev = in_dev || p == Path::new("/dev");
+            if dev && private_dev {
+                continue;
+            }
             if denied.iter().any(|d| d.starts_with(&p)) {
-                walk(&p, dev, denied, out);
+                walk(&p, dev, private_dev, denied, out);
             } else if dev && t.is_dir() {
                 out.push((p.clone(), AccessFs::ReadDir.into()));
-                walk(&p, true, denied, out);
+                walk(&p, true, private_dev, denied, out);
             } else if dev {
                 let name = p.file_name().unwrap_or_default();
-                if t.is_char_device() && !["mem", "kmem", "port"].iter().any(|n| name == *n) {
+                if t.is_char_device() && !["mem", "kmem", "port", "kmsg"].iter().any(|n| name == *n)
+                {
                     out.push((p, AccessFs::ReadFile.into()));
                 } else if t.is_file() {
                     out.push((p, AccessFs::ReadFile | AccessFs::Execute));
@@ -446,7 +502,7 @@ fn read_rules(denied: &[PathBuf]) -> Vec<(PathBuf, landlock::BitFlags<AccessFs>)
         // Nothing is denied: every directory can be listed.
         out.push((PathBuf::from("/"), AccessFs::ReadDir.into()));
     }
-    walk(Path::new("/"), false, denied, &mut out);
+    walk(Path::new("/"), false, private_dev, denied, &mut out);
     out
 }
 
@@ -561,6 +617,19 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     } else {
         None
     };
+    // With a mount namespace /dev is a private tree of the usual devices
+    // (granted once), unless a policy path lies in it (a writable path
+    // under /dev but in /dev/shm, a denied path in or above it): then the
+    // host's /dev stays, read-only, with a rule per device.
+    let dev_path = Path::new("/dev");
+    let private_dev = namespaces
+        && std::fs::symlink_metadata(dev_path).is_ok_and(|m| m.is_dir())
+        && !denied
+            .iter()
+            .any(|d| d.starts_with(dev_path) || dev_path.starts_with(d))
+        && !writable
+            .iter()
+            .any(|w| w.starts_with(dev_path) && !w.starts_with("/dev/shm"));
     if !namespaces {
         // No private /tmp without a mount namespace: the host's is denied
         // instead (neither readable nor writable).
@@ -615,9 +684,24 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
         "/dev/full",
     ];
     let mut granted_devices = Vec::new();
+    let mut dev_nodes = Vec::new();
     for d in devices {
+        if private_dev {
+            // Bound into the private /dev by the child, granted there.
+            use std::os::unix::fs::FileTypeExt;
+            if std::fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_char_device()) {
+                dev_nodes.push(cstr(Path::new(d))?);
+                granted_devices.push(d.to_string());
+            }
+            continue;
+        }
         let Ok(fd) = PathFd::new(d) else { continue };
-        let access = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+        // A device in a denied path stays writable but not readable.
+        let access = if denied.iter().any(|x| Path::new(d).starts_with(x)) {
+            AccessFs::WriteFile | AccessFs::Truncate
+        } else {
+            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate
+        };
         created = created
             .add_rule(PathBeneath::new(fd, access))
             .map_err(|e| ll(&format!("device rule for {d}"), e))?;
@@ -625,11 +709,12 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     }
     let ruleset: Option<OwnedFd> = created.into();
     let ruleset = ruleset.ok_or_else(|| bad("Landlock is not enforceable here"))?;
-    // The read rules (most of the rules: a device at a time under /dev)
+    // The read rules (with the host's /dev, most of them: a device at a
+    // time)
     // are added directly: the walk knows each entry's type and gave it the
     // rights its type can carry, so the crate's fstat per rule is not
     // needed. A rule the kernel refuses fails the preparation.
-    for (r, access) in read_rules(&unmasked) {
+    for (r, access) in read_rules(&unmasked, private_dev) {
         use std::os::unix::fs::OpenOptionsExt;
         // An entry this user cannot open stays as unreadable as it was.
         let Ok(f) = std::fs::OpenOptions::new()
@@ -659,11 +744,12 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     }
 
     // seccomp.
-    let filter = seccomp_program(policy.network, namespaces)?;
+    let filter = seccomp_program(namespaces)?;
     let fprog = SockFprog {
         len: filter.len() as u16,
         filter: filter.as_ptr(),
     };
+    let net = super::supervisor::NetFilter::new(policy.network).map_err(bad)?;
 
     // Writable paths as the child re-attaches them: shortest first.
     let mut wsorted = writable.clone();
@@ -702,7 +788,9 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     let mut rules = vec![
         SandboxRule::new(
             "write: only the working directory, the allow_write paths, the private /tmp and /dev/shm, the usual devices",
-            Enforcement::by(if namespaces {
+            Enforcement::by(if private_dev {
+                "landlock, mount namespace (the rest read-only: chmod, chown, utimes, xattrs; a private read-only /dev of the usual devices)"
+            } else if namespaces {
                 "landlock, mount namespace (the rest read-only: chmod, chown, utimes, xattrs)"
             } else {
                 "landlock, seccomp (chmod, chown, utimes, xattrs denied everywhere)"
@@ -759,13 +847,18 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
         mechanisms,
         rules,
         devices: granted_devices,
-        denials_note: "not observable: Landlock's audit records need CAP_AUDIT_READ and seccomp returns EPERM without a record; a failed operation inside is the program's own error".to_string(),
+        // Filled in when the run ends (`supervisor::Supervisor::finish`).
+        denials: Vec::new(),
+        denials_unlisted: 0,
+        denials_observed: Vec::new(),
+        denials_note: String::new(),
     };
 
     Ok(Prepared {
         ruleset,
         _filter: filter,
         fprog,
+        net,
         namespaces,
         uid_map: CString::new(format!("{uid} {uid} 1\n")).expect("no nul"),
         gid_map: CString::new(format!("{gid} {gid} 1\n")).expect("no nul"),
@@ -779,9 +872,20 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
             Vec::new()
         },
         private_access: fs_write().bits(),
+        dev: private_dev.then(|| DevTree {
+            devices: dev_nodes,
+            shm: private_dirs.iter().any(|d| d == Path::new("/dev/shm")),
+            access: (AccessFs::ReadDir
+                | AccessFs::ReadFile
+                | AccessFs::WriteFile
+                | AccessFs::Truncate)
+                .bits(),
+        }),
         masks,
         mask_src,
-        loopback: namespaces && policy.network != Network::Host,
+        // Under `none` no socket can be made (seccomp): its namespace's
+        // loopback stays down (a socket, an ioctl less per run).
+        loopback: namespaces && policy.network == Network::Loopback,
         drop_caps: uid == 0,
         cwd: cstr(&cwd)?,
         enforced,
@@ -789,11 +893,9 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
 }
 
 /// The seccomp program: `EPERM` for the calls the policy forbids, every
-/// other call allowed.
-fn seccomp_program(
-    network: Network,
-    namespaces: bool,
-) -> Result<Vec<seccompiler::sock_filter>, crate::Error> {
+/// other call allowed. The network policy's `socket(2)` refusals are a
+/// program of their own (`supervisor::NetFilter`: notified to corral).
+fn seccomp_program(namespaces: bool) -> Result<Vec<seccompiler::sock_filter>, crate::Error> {
     use seccompiler::{
         SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
     };
@@ -874,21 +976,6 @@ fn seccomp_program(
             ioctl_rule(0x541C)?, // TIOCLINUX
         ],
     );
-    match network {
-        Network::None => deny(k::__NR_socket, vec![]),
-        Network::Loopback => {
-            let unix = SeccompCondition::new(
-                0,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Eq,
-                libc::AF_UNIX as u64,
-            )
-            .and_then(|c| SeccompRule::new(vec![c]))
-            .map_err(|e| bad(format!("seccomp rule: {e}")))?;
-            deny(k::__NR_socket, vec![unix]);
-        }
-        Network::Host => {}
-    }
     if !namespaces {
         // No read-only mounts: the metadata writes Landlock has no right
         // for are denied everywhere.
@@ -951,16 +1038,17 @@ pub(crate) struct RawSandbox {
 }
 
 /// Enters the sandbox in a child about to exec. 0, or a failure code
-/// ([`FAIL_BASE`] + step and errno: see [`decode`]).
+/// ([`FAIL_BASE`] + step and errno: see [`decode`]). `pty`: standard
+/// input is the run's pty (`Command::pty`), bound into the private /dev.
 ///
 /// # Safety
 /// Only in a freshly cloned or forked child about to exec, with
 /// `s.prepared` valid until then.
-pub(crate) unsafe fn enter(s: &RawSandbox) -> i32 {
+pub(crate) unsafe fn enter(s: &RawSandbox, pty: bool) -> i32 {
     // SAFETY: valid until the exec, as the caller promises.
     let p = unsafe { &*s.prepared };
     // SAFETY: in that child, as the caller promises.
-    match unsafe { enter_steps(p, s.entry) } {
+    match unsafe { enter_steps(p, s.entry, pty) } {
         Ok(()) => 0,
         Err((step, e)) => code(step, e),
     }
@@ -969,7 +1057,7 @@ pub(crate) unsafe fn enter(s: &RawSandbox) -> i32 {
 /// # Safety
 /// As for [`enter`].
 #[inline(always)]
-unsafe fn enter_steps(p: &Prepared, entry: NsEntry) -> Result<(), (i32, Errno)> {
+unsafe fn enter_steps(p: &Prepared, entry: NsEntry, pty: bool) -> Result<(), (i32, Errno)> {
     let ns = entry != NsEntry::None;
     if entry == NsEntry::Unshare {
         raw::unshare((k::CLONE_NEWUSER | k::CLONE_NEWNS | k::CLONE_NEWNET) as usize)
@@ -993,6 +1081,9 @@ unsafe fn enter_steps(p: &Prepared, entry: NsEntry) -> Result<(), (i32, Errno)> 
             i += 1;
         }
         raw::mount_setattr_rdonly(c"/").map_err(|e| (S_READONLY, e))?;
+        if let Some(dev) = &p.dev {
+            private_dev(dev, pty, p.ruleset.as_raw_fd()).map_err(|e| (S_DEV, e))?;
+        }
         for d in &p.private {
             raw::mount_data(
                 Some(c"tmpfs"),
@@ -1116,7 +1207,93 @@ unsafe fn enter_steps(p: &Prepared, entry: NsEntry) -> Result<(), (i32, Errno)> 
     // SAFETY: `fprog` points into `_filter`, alive until the exec.
     unsafe { raw::seccomp_filter(&p.fprog as *const SockFprog as usize) }
         .map_err(|e| (S_SECCOMP, e))?;
+    if let Some(net) = &p.net {
+        // SAFETY: in that child, after every other step, as the caller
+        // promises.
+        unsafe { net.install() }.map_err(|e| (S_SECCOMP, e))?;
+    }
     Ok(())
+}
+
+/// Covers /dev with the private tree `dev` describes: binds of the host's
+/// devices (cloned from the read-only tree, so they stay read-only mounts:
+/// a device node is written through one, its metadata is not), the pty on
+/// standard input when `pty`, the usual links, the /dev/shm mount point;
+/// then the tmpfs made read-only and granted to Landlock once.
+#[inline(always)]
+fn private_dev(dev: &DevTree, pty: bool, ruleset: c_int) -> Result<(), Errno> {
+    let n = dev.devices.len().min(MAX_DEVICES);
+    let mut trees = [-1 as c_int; MAX_DEVICES];
+    let mut i = 0;
+    while i < n {
+        trees[i] = raw::open_tree_at(k::AT_FDCWD, dev.devices[i].as_c_str())?;
+        i += 1;
+    }
+    // The pty by the path its descriptor was opened at (/dev/pts/N); one
+    // elsewhere is left out (the descriptors still work, ttyname does not).
+    let mut buf = [0u8; 32];
+    let mut pty_path: Option<&std::ffi::CStr> = None;
+    let mut pty_tree = -1;
+    if pty {
+        if let Ok(len) = raw::readlinkat(k::AT_FDCWD, c"/proc/self/fd/0", &mut buf[..31]) {
+            let name = &buf[..len];
+            if len > 9 && name.starts_with(b"/dev/pts/") && name[9..].iter().all(u8::is_ascii_digit)
+            {
+                if let Ok(c) = std::ffi::CStr::from_bytes_with_nul(&buf[..=len]) {
+                    pty_tree = raw::open_tree_at(k::AT_FDCWD, c)?;
+                    pty_path = Some(c);
+                }
+            }
+        }
+    }
+    raw::mount_data(
+        Some(c"tmpfs"),
+        c"/dev",
+        Some(c"tmpfs"),
+        k::MS_NOSUID | k::MS_NODEV | k::MS_NOEXEC,
+        c"mode=755",
+    )?;
+    i = 0;
+    while i < n {
+        let path = dev.devices[i].as_c_str();
+        raw::mknod_file(path, 0o666)?;
+        raw::move_mount(trees[i], path)?;
+        raw::close(trees[i]);
+        i += 1;
+    }
+    if let Some(path) = pty_path {
+        raw::mkdir(c"/dev/pts", 0o755)?;
+        raw::mknod_file(path, 0o620)?;
+        raw::move_mount(pty_tree, path)?;
+        raw::close(pty_tree);
+    }
+    raw::symlink(c"/proc/self/fd", c"/dev/fd")?;
+    raw::symlink(c"/proc/self/fd/0", c"/dev/stdin")?;
+    raw::symlink(c"/proc/self/fd/1", c"/dev/stdout")?;
+    raw::symlink(c"/proc/self/fd/2", c"/dev/stderr")?;
+    if dev.shm {
+        raw::mkdir(c"/dev/shm", 0o1777)?;
+    }
+    raw::mount(
+        None,
+        c"/dev",
+        None,
+        k::MS_REMOUNT | k::MS_BIND | k::MS_RDONLY | k::MS_NOSUID | k::MS_NODEV | k::MS_NOEXEC,
+    )?;
+    let fd = raw::openat(
+        k::AT_FDCWD,
+        c"/dev",
+        k::O_PATH | k::O_CLOEXEC | k::O_DIRECTORY,
+    )?;
+    let attr = PathBeneathAttr {
+        allowed_access: dev.access,
+        parent_fd: fd,
+    };
+    // SAFETY: `attr` is a landlock_path_beneath_attr on this stack.
+    let r =
+        unsafe { raw::landlock_add_rule_path(ruleset, &attr as *const PathBeneathAttr as usize) };
+    raw::close(fd);
+    r.map(|_| ())
 }
 
 /// At most this many writable paths (working directory included).
