@@ -587,3 +587,56 @@ fn warm_session_host() {
     // Killed long before; gone by itself within 30 s otherwise.
     std::thread::sleep(25 * SEC);
 }
+
+/// The async run (feature `tokio`): state carries over between awaited
+/// commands, and a future dropped unresolved cancels its command (the tree,
+/// a setsid escaper included, is killed) while the session lives on.
+#[cfg(feature = "tokio")]
+#[test]
+fn run_async_keeps_state_and_a_dropped_future_cancels_its_command() {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let session = std::sync::Arc::new(start(&s));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let r = session
+            .clone()
+            .run_async("cd /tmp; export A=1", &opts())
+            .await
+            .unwrap();
+        assert_eq!(r.outcome, Outcome::Exited(0), "{:?}", r.report);
+        let line = format!(
+            r#"setsid "$H" escaper & {} echo started; sleep 30"#,
+            ready("escaper")
+        );
+        let o = opts();
+        let fut = session.clone().run_async(&line, &o);
+        // Dropped once the escaper is up.
+        let dropped = tokio::time::timeout(20 * SEC, async {
+            tokio::select! {
+                r = fut => panic!("the command ended by itself: {r:?}"),
+                _ = async {
+                    while w.pid("escaper", Duration::ZERO).is_none() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                } => {}
+            }
+        })
+        .await;
+        assert!(dropped.is_ok(), "the escaper never started");
+        let t = Instant::now();
+        // The next command waits for the cancelled one, then runs.
+        let r = session
+            .clone()
+            .run_async("echo $PWD $A", &opts())
+            .await
+            .unwrap();
+        assert!(t.elapsed() < 15 * SEC, "took {:?}", t.elapsed());
+        assert_eq!(r.stdout.bytes(), b"/tmp 1\n", "{:?}", r.report);
+    });
+    assert!(w.wait_dead("escaper", 5 * SEC), "the escaper survived");
+}

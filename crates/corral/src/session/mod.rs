@@ -808,6 +808,50 @@ impl Session {
     }
 }
 
+/// The asynchronous run (feature `tokio`).
+#[cfg(feature = "tokio")]
+impl Session {
+    /// [`run`](Self::run), awaited: the command runs on tokio's blocking
+    /// pool (a session's command is a blocking run of its own, one at a
+    /// time), so the runtime's threads are never held. Dropping the future
+    /// before it resolves cancels the command at once, without waiting for
+    /// it: its tree is killed as by [`RunOptions::cancel_token`] (the
+    /// token given there, or one made for the call, is the one cancelled),
+    /// and the session lives on for the next command.
+    ///
+    /// Needs a tokio runtime. The session is shared by `Arc` because the
+    /// blocking run may outlive a dropped future by the kill's bound.
+    pub async fn run_async(
+        self: std::sync::Arc<Self>,
+        command_line: &str,
+        options: &RunOptions,
+    ) -> Result<SessionReport, Error> {
+        /// Cancels the command when the future is dropped unresolved.
+        struct OnDrop(Option<CancelToken>);
+        impl Drop for OnDrop {
+            fn drop(&mut self) {
+                if let Some(t) = self.0.take() {
+                    t.cancel();
+                }
+            }
+        }
+        let mut o = options.clone();
+        let token = o.cancel.get_or_insert_with(CancelToken::new).clone();
+        let mut guard = OnDrop(Some(token));
+        let line = command_line.to_owned();
+        let run = tokio::task::spawn_blocking(move || self.run(&line, &o));
+        let result = run.await;
+        guard.0 = None;
+        match result {
+            Ok(r) => r,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // A blocking task is cancelled only before it starts (the
+            // runtime shutting down): the command never ran.
+            Err(_) => Err(Error::CancelledBeforeSpawn),
+        }
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
         self.close();
