@@ -628,17 +628,32 @@ fn the_servers_sandbox_applies_to_every_run() {
         let e = c.tool_error("run", json!({"argv": ["true"], "sandbox": off}));
         assert!(e.contains("`sandbox` is not offered"), "{e}");
     }
-    let cmd = format!(
-        "echo bad > {v} && exit 9; rm -f {v} && exit 8; echo in > inside",
-        v = victim.display()
-    );
     for tool in ["run", "start"] {
+        // Each tool its own file: the started run may still be writing
+        // when the other's is read.
+        let cmd = format!(
+            "echo bad > {v} && exit 9; rm -f {v} && exit 8; echo in > inside-{tool}.tmp && mv inside-{tool}.tmp inside-{tool}",
+            v = victim.display()
+        );
         let r = c.ok(tool, json!({"command": cmd}));
         if tool == "run" {
             assert_eq!(r["exit_code"], 0, "{r}");
         }
     }
+    // The started run's file, written whole (renamed) once it is done.
+    let started = s.path("inside-start");
+    let t = Instant::now();
+    while !started.exists() {
+        assert!(
+            t.elapsed() < 20 * SEC,
+            "the started run never wrote its file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(c.close(10 * SEC).success());
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "host\n");
-    assert_eq!(std::fs::read_to_string(s.path("inside")).unwrap(), "in\n");
+    for tool in ["run", "start"] {
+        let got = std::fs::read_to_string(s.path(&format!("inside-{tool}"))).unwrap();
+        assert_eq!(got, "in\n", "{tool}");
+    }
 }
