@@ -896,9 +896,7 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
 /// other call allowed. The network policy's `socket(2)` refusals are a
 /// program of their own (`supervisor::NetFilter`: notified to corral).
 fn seccomp_program(namespaces: bool) -> Result<Vec<seccompiler::sock_filter>, crate::Error> {
-    use seccompiler::{
-        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    };
+    use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
     use std::collections::BTreeMap;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let mut deny = |nr: u32, cond: Vec<SeccompRule>| {
@@ -1009,20 +1007,7 @@ fn seccomp_program(namespaces: bool) -> Result<Vec<seccompiler::sock_filter>, cr
             deny(nr, vec![]);
         }
     }
-    #[cfg(target_arch = "x86_64")]
-    let arch = seccompiler::TargetArch::x86_64;
-    #[cfg(target_arch = "aarch64")]
-    let arch = seccompiler::TargetArch::aarch64;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(|e| bad(format!("seccomp filter: {e}")))?;
-    let prog: seccompiler::BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| bad(format!("seccomp program: {e}")))?;
+    let prog = super::supervisor::compile(rules).map_err(bad)?;
     if prog.len() > usize::from(u16::MAX) {
         return Err(bad("seccomp program too long"));
     }

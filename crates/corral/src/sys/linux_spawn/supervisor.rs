@@ -93,9 +93,7 @@ fn rewrite_to_notify(prog: &mut [seccompiler::sock_filter]) -> usize {
 /// The plain `socket(2)` program of `network` (`None` for `host`: nothing
 /// refused).
 fn socket_program(network: Network) -> Result<Option<Vec<seccompiler::sock_filter>>, String> {
-    use seccompiler::{
-        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    };
+    use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
     let cond = match network {
         Network::Host => return Ok(None),
         Network::None => vec![],
@@ -112,21 +110,30 @@ fn socket_program(network: Network) -> Result<Option<Vec<seccompiler::sock_filte
     rules.insert(i64::from(k::__NR_socket), cond.clone());
     #[cfg(target_arch = "x86_64")]
     rules.insert(i64::from(k::__NR_socket | 0x4000_0000), cond); // x32
+    compile(rules).map(Some)
+}
+
+/// Compiles `rules` (each call number's conditions) into a program that
+/// answers a matching call with `EPERM` and lets every other call through,
+/// for this architecture (`seccompiler`). The sandbox's own filter and the
+/// `socket(2)` program are both made here.
+pub(super) fn compile(
+    rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>>,
+) -> Result<seccompiler::BpfProgram, String> {
     #[cfg(target_arch = "x86_64")]
     let arch = seccompiler::TargetArch::x86_64;
     #[cfg(target_arch = "aarch64")]
     let arch = seccompiler::TargetArch::aarch64;
-    let filter = SeccompFilter::new(
+    let filter = seccompiler::SeccompFilter::new(
         rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
+        seccompiler::SeccompAction::Allow,
+        seccompiler::SeccompAction::Errno(libc::EPERM as u32),
         arch,
     )
     .map_err(|e| format!("seccomp filter: {e}"))?;
-    let prog: seccompiler::BpfProgram = filter
+    filter
         .try_into()
-        .map_err(|e: seccompiler::BackendError| format!("seccomp program: {e}"))?;
-    Ok(Some(prog))
+        .map_err(|e: seccompiler::BackendError| format!("seccomp program: {e}"))
 }
 
 impl NetFilter {
