@@ -300,6 +300,7 @@ pub fn run(case: &Case, tier: Tier, exe: &std::path::Path, host_subreaper: bool)
         stalled,
         setup_err,
     );
+    let verdict = stalled_or(verdict, overrun, stalled);
     cleanup(&pinned);
     Measured {
         verdict,
@@ -332,38 +333,12 @@ struct Expect {
     truthful: bool,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn judge(
-    case: &Case,
-    tier: Tier,
-    host_subreaper: bool,
-    r: &Report,
-    pinned: &BTreeMap<usize, Pinned>,
-    alive_now: &BTreeSet<usize>,
-    caught: &BTreeSet<usize>,
-    unsettled: bool,
-    overrun: Duration,
-    stalled: Duration,
-    setup_err: Option<String>,
-) -> Verdict {
-    let verdict = judge_all(
-        case,
-        tier,
-        host_subreaper,
-        r,
-        pinned,
-        alive_now,
-        caught,
-        unsettled,
-        overrun,
-        stalled,
-        setup_err,
-    );
-    // Past the bound, but not by more than the harness's own stalls in the
-    // run: the machine's, every other check passed.
-    let slow = overrun > SLACK;
+/// Past the bound, but not by more than the harness's own stalls in the
+/// run (`judge` failed it otherwise): the machine's, every other check
+/// passed.
+fn stalled_or(verdict: Verdict, overrun: Duration, stalled: Duration) -> Verdict {
     match verdict {
-        Verdict::Pass | Verdict::Unsettled if slow => Verdict::Stalled {
+        Verdict::Pass | Verdict::Unsettled if overrun > SLACK => Verdict::Stalled {
             stall_ms: stalled.as_millis() as u64,
             detail: format!(
                 "returned {overrun:?} past its nominal end; the harness was stalled {stalled:?} within the run"
@@ -374,7 +349,7 @@ fn judge(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn judge_all(
+fn judge(
     case: &Case,
     tier: Tier,
     host_subreaper: bool,
