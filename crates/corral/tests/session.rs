@@ -306,13 +306,21 @@ fn plain_sh_carries_the_directory_and_variables() {
 fn the_owner_killed_with_a_live_session_leaves_nothing() {
     let s = Scratch::new();
     let w = Watch::new(&s);
-    let mut host = std::process::Command::new(std::env::current_exe().unwrap());
-    host.args(["--exact", "session_host", "--nocapture", "--ignored"])
-        .env("CORRAL_SESSION_HOST", "1")
-        .envs(s.env())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut parent = host.spawn().unwrap();
+    // The owner's temporary folder, its own: where its session's
+    // directory is left when it is killed.
+    let tmp = s.path("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let host = |mode: &str| {
+        let mut host = std::process::Command::new(std::env::current_exe().unwrap());
+        host.args(["--exact", "session_host", "--nocapture", "--ignored"])
+            .env("CORRAL_SESSION_HOST", mode)
+            .env("TMPDIR", &tmp)
+            .envs(s.env())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        host
+    };
+    let mut parent = host("own").spawn().unwrap();
     for n in ["kept", "escaped", "live"] {
         assert!(w.pid(n, 15 * SEC).is_some(), "helper {n} never started");
     }
@@ -325,12 +333,41 @@ fn the_owner_killed_with_a_live_session_leaves_nothing() {
     }
     assert!(t.elapsed() < 3 * SEC, "{:?}", t.elapsed());
     s.assert_none_left();
+    // Its directory outlived it (nobody was there to remove it) ...
+    let left = |tmp: &std::path::Path| -> Vec<_> {
+        std::fs::read_dir(tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect()
+    };
+    let dead = format!("corral-session-{}.s1", parent.id());
+    assert_eq!(left(&tmp), vec![std::ffi::OsString::from(&dead)]);
+    // ... and the next session started there removes it, and no live
+    // session's: one held open by this process (same uid, same folder)
+    // stays.
+    let live = tmp.join("corral-session-live");
+    std::fs::create_dir(&live).unwrap();
+    let held = std::fs::File::open(&live).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockShared).unwrap();
+    let status = host("sweep").status().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(
+        left(&tmp),
+        vec![std::ffi::OsString::from("corral-session-live")]
+    );
+    drop(held);
 }
 
 #[test]
 #[ignore = "helper: the owner of the_owner_killed_with_a_live_session_leaves_nothing"]
 fn session_host() {
-    if std::env::var_os("CORRAL_SESSION_HOST").is_none() {
+    let Some(mode) = std::env::var_os("CORRAL_SESSION_HOST") else {
+        return;
+    };
+    if mode == "sweep" {
+        // A session started and closed: it sweeps what dead owners left.
+        let session = Session::start(&SessionOptions::new()).unwrap();
+        session.close();
         return;
     }
     let dir = std::env::var("CORRAL_TEST_DIR").unwrap();

@@ -30,6 +30,12 @@
 //! wait delay, as in a run. [`Session::jobs`] lists the live ones (Linux:
 //! a scan of `/proc` for the cookie) and [`Session::kill_job`] kills one;
 //! closing or dropping the session kills them all.
+//!
+//! The session's directory (`$TMPDIR/corral-session-PID.sN`) is removed
+//! when the session closes. An owner killed outright cannot remove it:
+//! the directory is `flock`ed for the session's life, and the next
+//! session started in the same temporary folder removes every one of this
+//! user's session directories whose lock nobody holds.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -262,6 +268,10 @@ pub struct Session {
     start_dir: PathBuf,
     options: SessionOptions,
     state: Mutex<State>,
+    /// The session's directory, open and `flock`ed for the session's
+    /// life: the lock is the kernel's own proof that the owner is alive,
+    /// released when it dies however it dies (see [`sweep_stale`]).
+    _lock: std::os::fd::OwnedFd,
 }
 
 #[derive(Debug)]
@@ -340,6 +350,91 @@ impl std::fmt::Debug for Hold {
 
 static SEQ: AtomicU64 = AtomicU64::new(1);
 
+/// The prefix of every session directory's name in the temporary folder.
+const DIR_PREFIX: &str = "corral-session-";
+
+/// Makes the session's directory (mode 0700, a name of its own: this
+/// process's pid and a sequence number) and takes its lock. A sweep by
+/// another process can remove the directory between its creation and the
+/// lock; then the lock is on a removed directory and a new name is tried.
+fn make_locked_dir(tmp: &Path) -> io::Result<(String, PathBuf, std::os::fd::OwnedFd)> {
+    use rustix::fs::{flock, FlockOperation};
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let mut last = None;
+    for _ in 0..8 {
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{}.s{seq}", std::process::id());
+        let dir = tmp.join(format!("{DIR_PREFIX}{id}"));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            // A name left by a dead process whose pid this one now has,
+            // still locked by nobody but not swept yet: another name.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                last = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+        let fd = open_dir(&dir)?;
+        flock(&fd, FlockOperation::NonBlockingLockExclusive)?;
+        let held = rustix::fs::fstat(&fd)?;
+        match std::fs::symlink_metadata(&dir) {
+            Ok(m) if m.ino() == held.st_ino as u64 && m.dev() == held.st_dev as u64 => {
+                return Ok((id, dir, fd));
+            }
+            Ok(_) | Err(_) => {
+                last = Some(io::Error::other("swept by another process as it was made"))
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no free name")))
+}
+
+/// Opens a directory without following a symlink, close-on-exec.
+fn open_dir(dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    Ok(rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Removes the directories of sessions whose owner died without closing
+/// them (SIGKILL, a crash): this user's `corral-session-*` folders whose
+/// lock nobody holds. A live session's lock is held by its owner for the
+/// session's life, and the kernel releases it when the owner dies, so a
+/// folder is never taken from a live session, whatever became of its pid.
+pub(crate) fn sweep_stale(tmp: &Path) {
+    use rustix::fs::{flock, FlockOperation};
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    let me = rustix::process::geteuid().as_raw();
+    for e in entries.flatten() {
+        if !e
+            .file_name()
+            .as_encoded_bytes()
+            .starts_with(DIR_PREFIX.as_bytes())
+        {
+            continue;
+        }
+        let path = e.path();
+        let Ok(fd) = open_dir(&path) else { continue };
+        let Ok(st) = rustix::fs::fstat(&fd) else {
+            continue;
+        };
+        if st.st_uid != me {
+            continue;
+        }
+        if flock(&fd, FlockOperation::NonBlockingLockExclusive).is_ok() {
+            // Unlocked: its owner is gone (or it is a maker's folder
+            // between creation and lock, which then tries another name).
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
 impl Session {
     /// Starts a session: writes its first state (working directory,
     /// environment with `PAGER=cat`, `GIT_PAGER=cat`, `GIT_EDITOR=true`,
@@ -368,21 +463,14 @@ impl Session {
                 start_dir.display()
             )));
         }
-        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        let id = format!("{}.s{seq}", std::process::id());
-        let dir = std::env::temp_dir().join(format!("corral-session-{id}"));
         let io_err = |what: &str, e: io::Error| {
             Error::InvalidInput(format!(
                 "cannot set up the session's directory ({what}): {e}"
             ))
         };
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&dir)
-                .map_err(|e| io_err("create", e))?;
-        }
+        let tmp = std::env::temp_dir();
+        sweep_stale(&tmp);
+        let (id, dir, lock) = make_locked_dir(&tmp).map_err(|e| io_err("create", e))?;
         let first = first_state(options, &start_dir);
         let written = std::fs::write(dir.join("vars"), first).and_then(|()| {
             std::fs::write(
@@ -434,6 +522,7 @@ impl Session {
             bash,
             start_dir,
             options: options.clone(),
+            _lock: lock,
             state: Mutex::new(State {
                 ended: None,
                 jobs: Vec::new(),
