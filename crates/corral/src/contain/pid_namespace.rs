@@ -462,7 +462,10 @@ impl Attached for Namespace {
             Ok(if exited {
                 0
             } else {
-                descendants(me).into_iter().filter(|&p| p != pid).count()
+                descendants(me)
+                    .into_iter()
+                    .filter(|&p| p != pid && !crate::sys::linux_proc::doomed(p))
+                    .count()
             })
         })
     }

@@ -347,10 +347,21 @@ impl Attached for Group {
             }
             Ok(left_in(pgid, &tracer)?
                 .into_iter()
-                .filter(|&p| p != pid)
+                .filter(|&p| p != pid && !doomed(p))
                 .count())
         })
     }
+}
+
+/// Whether a leftover is certain not to live on (Linux reads it; elsewhere
+/// every listed leftover counts).
+#[cfg(target_os = "linux")]
+fn doomed(pid: u32) -> bool {
+    sys::linux_proc::doomed(pid)
+}
+#[cfg(not(target_os = "linux"))]
+fn doomed(_pid: u32) -> bool {
+    false
 }
 
 /// The live members of a released group (counted, never signalled).

@@ -889,7 +889,11 @@ impl Attached for Tree {
         tracer.record(OsOp::Released {
             via: Mechanism::Subreaper,
         });
-        super::Released::counted(res, Ok(kept.len()))
+        let live = kept
+            .iter()
+            .filter(|m| !sys::linux_proc::doomed(m.pid))
+            .count();
+        super::Released::counted(res, Ok(live))
     }
 }
 

@@ -336,6 +336,16 @@ pub(crate) fn fatal_pending(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| fatal_in(&s))
 }
 
+/// Whether a leftover about to be counted as kept is certain not to live
+/// on: dying ([`is_dying`]) or with a fatal signal waiting
+/// ([`fatal_pending`]: the orphaned-group SIGHUP, queued while it was
+/// stopped). A kept count counts the processes that live on, not every
+/// pid still listed (a member in its exit stays in its cgroup and group
+/// until then).
+pub(crate) fn doomed(pid: u32) -> bool {
+    is_dying(pid) || fatal_pending(pid)
+}
+
 /// [`fatal_pending`] on a `/proc/PID/status` text.
 fn fatal_in(status: &str) -> bool {
     let mask = |key: &str| {
@@ -556,6 +566,36 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         assert!(is_dying(pid), "an unreaped zombie is dying");
+        child.wait().unwrap();
+    }
+
+    /// A kept leftover that the orphaned-group rule has doomed (SIGHUP
+    /// queued while it is stopped) or that is dying is not counted as one
+    /// that lives on; a stopped one with nothing queued, or a running one,
+    /// is.
+    #[test]
+    fn a_doomed_leftover_is_told_from_one_that_lives_on() {
+        let _one = SPAWNS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut child = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(!doomed(pid), "running");
+        let p = rustix::process::Pid::from_child(&child);
+        rustix::process::kill_process(p, rustix::process::Signal::STOP).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while stat_of(pid).is_some_and(|s| s.state != b'T') {
+            assert!(std::time::Instant::now() < deadline, "never stopped");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(!doomed(pid), "stopped, nothing queued");
+        // What the kernel sends an orphaned group with a stopped member
+        // (SIGHUP first): queued, not taken while stopped.
+        rustix::process::kill_process(p, rustix::process::Signal::HUP).unwrap();
+        assert!(doomed(pid), "stopped with SIGHUP queued");
+        child.kill().unwrap();
+        assert!(doomed(pid), "killed");
         child.wait().unwrap();
     }
 

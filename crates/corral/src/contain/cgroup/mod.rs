@@ -507,7 +507,9 @@ impl Attached for Held {
                 } else {
                     Vec::new()
                 };
-                left.into_iter().filter(|&p| p != pid).count()
+                left.into_iter()
+                    .filter(|&p| p != pid && !sys::linux_proc::doomed(p))
+                    .count()
             });
             this.move_out();
         }
