@@ -686,8 +686,21 @@ impl Life {
     /// on. Never blocks on the tree. Returns true when the run is over (then
     /// call [`into_report`](Self::into_report)).
     pub(crate) fn advance(&mut self) -> bool {
+        self.step(false).unwrap_or(false)
+    }
+
+    /// [`advance`](Self::advance) for the async driver: `None` when the
+    /// step waits for a look at the tree shared with other runs
+    /// ([`Attached::look_ahead`]); the run's waker is woken when it is
+    /// there, and only that wake-up needs waiting for.
+    #[cfg(tokio_unix)]
+    pub(crate) fn advance_looking_ahead(&mut self) -> Option<bool> {
+        self.step(true)
+    }
+
+    fn step(&mut self, look_ahead: bool) -> Option<bool> {
         if self.phase.is_over() {
-            return true;
+            return Some(true);
         }
         for sig in self.signal_requests.take() {
             // The identity is held: the run is not over, nothing is released.
@@ -712,10 +725,26 @@ impl Life {
             last_output: self.last_output(),
             over_limit: self.meter.as_ref().is_some_and(|m| m.is_over()),
         };
+        // The decision will look at the tree (the root has exited; a
+        // clean exit, or a termination's check is due): a tier that
+        // shares its look with other runs asks for it first.
+        let looked = look_ahead && self.phase.looks_at_tree(&seen, now);
+        if looked {
+            if let Some(t) = self.tree.as_deref_mut() {
+                if t.look_ahead(&self.waker) {
+                    return None;
+                }
+            }
+        }
         let policy = self.policy;
         let step = phase::decide(self.phase, &seen, self, now, &policy);
         self.apply(step);
-        self.phase.is_over()
+        if looked {
+            if let Some(t) = self.tree.as_deref_mut() {
+                t.forget_look();
+            }
+        }
+        Some(self.phase.is_over())
     }
 
     /// Carries out a decision: the actions in order, then the new phase.

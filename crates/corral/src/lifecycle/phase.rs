@@ -188,6 +188,23 @@ impl Phase {
 
     /// Something happened to the tree (its descriptor fired, the root
     /// exited): a termination looks at it at once.
+    /// Whether [`decide`] will now list the tree's members, for a root
+    /// that has exited: a clean exit (every captured stream at its end,
+    /// or the output limit passed), or a termination whose check is due.
+    /// (A hint for sharing the look: `decide` asks what it needs anyway.)
+    pub(super) fn looks_at_tree(&self, seen: &Observed, now: Instant) -> bool {
+        if seen.root.is_none() {
+            return false;
+        }
+        match self {
+            Phase::Supervising { .. } => seen.open == 0 || seen.over_limit,
+            Phase::Grace { check, .. }
+            | Phase::Confirming { check, .. }
+            | Phase::Settling { check, .. } => now >= check.next,
+            Phase::Over { .. } => false,
+        }
+    }
+
     pub(super) fn check_now(&mut self, now: Instant) {
         if let Phase::Grace { check, .. }
         | Phase::Confirming { check, .. }
