@@ -625,7 +625,9 @@ mod pins {
     pub(super) fn each_pid(mut f: impl FnMut(u32)) -> std::io::Result<()> {
         let dir = rustix::fs::open(
             "/proc",
-            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )?;
         let mut buf = Vec::with_capacity(16 * 1024);
@@ -719,6 +721,9 @@ mod shared {
         /// (the run scans on its own), else the pids found in the group.
         found: Mutex<Option<Option<Vec<u32>>>>,
         wake: Arc<dyn Wake>,
+        /// Which pass served it (tests: runs that asked together share one).
+        #[cfg(test)]
+        served_by: std::sync::atomic::AtomicUsize,
     }
 
     impl Ticket {
@@ -762,6 +767,8 @@ mod shared {
             pgid,
             found: Mutex::new(None),
             wake,
+            #[cfg(test)]
+            served_by: std::sync::atomic::AtomicUsize::new(0),
         });
         let lead = {
             let mut q = queue();
@@ -811,6 +818,11 @@ mod shared {
     /// if some ticket asks for that group; then each ticket gets its
     /// group's pids (in /proc's order) and is woken.
     fn pass(batch: Vec<Arc<Ticket>>) {
+        #[cfg(test)]
+        let seq = {
+            static PASSES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            PASSES.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+        };
         let mut want: Vec<u32> = batch.iter().map(|t| t.pgid).collect();
         want.sort_unstable();
         want.dedup();
@@ -833,8 +845,107 @@ mod shared {
                     .map(|&(_, p)| p)
                     .collect()
             });
+            #[cfg(test)]
+            t.served_by.store(seq, std::sync::atomic::Ordering::SeqCst);
             *t.lock() = Some(mine);
             t.wake.wake();
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use std::os::unix::process::CommandExt;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+
+        use super::*;
+
+        #[derive(Default)]
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(&self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+
+        /// Killed and reaped on drop, whatever the test did.
+        struct Kids(Vec<std::process::Child>);
+        impl Drop for Kids {
+            fn drop(&mut self) {
+                for c in &mut self.0 {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+            }
+        }
+
+        fn sleeper(group: i32) -> std::process::Child {
+            std::process::Command::new("sleep")
+                .arg("20")
+                .process_group(group)
+                .spawn()
+                .expect("spawn sleep")
+        }
+
+        /// Requests that arrive while a pass is under way wait for the
+        /// next one, and that one serves them all: each gets exactly the
+        /// live processes of its own group, each is woken once.
+        #[test]
+        fn runs_that_ask_together_share_one_pass_each_given_its_own_group() {
+            let mut kids = Kids(Vec::new());
+            let mut groups: Vec<(u32, Vec<u32>)> = Vec::new();
+            for _ in 0..6 {
+                let leader = sleeper(0);
+                let pgid = leader.id();
+                let other = sleeper(pgid as i32);
+                groups.push((pgid, vec![pgid, other.id()]));
+                kids.0.push(leader);
+                kids.0.push(other);
+            }
+            // A pass under way (as another thread's would be): the
+            // requests queue for the next one and return before it.
+            let was_running = std::mem::replace(&mut queue().running, true);
+            if was_running {
+                // Another test's pass: wait for it to end, then hold.
+                loop {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    let mut q = queue();
+                    if !q.running {
+                        q.running = true;
+                        break;
+                    }
+                }
+            }
+            let waker = Arc::new(Count::default());
+            let tickets: Vec<Arc<Ticket>> = groups
+                .iter()
+                .map(|(pgid, _)| request(*pgid, waker.clone()))
+                .collect();
+            assert!(tickets.iter().all(|t| !t.done()), "served before a pass");
+            assert_eq!(waker.0.load(Ordering::SeqCst), 0);
+            make_passes(false);
+            assert!(!queue().running, "the passes ended");
+            let first = tickets[0].served_by.load(Ordering::SeqCst);
+            for (t, (pgid, want)) in tickets.iter().zip(&groups) {
+                assert_eq!(
+                    t.served_by.load(Ordering::SeqCst),
+                    first,
+                    "one pass for all"
+                );
+                let mut got = t.take().expect("the pass listed /proc");
+                got.sort_unstable();
+                let mut want = want.clone();
+                want.sort_unstable();
+                assert_eq!(got, want, "group {pgid}");
+            }
+            assert_eq!(waker.0.load(Ordering::SeqCst), groups.len());
+            // A request alone is served at once, on its own thread.
+            let (pgid, want) = &groups[0];
+            let t = request(*pgid, waker.clone());
+            assert!(t.done());
+            let mut got = t.take().expect("the pass listed /proc");
+            got.sort_unstable();
+            assert_eq!(&got, want);
         }
     }
 }
