@@ -270,7 +270,8 @@ pub(super) struct Policy {
     pub(super) stop_to_count: bool,
     /// No output seen for this long terminates the run.
     pub(super) idle_timeout: Option<Duration>,
-    /// The spawn: the idle timer's start.
+    /// The spawn (or `Running::start_now`): the idle timer's start, and
+    /// the run's clock, from which the report's timings count.
     pub(super) started: Instant,
 }
 
