@@ -38,6 +38,12 @@
 //! found a live member it could not pin, out of descriptors: then it
 //! counts that member as alive and the next check scans again.)
 //!
+//! Runs that need a whole scan at the same moment share one pass of /proc
+//! (the async driver's [`Attached::look_ahead`], module `shared`): /proc is
+//! listed once and each pid's group read once for all of them, and each
+//! run then pins and checks the pids found in its own group as above. A
+//! pass serves only requests made before it started.
+//!
 //! What it cannot hold: a descendant that calls `setsid()` or `setpgid()`
 //! leaves the group (cgroup containment closes that hole on Linux).
 
@@ -86,7 +92,8 @@ struct Group {
     /// The run's share of a pass of /proc made for every run that asked at
     /// about the same time ([`Attached::look_ahead`]): the next scan takes
     /// its result instead of a pass of its own. Dropped by any signal or
-    /// stop to the group, so a result is never older than the last one.
+    /// stop to the group: a look asked for before a signal never answers
+    /// a look after it.
     #[cfg(target_os = "linux")]
     look: Option<std::sync::Arc<shared::Ticket>>,
     /// Prompt reaping of the group's orphans (subreaper processes only).
