@@ -211,8 +211,17 @@ async fn drive(mut guard: Guard) -> Report {
         .wake_cell();
     loop {
         let life = guard.life.as_mut().expect("guard holds the lifecycle");
-        if life.advance() {
-            break;
+        match life.advance_looking_ahead() {
+            Some(true) => break,
+            Some(false) => {}
+            None => {
+                // A look shared with other runs is under way (bounded: one
+                // pass of /proc); it wakes the cell when it is over. A
+                // cancel or signal request wakes it too, and is taken by
+                // the step after.
+                Woken(&cell).await;
+                continue;
+            }
         }
         if !registered {
             registered = true;
@@ -266,6 +275,20 @@ fn register_all(life: &Life) -> io::Result<Vec<Reg>> {
         regs.push(register(fd, Slot::Stdin, Interest::WRITABLE)?);
     }
     Ok(regs)
+}
+
+/// Completes when a waker fired.
+struct Woken<'a>(&'a crate::sys::WakeCell);
+
+impl Future for Woken<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.0.poll_woken(cx) {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        }
+    }
 }
 
 /// Completes when a waker fired, any registered descriptor reports

@@ -480,3 +480,87 @@ fn emfile_child() {
     });
     println!("EMFILE-OK");
 }
+
+/// Process-group runs that end together share their looks at the
+/// machine's processes (one pass of /proc for all that ask at once): each
+/// must still find exactly its own group's members. Every root leaves two
+/// members in its group, one its child and one an orphan (a grandchild
+/// whose parent exited: found only by a scan, not by family), and all
+/// roots exit at once. The runs that kill their leftovers count exactly
+/// two killed; those that keep them count exactly two kept; nothing of a
+/// killed tree is left, and the kept ones are the helpers started.
+#[test]
+fn process_group_runs_ending_together_each_count_their_own_members() {
+    let _serial = serial();
+    raise_nofile();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let tier = corral_testkit::scenario::Tier::new(corral::Mechanism::ProcessGroup);
+    // Within `ulimit -n 1024`: a run holds its pidfd, two pins and their
+    // epoll set, and the killed count's watches at the end.
+    const N: usize = 64;
+    let go = tier.scratch.path("go");
+    let reports = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..N {
+            let script = format!(
+                r#"( "$H" o{i} & ) ; "$H" c{i} & {}{}until [ -e "$CORRAL_TEST_DIR/go" ]; do sleep 0.01; done; exit 0"#,
+                corral_testkit::ready(&format!("o{i}")),
+                corral_testkit::ready(&format!("c{i}")),
+            );
+            let mut c = tier.sh(&script);
+            c.timeout(Duration::from_secs(25))
+                .stdout(corral::Output::null())
+                .stderr(corral::Output::null());
+            c.leftovers(match i % 2 {
+                1 => corral::LeftoverPolicy::Keep,
+                _ => corral::LeftoverPolicy::Kill,
+            });
+            let running = c.spawn_async().unwrap();
+            set.spawn(async move { (i, running.await) });
+        }
+        // Every tree up (both helpers pinned by the watch), then all the
+        // roots exit at once.
+        let names: Vec<String> = (0..N)
+            .flat_map(|i| [format!("o{i}"), format!("c{i}")])
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        tokio::task::block_in_place(|| tier.pin(&names));
+        std::fs::write(&go, b"").unwrap();
+        let mut reports = Vec::new();
+        while let Some(r) = set.join_next().await {
+            reports.push(r.unwrap());
+        }
+        reports
+    });
+    assert_eq!(reports.len(), N);
+    for (i, r) in &reports {
+        assert_eq!(r.exit_code(), Some(0), "run {i}: {r:?}");
+        assert!(r.cleanup_errors.is_empty(), "run {i}: {r:?}");
+        if i % 2 == 1 {
+            assert_eq!(
+                (r.leftovers.kept, r.leftovers.killed),
+                (2, 0),
+                "run {i}: {r:?}"
+            );
+            assert!(
+                tier.watch.is_alive(&format!("o{i}")),
+                "run {i}: kept o{i} is gone"
+            );
+            assert!(
+                tier.watch.is_alive(&format!("c{i}")),
+                "run {i}: kept c{i} is gone"
+            );
+        } else {
+            assert_eq!(
+                (r.leftovers.killed, r.leftovers.kept),
+                (2, 0),
+                "run {i}: {r:?}"
+            );
+            tier.assert_dead(&[&format!("o{i}"), &format!("c{i}")]);
+        }
+    }
+}

@@ -441,6 +441,19 @@ pub(crate) trait Attached: Send {
     fn look_before_stop(&mut self) -> Vec<u32> {
         Vec::new()
     }
+    /// The async driver, about to decide on a tree whose root has exited:
+    /// whether to wait before deciding, for a look at the tree that this
+    /// tier shares with the other runs that look at the same moment (the
+    /// process-group tier's pass of /proc). `true`: it is under way and
+    /// `wake` is woken when it is over; the next
+    /// [`members`](Self::members) takes it. By default never.
+    fn look_ahead(&mut self, wake: &Arc<dyn crate::cancel::Wake>) -> bool {
+        let _ = wake;
+        false
+    }
+    /// A look asked for by [`look_ahead`](Self::look_ahead) that the
+    /// decision did not take is dropped (never used later, stale).
+    fn forget_look(&mut self) {}
     /// A descriptor that becomes ready (POLLPRI) when the tree's population
     /// changes, to wake the lifecycle early while it waits for the tree to
     /// empty.

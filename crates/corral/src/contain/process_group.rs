@@ -38,6 +38,12 @@
 //! found a live member it could not pin, out of descriptors: then it
 //! counts that member as alive and the next check scans again.)
 //!
+//! Runs that need a whole scan at the same moment share one pass of /proc
+//! (the async driver's [`Attached::look_ahead`], module `shared`): /proc is
+//! listed once and each pid's group read once for all of them, and each
+//! run then pins and checks the pids found in its own group as above. A
+//! pass serves only requests made before it started.
+//!
 //! What it cannot hold: a descendant that calls `setsid()` or `setpgid()`
 //! leaves the group (cgroup containment closes that hole on Linux).
 
@@ -83,6 +89,13 @@ struct Group {
     /// member there will ever be (see `live_members`).
     #[cfg(target_os = "linux")]
     scanned_after_kill: bool,
+    /// The run's share of a pass of /proc made for every run that asked at
+    /// about the same time ([`Attached::look_ahead`]): the next scan takes
+    /// its result instead of a pass of its own. Dropped by any signal or
+    /// stop to the group: a look asked for before a signal never answers
+    /// a look after it.
+    #[cfg(target_os = "linux")]
+    look: Option<std::sync::Arc<shared::Ticket>>,
     /// Prompt reaping of the group's orphans (subreaper processes only).
     #[cfg(target_os = "linux")]
     orphans: Option<super::orphans::Registration>,
@@ -144,7 +157,16 @@ impl Group {
         self.tracer.record(OsOp::MembersScanned {
             via: Mechanism::ProcessGroup,
         });
-        let found = self.pins.scan(pgid);
+        // A shared pass that started after this run asked for it, and
+        // after every signal to the group (a signal drops the ticket): it
+        // read the same /proc this run's own pass would have, and the
+        // candidates it found are pinned and checked here as its own scan
+        // does. A failed pass (out of descriptors) is no answer: scan.
+        let shared = self.look.take().and_then(|t| t.take());
+        let found = match shared {
+            Some(candidates) => Ok(self.pins.pin_all(pgid, candidates)),
+            None => self.pins.scan(pgid),
+        };
         self.scanned_after_kill = self.kill_sent && found.is_ok() && !self.pins.incomplete;
         found
     }
@@ -201,6 +223,8 @@ impl Containment for ProcessGroup {
             #[cfg(target_os = "linux")]
             scanned_after_kill: false,
             #[cfg(target_os = "linux")]
+            look: None,
+            #[cfg(target_os = "linux")]
             orphans: super::orphans::register(root.id(), super::orphans::Claim::Group),
             #[cfg(target_os = "linux")]
             keeper: self.keeper,
@@ -235,6 +259,11 @@ impl Attached for Group {
 
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
         let pgid = self.pgid;
+        // A look asked for before this signal is no look after it.
+        #[cfg(target_os = "linux")]
+        {
+            self.look = None;
+        }
         if sig != Signal::KILL && sig != sys::SIGCONT {
             // A stopped member cannot act on SIGTERM until it is continued.
             // SIGCONT first: a root that died of the signal before a SIGCONT
@@ -268,6 +297,7 @@ impl Attached for Group {
     #[cfg(target_os = "linux")]
     fn stop_to_count(&mut self) -> io::Result<()> {
         let pgid = self.pgid;
+        self.look = None;
         self.tracer.record(OsOp::TreeStopped {
             via: Mechanism::ProcessGroup,
             target: pgid as u64,
@@ -287,6 +317,8 @@ impl Attached for Group {
     /// more (its scan of /proc must open the directory).
     fn look_before_stop(&mut self) -> Vec<u32> {
         let pgid = self.pgid;
+        // Its own pass, now: what lives right before the stop.
+        self.look = None;
         let held = self.pins.len();
         match self.scan(pgid) {
             Ok(found) if !self.pins.incomplete => found,
@@ -299,6 +331,31 @@ impl Attached for Group {
 
     fn members(&mut self) -> io::Result<Vec<u32>> {
         self.live_members()
+    }
+
+    /// The next look needs a whole scan of /proc (every pinned member is
+    /// gone and no scan after the SIGKILL has settled it): ask for a share
+    /// of the next shared pass, and say to wait for it while it runs (the
+    /// pass wakes `wake`). Ten thousand runs that end together then make a
+    /// few passes of the machine's processes, not one each.
+    #[cfg(target_os = "linux")]
+    fn look_ahead(&mut self, wake: &std::sync::Arc<dyn crate::cancel::Wake>) -> bool {
+        if let Some(t) = &self.look {
+            return !t.done();
+        }
+        let pgid = self.pgid;
+        if self.stopped || self.scanned_after_kill || !self.pins.still_members(pgid).is_empty() {
+            return false;
+        }
+        let ticket = shared::request(pgid, wake.clone());
+        let pending = !ticket.done();
+        self.look = Some(ticket);
+        pending
+    }
+
+    #[cfg(target_os = "linux")]
+    fn forget_look(&mut self) {
+        self.look = None;
     }
 
     /// Readable when a pinned member exits (an epoll set of their pidfds),
@@ -444,81 +501,90 @@ mod pins {
             let want = Some(pgid);
             let mut out = Vec::new();
             self.incomplete = false;
-            let dir = rustix::fs::open(
-                "/proc",
-                rustix::fs::OFlags::RDONLY
-                    | rustix::fs::OFlags::DIRECTORY
-                    | rustix::fs::OFlags::CLOEXEC,
-                rustix::fs::Mode::empty(),
-            )?;
-            let mut buf = Vec::with_capacity(16 * 1024);
-            let mut iter = rustix::fs::RawDir::new(&dir, buf.spare_capacity_mut());
-            while let Some(entry) = iter.next() {
-                let Ok(entry) = entry else { break };
-                let Some(raw) = std::str::from_utf8(entry.file_name().to_bytes())
-                    .ok()
-                    .and_then(|s| s.parse::<u32>().ok())
-                else {
-                    continue;
-                };
+            each_pid(|raw| {
                 // The filter: one system call per process on the machine.
-                if pgid_of(raw) != want {
-                    continue;
+                if pgid_of(raw) == want {
+                    self.pin(pgid, raw, &mut out);
                 }
-                let Some(pid) = Pid::from_raw(raw as i32) else {
-                    continue;
-                };
-                if self.fds.iter().any(|(p, _)| *p == raw) {
-                    out.push(raw);
-                    continue;
-                }
-                // Pin, re-read the group, then poll: if the pinned process
-                // had not exited after the second read, that read was its.
-                // Past `PINS_MAX` pins a member is left unpinned, as one
-                // that finds no descriptor: a stopped group of a thousand
-                // (the look before its SIGKILL) would otherwise take every
-                // descriptor and fail the next look's open of /proc.
-                let opened = if self.fds.len() < PINS_MAX {
-                    pidfd_open(pid, PidfdFlags::empty())
-                } else {
-                    Err(rustix::io::Errno::MFILE)
-                };
-                let fd = match opened {
-                    Ok(fd) => fd,
-                    Err(rustix::io::Errno::SRCH) => continue, // gone
-                    Err(_) => {
-                        // Not pinned, yet not gone: out of descriptors
-                        // (EMFILE, ENFILE) or memory. Skipping it took a
-                        // live member for gone, and after a SIGKILL no
-                        // scan came again: the run returned while members
-                        // were still dying (adversarial_scan::
-                        // members_that_cannot_be_pinned_are_not_taken_for_gone).
-                        // Count it as a live member, and have the next
-                        // check scan again (once pins are freed). Not the
-                        // leader: the root stays an unreaped zombie until
-                        // the release (its exit is watched through its own
-                        // handle), and taken for alive it would keep the
-                        // group from ever looking empty while descriptors
-                        // stay short.
-                        if raw != pgid {
-                            self.incomplete = true;
-                            out.push(raw);
-                        }
-                        continue;
-                    }
-                };
-                if pgid_of(raw) != want {
-                    continue; // reused
-                }
-                if exited(&fd) {
-                    continue; // a zombie is no member
-                }
-                self.watch(&fd);
-                self.fds.push((raw, fd));
-                out.push(raw);
-            }
+            })?;
             self.verified = Some(std::time::Instant::now());
             Ok(out)
+        }
+
+        /// The live members among `candidates` (pids a shared pass of
+        /// /proc found in `pgid`, in /proc's order), pinned and checked one
+        /// by one as [`scan`](Self::scan) does with what it finds.
+        pub(super) fn pin_all(&mut self, pgid: u32, candidates: Vec<u32>) -> Vec<u32> {
+            let mut out = Vec::new();
+            self.incomplete = false;
+            for raw in candidates {
+                // The filter again, now: what the pass read a moment ago
+                // is read at the moment of pinning, as in a scan.
+                if pgid_of(raw) != Some(pgid) {
+                    continue;
+                }
+                self.pin(pgid, raw, &mut out);
+            }
+            self.verified = Some(std::time::Instant::now());
+            out
+        }
+
+        /// One process listed in `pgid`: pinned, its group read again and
+        /// its pidfd polled; pushed to `out` if it is a live member.
+        fn pin(&mut self, pgid: u32, raw: u32, out: &mut Vec<u32>) {
+            let want = Some(pgid);
+            let Some(pid) = Pid::from_raw(raw as i32) else {
+                return;
+            };
+            if self.fds.iter().any(|(p, _)| *p == raw) {
+                out.push(raw);
+                return;
+            }
+
+            // Pin, re-read the group, then poll: if the pinned process
+            // had not exited after the second read, that read was its.
+            // Past `PINS_MAX` pins a member is left unpinned, as one
+            // that finds no descriptor: a stopped group of a thousand
+            // (the look before its SIGKILL) would otherwise take every
+            // descriptor and fail the next look's open of /proc.
+            let opened = if self.fds.len() < PINS_MAX {
+                pidfd_open(pid, PidfdFlags::empty())
+            } else {
+                Err(rustix::io::Errno::MFILE)
+            };
+            let fd = match opened {
+                Ok(fd) => fd,
+                Err(rustix::io::Errno::SRCH) => return, // gone
+                Err(_) => {
+                    // Not pinned, yet not gone: out of descriptors
+                    // (EMFILE, ENFILE) or memory. Skipping it took a
+                    // live member for gone, and after a SIGKILL no
+                    // scan came again: the run returned while members
+                    // were still dying (adversarial_scan::
+                    // members_that_cannot_be_pinned_are_not_taken_for_gone).
+                    // Count it as a live member, and have the next
+                    // check scan again (once pins are freed). Not the
+                    // leader: the root stays an unreaped zombie until
+                    // the release (its exit is watched through its own
+                    // handle), and taken for alive it would keep the
+                    // group from ever looking empty while descriptors
+                    // stay short.
+                    if raw != pgid {
+                        self.incomplete = true;
+                        out.push(raw);
+                    }
+                    return;
+                }
+            };
+            if pgid_of(raw) != want {
+                return; // reused
+            }
+            if exited(&fd) {
+                return; // a zombie is no member
+            }
+            self.watch(&fd);
+            self.fds.push((raw, fd));
+            out.push(raw);
         }
 
         /// Pinned processes that are alive and still in the group. Exited
@@ -572,6 +638,30 @@ mod pins {
         }
     }
 
+    /// Calls `f` with every pid listed in /proc, in /proc's order (a
+    /// read error ends the listing, as the end of the directory would).
+    pub(super) fn each_pid(mut f: impl FnMut(u32)) -> std::io::Result<()> {
+        let dir = rustix::fs::open(
+            "/proc",
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        let mut buf = Vec::with_capacity(16 * 1024);
+        let mut iter = rustix::fs::RawDir::new(&dir, buf.spare_capacity_mut());
+        while let Some(entry) = iter.next() {
+            let Ok(entry) = entry else { break };
+            if let Some(raw) = std::str::from_utf8(entry.file_name().to_bytes())
+                .ok()
+                .and_then(|s| s.parse::<u32>().ok())
+            {
+                f(raw);
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the process a pidfd holds has exited (its whole thread
     /// group: a zombie leader with live threads is alive).
     fn exited(fd: &OwnedFd) -> bool {
@@ -588,13 +678,13 @@ mod pins {
     /// process that is exiting. `Some(0)` for a kernel thread; `None` when no
     /// such process exists. (rustix's `getpgid` cannot return a group of 0.)
     #[cfg(linux_raw)]
-    fn pgid_of(pid: u32) -> Option<u32> {
+    pub(super) fn pgid_of(pid: u32) -> Option<u32> {
         crate::sys::linux_spawn::getpgid(pid).ok()
     }
 
     /// The process group of `pid` (other architectures: from its stat).
     #[cfg(not(linux_raw))]
-    fn pgid_of(pid: u32) -> Option<u32> {
+    pub(super) fn pgid_of(pid: u32) -> Option<u32> {
         crate::sys::linux_proc::stat_of(pid).map(|s| s.pgrp)
     }
 
@@ -617,6 +707,263 @@ mod pins {
             if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
                 assert_eq!(pgid_of(2), Some(0));
             }
+        }
+    }
+}
+
+/// One pass of /proc shared by every run that asks for a look at about
+/// the same moment ([`Attached::look_ahead`]): /proc is listed once and
+/// each process's group read once, and each run gets the pids found in its
+/// own group, which it then pins and checks itself (`Pins::pin_all`).
+/// Without it, N runs that end together make N passes over a machine of N
+/// processes (quadratic: 10,000 runs, 10^8 `getpgid`s).
+///
+/// A request waits for a pass that starts after it: one that arrives while
+/// a pass runs joins the next one, so no run gets a listing older than its
+/// request. The first requester while no pass runs makes the pass on its
+/// own thread (a run alone pays nothing more than its own scan); what was
+/// asked for meanwhile is passed on to a thread of its own, which makes
+/// passes until nobody waits and then ends.
+#[cfg(target_os = "linux")]
+mod shared {
+    use std::sync::{Arc, Mutex, MutexGuard};
+
+    use crate::cancel::Wake;
+
+    use super::pins::{each_pid, pgid_of};
+
+    /// One run's request: its group, and what the pass found in it.
+    pub(super) struct Ticket {
+        pgid: u32,
+        /// `None` until the pass is over; then `Some(None)` if it failed
+        /// (the run scans on its own), else the pids found in the group.
+        found: Mutex<Option<Option<Vec<u32>>>>,
+        wake: Arc<dyn Wake>,
+        /// Which pass served it (tests: runs that asked together share one).
+        #[cfg(test)]
+        served_by: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Ticket {
+        fn lock(&self) -> MutexGuard<'_, Option<Option<Vec<u32>>>> {
+            self.found.lock().unwrap_or_else(|e| e.into_inner())
+        }
+
+        /// Whether the pass this ticket waits for is over.
+        pub(super) fn done(&self) -> bool {
+            self.lock().is_some()
+        }
+
+        /// The pids the pass found in the group (`None`: not over yet, or
+        /// failed).
+        pub(super) fn take(&self) -> Option<Vec<u32>> {
+            self.lock().take().flatten()
+        }
+    }
+
+    struct Queue {
+        /// A pass is being made (or a thread makes them).
+        running: bool,
+        /// Tickets for the next pass.
+        waiting: Vec<Arc<Ticket>>,
+    }
+
+    static QUEUE: Mutex<Queue> = Mutex::new(Queue {
+        running: false,
+        waiting: Vec::new(),
+    });
+
+    fn queue() -> MutexGuard<'static, Queue> {
+        QUEUE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks for a look at `pgid`'s members in the next pass; `wake` is
+    /// woken when it is over. The ticket may be over on return (this
+    /// thread made the pass).
+    pub(super) fn request(pgid: u32, wake: Arc<dyn Wake>) -> Arc<Ticket> {
+        let ticket = Arc::new(Ticket {
+            pgid,
+            found: Mutex::new(None),
+            wake,
+            #[cfg(test)]
+            served_by: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let lead = {
+            let mut q = queue();
+            q.waiting.push(ticket.clone());
+            !std::mem::replace(&mut q.running, true)
+        };
+        if lead {
+            make_passes(true);
+        }
+        ticket
+    }
+
+    /// Makes passes while tickets wait. `inline`: on a requester's
+    /// thread, which makes one pass and hands the rest to a thread (or,
+    /// if no thread can be had, goes on itself).
+    fn make_passes(inline: bool) {
+        loop {
+            let batch = {
+                let mut q = queue();
+                if q.waiting.is_empty() {
+                    q.running = false;
+                    return;
+                }
+                std::mem::take(&mut q.waiting)
+            };
+            pass(batch);
+            if inline {
+                {
+                    let mut q = queue();
+                    if q.waiting.is_empty() {
+                        q.running = false;
+                        return;
+                    }
+                }
+                let handed = std::thread::Builder::new()
+                    .name("corral-scan".into())
+                    .spawn(|| make_passes(false))
+                    .is_ok();
+                if handed {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One pass for `batch`: every pid in /proc, its group read once, kept
+    /// if some ticket asks for that group; then each ticket gets its
+    /// group's pids (in /proc's order) and is woken.
+    fn pass(batch: Vec<Arc<Ticket>>) {
+        #[cfg(test)]
+        let seq = {
+            static PASSES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            PASSES.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+        };
+        let mut want: Vec<u32> = batch.iter().map(|t| t.pgid).collect();
+        want.sort_unstable();
+        want.dedup();
+        let mut found: Vec<(u32, u32)> = Vec::new();
+        let listed = each_pid(|pid| {
+            if let Some(g) = pgid_of(pid) {
+                if want.binary_search(&g).is_ok() {
+                    found.push((g, pid));
+                }
+            }
+        });
+        // By group, /proc's order kept within each.
+        found.sort_by_key(|&(g, _)| g);
+        for t in batch {
+            let mine = listed.is_ok().then(|| {
+                let from = found.partition_point(|&(g, _)| g < t.pgid);
+                found[from..]
+                    .iter()
+                    .take_while(|&&(g, _)| g == t.pgid)
+                    .map(|&(_, p)| p)
+                    .collect()
+            });
+            #[cfg(test)]
+            t.served_by.store(seq, std::sync::atomic::Ordering::SeqCst);
+            *t.lock() = Some(mine);
+            t.wake.wake();
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use std::os::unix::process::CommandExt;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+
+        use super::*;
+
+        #[derive(Default)]
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(&self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+
+        /// Killed and reaped on drop, whatever the test did.
+        struct Kids(Vec<std::process::Child>);
+        impl Drop for Kids {
+            fn drop(&mut self) {
+                for c in &mut self.0 {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+            }
+        }
+
+        fn sleeper(group: i32) -> std::process::Child {
+            std::process::Command::new("sleep")
+                .arg("20")
+                .process_group(group)
+                .spawn()
+                .expect("spawn sleep")
+        }
+
+        /// Requests that arrive while a pass is under way wait for the
+        /// next one, and that one serves them all: each gets exactly the
+        /// live processes of its own group, each is woken once.
+        #[test]
+        fn runs_that_ask_together_share_one_pass_each_given_its_own_group() {
+            let mut kids = Kids(Vec::new());
+            let mut groups: Vec<(u32, Vec<u32>)> = Vec::new();
+            for _ in 0..6 {
+                let leader = sleeper(0);
+                let pgid = leader.id();
+                let other = sleeper(pgid as i32);
+                groups.push((pgid, vec![pgid, other.id()]));
+                kids.0.push(leader);
+                kids.0.push(other);
+            }
+            // A pass under way (as another thread's would be): the
+            // requests queue for the next one and return before it.
+            let was_running = std::mem::replace(&mut queue().running, true);
+            if was_running {
+                // Another test's pass: wait for it to end, then hold.
+                loop {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    let mut q = queue();
+                    if !q.running {
+                        q.running = true;
+                        break;
+                    }
+                }
+            }
+            let waker = Arc::new(Count::default());
+            let tickets: Vec<Arc<Ticket>> = groups
+                .iter()
+                .map(|(pgid, _)| request(*pgid, waker.clone()))
+                .collect();
+            assert!(tickets.iter().all(|t| !t.done()), "served before a pass");
+            assert_eq!(waker.0.load(Ordering::SeqCst), 0);
+            make_passes(false);
+            assert!(!queue().running, "the passes ended");
+            let first = tickets[0].served_by.load(Ordering::SeqCst);
+            for (t, (pgid, want)) in tickets.iter().zip(&groups) {
+                assert_eq!(
+                    t.served_by.load(Ordering::SeqCst),
+                    first,
+                    "one pass for all"
+                );
+                let mut got = t.take().expect("the pass listed /proc");
+                got.sort_unstable();
+                let mut want = want.clone();
+                want.sort_unstable();
+                assert_eq!(got, want, "group {pgid}");
+            }
+            assert_eq!(waker.0.load(Ordering::SeqCst), groups.len());
+            // A request alone is served at once, on its own thread.
+            let (pgid, want) = &groups[0];
+            let t = request(*pgid, waker.clone());
+            assert!(t.done());
+            let mut got = t.take().expect("the pass listed /proc");
+            got.sort_unstable();
+            assert_eq!(&got, want);
         }
     }
 }

@@ -188,6 +188,24 @@ impl Phase {
 
     /// Something happened to the tree (its descriptor fired, the root
     /// exited): a termination looks at it at once.
+    /// Whether [`decide`] will now list the tree's members, for a root
+    /// that has exited: a clean exit (every captured stream at its end),
+    /// or a termination whose check is due. (A hint for sharing the look:
+    /// `decide` asks what it needs anyway, and a look it did not take is
+    /// dropped.)
+    pub(super) fn looks_at_tree(&self, seen: &Observed, now: Instant) -> bool {
+        if seen.root.is_none() {
+            return false;
+        }
+        match self {
+            Phase::Supervising { .. } => seen.open == 0 && !seen.over_limit,
+            Phase::Grace { check, .. }
+            | Phase::Confirming { check, .. }
+            | Phase::Settling { check, .. } => now >= check.next,
+            Phase::Over { .. } => false,
+        }
+    }
+
     pub(super) fn check_now(&mut self, now: Instant) {
         if let Phase::Grace { check, .. }
         | Phase::Confirming { check, .. }
@@ -252,7 +270,8 @@ pub(super) struct Policy {
     pub(super) stop_to_count: bool,
     /// No output seen for this long terminates the run.
     pub(super) idle_timeout: Option<Duration>,
-    /// The spawn: the idle timer's start.
+    /// The spawn (or `Running::start_now`): the idle timer's start, and
+    /// the run's clock, from which the report's timings count.
     pub(super) started: Instant,
 }
 
@@ -2378,5 +2397,77 @@ mod tests {
             "{next:?}"
         );
         assert_eq!(actions, vec![Action::Signal(Signal::TERM)]);
+    }
+
+    /// The async driver waits for a shared look at the tree only when the
+    /// decision then looks (`Phase::looks_at_tree`): each case where the
+    /// hint says so, `decide` lists the members (or the leftovers), and
+    /// where it says not, `decide` asks nothing of the tree.
+    #[test]
+    fn a_shared_look_is_asked_for_only_when_the_decision_looks() {
+        let c = Clock(Instant::now());
+        let now = c.at(ms(50));
+        for leftovers in [LeftoverPolicy::Kill, LeftoverPolicy::KeepOnSuccess] {
+            let p = Policy {
+                leftovers,
+                ..policy(&c, Some(ms(10_000)), ms(0), ms(0))
+            };
+            let over_limit = Observed {
+                over_limit: true,
+                ..exited(&c, 0, ms(5), 0)
+            };
+            let cases = [
+                ("clean exit", Phase::START, exited(&c, 1, ms(5), 0), true),
+                (
+                    "exited, output open",
+                    Phase::START,
+                    exited(&c, 0, ms(5), 1),
+                    false,
+                ),
+                ("running", Phase::START, running(0), false),
+                ("output limit", Phase::START, over_limit, false),
+                (
+                    "confirming, check due",
+                    confirming(Reason::TimedOut, c.at(ms(5000)), c.at(ms(40))),
+                    exited(&c, 0, ms(5), 0),
+                    true,
+                ),
+                (
+                    "confirming, check not due",
+                    confirming(Reason::TimedOut, c.at(ms(5000)), c.at(ms(60))),
+                    exited(&c, 0, ms(5), 0),
+                    false,
+                ),
+                (
+                    "settling, check due",
+                    Phase::Settling {
+                        until: c.at(ms(5000)),
+                        check: Check {
+                            next: c.at(ms(40)),
+                            interval: CHECK_FIRST,
+                        },
+                    },
+                    exited(&c, 0, ms(5), 0),
+                    true,
+                ),
+                (
+                    "over",
+                    Phase::Over { reason: None },
+                    exited(&c, 0, ms(5), 0),
+                    false,
+                ),
+            ];
+            for (what, phase, seen, looks) in cases {
+                assert_eq!(phase.looks_at_tree(&seen, now), looks, "{what}");
+                let mut f = fake(&[], false, false, false);
+                let _ = decide(phase, &seen, &mut f, now, &p);
+                let looked = f.asked.iter().any(|a| *a == "members" || *a == "leftovers");
+                if looks {
+                    assert!(looked, "{what}, {leftovers:?}: asked {:?}", f.asked);
+                } else if what != "output limit" {
+                    assert!(!looked, "{what}, {leftovers:?}: asked {:?}", f.asked);
+                }
+            }
+        }
     }
 }
