@@ -885,7 +885,10 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
 /// every x32 call too: `seccomp::compile`), the network policy's
 /// `socket(2)` refusals notified to corral (`supervisor`), every other
 /// call allowed.
-pub(super) fn seccomp_rules(namespaces: bool, network: Network) -> Result<super::seccomp::Rules, String> {
+pub(super) fn seccomp_rules(
+    namespaces: bool,
+    network: Network,
+) -> Result<super::seccomp::Rules, String> {
     use super::seccomp::{Refusal, Rules};
     use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
     let mut rules = Rules::new();

@@ -219,10 +219,15 @@ impl Asm {
 /// architecture check and number load, entered with the number in the
 /// accumulator. Checked to be self-contained (every jump lands inside it,
 /// it ends with a return) and to return only ALLOW or EPERM.
-fn chain(header: &[sock_filter], nr: u32, rules: &[SeccompRule]) -> Result<Vec<sock_filter>, String> {
+fn chain(
+    header: &[sock_filter],
+    nr: u32,
+    rules: &[SeccompRule],
+) -> Result<Vec<sock_filter>, String> {
     let prog = seccompiler_program(BTreeMap::from([(i64::from(nr), rules.to_vec())]))?;
     let h = header.len();
-    let same = |a: &sock_filter, b: &sock_filter| (a.code, a.jt, a.jf, a.k) == (b.code, b.jt, b.jf, b.k);
+    let same =
+        |a: &sock_filter, b: &sock_filter| (a.code, a.jt, a.jf, a.k) == (b.code, b.jt, b.jf, b.k);
     if prog.len() <= h + 1
         || !prog[..h].iter().zip(header).all(|(a, b)| same(a, b))
         || !same(&prog[h], &stmt(LD_W_ABS, DATA_NR))
@@ -248,7 +253,9 @@ fn chain(header: &[sock_filter], nr: u32, rules: &[SeccompRule]) -> Result<Vec<s
         }
     }
     if piece[len - 1].code != RET_K {
-        return Err(format!("seccomp: call {nr}'s rule chain does not end in a return"));
+        return Err(format!(
+            "seccomp: call {nr}'s rule chain does not end in a return"
+        ));
     }
     Ok(piece)
 }
@@ -336,7 +343,7 @@ mod tests {
                 4 => arch,
                 16..=63 => {
                     let a = args[((off - 16) / 8) as usize];
-                    if (off - 16) % 8 == 0 {
+                    if (off - 16).is_multiple_of(8) {
                         a as u32
                     } else {
                         (a >> 32) as u32
@@ -392,10 +399,24 @@ mod tests {
             .unwrap()
         };
         let mut r = Rules::new();
-        for nr in [101u32, 165, 166, 175, 176, 246, 310, 311, 425, 428, 429, 430, 431, 432, 442, 1, 2] {
-            r.insert(nr, Refusal { conditions: vec![], notified: false });
+        for nr in [
+            101u32, 165, 166, 175, 176, 246, 310, 311, 425, 428, 429, 430, 431, 432, 442, 1, 2,
+        ] {
+            r.insert(
+                nr,
+                Refusal {
+                    conditions: vec![],
+                    notified: false,
+                },
+            );
         }
-        r.insert(16, Refusal { conditions: vec![cond(1, 0x5412), cond(1, 0x541c)], notified: false });
+        r.insert(
+            16,
+            Refusal {
+                conditions: vec![cond(1, 0x5412), cond(1, 0x541c)],
+                notified: false,
+            },
+        );
         r.insert(
             41,
             Refusal {
@@ -557,7 +578,13 @@ mod tests {
     fn a_program_too_long_for_its_jumps_is_refused() {
         let mut r = Rules::new();
         for nr in 0..400u32 {
-            r.insert(nr, Refusal { conditions: vec![], notified: false });
+            r.insert(
+                nr,
+                Refusal {
+                    conditions: vec![],
+                    notified: false,
+                },
+            );
         }
         assert!(compile(&r, false).is_err());
     }
