@@ -12,10 +12,12 @@
 //!
 //! - the architecture check, taken from `seccompiler`'s own output (a
 //!   foreign architecture kills the process, as before);
-//! - on x86_64, one `jset` on the x32 bit: every x32 call is refused with
-//!   `EPERM` (the x32 table has numbers of its own for `ioctl`, `ptrace`,
-//!   `process_vm_*`, which a copy of the native rules at `nr | 0x4000_0000`
-//!   did not name; no x32 program is expected inside a sandbox);
+//! - on x86_64, one comparison refusing every x32 call with `EPERM`
+//!   (numbers from `0x4000_0000` up, but -1, which a tracer uses to skip a
+//!   call, as libseccomp does; the x32 table has numbers of its own for
+//!   `ioctl`, `ptrace`, `process_vm_*`, which a copy of the native rules at
+//!   `nr | 0x4000_0000` did not name; no x32 program is expected inside a
+//!   sandbox);
 //! - a binary search over the refused call numbers (`jge`), ending in at
 //!   most three `jeq` and an inline `ret ALLOW`;
 //! - a refused call without conditions jumps to one shared `ret EPERM`
@@ -25,7 +27,7 @@
 //!   alone, copied verbatim (its jumps are relative and stay inside it).
 //!
 //! Every instruction the dispatch uses (`ld` of the number or the
-//! architecture, `jeq`, `jge`, `jset`, `ret`) is one the kernel's action
+//! architecture, `jeq`, `jge`, `ret`) is one the kernel's action
 //! cache can emulate, so allowed calls without conditions are still
 //! answered from the cache without running the filter at all.
 //!
@@ -52,6 +54,7 @@ const LD_W_ABS: u16 = 0x20;
 const JMP_JA: u16 = 0x05;
 const JMP_JEQ_K: u16 = 0x15;
 const JMP_JGE_K: u16 = 0x35;
+#[cfg(test)]
 const JMP_JSET_K: u16 = 0x45;
 const RET_K: u16 = 0x06;
 
@@ -261,8 +264,9 @@ fn chain(
 }
 
 /// The program of `rules`: the notified refusals answered with
-/// `USER_NOTIF` when `notify`, every other refusal (and every x32 call on
-/// x86_64) with `EPERM`, every other call allowed.
+/// `USER_NOTIF` when `notify`, every other refusal (and on x86_64 every
+/// x32 call, every number from `0x4000_0000` up but -1) with `EPERM`,
+/// every other call allowed.
 pub(super) fn compile(rules: &Rules, notify: bool) -> Result<Vec<sock_filter>, String> {
     // seccompiler's program without rules: its architecture check and the
     // default return.
@@ -293,7 +297,15 @@ pub(super) fn compile(rules: &Rules, notify: bool) -> Result<Vec<sock_filter>, S
     a.ins.extend_from_slice(header);
     a.stmt(LD_W_ABS, DATA_NR);
     #[cfg(target_arch = "x86_64")]
-    a.jump(JMP_JSET_K, X32_SYSCALL_BIT, To::Eperm, To::Next);
+    {
+        // x32 (and any number above): refused, but -1 (a tracer's skipped
+        // call), which goes on to be allowed.
+        let native = a.label();
+        a.jump(JMP_JGE_K, X32_SYSCALL_BIT, To::Next, To::Label(native));
+        a.jump(JMP_JEQ_K, u32::MAX, To::Next, To::Eperm);
+        a.stmt(RET_K, RET_ALLOW);
+        a.place(native);
+    }
     a.search(&keys);
     let mut chain_at = Vec::new();
     for c in &chains {
@@ -473,6 +485,13 @@ mod tests {
                     }
                 }
             }
+            // -1 (a tracer's skipped call) is let through, as before.
+            assert_eq!(run(&new, arch, u32::MAX, [0; 6]).0, RET_ALLOW);
+            assert_eq!(run(&old, arch, u32::MAX, [0; 6]).0, RET_ALLOW);
+            #[cfg(target_arch = "x86_64")]
+            for nr in [0x8000_0000u32, 0xffff_fffe] {
+                assert_eq!(run(&new, arch, nr, [0; 6]).0, RET_EPERM, "nr {nr:#x}");
+            }
             let (k, ..) = run(&new, arch ^ 1, 16, [0; 6]);
             assert_eq!(k, libc::SECCOMP_RET_KILL_PROCESS);
         }
@@ -563,6 +582,7 @@ mod tests {
                     }
                 }
                 assert!(longest <= 14, "{ns} {net:?}: {longest} instructions");
+                assert_eq!(run(&plain, arch, u32::MAX, [0; 6]).0, RET_ALLOW);
                 assert!(
                     plain.len() * 3 < old.len(),
                     "{ns} {net:?}: {} against {}",
