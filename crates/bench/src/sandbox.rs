@@ -129,7 +129,7 @@ pub fn run(cfg: &Config, t: &mut Table) -> Result<(), String> {
             "9",
             what.clone(),
             fmt_dur(sb.median()),
-            format!("`{}` (same run)", argv[1..].join(" ")),
+            format!("`bwrap {}` (same run)", argv[1..].join(" ")),
             fmt_dur(b.median()),
             dur_ratio(sb.median(), b.median()),
             "≤ 1.0",

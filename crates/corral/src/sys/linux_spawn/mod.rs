@@ -65,6 +65,9 @@ pub(crate) mod pidns;
 mod raw;
 /// The sandbox: prepared in the parent, entered by the child.
 pub(crate) mod sandbox;
+/// The sandbox's seccomp program (one filter, a binary search over the
+/// call numbers).
+mod seccomp;
 mod stack;
 /// Denials as evidence: the sandbox's refused `socket(2)` calls, notified
 /// to a thread of corral and listed in the report.

@@ -146,11 +146,11 @@ const MAX_DEVICES: usize = 8;
 pub(crate) struct Prepared {
     /// The Landlock ruleset with its rules (close-on-exec).
     ruleset: OwnedFd,
-    /// The seccomp program and its descriptor (pointing into `_filter`).
-    _filter: Vec<seccompiler::sock_filter>,
-    fprog: SockFprog,
-    /// The network policy's `socket(2)` refusals, notified to corral
-    /// (`None` under `host`).
+    /// The seccomp programs (one filter; compiled once per process and
+    /// policy shape).
+    seccomp: std::sync::Arc<super::seccomp::Programs>,
+    /// The socket pair the network policy's notified `socket(2)`
+    /// refusals' listener goes to corral over (`None` under `host`).
     pub(crate) net: Option<super::supervisor::NetFilter>,
     /// Whether namespaces are used (else the ladder).
     pub(crate) namespaces: bool,
@@ -178,12 +178,6 @@ pub(crate) struct Prepared {
     /// What is enforced, rule by rule (the report's `sandbox` object).
     pub(crate) enforced: crate::report::SandboxReport,
 }
-
-// SAFETY: only read after construction (the raw pointer in `fprog` points
-// into `_filter`, owned by the same value).
-unsafe impl Send for Prepared {}
-// SAFETY: as for Send.
-unsafe impl Sync for Prepared {}
 
 impl Prepared {
     /// The prepared sandbox of `setup`, if it has one.
@@ -213,12 +207,6 @@ impl std::fmt::Debug for Prepared {
             .field("namespaces", &self.namespaces)
             .finish_non_exhaustive()
     }
-}
-
-#[repr(C)]
-struct SockFprog {
-    len: u16,
-    filter: *const seccompiler::sock_filter,
 }
 
 /// `struct landlock_path_beneath_attr` (packed in the UAPI).
@@ -743,13 +731,15 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
         })?;
     }
 
-    // seccomp.
-    let filter = seccomp_program(namespaces)?;
-    let fprog = SockFprog {
-        len: filter.len() as u16,
-        filter: filter.as_ptr(),
+    // seccomp: one program for the policy, compiled once per process.
+    let seccomp = super::seccomp::programs((namespaces, policy.network), || {
+        seccomp_rules(namespaces, policy.network)
+    })
+    .map_err(bad)?;
+    let net = match seccomp.notify {
+        Some(_) => Some(super::supervisor::NetFilter::new().map_err(bad)?),
+        None => None,
     };
-    let net = super::supervisor::NetFilter::new(policy.network).map_err(bad)?;
 
     // Writable paths as the child re-attaches them: shortest first.
     let mut wsorted = writable.clone();
@@ -856,8 +846,7 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
 
     Ok(Prepared {
         ruleset,
-        _filter: filter,
-        fprog,
+        seccomp,
         net,
         namespaces,
         uid_map: CString::new(format!("{uid} {uid} 1\n")).expect("no nul"),
@@ -892,17 +881,25 @@ pub(crate) fn prepare(policy: &Sandbox, cwd: Option<&Path>) -> Result<Prepared, 
     })
 }
 
-/// The seccomp program: `EPERM` for the calls the policy forbids, every
-/// other call allowed. The network policy's `socket(2)` refusals are a
-/// program of their own (`supervisor::NetFilter`: notified to corral).
-fn seccomp_program(namespaces: bool) -> Result<Vec<seccompiler::sock_filter>, crate::Error> {
+/// The seccomp rules: `EPERM` for the calls the policy forbids (on x86_64
+/// every x32 call too: `seccomp::compile`), the network policy's
+/// `socket(2)` refusals notified to corral (`supervisor`), every other
+/// call allowed.
+pub(super) fn seccomp_rules(
+    namespaces: bool,
+    network: Network,
+) -> Result<super::seccomp::Rules, String> {
+    use super::seccomp::{Refusal, Rules};
     use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
-    use std::collections::BTreeMap;
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    let mut deny = |nr: u32, cond: Vec<SeccompRule>| {
-        rules.insert(i64::from(nr), cond.clone());
-        #[cfg(target_arch = "x86_64")]
-        rules.insert(i64::from(nr | 0x4000_0000), cond); // the x32 numbers
+    let mut rules = Rules::new();
+    let mut deny = |nr: u32, conditions: Vec<SeccompRule>| {
+        rules.insert(
+            nr,
+            Refusal {
+                conditions,
+                notified: false,
+            },
+        );
     };
     #[cfg(target_arch = "x86_64")]
     let arch_only = [k::__NR_iopl, k::__NR_ioperm];
@@ -964,7 +961,7 @@ fn seccomp_program(namespaces: bool) -> Result<Vec<seccompiler::sock_filter>, cr
     let ioctl_rule = |cmd: u64| {
         SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, cmd)
             .and_then(|c| SeccompRule::new(vec![c]))
-            .map_err(|e| bad(format!("seccomp rule: {e}")))
+            .map_err(|e| format!("seccomp rule: {e}"))
     };
     deny(
         k::__NR_ioctl,
@@ -1007,11 +1004,10 @@ fn seccomp_program(namespaces: bool) -> Result<Vec<seccompiler::sock_filter>, cr
             deny(nr, vec![]);
         }
     }
-    let prog = super::supervisor::compile(rules).map_err(bad)?;
-    if prog.len() > usize::from(u16::MAX) {
-        return Err(bad("seccomp program too long"));
+    if let Some(r) = super::supervisor::socket_refusal(network)? {
+        rules.insert(k::__NR_socket, r);
     }
-    Ok(prog)
+    Ok(rules)
 }
 
 /// The raw view the child reads: the prepared sandbox and how the child
@@ -1189,14 +1185,16 @@ unsafe fn enter_steps(p: &Prepared, entry: NsEntry, pty: bool) -> Result<(), (i3
     }
     raw::prctl(libc::PR_SET_NO_NEW_PRIVS as u32, 1).map_err(|e| (S_NNP, e))?;
     raw::landlock_restrict_self(p.ruleset.as_raw_fd()).map_err(|e| (S_LANDLOCK, e))?;
-    // SAFETY: `fprog` points into `_filter`, alive until the exec.
-    unsafe { raw::seccomp_filter(&p.fprog as *const SockFprog as usize) }
-        .map_err(|e| (S_SECCOMP, e))?;
-    if let Some(net) = &p.net {
+    // One filter: the notifying program with its listener handed to
+    // corral, or (`host`: nothing notified) the plain one.
+    match &p.net {
         // SAFETY: in that child, after every other step, as the caller
         // promises.
-        unsafe { net.install() }.map_err(|e| (S_SECCOMP, e))?;
+        Some(net) => unsafe { net.install(&p.seccomp) },
+        // SAFETY: as above.
+        None => unsafe { super::supervisor::install_plain(&p.seccomp) },
     }
+    .map_err(|e| (S_SECCOMP, e))?;
     Ok(())
 }
 

@@ -3,18 +3,17 @@
 //! and the run's report lists them (operation, family and type, exact
 //! count) instead of leaving an agent to guess from exit codes and stderr.
 //!
-//! - The parent compiles a second seccomp program ([`NetFilter`]) holding
-//!   only the `socket(2)` rules (`none`: every family; `loopback`:
-//!   `AF_UNIX`), built with `seccompiler` whose `EPERM` returns are then
-//!   rewritten to `SECCOMP_RET_USER_NOTIF` ([`rewrite_to_notify`]; the
-//!   crate has no such action). The same program unrewritten is the
-//!   fallback.
-//! - The child installs it last with `SECCOMP_FILTER_FLAG_NEW_LISTENER`
-//!   and hands the listener (close-on-exec: the command never holds it) to
-//!   corral over a socket pair made by the parent, before exec. Where the
+//! - The sandbox's seccomp program ([`super::seccomp`]) holds the
+//!   `socket(2)` rules (`none`: every family; `loopback`: `AF_UNIX`) beside
+//!   its other refusals, in two variants: one answering them with
+//!   `SECCOMP_RET_USER_NOTIF`, one with `EPERM` (the fallback).
+//! - The child installs the notifying variant last with
+//!   `SECCOMP_FILTER_FLAG_NEW_LISTENER` and hands the listener
+//!   (close-on-exec: the command never holds it) to corral over a socket
+//!   pair made by the parent ([`NetFilter`]), before exec. Where the
 //!   kernel refuses a listener (a filter around corral already has one:
-//!   `EBUSY`), the child installs the plain `EPERM` program instead and
-//!   the report says network denials were not observed.
+//!   `EBUSY`), the child installs the `EPERM` variant instead and the
+//!   report says network denials were not observed.
 //! - [`Supervisor`], a thread of corral, receives each notification,
 //!   records it, and answers `EPERM`: the command sees exactly what the
 //!   plain filter gave it. The arguments are registers (family, type,
@@ -26,7 +25,6 @@
 //!   readable only with CAP_AUDIT_READ): corral does not turn the host's
 //!   audit on, so those denials are not observed, and the report says so.
 
-use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
 use std::sync::{Arc, Mutex};
@@ -34,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use linux_raw_sys::general as k;
 
 use super::raw::{self, Errno};
+use super::seccomp::{Programs, Refusal};
 use crate::report::{SandboxDenial, SandboxObservation, SandboxReport};
 use crate::spec::Network;
 
@@ -51,50 +50,29 @@ struct Fprog {
     filter: *const seccompiler::sock_filter,
 }
 
-/// The notified `socket(2)` filter, its fallback, and the socket pair the
-/// child hands the listener over.
+impl Fprog {
+    #[inline(always)]
+    fn of(p: &[seccompiler::sock_filter]) -> Fprog {
+        Fprog {
+            len: p.len() as u16,
+            filter: p.as_ptr(),
+        }
+    }
+}
+
+/// The socket pair the child hands the seccomp listener over.
 pub(crate) struct NetFilter {
-    _notify: Vec<seccompiler::sock_filter>,
-    notify_prog: Fprog,
-    _plain: Vec<seccompiler::sock_filter>,
-    plain_prog: Fprog,
     /// The child's end (close-on-exec).
     tx: OwnedFd,
     /// corral's end (close-on-exec).
     rx: OwnedFd,
 }
 
-// SAFETY: only read after construction (the raw pointers in the programs
-// point into the vectors owned by the same value).
-unsafe impl Send for NetFilter {}
-// SAFETY: as for Send.
-unsafe impl Sync for NetFilter {}
-
-/// The `BPF_RET | BPF_K` opcode.
-const RET_K: u16 = 0x06;
-/// What the plain program returns for a refused call.
-const RET_EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
-
-/// Replaces every `return ERRNO(EPERM)` of `prog` with `return USER_NOTIF`.
-/// In the `socket(2)` program those are exactly the refusals (its other
-/// returns are ALLOW and the architecture check's KILL_PROCESS). The
-/// number replaced.
-fn rewrite_to_notify(prog: &mut [seccompiler::sock_filter]) -> usize {
-    let mut n = 0;
-    for ins in prog.iter_mut() {
-        if ins.code == RET_K && ins.k == RET_EPERM {
-            ins.k = libc::SECCOMP_RET_USER_NOTIF;
-            n += 1;
-        }
-    }
-    n
-}
-
-/// The plain `socket(2)` program of `network` (`None` for `host`: nothing
-/// refused).
-fn socket_program(network: Network) -> Result<Option<Vec<seccompiler::sock_filter>>, String> {
+/// The `socket(2)` refusal of `network` (`None` for `host`: nothing
+/// refused), notified to corral.
+pub(super) fn socket_refusal(network: Network) -> Result<Option<Refusal>, String> {
     use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
-    let cond = match network {
+    let conditions = match network {
         Network::Host => return Ok(None),
         Network::None => vec![],
         Network::Loopback => vec![SeccompCondition::new(
@@ -106,46 +84,27 @@ fn socket_program(network: Network) -> Result<Option<Vec<seccompiler::sock_filte
         .and_then(|c| SeccompRule::new(vec![c]))
         .map_err(|e| format!("seccomp rule: {e}"))?],
     };
-    let mut rules = BTreeMap::new();
-    rules.insert(i64::from(k::__NR_socket), cond.clone());
-    #[cfg(target_arch = "x86_64")]
-    rules.insert(i64::from(k::__NR_socket | 0x4000_0000), cond); // x32
-    compile(rules).map(Some)
+    Ok(Some(Refusal {
+        conditions,
+        notified: true,
+    }))
 }
 
-/// Compiles `rules` (each call number's conditions) into a program that
-/// answers a matching call with `EPERM` and lets every other call through,
-/// for this architecture (`seccompiler`). The sandbox's own filter and the
-/// `socket(2)` program are both made here.
-pub(super) fn compile(
-    rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>>,
-) -> Result<seccompiler::BpfProgram, String> {
-    #[cfg(target_arch = "x86_64")]
-    let arch = seccompiler::TargetArch::x86_64;
-    #[cfg(target_arch = "aarch64")]
-    let arch = seccompiler::TargetArch::aarch64;
-    let filter = seccompiler::SeccompFilter::new(
-        rules,
-        seccompiler::SeccompAction::Allow,
-        seccompiler::SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(|e| format!("seccomp filter: {e}"))?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| format!("seccomp program: {e}"))
+/// Installs the plain program (every refusal `EPERM`).
+///
+/// # Safety
+/// Only in a freshly cloned or forked child about to exec, after the
+/// sandbox's other steps.
+#[inline(always)]
+pub(super) unsafe fn install_plain(progs: &Programs) -> Result<(), Errno> {
+    let f = Fprog::of(&progs.plain);
+    // SAFETY: `f` points into `progs.plain`, alive for the call.
+    unsafe { raw::seccomp_filter(&f as *const Fprog as usize) }.map(|_| ())
 }
 
 impl NetFilter {
-    /// The filter for `network` (`None` for `host`).
-    pub(crate) fn new(network: Network) -> Result<Option<NetFilter>, String> {
-        let Some(plain) = socket_program(network)? else {
-            return Ok(None);
-        };
-        let mut notify = plain.clone();
-        if rewrite_to_notify(&mut notify) == 0 {
-            return Err("seccomp: the socket program has no refusal to notify".into());
-        }
+    /// The socket pair for a sandbox whose program notifies.
+    pub(crate) fn new() -> Result<NetFilter, String> {
         let mut pair = [0 as c_int; 2];
         // SAFETY: socketpair writes two descriptors into `pair`.
         if unsafe {
@@ -164,18 +123,7 @@ impl NetFilter {
         }
         // SAFETY: both descriptors were just made and are owned here.
         let (tx, rx) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
-        let prog = |p: &Vec<seccompiler::sock_filter>| Fprog {
-            len: p.len() as u16,
-            filter: p.as_ptr(),
-        };
-        Ok(Some(NetFilter {
-            notify_prog: prog(&notify),
-            plain_prog: prog(&plain),
-            _notify: notify,
-            _plain: plain,
-            tx,
-            rx,
-        }))
+        Ok(NetFilter { tx, rx })
     }
 
     /// The child's end of the socket pair (the PID namespace's init keeps
@@ -184,26 +132,31 @@ impl NetFilter {
         self.tx.as_raw_fd()
     }
 
-    /// Installs the filter in the child and hands its listener to corral;
-    /// without a listener (`EBUSY`: a filter around corral has one;
-    /// `EINVAL`: a kernel without them) the plain `EPERM` program.
+    /// Installs `progs`' notifying program in the child and hands its
+    /// listener to corral; without a listener (`EBUSY`: a filter around
+    /// corral has one; `EINVAL`: a kernel without them) the plain `EPERM`
+    /// program.
     ///
     /// # Safety
     /// Only in a freshly cloned or forked child about to exec, after the
     /// sandbox's other steps.
     #[inline(always)]
-    pub(super) unsafe fn install(&self) -> Result<(), Errno> {
-        // SAFETY: `notify_prog` points into `_notify`, alive until the exec.
-        match unsafe { raw::seccomp_filter_listener(&self.notify_prog as *const Fprog as usize) } {
+    pub(super) unsafe fn install(&self, progs: &Programs) -> Result<(), Errno> {
+        let Some(notify) = progs.notify.as_deref() else {
+            // SAFETY: as the caller promises.
+            return unsafe { install_plain(progs) };
+        };
+        let f = Fprog::of(notify);
+        // SAFETY: `f` points into `progs.notify`, alive for the call.
+        match unsafe { raw::seccomp_filter_listener(&f as *const Fprog as usize) } {
             Ok(fd) => {
                 let r = raw::send_fd(self.tx.as_raw_fd(), fd);
                 raw::close(fd);
                 r.map(|_| ())
             }
             Err(e) if e.raw() == libc::EBUSY || e.raw() == libc::EINVAL => {
-                // SAFETY: `plain_prog` points into `_plain`, alive until the exec.
-                unsafe { raw::seccomp_filter(&self.plain_prog as *const Fprog as usize) }
-                    .map(|_| ())
+                // SAFETY: as the caller promises.
+                unsafe { install_plain(progs) }
             }
             Err(e) => Err(e),
         }
@@ -558,37 +511,17 @@ fn supervise(rx: OwnedFd, stop: OwnedFd, seen: &Mutex<Seen>, hold: bool) {
 mod tests {
     use super::*;
 
-    /// The rewrite turns exactly the program's EPERM returns into
-    /// USER_NOTIF and touches nothing else; the other returns are ALLOW
-    /// and the architecture check's KILL_PROCESS.
+    /// The network policies' `socket(2)` refusals: every family under
+    /// `none`, one rule (`AF_UNIX`) under `loopback`, nothing under
+    /// `host`; each notified.
     #[test]
-    fn the_rewrite_turns_each_refusal_into_a_notification() {
-        for net in [Network::None, Network::Loopback] {
-            let plain = socket_program(net).unwrap().unwrap();
-            let mut notify = plain.clone();
-            let n = rewrite_to_notify(&mut notify);
-            let refusals = plain
-                .iter()
-                .filter(|i| i.code == RET_K && i.k == RET_EPERM)
-                .count();
-            assert!(n >= 1, "{net:?}: nothing rewritten");
-            assert_eq!(n, refusals);
-            for (a, b) in plain.iter().zip(&notify) {
-                if a.code == RET_K && a.k == RET_EPERM {
-                    assert_eq!(b.k, libc::SECCOMP_RET_USER_NOTIF);
-                } else {
-                    assert_eq!((a.code, a.k, a.jt, a.jf), (b.code, b.k, b.jt, b.jf));
-                }
-                if a.code == RET_K && a.k != RET_EPERM {
-                    assert!(
-                        a.k == libc::SECCOMP_RET_ALLOW || a.k == libc::SECCOMP_RET_KILL_PROCESS,
-                        "{net:?}: unexpected return {:#x}",
-                        a.k
-                    );
-                }
-            }
-        }
-        assert!(socket_program(Network::Host).unwrap().is_none());
+    fn each_network_policy_refuses_its_sockets() {
+        let none = socket_refusal(Network::None).unwrap().unwrap();
+        assert!(none.notified && none.conditions.is_empty());
+        let lo = socket_refusal(Network::Loopback).unwrap().unwrap();
+        assert!(lo.notified);
+        assert_eq!(lo.conditions.len(), 1);
+        assert!(socket_refusal(Network::Host).unwrap().is_none());
     }
 
     /// Distinct denials are listed up to the cap; the rest are counted
