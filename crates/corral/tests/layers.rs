@@ -101,7 +101,7 @@ const INNER: &[(&str, &[&[&str]])] = &[
         "sys/linux_spawn",
         &[
             &["arch"],
-            &["raw", "stack"],
+            &["raw", "stack", "seccomp"],
             &["supervisor"],
             &["sandbox"],
             &["child"],

@@ -1343,3 +1343,58 @@ pub(crate) fn check_setup(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::seccomp::tests::{arg_sets, audit_arch, linear, run};
+    #[cfg(target_arch = "x86_64")]
+    use super::super::seccomp::X32_SYSCALL_BIT;
+    use super::super::seccomp::{compile, RET_ALLOW, RET_EPERM, RET_NOTIFY};
+    use super::*;
+
+    /// The sandbox's own policies (with and without namespaces, each
+    /// network) compile, answer every native call as the linear chain of
+    /// the same rules did, refuse every x32 call, notify exactly the
+    /// refused `socket(2)` calls, and answer an allowed call within 14
+    /// instructions the action cache can emulate.
+    #[test]
+    fn the_sandbox_policies_answer_as_before_and_quickly() {
+        let arch = audit_arch();
+        for ns in [true, false] {
+            for net in [Network::None, Network::Loopback, Network::Host] {
+                let rules = seccomp_rules(ns, net).unwrap();
+                let old = linear(&rules);
+                let plain = compile(&rules, false).unwrap();
+                let notify = compile(&rules, true).unwrap();
+                let mut longest = 0;
+                for nr in 0..1100u32 {
+                    for args in arg_sets() {
+                        let (o, ..) = run(&old, arch, nr, args);
+                        let (p, steps, constant) = run(&plain, arch, nr, args);
+                        let (n, ..) = run(&notify, arch, nr, args);
+                        assert_eq!(o, p, "{ns} {net:?} nr {nr} args {args:?}");
+                        if nr == libc::SYS_socket as u32 && p == RET_EPERM {
+                            assert_eq!(n, RET_NOTIFY, "{ns} {net:?} args {args:?}");
+                        } else {
+                            assert_eq!(n, p, "{ns} {net:?} nr {nr} args {args:?}");
+                        }
+                        if !rules.contains_key(&nr) {
+                            assert!(constant);
+                            longest = longest.max(steps);
+                        }
+                        #[cfg(target_arch = "x86_64")]
+                        assert_eq!(run(&plain, arch, nr | X32_SYSCALL_BIT, args).0, RET_EPERM);
+                    }
+                }
+                assert!(longest <= 14, "{ns} {net:?}: {longest} instructions");
+                assert_eq!(run(&plain, arch, u32::MAX, [0; 6]).0, RET_ALLOW);
+                assert!(
+                    plain.len() * 3 < old.len(),
+                    "{ns} {net:?}: {} against {}",
+                    plain.len(),
+                    old.len()
+                );
+            }
+        }
+    }
+}

@@ -47,7 +47,7 @@ use crate::spec::Network;
 
 /// The bit of an x32 call number on x86_64.
 #[cfg(target_arch = "x86_64")]
-const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+pub(super) const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
 // Classic BPF opcodes (linux/bpf_common.h).
 const LD_W_ABS: u16 = 0x20;
@@ -341,14 +341,19 @@ pub(super) fn compile(rules: &Rules, notify: bool) -> Result<Vec<sock_filter>, S
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition};
 
     /// A classic BPF interpreter for seccomp programs (the instructions
     /// these programs use); also counts the instructions run and whether
     /// only those the kernel's action cache can emulate were met.
-    fn run(prog: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> (u32, usize, bool) {
+    pub(in crate::sys::linux_spawn) fn run(
+        prog: &[sock_filter],
+        arch: u32,
+        nr: u32,
+        args: [u64; 6],
+    ) -> (u32, usize, bool) {
         let word = |off: u32| -> u32 {
             match off {
                 0 => nr,
@@ -391,7 +396,7 @@ mod tests {
         }
     }
 
-    fn audit_arch() -> u32 {
+    pub(in crate::sys::linux_spawn) fn audit_arch() -> u32 {
         let empty = seccompiler_program(BTreeMap::new()).unwrap();
         empty[1].k
     }
@@ -441,7 +446,7 @@ mod tests {
 
     /// The same rules as `seccompiler` alone compiles them (the linear
     /// chain used before), with the x32 copies it needed.
-    fn linear(rules: &Rules) -> Vec<sock_filter> {
+    pub(in crate::sys::linux_spawn) fn linear(rules: &Rules) -> Vec<sock_filter> {
         let mut m = BTreeMap::new();
         for (&nr, r) in rules {
             m.insert(i64::from(nr), r.conditions.clone());
@@ -451,7 +456,7 @@ mod tests {
         seccompiler_program(m).unwrap()
     }
 
-    fn arg_sets() -> Vec<[u64; 6]> {
+    pub(in crate::sys::linux_spawn) fn arg_sets() -> Vec<[u64; 6]> {
         let mut v = vec![[0; 6]];
         for a0 in [1u64, 2, 10, 1 | (1 << 32)] {
             for a1 in [0x5412u64, 0x541c, 0x5413, 0x5412 | (7 << 32)] {
@@ -545,52 +550,6 @@ mod tests {
         // ioctl's chain reads an argument: not cacheable, as before.
         let (_, _, constant) = run(&new, arch, 16, [0; 6]);
         assert!(!constant);
-    }
-
-    /// The sandbox's own policies (with and without namespaces, each
-    /// network) compile, answer every native call as the linear chain of
-    /// the same rules did, refuse every x32 call, notify exactly the
-    /// refused `socket(2)` calls, and answer an allowed call within 14
-    /// instructions the action cache can emulate.
-    #[test]
-    fn the_sandbox_policies_answer_as_before_and_quickly() {
-        let arch = audit_arch();
-        for ns in [true, false] {
-            for net in [Network::None, Network::Loopback, Network::Host] {
-                let rules = super::super::sandbox::seccomp_rules(ns, net).unwrap();
-                let old = linear(&rules);
-                let plain = compile(&rules, false).unwrap();
-                let notify = compile(&rules, true).unwrap();
-                let mut longest = 0;
-                for nr in 0..1100u32 {
-                    for args in arg_sets() {
-                        let (o, ..) = run(&old, arch, nr, args);
-                        let (p, steps, constant) = run(&plain, arch, nr, args);
-                        let (n, ..) = run(&notify, arch, nr, args);
-                        assert_eq!(o, p, "{ns} {net:?} nr {nr} args {args:?}");
-                        if nr == libc::SYS_socket as u32 && p == RET_EPERM {
-                            assert_eq!(n, RET_NOTIFY, "{ns} {net:?} args {args:?}");
-                        } else {
-                            assert_eq!(n, p, "{ns} {net:?} nr {nr} args {args:?}");
-                        }
-                        if !rules.contains_key(&nr) {
-                            assert!(constant);
-                            longest = longest.max(steps);
-                        }
-                        #[cfg(target_arch = "x86_64")]
-                        assert_eq!(run(&plain, arch, nr | X32_SYSCALL_BIT, args).0, RET_EPERM);
-                    }
-                }
-                assert!(longest <= 14, "{ns} {net:?}: {longest} instructions");
-                assert_eq!(run(&plain, arch, u32::MAX, [0; 6]).0, RET_ALLOW);
-                assert!(
-                    plain.len() * 3 < old.len(),
-                    "{ns} {net:?}: {} against {}",
-                    plain.len(),
-                    old.len()
-                );
-            }
-        }
     }
 
     /// A policy too large for 8-bit jumps is refused, not mangled.
