@@ -78,7 +78,9 @@ pub(super) struct Deaths {
 impl Deaths {
     /// Starts watching the members not watched yet.
     pub(super) fn watch(&mut self, members: impl IntoIterator<Item = u32>) {
-        for pid in members {
+        // 0 is no process (a listing's placeholder for one whose pid is
+        // gone): never a member to count.
+        for pid in members.into_iter().filter(|&p| p != 0) {
             let n = self.watched.len();
             self.watched
                 .entry(pid)
@@ -95,7 +97,7 @@ impl Deaths {
     /// descriptors more.
     pub(super) fn watch_live(&mut self, members: impl IntoIterator<Item = u32>) {
         let mut opened = Vec::new();
-        for pid in members {
+        for pid in members.into_iter().filter(|&p| p != 0) {
             if self.watched.contains_key(&pid) || self.watched.len() >= MAX_WATCHED {
                 continue;
             }
@@ -400,6 +402,18 @@ mod linux {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 0 in a listing (a process whose pid is gone) is no member: not
+    /// watched, so never counted killed by the rule for members that
+    /// cannot be opened.
+    #[test]
+    fn pid_0_is_never_a_member() {
+        let mut d = Deaths::default();
+        d.watch([0]);
+        d.watch_live([0]);
+        assert!(d.watched.is_empty());
+        assert_eq!(d.killed(&[Signal::TERM, Signal::KILL]), 0);
+    }
 
     #[test]
     fn only_deaths_by_a_signal_corral_sent_count() {
