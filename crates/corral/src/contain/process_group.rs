@@ -768,13 +768,18 @@ mod shared {
         waiting: Vec<Arc<Ticket>>,
     }
 
-    static QUEUE: Mutex<Queue> = Mutex::new(Queue {
-        running: false,
-        waiting: Vec::new(),
-    });
+    /// Per process (`sys::per_process`): a fork taken while a pass ran
+    /// (its lock held, or `running` set by a thread the fork does not
+    /// have) starts with an empty queue of its own, so its first request
+    /// leads a pass instead of waiting for one that never comes.
+    static QUEUE: crate::sys::per_process::PerProcess<Queue> =
+        crate::sys::per_process::PerProcess::new(|| Queue {
+            running: false,
+            waiting: Vec::new(),
+        });
 
     fn queue() -> MutexGuard<'static, Queue> {
-        QUEUE.lock().unwrap_or_else(|e| e.into_inner())
+        QUEUE.lock()
     }
 
     /// Asks for a look at `pgid`'s members in the next pass; `wake` is
