@@ -344,16 +344,20 @@ fn the_owner_killed_with_a_live_session_leaves_nothing() {
     assert_eq!(left(&tmp), vec![std::ffi::OsString::from(&dead)]);
     // ... and the next session started there removes it, and no live
     // session's: one held open by this process (same uid, same folder)
-    // stays.
-    let live = tmp.join("corral-session-live");
+    // stays; nor a folder that only starts like a session's (another
+    // program's `mkdtemp("corral-session-XXXXXX")`).
+    let live = tmp.join("corral-session-1.s999999");
     std::fs::create_dir(&live).unwrap();
+    std::fs::create_dir(tmp.join("corral-session-lxKJHM")).unwrap();
     let held = std::fs::File::open(&live).unwrap();
     rustix::fs::flock(&held, rustix::fs::FlockOperation::LockShared).unwrap();
     let status = host("sweep").status().unwrap();
     assert!(status.success(), "{status:?}");
+    let mut stayed = left(&tmp);
+    stayed.sort();
     assert_eq!(
-        left(&tmp),
-        vec![std::ffi::OsString::from("corral-session-live")]
+        stayed,
+        ["corral-session-1.s999999", "corral-session-lxKJHM"].map(std::ffi::OsString::from)
     );
     drop(held);
 }

@@ -390,6 +390,21 @@ fn make_locked_dir(tmp: &Path) -> io::Result<(String, PathBuf, std::os::fd::Owne
     Err(last.unwrap_or_else(|| io::Error::other("no free name")))
 }
 
+/// Whether `name` is one this module gives a session's directory
+/// (`corral-session-PID.sN`), and nothing else that merely starts like it
+/// (a test's `mkdtemp("corral-session-XXXXXX")` is not a session's).
+fn is_session_dir_name(name: &[u8]) -> bool {
+    let Some(rest) = name.strip_prefix(DIR_PREFIX.as_bytes()) else {
+        return false;
+    };
+    let digits = |s: &[u8]| !s.is_empty() && s.iter().all(u8::is_ascii_digit);
+    let mut parts = rest.splitn(2, |&b| b == b'.');
+    match (parts.next(), parts.next()) {
+        (Some(pid), Some(seq)) => digits(pid) && seq.first() == Some(&b's') && digits(&seq[1..]),
+        _ => false,
+    }
+}
+
 /// Opens a directory without following a symlink, close-on-exec.
 fn open_dir(dir: &Path) -> io::Result<std::os::fd::OwnedFd> {
     use rustix::fs::{Mode, OFlags};
@@ -412,11 +427,7 @@ pub(crate) fn sweep_stale(tmp: &Path) {
     };
     let me = rustix::process::geteuid().as_raw();
     for e in entries.flatten() {
-        if !e
-            .file_name()
-            .as_encoded_bytes()
-            .starts_with(DIR_PREFIX.as_bytes())
-        {
+        if !is_session_dir_name(e.file_name().as_encoded_bytes()) {
             continue;
         }
         let path = e.path();
@@ -1343,6 +1354,25 @@ fn kill_all(cookie: &str) {
 
 #[cfg(test)]
 mod tests {
+    /// Only the names sessions are given are swept: never a folder that
+    /// merely starts like one.
+    #[test]
+    fn only_session_names_are_swept() {
+        for (name, ok) in [
+            ("corral-session-123.s1", true),
+            ("corral-session-9.s42", true),
+            ("corral-session-lxKJHM", false),
+            ("corral-session-123", false),
+            ("corral-session-123.s", false),
+            ("corral-session-123.x1", false),
+            ("corral-session-.s1", false),
+            ("corral-session-12a.s1", false),
+            ("corral-session-123.s1.bak", false),
+            ("other-123.s1", false),
+        ] {
+            assert_eq!(super::is_session_dir_name(name.as_bytes()), ok, "{name}");
+        }
+    }
     use super::*;
 
     #[test]
