@@ -376,7 +376,15 @@ fn make_locked_dir(tmp: &Path) -> io::Result<(String, PathBuf, std::os::fd::Owne
             Err(e) => return Err(e),
         }
         let fd = open_dir(&dir)?;
-        flock(&fd, FlockOperation::NonBlockingLockExclusive)?;
+        // Held already: a sweep took it between the creation and now, and
+        // removes the directory: another name.
+        if let Err(e) = flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+            if e != rustix::io::Errno::WOULDBLOCK {
+                return Err(e.into());
+            }
+            last = Some(io::Error::other("swept by another process as it was made"));
+            continue;
+        }
         let held = rustix::fs::fstat(&fd)?;
         match std::fs::symlink_metadata(&dir) {
             Ok(m) if m.ino() == held.st_ino as u64 && m.dev() == held.st_dev as u64 => {
