@@ -211,6 +211,46 @@ fn many_concurrent_runs_each_get_their_own_cgroup() {
     assert_no_cgroup_left(&dir);
 }
 
+/// The wait to a deadline stops a moment short of it to warm the cgroup's
+/// paths, then sleeps its last leg with a 1 ns timer slack (so the SIGKILL
+/// lands at the deadline): the caller's thread gets its own slack back, and
+/// the run ends as any timeout does.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_deadline_leaves_the_waiting_threads_timer_slack_as_it_was() {
+    let dir = need_cgroup!();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    // SAFETY: prctl(PR_SET_TIMERSLACK) changes this thread's timer slack
+    // only; no pointer is passed.
+    let set = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 77_777 as libc::c_ulong) };
+    assert_eq!(set, 0, "PR_SET_TIMERSLACK failed");
+    let t = Instant::now();
+    let running = s
+        .sh(r#""$H" child sleep 30 & exec "$H" root sleep 30"#)
+        .containment(cgroup_only())
+        .timeout(Duration::from_millis(1500))
+        .grace(Duration::ZERO)
+        .spawn()
+        .unwrap();
+    for name in ["child", "root"] {
+        assert!(w.pid(name, 5 * SEC).is_some(), "{name} never started");
+    }
+    let r = running.wait();
+    // SAFETY: PR_GET_TIMERSLACK reads this thread's timer slack.
+    let now = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) };
+    assert_eq!(now, 77_777, "the run changed the caller's timer slack");
+    assert_eq!(r.outcome, corral::Outcome::TimedOut);
+    assert_eq!(r.containment, Mechanism::Cgroup);
+    corral_testkit::assert_between(t.elapsed(), Duration::from_millis(1500), 6 * SEC);
+    assert!(r.cleanup_errors.is_empty(), "{:?}", r.cleanup_errors);
+    assert_eq!(r.leftovers.killed, 1, "{:?}", r.leftovers);
+    for name in ["child", "root"] {
+        assert!(w.wait_dead(name, Duration::ZERO), "{name} outlived the run");
+    }
+    assert_no_cgroup_left(&dir);
+}
+
 #[test]
 fn read_only_hierarchy_falls_back_to_process_group_or_fails_clearly() {
     // Detection pointed at a fake hierarchy whose mount point does not

@@ -65,6 +65,46 @@ fn migrant_that_ignores_term_is_killed_on_timeout() {
     assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
 }
 
+/// Without a grace the look for migrants is made right after the SIGKILL
+/// (not once the cgroup is empty): the migrant found then is confirmed dead
+/// before the run returns.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn migrant_is_killed_by_a_deadline_without_grace() {
+    let parent = corral_testkit::writable_cgroup_v2().unwrap();
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let mut c = s.sh(&migrant_script("sleep 30"));
+    c.env("CG_PARENT", &parent)
+        .containment(ContainmentChoice::Only(Mechanism::Cgroup))
+        .timeout(Duration::from_millis(500))
+        .grace(Duration::ZERO);
+    let t = Instant::now();
+    let running = c.spawn().unwrap();
+    let mig = w.pid("mig", 5 * SEC).expect("the migrant never started");
+    let end = Instant::now() + 5 * SEC;
+    while !s.path("moved").exists() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(s.path("moved").exists(), "the migrant never moved");
+    assert_eq!(
+        cgroup_of(mig),
+        cgroup_of(std::process::id()),
+        "the migrant is not outside the cgroup"
+    );
+    let r = running.wait();
+    assert_eq!(r.outcome, Outcome::TimedOut);
+    assert_eq!(r.signals_sent, vec![corral::Signal::KILL]);
+    assert_between(t.elapsed(), Duration::from_millis(500), 4 * SEC);
+    // Dead when the run returned: not given time to die afterwards.
+    assert!(
+        w.wait_dead("mig", Duration::ZERO),
+        "the migrant outlived the run"
+    );
+    assert!(r.cleanup_errors.is_empty(), "{:?}", r.cleanup_errors);
+    assert!(r.leftovers.killed >= 1, "{:?}", r.leftovers);
+}
+
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn migrant_left_after_a_nonzero_exit_is_killed() {

@@ -418,6 +418,18 @@ pub(crate) trait Attached: Send {
         None
     }
 
+    /// Whether the synchronous driver should wake shortly before a timer
+    /// that may end the run (its deadline) to call
+    /// [`warm_up`](Self::warm_up). By default not.
+    fn warms_up(&self) -> bool {
+        false
+    }
+    /// Touches what the look right before a termination's first signal
+    /// reads (nothing is signalled, listed for the count or changed), so
+    /// that look is not the first in a long while: a SIGKILL at the
+    /// deadline then lands sooner. By default nothing.
+    fn warm_up(&mut self) {}
+
     /// Whether the tree is stopped ([`stop_to_count`](Self::stop_to_count))
     /// and its members listed right before every SIGKILL, instead of
     /// listed before a termination that starts with SIGKILL (the

@@ -528,6 +528,15 @@ fn wire(
     )
 }
 
+/// How long before a timer that may end a run's supervision the
+/// synchronous driver wakes to warm the tree's paths
+/// ([`Attached::warm_up`](crate::contain::Attached::warm_up)). After a
+/// sleep of tens of milliseconds the first look at a cgroup costs 50-90 µs
+/// on a loaded VM, against 5-10 µs a millisecond after the last one
+/// (docs/BENCHMARKS.md, figure 2): that look is the one right before a
+/// deadline's SIGKILL.
+const WARM_AHEAD: Duration = Duration::from_millis(1);
+
 /// What the decisions depend on, from the settings.
 fn policy(settings: &Settings, start: Instant, stop_to_count: bool) -> Policy {
     let deadline = [
@@ -640,7 +649,24 @@ impl Life {
     /// here, on this thread, between two steps.
     fn run(mut self: Box<Self>, mut watch: Option<Watch<'_>>) -> Report {
         while !self.advance() {
-            let timeout = self.next_wake(Instant::now());
+            let now = Instant::now();
+            let timeout = self.next_wake(now);
+            // Up to a timer that may end the run's supervision (the
+            // deadline, the idle timeout), the wait stops `WARM_AHEAD`
+            // short of it once, to warm the tree's paths (see
+            // `Attached::warm_up`).
+            let warm_at = timeout
+                .filter(|&t| t > 3 * WARM_AHEAD && !self.phase.is_terminating())
+                .filter(|_| self.tree.as_deref().is_some_and(|t| t.warms_up()))
+                .map(|t| now + t - WARM_AHEAD);
+            let timeout = warm_at.map_or(timeout, |at| Some(at - now));
+            // The last leg to such a timer, after the warm-up: woken at it.
+            #[cfg(unix)]
+            let _slack = (warm_at.is_none()
+                && timeout.is_some_and(|t| t <= 3 * WARM_AHEAD)
+                && !self.phase.is_terminating()
+                && self.tree.as_deref().is_some_and(|t| t.warms_up()))
+            .then(sys::TightSlack::new);
             #[allow(unused_mut)] // the watch is added on Unix only
             let mut interest = interest(
                 &self.phase,
@@ -667,6 +693,11 @@ impl Life {
                     }
                     if ready.watch_gone {
                         watch = None;
+                    }
+                    if warm_at.is_some_and(|at| Instant::now() >= at) {
+                        if let Some(t) = self.tree.as_deref_mut() {
+                            t.warm_up();
+                        }
                     }
                 }
                 Err(e) => {

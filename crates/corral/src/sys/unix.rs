@@ -1380,6 +1380,40 @@ pub(crate) mod roots {
     }
 }
 
+/// The calling thread's timer slack made 1 ns for as long as this lives
+/// (Linux; elsewhere nothing): a wait that ends at a deadline then wakes
+/// at it, not up to the 50 µs of default slack after it. The thread's own
+/// slack is put back on drop; a thread whose slack cannot be read keeps it.
+pub(crate) struct TightSlack {
+    #[cfg(target_os = "linux")]
+    was: Option<u64>,
+}
+
+impl TightSlack {
+    pub(crate) fn new() -> TightSlack {
+        #[cfg(target_os = "linux")]
+        {
+            let was = rustix::thread::current_timer_slack().ok();
+            if was.is_some() {
+                let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
+            }
+            TightSlack { was }
+        }
+        #[cfg(not(target_os = "linux"))]
+        TightSlack {}
+    }
+}
+
+impl Drop for TightSlack {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Some(was) = self.was {
+            // 0 would mean "the default" (the process's), not this value.
+            let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(was));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{early, EXACT_SLEEP};

@@ -59,7 +59,7 @@ fn procs_in(text: &str) -> impl Iterator<Item = u32> + '_ {
 /// the machine, per run: the cgroup tier's largest per-run cost in a batch
 /// (docs/BENCHMARKS.md, "Batch throughput").
 #[cfg(linux_raw)]
-fn migrated_scan(pgid: u32) -> io::Result<Vec<u32>> {
+fn group_candidates(pgid: u32) -> io::Result<Vec<u32>> {
     use rustix::fs::{Mode, OFlags, RawDir};
     let dir = rustix::fs::open(
         "/proc",
@@ -77,16 +77,42 @@ fn migrated_scan(pgid: u32) -> io::Result<Vec<u32>> {
         else {
             continue;
         };
-        if sys::linux_spawn::getpgid(pid) != Ok(pgid) {
-            continue;
-        }
-        if let Some(st) = sys::linux_proc::stat_of(pid) {
-            if st.pgrp == pgid && (!st.is_dead() || sys::linux_proc::thread_group_alive(pid)) {
-                out.push(pid);
-            }
+        if sys::linux_spawn::getpgid(pid) == Ok(pgid) {
+            out.push(pid);
         }
     }
     Ok(out)
+}
+
+/// Whether `pid` is a live member of group `pgid` now: its group (a
+/// reused pid is in another group: the unreaped root pins this one), and
+/// its `stat` (a zombie counts only while a thread of it still runs).
+#[cfg(linux_raw)]
+fn live_in_group(pid: u32, pgid: u32) -> bool {
+    if sys::linux_spawn::getpgid(pid) != Ok(pgid) {
+        return false;
+    }
+    sys::linux_proc::stat_of(pid).is_some_and(|st| {
+        st.pgrp == pgid && (!st.is_dead() || sys::linux_proc::thread_group_alive(pid))
+    })
+}
+
+/// The live members of process group `pgid` on the machine, as
+/// `sys::group_members` finds them, with one `getpgid` per process as the
+/// filter: only a process of the group has its `stat` read (the liveness
+/// of a zombie leader's threads, and the group once more). A run of the
+/// cgroup tier makes this scan once, when its cgroup is empty
+/// (`Cgroup::migrated`), or right after its SIGKILL
+/// (`Cgroup::migrant_candidates`); reading every process's `stat` instead
+/// made it four system calls and a `stat` formatted by the kernel per
+/// process on the machine, per run: the cgroup tier's largest per-run cost
+/// in a batch (docs/BENCHMARKS.md, "Batch throughput").
+#[cfg(linux_raw)]
+fn migrated_scan(pgid: u32) -> io::Result<Vec<u32>> {
+    Ok(group_candidates(pgid)?
+        .into_iter()
+        .filter(|&p| live_in_group(p, pgid))
+        .collect())
 }
 
 impl Cgroup {
@@ -131,6 +157,35 @@ impl Cgroup {
         return migrated_scan(pgid).unwrap_or_default();
         #[cfg(not(linux_raw))]
         return sys::group_members(pgid).unwrap_or_default();
+    }
+
+    /// The processes of group `pgid` on the machine now, live or not (one
+    /// pass of /proc, a `getpgid` each): taken right after the tree's
+    /// SIGKILL, they are every migrant the run can have
+    /// ([`Cgroup::migrated_of`] looks at them again once the cgroup is
+    /// empty).
+    pub(super) fn migrant_candidates(pgid: u32) -> Vec<u32> {
+        #[cfg(linux_raw)]
+        return group_candidates(pgid).unwrap_or_default();
+        #[cfg(not(linux_raw))]
+        return sys::group_members(pgid).unwrap_or_default();
+    }
+
+    /// Those of `candidates` that are live members of group `pgid` now:
+    /// [`Cgroup::migrated`] without the pass of /proc.
+    pub(super) fn migrated_of(pgid: u32, candidates: &[u32]) -> Vec<u32> {
+        #[cfg(linux_raw)]
+        return candidates
+            .iter()
+            .copied()
+            .filter(|&p| live_in_group(p, pgid))
+            .collect();
+        #[cfg(not(linux_raw))]
+        return sys::group_members(pgid)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| candidates.contains(p))
+            .collect();
     }
 
     /// Signals each member through a pidfd, after checking that the pinned

@@ -140,6 +140,9 @@ struct Held {
     pgid: u32,
     /// Prompt reaping of the tree's orphans (subreaper processes only).
     orphans: Option<crate::contain::orphans::Registration>,
+    /// The processes of the root's group on the machine right after the
+    /// tree was sent SIGKILL (`None` before): every migrant there will be.
+    migrants: Option<Vec<u32>>,
 }
 
 /// A run's cgroup and what it learned (see [`Unattached`] and [`Held`]).
@@ -352,6 +355,7 @@ impl Containment for Unattached {
             cg,
             pgid: root.id(),
             orphans,
+            migrants: None,
         }))
     }
 }
@@ -363,9 +367,15 @@ impl Attached for Held {
 
     fn signal(&mut self, sig: Signal) -> io::Result<()> {
         let (cg, pgid) = (&mut self.cg, self.pgid);
-        let inode = fs::metadata(&cg.dir)
-            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
-            .unwrap_or(0);
+        // The directory's inode names the identity in the record only: no
+        // `stat` on the kill path of a run nobody traces.
+        let inode = if cg.tracer.enabled() {
+            fs::metadata(&cg.dir)
+                .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+                .unwrap_or(0)
+        } else {
+            0
+        };
         if sig != Signal::KILL && sig != Signal::CONT {
             // SIGCONT first (a stopped member can then act on the signal),
             // as in the process-group tier.
@@ -383,11 +393,25 @@ impl Attached for Held {
         });
         if sig == Signal::KILL {
             cg.killed_at.get_or_insert_with(Instant::now);
-            let res = cg.kill_all();
-            // A member that moved itself out of the cgroup (root, or write
-            // access to an ancestor's cgroup.procs) but stayed in the process
-            // group, which the unreaped root pins.
+            // The root's process group first (pinned by the unreaped root):
+            // one kill(2) starts the usual tree dying at once, as the
+            // `killpg` of a plain runner would, while `cgroup.kill` (a
+            // path's lookup and a walk of the cgroup under its lock) follows
+            // for every member that left the group. The group kill also
+            // reaches a member that moved itself out of the cgroup (root,
+            // or write access to an ancestor's cgroup.procs) but stayed in
+            // the group.
             let _ = sys::signal_group(pgid, Signal::KILL);
+            let res = cg.kill_all();
+            // The look for migrants, made now rather than once the cgroup
+            // is empty: from here on no process can join the group outside
+            // the cgroup (each one in either has SIGKILL pending, and a
+            // fork racing a group signal either gets it or fails), so the
+            // candidates found now are all there will be, and the /proc
+            // pass runs while the tree dies instead of after it.
+            if self.migrants.is_none() {
+                self.migrants = Some(Cgroup::migrant_candidates(pgid));
+            }
             return res;
         }
         // The group first (delivery order as with a process group), then
@@ -395,6 +419,18 @@ impl Attached for Held {
         sys::signal_group(pgid, sig)?;
         cg.signal_members(sig, Some(pgid))?;
         Ok(())
+    }
+
+    /// The look before a deadline's SIGKILL reads `cgroup.events` and
+    /// lists the cgroup (a path lookup each in the cgroup file system).
+    fn warms_up(&self) -> bool {
+        true
+    }
+
+    fn warm_up(&mut self) {
+        if self.cg.populated().unwrap_or(false) {
+            let _ = self.cg.all_procs();
+        }
     }
 
     /// The keeper kills the cgroup at once if this process dies from now
@@ -412,8 +448,13 @@ impl Attached for Held {
             // gone", one scan for members of the root's process group that
             // live outside it: they left the cgroup by migration (see
             // `migrated`). Only here, so a run pays for it once, when its
-            // tree seems gone, and not on every check.
-            return Ok(Cgroup::migrated(self.pgid));
+            // tree seems gone, and not on every check; after a SIGKILL, the
+            // candidates listed right after it are looked at again instead
+            // (see `signal`).
+            return Ok(match &self.migrants {
+                Some(c) => Cgroup::migrated_of(self.pgid, c),
+                None => Cgroup::migrated(self.pgid),
+            });
         }
         let pids = self.cg.all_procs();
         self.cg.kill_stragglers(&pids);
