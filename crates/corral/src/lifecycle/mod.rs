@@ -38,7 +38,7 @@ use crate::report::{
     CleanupError, CrashSafety, Leftovers, Mechanism, Outcome, Report, RootStatus, TimeoutKind,
     Timings,
 };
-use crate::spec::{InputKind, Settings, SharedLineCallback};
+use crate::spec::{InputKind, Settings, SharedLineCallback, Span};
 use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
 use crate::{Error, Signal};
 
@@ -261,18 +261,17 @@ impl Drop for Running {
     }
 }
 
-/// Signals an owner asked for, carried out by the supervising side.
-#[derive(Clone, Default)]
-pub(crate) struct SignalRequests(Arc<std::sync::Mutex<Vec<Signal>>>);
+/// Signals an owner asked for (`AsyncRunning::signal`), carried out by the
+/// supervising side: queued in the run's wake cell, which the request
+/// also wakes (no allocation of their own).
+#[cfg(tokio_unix)]
+pub(crate) struct SignalRequests(Arc<sys::WakeCell>);
 
+#[cfg(tokio_unix)]
 impl SignalRequests {
-    #[cfg_attr(not(tokio_unix), allow(dead_code))]
+    /// Queues `sig` for the next step and wakes the run.
     pub(crate) fn push(&self, sig: Signal) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(sig);
-    }
-
-    fn take(&self) -> Vec<Signal> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        self.0.push_signal(sig);
     }
 }
 
@@ -302,9 +301,6 @@ pub(crate) struct Life {
     /// The run's pseudo-terminal (`Command::pty`).
     pty: Option<stdio::PtyRun>,
     cancel: CancelToken,
-    /// Signals asked for by the owner (`AsyncRunning::signal`), sent to the
-    /// tree by the next step while the identity is held.
-    signal_requests: SignalRequests,
     on_line: Option<SharedLineCallback>,
     tracer: Tracer,
     /// What the sandbox enforced, for the report, and what completes it
@@ -399,7 +395,6 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
         stdin: stdin.map(Box::new),
         pty,
         cancel: plan.cancel,
-        signal_requests: SignalRequests::default(),
         on_line: plan.on_line,
         tracer: plan.tracer,
         sandbox: None,
@@ -531,7 +526,7 @@ fn wire(
 /// What the decisions depend on, from the settings.
 fn policy(settings: &Settings, start: Instant, stop_to_count: bool) -> Policy {
     let deadline = [
-        settings.timeout.and_then(|t| start.checked_add(t)),
+        settings.timeout.get().and_then(|t| start.checked_add(t)),
         settings.deadline,
     ]
     .into_iter()
@@ -544,10 +539,13 @@ fn policy(settings: &Settings, start: Instant, stop_to_count: bool) -> Policy {
         signal: settings.signal,
         silent: settings.silent_deadline,
         confirm_window: settings.confirm_window,
-        confirm_limit: settings
-            .confirm_window
-            .saturating_mul(phase::CONFIRM_STRETCH)
-            .max(phase::CONFIRM_LIMIT_MIN),
+        confirm_limit: Span::new(
+            settings
+                .confirm_window
+                .get()
+                .saturating_mul(phase::CONFIRM_STRETCH)
+                .max(phase::CONFIRM_LIMIT_MIN),
+        ),
         leftovers: settings.leftovers,
         stop_to_count,
         idle_timeout: settings.idle_timeout,
@@ -624,9 +622,9 @@ impl Life {
         self.meter = meter;
         // The limits as `policy` makes them from the settings, from now.
         self.policy.deadline = arm.timeout.and_then(|t| now.checked_add(t));
-        self.policy.idle_timeout = arm.idle_timeout;
+        self.policy.idle_timeout = arm.idle_timeout.into();
         if let Some(d) = arm.wait_delay {
-            self.policy.wait_delay = d;
+            self.policy.wait_delay = d.into();
         }
         self.policy.started = now;
         if let Some(t) = &arm.cancel {
@@ -699,7 +697,10 @@ impl Life {
         if self.phase.is_over() {
             return Some(true);
         }
-        for sig in self.signal_requests.take() {
+        // Signals asked for by the owner (`AsyncRunning::signal`), sent to
+        // the tree while the identity is held.
+        #[cfg(tokio_unix)]
+        for sig in self.poller.take_signals() {
             // The identity is held: the run is not over, nothing is released.
             if let Err(e) = self.signal_tree(sig) {
                 self.note_cleanup(CleanupError::signal(e));
@@ -877,11 +878,11 @@ impl Life {
         self.held()?.signal(sig)
     }
 
-    /// The queue through which another driver's owner asks for signals, and
-    /// the waker that gets them carried out.
+    /// The queue through which another driver's owner asks for signals
+    /// (asking wakes the run).
     #[cfg(tokio_unix)]
-    pub(crate) fn signal_requests(&self) -> (SignalRequests, Arc<dyn Wake>) {
-        (self.signal_requests.clone(), self.waker.clone())
+    pub(crate) fn signal_requests(&self) -> SignalRequests {
+        SignalRequests(self.poller.cell())
     }
 
     /// The containment's descriptor fired: check the tree now.
@@ -1157,7 +1158,7 @@ impl Life {
         }
         let flush_until = later(
             Instant::now(),
-            self.policy.wait_delay.max(Duration::from_millis(100)),
+            self.policy.wait_delay.get().max(Duration::from_millis(100)),
         );
         for s in self.streams.iter_mut().flatten() {
             s.finish_relay(flush_until);
@@ -1497,5 +1498,31 @@ mod size {
         // Measured: 656 (was 1600; 672 with a copy of the start, which
         // the policy holds).
         assert!(life <= 672, "Life is {life} bytes");
+    }
+}
+
+#[cfg(test)]
+mod sizes_tmp {
+    #[test]
+    fn print_sizes() {
+        use std::mem::size_of;
+        eprintln!("Life {}", size_of::<super::Life>());
+        eprintln!("Policy {}", size_of::<super::phase::Policy>());
+        eprintln!("Phase {}", size_of::<super::phase::Phase>());
+        eprintln!("Command {}", size_of::<crate::Command>());
+        eprintln!("Settings {}", size_of::<crate::spec::Settings>());
+        eprintln!("Root {}", size_of::<crate::sys::Root>());
+        eprintln!("Poller {}", size_of::<crate::sys::Poller>());
+        eprintln!("Streams {}", size_of::<super::stdio::Streams>());
+        eprintln!("CrashSafety {}", size_of::<crate::report::CrashSafety>());
+        eprintln!("Tracer {}", size_of::<crate::contain::Tracer>());
+        eprintln!("CancelToken {}", size_of::<crate::CancelToken>());
+        eprintln!("Input {}", size_of::<crate::Input>());
+        eprintln!("Output {}", size_of::<crate::Output>());
+        eprintln!("Limits {}", size_of::<crate::contain::Limits>());
+        eprintln!("ContainmentChoice {}", size_of::<crate::ContainmentChoice>());
+        eprintln!("RootStatus {}", size_of::<crate::report::RootStatus>());
+        eprintln!("CleanupErrors {}", size_of::<Vec<crate::report::CleanupError>>());
+        eprintln!("pty {}", size_of::<Option<super::stdio::PtyRun>>());
     }
 }

@@ -887,6 +887,11 @@ struct WakeState {
     /// The async driver's task, while it sleeps.
     #[cfg(feature = "tokio")]
     task: Option<std::task::Waker>,
+    /// Signals the owner of an async run asked for
+    /// (`AsyncRunning::signal`), sent by the next step. Kept here rather
+    /// than in an `Arc` of their own: one allocation per run fewer.
+    #[cfg(feature = "tokio")]
+    signals: Vec<Signal>,
     /// The write side of the synchronous driver's wake descriptor, once
     /// made (on Linux the same eventfd the poller reads).
     tx: Option<SharedFd>,
@@ -900,7 +905,13 @@ impl WakeCell {
 
 impl Wake for WakeCell {
     fn wake(&self) {
-        let mut st = self.lock();
+        let st = self.lock();
+        Self::wake_locked(st);
+    }
+}
+
+impl WakeCell {
+    fn wake_locked(mut st: std::sync::MutexGuard<'_, WakeState>) {
         st.woken = true;
         #[cfg(feature = "tokio")]
         if let Some(t) = st.task.take() {
@@ -914,6 +925,20 @@ impl Wake for WakeCell {
             #[cfg(not(target_os = "linux"))]
             let _ = rustix::io::write(tx, &[1]);
         }
+    }
+
+    /// Queues `sig` for the next step and wakes the run.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn push_signal(&self, sig: Signal) {
+        let mut st = self.lock();
+        st.signals.push(sig);
+        Self::wake_locked(st);
+    }
+
+    /// The signals queued so far, in order.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn take_signals(&self) -> Vec<Signal> {
+        std::mem::take(&mut self.lock().signals)
     }
 }
 
@@ -1000,6 +1025,12 @@ impl Poller {
     #[cfg(feature = "tokio")]
     pub(crate) fn cell(&self) -> Arc<WakeCell> {
         self.cell.clone()
+    }
+
+    /// The signals an async run's owner queued ([`WakeCell::push_signal`]).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn take_signals(&self) -> Vec<Signal> {
+        self.cell.take_signals()
     }
 }
 
