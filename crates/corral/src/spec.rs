@@ -664,3 +664,34 @@ impl std::str::FromStr for Network {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{MaybeSpan, Span};
+    use std::time::Duration;
+
+    /// A span is exact: every duration comes back as it went in, the
+    /// longest and the sub-millisecond ones too (no rounding, no cap).
+    #[test]
+    fn a_span_gives_back_the_very_duration_it_was_given() {
+        let cases = [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::from_micros(500),
+            // 1 h 30 min 0.5 ms.
+            Duration::from_secs(5400) + Duration::from_micros(500),
+            // Past 49 days (u32 milliseconds) and past u32 seconds.
+            Duration::from_secs(50 * 86_400) + Duration::from_nanos(7),
+            Duration::from_secs(u64::from(u32::MAX) + 1),
+            Duration::new(u64::MAX, 999_999_999),
+            Duration::MAX,
+        ];
+        for d in cases {
+            assert_eq!(Span::new(d).get(), d);
+            assert_eq!(MaybeSpan::new(Some(d)).get(), Some(d));
+            assert!(MaybeSpan::new(Some(d)).is_some());
+        }
+        assert_eq!(MaybeSpan::new(None).get(), None);
+        assert!(!MaybeSpan::NONE.is_some());
+    }
+}
