@@ -1512,7 +1512,7 @@ mod sizes {
 
     #[test]
     fn a_live_runs_state_stays_within_its_measured_size() {
-        assert!(size_of::<super::Life>() <= 624, "{}", size_of::<super::Life>());
+        assert!(size_of::<super::Life>() <= 616, "{}", size_of::<super::Life>());
         assert!(size_of::<super::phase::Policy>() <= 104);
         assert!(size_of::<crate::spec::Settings>() <= 120);
         assert!(size_of::<crate::Command>() <= 376, "{}", size_of::<crate::Command>());

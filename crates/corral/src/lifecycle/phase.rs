@@ -147,7 +147,8 @@ pub(super) enum Phase {
         /// The hard end: the SIGKILL plus `CONFIRM_CAP` limits.
         cap: Instant,
         /// How many members the last look found (`None` before the first).
-        left: Option<usize>,
+        /// A `u32`: 8 bytes less a run than a `usize` (figure 5).
+        left: Option<u32>,
         check: Check,
     },
     /// A clean exit whose leftovers are kept, some of which the keep rule
@@ -536,7 +537,7 @@ struct Confirm {
     until: Instant,
     limit: Instant,
     cap: Instant,
-    left: Option<usize>,
+    left: Option<u32>,
     check: Check,
 }
 
@@ -567,7 +568,7 @@ fn confirm(
         return over(c.reason);
     }
     let (mut until, mut limit) = (c.until, c.limit);
-    if c.left.is_some_and(|n| members.len() < n) {
+    if c.left.is_some_and(|n| members.len() < n as usize) {
         let length = policy.confirm_window.get().max(policy.confirm_limit.get());
         limit = limit.max(later(now, length).min(c.cap));
         until = until.max(later(now, policy.confirm_window.get()).min(limit));
@@ -590,7 +591,9 @@ fn confirm(
             until,
             limit,
             cap: c.cap,
-            left: Some(members.len()),
+            // A tree of more than 4 billion processes cannot be (Linux:
+            // `pid_max` is at most 4 million): saturating is only a bound.
+            left: Some(u32::try_from(members.len()).unwrap_or(u32::MAX)),
             check: c.check.after(now),
         },
         Vec::new(),
