@@ -35,7 +35,7 @@ use crate::cancel::{CancelToken, Wake};
 use crate::capture::OutputMeter;
 use crate::contain::{self, Attached, Containment, OsOp, Tracer};
 use crate::report::{
-    CleanupError, CrashSafety, Leftovers, Mechanism, Outcome, Report, RootStatus, TimeoutKind,
+    CleanupError, CrashSafety, CrashSafetyCell, Leftovers, Mechanism, Outcome, Report, RootStatus, TimeoutKind,
     Timings,
 };
 use crate::spec::{InputKind, Settings, SharedLineCallback, Span};
@@ -291,9 +291,11 @@ pub(crate) struct Life {
     mechanism: Mechanism,
     /// Boxed `str`, not `String`: 8 bytes less a run (figure 5).
     containment_note: Option<Box<str>>,
-    crash_safety: CrashSafety,
+    /// 8 bytes, not a `CrashSafety`'s 24 (figure 5).
+    crash_safety: CrashSafetyCell,
+    /// The run's wake cell (`Poller::waker` gives it as an `Arc<dyn Wake>`
+    /// when one is needed: the run keeps no second pointer to it).
     poller: Poller,
-    waker: Arc<dyn Wake>,
     streams: Streams,
     /// The output limit and the idle timer's view of the streams (only
     /// with one of them set).
@@ -321,7 +323,9 @@ pub(crate) struct Life {
     /// The root exited cleanly and the policy keeps its leftovers: the
     /// release counts them.
     count_kept: bool,
-    kept: usize,
+    /// A `u32`: a live run is kept small (figure 5); no tree has 4
+    /// billion processes (Linux's `pid_max` is at most 4 million).
+    kept: u32,
     /// The leftovers of a clean exit seen stopped, and those sent SIGKILL
     /// for it (the keep rule, [`phase::keep_rule`]).
     /// Made when the keep rule first looks (most runs never do).
@@ -388,9 +392,8 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
         root,
         tree: Some(tree),
         containment_note: containment_note.map(String::into_boxed_str),
-        crash_safety,
+        crash_safety: crash_safety.into(),
         poller,
-        waker,
         streams: [out, err],
         meter,
         stdin: stdin.map(Box::new),
@@ -420,7 +423,7 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
     }
     // Registered after the spawn: a cancel that raced the spawn is seen by
     // the first loop iteration through `cancel.state()`.
-    life.cancel.register(&life.waker);
+    life.cancel.register(&life.poller.waker());
     Ok(Running {
         life: Some(Box::new(life)),
     })
@@ -630,7 +633,7 @@ impl Life {
         self.policy.started = now;
         if let Some(t) = &arm.cancel {
             self.cancel = t.clone();
-            self.cancel.register(&self.waker);
+            self.cancel.register(&self.poller.waker());
         }
     }
 
@@ -730,7 +733,7 @@ impl Life {
         let looked = look_ahead && self.phase.looks_at_tree(&seen, now);
         if looked {
             if let Some(t) = self.tree.as_deref_mut() {
-                if t.look_ahead(&self.waker) {
+                if t.look_ahead(&self.poller.waker()) {
                     return None;
                 }
             }
@@ -1173,7 +1176,7 @@ impl Life {
                 if self.require_crash_safety {
                     self.note_cleanup(CleanupError::CrashSafetyLost { why: why.clone() });
                 }
-                self.crash_safety = CrashSafety::Lost(why);
+                self.crash_safety = CrashSafety::Lost(why).into();
             }
         }
         let (usage, limits_hit) = match self.tree.as_ref().and_then(|t| t.usage()) {
@@ -1185,7 +1188,7 @@ impl Life {
         if let Some(tree) = self.tree.take() {
             let (result, kept) = tree.release(&mut self.root).outcome(self.count_kept);
             match kept {
-                Some(Ok(n)) => self.kept = n,
+                Some(Ok(n)) => self.kept = u32::try_from(n).unwrap_or(u32::MAX),
                 Some(Err(e)) => self.note_cleanup(CleanupError::members(e)),
                 None => {}
             }
@@ -1215,10 +1218,10 @@ impl Life {
             pid: self.pid,
             containment: self.mechanism,
             containment_note: self.containment_note.take().map(String::from),
-            crash_safety: std::mem::take(&mut self.crash_safety),
+            crash_safety: self.crash_safety.take(),
             leftovers: Leftovers {
                 killed,
-                kept: self.kept,
+                kept: self.kept as usize,
             },
             signals_sent: std::mem::take(&mut self.signals_sent),
             cleanup_errors: std::mem::take(&mut self.cleanup_errors),
@@ -1512,7 +1515,9 @@ mod sizes {
 
     #[test]
     fn a_live_runs_state_stays_within_its_measured_size() {
-        assert!(size_of::<super::Life>() <= 616, "{}", size_of::<super::Life>());
+        assert!(size_of::<super::Life>() <= 560, "{}", size_of::<super::Life>());
+        assert!(size_of::<crate::sys::Root>() <= 88);
+        assert!(size_of::<super::phase::Phase>() <= 96);
         assert!(size_of::<super::phase::Policy>() <= 104);
         assert!(size_of::<crate::spec::Settings>() <= 120);
         assert!(size_of::<crate::Command>() <= 376, "{}", size_of::<crate::Command>());

@@ -36,7 +36,7 @@ pub(crate) struct Root {
     #[cfg(linux_raw)]
     keeper: Option<super::linux_spawn::keeper::Registration>,
     /// Whether the tree dies with this process (see [`Root::crash_safety`]).
-    crash: crate::report::CrashSafety,
+    crash: crate::report::CrashSafetyCell,
 }
 
 /// How the exit of a root is seen (Linux). The descriptors are shared
@@ -165,7 +165,7 @@ impl Root {
             reaped: false,
             #[cfg(linux_raw)]
             keeper,
-            crash,
+            crash: crash.into(),
         }
     }
 
@@ -181,7 +181,7 @@ impl Root {
         let mut root = Root::from_clone3(pid, pidfd);
         let (keeper, crash) = keeper_holds(root.exit.pidfd(), pid, farewell);
         root.keeper = keeper;
-        root.crash = crash;
+        root.crash = crash.into();
         root
     }
 
@@ -197,7 +197,7 @@ impl Root {
             reaped: false,
             keeper: None,
             // The cgroup tier registers its cgroup with the keeper.
-            crash: CrashSafety::Held,
+            crash: CrashSafety::Held.into(),
         }
     }
 
@@ -217,7 +217,7 @@ impl Root {
             reaped: false,
             keeper: None,
             // The init kills the namespace when this process dies.
-            crash: CrashSafety::Held,
+            crash: CrashSafety::Held.into(),
         }
     }
 
@@ -371,7 +371,7 @@ impl Root {
         }) {
             return keeper_died();
         }
-        self.crash.clone()
+        self.crash.get()
     }
 
     /// Reaps the root, which releases its PID (and so its group id). Only
@@ -389,7 +389,7 @@ impl Root {
         #[cfg(linux_raw)]
         if let Some(k) = self.keeper.take() {
             if !k.is_live_and_running() {
-                self.crash = keeper_died();
+                self.crash = keeper_died().into();
             }
         }
         // A namespace init outlives the command while the namespace holds
@@ -889,9 +889,10 @@ struct WakeState {
     task: Option<std::task::Waker>,
     /// Signals the owner of an async run asked for
     /// (`AsyncRunning::signal`), sent by the next step. Kept here rather
-    /// than in an `Arc` of their own: one allocation per run fewer.
+    /// than in an `Arc` of their own: one allocation per run fewer; boxed
+    /// when the first comes (most runs have none: 8 bytes, not 24).
     #[cfg(feature = "tokio")]
-    signals: Vec<Signal>,
+    signals: Option<Box<Vec<Signal>>>,
     /// The write side of the synchronous driver's wake descriptor, once
     /// made (on Linux the same eventfd the poller reads).
     tx: Option<SharedFd>,
@@ -931,14 +932,14 @@ impl WakeCell {
     #[cfg(feature = "tokio")]
     pub(crate) fn push_signal(&self, sig: Signal) {
         let mut st = self.lock();
-        st.signals.push(sig);
+        st.signals.get_or_insert_with(Default::default).push(sig);
         Self::wake_locked(st);
     }
 
     /// The signals queued so far, in order.
     #[cfg(feature = "tokio")]
     pub(crate) fn take_signals(&self) -> Vec<Signal> {
-        std::mem::take(&mut self.lock().signals)
+        self.lock().signals.take().map_or_else(Vec::new, |v| *v)
     }
 }
 
