@@ -203,14 +203,9 @@ fn register(fd: &SharedFd, slot: Slot, interest: Interest) -> io::Result<Reg> {
 async fn drive(mut guard: Guard) -> Report {
     let mut regs = Regs {
         root: None,
-        rest: Vec::new(),
+        rest: None,
     };
     let mut registered = false;
-    let cell = guard
-        .life
-        .as_ref()
-        .expect("guard holds the lifecycle")
-        .wake_cell();
     loop {
         let life = guard.life.as_mut().expect("guard holds the lifecycle");
         match life.advance_looking_ahead() {
@@ -221,7 +216,7 @@ async fn drive(mut guard: Guard) -> Report {
                 // pass of /proc); it wakes the cell when it is over. A
                 // cancel or signal request wakes it too, and is taken by
                 // the step after.
-                Woken(&cell).await;
+                Woken(life.wake_cell()).await;
                 continue;
             }
         }
@@ -236,7 +231,9 @@ async fn drive(mut guard: Guard) -> Report {
         if regs.root.as_ref().is_some_and(|r| !life.slot_open(r.slot)) {
             regs.root = None;
         }
-        regs.rest.retain(|r| life.slot_open(r.slot));
+        if let Some(rest) = regs.rest.as_mut() {
+            rest.retain(|r| life.slot_open(r.slot));
+        }
         // Ground truth, without sleeping: the synchronous driver's poll with
         // a zero timeout.
         if life.poll_now() {
@@ -245,7 +242,7 @@ async fn drive(mut guard: Guard) -> Report {
         let timeout = life.next_wake(Instant::now());
         let sleep = timeout.map(|d| tokio::time::sleep(d.max(Duration::from_micros(50))));
         WaitAny {
-            woken: &cell,
+            woken: life.wake_cell(),
             regs: &regs,
             sleep: sleep.map(Box::pin),
         }
@@ -266,12 +263,14 @@ async fn drive(mut guard: Guard) -> Report {
 /// them: figure 5), the pipes' in a `Vec` made for the ones there are.
 struct Regs {
     root: Option<Reg>,
-    rest: Vec<Reg>,
+    rest: Option<Box<Vec<Reg>>>,
 }
 
 impl Regs {
     fn iter(&self) -> impl Iterator<Item = &Reg> {
-        self.root.iter().chain(self.rest.iter())
+        self.root
+            .iter()
+            .chain(self.rest.iter().flat_map(|v| v.iter()))
     }
 }
 
@@ -282,18 +281,20 @@ fn register_all(life: &Life) -> io::Result<Regs> {
         + usize::from(life.stdin_fd().is_some());
     let mut regs = Regs {
         root: None,
-        rest: Vec::with_capacity(count),
+        rest: (count > 0).then(|| Box::new(Vec::with_capacity(count))),
     };
     if let Some(fd) = life.root_fd() {
         regs.root = Some(register(fd, Slot::Root, Interest::READABLE)?);
     }
     for i in 0..2 {
         if let Some(fd) = life.output_fd(i) {
-            regs.rest.push(register(fd, Slot::Out(i), Interest::READABLE)?);
+            let reg = register(fd, Slot::Out(i), Interest::READABLE)?;
+            regs.rest.get_or_insert_with(Default::default).push(reg);
         }
     }
     if let Some(fd) = life.stdin_fd() {
-        regs.rest.push(register(fd, Slot::Stdin, Interest::WRITABLE)?);
+        let reg = register(fd, Slot::Stdin, Interest::WRITABLE)?;
+        regs.rest.get_or_insert_with(Default::default).push(reg);
     }
     Ok(regs)
 }

@@ -35,8 +35,8 @@ use crate::cancel::{CancelToken, Wake};
 use crate::capture::OutputMeter;
 use crate::contain::{self, Attached, Containment, OsOp, Tracer};
 use crate::report::{
-    CleanupError, CrashSafety, CrashSafetyCell, Leftovers, Mechanism, Outcome, Report, RootStatus, TimeoutKind,
-    Timings,
+    CleanupError, CrashSafety, CrashSafetyCell, Leftovers, Mechanism, Outcome, Report, RootStatus,
+    TimeoutKind, Timings,
 };
 use crate::spec::{InputKind, Settings, SharedLineCallback, Span};
 use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
@@ -275,6 +275,31 @@ impl SignalRequests {
     }
 }
 
+/// A list most runs never add to (the signals sent, the cleanup errors):
+/// 8 bytes in the run where a `Vec` is 24, boxed on the first push
+/// (figure 5).
+struct Few<T>(Option<Box<Vec<T>>>);
+
+impl<T> Default for Few<T> {
+    fn default() -> Self {
+        Few(None)
+    }
+}
+
+impl<T> Few<T> {
+    fn as_slice(&self) -> &[T] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    fn vec_mut(&mut self) -> &mut Vec<T> {
+        self.0.get_or_insert_with(Default::default)
+    }
+
+    fn take(&mut self) -> Vec<T> {
+        self.0.take().map_or_else(Vec::new, |v| *v)
+    }
+}
+
 /// Everything one run owns while it is supervised.
 pub(crate) struct Life {
     /// `Command::require_crash_safety` (the rest of the settings is in
@@ -313,13 +338,13 @@ pub(crate) struct Life {
     root_status: Option<RootStatus>,
     root_exit_at: Option<Instant>,
     output_closed_at: Option<Instant>,
-    signals_sent: Vec<Signal>,
+    signals_sent: Few<Signal>,
     /// Members seen during the run, watched for how they die (the killed
     /// count).
     deaths: Option<Box<deaths::Deaths>>,
     /// Every cleanup step that failed, in order, each kept once (its first
     /// failure).
-    cleanup_errors: Vec<CleanupError>,
+    cleanup_errors: Few<CleanupError>,
     /// The root exited cleanly and the policy keeps its leftovers: the
     /// release counts them.
     count_kept: bool,
@@ -405,9 +430,9 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
         root_status: None,
         root_exit_at: None,
         output_closed_at: None,
-        signals_sent: Vec::new(),
+        signals_sent: Few::default(),
         deaths: None,
-        cleanup_errors: Vec::new(),
+        cleanup_errors: Few::default(),
         count_kept: false,
         kept: 0,
         stopped: None,
@@ -847,8 +872,8 @@ impl Life {
     /// For the async driver: what its wakers fire (no descriptor is
     /// involved; see `sys::WakeCell::poll_woken`).
     #[cfg(tokio_unix)]
-    pub(crate) fn wake_cell(&self) -> Arc<sys::WakeCell> {
-        self.poller.cell()
+    pub(crate) fn wake_cell(&self) -> &sys::WakeCell {
+        self.poller.cell_ref()
     }
 
     // The descriptors an async driver registers with its reactor, shared
@@ -957,7 +982,7 @@ impl Life {
                 self.output_closed_at = Some(Instant::now());
                 return;
             }
-            if self.signals_sent.is_empty() || Instant::now() >= until {
+            if self.signals_sent.as_slice().is_empty() || Instant::now() >= until {
                 return;
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -1018,13 +1043,13 @@ impl Life {
         // dies, the tree (which has had its first signal, or SIGKILL) is
         // SIGKILLed at once, not given the farewell again (told before the
         // signal).
-        if self.signals_sent.is_empty() {
+        if self.signals_sent.as_slice().is_empty() {
             self.root.terminating();
             if let Some(t) = self.tree.as_deref_mut() {
                 t.terminating();
             }
         }
-        self.signals_sent.push(sig);
+        self.signals_sent.vec_mut().push(sig);
         if let Err(e) = self.held().and_then(|t| t.signal(sig)) {
             self.note_cleanup(CleanupError::signal(e));
         }
@@ -1067,7 +1092,7 @@ impl Life {
     }
 
     fn note_cleanup(&mut self, e: CleanupError) {
-        crate::report::note_once(&mut self.cleanup_errors, e);
+        crate::report::note_once(self.cleanup_errors.vec_mut(), e);
     }
 
     fn observe_root(&mut self, now: Instant) {
@@ -1203,8 +1228,8 @@ impl Life {
         let killed = self
             .deaths
             .as_ref()
-            .map_or(0, |d| d.killed(&self.signals_sent))
-            + if self.signals_sent.contains(&Signal::KILL) {
+            .map_or(0, |d| d.killed(self.signals_sent.as_slice()))
+            + if self.signals_sent.as_slice().contains(&Signal::KILL) {
                 0
             } else {
                 self.stopped.as_ref().map_or(0, |s| s.dead())
@@ -1223,8 +1248,8 @@ impl Life {
                 killed,
                 kept: self.kept as usize,
             },
-            signals_sent: std::mem::take(&mut self.signals_sent),
-            cleanup_errors: std::mem::take(&mut self.cleanup_errors),
+            signals_sent: self.signals_sent.take(),
+            cleanup_errors: self.cleanup_errors.take(),
             stdout: out.map(|s| s.capture).unwrap_or_default(),
             stderr: err.map(|s| s.capture).unwrap_or_default(),
             timings: Timings {
@@ -1515,12 +1540,20 @@ mod sizes {
 
     #[test]
     fn a_live_runs_state_stays_within_its_measured_size() {
-        assert!(size_of::<super::Life>() <= 560, "{}", size_of::<super::Life>());
+        assert!(
+            size_of::<super::Life>() <= 520,
+            "{}",
+            size_of::<super::Life>()
+        );
         assert!(size_of::<crate::sys::Root>() <= 88);
-        assert!(size_of::<super::phase::Phase>() <= 96);
+        assert!(size_of::<super::phase::Phase>() <= 88);
         assert!(size_of::<super::phase::Policy>() <= 104);
         assert!(size_of::<crate::spec::Settings>() <= 120);
-        assert!(size_of::<crate::Command>() <= 376, "{}", size_of::<crate::Command>());
+        assert!(
+            size_of::<crate::Command>() <= 376,
+            "{}",
+            size_of::<crate::Command>()
+        );
         assert_eq!(size_of::<crate::spec::Span>(), 12);
         assert_eq!(size_of::<crate::spec::MaybeSpan>(), 12);
     }

@@ -1028,6 +1028,13 @@ impl Poller {
         self.cell.clone()
     }
 
+    /// The same, borrowed (the async driver holds no reference of its
+    /// own: figure 5).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn cell_ref(&self) -> &WakeCell {
+        &self.cell
+    }
+
     /// The signals an async run's owner queued ([`WakeCell::push_signal`]).
     #[cfg(feature = "tokio")]
     pub(crate) fn take_signals(&self) -> Vec<Signal> {
