@@ -567,3 +567,14 @@ mod size {
         assert!(command <= 448, "Command is {command} bytes");
     }
 }
+
+/// A `Command` held across an `.await` is part of its task (figure 5):
+/// a bound, as for the run's state (`lifecycle::sizes`).
+#[cfg(all(test, target_os = "linux", target_pointer_width = "64"))]
+mod sizes {
+    #[test]
+    fn a_command_stays_within_its_measured_size() {
+        let n = std::mem::size_of::<super::Command>();
+        assert!(n <= 376, "{n}");
+    }
+}
