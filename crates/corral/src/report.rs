@@ -375,6 +375,7 @@ pub enum CrashSafety {
 /// A [`CrashSafety`] in 8 bytes instead of 24, kept by every live run
 /// (figure 5): `Held` is `None`, the reason of a `Lost` (rare) boxed.
 #[derive(Clone, Default, Debug)]
+#[allow(clippy::box_collection)] // 8 bytes, not a `String`'s 24
 pub(crate) struct CrashSafetyCell(Option<Box<String>>);
 
 impl CrashSafetyCell {

@@ -459,6 +459,7 @@ mod pins {
     /// run pins none until its end: 8 bytes in the run, not a `Vec`'s 24;
     /// figure 5). The same operations as the `Vec` it holds.
     #[derive(Default)]
+    #[allow(clippy::box_collection)] // 8 bytes, not a `Vec`'s 24
     struct PinList(Option<Box<Vec<(u32, OwnedFd)>>>);
 
     impl PinList {

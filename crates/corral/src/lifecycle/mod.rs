@@ -278,6 +278,7 @@ impl SignalRequests {
 /// A list most runs never add to (the signals sent, the cleanup errors):
 /// 8 bytes in the run where a `Vec` is 24, boxed on the first push
 /// (figure 5).
+#[allow(clippy::box_collection)] // 8 bytes, not a `Vec`'s 24
 struct Few<T>(Option<Box<Vec<T>>>);
 
 impl<T> Default for Few<T> {

@@ -892,6 +892,7 @@ struct WakeState {
     /// than in an `Arc` of their own: one allocation per run fewer; boxed
     /// when the first comes (most runs have none: 8 bytes, not 24).
     #[cfg(feature = "tokio")]
+    #[allow(clippy::box_collection)] // 8 bytes, not a `Vec`'s 24
     signals: Option<Box<Vec<Signal>>>,
     /// The write side of the synchronous driver's wake descriptor, once
     /// made (on Linux the same eventfd the poller reads).
