@@ -383,6 +383,8 @@ impl CrashSafetyCell {
         self.0.is_none()
     }
 
+    /// (A Unix root's; Windows keeps its own.)
+    #[cfg_attr(not(unix), allow(dead_code))]
     pub(crate) fn get(&self) -> CrashSafety {
         match &self.0 {
             None => CrashSafety::Held,
