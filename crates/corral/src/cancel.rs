@@ -16,7 +16,12 @@ struct State {
     cancelled: Option<Option<Signal>>,
     /// The cancellation is the deadline come early ([`CancelToken::expire`]).
     expired: bool,
-    wakers: Vec<Weak<dyn Wake>>,
+    /// The runs to wake. A token of its own (the usual case) wakes one
+    /// run: it is kept here, with no allocation (figure 5); a shared
+    /// token's others go to `more`.
+    first: Option<Weak<dyn Wake>>,
+    #[allow(clippy::box_collection)] // 8 bytes, not a `Vec`'s 24
+    more: Option<Box<Vec<Weak<dyn Wake>>>>,
 }
 
 /// A handle that cancels one or many runs, from any thread.
@@ -78,9 +83,11 @@ impl CancelToken {
             }
             st.cancelled = Some(signal);
             st.expired = expired;
-            std::mem::take(&mut st.wakers)
+            let first = st.first.take();
+            let more = st.more.take().map_or_else(Vec::new, |v| *v);
+            first.into_iter().chain(more)
         };
-        for w in wakers.iter().filter_map(Weak::upgrade) {
+        for w in wakers.filter_map(|w| w.upgrade()) {
             w.wake();
         }
     }
@@ -110,13 +117,20 @@ impl CancelToken {
         if st.cancelled.is_some() {
             return true;
         }
-        st.wakers.retain(|w| w.strong_count() > 0);
-        // A token of its own (the usual case) holds one waker: room for
-        // exactly that one, not the four a first push makes room for.
-        if st.wakers.capacity() == 0 {
-            st.wakers.reserve_exact(1);
+        // Wakers of runs that have ended go (a token shared by many runs,
+        // one after the other, does not grow without end).
+        if st.first.as_ref().is_some_and(|w| w.strong_count() == 0) {
+            st.first = None;
         }
-        st.wakers.push(Arc::downgrade(waker));
+        if let Some(more) = st.more.as_mut() {
+            more.retain(|w| w.strong_count() > 0);
+        }
+        let w = Arc::downgrade(waker);
+        if st.first.is_none() {
+            st.first = Some(w);
+        } else {
+            st.more.get_or_insert_with(Default::default).push(w);
+        }
         false
     }
 }

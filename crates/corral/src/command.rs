@@ -10,8 +10,8 @@ use crate::cancel::CancelToken;
 use crate::contain::{ContainmentChoice, Limits, Tracer};
 use crate::lifecycle::{self, Plan, Running};
 use crate::spec::{
-    ChildSetup, Input, LeftoverPolicy, Output, PtySize, Sandbox, Settings, SharedLineCallback,
-    Stream,
+    ChildSetup, Input, LeftoverPolicy, MaybeSpan, Output, PtySize, Sandbox, Settings,
+    SharedLineCallback, Span, Stream,
 };
 use crate::{Error, Report, Signal};
 
@@ -189,7 +189,7 @@ impl Command {
     /// The time allowed from spawn to the end of the run. When it passes the
     /// tree is terminated (see [`grace`](Self::grace)).
     pub fn timeout(&mut self, d: Duration) -> &mut Command {
-        self.settings.timeout = Some(d);
+        self.settings.timeout = MaybeSpan::new(Some(d));
         self
     }
 
@@ -207,7 +207,7 @@ impl Command {
     /// timeout and neither stream captured nor relayed is an
     /// [`Error::InvalidInput`](crate::Error::InvalidInput).
     pub fn idle_timeout(&mut self, d: Duration) -> &mut Command {
-        self.settings.idle_timeout = Some(d);
+        self.settings.idle_timeout = MaybeSpan::new(Some(d));
         self
     }
 
@@ -235,14 +235,14 @@ impl Command {
     /// output open before they are killed and the run is reported as
     /// [`Outcome::OutputHeld`](crate::Outcome::OutputHeld). Default 2 s.
     pub fn wait_delay(&mut self, d: Duration) -> &mut Command {
-        self.settings.wait_delay = d;
+        self.settings.wait_delay = Span::new(d);
         self
     }
 
     /// Time between the first signal and SIGKILL when the tree is
     /// terminated. Default 0: SIGKILL at once.
     pub fn grace(&mut self, d: Duration) -> &mut Command {
-        self.settings.grace = d;
+        self.settings.grace = Span::new(d);
         self
     }
 
@@ -313,7 +313,7 @@ impl Command {
     /// than 6 limits from the SIGKILL, so
     /// [`Running::wait`](crate::Running::wait) stays bounded.
     pub fn confirm_window(&mut self, d: Duration) -> &mut Command {
-        self.settings.confirm_window = d;
+        self.settings.confirm_window = Span::new(d);
         self
     }
 
@@ -517,7 +517,7 @@ impl Command {
             // timeout becomes a deadline from now, and the preparation
             // (which opens every path of the policy) gets only until then.
             let now = std::time::Instant::now();
-            let bound = match (settings.deadline, settings.timeout.map(|t| now + t)) {
+            let bound = match (settings.deadline, settings.timeout.get().map(|t| now + t)) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
@@ -565,5 +565,16 @@ mod size {
         let command = std::mem::size_of::<super::Command>();
         // Measured: 392 (was 552).
         assert!(command <= 448, "Command is {command} bytes");
+    }
+}
+
+/// A `Command` held across an `.await` is part of its task (figure 5):
+/// a bound, as for the run's state (`lifecycle::sizes`).
+#[cfg(all(test, target_os = "linux", target_pointer_width = "64"))]
+mod sizes {
+    #[test]
+    fn a_command_stays_within_its_measured_size() {
+        let n = std::mem::size_of::<super::Command>();
+        assert!(n <= 376, "{n}");
     }
 }

@@ -372,6 +372,43 @@ pub enum CrashSafety {
     Lost(String),
 }
 
+/// A [`CrashSafety`] in 8 bytes instead of 24, kept by every live run
+/// (figure 5): `Held` is `None`, the reason of a `Lost` (rare) boxed.
+#[derive(Clone, Default, Debug)]
+#[allow(clippy::box_collection)] // 8 bytes, not a `String`'s 24
+pub(crate) struct CrashSafetyCell(Option<Box<String>>);
+
+impl CrashSafetyCell {
+    pub(crate) fn is_held(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// (A Unix root's; Windows keeps its own.)
+    #[cfg_attr(not(unix), allow(dead_code))]
+    pub(crate) fn get(&self) -> CrashSafety {
+        match &self.0 {
+            None => CrashSafety::Held,
+            Some(why) => CrashSafety::Lost(String::clone(why)),
+        }
+    }
+
+    pub(crate) fn take(&mut self) -> CrashSafety {
+        match self.0.take() {
+            None => CrashSafety::Held,
+            Some(why) => CrashSafety::Lost(*why),
+        }
+    }
+}
+
+impl From<CrashSafety> for CrashSafetyCell {
+    fn from(c: CrashSafety) -> CrashSafetyCell {
+        match c {
+            CrashSafety::Held => CrashSafetyCell(None),
+            CrashSafety::Lost(why) => CrashSafetyCell(Some(Box::new(why))),
+        }
+    }
+}
+
 impl CrashSafety {
     /// Whether the tree dies with corral.
     pub fn is_held(&self) -> bool {

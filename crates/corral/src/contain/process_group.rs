@@ -455,9 +455,54 @@ mod pins {
     /// process that was found.
     use super::PINS_MAX;
 
+    /// The pinned pidfds, by pid: boxed when the first is pinned (a live
+    /// run pins none until its end: 8 bytes in the run, not a `Vec`'s 24;
+    /// figure 5). The same operations as the `Vec` it holds.
+    #[derive(Default)]
+    #[allow(clippy::box_collection)] // 8 bytes, not a `Vec`'s 24
+    struct PinList(Option<Box<Vec<(u32, OwnedFd)>>>);
+
+    impl PinList {
+        fn as_slice(&self) -> &[(u32, OwnedFd)] {
+            self.0.as_deref().map_or(&[], Vec::as_slice)
+        }
+
+        fn len(&self) -> usize {
+            self.as_slice().len()
+        }
+
+        fn is_empty(&self) -> bool {
+            self.as_slice().is_empty()
+        }
+
+        fn iter(&self) -> std::slice::Iter<'_, (u32, OwnedFd)> {
+            self.as_slice().iter()
+        }
+
+        fn push(&mut self, pin: (u32, OwnedFd)) {
+            self.0.get_or_insert_with(Default::default).push(pin);
+        }
+
+        fn truncate(&mut self, n: usize) {
+            if let Some(v) = self.0.as_mut() {
+                v.truncate(n);
+            }
+        }
+
+        fn retain(&mut self, f: impl FnMut(&(u32, OwnedFd)) -> bool) {
+            if let Some(v) = self.0.as_mut() {
+                v.retain(f);
+            }
+        }
+
+        fn clear(&mut self) {
+            self.0 = None;
+        }
+    }
+
     #[derive(Default)]
     pub(super) struct Pins {
-        fds: Vec<(u32, OwnedFd)>,
+        fds: PinList,
         /// Every pinned pidfd, level-triggered: readable while a pinned
         /// process has exited and was not yet dropped.
         epoll: Option<OwnedFd>,

@@ -890,13 +890,13 @@ mod tests {
         assert!(cmd.env_clear);
         assert_eq!(cmd.env, [("K".into(), Some("V".into()))]);
         let s = &cmd.settings;
-        assert_eq!(s.timeout, spec.timeout_ms);
-        assert_eq!(s.idle_timeout, spec.idle_timeout_ms);
-        assert_eq!(Some(s.grace), spec.grace_ms);
+        assert_eq!(s.timeout.get(), spec.timeout_ms);
+        assert_eq!(s.idle_timeout.get(), spec.idle_timeout_ms);
+        assert_eq!(Some(s.grace.get()), spec.grace_ms);
         assert_eq!(s.signal, Signal::INT);
         assert!(s.silent_deadline);
-        assert_eq!(Some(s.wait_delay), spec.wait_delay_ms);
-        assert_eq!(Some(s.confirm_window), spec.confirm_window_ms);
+        assert_eq!(Some(s.wait_delay.get()), spec.wait_delay_ms);
+        assert_eq!(Some(s.confirm_window.get()), spec.confirm_window_ms);
         assert_eq!(s.output_limit, Some(1 << 20));
         assert_eq!(s.capture_limit, 4096);
         assert_eq!(s.leftovers, LeftoverPolicy::Kill);

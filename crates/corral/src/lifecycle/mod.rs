@@ -35,10 +35,10 @@ use crate::cancel::{CancelToken, Wake};
 use crate::capture::OutputMeter;
 use crate::contain::{self, Attached, Containment, OsOp, Tracer};
 use crate::report::{
-    CleanupError, CrashSafety, Leftovers, Mechanism, Outcome, Report, RootStatus, TimeoutKind,
-    Timings,
+    CleanupError, CrashSafety, CrashSafetyCell, Leftovers, Mechanism, Outcome, Report, RootStatus,
+    TimeoutKind, Timings,
 };
-use crate::spec::{InputKind, Settings, SharedLineCallback};
+use crate::spec::{InputKind, Settings, SharedLineCallback, Span};
 use crate::sys::{self, Interest, Poller, Root, SpawnError, SpawnSpec};
 use crate::{Error, Signal};
 
@@ -261,18 +261,43 @@ impl Drop for Running {
     }
 }
 
-/// Signals an owner asked for, carried out by the supervising side.
-#[derive(Clone, Default)]
-pub(crate) struct SignalRequests(Arc<std::sync::Mutex<Vec<Signal>>>);
+/// Signals an owner asked for (`AsyncRunning::signal`), carried out by the
+/// supervising side: queued in the run's wake cell, which the request
+/// also wakes (no allocation of their own).
+#[cfg(tokio_unix)]
+pub(crate) struct SignalRequests(Arc<sys::WakeCell>);
 
+#[cfg(tokio_unix)]
 impl SignalRequests {
-    #[cfg_attr(not(tokio_unix), allow(dead_code))]
+    /// Queues `sig` for the next step and wakes the run.
     pub(crate) fn push(&self, sig: Signal) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(sig);
+        self.0.push_signal(sig);
+    }
+}
+
+/// A list most runs never add to (the signals sent, the cleanup errors):
+/// 8 bytes in the run where a `Vec` is 24, boxed on the first push
+/// (figure 5).
+#[allow(clippy::box_collection)] // 8 bytes, not a `Vec`'s 24
+struct Few<T>(Option<Box<Vec<T>>>);
+
+impl<T> Default for Few<T> {
+    fn default() -> Self {
+        Few(None)
+    }
+}
+
+impl<T> Few<T> {
+    fn as_slice(&self) -> &[T] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
     }
 
-    fn take(&self) -> Vec<Signal> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    fn vec_mut(&mut self) -> &mut Vec<T> {
+        self.0.get_or_insert_with(Default::default)
+    }
+
+    fn take(&mut self) -> Vec<T> {
+        self.0.take().map_or_else(Vec::new, |v| *v)
     }
 }
 
@@ -282,7 +307,7 @@ pub(crate) struct Life {
     /// `policy` and the streams: the run keeps no copy of them).
     require_crash_safety: bool,
     pid: u32,
-    spawn_time: Duration,
+    spawn_time: Span,
     root: Root,
     /// The attached tree while it is held; `None` once released (the
     /// release consumed it: nothing can signal through it any more). An
@@ -290,10 +315,13 @@ pub(crate) struct Life {
     /// which cannot move it out otherwise.
     tree: Option<Box<dyn Attached>>,
     mechanism: Mechanism,
-    containment_note: Option<String>,
-    crash_safety: CrashSafety,
+    /// Boxed `str`, not `String`: 8 bytes less a run (figure 5).
+    containment_note: Option<Box<str>>,
+    /// 8 bytes, not a `CrashSafety`'s 24 (figure 5).
+    crash_safety: CrashSafetyCell,
+    /// The run's wake cell (`Poller::waker` gives it as an `Arc<dyn Wake>`
+    /// when one is needed: the run keeps no second pointer to it).
     poller: Poller,
-    waker: Arc<dyn Wake>,
     streams: Streams,
     /// The output limit and the idle timer's view of the streams (only
     /// with one of them set).
@@ -302,9 +330,6 @@ pub(crate) struct Life {
     /// The run's pseudo-terminal (`Command::pty`).
     pty: Option<stdio::PtyRun>,
     cancel: CancelToken,
-    /// Signals asked for by the owner (`AsyncRunning::signal`), sent to the
-    /// tree by the next step while the identity is held.
-    signal_requests: SignalRequests,
     on_line: Option<SharedLineCallback>,
     tracer: Tracer,
     /// What the sandbox enforced, for the report, and what completes it
@@ -314,17 +339,19 @@ pub(crate) struct Life {
     root_status: Option<RootStatus>,
     root_exit_at: Option<Instant>,
     output_closed_at: Option<Instant>,
-    signals_sent: Vec<Signal>,
+    signals_sent: Few<Signal>,
     /// Members seen during the run, watched for how they die (the killed
     /// count).
     deaths: Option<Box<deaths::Deaths>>,
     /// Every cleanup step that failed, in order, each kept once (its first
     /// failure).
-    cleanup_errors: Vec<CleanupError>,
+    cleanup_errors: Few<CleanupError>,
     /// The root exited cleanly and the policy keeps its leftovers: the
     /// release counts them.
     count_kept: bool,
-    kept: usize,
+    /// A `u32`: a live run is kept small (figure 5); no tree has 4
+    /// billion processes (Linux's `pid_max` is at most 4 million).
+    kept: u32,
     /// The leftovers of a clean exit seen stopped, and those sent SIGKILL
     /// for it (the keep rule, [`phase::keep_rule`]).
     /// Made when the keep rule first looks (most runs never do).
@@ -385,30 +412,28 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
     let (tree, crash_safety) = attach(tree, &mut root, &settings)?;
     let mut life = Life {
         pid: root.id(),
-        spawn_time,
+        spawn_time: spawn_time.into(),
         mechanism: tree.mechanism(),
         policy: policy(&settings, start, tree.stops_to_count()),
         root,
         tree: Some(tree),
-        containment_note,
-        crash_safety,
+        containment_note: containment_note.map(String::into_boxed_str),
+        crash_safety: crash_safety.into(),
         poller,
-        waker,
         streams: [out, err],
         meter,
         stdin: stdin.map(Box::new),
         pty,
         cancel: plan.cancel,
-        signal_requests: SignalRequests::default(),
         on_line: plan.on_line,
         tracer: plan.tracer,
         sandbox: None,
         root_status: None,
         root_exit_at: None,
         output_closed_at: None,
-        signals_sent: Vec::new(),
+        signals_sent: Few::default(),
         deaths: None,
-        cleanup_errors: Vec::new(),
+        cleanup_errors: Few::default(),
         count_kept: false,
         kept: 0,
         stopped: None,
@@ -424,7 +449,7 @@ pub(crate) fn spawn(mut plan: Plan<'_>) -> Result<Running, Error> {
     }
     // Registered after the spawn: a cancel that raced the spawn is seen by
     // the first loop iteration through `cancel.state()`.
-    life.cancel.register(&life.waker);
+    life.cancel.register(&life.poller.waker());
     Ok(Running {
         life: Some(Box::new(life)),
     })
@@ -540,7 +565,7 @@ const WARM_AHEAD: Duration = Duration::from_millis(1);
 /// What the decisions depend on, from the settings.
 fn policy(settings: &Settings, start: Instant, stop_to_count: bool) -> Policy {
     let deadline = [
-        settings.timeout.and_then(|t| start.checked_add(t)),
+        settings.timeout.get().and_then(|t| start.checked_add(t)),
         settings.deadline,
     ]
     .into_iter()
@@ -553,10 +578,13 @@ fn policy(settings: &Settings, start: Instant, stop_to_count: bool) -> Policy {
         signal: settings.signal,
         silent: settings.silent_deadline,
         confirm_window: settings.confirm_window,
-        confirm_limit: settings
-            .confirm_window
-            .saturating_mul(phase::CONFIRM_STRETCH)
-            .max(phase::CONFIRM_LIMIT_MIN),
+        confirm_limit: Span::new(
+            settings
+                .confirm_window
+                .get()
+                .saturating_mul(phase::CONFIRM_STRETCH)
+                .max(phase::CONFIRM_LIMIT_MIN),
+        ),
         leftovers: settings.leftovers,
         stop_to_count,
         idle_timeout: settings.idle_timeout,
@@ -619,7 +647,7 @@ impl Life {
     #[cfg(unix)]
     fn start_now(&mut self, arm: &Arm) {
         let now = Instant::now();
-        self.spawn_time = Duration::ZERO;
+        self.spawn_time = Duration::ZERO.into();
         let meter = (arm.idle_timeout.is_some() || arm.output_limit.is_some()).then(|| {
             Arc::new(OutputMeter::new(
                 arm.output_limit,
@@ -633,14 +661,14 @@ impl Life {
         self.meter = meter;
         // The limits as `policy` makes them from the settings, from now.
         self.policy.deadline = arm.timeout.and_then(|t| now.checked_add(t));
-        self.policy.idle_timeout = arm.idle_timeout;
+        self.policy.idle_timeout = arm.idle_timeout.into();
         if let Some(d) = arm.wait_delay {
-            self.policy.wait_delay = d;
+            self.policy.wait_delay = d.into();
         }
         self.policy.started = now;
         if let Some(t) = &arm.cancel {
             self.cancel = t.clone();
-            self.cancel.register(&self.waker);
+            self.cancel.register(&self.poller.waker());
         }
     }
 
@@ -730,7 +758,10 @@ impl Life {
         if self.phase.is_over() {
             return Some(true);
         }
-        for sig in self.signal_requests.take() {
+        // Signals asked for by the owner (`AsyncRunning::signal`), sent to
+        // the tree while the identity is held.
+        #[cfg(tokio_unix)]
+        for sig in self.poller.take_signals() {
             // The identity is held: the run is not over, nothing is released.
             if let Err(e) = self.signal_tree(sig) {
                 self.note_cleanup(CleanupError::signal(e));
@@ -759,7 +790,7 @@ impl Life {
         let looked = look_ahead && self.phase.looks_at_tree(&seen, now);
         if looked {
             if let Some(t) = self.tree.as_deref_mut() {
-                if t.look_ahead(&self.waker) {
+                if t.look_ahead(&self.poller.waker()) {
                     return None;
                 }
             }
@@ -873,8 +904,8 @@ impl Life {
     /// For the async driver: what its wakers fire (no descriptor is
     /// involved; see `sys::WakeCell::poll_woken`).
     #[cfg(tokio_unix)]
-    pub(crate) fn wake_cell(&self) -> Arc<sys::WakeCell> {
-        self.poller.cell()
+    pub(crate) fn wake_cell(&self) -> &sys::WakeCell {
+        self.poller.cell_ref()
     }
 
     // The descriptors an async driver registers with its reactor, shared
@@ -908,11 +939,11 @@ impl Life {
         self.held()?.signal(sig)
     }
 
-    /// The queue through which another driver's owner asks for signals, and
-    /// the waker that gets them carried out.
+    /// The queue through which another driver's owner asks for signals
+    /// (asking wakes the run).
     #[cfg(tokio_unix)]
-    pub(crate) fn signal_requests(&self) -> (SignalRequests, Arc<dyn Wake>) {
-        (self.signal_requests.clone(), self.waker.clone())
+    pub(crate) fn signal_requests(&self) -> SignalRequests {
+        SignalRequests(self.poller.cell())
     }
 
     /// The containment's descriptor fired: check the tree now.
@@ -983,7 +1014,7 @@ impl Life {
                 self.output_closed_at = Some(Instant::now());
                 return;
             }
-            if self.signals_sent.is_empty() || Instant::now() >= until {
+            if self.signals_sent.as_slice().is_empty() || Instant::now() >= until {
                 return;
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -1044,13 +1075,13 @@ impl Life {
         // dies, the tree (which has had its first signal, or SIGKILL) is
         // SIGKILLed at once, not given the farewell again (told before the
         // signal).
-        if self.signals_sent.is_empty() {
+        if self.signals_sent.as_slice().is_empty() {
             self.root.terminating();
             if let Some(t) = self.tree.as_deref_mut() {
                 t.terminating();
             }
         }
-        self.signals_sent.push(sig);
+        self.signals_sent.vec_mut().push(sig);
         if let Err(e) = self.held().and_then(|t| t.signal(sig)) {
             self.note_cleanup(CleanupError::signal(e));
         }
@@ -1093,7 +1124,7 @@ impl Life {
     }
 
     fn note_cleanup(&mut self, e: CleanupError) {
-        crate::report::note_once(&mut self.cleanup_errors, e);
+        crate::report::note_once(self.cleanup_errors.vec_mut(), e);
     }
 
     fn observe_root(&mut self, now: Instant) {
@@ -1188,7 +1219,7 @@ impl Life {
         }
         let flush_until = later(
             Instant::now(),
-            self.policy.wait_delay.max(Duration::from_millis(100)),
+            self.policy.wait_delay.get().max(Duration::from_millis(100)),
         );
         for s in self.streams.iter_mut().flatten() {
             s.finish_relay(flush_until);
@@ -1202,7 +1233,7 @@ impl Life {
                 if self.require_crash_safety {
                     self.note_cleanup(CleanupError::CrashSafetyLost { why: why.clone() });
                 }
-                self.crash_safety = CrashSafety::Lost(why);
+                self.crash_safety = CrashSafety::Lost(why).into();
             }
         }
         let (usage, limits_hit) = match self.tree.as_ref().and_then(|t| t.usage()) {
@@ -1214,7 +1245,7 @@ impl Life {
         if let Some(tree) = self.tree.take() {
             let (result, kept) = tree.release(&mut self.root).outcome(self.count_kept);
             match kept {
-                Some(Ok(n)) => self.kept = n,
+                Some(Ok(n)) => self.kept = u32::try_from(n).unwrap_or(u32::MAX),
                 Some(Err(e)) => self.note_cleanup(CleanupError::members(e)),
                 None => {}
             }
@@ -1229,8 +1260,8 @@ impl Life {
         let killed = self
             .deaths
             .as_ref()
-            .map_or(0, |d| d.killed(&self.signals_sent))
-            + if self.signals_sent.contains(&Signal::KILL) {
+            .map_or(0, |d| d.killed(self.signals_sent.as_slice()))
+            + if self.signals_sent.as_slice().contains(&Signal::KILL) {
                 0
             } else {
                 self.stopped.as_ref().map_or(0, |s| s.dead())
@@ -1243,18 +1274,18 @@ impl Life {
             root: self.root_status,
             pid: self.pid,
             containment: self.mechanism,
-            containment_note: self.containment_note.take(),
-            crash_safety: std::mem::take(&mut self.crash_safety),
+            containment_note: self.containment_note.take().map(String::from),
+            crash_safety: self.crash_safety.take(),
             leftovers: Leftovers {
                 killed,
-                kept: self.kept,
+                kept: self.kept as usize,
             },
-            signals_sent: std::mem::take(&mut self.signals_sent),
-            cleanup_errors: std::mem::take(&mut self.cleanup_errors),
+            signals_sent: self.signals_sent.take(),
+            cleanup_errors: self.cleanup_errors.take(),
             stdout: out.map(|s| s.capture).unwrap_or_default(),
             stderr: err.map(|s| s.capture).unwrap_or_default(),
             timings: Timings {
-                spawn: self.spawn_time,
+                spawn: self.spawn_time.get(),
                 root_exit: at(self.root_exit_at),
                 output_closed: at(self.output_closed_at),
                 cleanup_done: self.policy.started.elapsed(),
@@ -1528,5 +1559,29 @@ mod size {
         // Measured: 656 (was 1600; 672 with a copy of the start, which
         // the policy holds).
         assert!(life <= 672, "Life is {life} bytes");
+    }
+}
+
+/// What a live run keeps, in bytes (figure 5, docs/BENCHMARKS.md): each
+/// byte is 10 KB at 10,000 runs. Bounds, not exact sizes (a newer
+/// compiler may lay the types out tighter); a type that grows past its
+/// bound fails here, and the figure's numbers must be measured again.
+#[cfg(all(test, target_os = "linux", target_pointer_width = "64"))]
+mod sizes {
+    use std::mem::size_of;
+
+    #[test]
+    fn a_live_runs_state_stays_within_its_measured_size() {
+        assert!(
+            size_of::<super::Life>() <= 520,
+            "{}",
+            size_of::<super::Life>()
+        );
+        assert!(size_of::<crate::sys::Root>() <= 88);
+        assert!(size_of::<super::phase::Phase>() <= 88);
+        assert!(size_of::<super::phase::Policy>() <= 104);
+        assert!(size_of::<crate::spec::Settings>() <= 120);
+        assert_eq!(size_of::<crate::spec::Span>(), 12);
+        assert_eq!(size_of::<crate::spec::MaybeSpan>(), 12);
     }
 }

@@ -38,7 +38,7 @@
 use std::time::{Duration, Instant};
 
 use crate::report::RootStatus;
-use crate::spec::LeftoverPolicy;
+use crate::spec::{LeftoverPolicy, MaybeSpan, Span};
 use crate::Signal;
 
 /// First and longest interval between membership checks while terminating.
@@ -114,6 +114,24 @@ impl Check {
     }
 }
 
+/// A count of members in 4 bytes whose `Option` is 4 bytes too (kept as
+/// one more than the count, never zero): with the phase's `Reason` it
+/// fills what was padding, and `Phase` is 88 bytes, not 96 (figure 5).
+/// Saturates at `u32::MAX - 1` members, which no tree reaches (Linux's
+/// `pid_max` is at most 4 million).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Count(std::num::NonZeroU32);
+
+impl Count {
+    pub(super) fn new(n: usize) -> Count {
+        Count(std::num::NonZeroU32::MIN.saturating_add(u32::try_from(n).unwrap_or(u32::MAX)))
+    }
+
+    pub(super) fn get(self) -> usize {
+        (self.0.get() - 1) as usize
+    }
+}
+
 /// Where a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -147,7 +165,7 @@ pub(super) enum Phase {
         /// The hard end: the SIGKILL plus `CONFIRM_CAP` limits.
         cap: Instant,
         /// How many members the last look found (`None` before the first).
-        left: Option<usize>,
+        left: Option<Count>,
         check: Check,
     },
     /// A clean exit whose leftovers are kept, some of which the keep rule
@@ -234,7 +252,7 @@ impl Phase {
                 let wait = match (draining_since, foreign_hold_until) {
                     (Some(d), _) => Some(later(d, DRAIN_LIMIT)),
                     (None, Some(f)) => Some(f),
-                    (None, None) => root_exit_at.map(|e| later(e, policy.wait_delay)),
+                    (None, None) => root_exit_at.map(|e| later(e, policy.wait_delay.get())),
                 };
                 [policy.deadline, policy.idle_at(last_output), wait]
                     .into_iter()
@@ -249,17 +267,17 @@ impl Phase {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Policy {
     pub(super) deadline: Option<Instant>,
-    pub(super) wait_delay: Duration,
-    pub(super) grace: Duration,
+    pub(super) wait_delay: Span,
+    pub(super) grace: Span,
     pub(super) signal: Signal,
     /// Nothing is sent when a timer fires (the deadline, the idle timeout,
     /// an expiry): the grace runs from then, SIGKILL at its end; every
     /// other termination without a signal of its own is SIGKILL at once.
     pub(super) silent: bool,
-    pub(super) confirm_window: Duration,
+    pub(super) confirm_window: Span,
     /// The most the confirm window may stretch to, from the SIGKILL, while
     /// the tree is still visibly dying (at least `confirm_window`).
-    pub(super) confirm_limit: Duration,
+    pub(super) confirm_limit: Span,
     pub(super) leftovers: LeftoverPolicy,
     /// The containment stops the tree and looks at it right before every
     /// SIGKILL ([`Action::StopAndCount`]): stopped, the tree can neither
@@ -269,7 +287,7 @@ pub(super) struct Policy {
     /// before it (a look at the live tree would be wasted).
     pub(super) stop_to_count: bool,
     /// No output seen for this long terminates the run.
-    pub(super) idle_timeout: Option<Duration>,
+    pub(super) idle_timeout: MaybeSpan,
     /// The spawn (or `Running::start_now`): the idle timer's start, and
     /// the run's clock, from which the report's timings count.
     pub(super) started: Instant,
@@ -279,7 +297,7 @@ impl Policy {
     /// When the idle timeout fires, with output last seen at `last_output`
     /// (`None`: none since the spawn).
     pub(super) fn idle_at(&self, last_output: Option<Instant>) -> Option<Instant> {
-        let idle = self.idle_timeout?;
+        let idle = self.idle_timeout.get()?;
         let from = last_output.map_or(self.started, |t| t.max(self.started));
         Some(later(from, idle))
     }
@@ -519,10 +537,10 @@ pub(super) fn wait_failed(
 
 /// The phase right after a SIGKILL sent at `now`.
 fn confirming(reason: Reason, now: Instant, check: Check, policy: &Policy) -> Phase {
-    let limit = policy.confirm_window.max(policy.confirm_limit);
+    let limit = policy.confirm_window.get().max(policy.confirm_limit.get());
     Phase::Confirming {
         reason,
-        until: later(now, policy.confirm_window),
+        until: later(now, policy.confirm_window.get()),
         limit: later(now, limit),
         cap: later(now, limit.saturating_mul(CONFIRM_CAP)),
         left: None,
@@ -536,7 +554,7 @@ struct Confirm {
     until: Instant,
     limit: Instant,
     cap: Instant,
-    left: Option<usize>,
+    left: Option<Count>,
     check: Check,
 }
 
@@ -567,10 +585,10 @@ fn confirm(
         return over(c.reason);
     }
     let (mut until, mut limit) = (c.until, c.limit);
-    if c.left.is_some_and(|n| members.len() < n) {
-        let length = policy.confirm_window.max(policy.confirm_limit);
+    if c.left.is_some_and(|n| members.len() < n.get()) {
+        let length = policy.confirm_window.get().max(policy.confirm_limit.get());
         limit = limit.max(later(now, length).min(c.cap));
-        until = until.max(later(now, policy.confirm_window).min(limit));
+        until = until.max(later(now, policy.confirm_window.get()).min(limit));
     }
     let overslept = now.saturating_duration_since(c.check.next) >= OVERSLEPT;
     let stay =
@@ -590,7 +608,7 @@ fn confirm(
             until,
             limit,
             cap: c.cap,
-            left: Some(members.len()),
+            left: Some(Count::new(members.len())),
             check: c.check.after(now),
         },
         Vec::new(),
@@ -646,7 +664,7 @@ fn supervise(
     let wait_end = seen
         .root_exit_at
         .filter(|_| draining_since.is_none())
-        .map(|e| later(e, policy.wait_delay));
+        .map(|e| later(e, policy.wait_delay.get()));
     if let Some((at, reason)) = fired {
         // ... unless the wait delay ended before it: that decides first.
         if wait_end.is_none_or(|w| at <= w || now < w) {
@@ -688,7 +706,7 @@ fn clean_exit(
             return (Phase::Over { reason: None }, vec![Action::CountKept]);
         }
         let settling = Phase::Settling {
-            until: later(now, policy.confirm_window),
+            until: later(now, policy.confirm_window.get()),
             check: Check::first(now),
         };
         return (settling, kill_stopped(keeping.kill));
@@ -835,7 +853,7 @@ fn start(
         None if silent && !timer => Signal::KILL,
         None => policy.signal,
     };
-    let graceful = !policy.grace.is_zero() && first != Signal::KILL;
+    let graceful = !policy.grace.get().is_zero() && first != Signal::KILL;
     if graceful || !policy.stop_to_count {
         let _ = probe.members();
     }
@@ -844,7 +862,7 @@ fn start(
         (
             Phase::Grace {
                 reason,
-                kill_at: later(now, policy.grace),
+                kill_at: later(now, policy.grace.get()),
                 check,
             },
             match silent {
@@ -944,15 +962,15 @@ mod tests {
     ) -> Policy {
         Policy {
             deadline: timeout.map(|t| c.at(t)),
-            wait_delay,
-            grace,
+            wait_delay: wait_delay.into(),
+            grace: grace.into(),
             signal: Signal::TERM,
             silent: false,
-            confirm_window: ms(1000),
-            confirm_limit: ms(10_000),
+            confirm_window: ms(1000).into(),
+            confirm_limit: ms(10_000).into(),
             leftovers: LeftoverPolicy::KeepOnSuccess,
             stop_to_count: false,
-            idle_timeout: None,
+            idle_timeout: MaybeSpan::NONE,
             started: c.at(ms(0)),
         }
     }
@@ -1185,7 +1203,7 @@ mod tests {
         case(
             "silent idle timeout: nothing sent either",
             Policy {
-                idle_timeout: Some(ms(1000)),
+                idle_timeout: Some(ms(1000)).into(),
                 ..silent(policy(&c, None, ms(300), ms(100)))
             },
             running(2),
@@ -1691,7 +1709,7 @@ mod tests {
         assert_eq!(fake.asked, vec!["members"]);
         fake.asked.clear();
         let graceful = Policy {
-            grace: ms(300),
+            grace: ms(300).into(),
             ..stop
         };
         let (grace, actions) = decide(Phase::START, &running(2), &mut fake, t0, &graceful);
@@ -1851,7 +1869,7 @@ mod tests {
         );
         let forever = Policy {
             deadline: None,
-            wait_delay: Duration::MAX,
+            wait_delay: Duration::MAX.into(),
             ..p
         };
         let far = Phase::START.next_timer(Some(t0), None, &forever).unwrap();
@@ -1878,9 +1896,9 @@ mod tests {
             last_output: None,
             over_limit: false,
         };
-        let mut phase = confirming(Reason::TimedOut, later(t0, p.confirm_window), t0);
+        let mut phase = confirming(Reason::TimedOut, later(t0, p.confirm_window.get()), t0);
         if let Phase::Confirming { limit, cap, .. } = &mut phase {
-            let length = p.confirm_limit.max(p.confirm_window);
+            let length = p.confirm_limit.get().max(p.confirm_window.get());
             *limit = later(t0, length);
             *cap = later(t0, length * CONFIRM_CAP);
         }
@@ -2000,7 +2018,7 @@ mod tests {
         };
         let mut phase = confirming(Reason::TimedOut, c.at(ms(1000)), c.at(ms(100)));
         if let Phase::Confirming { left, .. } = &mut phase {
-            *left = Some(2);
+            *left = Some(Count::new(2));
         }
         let mut fake = Fake {
             members: vec![2, 1],
@@ -2040,8 +2058,8 @@ mod tests {
         assert_eq!(actions, vec![Action::Survivors(vec![4])]);
         assert!(took >= ms(1000) && took < ms(1020), "{took:?}");
         let zero = Policy {
-            confirm_window: Duration::ZERO,
-            confirm_limit: Duration::ZERO,
+            confirm_window: Duration::ZERO.into(),
+            confirm_limit: Duration::ZERO.into(),
             ..p
         };
         let shrinking = |t: Duration| (0..(50u32.saturating_sub(t.as_micros() as u32))).collect();
@@ -2328,7 +2346,7 @@ mod tests {
         ];
         for &((case, idle, deadline, wait_delay, exit, last, open, held, over, now), want) in rows {
             let p = Policy {
-                idle_timeout: idle.map(ms),
+                idle_timeout: idle.map(ms).into(),
                 ..policy(&c, deadline.map(ms), ms(0), ms(wait_delay))
             };
             let seen = Observed {
@@ -2356,7 +2374,7 @@ mod tests {
     fn idle_timer_is_a_wake() {
         let c = Clock(Instant::now());
         let p = Policy {
-            idle_timeout: Some(ms(500)),
+            idle_timeout: Some(ms(500)).into(),
             ..policy(&c, Some(ms(800)), ms(0), ms(100))
         };
         assert_eq!(Phase::START.next_timer(None, None, &p), Some(c.at(ms(500))));
@@ -2376,7 +2394,7 @@ mod tests {
         // With a grace: the idle timeout's termination starts with the
         // first signal, as the deadline's.
         let graceful = Policy {
-            grace: ms(300),
+            grace: ms(300).into(),
             ..p
         };
         let (next, actions) = decide(

@@ -36,7 +36,7 @@ pub(crate) struct Root {
     #[cfg(linux_raw)]
     keeper: Option<super::linux_spawn::keeper::Registration>,
     /// Whether the tree dies with this process (see [`Root::crash_safety`]).
-    crash: crate::report::CrashSafety,
+    crash: crate::report::CrashSafetyCell,
 }
 
 /// How the exit of a root is seen (Linux). The descriptors are shared
@@ -165,7 +165,7 @@ impl Root {
             reaped: false,
             #[cfg(linux_raw)]
             keeper,
-            crash,
+            crash: crash.into(),
         }
     }
 
@@ -181,7 +181,7 @@ impl Root {
         let mut root = Root::from_clone3(pid, pidfd);
         let (keeper, crash) = keeper_holds(root.exit.pidfd(), pid, farewell);
         root.keeper = keeper;
-        root.crash = crash;
+        root.crash = crash.into();
         root
     }
 
@@ -197,7 +197,7 @@ impl Root {
             reaped: false,
             keeper: None,
             // The cgroup tier registers its cgroup with the keeper.
-            crash: CrashSafety::Held,
+            crash: CrashSafety::Held.into(),
         }
     }
 
@@ -217,7 +217,7 @@ impl Root {
             reaped: false,
             keeper: None,
             // The init kills the namespace when this process dies.
-            crash: CrashSafety::Held,
+            crash: CrashSafety::Held.into(),
         }
     }
 
@@ -371,7 +371,7 @@ impl Root {
         }) {
             return keeper_died();
         }
-        self.crash.clone()
+        self.crash.get()
     }
 
     /// Reaps the root, which releases its PID (and so its group id). Only
@@ -389,7 +389,7 @@ impl Root {
         #[cfg(linux_raw)]
         if let Some(k) = self.keeper.take() {
             if !k.is_live_and_running() {
-                self.crash = keeper_died();
+                self.crash = keeper_died().into();
             }
         }
         // A namespace init outlives the command while the namespace holds
@@ -887,6 +887,13 @@ struct WakeState {
     /// The async driver's task, while it sleeps.
     #[cfg(feature = "tokio")]
     task: Option<std::task::Waker>,
+    /// Signals the owner of an async run asked for
+    /// (`AsyncRunning::signal`), sent by the next step. Kept here rather
+    /// than in an `Arc` of their own: one allocation per run fewer; boxed
+    /// when the first comes (most runs have none: 8 bytes, not 24).
+    #[cfg(feature = "tokio")]
+    #[allow(clippy::box_collection)] // 8 bytes, not a `Vec`'s 24
+    signals: Option<Box<Vec<Signal>>>,
     /// The write side of the synchronous driver's wake descriptor, once
     /// made (on Linux the same eventfd the poller reads).
     tx: Option<SharedFd>,
@@ -900,7 +907,13 @@ impl WakeCell {
 
 impl Wake for WakeCell {
     fn wake(&self) {
-        let mut st = self.lock();
+        let st = self.lock();
+        Self::wake_locked(st);
+    }
+}
+
+impl WakeCell {
+    fn wake_locked(mut st: std::sync::MutexGuard<'_, WakeState>) {
         st.woken = true;
         #[cfg(feature = "tokio")]
         if let Some(t) = st.task.take() {
@@ -914,6 +927,20 @@ impl Wake for WakeCell {
             #[cfg(not(target_os = "linux"))]
             let _ = rustix::io::write(tx, &[1]);
         }
+    }
+
+    /// Queues `sig` for the next step and wakes the run.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn push_signal(&self, sig: Signal) {
+        let mut st = self.lock();
+        st.signals.get_or_insert_with(Default::default).push(sig);
+        Self::wake_locked(st);
+    }
+
+    /// The signals queued so far, in order.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn take_signals(&self) -> Vec<Signal> {
+        self.lock().signals.take().map_or_else(Vec::new, |v| *v)
     }
 }
 
@@ -1000,6 +1027,19 @@ impl Poller {
     #[cfg(feature = "tokio")]
     pub(crate) fn cell(&self) -> Arc<WakeCell> {
         self.cell.clone()
+    }
+
+    /// The same, borrowed (the async driver holds no reference of its
+    /// own: figure 5).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn cell_ref(&self) -> &WakeCell {
+        &self.cell
+    }
+
+    /// The signals an async run's owner queued ([`WakeCell::push_signal`]).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn take_signals(&self) -> Vec<Signal> {
+        self.cell.take_signals()
     }
 }
 
