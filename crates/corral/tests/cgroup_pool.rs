@@ -56,6 +56,22 @@ fn cgroup_of_run(c: &mut Command) -> String {
 
 const SHOW: &str = "cat /proc/self/cgroup";
 
+/// The owner record whose lock is the ownership lock of the cgroup `name`
+/// (`corral-<pid>-<token>-r<n>` → `corral-owner-<pid>-<token>`): a process
+/// that runs many commands (this one) makes its cgroups in that form.
+fn owner_record(name: &str) -> String {
+    let rest = name
+        .strip_prefix("corral-")
+        .unwrap_or_else(|| panic!("{name}"));
+    let (pid_token, n) = rest.rsplit_once('-').unwrap_or_else(|| panic!("{name}"));
+    assert!(
+        n.strip_prefix('r')
+            .is_some_and(|d| d.parse::<u64>().is_ok()),
+        "{name} is not owner-locked"
+    );
+    format!("corral-owner-{pid_token}")
+}
+
 /// A process outside every corral run, killed (by its own pid handle) when
 /// dropped; it exits by itself after 30 s.
 struct Sleeper(Child);
@@ -118,9 +134,10 @@ fn a_pooled_cgroup_that_is_not_empty_is_never_borrowed() {
     .unwrap();
     let b = cgroup_of_run(&mut cg(SHOW));
     assert_ne!(a, b, "a populated pooled cgroup was borrowed");
-    // Retired but not removable, it stays locked: no other corral's stale
-    // pass may take it (and kill the intruder) while this process lives.
-    let f = std::fs::File::open(dir.join(&a)).unwrap();
+    // Retired but not removable, it stays locked (by this process's owner
+    // record): no other corral's stale pass may take it (and kill the
+    // intruder) while this process lives.
+    let f = std::fs::File::open(dir.join(owner_record(&a))).unwrap();
     assert_eq!(
         rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive),
         Err(rustix::io::Errno::WOULDBLOCK),
@@ -426,10 +443,11 @@ fn two_corrals_never_share_a_pooled_cgroup() {
     assert_ne!(n1, n2);
     assert!(n1.starts_with(&format!("corral-{}-", c1.0.id())), "{n1}");
     assert!(n2.starts_with(&format!("corral-{}-", c2.0.id())), "{n2}");
-    // Each pooled cgroup is locked by its corral: no one else can claim it
-    // (another corral's cleanup only takes cgroups whose lock is free).
+    // Each pooled cgroup is locked by its corral (its owner record): no one
+    // else can claim it (another corral's cleanup only takes cgroups whose
+    // lock is free).
     for n in [&n1, &n2] {
-        let f = std::fs::File::open(dir.join(n)).unwrap();
+        let f = std::fs::File::open(dir.join(owner_record(n))).unwrap();
         assert_eq!(
             rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive),
             Err(rustix::io::Errno::WOULDBLOCK),
@@ -510,4 +528,73 @@ fn fork_child() {
     assert_eq!(a, d, "the parent's pooled cgroup was lost after the fork");
     corral::process_wide::release_cgroup_pool();
     println!("FORK OK");
+}
+
+/// This process's descriptors that name one of its runs' cgroups or a file
+/// in one (`/corral-<pid>-...`; the owner record, `corral-owner-...`, is
+/// one per process, not per run).
+fn run_cgroup_fds() -> Vec<String> {
+    let mine = format!("/corral-{}-", std::process::id());
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|t| t.to_string_lossy().into_owned())
+        .filter(|t| t.contains(&mine))
+        .collect()
+}
+
+/// A running command costs corral no descriptor of its cgroup, whether the
+/// cgroup is new or borrowed from the pool: the directory's descriptor
+/// (clone3) is closed once the root is born, the files a pooled cgroup
+/// kept (`cpu.stat`, `cgroup.stat`, `cgroup.events`) are closed when a run
+/// borrows it, and ownership is this process's one owner record. (Before:
+/// one per new cgroup, three per borrowed one.)
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_running_command_holds_no_descriptor_of_its_cgroup() {
+    let _g = serial();
+    corral::process_wide::release_cgroup_pool();
+    let pooled = cgroup_of_run(&mut cg(SHOW));
+    assert!(run_cgroup_fds().len() <= 2, "{:?}", run_cgroup_fds());
+    let s = corral_testkit::Scratch::new();
+    let start = |file: &str| {
+        let mut c = cg(&format!(
+            r#"cat /proc/self/cgroup > "$CORRAL_TEST_DIR/{file}.tmp" && mv "$CORRAL_TEST_DIR/{file}.tmp" "$CORRAL_TEST_DIR/{file}"; exec sleep 30"#
+        ));
+        c.envs(s.env())
+            .stdout(corral::Output::null())
+            .stderr(corral::Output::null());
+        c.spawn().unwrap()
+    };
+    let cgroup_in = |file: &str| {
+        let end = Instant::now() + 10 * SEC;
+        loop {
+            if let Ok(t) = std::fs::read_to_string(s.path(file)) {
+                if let Some(l) = t.lines().find_map(|l| l.strip_prefix("0::")) {
+                    return l.rsplit('/').next().unwrap().to_owned();
+                }
+            }
+            assert!(Instant::now() < end, "the run never wrote {file}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    // The first borrows the pooled cgroup, the second makes a new one.
+    let borrowed = start("a");
+    assert_eq!(
+        cgroup_in("a"),
+        pooled,
+        "the run did not borrow the pooled cgroup"
+    );
+    let fresh = start("b");
+    let made = cgroup_in("b");
+    assert_ne!(made, pooled);
+    let held = run_cgroup_fds();
+    borrowed.cancel();
+    fresh.cancel();
+    let (ra, rb) = (borrowed.wait(), fresh.wait());
+    assert_eq!(ra.outcome, corral::Outcome::Cancelled, "{ra:?}");
+    assert_eq!(rb.outcome, corral::Outcome::Cancelled, "{rb:?}");
+    assert!(held.is_empty(), "two running commands hold {held:?}");
+    corral::process_wide::release_cgroup_pool();
 }
