@@ -598,3 +598,144 @@ fn a_running_command_holds_no_descriptor_of_its_cgroup() {
     assert!(held.is_empty(), "two running commands hold {held:?}");
     corral::process_wide::release_cgroup_pool();
 }
+
+/// Starts this test binary as a separate corral process (one that runs
+/// many commands: its cgroups are owner-locked) with `env`, which starts a
+/// `sleep` (helper `name` of scratch `s`) in a cgroup run, prints that
+/// cgroup's name and waits (30 s at most).
+fn start_owner_child(
+    s: &corral_testkit::Scratch,
+    name: &str,
+    env: &[(&str, &str)],
+) -> (Child, String) {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "owner_child", "--nocapture", "--ignored"])
+        .env("CORRAL_OWNER_CHILD", name)
+        .envs(s.env())
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    for line in out.lines() {
+        let line = line.unwrap();
+        if let Some(name) = line.strip_prefix("CGROUP ") {
+            return (child, name.to_owned());
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the owner child printed no cgroup");
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+#[ignore = "helper of the ownership tests"]
+fn owner_child() {
+    let Some(name) = std::env::var_os("CORRAL_OWNER_CHILD") else {
+        return;
+    };
+    let name = name.to_string_lossy().into_owned();
+    let mut c = cg(&format!(
+        r#"cat /proc/self/cgroup > "$CORRAL_TEST_DIR/{name}.cg"; exec "$H" {name}"#
+    ));
+    c.stdout(corral::Output::null())
+        .stderr(corral::Output::null())
+        .timeout(Duration::from_secs(30));
+    let running = c.spawn().unwrap();
+    let file = std::path::PathBuf::from(std::env::var_os("CORRAL_TEST_DIR").unwrap())
+        .join(format!("{name}.cg"));
+    let end = Instant::now() + 10 * SEC;
+    let cgroup = loop {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        if let Some(l) = text.lines().find_map(|l| l.strip_prefix("0::")) {
+            break l.rsplit('/').next().unwrap().to_owned();
+        }
+        assert!(Instant::now() < end, "the run never wrote its cgroup");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    println!("CGROUP {cgroup}");
+    let _ = running.wait();
+}
+
+/// Whether the directory `d`'s `flock` is held by someone.
+fn locked(d: &Path) -> bool {
+    let f = std::fs::File::open(d).unwrap();
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        == Err(rustix::io::Errno::WOULDBLOCK)
+}
+
+/// A corral process that runs many commands is SIGKILLed with a run live,
+/// and no keeper held it (`CORRAL_TEST_FAIL_KEEPER`): its tree lives on in
+/// an owner-locked cgroup whose owner record's lock is now free. The next
+/// corral process (this one; a child of this binary) takes it for
+/// abandoned: the tree is killed, the cgroup and the owner record removed.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_killed_corrals_owner_locked_cgroup_is_cleaned_by_the_next() {
+    let _g = serial();
+    let dir = root();
+    let s = corral_testkit::Scratch::new();
+    let w = corral_testkit::Watch::new(&s);
+    let (a, name) = start_owner_child(&s, "left", &[("CORRAL_TEST_FAIL_KEEPER", "1")]);
+    let mut a = ChildGuard(a);
+    assert!(w.pid("left", 5 * SEC).is_some(), "the helper never started");
+    let record = dir.join(owner_record(&name));
+    assert!(locked(&record), "{record:?} is not locked by its corral");
+    assert!(!locked(&dir.join(&name)), "{name} holds a lock of its own");
+    a.0.kill().unwrap();
+    a.0.wait().unwrap();
+    // No keeper: the tree outlives its corral (until a corral cleans up).
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        w.is_alive("left") || !dir.join(&name).exists(),
+        "the tree died with its corral although no keeper held it"
+    );
+    // The next corral process: its first cgroup run cleans up first.
+    let (b, _) = start_owner_child(&s, "next", &[]);
+    let b = ChildGuard(b);
+    assert!(
+        w.wait_dead("left", 5 * SEC),
+        "the abandoned cgroup's tree lives"
+    );
+    assert!(
+        gone_within(&dir.join(&name), 3 * SEC),
+        "{name} was not removed"
+    );
+    assert!(gone_within(&record, 3 * SEC), "{record:?} was not removed");
+    drop(b);
+}
+
+/// Two corral processes that run many commands, each with a live run: the
+/// second one's cleanup (which runs before its first cgroup) leaves the
+/// first one's cgroup, tree and owner record alone, and the other way
+/// round for a third.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_live_corrals_cgroups_are_never_touched_by_another() {
+    let _g = serial();
+    let dir = root();
+    let s = corral_testkit::Scratch::new();
+    let w = corral_testkit::Watch::new(&s);
+    let (a, na) = start_owner_child(&s, "a", &[]);
+    let a = ChildGuard(a);
+    let (b, nb) = start_owner_child(&s, "b", &[]);
+    let b = ChildGuard(b);
+    let (c, _) = start_owner_child(&s, "c", &[]);
+    let c = ChildGuard(c);
+    assert_ne!(owner_record(&na), owner_record(&nb));
+    for n in [&na, &nb] {
+        assert!(dir.join(n).exists(), "{n} was removed");
+        assert!(
+            locked(&dir.join(owner_record(n))),
+            "{n}'s owner is not locked"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(w.is_alive("a") && w.is_alive("b") && w.is_alive("c"));
+    drop((a, b, c));
+    for name in ["a", "b", "c"] {
+        assert!(w.wait_dead(name, 5 * SEC), "{name} outlived its corral");
+    }
+}
