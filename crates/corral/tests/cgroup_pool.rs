@@ -739,3 +739,65 @@ fn a_live_corrals_cgroups_are_never_touched_by_another() {
         assert!(w.wait_dead(name, 5 * SEC), "{name} outlived its corral");
     }
 }
+
+/// The keeper holds the owner record's lock as long as it lives: while it
+/// gives a dead corral's runs their farewell (here: held up by SIGSTOP),
+/// no other corral's cleanup takes those cgroups for abandoned. Once it is
+/// done, the tree is dead and its cgroup removed.
+#[cfg(linux_raw)]
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn the_keeper_holds_a_dead_corrals_owner_record_until_it_is_done() {
+    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+    let _g = serial();
+    let dir = root();
+    let s = corral_testkit::Scratch::new();
+    let w = corral_testkit::Watch::new(&s);
+    let (a, name) = start_owner_child(&s, "held", &[]);
+    let mut a = ChildGuard(a);
+    assert!(w.pid("held", 5 * SEC).is_some(), "the helper never started");
+    let record = dir.join(owner_record(&name));
+    // The keeper, pinned while it is A's unreaped child.
+    let end = Instant::now() + 10 * SEC;
+    let keeper = loop {
+        if let Some(k) = corral_testkit::keeper::keepers_of(a.0.id())
+            .into_iter()
+            .find(|k| !k.1)
+        {
+            break k.0;
+        }
+        assert!(Instant::now() < end, "A has no keeper");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let kfd = pidfd_open(Pid::from_raw(keeper).unwrap(), PidfdFlags::empty()).unwrap();
+    /// Lets the keeper go on, whatever happens.
+    struct Cont(std::os::fd::OwnedFd);
+    impl Drop for Cont {
+        fn drop(&mut self) {
+            let _ = pidfd_send_signal(&self.0, Signal::CONT);
+        }
+    }
+    pidfd_send_signal(&kfd, Signal::STOP).unwrap();
+    let kfd = Cont(kfd);
+    a.0.kill().unwrap();
+    a.0.wait().unwrap();
+    assert!(locked(&record), "the keeper does not hold {record:?}");
+    // Another corral process starts (and cleans up) meanwhile.
+    let (b, _) = start_owner_child(&s, "other", &[]);
+    let b = ChildGuard(b);
+    assert!(
+        w.is_alive("held"),
+        "another corral killed a tree the keeper holds"
+    );
+    assert!(dir.join(&name).exists(), "another corral removed {name}");
+    drop(kfd);
+    assert!(
+        w.wait_dead("held", 5 * SEC),
+        "the keeper did not kill the tree"
+    );
+    assert!(
+        gone_within(&dir.join(&name), 3 * SEC),
+        "{name} was not removed"
+    );
+    drop(b);
+}
