@@ -73,6 +73,7 @@ impl Slot {
     }
 
     /// Whether the directory's own descriptor holds the cgroup's lock.
+    #[cfg_attr(not(linux_raw), allow(dead_code))]
     pub(super) fn self_locked(&self) -> bool {
         self.self_locked
     }
