@@ -426,7 +426,10 @@ fn farewell_child() {
     }
     let first = cgroup_of_run(&mut cg(SHOW));
     println!("FIRST {first}");
-    let script = r#"cat /proc/self/cgroup > "$CORRAL_TEST_DIR/cg2"; exec "$H" trap sh -c 'trap "touch \"$CORRAL_TEST_DIR/term\"; exit 0" TERM; touch "$CORRAL_TEST_DIR/armed"; sleep 30 & wait'"#;
+    // `armed` once the `sleep` is in the tree: a TERM that came while the
+    // shell was still forking it would reach the shell only, and the
+    // `sleep` (and the keepers) would live to the end of the grace.
+    let script = r#"cat /proc/self/cgroup > "$CORRAL_TEST_DIR/cg2"; exec "$H" trap sh -c 'trap "touch \"$CORRAL_TEST_DIR/term\"; exit 0" TERM; sleep 30 & touch "$CORRAL_TEST_DIR/armed"; wait'"#;
     let r = cg(script).grace(5 * SEC).signal(corral::Signal::TERM).run();
     eprintln!("{r:?}");
 }

@@ -1,9 +1,10 @@
 //! cgroup v2 containment (Linux).
 //!
-//! Each command gets a fresh cgroup `corral-<corral pid>-<token>-<n>` under
-//! corral's own cgroup, where `<token>` is drawn at random once per process:
-//! the name is unique even between corrals that share a parent cgroup from
-//! different PID namespaces (where both may be pid 1). No descendant can
+//! Each command gets a fresh cgroup `corral-<corral pid>-<token>-r<n>`
+//! (`-<n>` in a one-shot process) under corral's own cgroup, where `<token>`
+//! is drawn at random once per process: the name is unique even between
+//! corrals that share a parent cgroup from different PID namespaces (where
+//! both may be pid 1). No descendant can
 //! exist outside it unless it moves itself out (below), so the kill never
 //! races a half-placed child. A descendant that calls `setsid()` or
 //! double-forks stays inside. Placement:
@@ -33,14 +34,23 @@
 //!   rate limited.
 //! * Release: members left by the leftovers policy are moved to corral's own
 //!   cgroup, then the directory is removed.
-//! * Ownership: the creator holds an exclusive `flock` on a descriptor of
-//!   the directory from just after `mkdir` until the directory is gone (or
-//!   it dies). The first cgroup a corral process makes is preceded by a
-//!   cleanup of its siblings: a directory of this name form whose lock can be
-//!   taken is abandoned, so what is left in it is killed and it is removed.
-//!   A held lock, another name form (an older corral), or a file system
-//!   without flock means "in doubt": nothing is signalled or removed. No
-//!   pid, so no PID namespace and no pid reuse, takes part in the decision.
+//! * Ownership: an exclusive `flock` held for the owner's life. A process
+//!   that runs many commands holds one for all its cgroups, on its owner
+//!   record `corral-owner-<pid>-<token>` (a directory beside them, made and
+//!   locked before the first; its keeper holds a copy until it is done), so
+//!   a running command costs no descriptor of its cgroup: the directory's
+//!   is opened for the spawn (clone3) and closed at attach, and signals go
+//!   by path (the path is this process's own, and no one else removes it or
+//!   makes it again while the lock is held). A one-shot process locks its
+//!   cgroup's own directory from just after `mkdir` until it is gone. The
+//!   first cgroup a corral process makes is preceded by a cleanup of its
+//!   siblings: a cgroup of these forms whose lock (its record's, or its
+//!   own) can be taken is abandoned, so what is left in it is killed and
+//!   it is removed (and a free record once none of its cgroups is left). A
+//!   held lock, a missing owner record, another name form (an older
+//!   corral), or a file system without flock means "in doubt": nothing is
+//!   signalled or removed. No pid, so no PID namespace and no pid reuse,
+//!   takes part in the decision (see `owner`).
 //! * Pool: a run without limits borrows an empty cgroup that an earlier
 //!   run of this process gave back, so the hot path has no `mkdir`/`rmdir`.
 //!   A cgroup goes back only when nothing can leak from its run into the
@@ -54,8 +64,9 @@
 //!   without the watch nothing is pooled), it held no kept member, has no nested cgroup, reads
 //!   `populated 0` and not frozen, and the keeper holds it. A borrow reads
 //!   `populated 0` again; one that is not empty is retired, never used.
-//!   While pooled the directory keeps its ownership lock (no other corral
-//!   may take it) and its keeper registration (removed if corral dies); at
+//!   While pooled the directory stays owned (the owner record's lock: no
+//!   other corral may take it) and keeps its keeper registration (removed
+//!   if corral dies); at
 //!   most [`POOL_MAX`](pool::POOL_MAX). `corral::process_wide::release_cgroup_pool` removes them. A
 //!   one-shot process (`corral::process_wide::one_shot_process`, what `corral run`
 //!   declares) pools nothing and sets no watch: its run's cgroup is removed
