@@ -723,10 +723,13 @@ fn a_live_corrals_cgroups_are_never_touched_by_another() {
     let w = corral_testkit::Watch::new(&s);
     let (a, na) = start_owner_child(&s, "a", &[]);
     let a = ChildGuard(a);
+    assert!(w.pid("a", 5 * SEC).is_some(), "helper a never started");
     let (b, nb) = start_owner_child(&s, "b", &[]);
     let b = ChildGuard(b);
+    assert!(w.pid("b", 5 * SEC).is_some(), "helper b never started");
     let (c, _) = start_owner_child(&s, "c", &[]);
     let c = ChildGuard(c);
+    assert!(w.pid("c", 5 * SEC).is_some(), "helper c never started");
     assert_ne!(owner_record(&na), owner_record(&nb));
     for n in [&na, &nb] {
         assert!(dir.join(n).exists(), "{n} was removed");
@@ -736,7 +739,12 @@ fn a_live_corrals_cgroups_are_never_touched_by_another() {
         );
     }
     std::thread::sleep(Duration::from_millis(100));
-    assert!(w.is_alive("a") && w.is_alive("b") && w.is_alive("c"));
+    for name in ["a", "b", "c"] {
+        assert!(
+            w.is_alive(name),
+            "{name}'s tree was killed by another corral"
+        );
+    }
     drop((a, b, c));
     for name in ["a", "b", "c"] {
         assert!(w.wait_dead(name, 5 * SEC), "{name} outlived its corral");
