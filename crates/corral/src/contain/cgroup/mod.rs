@@ -539,7 +539,9 @@ impl Attached for Held {
         // read: an empty cgroup stays empty unless someone outside the tree
         // moves a process in, which the next borrow's own read would see.
         let events = match &this.slot {
-            Some(s) => s.read_events().ok(),
+            // Kept open from here: if the cgroup goes back to the pool, the
+            // next borrow's check reads through it (and closes it).
+            Some(s) => s.events().and_then(pool::events_of).ok(),
             None => Some(Events::default()),
         };
         let plan = at_release(events);

@@ -33,10 +33,12 @@ pub(super) struct Slot {
     /// cgroup, see `owner::make_dir`): it is kept until the directory is
     /// removed. Otherwise this process's owner record holds it.
     self_locked: bool,
-    /// `cgroup.events`, kept open only once a termination waits on it
-    /// (POLLPRI); other reads open it for the read
-    /// ([`Slot::read_events`]). So a running command costs its cgroup no
-    /// descriptor until a termination. (`cgroup.procs` is opened only by a
+    /// `cgroup.events`, opened at the run's end phase (the first look at
+    /// the members once the root exited, or a termination waiting on it
+    /// with POLLPRI) and kept from then on (a pooled cgroup keeps it for
+    /// the next borrow's check, which closes it); reads before that open
+    /// it for the read ([`Slot::read_events`]). So a running command costs
+    /// its cgroup no descriptor until it ends or is terminated. (`cgroup.procs` is opened only by a
     /// spawn that is not born in the cgroup: see `placement`.)
     pub(super) events: OnceLock<File>,
     /// Registration with the crash-safety keeper (dropped: unregistered).
@@ -312,7 +314,8 @@ pub(super) fn harmless_write(name: &[u8]) -> bool {
 }
 
 /// At most this many cgroups wait in the pool (each holds a keeper slot, an
-/// inotify watch and at most two descriptors: `cpu.stat`, `cgroup.stat`).
+/// inotify watch and at most three descriptors: `cgroup.events`,
+/// `cpu.stat`, `cgroup.stat`).
 pub(super) const POOL_MAX: usize = 16;
 
 /// The pool, as this process's own (see [`Pool::adopt`]).
