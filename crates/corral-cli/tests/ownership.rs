@@ -207,9 +207,14 @@ fn cgroup_of_a_corral_that_died_is_killed_and_removed_by_the_next() {
 #[test]
 fn cgroups_in_doubt_are_left_alone_and_abandoned_ones_are_cleaned() {
     // Next to where corral makes its cgroups: one in an older name form (no
-    // lock to tell), one of the current form whose lock a live process (this
-    // test) holds, and one of the current form that nobody holds. Only the
-    // last is abandoned: its process is killed and it is removed.
+    // lock to tell); of the self-locked form (`corral-<pid>-<token>-<n>`, a
+    // one-shot corral's and the previous releases'), one whose lock a live
+    // process (this test) holds and one that nobody holds; of the
+    // owner-locked form (`corral-<pid>-<token>-r<n>`), one whose owner
+    // record is missing, one whose owner record this test holds, and one
+    // whose owner record nobody holds. Only the two nobody holds are
+    // abandoned: their processes are killed and they are removed, with the
+    // free owner record.
     let parent = corral_testkit::writable_cgroup_v2().unwrap();
     let s = Scratch::new();
     let me = std::process::id();
@@ -217,9 +222,15 @@ fn cgroups_in_doubt_are_left_alone_and_abandoned_ones_are_cleaned() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
+    let token = |i: u64| format!("{:016x}", u64::from(nanos) << 8 | i);
     let old = parent.join(format!("corral-{me}-{}", 900_000 + nanos % 1000));
-    let held = parent.join(format!("corral-{me}-{:016x}-0", u64::from(nanos) << 8));
-    let free = parent.join(format!("corral-{me}-{:016x}-1", u64::from(nanos) << 8 | 1));
+    let held = parent.join(format!("corral-{me}-{}-0", token(0)));
+    let free = parent.join(format!("corral-{me}-{}-1", token(1)));
+    let orphan = parent.join(format!("corral-{me}-{}-r0", token(2)));
+    let owned_held = parent.join(format!("corral-{me}-{}-r0", token(3)));
+    let owner_held = parent.join(format!("corral-owner-{me}-{}", token(3)));
+    let owned_free = parent.join(format!("corral-{me}-{}-r4", token(4)));
+    let owner_free = parent.join(format!("corral-owner-{me}-{}", token(4)));
     struct Dirs(Vec<std::path::PathBuf>);
     impl Drop for Dirs {
         fn drop(&mut self) {
@@ -233,23 +244,47 @@ fn cgroups_in_doubt_are_left_alone_and_abandoned_ones_are_cleaned() {
             }
         }
     }
-    // Dropped after the Watch, which kills the helpers first.
-    let dirs = Dirs(vec![old.clone(), held.clone(), free.clone()]);
+    // Dropped after the Watch, which kills the helpers first; the owner
+    // records last (after their cgroups).
+    let dirs = Dirs(vec![
+        old.clone(),
+        held.clone(),
+        free.clone(),
+        orphan.clone(),
+        owned_held.clone(),
+        owned_free.clone(),
+        owner_held.clone(),
+        owner_free.clone(),
+    ]);
     let w = Watch::new(&s);
-    for d in &dirs.0 {
-        std::fs::create_dir(d).unwrap();
-    }
     let lock = |d: &Path| {
         let f = std::fs::File::open(d).unwrap();
         rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
         f
     };
-    let held_lock = lock(&held);
+    // The owner records are made and locked before their cgroups, as
+    // corral does.
+    std::fs::create_dir(&owner_held).unwrap();
+    std::fs::create_dir(&owner_free).unwrap();
+    let owner_held_lock = lock(&owner_held);
     // Held while its helper moves in, so that no corral starting meanwhile
     // (other tests) takes it for abandoned before the scene is set.
+    let owner_free_lock = lock(&owner_free);
+    for d in [&old, &held, &free, &orphan, &owned_held, &owned_free] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let held_lock = lock(&held);
     let free_lock = lock(&free);
     let mut kids = Vec::new();
-    for (name, d) in [("old", &old), ("held", &held), ("free", &free)] {
+    let scene = [
+        ("old", &old),
+        ("held", &held),
+        ("free", &free),
+        ("orphan", &orphan),
+        ("ownedheld", &owned_held),
+        ("ownedfree", &owned_free),
+    ];
+    for (name, d) in scene {
         kids.push(
             Command::new("sh")
                 .args([
@@ -266,22 +301,30 @@ fn cgroups_in_doubt_are_left_alone_and_abandoned_ones_are_cleaned() {
             "helper {name} never started"
         );
     }
-    // The owner of `free` is gone.
+    // The owners of `free` and `owned_free` are gone.
     drop(free_lock);
+    drop(owner_free_lock);
     let rb = s.path("b.json");
     let b = start(corral_in(&s, &[], &rb, "true"), Sink::Pipe, Sink::Pipe).finish(10 * SEC);
     b.assert_code(0);
-    assert!(
-        w.wait_dead("free", FATE),
-        "the abandoned cgroup's process lives"
-    );
+    for name in ["free", "ownedfree"] {
+        assert!(
+            w.wait_dead(name, FATE),
+            "the abandoned cgroup's process {name} lives"
+        );
+    }
     assert_removed(&free);
-    assert_alive(&w, &["old", "held"]);
-    assert!(old.exists() && held.exists());
+    assert_removed(&owned_free);
+    assert_removed(&owner_free);
+    assert_alive(&w, &["old", "held", "orphan", "ownedheld"]);
+    for d in [&old, &held, &orphan, &owned_held, &owner_held] {
+        assert!(d.exists(), "{d:?} was removed");
+    }
     drop(w); // kills the helpers
     for mut k in kids {
         let _ = k.wait();
     }
     drop(held_lock);
+    drop(owner_held_lock);
     drop(dirs);
 }

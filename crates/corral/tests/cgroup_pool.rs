@@ -56,6 +56,22 @@ fn cgroup_of_run(c: &mut Command) -> String {
 
 const SHOW: &str = "cat /proc/self/cgroup";
 
+/// The owner record whose lock is the ownership lock of the cgroup `name`
+/// (`corral-<pid>-<token>-r<n>` → `corral-owner-<pid>-<token>`): a process
+/// that runs many commands (this one) makes its cgroups in that form.
+fn owner_record(name: &str) -> String {
+    let rest = name
+        .strip_prefix("corral-")
+        .unwrap_or_else(|| panic!("{name}"));
+    let (pid_token, n) = rest.rsplit_once('-').unwrap_or_else(|| panic!("{name}"));
+    assert!(
+        n.strip_prefix('r')
+            .is_some_and(|d| d.parse::<u64>().is_ok()),
+        "{name} is not owner-locked"
+    );
+    format!("corral-owner-{pid_token}")
+}
+
 /// A process outside every corral run, killed (by its own pid handle) when
 /// dropped; it exits by itself after 30 s.
 struct Sleeper(Child);
@@ -118,9 +134,10 @@ fn a_pooled_cgroup_that_is_not_empty_is_never_borrowed() {
     .unwrap();
     let b = cgroup_of_run(&mut cg(SHOW));
     assert_ne!(a, b, "a populated pooled cgroup was borrowed");
-    // Retired but not removable, it stays locked: no other corral's stale
-    // pass may take it (and kill the intruder) while this process lives.
-    let f = std::fs::File::open(dir.join(&a)).unwrap();
+    // Retired but not removable, it stays locked (by this process's owner
+    // record): no other corral's stale pass may take it (and kill the
+    // intruder) while this process lives.
+    let f = std::fs::File::open(dir.join(owner_record(&a))).unwrap();
     assert_eq!(
         rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive),
         Err(rustix::io::Errno::WOULDBLOCK),
@@ -409,7 +426,10 @@ fn farewell_child() {
     }
     let first = cgroup_of_run(&mut cg(SHOW));
     println!("FIRST {first}");
-    let script = r#"cat /proc/self/cgroup > "$CORRAL_TEST_DIR/cg2"; exec "$H" trap sh -c 'trap "touch \"$CORRAL_TEST_DIR/term\"; exit 0" TERM; touch "$CORRAL_TEST_DIR/armed"; sleep 30 & wait'"#;
+    // `armed` once the `sleep` is in the tree: a TERM that came while the
+    // shell was still forking it would reach the shell only, and the
+    // `sleep` (and the keepers) would live to the end of the grace.
+    let script = r#"cat /proc/self/cgroup > "$CORRAL_TEST_DIR/cg2"; exec "$H" trap sh -c 'trap "touch \"$CORRAL_TEST_DIR/term\"; exit 0" TERM; sleep 30 & touch "$CORRAL_TEST_DIR/armed"; wait'"#;
     let r = cg(script).grace(5 * SEC).signal(corral::Signal::TERM).run();
     eprintln!("{r:?}");
 }
@@ -426,10 +446,11 @@ fn two_corrals_never_share_a_pooled_cgroup() {
     assert_ne!(n1, n2);
     assert!(n1.starts_with(&format!("corral-{}-", c1.0.id())), "{n1}");
     assert!(n2.starts_with(&format!("corral-{}-", c2.0.id())), "{n2}");
-    // Each pooled cgroup is locked by its corral: no one else can claim it
-    // (another corral's cleanup only takes cgroups whose lock is free).
+    // Each pooled cgroup is locked by its corral (its owner record): no one
+    // else can claim it (another corral's cleanup only takes cgroups whose
+    // lock is free).
     for n in [&n1, &n2] {
-        let f = std::fs::File::open(dir.join(n)).unwrap();
+        let f = std::fs::File::open(dir.join(owner_record(n))).unwrap();
         assert_eq!(
             rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive),
             Err(rustix::io::Errno::WOULDBLOCK),
@@ -510,4 +531,286 @@ fn fork_child() {
     assert_eq!(a, d, "the parent's pooled cgroup was lost after the fork");
     corral::process_wide::release_cgroup_pool();
     println!("FORK OK");
+}
+
+/// This process's descriptors that name one of its runs' cgroups or a file
+/// in one (`/corral-<pid>-...`; the owner record, `corral-owner-...`, is
+/// one per process, not per run).
+fn run_cgroup_fds() -> Vec<String> {
+    let mine = format!("/corral-{}-", std::process::id());
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|t| t.to_string_lossy().into_owned())
+        .filter(|t| t.contains(&mine))
+        .collect()
+}
+
+/// A running command costs corral no descriptor of its cgroup, whether the
+/// cgroup is new or borrowed from the pool: the directory's descriptor
+/// (clone3) is closed once the root is born, the files a pooled cgroup
+/// kept (`cpu.stat`, `cgroup.stat`, `cgroup.events`) are closed when a run
+/// borrows it, and ownership is this process's one owner record. (Before:
+/// one per new cgroup, four per borrowed one.)
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_running_command_holds_no_descriptor_of_its_cgroup() {
+    let _g = serial();
+    corral::process_wide::release_cgroup_pool();
+    let pooled = cgroup_of_run(&mut cg(SHOW));
+    // A pooled cgroup (not running anything) keeps at most three files
+    // open for the next borrow: `cgroup.events`, `cpu.stat`, `cgroup.stat`.
+    assert!(run_cgroup_fds().len() <= 3, "{:?}", run_cgroup_fds());
+    let s = corral_testkit::Scratch::new();
+    let start = |file: &str| {
+        let mut c = cg(&format!(
+            r#"cat /proc/self/cgroup > "$CORRAL_TEST_DIR/{file}.tmp" && mv "$CORRAL_TEST_DIR/{file}.tmp" "$CORRAL_TEST_DIR/{file}"; exec sleep 30"#
+        ));
+        c.envs(s.env())
+            .stdout(corral::Output::null())
+            .stderr(corral::Output::null());
+        c.spawn().unwrap()
+    };
+    let cgroup_in = |file: &str| {
+        let end = Instant::now() + 10 * SEC;
+        loop {
+            if let Ok(t) = std::fs::read_to_string(s.path(file)) {
+                if let Some(l) = t.lines().find_map(|l| l.strip_prefix("0::")) {
+                    return l.rsplit('/').next().unwrap().to_owned();
+                }
+            }
+            assert!(Instant::now() < end, "the run never wrote {file}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    // The first borrows the pooled cgroup, the second makes a new one.
+    let borrowed = start("a");
+    assert_eq!(
+        cgroup_in("a"),
+        pooled,
+        "the run did not borrow the pooled cgroup"
+    );
+    let fresh = start("b");
+    let made = cgroup_in("b");
+    assert_ne!(made, pooled);
+    let held = run_cgroup_fds();
+    borrowed.cancel();
+    fresh.cancel();
+    let (ra, rb) = (borrowed.wait(), fresh.wait());
+    assert_eq!(ra.outcome, corral::Outcome::Cancelled, "{ra:?}");
+    assert_eq!(rb.outcome, corral::Outcome::Cancelled, "{rb:?}");
+    assert!(held.is_empty(), "two running commands hold {held:?}");
+    corral::process_wide::release_cgroup_pool();
+}
+
+/// Starts this test binary as a separate corral process (one that runs
+/// many commands: its cgroups are owner-locked) with `env`, which starts a
+/// `sleep` (helper `name` of scratch `s`) in a cgroup run, prints that
+/// cgroup's name and waits (30 s at most).
+fn start_owner_child(
+    s: &corral_testkit::Scratch,
+    name: &str,
+    env: &[(&str, &str)],
+) -> (Child, String) {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "owner_child", "--nocapture", "--ignored"])
+        .env("CORRAL_OWNER_CHILD", name)
+        .envs(s.env())
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    for line in out.lines() {
+        let line = line.unwrap();
+        if let Some(name) = line.strip_prefix("CGROUP ") {
+            return (child, name.to_owned());
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the owner child printed no cgroup");
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+#[ignore = "helper of the ownership tests"]
+fn owner_child() {
+    let Some(name) = std::env::var_os("CORRAL_OWNER_CHILD") else {
+        return;
+    };
+    let name = name.to_string_lossy().into_owned();
+    let mut c = cg(&format!(
+        r#"cat /proc/self/cgroup > "$CORRAL_TEST_DIR/{name}.cg"; exec "$H" {name}"#
+    ));
+    c.stdout(corral::Output::null())
+        .stderr(corral::Output::null())
+        .timeout(Duration::from_secs(30));
+    let running = c.spawn().unwrap();
+    let file = std::path::PathBuf::from(std::env::var_os("CORRAL_TEST_DIR").unwrap())
+        .join(format!("{name}.cg"));
+    let end = Instant::now() + 10 * SEC;
+    let cgroup = loop {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        if let Some(l) = text.lines().find_map(|l| l.strip_prefix("0::")) {
+            break l.rsplit('/').next().unwrap().to_owned();
+        }
+        assert!(Instant::now() < end, "the run never wrote its cgroup");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    println!("CGROUP {cgroup}");
+    let _ = running.wait();
+}
+
+/// Whether the directory `d`'s `flock` is held by someone.
+fn locked(d: &Path) -> bool {
+    let f = std::fs::File::open(d).unwrap();
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        == Err(rustix::io::Errno::WOULDBLOCK)
+}
+
+/// A corral process that runs many commands is SIGKILLed with a run live,
+/// and no keeper held it (`CORRAL_TEST_FAIL_KEEPER`): its tree lives on in
+/// an owner-locked cgroup whose owner record's lock is now free. The next
+/// corral process (this one; a child of this binary) takes it for
+/// abandoned: the tree is killed, the cgroup and the owner record removed.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_killed_corrals_owner_locked_cgroup_is_cleaned_by_the_next() {
+    let _g = serial();
+    let dir = root();
+    let s = corral_testkit::Scratch::new();
+    let w = corral_testkit::Watch::new(&s);
+    let (a, name) = start_owner_child(&s, "left", &[("CORRAL_TEST_FAIL_KEEPER", "1")]);
+    let mut a = ChildGuard(a);
+    assert!(w.pid("left", 5 * SEC).is_some(), "the helper never started");
+    let record = dir.join(owner_record(&name));
+    assert!(locked(&record), "{record:?} is not locked by its corral");
+    assert!(!locked(&dir.join(&name)), "{name} holds a lock of its own");
+    a.0.kill().unwrap();
+    a.0.wait().unwrap();
+    // No keeper: the tree outlives its corral (until a corral cleans up).
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        w.is_alive("left") || !dir.join(&name).exists(),
+        "the tree died with its corral although no keeper held it"
+    );
+    // The next corral process: its first cgroup run cleans up first.
+    let (b, _) = start_owner_child(&s, "next", &[]);
+    let b = ChildGuard(b);
+    assert!(
+        w.wait_dead("left", 5 * SEC),
+        "the abandoned cgroup's tree lives"
+    );
+    assert!(
+        gone_within(&dir.join(&name), 3 * SEC),
+        "{name} was not removed"
+    );
+    assert!(gone_within(&record, 3 * SEC), "{record:?} was not removed");
+    drop(b);
+}
+
+/// Two corral processes that run many commands, each with a live run: the
+/// second one's cleanup (which runs before its first cgroup) leaves the
+/// first one's cgroup, tree and owner record alone, and the other way
+/// round for a third.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_live_corrals_cgroups_are_never_touched_by_another() {
+    let _g = serial();
+    let dir = root();
+    let s = corral_testkit::Scratch::new();
+    let w = corral_testkit::Watch::new(&s);
+    let (a, na) = start_owner_child(&s, "a", &[]);
+    let a = ChildGuard(a);
+    assert!(w.pid("a", 5 * SEC).is_some(), "helper a never started");
+    let (b, nb) = start_owner_child(&s, "b", &[]);
+    let b = ChildGuard(b);
+    assert!(w.pid("b", 5 * SEC).is_some(), "helper b never started");
+    let (c, _) = start_owner_child(&s, "c", &[]);
+    let c = ChildGuard(c);
+    assert!(w.pid("c", 5 * SEC).is_some(), "helper c never started");
+    assert_ne!(owner_record(&na), owner_record(&nb));
+    for n in [&na, &nb] {
+        assert!(dir.join(n).exists(), "{n} was removed");
+        assert!(
+            locked(&dir.join(owner_record(n))),
+            "{n}'s owner is not locked"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    for name in ["a", "b", "c"] {
+        assert!(
+            w.is_alive(name),
+            "{name}'s tree was killed by another corral"
+        );
+    }
+    drop((a, b, c));
+    for name in ["a", "b", "c"] {
+        assert!(w.wait_dead(name, 5 * SEC), "{name} outlived its corral");
+    }
+}
+
+/// The keeper holds the owner record's lock as long as it lives: while it
+/// gives a dead corral's runs their farewell (here: held up by SIGSTOP),
+/// no other corral's cleanup takes those cgroups for abandoned. Once it is
+/// done, the tree is dead and its cgroup removed.
+#[cfg(linux_raw)]
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn the_keeper_holds_a_dead_corrals_owner_record_until_it_is_done() {
+    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+    let _g = serial();
+    let dir = root();
+    let s = corral_testkit::Scratch::new();
+    let w = corral_testkit::Watch::new(&s);
+    let (a, name) = start_owner_child(&s, "held", &[]);
+    let mut a = ChildGuard(a);
+    assert!(w.pid("held", 5 * SEC).is_some(), "the helper never started");
+    let record = dir.join(owner_record(&name));
+    // The keeper, pinned while it is A's unreaped child.
+    let end = Instant::now() + 10 * SEC;
+    let keeper = loop {
+        if let Some(k) = corral_testkit::keeper::keepers_of(a.0.id())
+            .into_iter()
+            .find(|k| !k.1)
+        {
+            break k.0;
+        }
+        assert!(Instant::now() < end, "A has no keeper");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let kfd = pidfd_open(Pid::from_raw(keeper).unwrap(), PidfdFlags::empty()).unwrap();
+    /// Lets the keeper go on, whatever happens.
+    struct Cont(std::os::fd::OwnedFd);
+    impl Drop for Cont {
+        fn drop(&mut self) {
+            let _ = pidfd_send_signal(&self.0, Signal::CONT);
+        }
+    }
+    pidfd_send_signal(&kfd, Signal::STOP).unwrap();
+    let kfd = Cont(kfd);
+    a.0.kill().unwrap();
+    a.0.wait().unwrap();
+    assert!(locked(&record), "the keeper does not hold {record:?}");
+    // Another corral process starts (and cleans up) meanwhile.
+    let (b, _) = start_owner_child(&s, "other", &[]);
+    let b = ChildGuard(b);
+    assert!(
+        w.is_alive("held"),
+        "another corral killed a tree the keeper holds"
+    );
+    assert!(dir.join(&name).exists(), "another corral removed {name}");
+    drop(kfd);
+    assert!(
+        w.wait_dead("held", 5 * SEC),
+        "the keeper did not kill the tree"
+    );
+    assert!(
+        gone_within(&dir.join(&name), 3 * SEC),
+        "{name} was not removed"
+    );
+    drop(b);
 }

@@ -90,7 +90,7 @@ impl Cgroup {
             self.v1.push(V1Group {
                 controller: ctrl,
                 dir: dir.clone(),
-                procs,
+                procs: Some(procs),
             });
             let file = ctrl.limit(true);
             file.write(&dir, &v.to_string())

@@ -117,10 +117,16 @@ fn migrated_scan(pgid: u32) -> io::Result<Vec<u32>> {
 
 impl Cgroup {
     /// Whether any process is left in the cgroup (re-arms the POLLPRI
-    /// notification by reading through the watched descriptor).
+    /// notification by reading through the watched descriptor). Asked only
+    /// once the run is ending (its root exited, or a termination): the
+    /// descriptor is kept from then on, for the next looks, the release
+    /// and, if the cgroup is pooled, the next borrow's check.
     pub(super) fn populated(&self) -> io::Result<bool> {
         match &self.slot {
-            Some(s) => s.read_events().map(|e| e.populated),
+            Some(s) => s
+                .events()
+                .and_then(super::pool::events_of)
+                .map(|e| e.populated),
             // Back in the pool: it was proven empty then.
             None => Ok(false),
         }

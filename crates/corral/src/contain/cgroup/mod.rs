@@ -1,9 +1,10 @@
 //! cgroup v2 containment (Linux).
 //!
-//! Each command gets a fresh cgroup `corral-<corral pid>-<token>-<n>` under
-//! corral's own cgroup, where `<token>` is drawn at random once per process:
-//! the name is unique even between corrals that share a parent cgroup from
-//! different PID namespaces (where both may be pid 1). No descendant can
+//! Each command gets a fresh cgroup `corral-<corral pid>-<token>-r<n>`
+//! (`-<n>` in a one-shot process) under corral's own cgroup, where `<token>`
+//! is drawn at random once per process: the name is unique even between
+//! corrals that share a parent cgroup from different PID namespaces (where
+//! both may be pid 1). No descendant can
 //! exist outside it unless it moves itself out (below), so the kill never
 //! races a half-placed child. A descendant that calls `setsid()` or
 //! double-forks stays inside. Placement:
@@ -33,14 +34,23 @@
 //!   rate limited.
 //! * Release: members left by the leftovers policy are moved to corral's own
 //!   cgroup, then the directory is removed.
-//! * Ownership: the creator holds an exclusive `flock` on a descriptor of
-//!   the directory from just after `mkdir` until the directory is gone (or
-//!   it dies). The first cgroup a corral process makes is preceded by a
-//!   cleanup of its siblings: a directory of this name form whose lock can be
-//!   taken is abandoned, so what is left in it is killed and it is removed.
-//!   A held lock, another name form (an older corral), or a file system
-//!   without flock means "in doubt": nothing is signalled or removed. No
-//!   pid, so no PID namespace and no pid reuse, takes part in the decision.
+//! * Ownership: an exclusive `flock` held for the owner's life. A process
+//!   that runs many commands holds one for all its cgroups, on its owner
+//!   record `corral-owner-<pid>-<token>` (a directory beside them, made and
+//!   locked before the first; its keeper holds a copy until it is done), so
+//!   a running command costs no descriptor of its cgroup: the directory's
+//!   is opened for the spawn (clone3) and closed at attach, and signals go
+//!   by path (the path is this process's own, and no one else removes it or
+//!   makes it again while the lock is held). A one-shot process locks its
+//!   cgroup's own directory from just after `mkdir` until it is gone. The
+//!   first cgroup a corral process makes is preceded by a cleanup of its
+//!   siblings: a cgroup of these forms whose lock (its record's, or its
+//!   own) can be taken is abandoned, so what is left in it is killed and
+//!   it is removed (and a free record once none of its cgroups is left). A
+//!   held lock, a missing owner record, another name form (an older
+//!   corral), or a file system without flock means "in doubt": nothing is
+//!   signalled or removed. No pid, so no PID namespace and no pid reuse,
+//!   takes part in the decision (see `owner`).
 //! * Pool: a run without limits borrows an empty cgroup that an earlier
 //!   run of this process gave back, so the hot path has no `mkdir`/`rmdir`.
 //!   A cgroup goes back only when nothing can leak from its run into the
@@ -54,8 +64,9 @@
 //!   without the watch nothing is pooled), it held no kept member, has no nested cgroup, reads
 //!   `populated 0` and not frozen, and the keeper holds it. A borrow reads
 //!   `populated 0` again; one that is not empty is retired, never used.
-//!   While pooled the directory keeps its ownership lock (no other corral
-//!   may take it) and its keeper registration (removed if corral dies); at
+//!   While pooled the directory stays owned (the owner record's lock: no
+//!   other corral may take it) and keeps its keeper registration (removed
+//!   if corral dies); at
 //!   most [`POOL_MAX`](pool::POOL_MAX). `corral::process_wide::release_cgroup_pool` removes them. A
 //!   one-shot process (`corral::process_wide::one_shot_process`, what `corral run`
 //!   declares) pools nothing and sets no watch: its run's cgroup is removed
@@ -124,7 +135,9 @@ fn at_release(events: Option<Events>) -> AtRelease {
 struct V1Group {
     controller: Controller,
     dir: PathBuf,
-    procs: File,
+    /// Its `cgroup.procs`, for the child to write itself in before exec;
+    /// closed at attach.
+    procs: Option<File>,
 }
 
 /// A run's cgroup before its root is attached. Dropped so (the spawn
@@ -214,21 +227,17 @@ impl Cgroup {
                     .is_some_and(|r| !r.has_farewell(farewell))
                 {
                     let name = slot.dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                    slot.keeper = crate::sys::linux_spawn::keeper::register(
-                        slot.dir_fd.as_fd(),
-                        &h.own_v2,
-                        name,
-                        farewell,
-                    )
-                    .ok();
+                    let name = name.to_owned();
+                    slot.keeper = hold_with_keeper(&mut slot, &h.own_v2, &name, farewell);
                 }
                 let cpu_base = cpu_usec(&slot);
+                slot.lend();
                 return Ok(Unattached(Some(Self::assemble(
                     &h.own_v2, slot, cpu_base, limits, v2, tracer, None,
                 ))));
             }
         }
-        let (name, dir, dir_fd) = make_dir(&h.own_v2)?;
+        let (name, dir, locked) = make_dir(&h.own_v2, crate::contain::one_shot())?;
         // Watched from before the command runs, if it may be pooled.
         let (watch, epoch) = if poolable {
             let mut pool = pool();
@@ -237,20 +246,14 @@ impl Cgroup {
         } else {
             (None, 0)
         };
-        let slot = Slot::new(dir, dir_fd, watch, epoch);
+        let slot = Slot::new(dir, locked, watch, epoch);
         let mut cg = Self::assemble(&h.own_v2, slot, (0, 0), limits, v2, tracer, leaf_hold);
         // Crash safety: if this process dies before the run ends, the keeper
         // kills the cgroup and removes it. Without it (no clone3, too many
         // runs) the run is only cleaned up by the next corral's stale pass.
         #[cfg(linux_raw)]
         if let Some(slot) = cg.slot.as_mut() {
-            slot.keeper = crate::sys::linux_spawn::keeper::register(
-                slot.dir_fd.as_fd(),
-                &h.own_v2,
-                &name,
-                farewell,
-            )
-            .ok();
+            slot.keeper = hold_with_keeper(slot, &h.own_v2, &name, farewell);
         }
         if let Err(e) = cg.apply_limits(h, &name) {
             cg.remove_dirs();
@@ -288,13 +291,35 @@ impl Cgroup {
     }
 }
 
+/// Registers the cgroup in `slot` (named `name` below `parent`) with the
+/// crash-safety keeper, and with it, once per keeper, this process's owner
+/// record (for an owner-locked cgroup): the keeper holds the owner's lock
+/// until it has killed and removed what it holds, so no other corral's
+/// stale pass takes those cgroups for abandoned while the keeper gives them
+/// their farewell. `None`: not held (see [`Attached::crash_safety`]).
+#[cfg(linux_raw)]
+fn hold_with_keeper(
+    slot: &mut Slot,
+    parent: &std::path::Path,
+    name: &str,
+    farewell: crate::spec::Farewell,
+) -> Option<pool::KeeperReg> {
+    use crate::sys::linux_spawn::keeper::register;
+    let self_locked = slot.self_locked();
+    let dir = slot.dir_fd().ok()?;
+    if self_locked {
+        return register(dir, parent, name, farewell, None).ok();
+    }
+    owner::with_owner(parent, |owner, lock| {
+        register(dir, parent, name, farewell, Some((owner, lock)))
+    })
+    .ok()?
+    .ok()
+}
+
 impl Cgroup {
     /// Where the root is born (see [`Containment::placement`]).
     fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
-        let slot = self
-            .slot
-            .as_ref()
-            .ok_or_else(|| io::Error::other("cgroup already released"))?;
         // Only v2: the spawn opens `cgroup.procs` through the directory if
         // it cannot be born there (no clone3). With v1 groups, every
         // `cgroup.procs` is written by the child before exec.
@@ -309,13 +334,25 @@ impl Cgroup {
             }
             procs.extend(self.v2_procs.as_ref().map(AsFd::as_fd));
         }
-        procs.extend(self.v1.iter().map(|g| g.procs.as_fd()));
+        procs.extend(
+            self.v1
+                .iter()
+                .filter_map(|g| g.procs.as_ref().map(AsFd::as_fd)),
+        );
+        let slot = self
+            .slot
+            .as_mut()
+            .ok_or_else(|| io::Error::other("cgroup already released"))?;
+        // Born inside with clone3 where only v2 is used: clone3 cannot
+        // enter v1 groups (see the module documentation), so with those
+        // the child writes itself into every `cgroup.procs` before exec.
+        let cgroup_dir = match self.v1.is_empty() {
+            true => Some(slot.dir_fd()?),
+            false => None,
+        };
         Ok(sys::Placement {
             new_group: true,
-            // Born inside with clone3 where only v2 is used: clone3 cannot
-            // enter v1 groups (see the module documentation), so with those
-            // the child writes itself into every `cgroup.procs` before exec.
-            cgroup_dir: self.v1.is_empty().then(|| slot.dir_fd.as_fd()),
+            cgroup_dir,
             cgroup_procs: procs,
             cgroup_path: Some(&self.dir),
             env: Vec::new(),
@@ -347,6 +384,17 @@ impl Containment for Unattached {
                 Tracer::default(),
             ));
         };
+        let mut cg = cg;
+        // The spawn is done: the descriptors it needed are closed (a run
+        // holds none of its cgroup's while it runs, but a self-locked
+        // cgroup's own lock).
+        if let Some(slot) = cg.slot.as_mut() {
+            slot.unpin();
+        }
+        cg.v2_procs = None;
+        for g in &mut cg.v1 {
+            g.procs = None;
+        }
         let name = cg.dir.file_name().map(|n| n.to_string_lossy().into_owned());
         let orphans = name.and_then(|n| {
             crate::contain::orphans::register(root.id(), crate::contain::orphans::Claim::Cgroup(n))
@@ -532,7 +580,9 @@ impl Attached for Held {
         // read: an empty cgroup stays empty unless someone outside the tree
         // moves a process in, which the next borrow's own read would see.
         let events = match &this.slot {
-            Some(s) => s.read_events().ok(),
+            // Kept open from here: if the cgroup goes back to the pool, the
+            // next borrow's check reads through it (and closes it).
+            Some(s) => s.events().and_then(pool::events_of).ok(),
             None => Some(Events::default()),
         };
         let plan = at_release(events);

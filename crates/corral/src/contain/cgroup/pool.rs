@@ -17,22 +17,35 @@ pub(super) type KeeperReg = crate::sys::linux_spawn::keeper::Registration;
 pub(super) type KeeperReg = ();
 
 /// What a cgroup directory keeps across runs when it goes back to the pool:
-/// its open descriptors (the directory's holds the ownership lock) and its
-/// registration with the keeper.
+/// its open descriptors and its registration with the keeper. A live run's
+/// slot holds no descriptor but, in a self-locked cgroup, the directory's
+/// (its ownership lock): the directory's is opened for the spawn and closed
+/// at attach ([`Slot::unpin`]), the kept files are let go when a run
+/// borrows the slot ([`Slot::lend`]), and `cgroup.events` is kept only once
+/// a termination waits on it.
 pub(super) struct Slot {
     pub(super) dir: PathBuf,
-    /// The directory itself, for clone3(CLONE_INTO_CGROUP); holds the lock.
-    pub(super) dir_fd: File,
-    /// `cgroup.events`, kept open only once a termination waits on it
-    /// (POLLPRI) or the cgroup is pooled; other reads open it for the read
-    /// ([`Slot::read_events`]). So a run costs its cgroup one descriptor,
-    /// the directory's, until a termination. (`cgroup.procs` is opened
-    /// only by a spawn that is not born in the cgroup: see `placement`.)
+    /// The directory itself, for clone3(CLONE_INTO_CGROUP) and the
+    /// keeper's registration: opened when first needed and closed at
+    /// attach, unless `self_locked`.
+    dir_fd: Option<File>,
+    /// `dir_fd` holds the cgroup's ownership lock (a one-shot process's
+    /// cgroup, see `owner::make_dir`): it is kept until the directory is
+    /// removed. Otherwise this process's owner record holds it.
+    self_locked: bool,
+    /// `cgroup.events`, opened at the run's end phase (the first look at
+    /// the members once the root exited, or a termination waiting on it
+    /// with POLLPRI) and kept from then on (a pooled cgroup keeps it for
+    /// the next borrow's check, which closes it); reads before that open
+    /// it for the read ([`Slot::read_events`]). So a running command costs
+    /// its cgroup no descriptor until it ends or is terminated. (`cgroup.procs` is opened only by a
+    /// spawn that is not born in the cgroup: see `placement`.)
     pub(super) events: OnceLock<File>,
     /// Registration with the crash-safety keeper (dropped: unregistered).
     pub(super) keeper: Option<KeeperReg>,
-    /// `cpu.stat` and `cgroup.stat`, opened once and re-read in place by
-    /// the runs that reuse the cgroup.
+    /// `cpu.stat` and `cgroup.stat`, opened at the end of a run (its usage,
+    /// the give-back rule) and kept while the cgroup is pooled: the borrow
+    /// reads the CPU time base through it, then lets it go.
     pub(super) cpu_stat: std::sync::OnceLock<Option<File>>,
     pub(super) cg_stat: std::sync::OnceLock<Option<File>>,
     /// The inotify watch on this cgroup's `cgroup.kill` (see
@@ -44,12 +57,14 @@ pub(super) struct Slot {
 }
 
 impl Slot {
-    /// A new cgroup's slot: its directory and locked descriptor, its
-    /// watch (if it may be pooled) and the pool's epoch then.
-    pub(super) fn new(dir: PathBuf, dir_fd: File, watch: Option<i32>, epoch: u64) -> Slot {
+    /// A new cgroup's slot: its directory and, if self-locked, its locked
+    /// descriptor, its watch (if it may be pooled) and the pool's epoch
+    /// then.
+    pub(super) fn new(dir: PathBuf, locked: Option<File>, watch: Option<i32>, epoch: u64) -> Slot {
         Slot {
             dir,
-            dir_fd,
+            self_locked: locked.is_some(),
+            dir_fd: locked,
             events: OnceLock::new(),
             keeper: None,
             cpu_stat: OnceLock::new(),
@@ -57,6 +72,41 @@ impl Slot {
             watch,
             epoch,
         }
+    }
+
+    /// Whether the directory's own descriptor holds the cgroup's lock.
+    #[cfg_attr(not(linux_raw), allow(dead_code))]
+    pub(super) fn self_locked(&self) -> bool {
+        self.self_locked
+    }
+
+    /// The directory's descriptor, opened now if it is not open.
+    pub(super) fn dir_fd(&mut self) -> io::Result<BorrowedFd<'_>> {
+        if self.dir_fd.is_none() {
+            self.dir_fd = Some(File::open(&self.dir)?);
+        }
+        match &self.dir_fd {
+            Some(f) => Ok(f.as_fd()),
+            None => Err(io::ErrorKind::NotFound.into()),
+        }
+    }
+
+    /// The spawn is done: the directory's descriptor is closed, unless it
+    /// holds the cgroup's own lock. Signals, reads and the removal go by
+    /// path (the path is this process's own: see `owner::with_owner`).
+    pub(super) fn unpin(&mut self) {
+        if !self.self_locked {
+            self.dir_fd = None;
+        }
+    }
+
+    /// A run borrows this pooled slot: the files kept while it waited are
+    /// closed (each was read by the borrow), so that the run holds no
+    /// descriptor of its cgroup while it runs.
+    pub(super) fn lend(&mut self) {
+        self.events = OnceLock::new();
+        self.cpu_stat = OnceLock::new();
+        self.cg_stat = OnceLock::new();
     }
 
     /// Reads one of the slot's kept files from its start.
@@ -117,9 +167,9 @@ pub(super) static POOL: crate::sys::per_process::PerProcess<Pool> =
 pub(super) struct Pool {
     pub(super) slots: Vec<Slot>,
     /// Retired cgroups that could not be removed yet (something outside
-    /// corral moved a process in while they waited). They keep their
-    /// ownership lock, so no other corral's stale pass kills what is in
-    /// them while this process lives; removal is tried again at the next
+    /// corral moved a process in while they waited). This process's owner
+    /// record stays locked, so no other corral's stale pass kills what is
+    /// in them while this process lives; removal is tried again at the next
     /// borrow and by [`drain_pool`].
     pub(super) retired: Vec<Slot>,
     /// Watches whose `cgroup.kill` (or another interface file that a later
@@ -264,7 +314,8 @@ pub(super) fn harmless_write(name: &[u8]) -> bool {
 }
 
 /// At most this many cgroups wait in the pool (each holds a keeper slot, an
-/// inotify watch and four descriptors).
+/// inotify watch and at most three descriptors: `cgroup.events`,
+/// `cpu.stat`, `cgroup.stat`).
 pub(super) const POOL_MAX: usize = 16;
 
 /// The pool, as this process's own (see [`Pool::adopt`]).
@@ -506,7 +557,7 @@ impl Cgroup {
                 written: slot.watch.is_some_and(|wd| pool.killed.contains(&wd)),
                 held: held(&slot),
             };
-            if lend_rule(&facts, || slot.events().and_then(events_of).ok()).is_ok() {
+            if lend_rule(&facts, || slot.read_events().ok()).is_ok() {
                 return Some(slot);
             }
             retire(&mut pool, slot);

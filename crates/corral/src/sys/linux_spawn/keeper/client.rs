@@ -2,7 +2,7 @@
 //! takes them back, and tells whether it still holds them.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -333,12 +333,16 @@ pub(crate) fn register_cookie(
 /// before the run ends. `dir` is the cgroup's directory, `parent` the
 /// directory it is in, `name` its name there. The parent directory is
 /// opened and sent once per keeper: a run costs one `sendmsg` with one
-/// descriptor, and the keeper one descriptor.
+/// descriptor, and the keeper one descriptor. `owner`: this process's
+/// owner record (its path and its locked descriptor, see the cgroup tier's
+/// `owner::Owner`), sent once per keeper too: the keeper holds it, and so
+/// the lock, until it exits (it never acts on it).
 pub(crate) fn register(
     dir: BorrowedFd<'_>,
     parent: &Path,
     name: &str,
     farewell: crate::spec::Farewell,
+    owner: Option<(&Path, BorrowedFd<'_>)>,
 ) -> io::Result<Registration> {
     if name.is_empty() || name.bytes().any(|b| b == 0) {
         return Err(io::Error::other("cgroup name unfit for the keeper"));
@@ -347,22 +351,34 @@ pub(crate) fn register(
         .ok_or_else(|| io::Error::other("cgroup name too long for the keeper"))?;
     msg.farewell = Farewell::of(farewell);
     with_keeper(|c| {
-        msg.parent = parent_slot(c, parent)?;
+        if let Some((path, fd)) = owner {
+            parent_slot(c, path, Some(fd))?;
+        }
+        msg.parent = parent_slot(c, parent, None)?;
         add(c, &mut msg, Some(dir.as_raw_fd()))
     })
 }
 
 /// The keeper's slot for the directory `parent`, sent to it now if it was
-/// not before.
-fn parent_slot(c: &mut Conn, parent: &Path) -> io::Result<u32> {
+/// not before: `fd`, or a descriptor opened now. (A directory sent so is
+/// held until the keeper exits, and never acted on.)
+fn parent_slot(c: &mut Conn, parent: &Path, fd: Option<BorrowedFd<'_>>) -> io::Result<u32> {
     if let Some((_, s)) = c.parents.iter().find(|(p, _)| p == parent) {
         return Ok(*s);
     }
-    let fd = rustix::fs::open(
-        parent,
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )?;
+    let opened = match fd {
+        Some(_) => None,
+        None => Some(rustix::fs::open(
+            parent,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?),
+    };
+    let Some(fd) = fd.or(opened.as_ref().map(AsFd::as_fd)) else {
+        return Err(io::ErrorKind::NotFound.into());
+    };
     let slot = c.take_slot()?;
     let mut msg = Message::new(OP_PARENT);
     msg.slot = slot;

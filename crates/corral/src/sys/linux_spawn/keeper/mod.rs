@@ -12,7 +12,8 @@
 //! process group does not take it along), closes every descriptor but two —
 //! a `SOCK_SEQPACKET` socket to the host and a pidfd of the host — and holds,
 //! for every live cgroup run, the cgroup's directory descriptor (and, once,
-//! the directory it is in), and for every process-group or subreaper run
+//! the directory it is in, and the host's owner record, whose `flock` it so
+//! holds until it exits: see the cgroup tier's `owner`), and for every process-group or subreaper run
 //! the tree's cookie (sent before the spawn, so the root is covered before
 //! its own registration reaches the keeper) and the root's pidfd, received
 //! with `SCM_RIGHTS`, and the pidfds of the subreaper tree's members that a
