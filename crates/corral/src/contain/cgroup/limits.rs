@@ -129,7 +129,7 @@ impl Cgroup {
                 let dir = if v1 {
                     self.v1_dir(ctrl)
                 } else {
-                    self.v2_accounts(ctrl).then_some(self.dir.as_path())
+                    self.v2_accounts(ctrl).then_some(&*self.dir)
                 };
                 let Some(dir) = dir else { continue };
                 let (peak, hit) = match ctrl {

@@ -1,6 +1,5 @@
 //! The cgroup's members: listing, signalling, killing, moving out.
 
-use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::path::Path;
@@ -22,11 +21,7 @@ pub(super) const STRAGGLERS_AFTER: Duration = Duration::from_millis(5);
 /// their own. None before the tree was sent SIGKILL, nor until
 /// [`STRAGGLERS_AFTER`] has passed since (`since_kill`); then each one not
 /// yet `sent` one, once.
-pub(super) fn stragglers(
-    since_kill: Option<Duration>,
-    listed: &[u32],
-    sent: &HashSet<u32>,
-) -> Vec<u32> {
+pub(super) fn stragglers(since_kill: Option<Duration>, listed: &[u32], sent: &[u32]) -> Vec<u32> {
     if since_kill.is_none_or(|d| d < STRAGGLERS_AFTER) {
         return Vec::new();
     }
@@ -211,7 +206,7 @@ impl Cgroup {
         skip_pgid: Option<u32>,
     ) -> io::Result<()> {
         let rsig = sys::to_rustix(sig)?;
-        let rel = self.dir.strip_prefix(&self.parent).unwrap_or(&self.dir);
+        let rel = self.dir.strip_prefix(self.parent()).unwrap_or(&self.dir);
         let marker = format!("/{}", rel.display());
         for &pid in pids {
             let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
@@ -301,7 +296,7 @@ impl Cgroup {
             return; // nothing left in the cgroup
         }
         // corral's own cgroup (the leaf, if it moved itself aside).
-        let home = super::delegated::home(&self.parent);
+        let home = super::delegated::home(self.parent());
         for _ in 0..20 {
             let pids = self.all_procs();
             if pids.is_empty() {
@@ -332,14 +327,14 @@ mod tests {
     #[test]
     fn straggler_rule_table() {
         let ms = Duration::from_millis;
-        let sent: HashSet<u32> = [7].into_iter().collect();
-        let none = HashSet::new();
+        let sent: Vec<u32> = vec![7];
+        let none = Vec::new();
         /// (name, time since the tree's SIGKILL, listed, sent before, to kill)
         type Case<'a> = (
             &'a str,
             Option<Duration>,
             &'a [u32],
-            &'a HashSet<u32>,
+            &'a Vec<u32>,
             &'a [u32],
         );
         let cases: &[Case] = &[

@@ -160,8 +160,9 @@ struct Held {
 
 /// A run's cgroup and what it learned (see [`Unattached`] and [`Held`]).
 pub(crate) struct Cgroup {
-    dir: PathBuf,
-    parent: PathBuf,
+    /// The cgroup's path, shared with its slot (one allocation a run); its
+    /// parent is the parent cgroup the run's cgroups are made in.
+    dir: std::sync::Arc<std::path::Path>,
     /// The directory's descriptors; `None` once it went back to the pool.
     slot: Option<Slot>,
     /// CPU time the cgroup had used when this run borrowed it (zero for a
@@ -177,8 +178,9 @@ pub(crate) struct Cgroup {
     v2: Enabled,
     /// When SIGKILL was sent to the tree.
     killed_at: Option<Instant>,
-    /// Members already sent a SIGKILL of their own after that.
-    stragglers: std::collections::HashSet<u32>,
+    /// Members already sent a SIGKILL of their own after that (a few at
+    /// most: a list, not a set, costs no hasher's state in a live run).
+    stragglers: Vec<u32>,
     tracer: Tracer,
     /// The run's claim on controllers corral enabled in the parent
     /// (dropped after the cgroup is gone: the last one undoes them).
@@ -233,7 +235,7 @@ impl Cgroup {
                 let cpu_base = cpu_usec(&slot);
                 slot.lend();
                 return Ok(Unattached(Some(Self::assemble(
-                    &h.own_v2, slot, cpu_base, limits, v2, tracer, None,
+                    slot, cpu_base, limits, v2, tracer, None,
                 ))));
             }
         }
@@ -247,7 +249,7 @@ impl Cgroup {
             (None, 0)
         };
         let slot = Slot::new(dir, locked, watch, epoch);
-        let mut cg = Self::assemble(&h.own_v2, slot, (0, 0), limits, v2, tracer, leaf_hold);
+        let mut cg = Self::assemble(slot, (0, 0), limits, v2, tracer, leaf_hold);
         // Crash safety: if this process dies before the run ends, the keeper
         // kills the cgroup and removes it. Without it (no clone3, too many
         // runs) the run is only cleaned up by the next corral's stale pass.
@@ -266,7 +268,6 @@ impl Cgroup {
     /// `cpu_base` already used), below `parent`; `v2` says whether the v2
     /// memory and pids controllers are enabled for it.
     fn assemble(
-        parent: &std::path::Path,
         slot: Slot,
         cpu_base: (u64, u64),
         limits: Limits,
@@ -276,7 +277,6 @@ impl Cgroup {
     ) -> Cgroup {
         Cgroup {
             dir: slot.dir.clone(),
-            parent: parent.to_path_buf(),
             slot: Some(slot),
             cpu_base,
             v1: Vec::new(),
@@ -284,7 +284,7 @@ impl Cgroup {
             limits,
             v2,
             killed_at: None,
-            stragglers: std::collections::HashSet::new(),
+            stragglers: Vec::new(),
             tracer,
             leaf_hold,
         }
@@ -318,6 +318,12 @@ fn hold_with_keeper(
 }
 
 impl Cgroup {
+    /// The parent cgroup the run's cgroup was made in (its directory's
+    /// parent: the runs' cgroups are made right below it).
+    pub(super) fn parent(&self) -> &std::path::Path {
+        self.dir.parent().unwrap_or(&self.dir)
+    }
+
     /// Where the root is born (see [`Containment::placement`]).
     fn placement(&mut self) -> io::Result<sys::Placement<'_>> {
         // Only v2: the spawn opens `cgroup.procs` through the directory if

@@ -24,7 +24,7 @@ pub(super) type KeeperReg = ();
 /// borrows the slot ([`Slot::lend`]), and `cgroup.events` is kept only once
 /// a termination waits on it.
 pub(super) struct Slot {
-    pub(super) dir: PathBuf,
+    pub(super) dir: std::sync::Arc<Path>,
     /// The directory itself, for clone3(CLONE_INTO_CGROUP) and the
     /// keeper's registration: opened when first needed and closed at
     /// attach, unless `self_locked`.
@@ -62,7 +62,7 @@ impl Slot {
     /// then.
     pub(super) fn new(dir: PathBuf, locked: Option<File>, watch: Option<i32>, epoch: u64) -> Slot {
         Slot {
-            dir,
+            dir: dir.into(),
             self_locked: locked.is_some(),
             dir_fd: locked,
             events: OnceLock::new(),
