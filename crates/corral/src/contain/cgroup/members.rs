@@ -240,17 +240,30 @@ impl Cgroup {
     /// whose leader thread already exited while other threads run; one
     /// signal to the process (what `kill(2)` does) ends it.
     pub(super) fn kill_stragglers(&mut self, listed: &[u32]) {
-        let since_kill = self.killed_at.map(|t| t.elapsed());
-        let new = stragglers(since_kill, listed, &self.stragglers);
+        let Some(killed) = self.killed.as_mut() else {
+            return;
+        };
+        let new = stragglers(Some(killed.at.elapsed()), listed, &killed.stragglers);
         if new.is_empty() {
             return;
         }
-        self.stragglers.extend(new.iter().copied());
+        killed.stragglers.extend(new.iter().copied());
         let _ = self.signal_pids(&new, Signal::KILL, None);
     }
 
+    /// Notes the tree's SIGKILL (the first one: its time is kept).
+    pub(super) fn killed_now(&mut self) {
+        self.killed.get_or_insert_with(|| {
+            Box::new(super::Killed {
+                at: Instant::now(),
+                stragglers: Vec::new(),
+                migrants: None,
+            })
+        });
+    }
+
     pub(super) fn kill_all(&mut self) -> io::Result<()> {
-        self.killed_at.get_or_insert_with(Instant::now);
+        self.killed_now();
         match CgroupFile::Kill.write(&self.dir, "1") {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {

@@ -153,8 +153,17 @@ struct Held {
     pgid: u32,
     /// Prompt reaping of the tree's orphans (subreaper processes only).
     orphans: Option<crate::contain::orphans::Registration>,
+}
+
+/// What a run's cgroup keeps from the tree's SIGKILL on.
+struct Killed {
+    /// When SIGKILL was sent to the tree.
+    at: Instant,
+    /// Members already sent a SIGKILL of their own after that (a few at
+    /// most: a list, not a set).
+    stragglers: Vec<u32>,
     /// The processes of the root's group on the machine right after the
-    /// tree was sent SIGKILL (`None` before): every migrant there will be.
+    /// SIGKILL (`None` until that look): every migrant there will be.
     migrants: Option<Vec<u32>>,
 }
 
@@ -176,11 +185,9 @@ pub(crate) struct Cgroup {
     /// Whether the v2 memory / pids controllers are enabled for our cgroups
     /// (their accounting files exist then).
     v2: Enabled,
-    /// When SIGKILL was sent to the tree.
-    killed_at: Option<Instant>,
-    /// Members already sent a SIGKILL of their own after that (a few at
-    /// most: a list, not a set, costs no hasher's state in a live run).
-    stragglers: Vec<u32>,
+    /// What the tree's SIGKILL started (`None` before it: a live run keeps
+    /// one pointer for it).
+    killed: Option<Box<Killed>>,
     tracer: Tracer,
     /// The run's claim on controllers corral enabled in the parent
     /// (dropped after the cgroup is gone: the last one undoes them).
@@ -283,8 +290,7 @@ impl Cgroup {
             v2_procs: None,
             limits,
             v2,
-            killed_at: None,
-            stragglers: Vec::new(),
+            killed: None,
             tracer,
             leaf_hold,
         }
@@ -409,7 +415,6 @@ impl Containment for Unattached {
             cg,
             pgid: root.id(),
             orphans,
-            migrants: None,
         }))
     }
 }
@@ -446,7 +451,7 @@ impl Attached for Held {
             signal: sig,
         });
         if sig == Signal::KILL {
-            cg.killed_at.get_or_insert_with(Instant::now);
+            cg.killed_now();
             // The root's process group first (pinned by the unreaped root):
             // one kill(2) starts the usual tree dying at once, as the
             // `killpg` of a plain runner would, while `cgroup.kill` (a
@@ -463,8 +468,8 @@ impl Attached for Held {
             // fork racing a group signal either gets it or fails), so the
             // candidates found now are all there will be, and the /proc
             // pass runs while the tree dies instead of after it.
-            if self.migrants.is_none() {
-                self.migrants = Some(Cgroup::migrant_candidates(pgid));
+            if let Some(k) = cg.killed.as_mut().filter(|k| k.migrants.is_none()) {
+                k.migrants = Some(Cgroup::migrant_candidates(pgid));
             }
             return res;
         }
@@ -505,7 +510,8 @@ impl Attached for Held {
             // tree seems gone, and not on every check; after a SIGKILL, the
             // candidates listed right after it are looked at again instead
             // (see `signal`).
-            return Ok(match &self.migrants {
+            let migrants = self.cg.killed.as_ref().and_then(|k| k.migrants.as_ref());
+            return Ok(match migrants {
                 Some(c) => Cgroup::migrated_of(self.pgid, c),
                 None => Cgroup::migrated(self.pgid),
             });
@@ -656,6 +662,21 @@ impl Drop for Unattached {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What one live run of this tier keeps in memory, besides its `Life`
+    /// (docs/BENCHMARKS.md, figure 5): the held tree is boxed once per run,
+    /// so each byte here is 10 KB at 10,000 runs.
+    #[test]
+    fn a_live_runs_cgroup_state_stays_small() {
+        use std::mem::size_of;
+        let held = size_of::<super::Held>();
+        eprintln!(
+            "Held {held} Cgroup {} Slot {}",
+            size_of::<super::Cgroup>(),
+            size_of::<super::pool::Slot>()
+        );
+        assert!(held <= 280, "Held grew to {held} bytes");
+    }
 
     #[test]
     fn release_rule_table() {

@@ -583,7 +583,7 @@ impl Cgroup {
             poolable: Self::poolable(self.limits, self.v2),
             clean_exit,
             empty_thawed,
-            killed: self.killed_at.is_some(),
+            killed: self.killed.is_some(),
             limited: !self.v1.is_empty() || self.leaf_hold.is_some(),
             keeper: slot.keeper.is_some(),
             watched: slot.watch.is_some(),
