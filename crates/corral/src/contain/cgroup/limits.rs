@@ -21,8 +21,8 @@ impl Cgroup {
     /// The limit asked for `ctrl`.
     fn wanted(&self, ctrl: Controller) -> Option<u64> {
         match ctrl {
-            Controller::Pids => self.limits.pids_max,
-            Controller::Memory => self.limits.memory_max,
+            Controller::Pids => self.limits().pids_max,
+            Controller::Memory => self.limits().memory_max,
         }
     }
 
@@ -34,14 +34,14 @@ impl Cgroup {
 
     /// This run's v1 group of `ctrl`, if it has one.
     fn v1_dir(&self, ctrl: Controller) -> Option<&std::path::Path> {
-        self.v1
+        self.v1()
             .iter()
             .find(|g| g.controller == ctrl)
             .map(|g| g.dir.as_path())
     }
 
     pub(super) fn apply_limits(&mut self, h: &Hierarchy, name: &str) -> Result<(), CgroupError> {
-        if !self.limits.any() {
+        if !self.limits().any() {
             return Ok(());
         }
         for ctrl in [Controller::Pids, Controller::Memory] {
@@ -87,11 +87,14 @@ impl Cgroup {
                     });
                 }
             };
-            self.v1.push(V1Group {
-                controller: ctrl,
-                dir: dir.clone(),
-                procs: Some(procs),
-            });
+            self.limited
+                .get_or_insert_with(Box::default)
+                .v1
+                .push(V1Group {
+                    controller: ctrl,
+                    dir: dir.clone(),
+                    procs: Some(procs),
+                });
             let file = ctrl.limit(true);
             file.write(&dir, &v.to_string())
                 .map_err(|source| CgroupError::SetLimit {

@@ -317,7 +317,7 @@ impl Cgroup {
             }
             for pid in pids {
                 let _ = CgroupFile::Procs.write(&home, &pid.to_string());
-                for g in &self.v1 {
+                for g in self.v1() {
                     if let Some(parent) = g.dir.parent() {
                         let _ = CgroupFile::Procs.write(parent, &pid.to_string());
                     }

@@ -177,11 +177,6 @@ pub(crate) struct Cgroup {
     /// CPU time the cgroup had used when this run borrowed it (zero for a
     /// new one): usage is reported as the difference.
     cpu_base: (u64, u64),
-    v1: Vec<V1Group>,
-    /// The v2 `cgroup.procs`, opened only when v1 groups are used too (the
-    /// child then writes itself into each before exec).
-    v2_procs: Option<File>,
-    limits: Limits,
     /// Whether the v2 memory / pids controllers are enabled for our cgroups
     /// (their accounting files exist then).
     v2: Enabled,
@@ -189,6 +184,19 @@ pub(crate) struct Cgroup {
     /// one pointer for it).
     killed: Option<Box<Killed>>,
     tracer: Tracer,
+    /// What only a run with limits has (`None` for one without: a live
+    /// run keeps one pointer for it).
+    limited: Option<Box<Limited>>,
+}
+
+/// The limits of a run that has some, and what they need.
+#[derive(Default)]
+struct Limited {
+    limits: Limits,
+    v1: Vec<V1Group>,
+    /// The v2 `cgroup.procs`, opened only when v1 groups are used too (the
+    /// child then writes itself into each before exec).
+    v2_procs: Option<File>,
     /// The run's claim on controllers corral enabled in the parent
     /// (dropped after the cgroup is gone: the last one undoes them).
     leaf_hold: Option<delegated::Hold>,
@@ -282,18 +290,34 @@ impl Cgroup {
         tracer: Tracer,
         leaf_hold: Option<delegated::Hold>,
     ) -> Cgroup {
+        let limited = (limits.any() || leaf_hold.is_some()).then(|| {
+            Box::new(Limited {
+                limits,
+                leaf_hold,
+                ..Limited::default()
+            })
+        });
         Cgroup {
             dir: slot.dir.clone(),
             slot: Some(slot),
             cpu_base,
-            v1: Vec::new(),
-            v2_procs: None,
-            limits,
             v2,
             killed: None,
             tracer,
-            leaf_hold,
+            limited,
         }
+    }
+
+    /// The limits asked for (none for most runs).
+    fn limits(&self) -> Limits {
+        self.limited
+            .as_ref()
+            .map_or_else(Limits::default, |l| l.limits)
+    }
+
+    /// The run's v1 groups (limits on a hybrid host).
+    fn v1(&self) -> &[V1Group] {
+        self.limited.as_ref().map_or(&[], |l| &l.v1)
     }
 }
 
@@ -336,21 +360,22 @@ impl Cgroup {
         // it cannot be born there (no clone3). With v1 groups, every
         // `cgroup.procs` is written by the child before exec.
         let mut procs = Vec::new();
-        if !self.v1.is_empty() {
-            if self.v2_procs.is_none() {
-                self.v2_procs = Some(
+        if let Some(l) = self.limited.as_deref_mut().filter(|l| !l.v1.is_empty()) {
+            if l.v2_procs.is_none() {
+                l.v2_procs = Some(
                     OpenOptions::new()
                         .write(true)
                         .open(CgroupFile::Procs.path(&self.dir))?,
                 );
             }
-            procs.extend(self.v2_procs.as_ref().map(AsFd::as_fd));
         }
-        procs.extend(
-            self.v1
-                .iter()
-                .filter_map(|g| g.procs.as_ref().map(AsFd::as_fd)),
-        );
+        if let Some(l) = self.limited.as_deref() {
+            procs.extend(l.v2_procs.as_ref().map(AsFd::as_fd));
+            procs.extend(
+                l.v1.iter()
+                    .filter_map(|g| g.procs.as_ref().map(AsFd::as_fd)),
+            );
+        }
         let slot = self
             .slot
             .as_mut()
@@ -358,7 +383,7 @@ impl Cgroup {
         // Born inside with clone3 where only v2 is used: clone3 cannot
         // enter v1 groups (see the module documentation), so with those
         // the child writes itself into every `cgroup.procs` before exec.
-        let cgroup_dir = match self.v1.is_empty() {
+        let cgroup_dir = match self.limited.as_ref().is_none_or(|l| l.v1.is_empty()) {
             true => Some(slot.dir_fd()?),
             false => None,
         };
@@ -403,9 +428,11 @@ impl Containment for Unattached {
         if let Some(slot) = cg.slot.as_mut() {
             slot.unpin();
         }
-        cg.v2_procs = None;
-        for g in &mut cg.v1 {
-            g.procs = None;
+        if let Some(l) = cg.limited.as_deref_mut() {
+            l.v2_procs = None;
+            for g in &mut l.v1 {
+                g.procs = None;
+            }
         }
         let name = cg.dir.file_name().map(|n| n.to_string_lossy().into_owned());
         let orphans = name.and_then(|n| {
@@ -675,7 +702,7 @@ mod tests {
             size_of::<super::Cgroup>(),
             size_of::<super::pool::Slot>()
         );
-        assert!(held <= 280, "Held grew to {held} bytes");
+        assert!(held <= 208, "Held grew to {held} bytes");
     }
 
     #[test]

@@ -286,7 +286,12 @@ impl Cgroup {
         // this process's owner record) stays held until everything of this
         // command is gone, so a v1 group whose v2 twin is missing was never
         // in use.
-        for g in self.v1.drain(..) {
+        let v1 = self
+            .limited
+            .as_mut()
+            .map(|l| std::mem::take(&mut l.v1))
+            .unwrap_or_default();
+        for g in v1 {
             for _ in 0..50 {
                 if fs::remove_dir(&g.dir).is_ok() || !g.dir.exists() {
                     break;

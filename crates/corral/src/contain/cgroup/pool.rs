@@ -580,11 +580,14 @@ impl Cgroup {
             return false;
         };
         let run = Returned {
-            poolable: Self::poolable(self.limits, self.v2),
+            poolable: Self::poolable(self.limits(), self.v2),
             clean_exit,
             empty_thawed,
             killed: self.killed.is_some(),
-            limited: !self.v1.is_empty() || self.leaf_hold.is_some(),
+            limited: self
+                .limited
+                .as_ref()
+                .is_some_and(|l| !l.v1.is_empty() || l.leaf_hold.is_some()),
             keeper: slot.keeper.is_some(),
             watched: slot.watch.is_some(),
         };
