@@ -814,3 +814,57 @@ fn the_keeper_holds_a_dead_corrals_owner_record_until_it_is_done() {
     );
     drop(b);
 }
+
+/// A host that runs with a standard stream closed (CPython's own
+/// subprocess tests do, and restore it afterwards with `dup2`) keeps its
+/// streams: no file corral keeps across runs (the pool's `cgroup.events`
+/// and kept statistics, the owner record's lock, the pool's inotify queue)
+/// takes the number 0, 1 or 2, which the host's `dup2` would silently
+/// take over, and which corral's own close would then close under it.
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn a_host_with_a_closed_standard_stream_keeps_its_streams() {
+    for env in [vec![], vec![("CLOSE_FIRST".into(), "1".into())]] {
+        let text = corral_testkit::run_ignored_test_in_child("closed_stdin_child", &env);
+        assert!(text.contains("STREAMS-OK"), "{env:?}: {text}");
+    }
+}
+
+#[test]
+#[ignore = "helper of a_host_with_a_closed_standard_stream_keeps_its_streams"]
+fn closed_stdin_child() {
+    use std::os::fd::{AsRawFd, BorrowedFd};
+    use std::os::unix::fs::MetadataExt;
+    let run = || {
+        corral::Command::new("/bin/true")
+            .containment(ContainmentChoice::Only(Mechanism::Cgroup))
+            .run()
+            .unwrap()
+    };
+    // One run first, as a host's earlier work (the keeper, the owner
+    // record, the pool's queue exist), then one with stdin closed at its
+    // start (the host closes 0, to see what a child does without it).
+    let first = std::env::var_os("CLOSE_FIRST").is_some();
+    if !first {
+        assert_eq!(run().exit_code(), Some(0));
+    }
+    // SAFETY: closes this helper process's stdin, which nothing in it
+    // reads or owns as a Rust object.
+    assert_eq!(unsafe { libc::close(0) }, 0);
+    for _ in 0..3 {
+        assert_eq!(run().exit_code(), Some(0));
+    }
+    // The host puts a stream back on 0, as CPython's tests restore theirs.
+    let null = std::fs::File::open("/dev/null").unwrap();
+    // SAFETY: dup2 onto 0, free or not: from here on 0 is this process's.
+    assert_eq!(unsafe { libc::dup2(null.as_raw_fd(), 0) }, 0);
+    let want = std::fs::metadata("/dev/null").unwrap().rdev();
+    for _ in 0..3 {
+        assert_eq!(run().exit_code(), Some(0));
+    }
+    // SAFETY: 0 was made this process's own by the dup2 above.
+    let st = rustix::fs::fstat(unsafe { BorrowedFd::borrow_raw(0) })
+        .expect("corral closed the host's standard input");
+    assert_eq!(st.st_rdev, want, "0 is no longer the host's /dev/null");
+    println!("STREAMS-OK");
+}

@@ -112,16 +112,14 @@ fn migrated_scan(pgid: u32) -> io::Result<Vec<u32>> {
 
 impl Cgroup {
     /// Whether any process is left in the cgroup (re-arms the POLLPRI
-    /// notification by reading through the watched descriptor). Asked only
-    /// once the run is ending (its root exited, or a termination): the
-    /// descriptor is kept from then on, for the next looks, the release
-    /// and, if the cgroup is pooled, the next borrow's check.
+    /// notification when a termination waits on the kept descriptor; else
+    /// the file is opened for the read and closed: a descriptor opened on
+    /// the runtime's thread at any moment and kept is one a host that
+    /// closes its own descriptors twice (CPython's tests do) can close
+    /// under corral, which would then close the host's next one).
     pub(super) fn populated(&self) -> io::Result<bool> {
         match &self.slot {
-            Some(s) => s
-                .events()
-                .and_then(super::pool::events_of)
-                .map(|e| e.populated),
+            Some(s) => s.read_events().map(|e| e.populated),
             // Back in the pool: it was proven empty then.
             None => Ok(false),
         }

@@ -621,7 +621,7 @@ impl Attached for Held {
         let events = match &this.slot {
             // Kept open from here: if the cgroup goes back to the pool, the
             // next borrow's check reads through it (and closes it).
-            Some(s) => s.events().and_then(pool::events_of).ok(),
+            Some(s) => s.read_events().ok(),
             None => Some(Events::default()),
         };
         let plan = at_release(events);

@@ -198,7 +198,7 @@ pub(super) fn with_owner<T>(
 /// empty and unlocked) or already removed the directory.
 pub(super) fn claim(dir: &Path) -> io::Result<File> {
     // A read-only descriptor of the directory (also what clone3 needs).
-    let fd = File::open(dir)?;
+    let fd = super::files::kept(File::open(dir)?)?;
     match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {}
         Err(rustix::io::Errno::WOULDBLOCK) => return Err(io::ErrorKind::WouldBlock.into()),

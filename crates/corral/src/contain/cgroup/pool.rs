@@ -7,7 +7,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::files::{kv, remove_tree, CgroupFile, Enabled, Events};
+use super::files::{kept, kv, remove_tree, CgroupFile, Enabled, Events};
 use super::Cgroup;
 use crate::contain::{Limits, OsOp};
 
@@ -33,21 +33,15 @@ pub(super) struct Slot {
     /// cgroup, see `owner::make_dir`): it is kept until the directory is
     /// removed. Otherwise this process's owner record holds it.
     self_locked: bool,
-    /// `cgroup.events`, opened at the run's end phase (the first look at
-    /// the members once the root exited, or a termination waiting on it
-    /// with POLLPRI) and kept from then on (a pooled cgroup keeps it for
-    /// the next borrow's check, which closes it); reads before that open
-    /// it for the read ([`Slot::read_events`]). So a running command costs
-    /// its cgroup no descriptor until it ends or is terminated. (`cgroup.procs` is opened only by a
-    /// spawn that is not born in the cgroup: see `placement`.)
+    /// `cgroup.events`, opened when a termination waits on it (POLLPRI)
+    /// and kept from then on (closed by the next borrow if the cgroup is
+    /// pooled); other reads open it for the read ([`Slot::read_events`]).
+    /// So a running command costs its cgroup no descriptor until a
+    /// termination. (`cgroup.procs` is opened only by a spawn that is not
+    /// born in the cgroup: see `placement`.)
     pub(super) events: OnceLock<File>,
     /// Registration with the crash-safety keeper (dropped: unregistered).
     pub(super) keeper: Option<KeeperReg>,
-    /// `cpu.stat` and `cgroup.stat`, opened at the end of a run (its usage,
-    /// the give-back rule) and kept while the cgroup is pooled: the borrow
-    /// reads the CPU time base through it, then lets it go.
-    pub(super) cpu_stat: std::sync::OnceLock<Option<File>>,
-    pub(super) cg_stat: std::sync::OnceLock<Option<File>>,
     /// The inotify watch on this cgroup's `cgroup.kill` (see
     /// [`KillWatch`]); a cgroup without one is never pooled.
     pub(super) watch: Option<i32>,
@@ -67,8 +61,6 @@ impl Slot {
             dir_fd: locked,
             events: OnceLock::new(),
             keeper: None,
-            cpu_stat: OnceLock::new(),
-            cg_stat: OnceLock::new(),
             watch,
             epoch,
         }
@@ -83,7 +75,7 @@ impl Slot {
     /// The directory's descriptor, opened now if it is not open.
     pub(super) fn dir_fd(&mut self) -> io::Result<BorrowedFd<'_>> {
         if self.dir_fd.is_none() {
-            self.dir_fd = Some(File::open(&self.dir)?);
+            self.dir_fd = Some(kept(File::open(&self.dir)?)?);
         }
         match &self.dir_fd {
             Some(f) => Ok(f.as_fd()),
@@ -105,19 +97,11 @@ impl Slot {
     /// descriptor of its cgroup while it runs.
     pub(super) fn lend(&mut self) {
         self.events = OnceLock::new();
-        self.cpu_stat = OnceLock::new();
-        self.cg_stat = OnceLock::new();
     }
 
     /// Reads one of the slot's kept files from its start.
-    pub(super) fn read_kept(
-        &self,
-        which: &std::sync::OnceLock<Option<File>>,
-        file: CgroupFile,
-    ) -> Option<String> {
-        let f = which
-            .get_or_init(|| File::open(file.path(&self.dir)).ok())
-            .as_ref()?;
+    pub(super) fn read_kept(&self, file: CgroupFile) -> Option<String> {
+        let f = File::open(file.path(&self.dir)).ok()?;
         let mut buf = [0u8; 1024];
         let n = f.read_at(&mut buf, 0).ok()?;
         Some(String::from_utf8_lossy(&buf[..n]).into_owned())
@@ -136,13 +120,12 @@ impl Slot {
         if let Some(f) = self.events.get() {
             return Ok(f);
         }
-        let f = File::open(CgroupFile::Events.path(&self.dir))?;
+        let f = kept(File::open(CgroupFile::Events.path(&self.dir))?)?;
         Ok(self.events.get_or_init(|| f))
     }
 
     pub(super) fn cpu_stat(&self) -> String {
-        self.read_kept(&self.cpu_stat, CgroupFile::CpuStat)
-            .unwrap_or_default()
+        self.read_kept(CgroupFile::CpuStat).unwrap_or_default()
     }
 }
 
@@ -233,7 +216,10 @@ impl KillWatch {
     pub(super) fn fd(pool: &mut Pool) -> Option<BorrowedFd<'_>> {
         use rustix::fs::inotify::{init, CreateFlags};
         if pool.inotify.is_none() {
-            pool.inotify = init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok();
+            pool.inotify = init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)
+                .ok()
+                .and_then(|fd| kept(File::from(fd)).ok())
+                .map(std::os::fd::OwnedFd::from);
         }
         pool.inotify.as_ref().map(AsFd::as_fd)
     }
@@ -595,7 +581,7 @@ impl Cgroup {
         let verdict = give_back_rule(
             &run,
             || {
-                slot.read_kept(&slot.cg_stat, CgroupFile::Stat)
+                slot.read_kept(CgroupFile::Stat)
                     .and_then(|t| kv(&t, "nr_descendants"))
             },
             || {
