@@ -702,7 +702,7 @@ mod tests {
             size_of::<super::Cgroup>(),
             size_of::<super::pool::Slot>()
         );
-        assert!(held <= 208, "Held grew to {held} bytes");
+        assert!(held <= 192, "Held grew to {held} bytes");
     }
 
     #[test]
