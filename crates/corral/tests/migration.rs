@@ -32,17 +32,15 @@ fn migrant_script(then: &str) -> String {
     )
 }
 
-#[corral_testkit::needs(cgroup)]
-#[test]
-fn migrant_that_ignores_term_is_killed_on_timeout() {
+/// Starts `sleep 30` with a migrant beside it (timeout 500 ms, `grace`)
+/// and waits until the migrant has left the cgroup: the start and the run.
+fn start_with_migrant(s: &Scratch, w: &Watch, grace: Duration) -> (Instant, corral::Running) {
     let parent = corral_testkit::writable_cgroup_v2().unwrap();
-    let s = Scratch::new();
-    let w = Watch::new(&s);
     let mut c = s.sh(&migrant_script("sleep 30"));
     c.env("CG_PARENT", &parent)
         .containment(ContainmentChoice::Only(Mechanism::Cgroup))
         .timeout(Duration::from_millis(500))
-        .grace(Duration::from_millis(200));
+        .grace(grace);
     let t = Instant::now();
     let running = c.spawn().unwrap();
     let mig = w.pid("mig", 5 * SEC).expect("the migrant never started");
@@ -51,8 +49,20 @@ fn migrant_that_ignores_term_is_killed_on_timeout() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(s.path("moved").exists(), "the migrant never moved");
-    let own = cgroup_of(std::process::id());
-    assert_eq!(cgroup_of(mig), own, "the migrant is not outside the cgroup");
+    assert_eq!(
+        cgroup_of(mig),
+        cgroup_of(std::process::id()),
+        "the migrant is not outside the cgroup"
+    );
+    (t, running)
+}
+
+#[corral_testkit::needs(cgroup)]
+#[test]
+fn migrant_that_ignores_term_is_killed_on_timeout() {
+    let s = Scratch::new();
+    let w = Watch::new(&s);
+    let (t, running) = start_with_migrant(&s, &w, Duration::from_millis(200));
     let r = running.wait();
     assert_eq!(r.containment, Mechanism::Cgroup);
     assert_eq!(r.outcome, Outcome::TimedOut);
@@ -71,27 +81,9 @@ fn migrant_that_ignores_term_is_killed_on_timeout() {
 #[corral_testkit::needs(cgroup)]
 #[test]
 fn migrant_is_killed_by_a_deadline_without_grace() {
-    let parent = corral_testkit::writable_cgroup_v2().unwrap();
     let s = Scratch::new();
     let w = Watch::new(&s);
-    let mut c = s.sh(&migrant_script("sleep 30"));
-    c.env("CG_PARENT", &parent)
-        .containment(ContainmentChoice::Only(Mechanism::Cgroup))
-        .timeout(Duration::from_millis(500))
-        .grace(Duration::ZERO);
-    let t = Instant::now();
-    let running = c.spawn().unwrap();
-    let mig = w.pid("mig", 5 * SEC).expect("the migrant never started");
-    let end = Instant::now() + 5 * SEC;
-    while !s.path("moved").exists() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(s.path("moved").exists(), "the migrant never moved");
-    assert_eq!(
-        cgroup_of(mig),
-        cgroup_of(std::process::id()),
-        "the migrant is not outside the cgroup"
-    );
+    let (t, running) = start_with_migrant(&s, &w, Duration::ZERO);
     let r = running.wait();
     assert_eq!(r.outcome, Outcome::TimedOut);
     assert_eq!(r.signals_sent, vec![corral::Signal::KILL]);

@@ -134,6 +134,16 @@ struct Owner {
 static OWNERS: crate::sys::per_process::PerProcess<Vec<Owner>> =
     crate::sys::per_process::PerProcess::new(Vec::new);
 
+/// Whether making a directory and taking its lock failed in a way that a
+/// new attempt mends: the name is taken, or a cleaner that found the new
+/// directory before it was locked removed it or holds its lock.
+fn made_again(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::AlreadyExists | io::ErrorKind::NotFound | io::ErrorKind::WouldBlock
+    )
+}
+
 /// Runs `f` with this process's owner record below `parent` (made now if
 /// there is none): its path and its locked descriptor.
 pub(super) fn with_owner<T>(
@@ -159,15 +169,7 @@ pub(super) fn with_owner<T>(
         };
         match made {
             Ok(fd) => break fd,
-            Err(e)
-                if attempt < 200
-                    && matches!(
-                        e.kind(),
-                        io::ErrorKind::AlreadyExists
-                            | io::ErrorKind::NotFound
-                            | io::ErrorKind::WouldBlock
-                    ) =>
-            {
+            Err(e) if attempt < 200 && made_again(&e) => {
                 attempt += 1;
                 std::thread::sleep(Duration::from_micros(500));
             }
@@ -246,15 +248,7 @@ pub(super) fn make_dir(
             // The name is taken, or (self-locked) a cleaner that found the
             // new directory before it was locked is removing it: take the
             // next number (never remove it: the cleaner does).
-            Err(e)
-                if attempt < 16
-                    && matches!(
-                        e.kind(),
-                        io::ErrorKind::AlreadyExists
-                            | io::ErrorKind::NotFound
-                            | io::ErrorKind::WouldBlock
-                    ) =>
-            {
+            Err(e) if attempt < 16 && made_again(&e) => {
                 attempt += 1;
             }
             Err(source) => {
