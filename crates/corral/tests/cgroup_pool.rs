@@ -304,9 +304,17 @@ fn usage_is_per_run_in_a_reused_cgroup() {
 /// cgroup runs (so one cgroup waits in its pool), prints that cgroup's name
 /// and waits (30 s at most).
 fn start_pool_child() -> (Child, String) {
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "pool_child", "--nocapture", "--ignored"])
-        .env("CORRAL_POOL_CHILD", "1")
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "pool_child", "--nocapture", "--ignored"])
+        .env("CORRAL_POOL_CHILD", "1");
+    start_child(cmd, "POOLED ", "the pool child")
+}
+
+/// Starts `cmd` (this test binary, running one of its helpers) and reads
+/// its output up to the line starting with `prefix`: the child, and the
+/// rest of that line. `who` names the child in the failure.
+fn start_child(mut cmd: std::process::Command, prefix: &str, who: &str) -> (Child, String) {
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -314,13 +322,13 @@ fn start_pool_child() -> (Child, String) {
     let out = BufReader::new(child.stdout.take().unwrap());
     for line in out.lines() {
         let line = line.unwrap();
-        if let Some(name) = line.strip_prefix("POOLED ") {
+        if let Some(name) = line.strip_prefix(prefix) {
             return (child, name.to_owned());
         }
     }
     let _ = child.kill();
     let _ = child.wait();
-    panic!("the pool child printed no cgroup");
+    panic!("{who} printed no cgroup");
 }
 
 #[corral_testkit::needs(cgroup)]
@@ -613,25 +621,12 @@ fn start_owner_child(
     name: &str,
     env: &[(&str, &str)],
 ) -> (Child, String) {
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "owner_child", "--nocapture", "--ignored"])
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "owner_child", "--nocapture", "--ignored"])
         .env("CORRAL_OWNER_CHILD", name)
         .envs(s.env())
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
-    for line in out.lines() {
-        let line = line.unwrap();
-        if let Some(name) = line.strip_prefix("CGROUP ") {
-            return (child, name.to_owned());
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("the owner child printed no cgroup");
+        .envs(env.iter().copied());
+    start_child(cmd, "CGROUP ", "the owner child")
 }
 
 #[corral_testkit::needs(cgroup)]

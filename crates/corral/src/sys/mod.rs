@@ -33,6 +33,8 @@ pub(crate) use unsupported::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
 pub(crate) use windows::{pipe, spawn, PipeEnd, Poller, ReadResult, Root};
 // Unix only: process groups, shared descriptors, a pseudo-terminal's
 // master; for the async driver, its waker.
+#[cfg(target_os = "linux")]
+pub(crate) use unix::above_std;
 #[cfg(unix)]
 pub(crate) use unix::TightSlack;
 #[cfg(tokio_unix)]

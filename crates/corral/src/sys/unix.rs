@@ -1420,6 +1420,22 @@ pub(crate) mod roots {
     }
 }
 
+/// `fd` moved above 2 if it is 0, 1 or 2, for a descriptor corral keeps
+/// beyond the call that opened it. A host that runs with one of its
+/// standard streams closed (CPython's own subprocess tests do) gets that
+/// number back from the kernel for corral's file; its later `dup2` onto
+/// its stream would silently swap corral's file for the host's, and
+/// corral's close would then close the host's stream. (Linux: the cgroup
+/// tier and the keeper keep descriptors across runs.)
+#[cfg(target_os = "linux")]
+pub(crate) fn above_std(fd: std::os::fd::OwnedFd) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
+}
+
 /// The calling thread's timer slack made 1 ns for as long as this lives
 /// (Linux; elsewhere nothing): a wait that ends at a deadline then wakes
 /// at it, not up to the 50 µs of default slack after it. The thread's own

@@ -215,17 +215,10 @@ impl Events {
     }
 }
 
-/// A descriptor corral keeps beyond the call that opened it, never 0, 1 or
-/// 2. A host that runs with one of its standard streams closed (CPython's
-/// own subprocess tests do) gets that number back from the kernel for
-/// corral's file; its later `dup2` onto its stream silently swaps corral's
-/// file for the host's, and corral's close then closes the host's stream.
+/// A file corral keeps beyond the call that opened it: never 0, 1 or 2
+/// (see `sys::above_std`).
 pub(crate) fn kept(f: std::fs::File) -> io::Result<std::fs::File> {
-    use std::os::fd::AsRawFd;
-    if f.as_raw_fd() > 2 {
-        return Ok(f);
-    }
-    Ok(std::fs::File::from(rustix::io::fcntl_dupfd_cloexec(&f, 3)?))
+    Ok(crate::sys::above_std(f.into())?.into())
 }
 
 /// Removes a cgroup directory and the cgroups below it, leaves first.

@@ -657,13 +657,8 @@ fn launch() -> io::Result<Conn> {
     let pair = raw::socketpair(AF_UNIX, SOCK_SEQPACKET | k::O_CLOEXEC)?;
     // SAFETY: socketpair just returned these two descriptors; we own them.
     let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
-    // Kept for the process's life: never 0, 1 or 2, which a host that runs
-    // with a standard stream closed later `dup2`s its stream onto.
-    let ours = if ours.as_raw_fd() <= 2 {
-        rustix::io::fcntl_dupfd_cloexec(&ours, 3)?
-    } else {
-        ours
-    };
+    // Kept for the process's life: never 0, 1 or 2.
+    let ours = crate::sys::above_std(ours)?;
     enlarge_send_buffer(&ours);
     let host = rustix::process::pidfd_open(
         rustix::process::getpid(),
